@@ -1,0 +1,499 @@
+//! The `local` bootstrap: ranks started by `osrun` (or the test helper) on one node.
+//!
+//! The launcher creates one boot segment per job and passes its name in the environment.
+//! Layout (every part starts on a cache line):
+//!
+//! ```text
+//! header   magic, version, n, slot_size           (written once by the launcher)
+//! abort    set by the launcher when a rank failed  (ranks poll it while waiting)
+//! attached ranks that mapped the segment           (launcher unlinks the name at n)
+//! barrier  dissemination counters (shm::barrier)
+//! slots    n × slot_size bytes, one exchange buffer per rank
+//! ```
+//!
+//! A collective writes into the caller's slot, passes a barrier, reads peers' slots and
+//! passes a second barrier before the slots are reused; payloads larger than a slot go in
+//! rounds. Every word read by other processes is an atomic; payload bytes are ordered by the
+//! barriers (release/acquire).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use crate::bootstrap::Bootstrap;
+use crate::error::{Error, Result};
+use crate::shm::barrier::{Barrier, BarrierLayout};
+use crate::shm::segment::{random_job_id, Segment};
+
+const MAGIC: u64 = 0x6f6e_6573_6964_6564; // "onesided"
+const VERSION: u64 = 1;
+const LINE: usize = 64;
+const OFF_HEADER: usize = 0;
+const OFF_ABORT: usize = LINE;
+const OFF_ATTACHED: usize = 2 * LINE;
+const OFF_BARRIER: usize = 3 * LINE;
+
+/// Environment variable with the job id.
+pub const ENV_JOB: &str = "ONESIDED_JOB";
+/// Environment variable with this process's rank.
+pub const ENV_RANK: &str = "ONESIDED_RANK";
+/// Environment variable with the number of ranks.
+pub const ENV_SIZE: &str = "ONESIDED_SIZE";
+/// Environment variable with the boot segment name.
+pub const ENV_BOOT: &str = "ONESIDED_BOOT";
+
+/// Bytes of one rank's exchange slot for a job of `n` ranks.
+fn slot_size(n: usize) -> usize {
+    (64 * 1024).max(n * 4096)
+}
+
+/// Offsets of the parts of a boot segment for `n` ranks.
+#[derive(Debug, Clone, Copy)]
+struct BootLayout {
+    barrier: BarrierLayout,
+    slots: usize,
+    slot_size: usize,
+    total: usize,
+}
+
+impl BootLayout {
+    fn new(n: usize) -> Self {
+        let barrier = BarrierLayout::new(n);
+        let slots = (OFF_BARRIER + barrier.bytes()).div_ceil(4096) * 4096;
+        let slot_size = slot_size(n);
+        BootLayout {
+            barrier,
+            slots,
+            slot_size,
+            total: slots + n * slot_size,
+        }
+    }
+}
+
+fn word(seg: &Segment, offset: usize) -> &AtomicU64 {
+    assert!(offset + 8 <= seg.len() && offset % 8 == 0);
+    // SAFETY: in bounds and aligned (asserted); shared memory lives as long as `seg`;
+    // AtomicU64 may alias memory other processes access atomically.
+    unsafe { &*seg.as_ptr().add(offset).cast::<AtomicU64>() }
+}
+
+/// A boot segment created by a launcher; dropping it removes the name.
+#[derive(Debug)]
+pub struct BootSegment {
+    seg: Segment,
+    n: usize,
+}
+
+impl BootSegment {
+    /// Creates the boot segment of job `job` for `n` ranks.
+    pub fn create(job: &str, n: usize) -> Result<BootSegment> {
+        if n == 0 {
+            return Err(Error::InvalidArgument("a job needs at least one rank".into()));
+        }
+        let layout = BootLayout::new(n);
+        let seg = Segment::create(job, "L", layout.total)?;
+        word(&seg, OFF_HEADER + 8).store(VERSION, Ordering::Relaxed);
+        word(&seg, OFF_HEADER + 16).store(n as u64, Ordering::Relaxed);
+        word(&seg, OFF_HEADER + 24).store(layout.slot_size as u64, Ordering::Relaxed);
+        // Release: ranks that read the magic with Acquire see the fields above.
+        word(&seg, OFF_HEADER).store(MAGIC, Ordering::Release);
+        Ok(BootSegment { seg, n })
+    }
+
+    /// Name to pass in [`ENV_BOOT`].
+    pub fn name(&self) -> &str {
+        self.seg.name()
+    }
+
+    /// Tells every rank to give up waiting (a peer failed).
+    pub fn abort(&self) {
+        // Relaxed: a flag polled in wait loops; nothing is published through it.
+        word(&self.seg, OFF_ABORT).store(1, Ordering::Relaxed);
+    }
+
+    /// True once every rank has mapped the segment.
+    pub fn all_attached(&self) -> bool {
+        word(&self.seg, OFF_ATTACHED).load(Ordering::Relaxed) >= self.n as u64
+    }
+
+    /// Removes the name from /dev/shm (ranks keep their mappings).
+    pub fn unlink(&self) {
+        self.seg.unlink();
+    }
+}
+
+/// Bootstrap of a rank launched on this node.
+#[derive(Debug)]
+pub struct LocalBootstrap {
+    seg: Segment,
+    layout: BootLayout,
+    rank: usize,
+    size: usize,
+    job: String,
+    /// Collectives are serialised per process; the barrier's generation lives here.
+    barrier: Mutex<Barrier>,
+}
+
+impl LocalBootstrap {
+    /// Connects to the job described by the `ONESIDED_*` environment variables, if any.
+    pub fn from_env() -> Result<Option<LocalBootstrap>> {
+        let Ok(boot) = std::env::var(ENV_BOOT) else {
+            return Ok(None);
+        };
+        let get = |k: &str| -> Result<String> {
+            std::env::var(k).map_err(|_| Error::Bootstrap(format!("{ENV_BOOT} is set but {k} is not")))
+        };
+        let job = get(ENV_JOB)?;
+        let parse = |k: &str| -> Result<usize> {
+            get(k)?
+                .parse()
+                .map_err(|_| Error::Bootstrap(format!("{k} is not a number")))
+        };
+        let rank = parse(ENV_RANK)?;
+        let size = parse(ENV_SIZE)?;
+        Self::connect(&job, &boot, rank, size).map(Some)
+    }
+
+    /// Maps the boot segment `name` of job `job` as rank `rank` of `size`.
+    pub fn connect(job: &str, name: &str, rank: usize, size: usize) -> Result<LocalBootstrap> {
+        if rank >= size {
+            return Err(Error::Bootstrap(format!("rank {rank} out of range for size {size}")));
+        }
+        let seg = Segment::open(name)?;
+        // Acquire: pairs with the launcher's Release store of the magic.
+        if word(&seg, OFF_HEADER).load(Ordering::Acquire) != MAGIC
+            || word(&seg, OFF_HEADER + 8).load(Ordering::Relaxed) != VERSION
+        {
+            return Err(Error::Bootstrap(format!("{name} is not a onesided boot segment")));
+        }
+        let n = word(&seg, OFF_HEADER + 16).load(Ordering::Relaxed) as usize;
+        if n != size {
+            return Err(Error::Bootstrap(format!(
+                "boot segment is for {n} ranks, environment says {size}"
+            )));
+        }
+        let layout = BootLayout::new(n);
+        if seg.len() < layout.total {
+            return Err(Error::Bootstrap("boot segment is too short".into()));
+        }
+        // Relaxed: a counter the launcher polls only to decide when to unlink the name.
+        word(&seg, OFF_ATTACHED).fetch_add(1, Ordering::Relaxed);
+        Ok(Self::with_segment(seg, layout, job.to_owned(), rank, size))
+    }
+
+    /// A job of one process that needs no launcher.
+    pub fn singleton() -> Result<LocalBootstrap> {
+        let job = random_job_id();
+        let layout = BootLayout::new(1);
+        let seg = Segment::create(&job, "0", layout.total)?;
+        seg.unlink();
+        Ok(Self::with_segment(seg, layout, job, 0, 1))
+    }
+
+    fn with_segment(
+        seg: Segment,
+        layout: BootLayout,
+        job: String,
+        rank: usize,
+        size: usize,
+    ) -> Self {
+        // SAFETY: the barrier area lies inside `seg` (layout computed from n), is 64-byte
+        // aligned and zero-initialised by the launcher; `seg` lives as long as `self`.
+        let barrier =
+            unsafe { Barrier::new(seg.as_ptr().add(OFF_BARRIER), layout.barrier, rank) };
+        LocalBootstrap {
+            seg,
+            layout,
+            rank,
+            size,
+            job,
+            barrier: Mutex::new(barrier),
+        }
+    }
+
+    fn slot(&self, rank: usize) -> *mut u8 {
+        debug_assert!(rank < self.size);
+        // SAFETY: slots lie inside the segment (layout.total <= seg.len(), checked at connect).
+        unsafe { self.seg.as_ptr().add(self.layout.slots + rank * self.layout.slot_size) }
+    }
+
+    /// The word at byte `offset` of `rank`'s slot (slot headers are atomics: others read them).
+    fn slot_word(&self, rank: usize, index: usize) -> &AtomicU64 {
+        debug_assert!((index + 1) * 8 <= self.layout.slot_size);
+        // SAFETY: inside the slot, 8-byte aligned (slots start on pages); see `slot`.
+        unsafe { &*self.slot(rank).add(index * 8).cast::<AtomicU64>() }
+    }
+
+    fn write_slot(&self, offset: usize, data: &[u8]) {
+        assert!(offset + data.len() <= self.layout.slot_size);
+        // SAFETY: bounds asserted; only this rank writes its own slot between two barriers,
+        // and peers read it only after the next barrier (release/acquire ordering).
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.slot(self.rank).add(offset), data.len())
+        }
+    }
+
+    fn read_slot(&self, rank: usize, offset: usize, out: &mut Vec<u8>, len: usize) {
+        assert!(offset + len <= self.layout.slot_size);
+        let start = out.len();
+        out.resize(start + len, 0);
+        // SAFETY: bounds asserted; the owner wrote the slot before the barrier we passed and
+        // does not write it again before the next barrier.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.slot(rank).add(offset), out[start..].as_mut_ptr(), len)
+        }
+    }
+
+    fn sync(&self, b: &Barrier) -> Result<()> {
+        b.wait(|| self.aborted())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Barrier> {
+        // A poisoned lock only means another thread panicked inside a collective; the barrier
+        // state itself is still consistent.
+        self.barrier.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Bootstrap for LocalBootstrap {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn node_rank(&self) -> usize {
+        self.rank
+    }
+
+    fn node_size(&self) -> usize {
+        self.size
+    }
+
+    fn job_id(&self) -> &str {
+        &self.job
+    }
+
+    fn barrier(&self) -> Result<()> {
+        let b = self.lock();
+        self.sync(&b)
+    }
+
+    fn allgatherv(&self, send: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let b = self.lock();
+        let chunk = self.layout.slot_size - 8;
+        let mut out: Vec<Vec<u8>> = vec![Vec::new(); self.size];
+        let mut round = 0usize;
+        loop {
+            let lo = (round * chunk).min(send.len());
+            let hi = ((round + 1) * chunk).min(send.len());
+            // Relaxed: published by the barrier below.
+            self.slot_word(self.rank, 0).store(send.len() as u64, Ordering::Relaxed);
+            self.write_slot(8, &send[lo..hi]);
+            self.sync(&b)?;
+            let mut rounds = 1;
+            for (r, part) in out.iter_mut().enumerate() {
+                let len = self.slot_word(r, 0).load(Ordering::Relaxed) as usize;
+                rounds = rounds.max(len.div_ceil(chunk));
+                let lo = (round * chunk).min(len);
+                let hi = ((round + 1) * chunk).min(len);
+                if round == 0 {
+                    part.reserve_exact(len);
+                }
+                self.read_slot(r, 8, part, hi - lo);
+            }
+            self.sync(&b)?;
+            round += 1;
+            if round >= rounds {
+                return Ok(out);
+            }
+        }
+    }
+
+    fn alltoallv(&self, send: &[&[u8]]) -> Result<Vec<Vec<u8>>> {
+        let n = self.size;
+        if send.len() != n {
+            return Err(Error::InvalidArgument(format!(
+                "alltoallv: {} buffers for {n} ranks",
+                send.len()
+            )));
+        }
+        let b = self.lock();
+        let header = n * 8;
+        // Bytes per (source, destination) pair per round, 8-aligned.
+        let cap = ((self.layout.slot_size - header) / n) & !7;
+        let mut out: Vec<Vec<u8>> = vec![Vec::new(); n];
+        let mut round = 0usize;
+        loop {
+            for (j, data) in send.iter().enumerate() {
+                self.slot_word(self.rank, j)
+                    .store(data.len() as u64, Ordering::Relaxed);
+                let lo = (round * cap).min(data.len());
+                let hi = ((round + 1) * cap).min(data.len());
+                self.write_slot(header + j * cap, &data[lo..hi]);
+            }
+            self.sync(&b)?;
+            // Every rank scans every header so that all agree on the number of rounds.
+            let mut rounds = 1;
+            for (i, part) in out.iter_mut().enumerate() {
+                for j in 0..n {
+                    let len = self.slot_word(i, j).load(Ordering::Relaxed) as usize;
+                    rounds = rounds.max(len.div_ceil(cap));
+                    if j == self.rank {
+                        let lo = (round * cap).min(len);
+                        let hi = ((round + 1) * cap).min(len);
+                        self.read_slot(i, header + self.rank * cap, part, hi - lo);
+                    }
+                }
+            }
+            self.sync(&b)?;
+            round += 1;
+            if round >= rounds {
+                return Ok(out);
+            }
+        }
+    }
+
+    fn bcast(&self, root: usize, data: &mut Vec<u8>) -> Result<()> {
+        if root >= self.size {
+            return Err(Error::InvalidRank {
+                rank: root,
+                size: self.size,
+            });
+        }
+        let b = self.lock();
+        let chunk = self.layout.slot_size - 8;
+        let mut received = Vec::new();
+        let mut round = 0usize;
+        loop {
+            if self.rank == root {
+                let lo = (round * chunk).min(data.len());
+                let hi = ((round + 1) * chunk).min(data.len());
+                self.slot_word(root, 0).store(data.len() as u64, Ordering::Relaxed);
+                self.write_slot(8, &data[lo..hi]);
+            }
+            self.sync(&b)?;
+            let len = self.slot_word(root, 0).load(Ordering::Relaxed) as usize;
+            if self.rank != root {
+                let lo = (round * chunk).min(len);
+                let hi = ((round + 1) * chunk).min(len);
+                self.read_slot(root, 8, &mut received, hi - lo);
+            }
+            self.sync(&b)?;
+            round += 1;
+            if round >= len.div_ceil(chunk).max(1) {
+                break;
+            }
+        }
+        if self.rank != root {
+            *data = received;
+        }
+        Ok(())
+    }
+
+    fn aborted(&self) -> bool {
+        // Relaxed: a flag; see BootSegment::abort.
+        word(&self.seg, OFF_ABORT).load(Ordering::Relaxed) != 0
+    }
+}
+
+/// A fresh job id for a launcher.
+pub fn new_job_id() -> String {
+    random_job_id()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    /// Threads stand in for ranks: the collectives only use shared memory and atomics.
+    fn with_threads(n: usize, body: impl Fn(LocalBootstrap) + Send + Sync + 'static) {
+        let job = random_job_id();
+        let boot = BootSegment::create(&job, n).unwrap();
+        let name = boot.name().to_owned();
+        let body = Arc::new(body);
+        let handles: Vec<_> = (0..n)
+            .map(|r| {
+                let (job, name, body) = (job.clone(), name.clone(), Arc::clone(&body));
+                std::thread::spawn(move || body(LocalBootstrap::connect(&job, &name, r, n).unwrap()))
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert!(boot.all_attached());
+    }
+
+    #[test]
+    fn allgatherv_of_varying_and_large_sizes() {
+        with_threads(3, |b| {
+            let r = b.rank();
+            // Rank 2 sends more than a slot, forcing several rounds.
+            let len = if r == 2 { 200_000 } else { r * 10 };
+            let mine: Vec<u8> = (0..len).map(|i| (i * 7 + r) as u8).collect();
+            let all = b.allgatherv(&mine).unwrap();
+            for (src, part) in all.iter().enumerate() {
+                let len = if src == 2 { 200_000 } else { src * 10 };
+                let want: Vec<u8> = (0..len).map(|i| (i * 7 + src) as u8).collect();
+                assert_eq!(part, &want);
+            }
+        });
+    }
+
+    #[test]
+    fn alltoallv_personalised_multi_round() {
+        with_threads(4, |b| {
+            let me = b.rank();
+            let bufs: Vec<Vec<u8>> = (0..4)
+                .map(|j| {
+                    let len = if me == 1 && j == 3 { 50_000 } else { me + j };
+                    (0..len).map(|i| (i + 31 * me + j) as u8).collect()
+                })
+                .collect();
+            let refs: Vec<&[u8]> = bufs.iter().map(|v| v.as_slice()).collect();
+            let got = b.alltoallv(&refs).unwrap();
+            for (i, part) in got.iter().enumerate() {
+                let len = if i == 1 && me == 3 { 50_000 } else { i + me };
+                let want: Vec<u8> = (0..len).map(|k| (k + 31 * i + me) as u8).collect();
+                assert_eq!(part, &want, "from {i} to {me}");
+            }
+        });
+    }
+
+    #[test]
+    fn bcast_from_each_root() {
+        with_threads(3, |b| {
+            for root in 0..3 {
+                let mut data = if b.rank() == root {
+                    vec![root as u8; 70_000 + root]
+                } else {
+                    vec![9; 3]
+                };
+                b.bcast(root, &mut data).unwrap();
+                assert_eq!(data, vec![root as u8; 70_000 + root]);
+            }
+        });
+    }
+
+    #[test]
+    fn abort_flag_breaks_a_barrier() {
+        let job = random_job_id();
+        let boot = BootSegment::create(&job, 2).unwrap();
+        let b = LocalBootstrap::connect(&job, boot.name(), 0, 2).unwrap();
+        boot.abort();
+        assert!(matches!(b.barrier(), Err(Error::JobAborted)));
+    }
+
+    #[test]
+    fn singleton_collectives() {
+        let b = LocalBootstrap::singleton().unwrap();
+        b.barrier().unwrap();
+        assert_eq!(b.allgatherv(b"abc").unwrap(), vec![b"abc".to_vec()]);
+        let mut v = b"xyz".to_vec();
+        b.bcast(0, &mut v).unwrap();
+        assert_eq!(v, b"xyz");
+        assert!(crate::shm::segment::job_segments(b.job_id()).is_empty());
+    }
+}

@@ -1,0 +1,201 @@
+//! The one error type of onesided.
+//!
+//! Every call that the MPI standard calls erroneous and that we can detect cheaply returns one
+//! of these variants instead of invoking undefined behaviour or hanging.
+
+use std::io;
+
+/// Everything that can go wrong in onesided.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A rank argument is not a member of the window's (or communicator's) group.
+    #[error("rank {rank} is not in the group of {size} processes")]
+    InvalidRank {
+        /// The offending rank.
+        rank: usize,
+        /// Number of processes in the group.
+        size: usize,
+    },
+
+    /// An access does not fit the target's window (or attached region).
+    #[error(
+        "{op} of {len} bytes at displacement {disp} (disp_unit {disp_unit}) does not fit the \
+         {size}-byte window of rank {target}"
+    )]
+    OutOfBounds {
+        /// Operation name (`put`, `get`, ...).
+        op: &'static str,
+        /// Target rank.
+        target: usize,
+        /// Displacement as given by the caller, in units of the target's `disp_unit`.
+        disp: usize,
+        /// Displacement unit of the target, in bytes.
+        disp_unit: usize,
+        /// Length of the access in bytes.
+        len: usize,
+        /// Size of the target window in bytes.
+        size: usize,
+    },
+
+    /// An RMA operation was issued to a target outside an access epoch that includes it.
+    #[error("{op} to rank {target} outside an access epoch that includes that rank")]
+    NoAccessEpoch {
+        /// Operation name.
+        op: &'static str,
+        /// Target rank.
+        target: usize,
+    },
+
+    /// A synchronization call conflicts with the epochs currently open at this process
+    /// (for example `fence` inside a lock epoch, or `start` twice).
+    #[error("{call}: {reason}")]
+    EpochConflict {
+        /// The synchronization call.
+        call: &'static str,
+        /// What conflicts.
+        reason: &'static str,
+    },
+
+    /// `unlock`/`flush` of a target that this process has not locked.
+    #[error("{call}: rank {target} is not locked by this process")]
+    NotLocked {
+        /// The call (`unlock`, `flush`, ...).
+        call: &'static str,
+        /// Target rank.
+        target: usize,
+    },
+
+    /// `lock` of a target that this process has already locked in this window.
+    #[error("lock: rank {target} is already locked by this process")]
+    AlreadyLocked {
+        /// Target rank.
+        target: usize,
+    },
+
+    /// Passive-target synchronization on a window created with `no_locks=true`.
+    #[error("{call}: the window was created with info no_locks=true")]
+    LocksDisabled {
+        /// The call.
+        call: &'static str,
+    },
+
+    /// An assertion given to a synchronization call is false.
+    #[error("{call}: assertion {assert} does not hold: {reason}")]
+    AssertViolated {
+        /// The call.
+        call: &'static str,
+        /// The assertion name (`NOPRECEDE`, ...).
+        assert: &'static str,
+        /// Why it does not hold.
+        reason: &'static str,
+    },
+
+    /// An info value is not valid for its key.
+    #[error("info key {key:?}: invalid value {value:?}: {reason}")]
+    InvalidInfo {
+        /// Info key.
+        key: String,
+        /// Offending value.
+        value: String,
+        /// Why the value is invalid.
+        reason: String,
+    },
+
+    /// Access to dynamic-window memory that is not (or no longer) attached at the target.
+    #[error("{op}: {len} bytes at address {addr:#x} are not attached to the dynamic window at rank {target}")]
+    NotAttached {
+        /// Operation name.
+        op: &'static str,
+        /// Target rank.
+        target: usize,
+        /// Target address.
+        addr: usize,
+        /// Length in bytes.
+        len: usize,
+    },
+
+    /// `detach` of memory that was never attached.
+    #[error("detach: no region is attached at address {addr:#x}")]
+    DetachUnknown {
+        /// The address given to detach.
+        addr: usize,
+    },
+
+    /// `attach` of memory that overlaps an already attached region.
+    #[error("attach: region {addr:#x}+{len} overlaps an attached region")]
+    AttachOverlap {
+        /// Address of the new region.
+        addr: usize,
+        /// Length of the new region.
+        len: usize,
+    },
+
+    /// The per-process table of attached regions is full.
+    #[error("attach: the window already has {capacity} attached regions (info onesided_max_attached_regions)")]
+    TooManyRegions {
+        /// Table capacity.
+        capacity: usize,
+    },
+
+    /// A call that only applies to some window flavors was made on another flavor.
+    #[error("{call} is not valid on a window of flavor {flavor}")]
+    WrongFlavor {
+        /// The call.
+        call: &'static str,
+        /// The flavor of the window.
+        flavor: &'static str,
+    },
+
+    /// An argument is invalid in a way not covered by a more specific variant.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+
+    /// A collective call failed at another process; this process returns without effect.
+    #[error("{call}: failed at another process of the group")]
+    PeerFailed {
+        /// The collective call.
+        call: &'static str,
+    },
+
+    /// An operating-system call failed.
+    #[error("{call}: {source}")]
+    Os {
+        /// The system call or action.
+        call: &'static str,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// The bootstrap (process-management) layer failed or is misconfigured.
+    #[error("bootstrap: {0}")]
+    Bootstrap(String),
+
+    /// The launcher aborted the job (another rank failed).
+    #[error("the job was aborted by the launcher because another rank failed")]
+    JobAborted,
+
+    /// Launching ranks failed.
+    #[error("launch: {0}")]
+    Launch(String),
+}
+
+/// Result type of onesided.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// Wraps an OS error with the name of the failing call.
+    pub(crate) fn os(call: &'static str, source: impl Into<io::Error>) -> Self {
+        Error::Os {
+            call,
+            source: source.into(),
+        }
+    }
+}
+
+impl From<rustix::io::Errno> for Error {
+    fn from(e: rustix::io::Errno) -> Self {
+        Error::os("system call", io::Error::from(e))
+    }
+}

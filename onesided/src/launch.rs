@@ -1,0 +1,416 @@
+//! Starting the ranks of a job on this node (shared by `osrun` and [`crate::testing`]).
+//!
+//! The launcher creates the job's boot segment, starts `n` processes with the `ONESIDED_*`
+//! environment, and watches them. The first rank that fails (non-zero exit, panic, any
+//! signal — SIGKILL included) or a timeout takes the job down: the launcher names the rank,
+//! raises the abort flag that waiting ranks poll, sends SIGTERM, and SIGKILL after a grace
+//! period. Whatever happened, every shared-memory segment of the job is removed afterwards.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::bootstrap::local::{self, BootSegment};
+use crate::error::{Error, Result};
+use crate::shm::segment::sweep_job;
+
+/// Time between SIGTERM and SIGKILL when the job is torn down.
+const TERM_GRACE: Duration = Duration::from_millis(1000);
+/// How often the launcher looks at its children.
+const POLL_INTERVAL: Duration = Duration::from_millis(2);
+/// How long output pipes may stay open after every rank has exited (a rank's own children
+/// can hold them); output after that is dropped.
+const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
+
+/// What happens to the ranks' stdout and stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    /// Ranks write straight to the launcher's stdout/stderr.
+    Inherit,
+    /// Every line is prefixed with `[rank] `.
+    Prefixed,
+    /// Output is collected into the [`JobReport`] (used by tests).
+    Capture,
+}
+
+/// Everything needed to start a job.
+#[derive(Debug, Clone)]
+pub struct LaunchSpec {
+    /// Number of ranks.
+    pub ranks: usize,
+    /// Program every rank runs.
+    pub program: PathBuf,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+    /// The job fails when it runs longer than this.
+    pub timeout: Option<Duration>,
+    /// Treatment of the ranks' output.
+    pub output: Output,
+    /// Extra environment for every rank.
+    pub env: Vec<(OsString, OsString)>,
+    /// Set asynchronously (e.g. by a signal handler) to tear the job down.
+    pub interrupt: Option<Arc<AtomicBool>>,
+    /// Name used in messages (`osrun`).
+    pub name: String,
+}
+
+impl LaunchSpec {
+    /// A spec with defaults: inherited output, no timeout.
+    pub fn new(ranks: usize, program: impl Into<PathBuf>) -> Self {
+        LaunchSpec {
+            ranks,
+            program: program.into(),
+            args: Vec::new(),
+            timeout: None,
+            output: Output::Inherit,
+            env: Vec::new(),
+            interrupt: None,
+            name: "osrun".into(),
+        }
+    }
+}
+
+/// How one rank ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankStatus {
+    /// Exited with this code.
+    Exited(i32),
+    /// Terminated by this signal.
+    Signaled(i32),
+}
+
+impl RankStatus {
+    fn from_exit(status: ExitStatus) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        match (status.code(), status.signal()) {
+            (Some(c), _) => RankStatus::Exited(c),
+            (None, Some(s)) => RankStatus::Signaled(s),
+            (None, None) => RankStatus::Exited(-1),
+        }
+    }
+
+    /// True for a clean exit.
+    pub fn success(self) -> bool {
+        self == RankStatus::Exited(0)
+    }
+
+    fn describe(self) -> String {
+        match self {
+            RankStatus::Exited(101) => "exited with status 101 (a Rust panic)".into(),
+            RankStatus::Exited(c) => format!("exited with status {c}"),
+            RankStatus::Signaled(s) => format!("was killed by signal {s} ({})", signal_name(s)),
+        }
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str())
+        .unwrap_or("unknown")
+}
+
+/// Why a job failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JobFailure {
+    /// This rank failed first.
+    Rank {
+        /// Its rank.
+        rank: usize,
+        /// Its process id.
+        pid: u32,
+        /// How it ended.
+        status: RankStatus,
+    },
+    /// The job ran longer than the timeout.
+    Timeout(Duration),
+    /// The launcher was interrupted.
+    Interrupted,
+}
+
+/// Output of one rank (only with [`Output::Capture`]).
+#[derive(Debug, Clone, Default)]
+pub struct RankOutput {
+    /// Everything the rank wrote to stdout.
+    pub stdout: Vec<u8>,
+    /// Everything the rank wrote to stderr.
+    pub stderr: Vec<u8>,
+}
+
+/// The outcome of a job.
+#[derive(Debug, Clone)]
+pub struct JobReport {
+    /// The random job id.
+    pub job_id: String,
+    /// How each rank ended.
+    pub statuses: Vec<RankStatus>,
+    /// The first failure, if any.
+    pub failure: Option<JobFailure>,
+    /// Captured output by rank (empty unless [`Output::Capture`]).
+    pub output: Vec<RankOutput>,
+    /// Shared-memory segments the ranks left behind that the launcher removed.
+    pub swept_segments: usize,
+    /// Wall time of the job.
+    pub elapsed: Duration,
+}
+
+impl JobReport {
+    /// True when every rank exited with status 0.
+    pub fn success(&self) -> bool {
+        self.failure.is_none() && self.statuses.iter().all(|s| s.success())
+    }
+
+    /// Exit code for a launcher: 0, the failing rank's code, 128+signal, 124 (timeout) or
+    /// 130 (interrupted).
+    pub fn exit_code(&self) -> i32 {
+        match &self.failure {
+            None => 0,
+            Some(JobFailure::Rank { status, .. }) => match *status {
+                RankStatus::Exited(0) => 1,
+                RankStatus::Exited(c) => c,
+                RankStatus::Signaled(s) => 128 + s,
+            },
+            Some(JobFailure::Timeout(_)) => 124,
+            Some(JobFailure::Interrupted) => 130,
+        }
+    }
+
+    /// Human-readable description of the failure.
+    pub fn failure_message(&self) -> Option<String> {
+        self.failure.as_ref().map(|f| match f {
+            JobFailure::Rank { rank, pid, status } => {
+                format!("rank {rank} (pid {pid}) {}", status.describe())
+            }
+            JobFailure::Timeout(t) => format!("timed out after {:.1} s", t.as_secs_f64()),
+            JobFailure::Interrupted => "interrupted".into(),
+        })
+    }
+}
+
+enum Pipe {
+    Stdout,
+    Stderr,
+}
+
+/// Copies a rank's pipe (prefixing lines, or capturing); the captured bytes arrive on
+/// `done` tagged with (rank, is_stderr) when the pipe closes.
+fn forward(
+    rank: usize,
+    mut src: impl Read + Send + 'static,
+    pipe: Pipe,
+    mode: Output,
+    done: mpsc::Sender<(usize, bool, Vec<u8>)>,
+) {
+    let is_stderr = matches!(pipe, Pipe::Stderr);
+    std::thread::spawn(move || {
+        let mut captured = Vec::new();
+        match mode {
+            Output::Capture => {
+                let _ = src.read_to_end(&mut captured);
+            }
+            Output::Prefixed => {
+                let mut reader = BufReader::new(src);
+                let mut line = Vec::new();
+                loop {
+                    line.clear();
+                    match reader.read_until(b'\n', &mut line) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {
+                            if !line.ends_with(b"\n") {
+                                line.push(b'\n');
+                            }
+                            let mut out: Box<dyn Write> = match pipe {
+                                Pipe::Stdout => Box::new(std::io::stdout().lock()),
+                                Pipe::Stderr => Box::new(std::io::stderr().lock()),
+                            };
+                            let _ = write!(out, "[{rank}] ");
+                            let _ = out.write_all(&line);
+                            let _ = out.flush();
+                        }
+                    }
+                }
+            }
+            Output::Inherit => {}
+        }
+        let _ = done.send((rank, is_stderr, captured));
+    });
+}
+
+struct Running {
+    child: Child,
+    status: Option<RankStatus>,
+}
+
+fn signal_all(ranks: &mut [Running], sig: rustix::process::Signal) {
+    for r in ranks.iter_mut().filter(|r| r.status.is_none()) {
+        if let Some(pid) = rustix::process::Pid::from_raw(r.child.id() as i32) {
+            // The child may have exited since we looked; ESRCH is fine.
+            let _ = rustix::process::kill_process(pid, sig);
+        }
+    }
+}
+
+/// Starts the job described by `spec` and waits until it is over.
+///
+/// Returns `Err` only when the job could not be started; a failing job is reported in the
+/// [`JobReport`].
+pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
+    if spec.ranks == 0 {
+        return Err(Error::Launch("need at least one rank".into()));
+    }
+    let start = Instant::now();
+    let job = local::new_job_id();
+    let boot = BootSegment::create(&job, spec.ranks)?;
+    let mut ranks: Vec<Running> = Vec::with_capacity(spec.ranks);
+    let (pipe_done, pipe_results) = mpsc::channel();
+    let mut open_pipes = 0;
+    for rank in 0..spec.ranks {
+        let mut cmd = Command::new(&spec.program);
+        cmd.args(&spec.args)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .env(local::ENV_JOB, &job)
+            .env(local::ENV_RANK, rank.to_string())
+            .env(local::ENV_SIZE, spec.ranks.to_string())
+            .env(local::ENV_BOOT, boot.name())
+            .stdin(if rank == 0 && spec.output != Output::Capture {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            });
+        if spec.output != Output::Inherit {
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        }
+        match cmd.spawn() {
+            Ok(mut child) => {
+                if spec.output != Output::Inherit {
+                    let out = child.stdout.take().expect("piped stdout");
+                    let err = child.stderr.take().expect("piped stderr");
+                    forward(rank, out, Pipe::Stdout, spec.output, pipe_done.clone());
+                    forward(rank, err, Pipe::Stderr, spec.output, pipe_done.clone());
+                    open_pipes += 2;
+                }
+                ranks.push(Running {
+                    child,
+                    status: None,
+                });
+            }
+            Err(e) => {
+                signal_all(&mut ranks, rustix::process::Signal::KILL);
+                for r in &mut ranks {
+                    let _ = r.child.wait();
+                }
+                sweep_job(&job);
+                return Err(Error::Launch(format!(
+                    "cannot start rank {rank} ({}): {e}",
+                    spec.program.display()
+                )));
+            }
+        }
+    }
+
+    let mut failure: Option<JobFailure> = None;
+    let mut kill_at: Option<Instant> = None;
+    let mut boot_unlinked = false;
+    loop {
+        let mut alive = 0;
+        for (rank, r) in ranks.iter_mut().enumerate() {
+            if r.status.is_some() {
+                continue;
+            }
+            match r.child.try_wait() {
+                Ok(Some(st)) => {
+                    let st = RankStatus::from_exit(st);
+                    r.status = Some(st);
+                    if !st.success() && failure.is_none() {
+                        failure = Some(JobFailure::Rank {
+                            rank,
+                            pid: r.child.id(),
+                            status: st,
+                        });
+                    }
+                }
+                Ok(None) => alive += 1,
+                Err(_) => {
+                    r.status = Some(RankStatus::Exited(-1));
+                }
+            }
+        }
+        if alive == 0 {
+            break;
+        }
+        if !boot_unlinked && boot.all_attached() {
+            boot.unlink();
+            boot_unlinked = true;
+        }
+        if failure.is_none() {
+            if let Some(t) = spec.timeout {
+                if start.elapsed() > t {
+                    failure = Some(JobFailure::Timeout(t));
+                }
+            }
+            if spec.interrupt.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
+                failure = Some(JobFailure::Interrupted);
+            }
+        }
+        match (&failure, kill_at) {
+            (Some(_), None) => {
+                let report = JobReport {
+                    job_id: job.clone(),
+                    statuses: Vec::new(),
+                    failure: failure.clone(),
+                    output: Vec::new(),
+                    swept_segments: 0,
+                    elapsed: start.elapsed(),
+                };
+                eprintln!(
+                    "{}: {}; terminating the job",
+                    spec.name,
+                    report.failure_message().unwrap_or_default()
+                );
+                boot.abort();
+                signal_all(&mut ranks, rustix::process::Signal::TERM);
+                kill_at = Some(Instant::now() + TERM_GRACE);
+            }
+            (Some(_), Some(at)) if Instant::now() >= at => {
+                signal_all(&mut ranks, rustix::process::Signal::KILL);
+            }
+            _ => {}
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+
+    let mut output = vec![RankOutput::default(); if open_pipes > 0 { spec.ranks } else { 0 }];
+    let drain_until = Instant::now() + OUTPUT_DRAIN;
+    while open_pipes > 0 {
+        let left = drain_until.saturating_duration_since(Instant::now());
+        match pipe_results.recv_timeout(left) {
+            Ok((rank, is_stderr, bytes)) => {
+                let o: &mut RankOutput = &mut output[rank];
+                if is_stderr {
+                    o.stderr = bytes;
+                } else {
+                    o.stdout = bytes;
+                }
+                open_pipes -= 1;
+            }
+            Err(_) => break,
+        }
+    }
+    drop(boot);
+    let swept_segments = sweep_job(&job);
+    Ok(JobReport {
+        job_id: job,
+        statuses: ranks
+            .iter()
+            .map(|r| r.status.unwrap_or(RankStatus::Exited(-1)))
+            .collect(),
+        failure,
+        output,
+        swept_segments,
+        elapsed: start.elapsed(),
+    })
+}

@@ -1,0 +1,70 @@
+//! # onesided — MPI-4.1 one-sided communication (RMA) in Rust
+//!
+//! Windows of the four MPI flavors, `put`/`get`, and every synchronization mode of the
+//! MPI-4.1 RMA chapter — fence, post/start/complete/wait, lock/lock_all, flush — for ranks
+//! on one node. Peers' window memory is reached with plain loads and stores on shared memory
+//! (and CPU atomics for synchronization), or with cross-memory attach for user memory that
+//! is not in shared memory. Ranks are started by the `osrun` launcher:
+//!
+//! ```text
+//! osrun -n 4 target/release/examples/ring
+//! ```
+//!
+//! ```no_run
+//! use onesided::{Assert, LockType, Window};
+//!
+//! let universe = onesided::init()?;
+//! let world = universe.world();
+//! let (me, n) = (world.rank(), world.size());
+//!
+//! // Every rank exposes 8 u64; rank r writes its rank into slot r of rank 0.
+//! let win = Window::<u64>::allocate(world, 8)?;
+//! win.lock(LockType::Shared, 0, Assert::NONE)?;
+//! win.put(&[me as u64], 0, me)?;
+//! win.unlock(0)?;
+//! world.barrier()?;
+//! if me == 0 {
+//!     let mut seen = vec![0u64; n];
+//!     win.local_read(0, &mut seen)?;
+//!     assert_eq!(seen, (0..n as u64).collect::<Vec<_>>());
+//! }
+//! win.free()?;
+//! # Ok::<(), onesided::Error>(())
+//! ```
+//!
+//! Layers (see `DESIGN.md`): [`bootstrap`] (who is who, out-of-band collectives) →
+//! transports (shared memory, cross-memory attach) → windows ([`Window`]), communication
+//! (`put`/`get`) and synchronization, every synchronization a request state machine driven
+//! by one progress engine.
+
+#![warn(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod backoff;
+pub mod bootstrap;
+mod error;
+mod group;
+pub mod launch;
+mod memory;
+mod progress;
+mod rma;
+mod shm;
+mod sync;
+pub mod testing;
+mod transport;
+mod universe;
+mod win;
+
+pub use bootstrap::{Bootstrap, Comm, ReduceOp, Reducible};
+pub use bytemuck::{Pod, Zeroable};
+pub use error::{Error, Result};
+pub use group::Group;
+pub use memory::{alloc_mem, AllocMem};
+pub use shm::segment::{job_segments, sweep_job};
+pub use sync::{Assert, LockType};
+pub use universe::{init, Universe};
+pub use win::dynamic::AttachedRegion;
+pub use win::info::{
+    keys as info_keys, AccumulateOps, AccumulateOrdering, MemoryAllocKind, WinHints, WinInfo,
+};
+pub use win::{Flavor, MemoryModel, SharedRegion, WinBuffer, Window, WindowBuilder};

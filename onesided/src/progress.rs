@@ -1,0 +1,129 @@
+//! The progress engine: every synchronization is a request state machine.
+//!
+//! A synchronization call builds a [`SyncOp`] and hands it to its window's [`Engine`]. When
+//! nothing is queued before it, the engine polls it once inline — most calls (flush,
+//! unlock, post, complete, an uncontended lock) finish right there without allocating.
+//! Otherwise the op is queued and the engine drives the queue front to back: ops activate in
+//! the order they were started (seed 004, rule 4), so a blocked op holds back the ones behind
+//! it. A blocking call is `start` + `wait`; the nonblocking API (seed 004) will hand out the
+//! ticket instead of waiting, without changing any op.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+
+use crate::backoff::Backoff;
+use crate::error::{Error, Result};
+use crate::win::WinCore;
+
+/// Result of polling an op.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// The op has completed.
+    Done,
+    /// The op waits for another process.
+    Blocked,
+}
+
+/// A synchronization in progress.
+pub(crate) trait SyncOp: 'static {
+    /// Advances as far as possible without blocking.
+    fn poll(&mut self, core: &WinCore) -> Result<Step>;
+}
+
+/// Identifies a queued op.
+pub(crate) type Ticket = u64;
+
+struct Queued {
+    ticket: Ticket,
+    op: Box<dyn SyncOp>,
+}
+
+/// Per-window queue of pending synchronizations.
+#[derive(Default)]
+pub(crate) struct Engine {
+    queue: RefCell<VecDeque<Queued>>,
+    next_ticket: Cell<Ticket>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("queued", &self.queue.borrow().len())
+            .finish()
+    }
+}
+
+impl Engine {
+    /// True when no op is pending.
+    #[inline]
+    pub(crate) fn idle(&self) -> bool {
+        self.queue.borrow().is_empty()
+    }
+
+    /// Starts `op`: completes it inline when possible, queues it otherwise.
+    /// Returns `None` when it completed, its ticket when it is pending.
+    #[inline]
+    pub(crate) fn start<O: SyncOp>(&self, core: &WinCore, mut op: O) -> Result<Option<Ticket>> {
+        if self.idle() && op.poll(core)? == Step::Done {
+            return Ok(None);
+        }
+        let ticket = self.next_ticket.get();
+        self.next_ticket.set(ticket + 1);
+        self.queue.borrow_mut().push_back(Queued {
+            ticket,
+            op: Box::new(op),
+        });
+        Ok(Some(ticket))
+    }
+
+    /// Blocking form: start `op` and wait until it completed.
+    #[inline]
+    pub(crate) fn run<O: SyncOp>(&self, core: &WinCore, op: O) -> Result<()> {
+        match self.start(core, op)? {
+            None => Ok(()),
+            Some(t) => self.wait(core, t),
+        }
+    }
+
+    /// True when the op with `ticket` (and every op before it) has completed.
+    pub(crate) fn completed(&self, ticket: Ticket) -> bool {
+        self.queue.borrow().front().is_none_or(|q| q.ticket > ticket)
+    }
+
+    /// Polls queued ops in order; returns true when at least one completed.
+    pub(crate) fn progress(&self, core: &WinCore) -> Result<bool> {
+        let mut any = false;
+        let mut queue = self.queue.borrow_mut();
+        while let Some(front) = queue.front_mut() {
+            match front.op.poll(core) {
+                Ok(Step::Done) => {
+                    queue.pop_front();
+                    any = true;
+                }
+                Ok(Step::Blocked) => break,
+                Err(e) => {
+                    queue.pop_front();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(any)
+    }
+
+    /// Drives the queue until `ticket` completed, backing off while nothing moves.
+    pub(crate) fn wait(&self, core: &WinCore, ticket: Ticket) -> Result<()> {
+        let mut backoff = Backoff::new();
+        loop {
+            if self.progress(core)? {
+                backoff.reset();
+            }
+            if self.completed(ticket) {
+                return Ok(());
+            }
+            if core.comm.aborted() {
+                return Err(Error::JobAborted);
+            }
+            backoff.snooze();
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! POSIX shared-memory segments (`shm_open` + `mmap`).
+//!
+//! Every segment of a job is named `/onesided.<job>.<owner>.<tag>` where `<job>` is a random
+//! 128-bit job id, `<owner>` the creating rank (or `L` for the launcher) and `<tag>` 64 random
+//! bits. Segments are created with `O_EXCL` and mode 0600, so nobody can pre-create or read
+//! them, and their names are unguessable. Names are removed as soon as every process that
+//! needs to open them has done so; the launcher sweeps the job prefix when the job ends, so
+//! nothing stays in `/dev/shm` even when a rank is killed.
+
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use rustix::fs::Mode;
+use rustix::mm::{MapFlags, ProtFlags};
+use rustix::shm;
+
+use crate::error::{Error, Result};
+
+/// Directory where Linux exposes POSIX shared-memory objects.
+pub(crate) const SHM_DIR: &str = "/dev/shm";
+/// Prefix of every segment name (without the leading slash).
+pub(crate) const NAME_PREFIX: &str = "onesided.";
+
+/// A mapped shared-memory segment.
+#[derive(Debug)]
+pub(crate) struct Segment {
+    name: String,
+    tag: u64,
+    ptr: NonNull<u8>,
+    len: usize,
+    /// Created by this process: it removes the name when dropped (if still present).
+    owner: bool,
+    /// The name still exists in /dev/shm.
+    linked: AtomicBool,
+}
+
+// SAFETY: a Segment is a mapping of shared memory; it carries no thread-affine state. All
+// accesses to its contents go through raw pointers (copies) or atomics.
+unsafe impl Send for Segment {}
+// SAFETY: see above; `&Segment` only hands out the base pointer and length.
+unsafe impl Sync for Segment {}
+
+/// 64 random bits from the kernel.
+pub(crate) fn random_u64() -> u64 {
+    let mut buf = [0u8; 8];
+    // getrandom(2) only fails for invalid arguments or when interrupted; retry on EINTR.
+    loop {
+        match rustix::rand::getrandom(&mut buf, rustix::rand::GetRandomFlags::empty()) {
+            Ok(_) => return u64::from_ne_bytes(buf),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => panic!("getrandom failed: {e}"),
+        }
+    }
+}
+
+/// A fresh random job id (32 hex digits).
+pub(crate) fn random_job_id() -> String {
+    format!("{:016x}{:016x}", random_u64(), random_u64())
+}
+
+/// Name of the segment with the given parts (with leading slash, as `shm_open` wants it).
+pub(crate) fn segment_name(job: &str, owner: &str, tag: u64) -> String {
+    format!("/{NAME_PREFIX}{job}.{owner}.{tag:016x}")
+}
+
+fn page_size() -> usize {
+    rustix::param::page_size()
+}
+
+/// Mapped length for a requested length: at least one page, whole pages.
+fn mapped_len(len: usize) -> usize {
+    let page = page_size();
+    len.max(1).div_ceil(page) * page
+}
+
+impl Segment {
+    /// Creates (O_EXCL, mode 0600) and maps a new zero-filled segment of at least `len` bytes.
+    pub(crate) fn create(job: &str, owner: &str, len: usize) -> Result<Segment> {
+        let map_len = mapped_len(len);
+        for _ in 0..16 {
+            let tag = random_u64();
+            let name = segment_name(job, owner, tag);
+            let fd = match shm::open(
+                name.as_str(),
+                shm::OFlags::CREATE | shm::OFlags::EXCL | shm::OFlags::RDWR,
+                Mode::RUSR | Mode::WUSR,
+            ) {
+                Ok(fd) => fd,
+                Err(rustix::io::Errno::EXIST) => continue,
+                Err(e) => return Err(Error::os("shm_open", e)),
+            };
+            let mapped = rustix::fs::ftruncate(&fd, map_len as u64)
+                .map_err(|e| Error::os("ftruncate", e))
+                .and_then(|()| map(&fd, map_len));
+            return match mapped {
+                Ok(ptr) => Ok(Segment {
+                    name,
+                    tag,
+                    ptr,
+                    len: map_len,
+                    owner: true,
+                    linked: AtomicBool::new(true),
+                }),
+                Err(e) => {
+                    let _ = shm::unlink(name.as_str());
+                    Err(e)
+                }
+            };
+        }
+        Err(Error::Bootstrap(
+            "could not find a free shared-memory name after 16 random tries".into(),
+        ))
+    }
+
+    /// Opens and maps an existing segment by name (its whole length).
+    pub(crate) fn open(name: &str) -> Result<Segment> {
+        let fd = shm::open(name, shm::OFlags::RDWR, Mode::empty())
+            .map_err(|e| Error::os("shm_open (open existing)", e))?;
+        let stat = rustix::fs::fstat(&fd).map_err(|e| Error::os("fstat", e))?;
+        let len = usize::try_from(stat.st_size)
+            .map_err(|_| Error::Bootstrap(format!("segment {name} has a negative size")))?;
+        if len == 0 {
+            return Err(Error::Bootstrap(format!("segment {name} is empty")));
+        }
+        let ptr = map(&fd, len)?;
+        let tag = name
+            .rsplit('.')
+            .next()
+            .and_then(|t| u64::from_str_radix(t, 16).ok())
+            .unwrap_or(0);
+        Ok(Segment {
+            name: name.to_owned(),
+            tag,
+            ptr,
+            len,
+            owner: false,
+            linked: AtomicBool::new(false),
+        })
+    }
+
+    /// Base address of the mapping.
+    #[inline]
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Mapped length in bytes.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The segment name (with leading slash).
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The random tag that ends the name.
+    pub(crate) fn tag(&self) -> u64 {
+        self.tag
+    }
+
+    /// Removes the name from /dev/shm; the mapping stays valid. Idempotent.
+    pub(crate) fn unlink(&self) {
+        if self.owner && self.linked.swap(false, Ordering::AcqRel) {
+            // ENOENT means the launcher swept it already: nothing left to do.
+            let _ = shm::unlink(self.name.as_str());
+        }
+    }
+}
+
+impl Drop for Segment {
+    fn drop(&mut self) {
+        self.unlink();
+        // SAFETY: ptr/len describe a mapping created by `map` and not unmapped before; no
+        // reference into it outlives the Segment (all users hold the Segment alive).
+        unsafe {
+            let _ = rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len);
+        }
+    }
+}
+
+fn map(fd: &rustix::fd::OwnedFd, len: usize) -> Result<NonNull<u8>> {
+    // SAFETY: a fresh shared mapping at an address chosen by the kernel; it aliases no Rust
+    // object. The fd may be closed afterwards, the mapping keeps the object alive.
+    let p = unsafe {
+        rustix::mm::mmap(
+            std::ptr::null_mut(),
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED,
+            fd,
+            0,
+        )
+    }
+    .map_err(|e| Error::os("mmap", e))?;
+    NonNull::new(p.cast()).ok_or_else(|| Error::Bootstrap("mmap returned null".into()))
+}
+
+/// Removes every segment of `job` from /dev/shm; returns how many were removed.
+pub fn sweep_job(job: &str) -> usize {
+    let prefix = format!("{NAME_PREFIX}{job}.");
+    let Ok(dir) = std::fs::read_dir(SHM_DIR) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with(&prefix) && shm::unlink(format!("/{name}").as_str()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Names of the segments of `job` currently in /dev/shm (for tests and diagnostics).
+pub fn job_segments(job: &str) -> Vec<String> {
+    let prefix = format!("{NAME_PREFIX}{job}.");
+    let Ok(dir) = std::fs::read_dir(SHM_DIR) else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter(|n| n.starts_with(&prefix))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn create_open_unlink_roundtrip() {
+        let job = random_job_id();
+        let a = Segment::create(&job, "0", 100).unwrap();
+        assert!(a.len() >= 100);
+        let meta = std::fs::metadata(format!("{SHM_DIR}{}", a.name())).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+        // SAFETY: the segment is at least 100 bytes long and only this test uses it.
+        unsafe { a.as_ptr().add(7).write(42) };
+        let b = Segment::open(a.name()).unwrap();
+        assert_eq!(b.tag(), a.tag());
+        // SAFETY: same mapping object, mapped by `b` with the same length.
+        assert_eq!(unsafe { b.as_ptr().add(7).read() }, 42);
+        a.unlink();
+        assert!(job_segments(&job).is_empty());
+        // The mappings outlive the name.
+        // SAFETY: as above.
+        assert_eq!(unsafe { b.as_ptr().add(7).read() }, 42);
+    }
+
+    #[test]
+    fn drop_removes_name_and_sweep_cleans_leftovers() {
+        let job = random_job_id();
+        {
+            let _s = Segment::create(&job, "1", 10).unwrap();
+            assert_eq!(job_segments(&job).len(), 1);
+        }
+        assert!(job_segments(&job).is_empty());
+        let s = Segment::create(&job, "2", 10).unwrap();
+        std::mem::forget(s); // simulate a crashed owner
+        assert_eq!(sweep_job(&job), 1);
+        assert!(job_segments(&job).is_empty());
+    }
+
+    #[test]
+    fn zero_length_maps_one_page() {
+        let job = random_job_id();
+        let s = Segment::create(&job, "0", 0).unwrap();
+        assert_eq!(s.len(), page_size());
+    }
+}

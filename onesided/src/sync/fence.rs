@@ -1,0 +1,77 @@
+//! Fence: complete this process's RMA, then a barrier (seed 003 §2.3).
+//!
+//! Assertions skip work: NOPRECEDE skips the flush (there is nothing to complete — checked),
+//! NOPRECEDE together with NOSUCCEED skips the barrier too (no epoch ends and none begins).
+//! NOSTORE and NOPUT are accepted hints; on a coherent shared-memory node they save nothing
+//! beyond what the barrier's release/acquire ordering already costs.
+
+use std::sync::atomic::{fence, Ordering};
+
+use bytemuck::Pod;
+
+use crate::error::Result;
+use crate::progress::{Step, SyncOp};
+use crate::shm::barrier::BarrierWait;
+use crate::sync::Assert;
+use crate::win::{WinCore, Window};
+
+/// A fence in progress.
+struct FenceOp {
+    flush: bool,
+    barrier: Option<BarrierWait>,
+}
+
+impl SyncOp for FenceOp {
+    fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        if std::mem::take(&mut self.flush) {
+            // Completes our stores before anyone passes the barrier (the barrier's release
+            // increments also order them; the full fence orders later loads as well).
+            fence(Ordering::SeqCst);
+        }
+        let done = match &mut self.barrier {
+            Some(w) => core.barrier.poll(w),
+            None => true,
+        };
+        Ok(if done { Step::Done } else { Step::Blocked })
+    }
+}
+
+impl WinCore {
+    pub(crate) fn fence(&self, assert: Assert) -> Result<()> {
+        assert.only(
+            "fence",
+            Assert::NOSTORE | Assert::NOPUT | Assert::NOPRECEDE | Assert::NOSUCCEED,
+        )?;
+        let plan = self.epoch.fence(
+            assert.contains(Assert::NOPRECEDE),
+            assert.contains(Assert::NOSUCCEED),
+        )?;
+        let op = FenceOp {
+            flush: plan.flush,
+            barrier: plan.barrier.then(|| self.barrier.begin()),
+        };
+        self.engine.run(self, op)
+    }
+}
+
+impl<T: Pod> Window<T> {
+    /// Collective fence (MPI_Win_fence): completes every RMA operation of the epoch it ends
+    /// (at origin and target) and opens a new access and exposure epoch on every rank,
+    /// unless `assert` contains [`Assert::NOSUCCEED`].
+    ///
+    /// Valid assertions: `NOSTORE`, `NOPUT`, `NOPRECEDE`, `NOSUCCEED`. Errors: a lock,
+    /// lock_all or PSCW epoch is open; `NOPRECEDE` after RMA was issued.
+    ///
+    /// ```no_run
+    /// # use onesided::{Assert, Window};
+    /// # let world = onesided::init()?.world().clone();
+    /// let win = Window::<u64>::allocate(&world, 4)?;
+    /// win.fence(Assert::NOPRECEDE)?;
+    /// win.put(&[7], (world.rank() + 1) % world.size(), 0)?;
+    /// win.fence(Assert::NOSUCCEED)?;
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    pub fn fence(&self, assert: Assert) -> Result<()> {
+        self.core.fence(assert)
+    }
+}

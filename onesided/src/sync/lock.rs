@@ -1,0 +1,512 @@
+//! Passive-target locks: the two-level protocol of seed 003 §2.3, made starvation free.
+//!
+//! **Words.** A *global* word (in the window header, the "master" of seed 003) counts
+//! `lock_all` holders and processes holding exclusive locks; the two classes exclude each
+//! other. A *local* word per rank is a reader-writer lock: a reader count and a writer bit.
+//!
+//! ```text
+//! local word   bits 0..31 readers · bit 32 writer · bits 48..63 queue head
+//! global word  bits 0..23 exclusive holders · bits 24..47 lock_all holders · bits 48..63 head
+//! ```
+//!
+//! **Fast path** (no contention), as in seed 003: shared lock = one fetch-add on the local
+//! word; exclusive lock = one fetch-add on the global word (first exclusive lock of this
+//! process only) + one compare-and-swap on the local word; lock_all = one fetch-add on the
+//! global word; unlock = one atomic (+1 on the global word for the last exclusive lock).
+//!
+//! **Slow path.** foMPI's protocol lets a writer retry forever while readers keep arriving.
+//! Here a request that fails its fast attempt takes a ticket of a FIFO queue beside the
+//! word (an MCS-like queue, as seed 003 suggests, in two counters: `next`, `serving`).
+//! The request at the head sets a *head* mark in the word; every later fast attempt sees the
+//! mark and queues instead, so the head only waits for the holders already inside. The head
+//! then acquires, clears its mark in the same atomic step, and serves the next ticket. Readers
+//! behind a reader head enter back to back. Every waiter is bounded by the requests ahead of
+//! it: no writer (or lock_all) starves under a stream of shared lockers, and vice versa.
+//! Waiting is polling with exponential backoff (`backoff`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytemuck::Pod;
+
+use crate::error::{Error, Result};
+use crate::progress::{Step, SyncOp};
+use crate::sync::epoch::Release;
+use crate::sync::{Assert, LockType};
+use crate::win::{WinCore, Window};
+
+const READER: u64 = 1;
+const READERS: u64 = 0xFFFF_FFFF;
+const WRITER: u64 = 1 << 32;
+const HEAD: u64 = 1 << 48;
+const HEAD_MASK: u64 = 0xFFFF << 48;
+const EXCLUSIVE_ONE: u64 = 1;
+const EXCLUSIVE_MASK: u64 = 0xFF_FFFF;
+const LOCK_ALL_ONE: u64 = 1 << 24;
+const LOCK_ALL_MASK: u64 = 0xFF_FFFF << 24;
+
+/// A lock word with its FIFO slow-path counters.
+#[derive(Clone, Copy)]
+pub(crate) struct LockWords<'a> {
+    pub word: &'a AtomicU64,
+    pub next: &'a AtomicU64,
+    pub serving: &'a AtomicU64,
+}
+
+/// How a request uses a lock word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Shared holder of a local word.
+    Reader,
+    /// Exclusive holder of a local word.
+    Writer,
+    /// One member of a class of the global word; classes exclude each other.
+    Class { one: u64, other: u64 },
+}
+
+impl Mode {
+    /// Exclusive lockers at the global word.
+    pub(crate) const EXCLUSIVE: Mode = Mode::Class {
+        one: EXCLUSIVE_ONE,
+        other: LOCK_ALL_MASK,
+    };
+    /// lock_all holders at the global word.
+    pub(crate) const LOCK_ALL: Mode = Mode::Class {
+        one: LOCK_ALL_ONE,
+        other: EXCLUSIVE_MASK,
+    };
+
+    fn local(kind: LockType) -> Mode {
+        match kind {
+            LockType::Shared => Mode::Reader,
+            LockType::Exclusive => Mode::Writer,
+        }
+    }
+
+    /// One attempt without queueing. Acquire: the lock's previous holders' writes (released
+    /// by their unlock) are visible to us.
+    fn try_fast(self, w: &AtomicU64) -> bool {
+        match self {
+            Mode::Writer => w
+                .compare_exchange(0, WRITER, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok(),
+            Mode::Reader | Mode::Class { .. } => {
+                let (one, blockers) = match self {
+                    Mode::Reader => (READER, WRITER | HEAD_MASK),
+                    Mode::Class { one, other } => (one, other | HEAD_MASK),
+                    Mode::Writer => unreachable!(),
+                };
+                if w.fetch_add(one, Ordering::Acquire) & blockers == 0 {
+                    true
+                } else {
+                    // Back out: we neither hold the lock nor block anyone for long.
+                    w.fetch_sub(one, Ordering::Relaxed);
+                    false
+                }
+            }
+        }
+    }
+
+    /// Attempt by the head of the queue: acquire and clear the head mark in one atomic step.
+    /// Only the head can acquire while the mark is set, so the check and the update cannot be
+    /// separated by a conflicting acquisition.
+    fn try_head(self, w: &AtomicU64) -> bool {
+        let v = w.load(Ordering::Acquire);
+        match self {
+            Mode::Reader => {
+                if v & WRITER != 0 {
+                    return false;
+                }
+                w.fetch_add(READER.wrapping_sub(HEAD), Ordering::Acquire);
+                true
+            }
+            Mode::Writer => {
+                v & (WRITER | READERS) == 0
+                    && w
+                        .compare_exchange(v, v - HEAD + WRITER, Ordering::Acquire, Ordering::Relaxed)
+                        .is_ok()
+            }
+            Mode::Class { one, other } => {
+                if v & other != 0 {
+                    return false;
+                }
+                w.fetch_add(one.wrapping_sub(HEAD), Ordering::Acquire);
+                true
+            }
+        }
+    }
+
+    /// Gives the lock back. Release: our writes under the lock are visible to the next
+    /// holder. Also makes every RMA of the epoch complete before the lock can be re-taken.
+    fn release(self, w: &AtomicU64) {
+        let one = match self {
+            Mode::Reader => READER,
+            Mode::Writer => WRITER,
+            Mode::Class { one, .. } => one,
+        };
+        w.fetch_sub(one, Ordering::Release);
+    }
+}
+
+/// Progress of one acquisition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Phase {
+    /// Not tried yet.
+    Fast,
+    /// Waiting for our ticket to be served.
+    Queued(u64),
+    /// Head of the queue, waiting for the holders inside to leave.
+    Head,
+    /// Held.
+    Acquired,
+}
+
+/// Advances an acquisition; true once the lock is held.
+pub(crate) fn poll_acquire(words: LockWords<'_>, mode: Mode, phase: &mut Phase) -> bool {
+    loop {
+        match *phase {
+            Phase::Fast => {
+                if mode.try_fast(words.word) {
+                    *phase = Phase::Acquired;
+                } else {
+                    // Relaxed: the ticket only orders us among waiters; the hand-over of the
+                    // head is ordered by `serving` (Release/Acquire).
+                    *phase = Phase::Queued(words.next.fetch_add(1, Ordering::Relaxed));
+                }
+            }
+            Phase::Queued(ticket) => {
+                if words.serving.load(Ordering::Acquire) != ticket {
+                    return false;
+                }
+                // Relaxed: all updates of the word are RMWs, totally ordered; every fast
+                // attempt after this one sees the mark.
+                words.word.fetch_add(HEAD, Ordering::Relaxed);
+                *phase = Phase::Head;
+            }
+            Phase::Head => {
+                if !mode.try_head(words.word) {
+                    return false;
+                }
+                words.serving.fetch_add(1, Ordering::Release);
+                *phase = Phase::Acquired;
+            }
+            Phase::Acquired => return true,
+        }
+    }
+}
+
+/// Releases a lock held in `mode`.
+pub(crate) fn release(words: LockWords<'_>, mode: Mode) {
+    mode.release(words.word);
+}
+
+/// lock(kind, target): the global word first (first exclusive lock only), then the local.
+struct LockOp {
+    target: usize,
+    mode: Mode,
+    global: Option<Phase>,
+    local: Phase,
+}
+
+impl SyncOp for LockOp {
+    fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        if let Some(g) = &mut self.global {
+            if !poll_acquire(core.global_lock_words(), Mode::EXCLUSIVE, g) {
+                return Ok(Step::Blocked);
+            }
+        }
+        Ok(
+            if poll_acquire(core.local_lock_words(self.target), self.mode, &mut self.local) {
+                Step::Done
+            } else {
+                Step::Blocked
+            },
+        )
+    }
+}
+
+struct LockAllOp {
+    phase: Phase,
+}
+
+impl SyncOp for LockAllOp {
+    fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        Ok(
+            if poll_acquire(core.global_lock_words(), Mode::LOCK_ALL, &mut self.phase) {
+                Step::Done
+            } else {
+                Step::Blocked
+            },
+        )
+    }
+}
+
+/// unlock(target) / unlock_all: never waits, but goes through the engine so that it stays
+/// ordered after requests started before it.
+enum UnlockOp {
+    One(Release),
+    All,
+}
+
+impl SyncOp for UnlockOp {
+    fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        match *self {
+            UnlockOp::One(r) => {
+                if !r.lock.nocheck {
+                    release(core.local_lock_words(r.lock.target), Mode::local(r.lock.kind));
+                }
+                if r.global {
+                    release(core.global_lock_words(), Mode::EXCLUSIVE);
+                }
+            }
+            UnlockOp::All => release(core.global_lock_words(), Mode::LOCK_ALL),
+        }
+        Ok(Step::Done)
+    }
+}
+
+impl WinCore {
+    pub(crate) fn global_lock_words(&self) -> LockWords<'_> {
+        let h = self.ctrl.header();
+        LockWords {
+            word: &h.global_lock,
+            next: &h.global_next,
+            serving: &h.global_serving,
+        }
+    }
+
+    pub(crate) fn local_lock_words(&self, rank: usize) -> LockWords<'_> {
+        let c = self.ctrl.rank(rank);
+        LockWords {
+            word: &c.lock,
+            next: &c.lock_next,
+            serving: &c.lock_serving,
+        }
+    }
+
+    fn check_locks_allowed(&self, call: &'static str) -> Result<()> {
+        if self.hints.borrow().no_locks {
+            Err(Error::LocksDisabled { call })
+        } else {
+            Ok(())
+        }
+    }
+
+    pub(crate) fn lock(&self, kind: LockType, target: usize, assert: Assert) -> Result<()> {
+        assert.only("lock", Assert::NOCHECK)?;
+        self.check_locks_allowed("lock")?;
+        self.check_rank(target)?;
+        let nocheck = assert.contains(Assert::NOCHECK);
+        let global = self.epoch.lock(target, kind, nocheck)?;
+        if nocheck {
+            return Ok(());
+        }
+        let op = LockOp {
+            target,
+            mode: Mode::local(kind),
+            global: global.then_some(Phase::Fast),
+            local: Phase::Fast,
+        };
+        self.engine.run(self, op).inspect_err(|_| {
+            // The lock was not taken: forget it again (cannot fail, it was just recorded).
+            let _ = self.epoch.unlock(target);
+        })
+    }
+
+    pub(crate) fn unlock(&self, target: usize) -> Result<()> {
+        self.check_rank(target)?;
+        let release = self.epoch.unlock(target)?;
+        self.engine.run(self, UnlockOp::One(release))
+    }
+
+    pub(crate) fn lock_all(&self, assert: Assert) -> Result<()> {
+        assert.only("lock_all", Assert::NOCHECK)?;
+        self.check_locks_allowed("lock_all")?;
+        let nocheck = assert.contains(Assert::NOCHECK);
+        self.epoch.lock_all(nocheck)?;
+        if nocheck {
+            return Ok(());
+        }
+        self.engine
+            .run(self, LockAllOp { phase: Phase::Fast })
+            .inspect_err(|_| {
+                let _ = self.epoch.unlock_all();
+            })
+    }
+
+    pub(crate) fn unlock_all(&self) -> Result<()> {
+        let nocheck = self.epoch.unlock_all()?;
+        if nocheck {
+            std::sync::atomic::fence(Ordering::SeqCst);
+            return Ok(());
+        }
+        self.engine.run(self, UnlockOp::All)
+    }
+}
+
+impl<T: Pod> Window<T> {
+    /// Starts a passive-target access epoch to `target` (MPI_Win_lock); blocks until the
+    /// lock is held.
+    ///
+    /// Valid assertion: `NOCHECK` (no other process holds or will request a conflicting
+    /// lock; nothing is acquired). Errors: the window has `no_locks=true`; `target` is
+    /// already locked by this process; a lock_all, PSCW or used fence epoch is open.
+    ///
+    /// ```no_run
+    /// # use onesided::{Assert, LockType, Window};
+    /// # let world = onesided::init()?.world().clone();
+    /// let counter = Window::<u64>::allocate(&world, 1)?;
+    /// counter.lock(LockType::Exclusive, 0, Assert::NONE)?;
+    /// let mut v = [0u64];
+    /// counter.get(&mut v, 0, 0)?;
+    /// counter.put(&[v[0] + 1], 0, 0)?;
+    /// counter.unlock(0)?;
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    pub fn lock(&self, kind: LockType, target: usize, assert: Assert) -> Result<()> {
+        self.core.lock(kind, target, assert)
+    }
+
+    /// Ends the passive-target epoch to `target` (MPI_Win_unlock): all operations to it are
+    /// complete at origin and target, then the lock is released.
+    pub fn unlock(&self, target: usize) -> Result<()> {
+        self.core.unlock(target)
+    }
+
+    /// Starts a shared passive-target epoch to every rank (MPI_Win_lock_all).
+    /// Valid assertion: `NOCHECK`.
+    pub fn lock_all(&self, assert: Assert) -> Result<()> {
+        self.core.lock_all(assert)
+    }
+
+    /// Ends the epoch opened by [`Window::lock_all`] (MPI_Win_unlock_all).
+    pub fn unlock_all(&self) -> Result<()> {
+        self.core.unlock_all()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backoff::Backoff;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::Arc;
+
+    #[derive(Default)]
+    struct Words {
+        word: AtomicU64,
+        next: AtomicU64,
+        serving: AtomicU64,
+    }
+
+    impl Words {
+        fn get(&self) -> LockWords<'_> {
+            LockWords {
+                word: &self.word,
+                next: &self.next,
+                serving: &self.serving,
+            }
+        }
+
+        fn acquire(&self, mode: Mode) {
+            let mut phase = Phase::Fast;
+            let mut b = Backoff::new();
+            while !poll_acquire(self.get(), mode, &mut phase) {
+                b.snooze();
+            }
+        }
+    }
+
+    #[test]
+    fn fast_paths_cost_one_atomic() {
+        let w = Words::default();
+        let mut p = Phase::Fast;
+        assert!(poll_acquire(w.get(), Mode::Reader, &mut p));
+        assert!(poll_acquire(w.get(), Mode::Reader, &mut Phase::Fast));
+        assert_eq!(w.word.load(Ordering::Relaxed), 2);
+        let mut wp = Phase::Fast;
+        assert!(!poll_acquire(w.get(), Mode::Writer, &mut wp));
+        assert_eq!(wp, Phase::Head, "first in the queue becomes head at once");
+        assert!(!poll_acquire(w.get(), Mode::Reader, &mut Phase::Fast), "head blocks new readers");
+        release(w.get(), Mode::Reader);
+        release(w.get(), Mode::Reader);
+        assert!(poll_acquire(w.get(), Mode::Writer, &mut wp));
+        assert_eq!(w.word.load(Ordering::Relaxed), WRITER);
+    }
+
+    #[test]
+    fn classes_exclude_each_other_but_not_themselves() {
+        let w = Words::default();
+        assert!(poll_acquire(w.get(), Mode::LOCK_ALL, &mut Phase::Fast));
+        assert!(poll_acquire(w.get(), Mode::LOCK_ALL, &mut Phase::Fast));
+        let mut x = Phase::Fast;
+        assert!(!poll_acquire(w.get(), Mode::EXCLUSIVE, &mut x));
+        release(w.get(), Mode::LOCK_ALL);
+        assert!(!poll_acquire(w.get(), Mode::EXCLUSIVE, &mut x));
+        release(w.get(), Mode::LOCK_ALL);
+        assert!(poll_acquire(w.get(), Mode::EXCLUSIVE, &mut x));
+        assert!(poll_acquire(w.get(), Mode::EXCLUSIVE, &mut Phase::Fast), "exclusive holders share the global word");
+    }
+
+    /// Threads stand in for processes: the words are plain atomics either way.
+    #[test]
+    fn mutual_exclusion_under_contention() {
+        let w = Arc::new(Words::default());
+        let inside = Arc::new(AtomicU64::new(0));
+        let threads: Vec<_> = (0..6)
+            .map(|i| {
+                let (w, inside) = (Arc::clone(&w), Arc::clone(&inside));
+                std::thread::spawn(move || {
+                    for k in 0..2000 {
+                        let mode = if (i + k) % 3 == 0 { Mode::Writer } else { Mode::Reader };
+                        w.acquire(mode);
+                        let v = inside.fetch_add(if mode == Mode::Writer { 1 << 32 } else { 1 }, Ordering::SeqCst);
+                        if mode == Mode::Writer {
+                            assert_eq!(v, 0, "writer entered while someone was inside");
+                        } else {
+                            assert_eq!(v >> 32, 0, "reader entered while a writer was inside");
+                        }
+                        std::hint::spin_loop();
+                        inside.fetch_sub(if mode == Mode::Writer { 1 << 32 } else { 1 }, Ordering::SeqCst);
+                        release(w.get(), mode);
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(w.word.load(Ordering::Relaxed), 0);
+    }
+
+    /// Readers hold the lock continuously (overlapping) until the writer got in: with the
+    /// head mark the writer gets in although the readers never stop.
+    #[test]
+    fn writer_progress_under_a_reader_stream() {
+        for writer_mode in [Mode::Writer, Mode::EXCLUSIVE] {
+            let reader_mode = if writer_mode == Mode::Writer { Mode::Reader } else { Mode::LOCK_ALL };
+            let w = Arc::new(Words::default());
+            let done = Arc::new(AtomicBool::new(false));
+            let readers: Vec<_> = (0..4)
+                .map(|_| {
+                    let (w, done) = (Arc::clone(&w), Arc::clone(&done));
+                    std::thread::spawn(move || {
+                        while !done.load(Ordering::Relaxed) {
+                            w.acquire(reader_mode);
+                            std::thread::sleep(std::time::Duration::from_micros(50));
+                            release(w.get(), reader_mode);
+                        }
+                    })
+                })
+                .collect();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            for _ in 0..20 {
+                w.acquire(writer_mode);
+                release(w.get(), writer_mode);
+            }
+            done.store(true, Ordering::Relaxed);
+            for r in readers {
+                r.join().unwrap();
+            }
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! General active-target synchronization: post / start / complete / wait / test.
+//!
+//! Matching (seed 003 §2.3, with the counters of seed 004 §VII-B): the control block of each
+//! rank `j` holds one cumulative counter per peer `i`, "posts by `i` whose group contained
+//! `j`". `post` bumps that counter at each member of its group; `start` at `j` counts locally
+//! how many access epochs it has opened toward each `i` (`a`) and waits until `i`'s counter
+//! reaches `a`. `complete` bumps a cumulative completion counter at each target; `wait` waits
+//! until it reaches the sum of the sizes of all groups this process has posted.
+//!
+//! Costs: post and complete O(k) remote atomic adds, start O(k) local polls, wait one poll,
+//! for a group of k ranks; no list management, no wait-free-storage scheme to get wrong, and
+//! a counter is never reset — so a fast peer that posts its next epoch early can never be
+//! confused with the current one, and deferred (nonblocking) epochs match in FIFO order for
+//! free. The price is one 8-byte counter per peer per rank in the node segment (foMPI's
+//! released code does the same).
+
+use std::sync::atomic::Ordering;
+
+use bytemuck::Pod;
+
+use crate::error::Result;
+use crate::group::Group;
+use crate::progress::{Step, SyncOp};
+use crate::sync::Assert;
+use crate::win::{WinCore, Window};
+
+/// Announce an exposure epoch to every member of the group.
+struct PostOp {
+    group: Group,
+}
+
+impl SyncOp for PostOp {
+    fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        for &j in self.group.ranks() {
+            // Release: local stores to our window before post are visible to the origin's
+            // accesses after its start observed this increment (Acquire).
+            core.ctrl
+                .post_counter(j, core.rank)
+                .fetch_add(1, Ordering::Release);
+        }
+        Ok(Step::Done)
+    }
+}
+
+/// Wait until every member of the access group has posted.
+struct StartOp {
+    /// (peer, post count this epoch needs)
+    needs: Vec<(usize, u64)>,
+    next: usize,
+}
+
+impl SyncOp for StartOp {
+    fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        while let Some(&(peer, need)) = self.needs.get(self.next) {
+            // Acquire: pairs with PostOp's Release increment.
+            if core
+                .ctrl
+                .post_counter(core.rank, peer)
+                .load(Ordering::Acquire)
+                < need
+            {
+                return Ok(Step::Blocked);
+            }
+            self.next += 1;
+        }
+        Ok(Step::Done)
+    }
+}
+
+/// Tell every member of the access group that our operations are complete.
+struct CompleteOp {
+    group: Group,
+}
+
+impl SyncOp for CompleteOp {
+    fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        for &t in self.group.ranks() {
+            // Release: every RMA operation of the epoch (stores into the target's memory, or
+            // completed process_vm_writev calls) happens-before the target's wait returns.
+            core.ctrl
+                .rank(t)
+                .completions
+                .fetch_add(1, Ordering::Release);
+        }
+        Ok(Step::Done)
+    }
+}
+
+/// Wait until the completions of the exposure epoch have arrived.
+struct WaitOp {
+    need: u64,
+}
+
+impl SyncOp for WaitOp {
+    fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        Ok(if core.exposure_complete(self.need) {
+            Step::Done
+        } else {
+            Step::Blocked
+        })
+    }
+}
+
+impl WinCore {
+    fn exposure_complete(&self, need: u64) -> bool {
+        // Acquire: pairs with CompleteOp's Release increments.
+        self.ctrl
+            .rank(self.rank)
+            .completions
+            .load(Ordering::Acquire)
+            >= need
+    }
+
+    pub(crate) fn post(&self, group: &Group, assert: Assert) -> Result<()> {
+        assert.only("post", Assert::NOCHECK | Assert::NOSTORE | Assert::NOPUT)?;
+        group.check_within(self.size)?;
+        self.epoch.post(group.len())?;
+        if assert.contains(Assert::NOCHECK) {
+            return Ok(());
+        }
+        self.engine.run(
+            self,
+            PostOp {
+                group: group.clone(),
+            },
+        )
+    }
+
+    pub(crate) fn start(&self, group: &Group, assert: Assert) -> Result<()> {
+        assert.only("start", Assert::NOCHECK)?;
+        group.check_within(self.size)?;
+        self.epoch.start(group)?;
+        if assert.contains(Assert::NOCHECK) {
+            return Ok(());
+        }
+        let needs = {
+            let mut opened = self.pscw_accesses.borrow_mut();
+            group
+                .ranks()
+                .iter()
+                .map(|&peer| {
+                    let n = opened.entry(peer).or_insert(0);
+                    *n += 1;
+                    (peer, *n)
+                })
+                .collect()
+        };
+        self.engine.run(self, StartOp { needs, next: 0 })
+    }
+
+    pub(crate) fn complete(&self) -> Result<()> {
+        let group = self.epoch.complete()?;
+        self.engine.run(self, CompleteOp { group })
+    }
+
+    pub(crate) fn wait(&self) -> Result<()> {
+        let need = self.epoch.exposure_target("wait")?;
+        self.engine.run(self, WaitOp { need })?;
+        self.epoch.end_exposure();
+        Ok(())
+    }
+
+    pub(crate) fn test(&self) -> Result<bool> {
+        let need = self.epoch.exposure_target("test")?;
+        self.engine.progress(self)?;
+        if self.engine.idle() && self.exposure_complete(need) {
+            self.epoch.end_exposure();
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+}
+
+impl<T: Pod> Window<T> {
+    /// Opens an exposure epoch for the ranks of `group` (MPI_Win_post). Does not block.
+    ///
+    /// Valid assertions: `NOCHECK` (the matching `start`s also pass it), `NOSTORE`, `NOPUT`.
+    ///
+    /// ```no_run
+    /// # use onesided::{Assert, Group, Window};
+    /// # let world = onesided::init()?.world().clone();
+    /// # let win = Window::<f64>::allocate(&world, 8)?;
+    /// let (me, n) = (world.rank(), world.size());
+    /// let neighbours = Group::new([(me + 1) % n, (me + n - 1) % n])?;
+    /// win.post(&neighbours, Assert::NONE)?;
+    /// win.start(&neighbours, Assert::NONE)?;
+    /// win.put(&[me as f64], (me + 1) % n, 0)?;
+    /// win.complete()?;
+    /// win.wait()?;
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    pub fn post(&self, group: &Group, assert: Assert) -> Result<()> {
+        self.core.post(group, assert)
+    }
+
+    /// Opens an access epoch to the ranks of `group` (MPI_Win_start); waits until each of
+    /// them has posted a matching exposure epoch. Valid assertion: `NOCHECK`.
+    pub fn start(&self, group: &Group, assert: Assert) -> Result<()> {
+        self.core.start(group, assert)
+    }
+
+    /// Ends the access epoch opened by [`Window::start`] (MPI_Win_complete): the operations
+    /// are complete at the origin, and each target's `wait` may return once all its origins
+    /// have completed.
+    pub fn complete(&self) -> Result<()> {
+        self.core.complete()
+    }
+
+    /// Ends the exposure epoch opened by [`Window::post`] (MPI_Win_wait): waits until every
+    /// origin in the post group has called `complete`.
+    pub fn wait(&self) -> Result<()> {
+        self.core.wait()
+    }
+
+    /// Nonblocking [`Window::wait`] (MPI_Win_test): true, and the exposure epoch is closed,
+    /// when every origin has completed; false otherwise.
+    pub fn test(&self) -> Result<bool> {
+        self.core.test()
+    }
+}

@@ -1,0 +1,190 @@
+//! Multi-rank tests inside `cargo test`, without forking inside the test harness.
+//!
+//! A test calls [`run`] (or [`job`]) with a body. In the test process, the helper launches
+//! the *test binary itself* `n` times, asking libtest to run only the current test
+//! (`--exact <name>`); in those child processes the same call sees the `ONESIDED_*`
+//! environment and runs the body as one rank. The parent waits, applies a timeout, collects
+//! the output, and removes every shared-memory segment of the job.
+//!
+//! ```no_run
+//! #[test]
+//! fn two_ranks_agree() {
+//!     onesided::testing::run(2, |u| {
+//!         let sum = u.world().allgather(&[1u32])?.iter().sum::<u32>();
+//!         assert_eq!(sum, 2);
+//!         Ok(())
+//!     });
+//! }
+//! ```
+
+use std::cell::Cell;
+use std::ffi::OsString;
+use std::io::Write;
+use std::time::Duration;
+
+use crate::bootstrap::local::ENV_BOOT;
+use crate::error::Result;
+use crate::launch::{launch, JobReport, LaunchSpec, Output};
+use crate::universe::Universe;
+
+/// Environment variable naming which job of a test a child belongs to.
+const ENV_JOB_INDEX: &str = "ONESIDED_TEST_JOB_INDEX";
+/// Default time limit of a test job.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+thread_local! {
+    /// Number of jobs this test thread has started (parent) or reached (child).
+    static JOBS_SEEN: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Builder for a multi-rank test job.
+#[derive(Debug, Clone)]
+pub struct Job {
+    ranks: usize,
+    timeout: Duration,
+    env: Vec<(OsString, OsString)>,
+}
+
+/// A job of `ranks` ranks with the default timeout.
+pub fn job(ranks: usize) -> Job {
+    Job {
+        ranks,
+        timeout: DEFAULT_TIMEOUT,
+        env: Vec::new(),
+    }
+}
+
+/// Runs `body` on `ranks` ranks and panics (failing the test) unless every rank succeeds.
+pub fn run<F>(ranks: usize, body: F)
+where
+    F: FnOnce(&Universe) -> Result<()>,
+{
+    job(ranks).run(body).assert_success();
+}
+
+impl Job {
+    /// Fails the job when it runs longer than `timeout`.
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets an environment variable for every rank.
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Runs the job. In the test process this returns the report of the job; in a rank it
+    /// runs `body` and exits the process (status 0 on `Ok`, a panic otherwise).
+    pub fn run<F>(self, body: F) -> JobReport
+    where
+        F: FnOnce(&Universe) -> Result<()>,
+    {
+        let index = JOBS_SEEN.with(|c| {
+            let i = c.get();
+            c.set(i + 1);
+            i
+        });
+        if std::env::var_os(ENV_BOOT).is_some() {
+            let mine = std::env::var(ENV_JOB_INDEX)
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok());
+            if mine == Some(index) {
+                run_rank(body);
+            }
+            // Another job of this test: its ranks are launched separately.
+            return JobReport {
+                job_id: String::new(),
+                statuses: Vec::new(),
+                failure: None,
+                output: Vec::new(),
+                swept_segments: 0,
+                elapsed: Duration::ZERO,
+            };
+        }
+        let name = std::thread::current()
+            .name()
+            .filter(|n| *n != "main")
+            .map(str::to_owned)
+            .expect("onesided::testing must be called from the thread of a #[test] function");
+        let exe = std::env::current_exe().expect("path of the test binary");
+        let mut spec = LaunchSpec::new(self.ranks, exe);
+        spec.args = ["--exact", &name, "--nocapture", "--test-threads=1", "--include-ignored"]
+            .iter()
+            .map(OsString::from)
+            .collect();
+        spec.timeout = Some(self.timeout);
+        spec.output = Output::Capture;
+        spec.name = format!("test {name}");
+        spec.env = self.env;
+        spec.env
+            .push((ENV_JOB_INDEX.into(), index.to_string().into()));
+        launch(&spec).unwrap_or_else(|e| panic!("cannot launch the ranks of {name}: {e}"))
+    }
+}
+
+fn run_rank<F>(body: F) -> !
+where
+    F: FnOnce(&Universe) -> Result<()>,
+{
+    let universe = crate::init().unwrap_or_else(|e| panic!("onesided::init failed: {e}"));
+    let rank = universe.world().rank();
+    if let Err(e) = body(&universe) {
+        panic!("rank {rank}: {e}");
+    }
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    std::process::exit(0)
+}
+
+impl JobReport {
+    /// Panics with the failure and every rank's output unless the job succeeded.
+    pub fn assert_success(&self) {
+        if self.success() {
+            return;
+        }
+        panic!(
+            "job {} failed: {}\n{}",
+            self.job_id,
+            self.failure_message()
+                .unwrap_or_else(|| "a rank failed".into()),
+            self.outputs_for_humans()
+        );
+    }
+
+    /// Every rank's captured output, labelled, with libtest's own chatter removed.
+    pub fn outputs_for_humans(&self) -> String {
+        let mut s = String::new();
+        for (rank, out) in self.output.iter().enumerate() {
+            for (label, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+                let text = String::from_utf8_lossy(bytes);
+                let lines: Vec<&str> = text
+                    .lines()
+                    .filter(|l| {
+                        !(l.is_empty()
+                            || l.starts_with("running ")
+                            || l.starts_with("test result:")
+                            || l.starts_with("test ") && l.ends_with(" ... ok"))
+                    })
+                    .collect();
+                if !lines.is_empty() {
+                    s.push_str(&format!("--- rank {rank} {label} ---\n"));
+                    for l in lines {
+                        s.push_str(l);
+                        s.push('\n');
+                    }
+                }
+            }
+        }
+        s
+    }
+
+    /// Captured stdout of `rank` as text.
+    pub fn stdout_of(&self, rank: usize) -> String {
+        self.output
+            .get(rank)
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default()
+    }
+}

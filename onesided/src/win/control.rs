@@ -1,0 +1,235 @@
+//! Layout of a window's node segment: synchronization words of every rank, and (for
+//! `allocate`/`allocate_shared`) the window memory of every rank.
+//!
+//! ```text
+//! header        magic; the global lock word of seed 003 and its FIFO tickets
+//! barrier       fence's dissemination counters
+//! block[0..n]   per rank: local lock word + tickets, PSCW completion counter,
+//!               dynamic-region sequence number, pid, PSCW post counters (one per peer),
+//!               dynamic-region table
+//! data          window memory (allocate / allocate_shared), page aligned
+//! ```
+//!
+//! Every word another process reads or writes is an `AtomicU64`, and independently contended
+//! words sit on separate cache lines.
+
+use std::sync::atomic::AtomicU64;
+
+use crossbeam_utils::CachePadded;
+
+use crate::shm::barrier::BarrierLayout;
+
+/// Marks an initialised window segment.
+pub(crate) const WIN_MAGIC: u64 = 0x6f73_7769_6e64_6f77;
+
+/// Window-wide words, at the start of the segment.
+#[repr(C)]
+pub(crate) struct WinHeader {
+    /// [`WIN_MAGIC`] once the creator initialised the segment.
+    pub magic: CachePadded<AtomicU64>,
+    /// Global lock word (seed 003): lock_all holders and exclusive lockers (sync::lock).
+    pub global_lock: CachePadded<AtomicU64>,
+    /// Next ticket of the global lock's FIFO slow path.
+    pub global_next: CachePadded<AtomicU64>,
+    /// Ticket now served by the global lock's slow path.
+    pub global_serving: CachePadded<AtomicU64>,
+}
+
+/// Identity words of a rank.
+#[repr(C)]
+pub(crate) struct Ident {
+    /// Process id (for cross-memory attach).
+    pub pid: AtomicU64,
+    /// Rank in the job (names the rank's shared-heap segments).
+    pub job_rank: AtomicU64,
+    /// Number of valid entries in the dynamic-region table.
+    pub region_count: AtomicU64,
+}
+
+/// Fixed-size part of a rank's control block.
+#[repr(C)]
+pub(crate) struct RankControl {
+    /// Local reader-writer lock word (seed 003).
+    pub lock: CachePadded<AtomicU64>,
+    /// Next ticket of the local lock's FIFO slow path.
+    pub lock_next: CachePadded<AtomicU64>,
+    /// Ticket now served by the local lock's slow path.
+    pub lock_serving: CachePadded<AtomicU64>,
+    /// Number of `complete` calls that targeted this rank (cumulative).
+    pub completions: CachePadded<AtomicU64>,
+    /// Sequence number (seqlock) of the dynamic-region table; odd while it changes.
+    pub dyn_seq: CachePadded<AtomicU64>,
+    /// Process identity and region count.
+    pub ident: CachePadded<Ident>,
+}
+
+/// One entry of a rank's dynamic-region table.
+#[repr(C)]
+pub(crate) struct RegionSlot {
+    /// Address of the region in the owner's address space.
+    pub base: AtomicU64,
+    /// Length in bytes.
+    pub len: AtomicU64,
+    /// Tag of the shared-heap segment holding it, or 0 (reach it with CMA).
+    pub seg_tag: AtomicU64,
+    /// Offset of the region in that segment.
+    pub seg_offset: AtomicU64,
+}
+
+const PAGE: usize = 4096;
+
+/// Byte offsets of every part of a window segment.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ControlLayout {
+    pub n: usize,
+    pub barrier: BarrierLayout,
+    pub barrier_off: usize,
+    pub blocks_off: usize,
+    pub block_stride: usize,
+    pub posts_off: usize,
+    pub regions_off: usize,
+    pub region_cap: usize,
+    pub data_off: usize,
+    pub total: usize,
+}
+
+impl ControlLayout {
+    /// Layout for `n` ranks, `region_cap` dynamic regions per rank and `data_bytes` of
+    /// window memory.
+    pub(crate) fn new(n: usize, region_cap: usize, data_bytes: usize) -> Self {
+        let line = std::mem::align_of::<CachePadded<AtomicU64>>();
+        let barrier = BarrierLayout::new(n);
+        let barrier_off = std::mem::size_of::<WinHeader>();
+        let blocks_off = (barrier_off + barrier.bytes()).next_multiple_of(line);
+        let posts_off = std::mem::size_of::<RankControl>();
+        let regions_off = (posts_off + n * 8).next_multiple_of(64);
+        let block_stride =
+            (regions_off + region_cap * std::mem::size_of::<RegionSlot>()).next_multiple_of(line);
+        let data_off = (blocks_off + n * block_stride).next_multiple_of(PAGE);
+        ControlLayout {
+            n,
+            barrier,
+            barrier_off,
+            blocks_off,
+            block_stride,
+            posts_off,
+            regions_off,
+            region_cap,
+            data_off,
+            total: data_off + data_bytes,
+        }
+    }
+}
+
+/// Typed access to the control words of a mapped window segment.
+#[derive(Debug)]
+pub(crate) struct Control {
+    base: *mut u8,
+    layout: ControlLayout,
+}
+
+impl Control {
+    /// # Safety
+    /// `base` must be the page-aligned start of a mapping of at least `layout.total` bytes
+    /// that stays mapped while the returned value (and references from it) live, and whose
+    /// control part is zero-initialised or initialised by a peer with the same layout.
+    pub(crate) unsafe fn new(base: *mut u8, layout: ControlLayout) -> Self {
+        debug_assert_eq!(base as usize % PAGE, 0);
+        Control { base, layout }
+    }
+
+    /// The layout.
+    pub(crate) fn layout(&self) -> &ControlLayout {
+        &self.layout
+    }
+
+    /// Window-wide words.
+    #[inline]
+    pub(crate) fn header(&self) -> &WinHeader {
+        // SAFETY: the header is at offset 0 of a live, suitably aligned mapping (new()).
+        unsafe { &*self.base.cast::<WinHeader>() }
+    }
+
+    /// Fixed control words of `rank`.
+    #[inline]
+    pub(crate) fn rank(&self, rank: usize) -> &RankControl {
+        debug_assert!(rank < self.layout.n);
+        // SAFETY: block `rank` lies inside the mapping by construction of the layout, and is
+        // aligned to the cache-line alignment of RankControl (blocks_off and block_stride
+        // are multiples of it).
+        unsafe {
+            &*self
+                .base
+                .add(self.layout.blocks_off + rank * self.layout.block_stride)
+                .cast::<RankControl>()
+        }
+    }
+
+    /// Number of `post` calls by `from` that included `at` (cumulative), stored at `at`.
+    #[inline]
+    pub(crate) fn post_counter(&self, at: usize, from: usize) -> &AtomicU64 {
+        debug_assert!(at < self.layout.n && from < self.layout.n);
+        // SAFETY: inside block `at` (posts_off + n*8 <= regions_off), 8-byte aligned.
+        unsafe {
+            &*self
+                .base
+                .add(
+                    self.layout.blocks_off
+                        + at * self.layout.block_stride
+                        + self.layout.posts_off
+                        + from * 8,
+                )
+                .cast::<AtomicU64>()
+        }
+    }
+
+    /// Entry `index` of `rank`'s dynamic-region table.
+    #[inline]
+    pub(crate) fn region(&self, rank: usize, index: usize) -> &RegionSlot {
+        debug_assert!(rank < self.layout.n && index < self.layout.region_cap);
+        // SAFETY: inside block `rank` (regions_off + cap*32 <= block_stride), 8-aligned.
+        unsafe {
+            &*self
+                .base
+                .add(
+                    self.layout.blocks_off
+                        + rank * self.layout.block_stride
+                        + self.layout.regions_off
+                        + index * std::mem::size_of::<RegionSlot>(),
+                )
+                .cast::<RegionSlot>()
+        }
+    }
+
+    /// Start of the fence barrier's counters.
+    pub(crate) fn barrier_base(&self) -> *const u8 {
+        // SAFETY: offset inside the mapping.
+        unsafe { self.base.add(self.layout.barrier_off) }
+    }
+
+    /// Start of the window memory (allocate / allocate_shared).
+    pub(crate) fn data_base(&self) -> *mut u8 {
+        // SAFETY: data_off <= total, inside (or one past the end of) the mapping.
+        unsafe { self.base.add(self.layout.data_off) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_do_not_overlap() {
+        for n in [1, 2, 7, 64] {
+            for cap in [0, 1, 256] {
+                let l = ControlLayout::new(n, cap, 1000);
+                assert!(l.barrier_off + l.barrier.bytes() <= l.blocks_off);
+                assert!(l.posts_off + 8 * n <= l.regions_off);
+                assert!(l.regions_off + 32 * cap <= l.block_stride);
+                assert!(l.blocks_off + n * l.block_stride <= l.data_off);
+                assert_eq!(l.data_off % PAGE, 0);
+                assert_eq!(l.total, l.data_off + 1000);
+            }
+        }
+    }
+}

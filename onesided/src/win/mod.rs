@@ -1,0 +1,660 @@
+//! Windows (MPI-4.1 §12.2): the four flavors, attributes, info, local access and free.
+//!
+//! A [`Window<T>`] exposes memory of every process of a communicator for RMA. All flavors
+//! share one node segment per window that holds the synchronization words of every rank
+//! (see `control`); `allocate` and `allocate_shared` put the window memory in the same
+//! segment, so a target's memory is `base + rank × stride` — O(1) metadata per process when
+//! sizes are symmetric (seed 003 §2.2).
+
+pub(crate) mod control;
+mod create;
+pub(crate) mod dynamic;
+pub mod info;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::marker::PhantomData;
+use std::ptr::NonNull;
+
+use bytemuck::Pod;
+
+use crate::bootstrap::Comm;
+use crate::error::{Error, Result};
+use crate::memory::AllocMem;
+use crate::progress::Engine;
+use crate::shm::barrier::Barrier;
+use crate::shm::segment::Segment;
+use crate::sync::epoch::EpochState;
+use crate::transport::Route;
+use control::Control;
+use info::{WinHints, WinInfo};
+
+/// How a window's memory came to be (MPI_WIN_CREATE_FLAVOR).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Flavor {
+    /// [`Window::allocate`]: memory allocated by onesided.
+    Allocate,
+    /// [`Window::create`]: memory provided by the user.
+    Create,
+    /// [`Window::create_dynamic`]: memory attached and detached at run time.
+    Dynamic,
+    /// [`Window::allocate_shared`]: memory all ranks can load and store directly.
+    Shared,
+}
+
+impl Flavor {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Flavor::Allocate => "allocate",
+            Flavor::Create => "create",
+            Flavor::Dynamic => "dynamic",
+            Flavor::Shared => "shared",
+        }
+    }
+}
+
+impl fmt::Display for Flavor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Memory model of a window (MPI_WIN_MODEL).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemoryModel {
+    /// Public and private copies are the same memory (every onesided window).
+    Unified,
+    /// Public and private copies are separate.
+    Separate,
+}
+
+/// Memory handed to [`Window::create`] or [`Window::attach`]. The window owns it until
+/// [`Window::free`] / [`Window::detach`] give it back, so no remote access can outlive it.
+#[derive(Debug)]
+pub enum WinBuffer<T: Pod> {
+    /// Ordinary heap memory: peers reach it with cross-memory attach.
+    Vec(Vec<T>),
+    /// Shared-heap memory from [`crate::alloc_mem`]: peers use load/store.
+    AllocMem(AllocMem<T>),
+    /// Memory the caller manages (see [`WinBuffer::from_raw_parts`]).
+    Raw {
+        /// First element.
+        ptr: NonNull<T>,
+        /// Number of elements.
+        len: usize,
+    },
+}
+
+impl<T: Pod> WinBuffer<T> {
+    /// Memory the caller manages.
+    ///
+    /// # Safety
+    /// `ptr` must be valid for reads and writes of `len` elements (and non-null) until the
+    /// buffer is returned by `free`/`detach` (or, if the window is dropped without `free`,
+    /// for as long as any process of the window may access it), and must not be accessed
+    /// through Rust references in the meantime.
+    pub unsafe fn from_raw_parts(ptr: *mut T, len: usize) -> Self {
+        WinBuffer::Raw {
+            ptr: NonNull::new(ptr).expect("WinBuffer::from_raw_parts: null pointer"),
+            len,
+        }
+    }
+
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            WinBuffer::Vec(v) => v.len(),
+            WinBuffer::AllocMem(m) => m.len(),
+            WinBuffer::Raw { len, .. } => *len,
+        }
+    }
+
+    /// True when the buffer has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Base pointer and length in bytes.
+    fn raw_bytes(&mut self) -> (*mut u8, usize) {
+        let ptr: *mut T = match self {
+            WinBuffer::Vec(v) => v.as_mut_ptr(),
+            WinBuffer::AllocMem(m) => m.as_mut_ptr(),
+            WinBuffer::Raw { ptr, .. } => ptr.as_ptr(),
+        };
+        (ptr.cast(), self.len() * std::mem::size_of::<T>())
+    }
+
+    /// The `Vec` inside, if this buffer is one.
+    pub fn into_vec(self) -> Option<Vec<T>> {
+        match self {
+            WinBuffer::Vec(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Gives up memory that peers might still access: never freed, never reused.
+    fn leak(self) {
+        match self {
+            WinBuffer::Vec(v) => std::mem::forget(v),
+            // Our mapping goes away but the peers' mappings keep the memory alive.
+            WinBuffer::AllocMem(m) => drop(m),
+            WinBuffer::Raw { .. } => {}
+        }
+    }
+}
+
+impl<T: Pod> From<Vec<T>> for WinBuffer<T> {
+    fn from(v: Vec<T>) -> Self {
+        WinBuffer::Vec(v)
+    }
+}
+
+impl<T: Pod> From<AllocMem<T>> for WinBuffer<T> {
+    fn from(m: AllocMem<T>) -> Self {
+        WinBuffer::AllocMem(m)
+    }
+}
+
+/// Where the window memory of each target is.
+#[derive(Debug)]
+pub(crate) enum Targets {
+    /// Same size and disp_unit everywhere; rank r's memory at `base + r * stride`.
+    Symmetric {
+        base: *mut u8,
+        stride: usize,
+        bytes: usize,
+        disp_unit: usize,
+    },
+    /// One entry per rank.
+    Table(Vec<TargetRegion>),
+    /// Dynamic window: resolved through the region-descriptor cache.
+    Dynamic,
+}
+
+/// Window memory of one target.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TargetRegion {
+    pub route: Route,
+    pub bytes: usize,
+    pub disp_unit: usize,
+}
+
+/// This process's own window memory.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LocalRegion {
+    pub base: *mut u8,
+    pub bytes: usize,
+    pub disp_unit: usize,
+}
+
+/// Everything of a window that does not depend on the element type.
+pub(crate) struct WinCore {
+    pub(crate) comm: Comm,
+    pub(crate) rank: usize,
+    pub(crate) size: usize,
+    pub(crate) flavor: Flavor,
+    pub(crate) ctrl: Control,
+    pub(crate) barrier: Barrier,
+    pub(crate) targets: Targets,
+    pub(crate) local: LocalRegion,
+    pub(crate) hints: RefCell<WinHints>,
+    pub(crate) epoch: EpochState,
+    pub(crate) engine: Engine,
+    /// Access epochs opened toward each peer with `start` (PSCW matching counts).
+    pub(crate) pscw_accesses: RefCell<HashMap<usize, u64>>,
+    pub(crate) dynamic: dynamic::DynamicState,
+    /// Peers' shared-heap segments mapped for `create` windows.
+    _peer_segments: Vec<Segment>,
+    /// The node segment; the pointers above point into it.
+    _segment: Segment,
+}
+
+impl fmt::Debug for WinCore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WinCore")
+            .field("flavor", &self.flavor)
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("local", &self.local)
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WinCore {
+    #[inline]
+    pub(crate) fn check_rank(&self, rank: usize) -> Result<()> {
+        if rank < self.size {
+            Ok(())
+        } else {
+            Err(Error::InvalidRank {
+                rank,
+                size: self.size,
+            })
+        }
+    }
+}
+
+/// A window of elements of type `T` (MPI_Win).
+///
+/// Displacements in RMA calls are in units of the *target's* displacement unit, which is
+/// `size_of::<T>()` unless set with [`WindowBuilder::disp_unit`] — so with the defaults a
+/// displacement is an element index. A window is used by one thread at a time.
+///
+/// ```no_run
+/// use onesided::{Assert, Window};
+/// let universe = onesided::init()?;
+/// let world = universe.world();
+/// let win = Window::<f64>::allocate(world, 100)?;
+/// win.fence(Assert::NOPRECEDE)?;
+/// let right = (world.rank() + 1) % world.size();
+/// win.put(&[1.0, 2.0], right, 10)?;
+/// win.fence(Assert::NOSUCCEED)?;
+/// let mut got = [0.0; 2];
+/// win.local_read(10, &mut got)?;
+/// assert_eq!(got, [1.0, 2.0]);
+/// win.free()?;
+/// # Ok::<(), onesided::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Window<T: Pod> {
+    pub(crate) core: WinCore,
+    /// `create`: the user's memory.
+    buffer: Option<WinBuffer<T>>,
+    /// `dynamic`: attached memory by base address.
+    attached: RefCell<Vec<(usize, WinBuffer<T>)>>,
+    freed: bool,
+    _elem: PhantomData<T>,
+}
+
+/// Options for creating a window: info keys and displacement unit.
+///
+/// ```no_run
+/// use onesided::{Window, WinInfo};
+/// # let world = onesided::init()?.world().clone();
+/// let win = Window::<u8>::builder(&world)
+///     .info(&WinInfo::new().same_size(true).no_locks(true))
+///     .disp_unit(1)
+///     .allocate(4096)?;
+/// # Ok::<(), onesided::Error>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct WindowBuilder<'c, T: Pod> {
+    comm: &'c Comm,
+    info: WinInfo,
+    disp_unit: Option<usize>,
+    _elem: PhantomData<T>,
+}
+
+fn default_disp_unit<T>() -> usize {
+    std::mem::size_of::<T>().max(1)
+}
+
+impl<'c, T: Pod> WindowBuilder<'c, T> {
+    /// Info keys for the window (see [`WinInfo`]).
+    pub fn info(mut self, info: &WinInfo) -> Self {
+        self.info = info.clone();
+        self
+    }
+
+    /// Displacement unit of this process's memory, in bytes (default `size_of::<T>()`).
+    pub fn disp_unit(mut self, bytes: usize) -> Self {
+        self.disp_unit = Some(bytes);
+        self
+    }
+
+    fn unit(&self) -> usize {
+        self.disp_unit.unwrap_or_else(default_disp_unit::<T>)
+    }
+
+    /// Allocates `len` elements at this process and creates a window over them
+    /// (MPI_Win_allocate). Collective.
+    pub fn allocate(self, len: usize) -> Result<Window<T>> {
+        let bytes = elem_bytes::<T>(len)?;
+        let core = create::allocate(self.comm, bytes, self.unit(), &self.info, false)?;
+        Ok(Window::from_core(core, None))
+    }
+
+    /// Like [`WindowBuilder::allocate`], but every rank may load and store every other
+    /// rank's memory directly (MPI_Win_allocate_shared); see [`Window::shared_query`].
+    /// Memory is contiguous across ranks unless info `alloc_shared_noncontig=true`.
+    pub fn allocate_shared(self, len: usize) -> Result<Window<T>> {
+        let bytes = elem_bytes::<T>(len)?;
+        let core = create::allocate(self.comm, bytes, self.unit(), &self.info, true)?;
+        Ok(Window::from_core(core, None))
+    }
+
+    /// Creates a window over memory the caller provides (MPI_Win_create). Collective.
+    ///
+    /// Memory from [`crate::alloc_mem`] is reached by peers with load/store; other memory
+    /// (a `Vec`) with cross-memory attach. [`Window::free`] gives the memory back.
+    pub fn create(self, buffer: impl Into<WinBuffer<T>>) -> Result<Window<T>> {
+        let mut buffer = buffer.into();
+        let (base, bytes) = buffer.raw_bytes();
+        let core = create::create(self.comm, base, bytes, self.unit(), &self.info);
+        match core {
+            Ok(core) => Ok(Window::from_core(core, Some(buffer))),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Creates a window without memory; memory is attached later with [`Window::attach`]
+    /// (MPI_Win_create_dynamic). Collective. Displacements are target addresses
+    /// (disp_unit 1).
+    pub fn create_dynamic(self) -> Result<Window<T>> {
+        let core = create::create_dynamic(self.comm, &self.info)?;
+        Ok(Window::from_core(core, None))
+    }
+}
+
+fn elem_bytes<T>(len: usize) -> Result<usize> {
+    len.checked_mul(std::mem::size_of::<T>())
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or_else(|| Error::InvalidArgument(format!("window of {len} elements is too large")))
+}
+
+impl<T: Pod> Window<T> {
+    fn from_core(core: WinCore, buffer: Option<WinBuffer<T>>) -> Self {
+        Window {
+            core,
+            buffer,
+            attached: RefCell::new(Vec::new()),
+            freed: false,
+            _elem: PhantomData,
+        }
+    }
+
+    /// Options for creating a window over `comm`.
+    pub fn builder(comm: &Comm) -> WindowBuilder<'_, T> {
+        WindowBuilder {
+            comm,
+            info: WinInfo::new(),
+            disp_unit: None,
+            _elem: PhantomData,
+        }
+    }
+
+    /// [`WindowBuilder::allocate`] with default info and displacement unit.
+    pub fn allocate(comm: &Comm, len: usize) -> Result<Self> {
+        Self::builder(comm).allocate(len)
+    }
+
+    /// [`WindowBuilder::allocate_shared`] with default info and displacement unit.
+    pub fn allocate_shared(comm: &Comm, len: usize) -> Result<Self> {
+        Self::builder(comm).allocate_shared(len)
+    }
+
+    /// [`WindowBuilder::create`] with default info and displacement unit.
+    pub fn create(comm: &Comm, buffer: impl Into<WinBuffer<T>>) -> Result<Self> {
+        Self::builder(comm).create(buffer)
+    }
+
+    /// [`WindowBuilder::create_dynamic`] with default info.
+    pub fn create_dynamic(comm: &Comm) -> Result<Self> {
+        Self::builder(comm).create_dynamic()
+    }
+
+    /// The communicator of the window.
+    pub fn comm(&self) -> &Comm {
+        &self.core.comm
+    }
+
+    /// Rank of this process in the window.
+    pub fn rank(&self) -> usize {
+        self.core.rank
+    }
+
+    /// Number of processes of the window.
+    pub fn size(&self) -> usize {
+        self.core.size
+    }
+
+    /// MPI_WIN_CREATE_FLAVOR.
+    pub fn flavor(&self) -> Flavor {
+        self.core.flavor
+    }
+
+    /// MPI_WIN_MODEL: always [`MemoryModel::Unified`].
+    pub fn model(&self) -> MemoryModel {
+        MemoryModel::Unified
+    }
+
+    /// MPI_WIN_BASE: start of this process's window memory (null for dynamic windows).
+    pub fn base(&self) -> *mut T {
+        self.core.local.base.cast()
+    }
+
+    /// MPI_WIN_SIZE: size of this process's window memory in bytes (0 for dynamic windows).
+    pub fn size_bytes(&self) -> usize {
+        self.core.local.bytes
+    }
+
+    /// Number of elements of this process's window memory.
+    pub fn len(&self) -> usize {
+        self.core.local.bytes / std::mem::size_of::<T>().max(1)
+    }
+
+    /// True when this process exposes no memory.
+    pub fn is_empty(&self) -> bool {
+        self.core.local.bytes == 0
+    }
+
+    /// MPI_WIN_DISP_UNIT of this process.
+    pub fn disp_unit(&self) -> usize {
+        self.core.local.disp_unit
+    }
+
+    /// The hints in effect (typed form of [`Window::get_info`]).
+    pub fn hints(&self) -> WinHints {
+        self.core.hints.borrow().clone()
+    }
+
+    /// The info keys in effect (MPI_Win_get_info): every hint onesided supports, with its
+    /// current value. Ignored (unknown) keys are not returned, as MPI-4.1 specifies.
+    pub fn get_info(&self) -> WinInfo {
+        self.core.hints.borrow().to_info(self.core.flavor)
+    }
+
+    /// Changes hints (MPI_Win_set_info). Collective. Hints that only apply at creation
+    /// (`same_size`, `same_disp_unit`, `mpi_assert_memory_alloc_kinds`,
+    /// `alloc_shared_noncontig`, `onesided_max_attached_regions`) are ignored; an invalid
+    /// value of any known key is an error at every process and changes nothing.
+    pub fn set_info(&self, info: &WinInfo) -> Result<()> {
+        let mut next = self.core.hints.borrow().clone();
+        let local = next.update(info, false);
+        self.core.comm.agree_on("set_info", local)?;
+        let mut g = [next.accumulate_granularity as u64, !(next.accumulate_granularity as u64)];
+        self.core
+            .comm
+            .allreduce(&mut g, crate::bootstrap::ReduceOp::Max)?;
+        if g[0] != !g[1] {
+            return Err(Error::InvalidInfo {
+                key: info::keys::ACCUMULATE_GRANULARITY.into(),
+                value: next.accumulate_granularity.to_string(),
+                reason: "must be the same at every process".into(),
+            });
+        }
+        *self.core.hints.borrow_mut() = next;
+        Ok(())
+    }
+
+    /// Byte offset of `disp` (in this process's disp_unit) for `len` bytes of local memory.
+    fn local_route(&self, op: &'static str, disp: usize, len: usize) -> Result<Route> {
+        let l = &self.core.local;
+        if self.core.flavor == Flavor::Dynamic {
+            return self.core.resolve_own_dynamic(op, disp, len);
+        }
+        let off = crate::rma::checked_offset(op, self.core.rank, disp, l.disp_unit, len, l.bytes)?;
+        Ok(Route::Direct(l.base.wrapping_add(off)))
+    }
+
+    /// Copies local window memory at `disp` (in this process's disp_unit; an address for
+    /// dynamic windows) into `dst`.
+    ///
+    /// Safe at any time: if RMA to the same bytes is in flight (which MPI calls erroneous
+    /// without synchronization) the values read are unspecified, never undefined behaviour.
+    pub fn local_read(&self, disp: usize, dst: &mut [T]) -> Result<()> {
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(dst);
+        self.local_route("local_read", disp, bytes.len())?.read(bytes)
+    }
+
+    /// Copies `src` into local window memory at `disp` (see [`Window::local_read`]).
+    pub fn local_write(&self, disp: usize, src: &[T]) -> Result<()> {
+        let bytes: &[u8] = bytemuck::cast_slice(src);
+        self.local_route("local_write", disp, bytes.len())?.write(bytes)
+    }
+
+    /// This process's window memory as a slice.
+    ///
+    /// # Safety
+    /// No RMA operation may write this memory while the slice lives (for example: only
+    /// between two fences with no put to this process, or inside an exclusive lock of this
+    /// process's own rank), and no `local_write` may happen meanwhile.
+    pub unsafe fn local_slice(&self) -> &[T] {
+        let l = &self.core.local;
+        if l.bytes == 0 {
+            return &[];
+        }
+        // SAFETY: base/len describe this process's live window memory (Pod elements);
+        // the caller guarantees nobody writes it while the slice lives.
+        unsafe { std::slice::from_raw_parts(l.base.cast(), self.len()) }
+    }
+
+    /// This process's window memory as a mutable slice.
+    ///
+    /// # Safety
+    /// No RMA operation may read or write this memory while the slice lives, and no other
+    /// slice from [`Window::local_slice`] / `local_slice_mut` may exist.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn local_slice_mut(&self) -> &mut [T] {
+        let l = &self.core.local;
+        if l.bytes == 0 {
+            return &mut [];
+        }
+        // SAFETY: as in local_slice; the caller guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(l.base.cast(), self.len()) }
+    }
+
+    /// Direct access to `rank`'s window memory (MPI_Win_shared_query).
+    ///
+    /// Defined for `allocate_shared` and `allocate` windows (all on one node here) and for
+    /// `create` windows whose target memory came from [`crate::alloc_mem`]; `None` when the
+    /// memory is not directly accessible. Errors for an invalid rank.
+    pub fn shared_query(&self, rank: usize) -> Result<Option<SharedRegion<T>>> {
+        self.core.check_rank(rank)?;
+        let (route, bytes, disp_unit) = match &self.core.targets {
+            Targets::Symmetric {
+                base,
+                stride,
+                bytes,
+                disp_unit,
+            } => (Route::Direct(base.wrapping_add(rank * stride)), *bytes, *disp_unit),
+            Targets::Table(t) => (t[rank].route, t[rank].bytes, t[rank].disp_unit),
+            Targets::Dynamic => return Ok(None),
+        };
+        match route {
+            Route::Direct(ptr) => Ok(Some(SharedRegion {
+                ptr: ptr.cast(),
+                bytes,
+                disp_unit,
+                _elem: PhantomData,
+            })),
+            Route::Cma { .. } => Ok(None),
+        }
+    }
+
+    /// Frees the window (MPI_Win_free). Collective. Returns the memory the user gave it
+    /// (`create`: the buffer; `dynamic`: regions still attached).
+    ///
+    /// Every process must have closed its epochs; otherwise every process gets an error and
+    /// the window is dropped without being freed (see `Drop`).
+    pub fn free(mut self) -> Result<Vec<WinBuffer<T>>> {
+        let local = self.core.epoch.check_free();
+        self.core.comm.agree_on("free", local)?;
+        // Everyone has closed its epochs and agreed: no access to our memory remains.
+        self.freed = true;
+        let mut out: Vec<WinBuffer<T>> = self.buffer.take().into_iter().collect();
+        out.extend(self.attached.borrow_mut().drain(..).map(|(_, b)| b));
+        Ok(out)
+    }
+}
+
+impl<T: Pod> Drop for Window<T> {
+    /// Dropping a window without [`Window::free`] cannot synchronise with the other
+    /// processes, so user memory they might still access is leaked instead of freed.
+    fn drop(&mut self) {
+        if !self.freed {
+            if let Some(b) = self.buffer.take() {
+                b.leak();
+            }
+            for (_, b) in self.attached.borrow_mut().drain(..) {
+                b.leak();
+            }
+        }
+    }
+}
+
+/// A rank's window memory mapped in this process ([`Window::shared_query`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SharedRegion<T> {
+    ptr: *mut T,
+    bytes: usize,
+    disp_unit: usize,
+    _elem: PhantomData<T>,
+}
+
+impl<T: Pod> SharedRegion<T> {
+    /// First element.
+    pub fn as_ptr(&self) -> *mut T {
+        self.ptr
+    }
+
+    /// Size in bytes.
+    pub fn size_bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Number of whole elements.
+    pub fn len(&self) -> usize {
+        self.bytes / std::mem::size_of::<T>().max(1)
+    }
+
+    /// True when the region is empty.
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+
+    /// The owner's displacement unit.
+    pub fn disp_unit(&self) -> usize {
+        self.disp_unit
+    }
+
+    /// The region as a slice.
+    ///
+    /// # Safety
+    /// The window must outlive the slice, and nobody (any process) may write the memory
+    /// while it lives.
+    pub unsafe fn as_slice<'a>(&self) -> &'a [T] {
+        if self.bytes == 0 {
+            return &[];
+        }
+        // SAFETY: ptr/len describe a rank's window memory mapped in this process; the
+        // caller guarantees it outlives the slice and is not written meanwhile.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len()) }
+    }
+
+    /// The region as a mutable slice.
+    ///
+    /// # Safety
+    /// The window must outlive the slice, and nobody else (any process) may access the
+    /// memory while it lives.
+    pub unsafe fn as_mut_slice<'a>(&self) -> &'a mut [T] {
+        if self.bytes == 0 {
+            return &mut [];
+        }
+        // SAFETY: as in as_slice; the caller guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len()) }
+    }
+}

@@ -1,0 +1,94 @@
+//! The `local` bootstrap's collectives across real processes.
+
+use onesided::testing;
+use onesided::ReduceOp;
+
+#[test]
+fn identity_and_barrier() {
+    for n in [1, 2, 5] {
+        testing::run(n, move |u| {
+            let w = u.world();
+            assert_eq!(w.size(), n);
+            assert_eq!((w.node_rank(), w.node_size()), (w.rank(), n));
+            let ranks = w.allgather(&[w.rank() as u32])?;
+            assert_eq!(ranks, (0..n as u32).collect::<Vec<_>>());
+            for _ in 0..100 {
+                w.barrier()?;
+            }
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn allgather_alltoall_alltoallv() {
+    testing::run(4, |u| {
+        let w = u.world();
+        let (me, n) = (w.rank(), w.size());
+        // allgatherv: rank r contributes r*1000 + 3 values (several slot rounds for some).
+        let mine: Vec<u64> = (0..me * 10_000 + 3).map(|i| (me * 7 + i) as u64).collect();
+        let all = w.allgatherv(&mine)?;
+        for (r, v) in all.iter().enumerate() {
+            assert_eq!(v.len(), r * 10_000 + 3);
+            assert!(v.iter().enumerate().all(|(i, x)| *x == (r * 7 + i) as u64));
+        }
+        // alltoall: block j of rank i is [i*10+j; 3].
+        let send: Vec<i32> = (0..n).flat_map(|j| [(me * 10 + j) as i32; 3]).collect();
+        let recv = w.alltoall(&send)?;
+        let want: Vec<i32> = (0..n).flat_map(|i| [(i * 10 + me) as i32; 3]).collect();
+        assert_eq!(recv, want);
+        // alltoallv with empty, small and large pieces.
+        let bufs: Vec<Vec<u16>> = (0..n)
+            .map(|j| vec![(me * 100 + j) as u16; (me + j) % 3 * 20_000])
+            .collect();
+        let refs: Vec<&[u16]> = bufs.iter().map(|b| b.as_slice()).collect();
+        let got = w.alltoallv(&refs)?;
+        for (i, v) in got.iter().enumerate() {
+            assert_eq!(*v, vec![(i * 100 + me) as u16; (i + me) % 3 * 20_000]);
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn bcast_and_allreduce() {
+    testing::run(3, |u| {
+        let w = u.world();
+        let me = w.rank();
+        for root in 0..3 {
+            let mut fixed = [me as f64; 4];
+            w.bcast(root, &mut fixed)?;
+            assert_eq!(fixed, [root as f64; 4]);
+            let mut v: Vec<u8> = if me == root { vec![root as u8; 100_000] } else { vec![] };
+            w.bcast_vec(root, &mut v)?;
+            assert_eq!(v, vec![root as u8; 100_000]);
+        }
+        let mut s = [me as i64 - 1, 10];
+        w.allreduce(&mut s, ReduceOp::Sum)?;
+        assert_eq!(s, [0, 30]);
+        let mut mn = [me as u32 + 5, 100 - me as u32];
+        w.allreduce(&mut mn, ReduceOp::Min)?;
+        assert_eq!(mn, [5, 98]);
+        let mut mx = [me as f64 * 0.5, -(me as f64)];
+        w.allreduce(&mut mx, ReduceOp::Max)?;
+        assert_eq!(mx, [1.0, 0.0]);
+        let mut f = [0.25f32 * me as f32];
+        w.allreduce(&mut f, ReduceOp::Sum)?;
+        assert_eq!(f, [0.75]);
+        assert!(w.agree(true)?);
+        assert!(!w.agree(me != 1)?);
+        Ok(())
+    });
+}
+
+#[test]
+fn mismatched_collectives_are_errors() {
+    testing::run(2, |u| {
+        let w = u.world();
+        let mine = vec![1u8; w.rank() + 1];
+        assert!(w.allgather(&mine).is_err(), "allgather with different lengths");
+        assert!(w.bcast(5, &mut [0u8]).is_err(), "invalid root");
+        assert!(w.alltoall(&[1u8, 2, 3]).is_err(), "3 elements into 2 blocks");
+        Ok(())
+    });
+}

@@ -1,0 +1,85 @@
+//! `osrun` — start a onesided job on this node.
+//!
+//! ```text
+//! osrun -n 4 [--timeout 60] [--prefix] target/release/examples/ring [ARGS...]
+//! ```
+//!
+//! Starts N ranks of PROGRAM that find each other through the `local` bootstrap. The exit
+//! status is non-zero when any rank fails; the first rank that panics, exits non-zero or is
+//! killed takes the whole job down (named in a message on stderr), and no shared-memory
+//! segment of the job remains in /dev/shm afterwards.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use onesided::launch::{launch, LaunchSpec, Output};
+
+/// Launch a onesided job of N ranks on this node.
+#[derive(Debug, Parser)]
+#[command(name = "osrun", version, about, long_about = None)]
+struct Args {
+    /// Number of ranks.
+    #[arg(short = 'n', long = "np", value_name = "N")]
+    ranks: usize,
+
+    /// Fail the job (exit status 124) when it runs longer than S seconds.
+    #[arg(long, value_name = "S")]
+    timeout: Option<f64>,
+
+    /// Prefix every output line with `[rank] `.
+    #[arg(short = 'p', long)]
+    prefix: bool,
+
+    /// Program every rank runs.
+    #[arg(value_name = "PROGRAM")]
+    program: PathBuf,
+
+    /// Arguments of the program.
+    #[arg(value_name = "ARGS", trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<OsString>,
+}
+
+fn main() {
+    let args = Args::parse();
+    if args.ranks == 0 {
+        eprintln!("osrun: -n must be at least 1");
+        std::process::exit(2);
+    }
+    let interrupt = Arc::new(AtomicBool::new(false));
+    for sig in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        if let Err(e) = signal_hook::flag::register(sig, Arc::clone(&interrupt)) {
+            eprintln!("osrun: cannot handle signal {sig}: {e}");
+        }
+    }
+    let mut spec = LaunchSpec::new(args.ranks, args.program);
+    spec.args = args.args;
+    spec.timeout = match args.timeout {
+        Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
+        Some(s) => {
+            eprintln!("osrun: --timeout must be a positive number of seconds, not {s}");
+            std::process::exit(2);
+        }
+        None => None,
+    };
+    spec.output = if args.prefix {
+        Output::Prefixed
+    } else {
+        Output::Inherit
+    };
+    spec.interrupt = Some(interrupt);
+    match launch(&spec) {
+        Ok(report) => std::process::exit(report.exit_code()),
+        Err(e) => {
+            eprintln!("osrun: {e}");
+            std::process::exit(1);
+        }
+    }
+}
