@@ -67,4 +67,4 @@ pub use win::dynamic::AttachedRegion;
 pub use win::info::{
     keys as info_keys, AccumulateOps, AccumulateOrdering, MemoryAllocKind, WinHints, WinInfo,
 };
-pub use win::{Flavor, MemoryModel, SharedRegion, WinBuffer, Window, WindowBuilder};
+pub use win::{Flavor, MemoryModel, SharedRegion, WinBuffer, Window, WindowBuilder, WindowLayout};

@@ -70,6 +70,18 @@ pub enum MemoryModel {
     Separate,
 }
 
+/// How a window records where every rank's memory is ([`Window::layout`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WindowLayout {
+    /// Same size and displacement unit everywhere: rank r's memory is at a fixed stride in
+    /// one node segment; O(1) metadata per process (seed 003 §2.2).
+    Symmetric,
+    /// One (address, size, disp_unit) record per rank: O(p) metadata per process.
+    PerRank,
+    /// Dynamic window: per-target region tables, cached on use.
+    Dynamic,
+}
+
 /// Memory handed to [`Window::create`] or [`Window::attach`]. The window owns it until
 /// [`Window::free`] / [`Window::detach`] give it back, so no remote access can outlive it.
 #[derive(Debug)]
@@ -439,6 +451,15 @@ impl<T: Pod> Window<T> {
     /// True when this process exposes no memory.
     pub fn is_empty(&self) -> bool {
         self.core.local.bytes == 0
+    }
+
+    /// How the window records where each rank's memory is.
+    pub fn layout(&self) -> WindowLayout {
+        match self.core.targets {
+            Targets::Symmetric { .. } => WindowLayout::Symmetric,
+            Targets::Table(_) => WindowLayout::PerRank,
+            Targets::Dynamic => WindowLayout::Dynamic,
+        }
     }
 
     /// MPI_WIN_DISP_UNIT of this process.

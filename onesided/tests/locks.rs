@@ -1,0 +1,191 @@
+//! Passive-target locks across processes: mutual exclusion, sharing, and freedom from
+//! starvation.
+
+use std::time::{Duration, Instant};
+
+use onesided::{testing, Assert, LockType, Window};
+
+/// Every rank increments counters at every target under an exclusive lock
+/// (get, add one, put, unlock): no update may be lost.
+#[test]
+fn exclusive_lock_counter_has_no_lost_update() {
+    for n in [2, 5, 8] {
+        testing::run(n, move |u| {
+            let w = u.world();
+            let n = w.size();
+            const ITERS: u64 = 150;
+            let win = Window::<u64>::allocate(w, 1)?;
+            for i in 0..ITERS {
+                for k in 0..n {
+                    let t = (w.rank() + k + i as usize) % n;
+                    win.lock(LockType::Exclusive, t, Assert::NONE)?;
+                    let mut v = [0u64];
+                    win.get(&mut v, t, 0)?;
+                    win.put(&[v[0] + 1], t, 0)?;
+                    win.unlock(t)?;
+                }
+            }
+            w.barrier()?;
+            let mut v = [0u64];
+            win.local_read(0, &mut v)?;
+            assert_eq!(v[0], ITERS * n as u64, "lost updates at rank {}", w.rank());
+            win.free()?;
+            Ok(())
+        });
+    }
+}
+
+/// Shared locks are shared: every rank holds a shared lock on rank 0 (and a lock_all) while
+/// it waits in a barrier for all the others — impossible if they excluded each other.
+#[test]
+fn shared_locks_and_lock_all_coexist() {
+    testing::run(4, |u| {
+        let w = u.world();
+        let win = Window::<u64>::allocate(w, 1)?;
+        win.lock(LockType::Shared, 0, Assert::NONE)?;
+        w.barrier()?;
+        win.unlock(0)?;
+        win.lock_all(Assert::NONE)?;
+        w.barrier()?;
+        win.unlock_all()?;
+        // Exclusive locks on different targets are held at the same time (the global word
+        // counts exclusive holders; it does not exclude them from each other).
+        let me = w.rank();
+        win.lock(LockType::Exclusive, me, Assert::NONE)?;
+        w.barrier()?;
+        win.unlock(me)?;
+        // Shared locks on two targets at once, both also shared by a neighbour.
+        let other = (me + 1) % w.size();
+        win.lock(LockType::Shared, other, Assert::NONE)?;
+        win.lock(LockType::Shared, me, Assert::NONE)?;
+        w.barrier()?;
+        win.unlock(other)?;
+        win.unlock(me)?;
+        win.free()?;
+        Ok(())
+    });
+}
+
+/// The writer (rank 1) must get the exclusive lock on rank 0 repeatedly while every other
+/// rank keeps rank 0 shared-locked with overlapping holds and never lets go on its own:
+/// readers stop only when the writer has finished. A writer that starved would time out.
+fn writer_progress(reader_uses_lock_all: bool) {
+    testing::job(6)
+        .timeout(Duration::from_secs(90))
+        .run(move |u| {
+            let w = u.world();
+            let me = w.rank();
+            // word 0: writer rounds done; words 1, 2: a pair the writer keeps equal.
+            let win = Window::<u64>::allocate(w, 3)?;
+            w.barrier()?;
+            const WRITES: u64 = 30;
+            if me == 1 {
+                // Let the readers build up a continuous stream first.
+                std::thread::sleep(Duration::from_millis(50));
+                let mut worst = Duration::ZERO;
+                for k in 1..=WRITES {
+                    let t0 = Instant::now();
+                    win.lock(LockType::Exclusive, 0, Assert::NONE)?;
+                    worst = worst.max(t0.elapsed());
+                    // Write the pair non-atomically: readers must never see it torn.
+                    win.put(&[k], 0, 1)?;
+                    win.flush(0)?;
+                    std::thread::sleep(Duration::from_micros(100));
+                    win.put(&[k], 0, 2)?;
+                    win.put(&[k], 0, 0)?;
+                    win.unlock(0)?;
+                }
+                println!("writer: {WRITES} exclusive locks, longest wait {worst:?}");
+            } else if me != 0 {
+                let mut reads = 0u64;
+                loop {
+                    let mut v = [0u64; 3];
+                    if reader_uses_lock_all {
+                        win.lock_all(Assert::NONE)?;
+                    } else {
+                        win.lock(LockType::Shared, 0, Assert::NONE)?;
+                    }
+                    win.get(&mut v, 0, 0)?;
+                    // Hold the lock a while so that holds of different readers overlap.
+                    std::thread::sleep(Duration::from_micros(300));
+                    if reader_uses_lock_all {
+                        win.unlock_all()?;
+                    } else {
+                        win.unlock(0)?;
+                    }
+                    assert_eq!(v[1], v[2], "a reader saw a torn write: {v:?}");
+                    reads += 1;
+                    if v[0] == WRITES {
+                        break;
+                    }
+                }
+                assert!(reads > 1);
+            }
+            w.barrier()?;
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}
+
+#[test]
+fn writer_progress_under_shared_lockers() {
+    writer_progress(false);
+}
+
+#[test]
+fn writer_progress_under_lock_all_holders() {
+    writer_progress(true);
+}
+
+/// lock_all and exclusive locks exclude each other through the global word.
+#[test]
+fn lock_all_excludes_exclusive() {
+    testing::run(3, |u| {
+        let w = u.world();
+        let me = w.rank();
+        let win = Window::<u64>::allocate(w, 2)?;
+        for round in 1..=40u64 {
+            if me == 0 {
+                // Exclusive writer of a pair at rank 2.
+                win.lock(LockType::Exclusive, 2, Assert::NONE)?;
+                win.put(&[round], 2, 0)?;
+                win.flush(2)?;
+                win.put(&[round], 2, 1)?;
+                win.unlock(2)?;
+            } else if me == 1 {
+                win.lock_all(Assert::NONE)?;
+                let mut v = [0u64; 2];
+                win.get(&mut v, 2, 0)?;
+                win.unlock_all()?;
+                assert_eq!(v[0], v[1], "lock_all saw a half-done exclusive epoch");
+            }
+        }
+        w.barrier()?;
+        win.free()?;
+        Ok(())
+    });
+}
+
+/// NOCHECK locks touch no lock word but still open the epoch.
+#[test]
+fn nocheck_locks() {
+    testing::run(2, |u| {
+        let w = u.world();
+        let me = w.rank();
+        let win = Window::<u64>::allocate(w, 1)?;
+        win.lock(LockType::Exclusive, me, Assert::NOCHECK)?;
+        win.put(&[7 + me as u64], me, 0)?;
+        win.unlock(me)?;
+        win.lock_all(Assert::NOCHECK)?;
+        let mut v = [0u64];
+        win.get(&mut v, me, 0)?;
+        assert_eq!(v[0], 7 + me as u64);
+        win.unlock_all()?;
+        // A regular exclusive lock still works afterwards (no word was left dirty).
+        win.lock(LockType::Exclusive, 0, Assert::NONE)?;
+        win.unlock(0)?;
+        win.free()?;
+        Ok(())
+    });
+}

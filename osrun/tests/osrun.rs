@@ -1,0 +1,205 @@
+//! `osrun` end to end: exit codes, failure propagation, timeouts, output, and a clean
+//! /dev/shm whatever happened.
+//!
+//! The ranks are this test binary itself: each test launches `osrun -n N <this binary>
+//! --exact <the same test>` with `OSRUN_TEST_ROLE` set, and the test function plays the rank
+//! when it sees that variable.
+
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use onesided::{alloc_mem, Assert, LockType, Window};
+
+const ROLE: &str = "OSRUN_TEST_ROLE";
+
+fn role() -> Option<String> {
+    std::env::var(ROLE).ok()
+}
+
+/// Runs osrun with this binary as the program, playing `test` with role `role`.
+fn osrun(ranks: usize, extra: &[&str], test: &str, role: &str) -> (Output, Duration) {
+    let exe = std::env::current_exe().unwrap();
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_osrun"))
+        .arg("-n")
+        .arg(ranks.to_string())
+        .args(extra)
+        .arg(exe)
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(ROLE, role)
+        .output()
+        .expect("run osrun");
+    (out, started.elapsed())
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The job id the ranks printed ("job <id>").
+fn job_id(stdout: &str) -> String {
+    stdout
+        .lines()
+        .find_map(|l| l.split("job ").nth(1))
+        .map(|s| s.split_whitespace().next().unwrap().to_owned())
+        .expect("a rank printed the job id")
+}
+
+/// A rank body that leaves segments of every kind in /dev/shm while it runs: a window
+/// (unlinked after creation), a dynamic window, and shared-heap memory (kept linked).
+fn rank_with_segments() -> onesided::Result<(Window<u64>, Window<u64>)> {
+    let u = onesided::init()?;
+    let w = u.world();
+    if w.rank() == 0 {
+        println!("job {} ", w.job_id());
+    }
+    let a = Window::<u64>::allocate(w, 1024)?;
+    let d = Window::<u64>::create_dynamic(w)?;
+    d.attach(alloc_mem::<u64>(1024)?)?;
+    w.barrier()?;
+    Ok((a, d))
+}
+
+#[test]
+fn all_ranks_succeed() {
+    if role().is_some() {
+        let (a, d) = rank_with_segments().unwrap();
+        let me = a.rank();
+        a.lock(LockType::Exclusive, 0, Assert::NONE).unwrap();
+        a.unlock(0).unwrap();
+        println!("rank {me} done");
+        drop(d.free().unwrap());
+        a.free().unwrap();
+        return;
+    }
+    let (out, _) = osrun(3, &[], "all_ranks_succeed", "ok");
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    for r in 0..3 {
+        assert!(stdout.contains(&format!("rank {r} done")), "{stdout}");
+    }
+    assert!(onesided::job_segments(&job_id(&stdout)).is_empty());
+}
+
+/// The acceptance scenario: 8 ranks, one SIGKILLed while the others wait in a barrier;
+/// the job ends within 5 s, non-zero, naming the rank, with nothing left in /dev/shm.
+#[test]
+fn sigkilled_rank_takes_the_job_down() {
+    if role().is_some() {
+        let (_a, _d) = rank_with_segments().unwrap();
+        let u = onesided::init().unwrap();
+        if u.rank() == 3 {
+            std::thread::sleep(Duration::from_millis(100));
+            let me = rustix::process::getpid();
+            rustix::process::kill_process(me, rustix::process::Signal::KILL).unwrap();
+        }
+        // Everybody else blocks forever in a barrier rank 3 never reaches.
+        u.world().barrier().ok();
+        std::thread::sleep(Duration::from_secs(600));
+        return;
+    }
+    let (out, elapsed) = osrun(8, &[], "sigkilled_rank_takes_the_job_down", "kill");
+    let stderr = text(&out.stderr);
+    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+    assert_eq!(out.status.code(), Some(128 + 9), "{stderr}");
+    assert!(stderr.contains("rank 3") && stderr.contains("SIGKILL"), "{stderr}");
+    let job = job_id(&text(&out.stdout));
+    assert!(onesided::job_segments(&job).is_empty(), "left behind: {:?}", onesided::job_segments(&job));
+}
+
+#[test]
+fn panicking_rank_fails_the_job() {
+    if role().is_some() {
+        let (_a, _d) = rank_with_segments().unwrap();
+        let u = onesided::init().unwrap();
+        if u.rank() == 1 {
+            panic!("rank 1 gives up");
+        }
+        u.world().barrier().ok();
+        std::thread::sleep(Duration::from_secs(600));
+        return;
+    }
+    let (out, elapsed) = osrun(4, &[], "panicking_rank_fails_the_job", "panic");
+    let stderr = text(&out.stderr);
+    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+    assert_eq!(out.status.code(), Some(101), "{stderr}");
+    assert!(stderr.contains("rank 1") && stderr.contains("panic"), "{stderr}");
+    assert!(onesided::job_segments(&job_id(&text(&out.stdout))).is_empty());
+}
+
+#[test]
+fn nonzero_exit_is_propagated() {
+    if role().is_some() {
+        let u = onesided::init().unwrap();
+        if u.rank() == 0 {
+            println!("job {} ", u.world().job_id());
+        }
+        u.world().barrier().unwrap();
+        if u.rank() == 2 {
+            std::process::exit(3);
+        }
+        u.world().barrier().ok();
+        std::thread::sleep(Duration::from_secs(600));
+        return;
+    }
+    let (out, elapsed) = osrun(3, &[], "nonzero_exit_is_propagated", "exit");
+    assert!(elapsed < Duration::from_secs(5));
+    assert_eq!(out.status.code(), Some(3));
+    assert!(text(&out.stderr).contains("rank 2"));
+}
+
+#[test]
+fn timeout_kills_a_hung_job() {
+    if role().is_some() {
+        let (_a, _d) = rank_with_segments().unwrap();
+        // A deadlock: everyone waits for a post that never comes.
+        let u = onesided::init().unwrap();
+        let win = Window::<u8>::allocate(u.world(), 1).unwrap();
+        win.start(&onesided::Group::single(0), Assert::NONE).unwrap();
+        return;
+    }
+    let (out, elapsed) = osrun(2, &["--timeout", "1"], "timeout_kills_a_hung_job", "hang");
+    assert_eq!(out.status.code(), Some(124));
+    assert!(elapsed < Duration::from_secs(4), "took {elapsed:?}");
+    assert!(text(&out.stderr).contains("timed out"));
+    assert!(onesided::job_segments(&job_id(&text(&out.stdout))).is_empty());
+}
+
+#[test]
+fn prefixed_output() {
+    if role().is_some() {
+        let u = onesided::init().unwrap();
+        println!("hello from {}", u.rank());
+        eprintln!("warning from {}", u.rank());
+        return;
+    }
+    let (out, _) = osrun(2, &["--prefix"], "prefixed_output", "hello");
+    assert!(out.status.success());
+    let (so, se) = (text(&out.stdout), text(&out.stderr));
+    // libtest writes "test prefixed_output ... " on the same line before the rank's text.
+    let has = |out: &str, r: usize, what: &str| {
+        out.lines()
+            .any(|l| l.starts_with(&format!("[{r}] ")) && l.ends_with(&format!("{what} from {r}")))
+    };
+    for r in 0..2 {
+        assert!(has(&so, r, "hello"), "{so}");
+        assert!(has(&se, r, "warning"), "{se}");
+    }
+}
+
+#[test]
+fn bad_invocations() {
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_osrun"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert!(!run(&["-n", "0", "true"]).status.success());
+    assert!(!run(&["-n", "2"]).status.success());
+    assert!(!run(&["-n", "2", "--timeout", "-1", "true"]).status.success());
+    let missing = run(&["-n", "2", "/no/such/program"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(text(&missing.stderr).contains("cannot start rank 0"));
+    assert!(run(&["-n", "2", "true"]).status.success());
+}
