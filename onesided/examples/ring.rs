@@ -59,7 +59,11 @@ fn main() -> onesided::Result<()> {
         win.wait()?;
         let mut got = [0u64];
         win.local_read(0, &mut got)?;
-        println!("pscw:  token came back as {} (expected {})", got[0], 2000 + expect - 1000);
+        println!(
+            "pscw:  token came back as {} (expected {})",
+            got[0],
+            2000 + expect - 1000
+        );
         assert_eq!(got[0], 2000 + expect - 1000);
     }
 
@@ -94,7 +98,11 @@ fn main() -> onesided::Result<()> {
             win.get(&mut v, 0, 0)?;
             win.unlock(0)?;
             if v[1] == 1 {
-                println!("lock:  token came back as {} (expected {})", v[0], 3000 + expect - 1000);
+                println!(
+                    "lock:  token came back as {} (expected {})",
+                    v[0],
+                    3000 + expect - 1000
+                );
                 assert_eq!(v[0], 3000 + expect - 1000);
                 break;
             }

@@ -11,8 +11,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::local::{self, BootSegment};
@@ -352,7 +352,11 @@ pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
                     failure = Some(JobFailure::Timeout(t));
                 }
             }
-            if spec.interrupt.as_ref().is_some_and(|f| f.load(Ordering::Relaxed)) {
+            if spec
+                .interrupt
+                .as_ref()
+                .is_some_and(|f| f.load(Ordering::Relaxed))
+            {
                 failure = Some(JobFailure::Interrupted);
             }
         }

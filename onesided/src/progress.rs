@@ -42,6 +42,8 @@ struct Queued {
 #[derive(Default)]
 pub(crate) struct Engine {
     queue: RefCell<VecDeque<Queued>>,
+    /// Length of `queue`, readable without a RefCell borrow on the fast path.
+    queued: Cell<usize>,
     next_ticket: Cell<Ticket>,
 }
 
@@ -57,7 +59,7 @@ impl Engine {
     /// True when no op is pending.
     #[inline]
     pub(crate) fn idle(&self) -> bool {
-        self.queue.borrow().is_empty()
+        self.queued.get() == 0
     }
 
     /// Starts `op`: completes it inline when possible, queues it otherwise.
@@ -73,6 +75,7 @@ impl Engine {
             ticket,
             op: Box::new(op),
         });
+        self.queued.set(self.queued.get() + 1);
         Ok(Some(ticket))
     }
 
@@ -87,27 +90,34 @@ impl Engine {
 
     /// True when the op with `ticket` (and every op before it) has completed.
     pub(crate) fn completed(&self, ticket: Ticket) -> bool {
-        self.queue.borrow().front().is_none_or(|q| q.ticket > ticket)
+        self.queue
+            .borrow()
+            .front()
+            .is_none_or(|q| q.ticket > ticket)
     }
 
     /// Polls queued ops in order; returns true when at least one completed.
     pub(crate) fn progress(&self, core: &WinCore) -> Result<bool> {
         let mut any = false;
         let mut queue = self.queue.borrow_mut();
-        while let Some(front) = queue.front_mut() {
+        let result = loop {
+            let Some(front) = queue.front_mut() else {
+                break Ok(any);
+            };
             match front.op.poll(core) {
                 Ok(Step::Done) => {
                     queue.pop_front();
                     any = true;
                 }
-                Ok(Step::Blocked) => break,
+                Ok(Step::Blocked) => break Ok(any),
                 Err(e) => {
                     queue.pop_front();
-                    return Err(e);
+                    break Err(e);
                 }
             }
-        }
-        Ok(any)
+        };
+        self.queued.set(queue.len());
+        result
     }
 
     /// Drives the queue until `ticket` completed, backing off while nothing moves.

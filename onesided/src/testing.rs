@@ -110,10 +110,16 @@ impl Job {
             .expect("onesided::testing must be called from the thread of a #[test] function");
         let exe = std::env::current_exe().expect("path of the test binary");
         let mut spec = LaunchSpec::new(self.ranks, exe);
-        spec.args = ["--exact", &name, "--nocapture", "--test-threads=1", "--include-ignored"]
-            .iter()
-            .map(OsString::from)
-            .collect();
+        spec.args = [
+            "--exact",
+            &name,
+            "--nocapture",
+            "--test-threads=1",
+            "--include-ignored",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
         spec.timeout = Some(self.timeout);
         spec.output = Output::Capture;
         spec.name = format!("test {name}");

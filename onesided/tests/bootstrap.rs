@@ -59,7 +59,11 @@ fn bcast_and_allreduce() {
             let mut fixed = [me as f64; 4];
             w.bcast(root, &mut fixed)?;
             assert_eq!(fixed, [root as f64; 4]);
-            let mut v: Vec<u8> = if me == root { vec![root as u8; 100_000] } else { vec![] };
+            let mut v: Vec<u8> = if me == root {
+                vec![root as u8; 100_000]
+            } else {
+                vec![]
+            };
             w.bcast_vec(root, &mut v)?;
             assert_eq!(v, vec![root as u8; 100_000]);
         }
@@ -86,9 +90,15 @@ fn mismatched_collectives_are_errors() {
     testing::run(2, |u| {
         let w = u.world();
         let mine = vec![1u8; w.rank() + 1];
-        assert!(w.allgather(&mine).is_err(), "allgather with different lengths");
+        assert!(
+            w.allgather(&mine).is_err(),
+            "allgather with different lengths"
+        );
         assert!(w.bcast(5, &mut [0u8]).is_err(), "invalid root");
-        assert!(w.alltoall(&[1u8, 2, 3]).is_err(), "3 elements into 2 blocks");
+        assert!(
+            w.alltoall(&[1u8, 2, 3]).is_err(),
+            "3 elements into 2 blocks"
+        );
         Ok(())
     });
 }

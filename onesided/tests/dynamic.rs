@@ -16,20 +16,39 @@ fn attach_detach_visibility() {
         assert!(win.base().is_null() && win.size_bytes() == 0);
         // Two regions per rank: one from the shared heap, one ordinary.
         let mut shm = alloc_mem::<u32>(8)?;
-        shm.iter_mut().enumerate().for_each(|(i, x)| *x = (me * 100 + i) as u32);
+        shm.iter_mut()
+            .enumerate()
+            .for_each(|(i, x)| *x = (me * 100 + i) as u32);
         let a = win.attach(shm)?;
-        let b = win.attach((0..8).map(|i| (me * 100 + 50 + i) as u32).collect::<Vec<_>>())?;
+        let b = win.attach(
+            (0..8)
+                .map(|i| (me * 100 + 50 + i) as u32)
+                .collect::<Vec<_>>(),
+        )?;
         let addrs = w.allgather(&[a.addr as u64, b.addr as u64])?;
         win.lock_all(Assert::NONE)?;
         for t in 0..w.size() {
             let (ta, tb) = (addrs[2 * t] as usize, addrs[2 * t + 1] as usize);
             let mut v = [0u32; 3];
             win.get(&mut v, t, ta + 4)?;
-            assert_eq!(v, [t as u32 * 100 + 1, t as u32 * 100 + 2, t as u32 * 100 + 3]);
+            assert_eq!(
+                v,
+                [t as u32 * 100 + 1, t as u32 * 100 + 2, t as u32 * 100 + 3]
+            );
             win.get(&mut v, t, tb + 20)?;
-            assert_eq!(v, [t as u32 * 100 + 55, t as u32 * 100 + 56, t as u32 * 100 + 57]);
+            assert_eq!(
+                v,
+                [
+                    t as u32 * 100 + 55,
+                    t as u32 * 100 + 56,
+                    t as u32 * 100 + 57
+                ]
+            );
             // Straddling the end of a region is not attached memory.
-            assert!(matches!(win.get(&mut v, t, tb + 24), Err(Error::NotAttached { .. })));
+            assert!(matches!(
+                win.get(&mut v, t, tb + 24),
+                Err(Error::NotAttached { .. })
+            ));
         }
         win.unlock_all()?;
         w.barrier()?;
@@ -151,7 +170,10 @@ fn region_table_limits() {
         let w = u.world();
         let info = onesided::WinInfo::new().with("onesided_max_attached_regions", "2");
         let win = Window::<u8>::builder(w).info(&info).create_dynamic()?;
-        assert_eq!(win.get_info().get("onesided_max_attached_regions"), Some("2"));
+        assert_eq!(
+            win.get_info().get("onesided_max_attached_regions"),
+            Some("2")
+        );
         let a = win.attach(vec![1u8; 16])?;
         let _b = win.attach(vec![2u8; 16])?;
         assert!(matches!(
@@ -168,11 +190,20 @@ fn region_table_limits() {
         // window in between.
         let r1 = win.attach(unsafe { WinBuffer::from_raw_parts(raw, 16) })?;
         let overlap = win.attach(unsafe { WinBuffer::from_raw_parts(raw.wrapping_add(8), 16) });
-        assert!(matches!(overlap, Err(Error::AttachOverlap { .. })), "{overlap:?}");
+        assert!(
+            matches!(overlap, Err(Error::AttachOverlap { .. })),
+            "{overlap:?}"
+        );
         win.detach(r1.addr)?;
         drop(c);
-        assert!(matches!(win.detach(12345), Err(Error::DetachUnknown { addr: 12345 })));
-        assert!(matches!(win.attach(Vec::<u8>::new()), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            win.detach(12345),
+            Err(Error::DetachUnknown { addr: 12345 })
+        ));
+        assert!(matches!(
+            win.attach(Vec::<u8>::new()),
+            Err(Error::InvalidArgument(_))
+        ));
         drop(win.free()?);
         drop(mem);
         Ok(())

@@ -7,7 +7,12 @@ macro_rules! assert_err {
     ($e:expr, $pat:pat) => {
         match $e {
             Err($pat) => {}
-            other => panic!("{}: expected {}, got {:?}", stringify!($e), stringify!($pat), other),
+            other => panic!(
+                "{}: expected {}, got {:?}",
+                stringify!($e),
+                stringify!($pat),
+                other
+            ),
         }
     };
 }
@@ -22,17 +27,35 @@ fn out_of_bounds_and_invalid_rank() {
         for t in 0..2 {
             let size = 4 + t;
             win.put(&vec![1; size], t, 0)?;
-            assert_err!(win.put(&[1, 2], t, size - 1), Error::OutOfBounds { op: "put", .. });
-            assert_err!(win.get(&mut [0; 1], t, size), Error::OutOfBounds { op: "get", .. });
+            assert_err!(
+                win.put(&[1, 2], t, size - 1),
+                Error::OutOfBounds { op: "put", .. }
+            );
+            assert_err!(
+                win.get(&mut [0; 1], t, size),
+                Error::OutOfBounds { op: "get", .. }
+            );
             assert_err!(win.put(&[1], t, usize::MAX), Error::OutOfBounds { .. });
         }
         assert_err!(win.put(&[1], 2, 0), Error::InvalidRank { rank: 2, size: 2 });
-        assert_err!(win.get(&mut [0], 99, 0), Error::InvalidRank { rank: 99, .. });
+        assert_err!(
+            win.get(&mut [0], 99, 0),
+            Error::InvalidRank { rank: 99, .. }
+        );
         assert_err!(win.flush(2), Error::InvalidRank { .. });
         win.unlock_all()?;
-        assert_err!(win.lock(LockType::Shared, 5, Assert::NONE), Error::InvalidRank { .. });
-        assert_err!(win.post(&Group::new([0, 7])?, Assert::NONE), Error::InvalidRank { rank: 7, .. });
-        assert_err!(win.start(&Group::single(2), Assert::NONE), Error::InvalidRank { .. });
+        assert_err!(
+            win.lock(LockType::Shared, 5, Assert::NONE),
+            Error::InvalidRank { .. }
+        );
+        assert_err!(
+            win.post(&Group::new([0, 7])?, Assert::NONE),
+            Error::InvalidRank { rank: 7, .. }
+        );
+        assert_err!(
+            win.start(&Group::single(2), Assert::NONE),
+            Error::InvalidRank { .. }
+        );
         assert_err!(win.shared_query(2), Error::InvalidRank { .. });
         win.free()?;
         Ok(())
@@ -44,8 +67,17 @@ fn communication_outside_an_epoch() {
     testing::run(3, |u| {
         let w = u.world();
         let win = Window::<u64>::allocate(w, 4)?;
-        assert_err!(win.put(&[1], 1, 0), Error::NoAccessEpoch { op: "put", target: 1 });
-        assert_err!(win.get(&mut [0], 0, 0), Error::NoAccessEpoch { op: "get", .. });
+        assert_err!(
+            win.put(&[1], 1, 0),
+            Error::NoAccessEpoch {
+                op: "put",
+                target: 1
+            }
+        );
+        assert_err!(
+            win.get(&mut [0], 0, 0),
+            Error::NoAccessEpoch { op: "get", .. }
+        );
         // After a fence with NOSUCCEED there is no epoch.
         win.fence(Assert::NONE)?;
         win.put(&[1], 1, 0)?;
@@ -75,26 +107,71 @@ fn lock_protocol_misuse() {
     testing::run(2, |u| {
         let w = u.world();
         let win = Window::<u64>::allocate(w, 1)?;
-        assert_err!(win.unlock(0), Error::NotLocked { call: "unlock", target: 0 });
-        assert_err!(win.unlock_all(), Error::EpochConflict { call: "unlock_all", .. });
+        assert_err!(
+            win.unlock(0),
+            Error::NotLocked {
+                call: "unlock",
+                target: 0
+            }
+        );
+        assert_err!(
+            win.unlock_all(),
+            Error::EpochConflict {
+                call: "unlock_all",
+                ..
+            }
+        );
         assert_err!(win.flush(0), Error::EpochConflict { call: "flush", .. });
         assert_err!(win.flush_all(), Error::EpochConflict { .. });
         assert_err!(win.flush_local(1), Error::EpochConflict { .. });
         assert_err!(win.flush_local_all(), Error::EpochConflict { .. });
         win.lock(LockType::Exclusive, 0, Assert::NONE)?;
-        assert_err!(win.lock(LockType::Shared, 0, Assert::NONE), Error::AlreadyLocked { target: 0 });
-        assert_err!(win.lock(LockType::Exclusive, 0, Assert::NONE), Error::AlreadyLocked { .. });
+        assert_err!(
+            win.lock(LockType::Shared, 0, Assert::NONE),
+            Error::AlreadyLocked { target: 0 }
+        );
+        assert_err!(
+            win.lock(LockType::Exclusive, 0, Assert::NONE),
+            Error::AlreadyLocked { .. }
+        );
         assert_err!(win.unlock(1), Error::NotLocked { target: 1, .. });
-        assert_err!(win.flush(1), Error::NotLocked { call: "flush", target: 1 });
-        assert_err!(win.fence(Assert::NONE), Error::EpochConflict { call: "fence", .. });
-        assert_err!(win.lock_all(Assert::NONE), Error::EpochConflict { call: "lock_all", .. });
-        assert_err!(win.start(&Group::single(1), Assert::NONE), Error::EpochConflict { call: "start", .. });
-        assert_err!(win.lock(LockType::Shared, 1, Assert::NOPUT), Error::InvalidArgument(_));
+        assert_err!(
+            win.flush(1),
+            Error::NotLocked {
+                call: "flush",
+                target: 1
+            }
+        );
+        assert_err!(
+            win.fence(Assert::NONE),
+            Error::EpochConflict { call: "fence", .. }
+        );
+        assert_err!(
+            win.lock_all(Assert::NONE),
+            Error::EpochConflict {
+                call: "lock_all",
+                ..
+            }
+        );
+        assert_err!(
+            win.start(&Group::single(1), Assert::NONE),
+            Error::EpochConflict { call: "start", .. }
+        );
+        assert_err!(
+            win.lock(LockType::Shared, 1, Assert::NOPUT),
+            Error::InvalidArgument(_)
+        );
         win.unlock(0)?;
         win.lock_all(Assert::NONE)?;
         assert_err!(win.lock_all(Assert::NONE), Error::EpochConflict { .. });
-        assert_err!(win.lock(LockType::Shared, 1, Assert::NONE), Error::EpochConflict { call: "lock", .. });
-        assert_err!(win.fence(Assert::NONE), Error::EpochConflict { call: "fence", .. });
+        assert_err!(
+            win.lock(LockType::Shared, 1, Assert::NONE),
+            Error::EpochConflict { call: "lock", .. }
+        );
+        assert_err!(
+            win.fence(Assert::NONE),
+            Error::EpochConflict { call: "fence", .. }
+        );
         win.flush(1)?;
         win.unlock_all()?;
         // After all that the locks still work for both ranks.
@@ -115,19 +192,43 @@ fn pscw_and_fence_misuse() {
         let w = u.world();
         let win = Window::<u64>::allocate(w, 1)?;
         let other = Group::single(1 - w.rank());
-        assert_err!(win.complete(), Error::EpochConflict { call: "complete", .. });
+        assert_err!(
+            win.complete(),
+            Error::EpochConflict {
+                call: "complete",
+                ..
+            }
+        );
         assert_err!(win.wait(), Error::EpochConflict { call: "wait", .. });
         assert_err!(win.test(), Error::EpochConflict { call: "test", .. });
         assert_err!(win.fence(Assert::NOCHECK), Error::InvalidArgument(_));
-        assert_err!(win.post(&other, Assert::NOPRECEDE), Error::InvalidArgument(_));
-        assert_err!(win.start(&other, Assert::NOSTORE), Error::InvalidArgument(_));
+        assert_err!(
+            win.post(&other, Assert::NOPRECEDE),
+            Error::InvalidArgument(_)
+        );
+        assert_err!(
+            win.start(&other, Assert::NOSTORE),
+            Error::InvalidArgument(_)
+        );
         // NOPRECEDE with RMA pending in the fence epoch.
         win.fence(Assert::NONE)?;
         win.put(&[1], 1 - w.rank(), 0)?;
-        assert_err!(win.fence(Assert::NOPRECEDE), Error::AssertViolated { assert: "NOPRECEDE", .. });
+        assert_err!(
+            win.fence(Assert::NOPRECEDE),
+            Error::AssertViolated {
+                assert: "NOPRECEDE",
+                ..
+            }
+        );
         // A used fence epoch blocks lock and start; a fence closes it.
-        assert_err!(win.lock(LockType::Shared, 0, Assert::NONE), Error::EpochConflict { call: "lock", .. });
-        assert_err!(win.start(&other, Assert::NONE), Error::EpochConflict { call: "start", .. });
+        assert_err!(
+            win.lock(LockType::Shared, 0, Assert::NONE),
+            Error::EpochConflict { call: "lock", .. }
+        );
+        assert_err!(
+            win.start(&other, Assert::NONE),
+            Error::EpochConflict { call: "start", .. }
+        );
         assert_err!(win.free(), Error::EpochConflict { call: "free", .. });
         Ok(())
     });
@@ -170,9 +271,18 @@ fn bad_info_values() {
         };
         for r in [
             Window::<u8>::builder(w).info(&mine).allocate(8).map(drop),
-            Window::<u8>::builder(w).info(&mine).allocate_shared(8).map(drop),
-            Window::<u8>::builder(w).info(&mine).create(vec![0; 8]).map(drop),
-            Window::<u8>::builder(w).info(&mine).create_dynamic().map(drop),
+            Window::<u8>::builder(w)
+                .info(&mine)
+                .allocate_shared(8)
+                .map(drop),
+            Window::<u8>::builder(w)
+                .info(&mine)
+                .create(vec![0; 8])
+                .map(drop),
+            Window::<u8>::builder(w)
+                .info(&mine)
+                .create_dynamic()
+                .map(drop),
         ] {
             match r {
                 Err(Error::InvalidInfo { key, .. }) if w.rank() == 2 => assert_eq!(key, "no_locks"),
@@ -192,8 +302,14 @@ fn bad_info_values() {
             Error::InvalidArgument(_) | Error::PeerFailed { .. }
         );
         // Dynamic-table capacity must agree (it fixes the layout).
-        let cap = WinInfo::new().with("onesided_max_attached_regions", if w.rank() == 0 { "4" } else { "8" });
-        assert!(Window::<u8>::builder(w).info(&cap).create_dynamic().is_err());
+        let cap = WinInfo::new().with(
+            "onesided_max_attached_regions",
+            if w.rank() == 0 { "4" } else { "8" },
+        );
+        assert!(Window::<u8>::builder(w)
+            .info(&cap)
+            .create_dynamic()
+            .is_err());
         // Nothing of the failed creations is left in /dev/shm, and windows still work.
         let win = Window::<u8>::allocate(w, 8)?;
         win.fence(Assert::NONE)?;
@@ -210,9 +326,21 @@ fn no_locks_and_wrong_flavor() {
         let win = Window::<u64>::builder(w)
             .info(&WinInfo::new().no_locks(true))
             .allocate(2)?;
-        assert_err!(win.lock(LockType::Shared, 0, Assert::NONE), Error::LocksDisabled { call: "lock" });
-        assert_err!(win.lock_all(Assert::NONE), Error::LocksDisabled { call: "lock_all" });
-        assert_err!(win.attach(vec![1u64]), Error::WrongFlavor { call: "attach", flavor: "allocate" });
+        assert_err!(
+            win.lock(LockType::Shared, 0, Assert::NONE),
+            Error::LocksDisabled { call: "lock" }
+        );
+        assert_err!(
+            win.lock_all(Assert::NONE),
+            Error::LocksDisabled { call: "lock_all" }
+        );
+        assert_err!(
+            win.attach(vec![1u64]),
+            Error::WrongFlavor {
+                call: "attach",
+                flavor: "allocate"
+            }
+        );
         assert_err!(win.detach(0), Error::WrongFlavor { .. });
         // Active target still works.
         win.fence(Assert::NONE)?;
@@ -231,13 +359,19 @@ fn no_locks_and_wrong_flavor() {
         let peer = 1 - w.rank();
         dwin.lock_all(Assert::NONE)?;
         dwin.put(&[5], peer, addrs[peer] as usize)?;
-        assert_err!(dwin.put(&[5], peer, addrs[peer] as usize + 32), Error::NotAttached { .. });
+        assert_err!(
+            dwin.put(&[5], peer, addrs[peer] as usize + 32),
+            Error::NotAttached { .. }
+        );
         dwin.unlock_all()?;
         w.barrier()?;
         dwin.detach(r.addr)?;
         w.barrier()?;
         dwin.lock_all(Assert::NONE)?;
-        assert_err!(dwin.get(&mut [0], peer, addrs[peer] as usize), Error::NotAttached { .. });
+        assert_err!(
+            dwin.get(&mut [0], peer, addrs[peer] as usize),
+            Error::NotAttached { .. }
+        );
         assert_err!(dwin.local_read(r.addr, &mut [0]), Error::NotAttached { .. });
         dwin.unlock_all()?;
         dwin.free()?;
@@ -257,11 +391,18 @@ fn set_info_validation() {
             WinInfo::new().with("accumulate_ordering", "none")
         };
         assert!(win.set_info(&info).is_err());
-        assert_eq!(win.get_info().get("accumulate_ordering"), Some("rar,raw,war,waw"));
+        assert_eq!(
+            win.get_info().get("accumulate_ordering"),
+            Some("rar,raw,war,waw")
+        );
         // Granularity must be equal everywhere.
         let g = WinInfo::new().accumulate_granularity(8 * (w.rank() + 1));
         assert_err!(win.set_info(&g), Error::InvalidInfo { .. });
-        win.set_info(&WinInfo::new().accumulate_granularity(64).with("accumulate_ordering", "none"))?;
+        win.set_info(
+            &WinInfo::new()
+                .accumulate_granularity(64)
+                .with("accumulate_ordering", "none"),
+        )?;
         assert_eq!(win.get_info().get("mpi_accumulate_granularity"), Some("64"));
         assert_eq!(win.get_info().get("accumulate_ordering"), Some("none"));
         win.free()?;

@@ -11,7 +11,11 @@ fn ring_many_epochs() {
             let w = u.world();
             let (me, n) = (w.rank(), w.size());
             let (left, right) = ((me + n - 1) % n, (me + 1) % n);
-            let neighbours = Group::new([left, right].into_iter().collect::<std::collections::BTreeSet<_>>())?;
+            let neighbours = Group::new(
+                [left, right]
+                    .into_iter()
+                    .collect::<std::collections::BTreeSet<_>>(),
+            )?;
             // slot 0: from the left neighbour, slot 1: from the right neighbour
             let win = Window::<u64>::allocate(w, 2)?;
             for epoch in 0..200u64 {
@@ -23,7 +27,10 @@ fn ring_many_epochs() {
                 win.wait()?;
                 let mut got = [0u64; 2];
                 win.local_read(0, &mut got)?;
-                assert_eq!(got, [epoch * 1000 + left as u64, epoch * 1000 + right as u64]);
+                assert_eq!(
+                    got,
+                    [epoch * 1000 + left as u64, epoch * 1000 + right as u64]
+                );
             }
             win.free()?;
             Ok(())

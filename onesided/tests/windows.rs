@@ -11,18 +11,31 @@ fn attributes_of_every_flavor() {
         let w = u.world();
         let me = w.rank();
         let a = Window::<f64>::allocate(w, 10)?;
-        assert_eq!((a.flavor(), a.model()), (Flavor::Allocate, MemoryModel::Unified));
+        assert_eq!(
+            (a.flavor(), a.model()),
+            (Flavor::Allocate, MemoryModel::Unified)
+        );
         assert_eq!((a.len(), a.size_bytes(), a.disp_unit()), (10, 80, 8));
         assert_eq!((a.rank(), a.size()), (me, 3));
         assert!(!a.base().is_null());
-        assert_eq!(a.layout(), WindowLayout::Symmetric, "symmetric sizes need O(1) metadata");
+        assert_eq!(
+            a.layout(),
+            WindowLayout::Symmetric,
+            "symmetric sizes need O(1) metadata"
+        );
         let s = Window::<u16>::allocate_shared(w, 5)?;
-        assert_eq!((s.flavor(), s.size_bytes(), s.disp_unit()), (Flavor::Shared, 10, 2));
+        assert_eq!(
+            (s.flavor(), s.size_bytes(), s.disp_unit()),
+            (Flavor::Shared, 10, 2)
+        );
         let c = Window::create(w, vec![0u32; 7])?;
         assert_eq!((c.flavor(), c.len(), c.disp_unit()), (Flavor::Create, 7, 4));
         assert_eq!(c.layout(), WindowLayout::PerRank);
         let d = Window::<u8>::create_dynamic(w)?;
-        assert_eq!((d.flavor(), d.size_bytes(), d.disp_unit()), (Flavor::Dynamic, 0, 1));
+        assert_eq!(
+            (d.flavor(), d.size_bytes(), d.disp_unit()),
+            (Flavor::Dynamic, 0, 1)
+        );
         assert_eq!(d.layout(), WindowLayout::Dynamic);
         // Asymmetric allocate falls back to a per-rank table.
         let asym = Window::<u8>::allocate(w, 100 + me)?;
@@ -44,7 +57,9 @@ fn info_in_effect() {
         let info = WinInfo::new()
             .same_size(true)
             .same_disp_unit(true)
-            .accumulate_ordering(onesided::AccumulateOrdering::RAW | onesided::AccumulateOrdering::WAW)
+            .accumulate_ordering(
+                onesided::AccumulateOrdering::RAW | onesided::AccumulateOrdering::WAW,
+            )
             .accumulate_granularity(16)
             .memory_alloc_kinds("system,mpi:alloc_mem")
             .with("made_up_key", "kept, ignored");
@@ -56,11 +71,18 @@ fn info_in_effect() {
         assert_eq!(got.get("accumulate_ordering"), Some("raw,waw"));
         assert_eq!(got.get("accumulate_ops"), Some("same_op_no_op"));
         assert_eq!(got.get("mpi_accumulate_granularity"), Some("16"));
-        assert_eq!(got.get("mpi_assert_memory_alloc_kinds"), Some("system,mpi:alloc_mem"));
+        assert_eq!(
+            got.get("mpi_assert_memory_alloc_kinds"),
+            Some("system,mpi:alloc_mem")
+        );
         assert_eq!(got.get("made_up_key"), None);
         assert!(win.hints().same_size);
         // set_info ignores creation-only keys and applies the others.
-        win.set_info(&WinInfo::new().same_size(false).with("accumulate_ops", "same_op"))?;
+        win.set_info(
+            &WinInfo::new()
+                .same_size(false)
+                .with("accumulate_ops", "same_op"),
+        )?;
         assert_eq!(win.get_info().get("same_size"), Some("true"));
         assert_eq!(win.get_info().get("accumulate_ops"), Some("same_op"));
         win.free()?;
@@ -85,7 +107,9 @@ fn per_target_disp_units() {
             let win = if kind == 0 {
                 Window::<u8>::builder(w).disp_unit(unit).allocate(64)?
             } else {
-                Window::<u8>::builder(w).disp_unit(unit).create(vec![0u8; 64])?
+                Window::<u8>::builder(w)
+                    .disp_unit(unit)
+                    .create(vec![0u8; 64])?
             };
             assert_eq!(win.disp_unit(), unit);
             win.fence(Assert::NONE)?;
@@ -130,7 +154,10 @@ fn shared_query_direct_access() {
             assert_eq!(regions[r].disp_unit(), 4);
             if r + 1 < n {
                 // Contiguous: rank r+1 starts where rank r ends.
-                assert_eq!(regions[r].as_ptr().wrapping_add(sizes[r]), regions[r + 1].as_ptr());
+                assert_eq!(
+                    regions[r].as_ptr().wrapping_add(sizes[r]),
+                    regions[r + 1].as_ptr()
+                );
             }
         }
         // Rank r stores into element (r mod size) of every non-empty region, between fences.
@@ -172,7 +199,10 @@ fn shared_query_direct_access() {
         drop(c.free()?);
         let v = Window::create(w, vec![0u8; 8])?;
         assert!(v.shared_query((me + 1) % n)?.is_none());
-        assert!(v.shared_query(me)?.is_some(), "own memory is always directly accessible");
+        assert!(
+            v.shared_query(me)?.is_some(),
+            "own memory is always directly accessible"
+        );
         drop(v.free()?);
         Ok(())
     });
@@ -199,10 +229,16 @@ fn struct_elements_and_mixed_memory() {
         };
         win.lock_all(Assert::NONE)?;
         for t in 1..n {
-            let p = Particle { pos: [me as f64, t as f64, 0.5], id: (me * 10 + t) as u64 };
+            let p = Particle {
+                pos: [me as f64, t as f64, 0.5],
+                id: (me * 10 + t) as u64,
+            };
             win.put(&[p], t, me)?;
         }
-        assert!(win.put(&[Particle::zeroed()], 0, 0).is_err(), "rank 0 exposes nothing");
+        assert!(
+            win.put(&[Particle::zeroed()], 0, 0).is_err(),
+            "rank 0 exposes nothing"
+        );
         win.flush_all()?;
         win.unlock_all()?;
         w.barrier()?;

@@ -39,7 +39,11 @@ struct Args {
     program: PathBuf,
 
     /// Arguments of the program.
-    #[arg(value_name = "ARGS", trailing_var_arg = true, allow_hyphen_values = true)]
+    #[arg(
+        value_name = "ARGS",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
     args: Vec<OsString>,
 }
 

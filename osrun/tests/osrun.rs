@@ -102,9 +102,16 @@ fn sigkilled_rank_takes_the_job_down() {
     let stderr = text(&out.stderr);
     assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
     assert_eq!(out.status.code(), Some(128 + 9), "{stderr}");
-    assert!(stderr.contains("rank 3") && stderr.contains("SIGKILL"), "{stderr}");
+    assert!(
+        stderr.contains("rank 3") && stderr.contains("SIGKILL"),
+        "{stderr}"
+    );
     let job = job_id(&text(&out.stdout));
-    assert!(onesided::job_segments(&job).is_empty(), "left behind: {:?}", onesided::job_segments(&job));
+    assert!(
+        onesided::job_segments(&job).is_empty(),
+        "left behind: {:?}",
+        onesided::job_segments(&job)
+    );
 }
 
 #[test]
@@ -123,7 +130,10 @@ fn panicking_rank_fails_the_job() {
     let stderr = text(&out.stderr);
     assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
     assert_eq!(out.status.code(), Some(101), "{stderr}");
-    assert!(stderr.contains("rank 1") && stderr.contains("panic"), "{stderr}");
+    assert!(
+        stderr.contains("rank 1") && stderr.contains("panic"),
+        "{stderr}"
+    );
     assert!(onesided::job_segments(&job_id(&text(&out.stdout))).is_empty());
 }
 
@@ -155,7 +165,8 @@ fn timeout_kills_a_hung_job() {
         // A deadlock: everyone waits for a post that never comes.
         let u = onesided::init().unwrap();
         let win = Window::<u8>::allocate(u.world(), 1).unwrap();
-        win.start(&onesided::Group::single(0), Assert::NONE).unwrap();
+        win.start(&onesided::Group::single(0), Assert::NONE)
+            .unwrap();
         return;
     }
     let (out, elapsed) = osrun(2, &["--timeout", "1"], "timeout_kills_a_hung_job", "hang");
@@ -197,7 +208,9 @@ fn bad_invocations() {
     };
     assert!(!run(&["-n", "0", "true"]).status.success());
     assert!(!run(&["-n", "2"]).status.success());
-    assert!(!run(&["-n", "2", "--timeout", "-1", "true"]).status.success());
+    assert!(!run(&["-n", "2", "--timeout", "-1", "true"])
+        .status
+        .success());
     let missing = run(&["-n", "2", "/no/such/program"]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(text(&missing.stderr).contains("cannot start rank 0"));

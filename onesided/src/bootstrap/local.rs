@@ -87,7 +87,9 @@ impl BootSegment {
     /// Creates the boot segment of job `job` for `n` ranks.
     pub fn create(job: &str, n: usize) -> Result<BootSegment> {
         if n == 0 {
-            return Err(Error::InvalidArgument("a job needs at least one rank".into()));
+            return Err(Error::InvalidArgument(
+                "a job needs at least one rank".into(),
+            ));
         }
         let layout = BootLayout::new(n);
         let seg = Segment::create(job, "L", layout.total)?;
@@ -140,7 +142,8 @@ impl LocalBootstrap {
             return Ok(None);
         };
         let get = |k: &str| -> Result<String> {
-            std::env::var(k).map_err(|_| Error::Bootstrap(format!("{ENV_BOOT} is set but {k} is not")))
+            std::env::var(k)
+                .map_err(|_| Error::Bootstrap(format!("{ENV_BOOT} is set but {k} is not")))
         };
         let job = get(ENV_JOB)?;
         let parse = |k: &str| -> Result<usize> {
@@ -156,14 +159,18 @@ impl LocalBootstrap {
     /// Maps the boot segment `name` of job `job` as rank `rank` of `size`.
     pub fn connect(job: &str, name: &str, rank: usize, size: usize) -> Result<LocalBootstrap> {
         if rank >= size {
-            return Err(Error::Bootstrap(format!("rank {rank} out of range for size {size}")));
+            return Err(Error::Bootstrap(format!(
+                "rank {rank} out of range for size {size}"
+            )));
         }
         let seg = Segment::open(name)?;
         // Acquire: pairs with the launcher's Release store of the magic.
         if word(&seg, OFF_HEADER).load(Ordering::Acquire) != MAGIC
             || word(&seg, OFF_HEADER + 8).load(Ordering::Relaxed) != VERSION
         {
-            return Err(Error::Bootstrap(format!("{name} is not a onesided boot segment")));
+            return Err(Error::Bootstrap(format!(
+                "{name} is not a onesided boot segment"
+            )));
         }
         let n = word(&seg, OFF_HEADER + 16).load(Ordering::Relaxed) as usize;
         if n != size {
@@ -198,8 +205,7 @@ impl LocalBootstrap {
     ) -> Self {
         // SAFETY: the barrier area lies inside `seg` (layout computed from n), is 64-byte
         // aligned and zero-initialised by the launcher; `seg` lives as long as `self`.
-        let barrier =
-            unsafe { Barrier::new(seg.as_ptr().add(OFF_BARRIER), layout.barrier, rank) };
+        let barrier = unsafe { Barrier::new(seg.as_ptr().add(OFF_BARRIER), layout.barrier, rank) };
         LocalBootstrap {
             seg,
             layout,
@@ -213,7 +219,11 @@ impl LocalBootstrap {
     fn slot(&self, rank: usize) -> *mut u8 {
         debug_assert!(rank < self.size);
         // SAFETY: slots lie inside the segment (layout.total <= seg.len(), checked at connect).
-        unsafe { self.seg.as_ptr().add(self.layout.slots + rank * self.layout.slot_size) }
+        unsafe {
+            self.seg
+                .as_ptr()
+                .add(self.layout.slots + rank * self.layout.slot_size)
+        }
     }
 
     /// The word at byte `offset` of `rank`'s slot (slot headers are atomics: others read them).
@@ -228,7 +238,11 @@ impl LocalBootstrap {
         // SAFETY: bounds asserted; only this rank writes its own slot between two barriers,
         // and peers read it only after the next barrier (release/acquire ordering).
         unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.slot(self.rank).add(offset), data.len())
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.slot(self.rank).add(offset),
+                data.len(),
+            )
         }
     }
 
@@ -239,7 +253,11 @@ impl LocalBootstrap {
         // SAFETY: bounds asserted; the owner wrote the slot before the barrier we passed and
         // does not write it again before the next barrier.
         unsafe {
-            std::ptr::copy_nonoverlapping(self.slot(rank).add(offset), out[start..].as_mut_ptr(), len)
+            std::ptr::copy_nonoverlapping(
+                self.slot(rank).add(offset),
+                out[start..].as_mut_ptr(),
+                len,
+            )
         }
     }
 
@@ -289,7 +307,8 @@ impl Bootstrap for LocalBootstrap {
             let lo = (round * chunk).min(send.len());
             let hi = ((round + 1) * chunk).min(send.len());
             // Relaxed: published by the barrier below.
-            self.slot_word(self.rank, 0).store(send.len() as u64, Ordering::Relaxed);
+            self.slot_word(self.rank, 0)
+                .store(send.len() as u64, Ordering::Relaxed);
             self.write_slot(8, &send[lo..hi]);
             self.sync(&b)?;
             let mut rounds = 1;
@@ -370,7 +389,8 @@ impl Bootstrap for LocalBootstrap {
             if self.rank == root {
                 let lo = (round * chunk).min(data.len());
                 let hi = ((round + 1) * chunk).min(data.len());
-                self.slot_word(root, 0).store(data.len() as u64, Ordering::Relaxed);
+                self.slot_word(root, 0)
+                    .store(data.len() as u64, Ordering::Relaxed);
                 self.write_slot(8, &data[lo..hi]);
             }
             self.sync(&b)?;
@@ -417,7 +437,9 @@ mod tests {
         let handles: Vec<_> = (0..n)
             .map(|r| {
                 let (job, name, body) = (job.clone(), name.clone(), Arc::clone(&body));
-                std::thread::spawn(move || body(LocalBootstrap::connect(&job, &name, r, n).unwrap()))
+                std::thread::spawn(move || {
+                    body(LocalBootstrap::connect(&job, &name, r, n).unwrap())
+                })
             })
             .collect();
         for h in handles {

@@ -163,7 +163,10 @@ impl Comm {
     /// Every process's `send`, by rank; lengths may differ.
     pub fn allgatherv<T: Pod>(&self, send: &[T]) -> Result<Vec<Vec<T>>> {
         let parts = self.boot.allgatherv(bytemuck::cast_slice(send))?;
-        Ok(parts.iter().map(|p| bytemuck::pod_collect_to_vec(p)).collect())
+        Ok(parts
+            .iter()
+            .map(|p| bytemuck::pod_collect_to_vec(p))
+            .collect())
     }
 
     /// Personalised exchange of equal blocks: `send` holds `size()` blocks of equal length,
@@ -177,9 +180,7 @@ impl Comm {
             )));
         }
         let block = send.len() / n;
-        let blocks: Vec<&[T]> = (0..n)
-            .map(|j| &send[j * block..(j + 1) * block])
-            .collect();
+        let blocks: Vec<&[T]> = (0..n).map(|j| &send[j * block..(j + 1) * block]).collect();
         let recv = self.alltoallv(&blocks)?;
         let mut out = Vec::with_capacity(send.len());
         for (rank, b) in recv.iter().enumerate() {
@@ -205,7 +206,10 @@ impl Comm {
         }
         let bytes: Vec<&[u8]> = send.iter().map(|s| bytemuck::cast_slice(s)).collect();
         let parts = self.boot.alltoallv(&bytes)?;
-        Ok(parts.iter().map(|p| bytemuck::pod_collect_to_vec(p)).collect())
+        Ok(parts
+            .iter()
+            .map(|p| bytemuck::pod_collect_to_vec(p))
+            .collect())
     }
 
     /// Root's `data` overwrites `data` at every process (same length everywhere).

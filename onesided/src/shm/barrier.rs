@@ -32,7 +32,11 @@ impl BarrierLayout {
             usize::BITS - (n - 1).leading_zeros()
         };
         let row_bytes = (rounds as usize * 8).div_ceil(CACHE_LINE).max(1) * CACHE_LINE;
-        BarrierLayout { n, rounds, row_bytes }
+        BarrierLayout {
+            n,
+            rounds,
+            row_bytes,
+        }
     }
 
     /// Bytes needed for all counters (a multiple of the cache line).

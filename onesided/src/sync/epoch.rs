@@ -55,10 +55,21 @@ pub(crate) struct Release {
     pub global: bool,
 }
 
+/// Fast-path cache value: every target passes.
+const ANY: usize = usize::MAX;
+/// Fast-path cache value: no target passes without the full check.
+const NONE: usize = usize::MAX - 1;
+
 /// Epoch state of one window at this process.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct EpochState {
     access: Cell<Access>,
+    /// Target that passed the last full access check, [`ANY`] or [`NONE`]: lets the common
+    /// case (one target, many operations) skip the lock-list / group search. Reset by every
+    /// transition.
+    fast_access: Cell<usize>,
+    /// The same for flush (passive-target epochs only).
+    fast_flush: Cell<usize>,
     /// RMA was issued since the last fence (only meaningful with `Access::Fence`).
     ops_since_fence: Cell<bool>,
     locks: RefCell<Vec<HeldLock>>,
@@ -72,6 +83,24 @@ pub(crate) struct EpochState {
     posted_total: Cell<u64>,
 }
 
+impl Default for EpochState {
+    fn default() -> Self {
+        EpochState {
+            access: Cell::new(Access::None),
+            fast_access: Cell::new(NONE),
+            fast_flush: Cell::new(NONE),
+            ops_since_fence: Cell::new(false),
+            locks: RefCell::new(Vec::new()),
+            lock_all_nocheck: Cell::new(false),
+            exclusive_held: Cell::new(0),
+            access_group: RefCell::new(Group::empty()),
+            exposure: Cell::new(None),
+            posted_total: Cell::new(0),
+        }
+    }
+}
+
+#[cold]
 fn conflict(call: &'static str, reason: &'static str) -> Error {
     Error::EpochConflict { call, reason }
 }
@@ -83,9 +112,32 @@ impl EpochState {
         self.access.get()
     }
 
+    /// True when `target` is known to be in the open access epoch without searching
+    /// (the common case); false means "do the full check", not "no access".
+    #[inline(always)]
+    pub(crate) fn access_cached(&self, target: usize) -> bool {
+        let fast = self.fast_access.get();
+        fast == target || fast == ANY
+    }
+
+    /// The same for flush.
+    #[inline(always)]
+    pub(crate) fn flush_cached(&self, target: usize) -> bool {
+        let fast = self.fast_flush.get();
+        fast == target || fast == ANY
+    }
+
     /// Error unless an access epoch that includes `target` is open.
     #[inline]
     pub(crate) fn check_access(&self, target: usize, op: &'static str) -> Result<()> {
+        if self.access_cached(target) {
+            return Ok(());
+        }
+        self.check_access_slow(target, op)
+    }
+
+    #[inline(never)]
+    fn check_access_slow(&self, target: usize, op: &'static str) -> Result<()> {
         let ok = match self.access.get() {
             Access::Fence | Access::LockAll => true,
             Access::Locks => self.locks.borrow().iter().any(|l| l.target == target),
@@ -93,10 +145,24 @@ impl EpochState {
             Access::None => false,
         };
         if ok {
+            self.fast_access.set(target);
             Ok(())
         } else {
             Err(Error::NoAccessEpoch { op, target })
         }
+    }
+
+    /// Opens `access`, resetting the fast-path caches.
+    fn set_access(&self, access: Access) {
+        self.access.set(access);
+        self.fast_access.set(match access {
+            Access::Fence | Access::LockAll => ANY,
+            _ => NONE,
+        });
+        self.fast_flush.set(match access {
+            Access::LockAll => ANY,
+            _ => NONE,
+        });
     }
 
     /// Records that an RMA operation was issued.
@@ -110,7 +176,7 @@ impl EpochState {
         match self.access.get() {
             Access::None => Ok(()),
             Access::Fence if !self.ops_since_fence.get() => {
-                self.access.set(Access::None);
+                self.set_access(Access::None);
                 Ok(())
             }
             Access::Fence => Err(conflict(
@@ -126,7 +192,9 @@ impl EpochState {
     /// `fence(assert)`: checks and transitions; returns what the fence must do.
     pub(crate) fn fence(&self, noprecede: bool, nosucceed: bool) -> Result<FencePlan> {
         match self.access.get() {
-            Access::Locks => return Err(conflict("fence", "a passive-target epoch (lock) is open")),
+            Access::Locks => {
+                return Err(conflict("fence", "a passive-target epoch (lock) is open"))
+            }
             Access::LockAll => return Err(conflict("fence", "a lock_all epoch is open")),
             Access::Pscw => return Err(conflict("fence", "a PSCW access epoch (start) is open")),
             Access::None | Access::Fence => {}
@@ -141,8 +209,11 @@ impl EpochState {
                 reason: "RMA operations were issued since the previous fence",
             });
         }
-        self.access
-            .set(if nosucceed { Access::None } else { Access::Fence });
+        self.set_access(if nosucceed {
+            Access::None
+        } else {
+            Access::Fence
+        });
         self.ops_since_fence.set(false);
         Ok(FencePlan {
             flush: !noprecede,
@@ -167,7 +238,7 @@ impl EpochState {
             kind,
             nocheck,
         });
-        self.access.set(Access::Locks);
+        self.set_access(Access::Locks);
         let global = kind == LockType::Exclusive && !nocheck && {
             self.exclusive_held.set(self.exclusive_held.get() + 1);
             self.exclusive_held.get() == 1
@@ -187,9 +258,12 @@ impl EpochState {
             target,
         })?;
         let lock = locks.swap_remove(pos);
-        if locks.is_empty() {
-            self.access.set(Access::None);
-        }
+        // Resets the fast-path caches too: they may name the target just unlocked.
+        self.set_access(if locks.is_empty() {
+            Access::None
+        } else {
+            Access::Locks
+        });
         let global = lock.kind == LockType::Exclusive && !lock.nocheck && {
             self.exclusive_held.set(self.exclusive_held.get() - 1);
             self.exclusive_held.get() == 0
@@ -200,11 +274,13 @@ impl EpochState {
     /// `lock_all`.
     pub(crate) fn lock_all(&self, nocheck: bool) -> Result<()> {
         match self.access.get() {
-            Access::LockAll => return Err(conflict("lock_all", "a lock_all epoch is already open")),
+            Access::LockAll => {
+                return Err(conflict("lock_all", "a lock_all epoch is already open"))
+            }
             Access::Locks => return Err(conflict("lock_all", "this process holds locks")),
             _ => self.leave_unused_fence("lock_all")?,
         }
-        self.access.set(Access::LockAll);
+        self.set_access(Access::LockAll);
         self.lock_all_nocheck.set(nocheck);
         Ok(())
     }
@@ -214,18 +290,32 @@ impl EpochState {
         if self.access.get() != Access::LockAll {
             return Err(conflict("unlock_all", "no lock_all epoch is open"));
         }
-        self.access.set(Access::None);
+        self.set_access(Access::None);
         Ok(self.lock_all_nocheck.get())
     }
 
     /// Error unless `target` is in the open passive-target epoch (`flush(target)`).
     #[inline]
     pub(crate) fn check_flush(&self, call: &'static str, target: usize) -> Result<()> {
+        if self.flush_cached(target) {
+            return Ok(());
+        }
+        self.check_flush_slow(call, target)
+    }
+
+    #[inline(never)]
+    fn check_flush_slow(&self, call: &'static str, target: usize) -> Result<()> {
         match self.access.get() {
             Access::LockAll => Ok(()),
-            Access::Locks if self.locks.borrow().iter().any(|l| l.target == target) => Ok(()),
+            Access::Locks if self.locks.borrow().iter().any(|l| l.target == target) => {
+                self.fast_flush.set(target);
+                Ok(())
+            }
             Access::Locks => Err(Error::NotLocked { call, target }),
-            _ => Err(conflict(call, "no passive-target epoch (lock/lock_all) is open")),
+            _ => Err(conflict(
+                call,
+                "no passive-target epoch (lock/lock_all) is open",
+            )),
         }
     }
 
@@ -234,7 +324,10 @@ impl EpochState {
     pub(crate) fn check_flush_all(&self, call: &'static str) -> Result<()> {
         match self.access.get() {
             Access::Locks | Access::LockAll => Ok(()),
-            _ => Err(conflict(call, "no passive-target epoch (lock/lock_all) is open")),
+            _ => Err(conflict(
+                call,
+                "no passive-target epoch (lock/lock_all) is open",
+            )),
         }
     }
 
@@ -269,7 +362,7 @@ impl EpochState {
     pub(crate) fn start(&self, group: &Group) -> Result<()> {
         self.leave_unused_fence("start")?;
         *self.access_group.borrow_mut() = group.clone();
-        self.access.set(Access::Pscw);
+        self.set_access(Access::Pscw);
         Ok(())
     }
 
@@ -278,7 +371,7 @@ impl EpochState {
         if self.access.get() != Access::Pscw {
             return Err(conflict("complete", "no PSCW access epoch (start) is open"));
         }
-        self.access.set(Access::None);
+        self.set_access(Access::None);
         Ok(std::mem::take(&mut *self.access_group.borrow_mut()))
     }
 
@@ -310,16 +403,25 @@ mod tests {
         let e = EpochState::default();
         assert_eq!(
             e.fence(false, false).unwrap(),
-            FencePlan { flush: true, barrier: true }
+            FencePlan {
+                flush: true,
+                barrier: true
+            }
         );
         assert_eq!(e.access(), Access::Fence);
         assert_eq!(
             e.fence(true, false).unwrap(),
-            FencePlan { flush: false, barrier: true }
+            FencePlan {
+                flush: false,
+                barrier: true
+            }
         );
         assert_eq!(
             e.fence(true, true).unwrap(),
-            FencePlan { flush: false, barrier: false }
+            FencePlan {
+                flush: false,
+                barrier: false
+            }
         );
         assert_eq!(e.access(), Access::None);
         assert!(e.check_access(0, "put").is_err());
@@ -333,7 +435,10 @@ mod tests {
         e.note_rma();
         assert!(matches!(
             e.fence(true, false),
-            Err(Error::AssertViolated { assert: "NOPRECEDE", .. })
+            Err(Error::AssertViolated {
+                assert: "NOPRECEDE",
+                ..
+            })
         ));
     }
 
@@ -341,17 +446,45 @@ mod tests {
     fn locks_and_fences_do_not_mix() {
         let e = EpochState::default();
         assert!(e.lock(1, LockType::Exclusive, false).unwrap());
-        assert!(!e.lock(2, LockType::Exclusive, false).unwrap(), "global taken once");
-        assert!(matches!(e.lock(1, LockType::Shared, false), Err(Error::AlreadyLocked { target: 1 })));
-        assert!(matches!(e.fence(false, false), Err(Error::EpochConflict { call: "fence", .. })));
+        assert!(
+            !e.lock(2, LockType::Exclusive, false).unwrap(),
+            "global taken once"
+        );
+        assert!(matches!(
+            e.lock(1, LockType::Shared, false),
+            Err(Error::AlreadyLocked { target: 1 })
+        ));
+        assert!(matches!(
+            e.fence(false, false),
+            Err(Error::EpochConflict { call: "fence", .. })
+        ));
         assert!(e.lock_all(false).is_err());
         e.check_access(2, "put").unwrap();
         assert!(e.check_access(3, "put").is_err());
         e.check_flush("flush", 1).unwrap();
-        assert!(matches!(e.check_flush("flush", 3), Err(Error::NotLocked { .. })));
+        assert!(matches!(
+            e.check_flush("flush", 3),
+            Err(Error::NotLocked { .. })
+        ));
+        e.check_access(1, "put").unwrap();
+        e.check_flush("flush", 1).unwrap();
         assert!(!e.unlock(1).unwrap().global);
-        assert!(e.unlock(2).unwrap().global, "last exclusive releases the global word");
-        assert!(matches!(e.unlock(2), Err(Error::NotLocked { call: "unlock", target: 2 })));
+        assert!(
+            e.check_access(1, "put").is_err(),
+            "fast path forgot the unlocked target"
+        );
+        assert!(e.check_flush("flush", 1).is_err());
+        assert!(
+            e.unlock(2).unwrap().global,
+            "last exclusive releases the global word"
+        );
+        assert!(matches!(
+            e.unlock(2),
+            Err(Error::NotLocked {
+                call: "unlock",
+                target: 2
+            })
+        ));
         assert_eq!(e.access(), Access::None);
         assert!(e.check_flush_all("flush_all").is_err());
     }

@@ -121,9 +121,13 @@ impl Mode {
             }
             Mode::Writer => {
                 v & (WRITER | READERS) == 0
-                    && w
-                        .compare_exchange(v, v - HEAD + WRITER, Ordering::Acquire, Ordering::Relaxed)
-                        .is_ok()
+                    && w.compare_exchange(
+                        v,
+                        v - HEAD + WRITER,
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
             }
             Mode::Class { one, other } => {
                 if v & other != 0 {
@@ -215,7 +219,11 @@ impl SyncOp for LockOp {
             }
         }
         Ok(
-            if poll_acquire(core.local_lock_words(self.target), self.mode, &mut self.local) {
+            if poll_acquire(
+                core.local_lock_words(self.target),
+                self.mode,
+                &mut self.local,
+            ) {
                 Step::Done
             } else {
                 Step::Blocked
@@ -252,7 +260,10 @@ impl SyncOp for UnlockOp {
         match *self {
             UnlockOp::One(r) => {
                 if !r.lock.nocheck {
-                    release(core.local_lock_words(r.lock.target), Mode::local(r.lock.kind));
+                    release(
+                        core.local_lock_words(r.lock.target),
+                        Mode::local(r.lock.kind),
+                    );
                 }
                 if r.global {
                     release(core.global_lock_words(), Mode::EXCLUSIVE);
@@ -426,7 +437,10 @@ mod tests {
         let mut wp = Phase::Fast;
         assert!(!poll_acquire(w.get(), Mode::Writer, &mut wp));
         assert_eq!(wp, Phase::Head, "first in the queue becomes head at once");
-        assert!(!poll_acquire(w.get(), Mode::Reader, &mut Phase::Fast), "head blocks new readers");
+        assert!(
+            !poll_acquire(w.get(), Mode::Reader, &mut Phase::Fast),
+            "head blocks new readers"
+        );
         release(w.get(), Mode::Reader);
         release(w.get(), Mode::Reader);
         assert!(poll_acquire(w.get(), Mode::Writer, &mut wp));
@@ -444,7 +458,10 @@ mod tests {
         assert!(!poll_acquire(w.get(), Mode::EXCLUSIVE, &mut x));
         release(w.get(), Mode::LOCK_ALL);
         assert!(poll_acquire(w.get(), Mode::EXCLUSIVE, &mut x));
-        assert!(poll_acquire(w.get(), Mode::EXCLUSIVE, &mut Phase::Fast), "exclusive holders share the global word");
+        assert!(
+            poll_acquire(w.get(), Mode::EXCLUSIVE, &mut Phase::Fast),
+            "exclusive holders share the global word"
+        );
     }
 
     /// Threads stand in for processes: the words are plain atomics either way.
@@ -457,16 +474,26 @@ mod tests {
                 let (w, inside) = (Arc::clone(&w), Arc::clone(&inside));
                 std::thread::spawn(move || {
                     for k in 0..2000 {
-                        let mode = if (i + k) % 3 == 0 { Mode::Writer } else { Mode::Reader };
+                        let mode = if (i + k) % 3 == 0 {
+                            Mode::Writer
+                        } else {
+                            Mode::Reader
+                        };
                         w.acquire(mode);
-                        let v = inside.fetch_add(if mode == Mode::Writer { 1 << 32 } else { 1 }, Ordering::SeqCst);
+                        let v = inside.fetch_add(
+                            if mode == Mode::Writer { 1 << 32 } else { 1 },
+                            Ordering::SeqCst,
+                        );
                         if mode == Mode::Writer {
                             assert_eq!(v, 0, "writer entered while someone was inside");
                         } else {
                             assert_eq!(v >> 32, 0, "reader entered while a writer was inside");
                         }
                         std::hint::spin_loop();
-                        inside.fetch_sub(if mode == Mode::Writer { 1 << 32 } else { 1 }, Ordering::SeqCst);
+                        inside.fetch_sub(
+                            if mode == Mode::Writer { 1 << 32 } else { 1 },
+                            Ordering::SeqCst,
+                        );
                         release(w.get(), mode);
                     }
                 })
@@ -483,7 +510,11 @@ mod tests {
     #[test]
     fn writer_progress_under_a_reader_stream() {
         for writer_mode in [Mode::Writer, Mode::EXCLUSIVE] {
-            let reader_mode = if writer_mode == Mode::Writer { Mode::Reader } else { Mode::LOCK_ALL };
+            let reader_mode = if writer_mode == Mode::Writer {
+                Mode::Reader
+            } else {
+                Mode::LOCK_ALL
+            };
             let w = Arc::new(Words::default());
             let done = Arc::new(AtomicBool::new(false));
             let readers: Vec<_> = (0..4)

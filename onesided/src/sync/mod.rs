@@ -5,8 +5,8 @@
 
 pub(crate) mod epoch;
 mod fence;
-pub(crate) mod lock;
 mod flush;
+pub(crate) mod lock;
 mod pscw;
 
 use std::fmt;
@@ -115,10 +115,15 @@ mod tests {
     #[test]
     fn assert_validation() {
         let fence_ok = Assert::NOSTORE | Assert::NOPUT | Assert::NOPRECEDE | Assert::NOSUCCEED;
-        assert!((Assert::NOPRECEDE | Assert::NOSTORE).only("fence", fence_ok).is_ok());
+        assert!((Assert::NOPRECEDE | Assert::NOSTORE)
+            .only("fence", fence_ok)
+            .is_ok());
         let e = Assert::NOCHECK.only("fence", fence_ok).unwrap_err();
         assert!(e.to_string().contains("NOCHECK"), "{e}");
         assert_eq!(format!("{:?}", Assert::NONE), "NONE");
-        assert_eq!(format!("{:?}", Assert::NOPUT | Assert::NOCHECK), "NOCHECK|NOPUT");
+        assert_eq!(
+            format!("{:?}", Assert::NOPUT | Assert::NOCHECK),
+            "NOCHECK|NOPUT"
+        );
     }
 }

@@ -21,7 +21,12 @@ pub(crate) fn write(pid: i32, addr: usize, src: &[u8]) -> Result<()> {
             len: src.len() - done,
         }];
         match process_vm_writev(Pid::from_raw(pid), &local, &remote) {
-            Ok(0) => return Err(Error::os("process_vm_writev", std::io::ErrorKind::WriteZero)),
+            Ok(0) => {
+                return Err(Error::os(
+                    "process_vm_writev",
+                    std::io::ErrorKind::WriteZero,
+                ))
+            }
             Ok(n) => done += n,
             Err(nix::errno::Errno::EINTR) => {}
             Err(e) => return Err(Error::os("process_vm_writev", e)),

@@ -99,7 +99,10 @@ fn map_node_segment(
         let ctrl = unsafe { Control::new(seg.as_ptr(), *layout) };
         let ident = &ctrl.rank(me).ident;
         // Relaxed: published to the peers by the agreement below (a barrier).
-        ident.pid.store(u64::from(std::process::id()), std::sync::atomic::Ordering::Relaxed);
+        ident.pid.store(
+            u64::from(std::process::id()),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         ident.job_rank.store(
             crate::universe::identity().map_or(me, |i| i.rank) as u64,
             std::sync::atomic::Ordering::Relaxed,
@@ -163,7 +166,11 @@ pub(crate) fn allocate(
     info: &WinInfo,
     shared: bool,
 ) -> Result<WinCore> {
-    let call = if shared { "allocate_shared" } else { "allocate" };
+    let call = if shared {
+        "allocate_shared"
+    } else {
+        "allocate"
+    };
     let n = comm.size();
     let me = comm.rank();
     let local = WinHints::parse(info).and_then(|h| check_disp_unit(disp_unit).map(|()| h));
@@ -196,28 +203,33 @@ pub(crate) fn allocate(
     let contiguous = shared && !hints.alloc_shared_noncontig;
     let pad = |b: usize| if contiguous { b } else { padded(b) };
     // Symmetric: O(1) metadata. Otherwise one allgather and a table.
-    let placement: std::result::Result<usize, Vec<(usize, usize, usize)>> = if same_size && same_unit {
-        Ok(pad(bytes))
-    } else {
-        let all = comm.allgather(&[b, d])?;
-        let mut offset = 0;
-        Err(all
-            .chunks_exact(2)
-            .map(|c| {
-                let (bytes, du) = (c[0] as usize, c[1] as usize);
-                let entry = (offset, bytes, du);
-                offset += pad(bytes);
-                entry
-            })
-            .collect())
-    };
+    let placement: std::result::Result<usize, Vec<(usize, usize, usize)>> =
+        if same_size && same_unit {
+            Ok(pad(bytes))
+        } else {
+            let all = comm.allgather(&[b, d])?;
+            let mut offset = 0;
+            Err(all
+                .chunks_exact(2)
+                .map(|c| {
+                    let (bytes, du) = (c[0] as usize, c[1] as usize);
+                    let entry = (offset, bytes, du);
+                    offset += pad(bytes);
+                    entry
+                })
+                .collect())
+        };
     let data_bytes = match &placement {
         Ok(stride) => stride * n,
         Err(table) => table.last().map_or(0, |&(off, bytes, _)| off + pad(bytes)),
     };
     let layout = ControlLayout::new(n, 0, data_bytes);
     let segment = map_node_segment(comm, call, &layout, &[], Ok(()))?;
-    let flavor = if shared { Flavor::Shared } else { Flavor::Allocate };
+    let flavor = if shared {
+        Flavor::Shared
+    } else {
+        Flavor::Allocate
+    };
     let placement2 = placement.clone();
     Ok(assemble(
         comm,
@@ -275,7 +287,13 @@ impl CreateRecord {
             None => (&[][..], 0),
         };
         let mut out = Vec::with_capacity(40 + name.len());
-        for w in [self.pid as u64, self.addr as u64, self.bytes as u64, self.disp_unit as u64, offset] {
+        for w in [
+            self.pid as u64,
+            self.addr as u64,
+            self.bytes as u64,
+            self.disp_unit as u64,
+            offset,
+        ] {
             out.extend_from_slice(&w.to_le_bytes());
         }
         out.extend_from_slice(name);
@@ -320,7 +338,12 @@ pub(crate) fn create(
             .map(|l| (l.name, l.offset)),
     });
     // An empty record tells the others that this rank failed.
-    let records = comm.allgatherv(&record.as_ref().map(CreateRecord::encode).unwrap_or_default())?;
+    let records = comm.allgatherv(
+        &record
+            .as_ref()
+            .map(CreateRecord::encode)
+            .unwrap_or_default(),
+    )?;
     let hints = hints?;
     let records: Vec<CreateRecord> = records
         .iter()
@@ -351,7 +374,10 @@ pub(crate) fn create(
             };
             match idx {
                 Some(i) => Route::Direct(peer_segments[i].as_ptr().wrapping_add(*offset)),
-                None => Route::Cma { pid: r.pid, addr: r.addr },
+                None => Route::Cma {
+                    pid: r.pid,
+                    addr: r.addr,
+                },
             }
         } else {
             Route::Cma {

@@ -12,7 +12,7 @@
 //! synchronise); onesided then either completes the access or reports
 //! [`Error::NotAttached`], and a mapped shared-heap region stays valid memory either way.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{fence, Ordering};
 
@@ -42,6 +42,16 @@ struct CachedRegion {
     route: Route,
 }
 
+impl CachedRegion {
+    #[inline]
+    fn contains(&self, addr: usize, len: usize) -> bool {
+        addr >= self.base
+            && addr
+                .checked_add(len)
+                .is_some_and(|end| end <= self.base + self.len)
+    }
+}
+
 /// An origin's copy of one target's region table.
 #[derive(Debug)]
 struct TargetCache {
@@ -62,11 +72,23 @@ impl TargetCache {
         }
     }
 
-    fn find(&self, addr: usize, len: usize) -> Option<Route> {
-        let i = self.regions.partition_point(|r| r.base <= addr).checked_sub(1)?;
-        let r = &self.regions[i];
-        (addr.checked_add(len)? <= r.base + r.len).then(|| r.route.offset(addr - r.base))
+    fn find(&self, addr: usize, len: usize) -> Option<CachedRegion> {
+        let i = self
+            .regions
+            .partition_point(|r| r.base <= addr)
+            .checked_sub(1)?;
+        let r = self.regions[i];
+        r.contains(addr, len).then_some(r)
     }
+}
+
+/// The region of the last successful remote access, with the sequence number it is valid
+/// for: repeated accesses to one region skip the table lookup.
+#[derive(Debug, Clone, Copy)]
+struct LastHit {
+    target: usize,
+    seq: u64,
+    region: CachedRegion,
 }
 
 /// Dynamic-window state of one process.
@@ -76,6 +98,8 @@ pub(crate) struct DynamicState {
     owned: RefCell<Vec<OwnedRegion>>,
     /// Cached tables of the targets this process accessed.
     caches: RefCell<HashMap<usize, TargetCache>>,
+    /// Last region hit (see [`LastHit`]).
+    last: Cell<Option<LastHit>>,
 }
 
 /// A region attached with [`Window::attach`]: its address is the displacement peers use.
@@ -95,13 +119,17 @@ impl WinCore {
         let cap = self.ctrl.layout().region_cap;
         {
             let mut owned = self.dynamic.owned.borrow_mut();
-            if owned.iter().any(|r| base < r.base + r.len && r.base < base + len) {
+            if owned
+                .iter()
+                .any(|r| base < r.base + r.len && r.base < base + len)
+            {
                 return Err(Error::AttachOverlap { addr: base, len });
             }
             if owned.len() >= cap {
                 return Err(Error::TooManyRegions { capacity: cap });
             }
-            let (seg_tag, seg_offset) = memory::lookup(base, len).map_or((0, 0), |l| (l.tag, l.offset));
+            let (seg_tag, seg_offset) =
+                memory::lookup(base, len).map_or((0, 0), |l| (l.tag, l.offset));
             let at = owned.partition_point(|r| r.base < base);
             owned.insert(
                 at,
@@ -145,7 +173,8 @@ impl WinCore {
             slot.base.store(r.base as u64, Ordering::Relaxed);
             slot.len.store(r.len as u64, Ordering::Relaxed);
             slot.seg_tag.store(r.seg_tag, Ordering::Relaxed);
-            slot.seg_offset.store(r.seg_offset as u64, Ordering::Relaxed);
+            slot.seg_offset
+                .store(r.seg_offset as u64, Ordering::Relaxed);
         }
         ctl.ident
             .region_count
@@ -155,11 +184,20 @@ impl WinCore {
     }
 
     /// Route to `[addr, addr+len)` in this process's attached memory.
-    pub(crate) fn resolve_own_dynamic(&self, op: &'static str, addr: usize, len: usize) -> Result<Route> {
+    pub(crate) fn resolve_own_dynamic(
+        &self,
+        op: &'static str,
+        addr: usize,
+        len: usize,
+    ) -> Result<Route> {
         let owned = self.dynamic.owned.borrow();
         let i = owned.partition_point(|r| r.base <= addr);
         match i.checked_sub(1).map(|i| owned[i]) {
-            Some(r) if addr.checked_add(len).is_some_and(|end| end <= r.base + r.len) => {
+            Some(r)
+                if addr
+                    .checked_add(len)
+                    .is_some_and(|end| end <= r.base + r.len) =>
+            {
                 Ok(Route::Direct(addr as *mut u8))
             }
             _ => Err(Error::NotAttached {
@@ -185,17 +223,32 @@ impl WinCore {
         // Acquire: pairs with the owner's Release store of the sequence number, so a cache
         // refreshed at this number sees the table it guards.
         let seq = self.ctrl.rank(target).dyn_seq.load(Ordering::Acquire);
+        if let Some(hit) = self.dynamic.last.get() {
+            if hit.target == target && hit.seq == seq && hit.region.contains(addr, len) {
+                return Ok(hit.region.route.offset(addr - hit.region.base));
+            }
+        }
         let mut caches = self.dynamic.caches.borrow_mut();
         let cache = caches.entry(target).or_insert_with(TargetCache::empty);
         if cache.seq != seq {
             self.refresh(target, cache);
         }
-        cache.find(addr, len).ok_or(Error::NotAttached {
-            op,
-            target,
-            addr,
-            len,
-        })
+        match cache.find(addr, len) {
+            Some(region) => {
+                self.dynamic.last.set(Some(LastHit {
+                    target,
+                    seq: cache.seq,
+                    region,
+                }));
+                Ok(region.route.offset(addr - region.base))
+            }
+            None => Err(Error::NotAttached {
+                op,
+                target,
+                addr,
+                len,
+            }),
+        }
     }
 
     /// Re-reads `target`'s region table one-sidedly (seqlock read).
@@ -236,17 +289,20 @@ impl WinCore {
             let route = if r.seg_tag == 0 {
                 Route::Cma { pid, addr: r.base }
             } else {
-                if !segments.contains_key(&r.seg_tag) {
-                    match Segment::open(&segment_name(self.comm.job_id(), &owner, r.seg_tag)) {
-                        Ok(s) => {
-                            segments.insert(r.seg_tag, s);
+                let seg = match segments.entry(r.seg_tag) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        match Segment::open(&segment_name(self.comm.job_id(), &owner, r.seg_tag)) {
+                            Ok(s) => e.insert(s),
+                            // Freed since we read the table: the region is gone.
+                            Err(_) => continue,
                         }
-                        // Freed since we read the table: the region is gone.
-                        Err(_) => continue,
                     }
-                }
-                let seg = &segments[&r.seg_tag];
-                if r.seg_offset.checked_add(r.len).is_none_or(|end| end > seg.len()) {
+                };
+                if r.seg_offset
+                    .checked_add(r.len)
+                    .is_none_or(|end| end > seg.len())
+                {
                     continue;
                 }
                 Route::Direct(seg.as_ptr().wrapping_add(r.seg_offset))

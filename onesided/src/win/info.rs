@@ -199,7 +199,12 @@ impl fmt::Display for AccumulateOrdering {
         if self.0 == 0 {
             return f.write_str("none");
         }
-        let names = [(Self::RAR, "rar"), (Self::RAW, "raw"), (Self::WAR, "war"), (Self::WAW, "waw")];
+        let names = [
+            (Self::RAR, "rar"),
+            (Self::RAW, "raw"),
+            (Self::WAR, "war"),
+            (Self::WAW, "waw"),
+        ];
         let parts: Vec<&str> = names
             .iter()
             .filter(|(b, _)| self.contains(*b))
@@ -237,7 +242,8 @@ pub struct MemoryAllocKind {
 }
 
 fn parse_alloc_kinds(value: &str) -> std::result::Result<Vec<MemoryAllocKind>, String> {
-    let ident = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    let ident =
+        |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
     let mut kinds = Vec::new();
     for entry in value.split(',') {
         let mut parts = entry.trim().split(':');
@@ -254,10 +260,12 @@ fn parse_alloc_kinds(value: &str) -> std::result::Result<Vec<MemoryAllocKind>, S
                 return Err("kind system takes no restrictors".into())
             }
             "mpi" => {
-                if let Some(r) = restrictors
-                    .iter()
-                    .find(|r| !matches!(r.as_str(), "alloc_mem" | "win_allocate" | "win_allocate_shared"))
-                {
+                if let Some(r) = restrictors.iter().find(|r| {
+                    !matches!(
+                        r.as_str(),
+                        "alloc_mem" | "win_allocate" | "win_allocate_shared"
+                    )
+                }) {
                     return Err(format!(
                         "kind mpi: restrictor {r:?} is not alloc_mem, win_allocate or win_allocate_shared"
                     ));
@@ -425,10 +433,16 @@ impl WinHints {
         }
         match flavor {
             super::Flavor::Shared => {
-                info.set(keys::ALLOC_SHARED_NONCONTIG, bool_str(self.alloc_shared_noncontig));
+                info.set(
+                    keys::ALLOC_SHARED_NONCONTIG,
+                    bool_str(self.alloc_shared_noncontig),
+                );
             }
             super::Flavor::Dynamic => {
-                info.set(keys::MAX_ATTACHED_REGIONS, self.max_attached_regions.to_string());
+                info.set(
+                    keys::MAX_ATTACHED_REGIONS,
+                    self.max_attached_regions.to_string(),
+                );
             }
             _ => {}
         }
@@ -464,11 +478,17 @@ mod tests {
             .with("mpi_accumulate_granularity", "24")
             .with("same_size", "true")
             .with("same_disp_unit", "false")
-            .with("mpi_assert_memory_alloc_kinds", "system,mpi:alloc_mem:win_allocate")
+            .with(
+                "mpi_assert_memory_alloc_kinds",
+                "system,mpi:alloc_mem:win_allocate",
+            )
             .with("some_other_library_key", "whatever");
         let h = WinHints::parse(&info).unwrap();
         assert!(h.no_locks && h.same_size && !h.same_disp_unit);
-        assert_eq!(h.accumulate_ordering, AccumulateOrdering::RAR | AccumulateOrdering::WAW);
+        assert_eq!(
+            h.accumulate_ordering,
+            AccumulateOrdering::RAR | AccumulateOrdering::WAW
+        );
         assert_eq!(h.accumulate_ops, AccumulateOps::SameOp);
         assert_eq!(h.accumulate_granularity, 24);
         let back = h.to_info(Flavor::Create);
@@ -477,7 +497,11 @@ mod tests {
             back.get("mpi_assert_memory_alloc_kinds"),
             Some("system,mpi:alloc_mem:win_allocate")
         );
-        assert_eq!(back.get("some_other_library_key"), None, "ignored keys are not in effect");
+        assert_eq!(
+            back.get("some_other_library_key"),
+            None,
+            "ignored keys are not in effect"
+        );
         assert_eq!(WinHints::parse(&back).unwrap(), h);
     }
 
@@ -515,8 +539,9 @@ mod tests {
 
     #[test]
     fn implementation_defined_kinds_are_accepted() {
-        let h = WinHints::parse(&WinInfo::new().with("mpi_assert_memory_alloc_kinds", "cuda:device"))
-            .unwrap();
+        let h =
+            WinHints::parse(&WinInfo::new().with("mpi_assert_memory_alloc_kinds", "cuda:device"))
+                .unwrap();
         assert_eq!(h.memory_alloc_kinds.unwrap()[0].kind, "cuda");
     }
 
@@ -528,7 +553,15 @@ mod tests {
         assert!(h.same_size, "same_size cannot change after creation");
         assert!(h.no_locks);
         let before = h.clone();
-        assert!(h.update(&WinInfo::new().no_locks(false).with("no_locks_typo", "x").with("accumulate_ops", "bad"), false).is_err());
+        assert!(h
+            .update(
+                &WinInfo::new()
+                    .no_locks(false)
+                    .with("no_locks_typo", "x")
+                    .with("accumulate_ops", "bad"),
+                false
+            )
+            .is_err());
         assert_eq!(h, before, "a failed update changes nothing");
     }
 }

@@ -241,10 +241,16 @@ impl WinCore {
         if rank < self.size {
             Ok(())
         } else {
-            Err(Error::InvalidRank {
-                rank,
-                size: self.size,
-            })
+            Err(self.invalid_rank(rank))
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn invalid_rank(&self, rank: usize) -> Error {
+        Error::InvalidRank {
+            rank,
+            size: self.size,
         }
     }
 }
@@ -486,7 +492,10 @@ impl<T: Pod> Window<T> {
         let mut next = self.core.hints.borrow().clone();
         let local = next.update(info, false);
         self.core.comm.agree_on("set_info", local)?;
-        let mut g = [next.accumulate_granularity as u64, !(next.accumulate_granularity as u64)];
+        let mut g = [
+            next.accumulate_granularity as u64,
+            !(next.accumulate_granularity as u64),
+        ];
         self.core
             .comm
             .allreduce(&mut g, crate::bootstrap::ReduceOp::Max)?;
@@ -518,13 +527,15 @@ impl<T: Pod> Window<T> {
     /// without synchronization) the values read are unspecified, never undefined behaviour.
     pub fn local_read(&self, disp: usize, dst: &mut [T]) -> Result<()> {
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(dst);
-        self.local_route("local_read", disp, bytes.len())?.read(bytes)
+        self.local_route("local_read", disp, bytes.len())?
+            .read(bytes)
     }
 
     /// Copies `src` into local window memory at `disp` (see [`Window::local_read`]).
     pub fn local_write(&self, disp: usize, src: &[T]) -> Result<()> {
         let bytes: &[u8] = bytemuck::cast_slice(src);
-        self.local_route("local_write", disp, bytes.len())?.write(bytes)
+        self.local_route("local_write", disp, bytes.len())?
+            .write(bytes)
     }
 
     /// This process's window memory as a slice.
@@ -571,7 +582,11 @@ impl<T: Pod> Window<T> {
                 stride,
                 bytes,
                 disp_unit,
-            } => (Route::Direct(base.wrapping_add(rank * stride)), *bytes, *disp_unit),
+            } => (
+                Route::Direct(base.wrapping_add(rank * stride)),
+                *bytes,
+                *disp_unit,
+            ),
             Targets::Table(t) => (t[rank].route, t[rank].bytes, t[rank].disp_unit),
             Targets::Dynamic => return Ok(None),
         };

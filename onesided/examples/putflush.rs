@@ -1,0 +1,84 @@
+//! Critical-path instruction count of an 8-byte put followed by a flush on an allocate
+//! window (the comparison of seed 003 §2.3–2.4: foMPI needs 173 instructions for the put and
+//! 78 for the flush).
+//!
+//! Rank 0 holds an exclusive lock on rank 1 and runs four loops of `ITERS` iterations, each
+//! in its own non-inlined function so that `callgrind_annotate --inclusive=yes` reports them
+//! separately: put+flush, put alone, flush alone, and an empty loop (the loop's own cost).
+//! `scripts/instr-count.sh` runs rank 0 under callgrind and divides by `ITERS`.
+//!
+//! ```text
+//! target/release/osrun -n 2 target/release/examples/putflush   # also checks the data
+//! ```
+
+use std::hint::black_box;
+
+use onesided::{Assert, LockType, Window};
+
+/// Iterations of every loop.
+pub const ITERS: u64 = 100_000;
+
+#[no_mangle]
+#[inline(never)]
+fn onesided_bench_put_flush(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
+    for i in 0..iters {
+        win.put(&[black_box(i)], 1, 0)?;
+        win.flush(1)?;
+    }
+    Ok(())
+}
+
+#[no_mangle]
+#[inline(never)]
+fn onesided_bench_put(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
+    for i in 0..iters {
+        win.put(&[black_box(i)], 1, 0)?;
+    }
+    Ok(())
+}
+
+#[no_mangle]
+#[inline(never)]
+fn onesided_bench_flush(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
+    for _ in 0..iters {
+        win.flush(black_box(1))?;
+    }
+    Ok(())
+}
+
+#[no_mangle]
+#[inline(never)]
+fn onesided_bench_empty(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
+    for i in 0..iters {
+        black_box((win, i));
+    }
+    Ok(())
+}
+
+fn main() -> onesided::Result<()> {
+    let universe = onesided::init()?;
+    let world = universe.world();
+    if world.size() != 2 {
+        eprintln!("putflush needs exactly 2 ranks: osrun -n 2 ...");
+        std::process::exit(2);
+    }
+    let win = Window::<u64>::allocate(world, 1)?;
+    if world.rank() == 0 {
+        win.lock(LockType::Exclusive, 1, Assert::NONE)?;
+        onesided_bench_put_flush(&win, ITERS)?;
+        onesided_bench_put(&win, ITERS)?;
+        onesided_bench_flush(&win, ITERS)?;
+        onesided_bench_empty(&win, ITERS)?;
+        win.unlock(1)?;
+    }
+    world.barrier()?;
+    if world.rank() == 1 {
+        // The last value written by rank 0's put loops is ITERS - 1.
+        let mut v = [0u64];
+        win.local_read(0, &mut v)?;
+        assert_eq!(v[0], ITERS - 1, "rank 1 holds the last value put");
+        println!("putflush: {} iterations per loop, data verified", ITERS);
+    }
+    win.free()?;
+    Ok(())
+}

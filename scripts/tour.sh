@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The onesided tour: builds everything and runs the examples with the embedded launcher
+# (no MPI needed). Every example checks its own results.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --workspace --examples
+osrun=target/release/osrun
+echo
+echo "== ring: a token travels around 4 ranks with fence, then PSCW, then locks + flush"
+$osrun -n 4 --timeout 120 target/release/examples/ring
+echo
+echo "== halo: 1-D heat diffusion, PSCW halo exchange, compared with a serial run"
+$osrun -n 4 --timeout 120 target/release/examples/halo 20000 200
+echo
+echo "== putflush: 3 x 100000 put/flush loops, data checked (scripts/instr-count.sh counts them)"
+$osrun -n 2 --timeout 120 target/release/examples/putflush
+echo
+echo "== tour: latency of every window kind, cost of every synchronization (2 ranks)"
+$osrun -n 2 --timeout 300 target/release/examples/tour
