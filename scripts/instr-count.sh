@@ -10,7 +10,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "instr-count: needs valgrind (apt-get install -y valgrind)" >&2; exit 1; }
-cargo build --release -q -p osrun -p onesided --example putflush
+cargo build --release -q -p osrun --bins
+cargo build --release -q -p onesided --example putflush
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 target/release/osrun -n 2 --timeout 600 sh -c '
