@@ -132,6 +132,18 @@ pub enum JobFailure {
     Interrupted,
 }
 
+impl std::fmt::Display for JobFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            JobFailure::Rank { rank, pid, status } => {
+                write!(f, "rank {rank} (pid {pid}) {}", status.describe())
+            }
+            JobFailure::Timeout(t) => write!(f, "timed out after {:.1} s", t.as_secs_f64()),
+            JobFailure::Interrupted => f.write_str("interrupted"),
+        }
+    }
+}
+
 /// Output of one rank (only with [`Output::Capture`]).
 #[derive(Debug, Clone, Default)]
 pub struct RankOutput {
@@ -181,13 +193,7 @@ impl JobReport {
 
     /// Human-readable description of the failure.
     pub fn failure_message(&self) -> Option<String> {
-        self.failure.as_ref().map(|f| match f {
-            JobFailure::Rank { rank, pid, status } => {
-                format!("rank {rank} (pid {pid}) {}", status.describe())
-            }
-            JobFailure::Timeout(t) => format!("timed out after {:.1} s", t.as_secs_f64()),
-            JobFailure::Interrupted => "interrupted".into(),
-        })
+        self.failure.as_ref().map(JobFailure::to_string)
     }
 }
 
@@ -361,20 +367,8 @@ pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
             }
         }
         match (&failure, kill_at) {
-            (Some(_), None) => {
-                let report = JobReport {
-                    job_id: job.clone(),
-                    statuses: Vec::new(),
-                    failure: failure.clone(),
-                    output: Vec::new(),
-                    swept_segments: 0,
-                    elapsed: start.elapsed(),
-                };
-                eprintln!(
-                    "{}: {}; terminating the job",
-                    spec.name,
-                    report.failure_message().unwrap_or_default()
-                );
+            (Some(f), None) => {
+                eprintln!("{}: {f}; terminating the job", spec.name);
                 boot.abort();
                 signal_all(&mut ranks, rustix::process::Signal::TERM);
                 kill_at = Some(Instant::now() + TERM_GRACE);

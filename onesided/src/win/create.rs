@@ -71,6 +71,11 @@ fn map_node_segment(
         None if msg.is_empty() => return Err(prior.err().unwrap_or(Error::PeerFailed { call })),
         None => prior.and_then(|()| {
             let split = params.len() * 8;
+            if msg.len() <= split {
+                return Err(Error::Bootstrap(format!(
+                    "{call}: malformed segment announcement"
+                )));
+            }
             let leader: Vec<u64> = msg[..split]
                 .chunks_exact(8)
                 .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
