@@ -321,28 +321,29 @@ pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
     let mut failure: Option<JobFailure> = None;
     let mut kill_at: Option<Instant> = None;
     let mut boot_unlinked = false;
+    let mut announced = false;
     loop {
         let mut alive = 0;
         for (rank, r) in ranks.iter_mut().enumerate() {
             if r.status.is_some() {
                 continue;
             }
-            match r.child.try_wait() {
-                Ok(Some(st)) => {
-                    let st = RankStatus::from_exit(st);
-                    r.status = Some(st);
-                    if !st.success() && failure.is_none() {
-                        failure = Some(JobFailure::Rank {
-                            rank,
-                            pid: r.child.id(),
-                            status: st,
-                        });
-                    }
+            let st = match r.child.try_wait() {
+                Ok(Some(st)) => RankStatus::from_exit(st),
+                Ok(None) => {
+                    alive += 1;
+                    continue;
                 }
-                Ok(None) => alive += 1,
-                Err(_) => {
-                    r.status = Some(RankStatus::Exited(-1));
-                }
+                // Cannot happen for our own child; count it as a failed rank.
+                Err(_) => RankStatus::Exited(-1),
+            };
+            r.status = Some(st);
+            if !st.success() && failure.is_none() {
+                failure = Some(JobFailure::Rank {
+                    rank,
+                    pid: r.child.id(),
+                    status: st,
+                });
             }
         }
         if alive == 0 {
@@ -369,6 +370,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
         match (&failure, kill_at) {
             (Some(f), None) => {
                 eprintln!("{}: {f}; terminating the job", spec.name);
+                announced = true;
                 boot.abort();
                 signal_all(&mut ranks, rustix::process::Signal::TERM);
                 kill_at = Some(Instant::now() + TERM_GRACE);
@@ -379,6 +381,10 @@ pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
             _ => {}
         }
         std::thread::sleep(POLL_INTERVAL);
+    }
+    // The last ranks may have failed in the very check that found nobody alive.
+    if let (Some(f), false) = (&failure, announced) {
+        eprintln!("{}: {f}", spec.name);
     }
 
     let mut output = vec![RankOutput::default(); if open_pipes > 0 { spec.ranks } else { 0 }];

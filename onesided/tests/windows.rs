@@ -40,6 +40,14 @@ fn attributes_of_every_flavor() {
         // Asymmetric allocate falls back to a per-rank table.
         let asym = Window::<u8>::allocate(w, 100 + me)?;
         assert_eq!(asym.layout(), WindowLayout::PerRank);
+        // A window can move to another thread (and back).
+        let a = std::thread::spawn(move || -> onesided::Result<Window<f64>> {
+            a.fence(Assert::NONE)?;
+            a.fence(Assert::NOSUCCEED)?;
+            Ok(a)
+        })
+        .join()
+        .expect("thread")?;
         // Windows are freed in any order.
         drop(c.free()?);
         d.free()?;

@@ -158,6 +158,21 @@ fn nonzero_exit_is_propagated() {
     assert!(text(&out.stderr).contains("rank 2"));
 }
 
+/// Every rank fails at once: the job still fails and says which rank failed.
+#[test]
+fn all_ranks_failing_together_is_reported() {
+    if role().is_some() {
+        std::process::exit(7);
+    }
+    let (out, _) = osrun(2, &[], "all_ranks_failing_together_is_reported", "all-fail");
+    assert_eq!(out.status.code(), Some(7));
+    assert!(
+        text(&out.stderr).contains("exited with status 7"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
 #[test]
 fn timeout_kills_a_hung_job() {
     if role().is_some() {

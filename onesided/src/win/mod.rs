@@ -105,8 +105,9 @@ impl<T: Pod> WinBuffer<T> {
     /// # Safety
     /// `ptr` must be valid for reads and writes of `len` elements (and non-null) until the
     /// buffer is returned by `free`/`detach` (or, if the window is dropped without `free`,
-    /// for as long as any process of the window may access it), and must not be accessed
-    /// through Rust references in the meantime.
+    /// for as long as any process of the window may access it), must not be accessed
+    /// through Rust references in the meantime, and must not be thread-local (the buffer
+    /// may move to another thread with its window).
     pub unsafe fn from_raw_parts(ptr: *mut T, len: usize) -> Self {
         WinBuffer::Raw {
             ptr: NonNull::new(ptr).expect("WinBuffer::from_raw_parts: null pointer"),
@@ -156,6 +157,10 @@ impl<T: Pod> WinBuffer<T> {
         }
     }
 }
+
+// SAFETY: a WinBuffer owns its memory like a Vec (for `Raw`, by the contract of
+// `from_raw_parts`, which excludes thread-local memory); moving it moves that ownership.
+unsafe impl<T: Pod + Send> Send for WinBuffer<T> {}
 
 impl<T: Pod> From<Vec<T>> for WinBuffer<T> {
     fn from(v: Vec<T>) -> Self {
@@ -223,6 +228,13 @@ pub(crate) struct WinCore {
     _segment: Segment,
 }
 
+// SAFETY: the raw pointers inside a WinCore (control words, barrier counters, target
+// routes, local memory) point into mappings the WinCore itself keeps alive (its node
+// segment, the peers' segments it mapped, the user buffer its Window owns); none of it is
+// tied to a thread. The Cell/RefCell state makes WinCore !Sync, so it is still used by one
+// thread at a time.
+unsafe impl Send for WinCore {}
+
 impl fmt::Debug for WinCore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WinCore")
@@ -259,7 +271,8 @@ impl WinCore {
 ///
 /// Displacements in RMA calls are in units of the *target's* displacement unit, which is
 /// `size_of::<T>()` unless set with [`WindowBuilder::disp_unit`] — so with the defaults a
-/// displacement is an element index. A window is used by one thread at a time.
+/// displacement is an element index. A window is used by one thread at a time: it can be
+/// moved to another thread (`Send`) but not shared (`!Sync`).
 ///
 /// ```no_run
 /// use onesided::{Assert, Window};
