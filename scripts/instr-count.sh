@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Instructions on the critical path of an 8-byte put followed by a flush on an allocate
 # window, counted by callgrind (repeatable on a noisy machine, unlike timings), next to
-# foMPI's published numbers (seed 003 §2.3-2.4: put 173, flush 78).
+# foMPI's published numbers (seed 003 §2.3-2.4: put 173, flush 78); and of the 8-byte
+# atomics fetch_and_op(sum), compare_and_swap and accumulate(sum).
 #
 # Rank 0 of `examples/putflush` runs four loops of ITERS iterations under callgrind; the
 # inclusive instruction count of each loop function divided by ITERS, minus the empty
@@ -24,6 +25,7 @@ iters=$(sed -n 's/^putflush: \([0-9]*\) iterations.*/\1/p' "$out/log")
 callgrind_annotate --inclusive=yes "$out/callgrind.out" >"$out/annotate"
 count() { grep -E "putflush.rs:onesided_bench_$1 \[" "$out/annotate" | head -1 | awk '{gsub(",", "", $1); print $1}'; }
 empty=$(count empty) pf=$(count put_flush) put=$(count put) flush=$(count flush)
+fop=$(count fetch_and_op) cas=$(count compare_and_swap) acc=$(count accumulate)
 per() { awk -v n="$1" -v e="$empty" -v i="$iters" 'BEGIN { printf "%.1f", (n - e) / i }'; }
 overhead=$(awk -v e="$empty" -v i="$iters" 'BEGIN { printf "%.1f", e / i }')
 echo "valgrind --tool=callgrind, $iters iterations per loop, loop overhead ($overhead/iteration) subtracted"
@@ -31,7 +33,23 @@ printf '%-24s %12s %12s\n' "critical path" "onesided" "foMPI"
 printf '%-24s %12s %12s\n' "put (8 bytes)" "$(per "$put")" 173
 printf '%-24s %12s %12s\n' "flush" "$(per "$flush")" 78
 printf '%-24s %12s %12s\n' "put + flush" "$(per "$pf")" 251
+printf '%-24s %12s %12s\n' "fetch_and_op (sum)" "$(per "$fop")" "-"
+printf '%-24s %12s %12s\n' "compare_and_swap" "$(per "$cas")" "-"
+printf '%-24s %12s %12s\n' "accumulate (sum, 1 elt)" "$(per "$acc")" "-"
+# Each atomic's fast path must be a single CPU atomic: count the locked instructions in the
+# body of its loop function (slow paths are separate functions, reached by a call).
+echo
+echo "locked instructions in each loop (the whole fast path of the call):"
+bad=0
+for f in fetch_and_op compare_and_swap accumulate; do
+  body=$(objdump -d --no-show-raw-insn -C target/release/examples/putflush | awk "/<onesided_bench_$f>:/,/^\$/")
+  locked=$(printf '%s\n' "$body" | grep -E 'lock |xchg' | sed -E 's/^ *[0-9a-f]+:\s*//' | paste -sd';')
+  n=$(printf '%s\n' "$body" | grep -cE 'lock |xchg' || true)
+  printf '  %-20s %s  (%s)\n' "$f" "$n" "$locked"
+  [ "$n" = 1 ] || bad=1
+done
 if [ "${1:-}" = "--check" ]; then
+  [ "$bad" = 0 ] || { echo "instr-count: an 8-byte atomic is not a single CPU atomic" >&2; exit 1; }
   awk -v x="$(per "$pf")" 'BEGIN { exit !(x < 251) }' \
     || { echo "instr-count: put + flush is not below foMPI's 251 instructions" >&2; exit 1; }
 fi

@@ -15,5 +15,11 @@ echo
 echo "== putflush: 3 x 100000 put/flush loops, data checked (scripts/instr-count.sh counts them)"
 $osrun -n 2 --timeout 120 target/release/examples/putflush
 echo
+echo "== atomics: 8-byte fetch_and_op, compare_and_swap, accumulate next to raw CPU atomics"
+$osrun -n 2 --timeout 120 target/release/examples/atomics
+echo
+echo "== dht: distributed hashtable (CAS + fetch_and_op), every key verified, 1..2 inserters"
+$osrun -n 2 --timeout 300 target/release/examples/dht
+echo
 echo "== tour: latency of every window kind, cost of every synchronization (2 ranks)"
 $osrun -n 2 --timeout 300 target/release/examples/tour

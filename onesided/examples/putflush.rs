@@ -1,10 +1,12 @@
 //! Critical-path instruction count of an 8-byte put followed by a flush on an allocate
 //! window (the comparison of seed 003 §2.3–2.4: foMPI needs 173 instructions for the put and
-//! 78 for the flush).
+//! 78 for the flush), and of the 8-byte atomics fetch_and_op(sum), compare_and_swap and
+//! accumulate(sum).
 //!
-//! Rank 0 holds an exclusive lock on rank 1 and runs four loops of `ITERS` iterations, each
-//! in its own non-inlined function so that `callgrind_annotate --inclusive=yes` reports them
-//! separately: put+flush, put alone, flush alone, and an empty loop (the loop's own cost).
+//! Rank 0 holds an exclusive lock on rank 1 and runs loops of `ITERS` iterations, each in
+//! its own non-inlined function so that `callgrind_annotate --inclusive=yes` reports them
+//! separately: put+flush, put alone, flush alone, the three atomics, and an empty loop (the
+//! loop's own cost).
 //! `scripts/instr-count.sh` runs rank 0 under callgrind and divides by `ITERS`.
 //!
 //! ```text
@@ -13,7 +15,7 @@
 
 use std::hint::black_box;
 
-use onesided::{Assert, LockType, Window};
+use onesided::{Assert, LockType, Op, Window};
 
 /// Iterations of every loop.
 pub const ITERS: u64 = 100_000;
@@ -48,6 +50,33 @@ fn onesided_bench_flush(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
 
 #[no_mangle]
 #[inline(never)]
+fn onesided_bench_fetch_and_op(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
+    for i in 0..iters {
+        black_box(win.fetch_and_op(black_box(i), 1, 0, Op::Sum)?);
+    }
+    Ok(())
+}
+
+#[no_mangle]
+#[inline(never)]
+fn onesided_bench_compare_and_swap(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
+    for i in 0..iters {
+        black_box(win.compare_and_swap(black_box(i), black_box(i), 1, 0)?);
+    }
+    Ok(())
+}
+
+#[no_mangle]
+#[inline(never)]
+fn onesided_bench_accumulate(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
+    for i in 0..iters {
+        win.accumulate(&[black_box(i)], 1, 0, Op::Sum)?;
+    }
+    Ok(())
+}
+
+#[no_mangle]
+#[inline(never)]
 fn onesided_bench_empty(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
     for i in 0..iters {
         black_box((win, i));
@@ -69,6 +98,16 @@ fn main() -> onesided::Result<()> {
         onesided_bench_put(&win, ITERS)?;
         onesided_bench_flush(&win, ITERS)?;
         onesided_bench_empty(&win, ITERS)?;
+        // The atomics work on element 0 after the puts left ITERS - 1 there.
+        onesided_bench_fetch_and_op(&win, ITERS)?;
+        onesided_bench_compare_and_swap(&win, ITERS)?;
+        onesided_bench_accumulate(&win, ITERS)?;
+        // fetch_and_op added 0+1+..+(ITERS-1); compare_and_swap(i, i) writes back the value
+        // it compared against, so it changes nothing; accumulate added the sum again.
+        let sum = ITERS * (ITERS - 1) / 2;
+        let now = win.fetch_and_op(0, 1, 0, Op::NoOp)?;
+        assert_eq!(now, ITERS - 1 + 2 * sum, "atomics on rank 1 lost an update");
+        win.put(&[ITERS - 1], 1, 0)?;
         win.unlock(1)?;
     }
     world.barrier()?;

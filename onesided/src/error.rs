@@ -147,6 +147,38 @@ pub enum Error {
         flavor: &'static str,
     },
 
+    /// An accumulate operation is not defined for this element type (e.g. `band` on `f64`),
+    /// or not allowed in this call (e.g. `no_op` in `accumulate`).
+    #[error("{call}: operation {op} is not valid for element type {ty}")]
+    InvalidOp {
+        /// The call.
+        call: &'static str,
+        /// The operation.
+        op: &'static str,
+        /// The element type.
+        ty: &'static str,
+    },
+
+    /// Origin and target layouts describe different amounts of data.
+    #[error("{op}: the origin layout has {origin} bytes but the target layout {target}")]
+    LayoutMismatch {
+        /// Operation name.
+        op: &'static str,
+        /// Bytes described by the origin layout.
+        origin: usize,
+        /// Bytes described by the target layout.
+        target: usize,
+    },
+
+    /// A request-based operation outside a passive-target epoch.
+    #[error("{op}: request-based RMA needs a passive-target (lock/lock_all) epoch that includes rank {target}")]
+    RequestOutsidePassiveEpoch {
+        /// Operation name.
+        op: &'static str,
+        /// Target rank.
+        target: usize,
+    },
+
     /// An argument is invalid in a way not covered by a more specific variant.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

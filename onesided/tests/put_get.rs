@@ -5,20 +5,13 @@
 //! a misplaced, lost or torn write is detected. After the epoch closes, each target checks
 //! its own memory, and each origin reads the blocks back with `get`.
 
-use onesided::{alloc_mem, testing, Assert, Group, LockType, Universe, Window};
+mod common;
+
+use common::{Fixture, Kind};
+use onesided::{testing, Assert, Group, LockType};
 
 const K: usize = 33;
 const RANKS: usize = 4;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Allocate,
-    Shared,
-    CreateVec,
-    CreateAllocMem,
-    DynamicVec,
-    DynamicAllocMem,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
@@ -34,109 +27,64 @@ fn value(round: u64, origin: usize, target: usize, i: usize) -> u64 {
     (round << 48) | ((origin as u64) << 32) | ((target as u64) << 16) | i as u64
 }
 
-/// A window of `n * K` u64 per rank, with displacements for every target.
-struct Fixture {
-    win: Window<u64>,
-    /// Displacement of element 0 at each target.
-    base: Vec<usize>,
-    /// Displacement units per element (1 for u64-unit windows, 8 for dynamic windows).
-    scale: usize,
+/// Each origin writes its block (block `origin`) into every target of `targets`.
+fn put_blocks(f: &Fixture<u64>, round: u64, targets: &[usize]) -> onesided::Result<()> {
+    let me = f.win.rank();
+    for &t in targets {
+        let block: Vec<u64> = (0..K).map(|i| value(round, me, t, i)).collect();
+        f.win.put(&block, t, f.disp(t, me * K))?;
+    }
+    Ok(())
 }
 
-impl Fixture {
-    fn new(u: &Universe, kind: Kind) -> onesided::Result<Fixture> {
-        let w = u.world();
-        let len = w.size() * K;
-        let win = match kind {
-            Kind::Allocate => Window::<u64>::allocate(w, len)?,
-            Kind::Shared => Window::<u64>::allocate_shared(w, len)?,
-            Kind::CreateVec => Window::create(w, vec![0u64; len])?,
-            Kind::CreateAllocMem => Window::create(w, alloc_mem::<u64>(len)?)?,
-            Kind::DynamicVec | Kind::DynamicAllocMem => {
-                let win = Window::<u64>::create_dynamic(w)?;
-                let region = if kind == Kind::DynamicVec {
-                    win.attach(vec![0u64; len])?
-                } else {
-                    win.attach(alloc_mem::<u64>(len)?)?
-                };
-                let addrs = w.allgather(&[region.addr as u64])?;
-                return Ok(Fixture {
-                    win,
-                    base: addrs.iter().map(|&a| a as usize).collect(),
-                    scale: 8,
-                });
-            }
-        };
-        assert_eq!(win.len(), len);
-        Ok(Fixture {
-            win,
-            base: vec![0; w.size()],
-            scale: 1,
-        })
+fn get_and_check(f: &Fixture<u64>, round: u64, targets: &[usize]) -> onesided::Result<()> {
+    let me = f.win.rank();
+    for &t in targets {
+        let mut got = vec![0u64; K];
+        f.win.get(&mut got, t, f.disp(t, me * K))?;
+        let want: Vec<u64> = (0..K).map(|i| value(round, me, t, i)).collect();
+        assert_eq!(got, want, "get from {t}");
     }
+    Ok(())
+}
 
-    fn disp(&self, target: usize, elem: usize) -> usize {
-        self.base[target] + elem * self.scale
+fn check_local(f: &Fixture<u64>, round: u64, origins: &[usize]) -> onesided::Result<()> {
+    let me = f.win.rank();
+    for &o in origins {
+        let mut got = vec![0u64; K];
+        f.read_local(o * K, &mut got)?;
+        let want: Vec<u64> = (0..K).map(|i| value(round, o, me, i)).collect();
+        assert_eq!(got, want, "block of origin {o} in my memory");
     }
-
-    fn put_blocks(&self, round: u64, targets: &[usize]) -> onesided::Result<()> {
-        let me = self.win.rank();
-        for &t in targets {
-            let block: Vec<u64> = (0..K).map(|i| value(round, me, t, i)).collect();
-            self.win.put(&block, t, self.disp(t, me * K))?;
-        }
-        Ok(())
-    }
-
-    fn get_and_check(&self, round: u64, targets: &[usize]) -> onesided::Result<()> {
-        let me = self.win.rank();
-        for &t in targets {
-            let mut got = vec![0u64; K];
-            self.win.get(&mut got, t, self.disp(t, me * K))?;
-            let want: Vec<u64> = (0..K).map(|i| value(round, me, t, i)).collect();
-            assert_eq!(got, want, "get from {t}");
-        }
-        Ok(())
-    }
-
-    fn check_local(&self, round: u64, origins: &[usize]) -> onesided::Result<()> {
-        let me = self.win.rank();
-        for &o in origins {
-            let mut got = vec![0u64; K];
-            self.win.local_read(self.disp(me, o * K), &mut got)?;
-            let want: Vec<u64> = (0..K).map(|i| value(round, o, me, i)).collect();
-            assert_eq!(got, want, "block of origin {o} in my memory");
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 fn run_case(kind: Kind, mode: Mode) {
     testing::run(RANKS, move |u| {
-        let f = Fixture::new(u, kind)?;
         let w = u.world();
+        let f = Fixture::<u64>::new(w, kind, w.size() * K)?;
         let all: Vec<usize> = (0..w.size()).collect();
         let everyone = Group::new(all.clone())?;
         for round in 1..=3u64 {
             match mode {
                 Mode::Fence => {
                     f.win.fence(Assert::NOPRECEDE)?;
-                    f.put_blocks(round, &all)?;
+                    put_blocks(&f, round, &all)?;
                     f.win.fence(Assert::NONE)?;
-                    f.check_local(round, &all)?;
-                    f.get_and_check(round, &all)?;
+                    check_local(&f, round, &all)?;
+                    get_and_check(&f, round, &all)?;
                     f.win.fence(Assert::NOSUCCEED)?;
                 }
                 Mode::Pscw => {
                     f.win.post(&everyone, Assert::NONE)?;
                     f.win.start(&everyone, Assert::NONE)?;
-                    f.put_blocks(round, &all)?;
+                    put_blocks(&f, round, &all)?;
                     f.win.complete()?;
                     f.win.wait()?;
-                    f.check_local(round, &all)?;
+                    check_local(&f, round, &all)?;
                     f.win.post(&everyone, Assert::NOSTORE)?;
                     f.win.start(&everyone, Assert::NONE)?;
-                    f.get_and_check(round, &all)?;
+                    get_and_check(&f, round, &all)?;
                     f.win.complete()?;
                     while !f.win.test()? {
                         std::thread::yield_now();
@@ -150,14 +98,14 @@ fn run_case(kind: Kind, mode: Mode) {
                     };
                     for &t in &all {
                         f.win.lock(kind, t, Assert::NONE)?;
-                        f.put_blocks(round, &[t])?;
+                        put_blocks(&f, round, &[t])?;
                         f.win.unlock(t)?;
                     }
                     w.barrier()?;
-                    f.check_local(round, &all)?;
+                    check_local(&f, round, &all)?;
                     for &t in &all {
                         f.win.lock(kind, t, Assert::NONE)?;
-                        f.get_and_check(round, &[t])?;
+                        get_and_check(&f, round, &[t])?;
                         f.win.unlock(t)?;
                     }
                     w.barrier()?;
@@ -165,15 +113,15 @@ fn run_case(kind: Kind, mode: Mode) {
                 Mode::LockAllFlush => {
                     f.win.lock_all(Assert::NONE)?;
                     for &t in &all {
-                        f.put_blocks(round, &[t])?;
+                        put_blocks(&f, round, &[t])?;
                         f.win.flush(t)?;
-                        f.get_and_check(round, &[t])?;
+                        get_and_check(&f, round, &[t])?;
                         f.win.flush_local(t)?;
                     }
                     f.win.flush_all()?;
                     f.win.flush_local_all()?;
                     w.barrier()?;
-                    f.check_local(round, &all)?;
+                    check_local(&f, round, &all)?;
                     f.win.unlock_all()?;
                     w.barrier()?;
                 }
@@ -182,16 +130,16 @@ fn run_case(kind: Kind, mode: Mode) {
                     for &t in &all {
                         f.win.lock(LockType::Exclusive, t, Assert::NONE)?;
                     }
-                    f.put_blocks(round, &all)?;
+                    put_blocks(&f, round, &all)?;
                     f.win.flush_local_all()?;
                     f.win.flush_all()?;
                     f.win.sync()?;
-                    f.get_and_check(round, &all)?;
+                    get_and_check(&f, round, &all)?;
                     for &t in all.iter().rev() {
                         f.win.unlock(t)?;
                     }
                     w.barrier()?;
-                    f.check_local(round, &all)?;
+                    check_local(&f, round, &all)?;
                     w.barrier()?;
                 }
             }

@@ -10,11 +10,18 @@
 //! the epoch's synchronization (`flush`, `unlock`, `complete`, `fence`). Request-based calls
 //! (`rput`/`rget`, next issue) will keep the borrow until the request completes instead.
 
+mod accumulate;
+pub mod atomic;
+mod request;
+
+pub use request::Request;
+
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
+use crate::layout::{check_match, pieces, Layout};
 use crate::transport::{self, Route};
-use crate::win::{Targets, WinCore, Window};
+use crate::win::{TargetRegion, Targets, WinCore, Window};
 
 /// Byte offset of `disp` units of `disp_unit` bytes, if `len` bytes from there fit in
 /// `size` bytes.
@@ -53,8 +60,31 @@ fn out_of_bounds(
     }
 }
 
+/// Where an access lands: how to reach it, whether every process maps that memory, and a
+/// key naming the location (byte offset in the target's window, or the address in a
+/// dynamic window) for accumulate lock stripes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Located {
+    pub route: Route,
+    pub shared: bool,
+    pub key: usize,
+}
+
+impl Located {
+    /// The location `offset` bytes further.
+    #[inline]
+    pub(crate) fn offset(self, offset: usize) -> Located {
+        Located {
+            route: self.route.offset(offset),
+            shared: self.shared,
+            key: self.key + offset,
+        }
+    }
+}
+
 impl WinCore {
-    /// The route to `len` bytes at `disp` in `target`'s window, after every check.
+    /// Where `len` bytes at `disp` in `target`'s window are, after every check (rank,
+    /// epoch, bounds or attachment).
     #[inline]
     pub(crate) fn resolve(
         &self,
@@ -62,7 +92,7 @@ impl WinCore {
         target: usize,
         disp: usize,
         len: usize,
-    ) -> Result<Route> {
+    ) -> Result<Located> {
         self.check_rank(target)?;
         self.epoch.check_access(target, op)?;
         match &self.targets {
@@ -74,44 +104,65 @@ impl WinCore {
             } => {
                 let off = checked_offset(op, target, disp, *disp_unit, len, *bytes)?;
                 // In bounds of the node segment: target < size and off + len <= bytes.
-                Ok(Route::Direct(base.wrapping_add(target * stride + off)))
+                Ok(Located {
+                    route: Route::Direct(base.wrapping_add(target * stride + off)),
+                    shared: true,
+                    key: off,
+                })
             }
             Targets::Table(table) => {
                 let t = &table[target];
                 let off = checked_offset(op, target, disp, t.disp_unit, len, t.bytes)?;
-                Ok(t.route.offset(off))
+                Ok(Located {
+                    route: t.route.offset(off),
+                    shared: t.shared,
+                    key: off,
+                })
             }
             Targets::Dynamic => self.resolve_dynamic(op, target, disp, len),
         }
     }
 
-    /// The address of `len` bytes at `disp` in `target`'s memory when the common case
-    /// applies — symmetric node-local window, target already checked in this epoch, in
-    /// bounds — without constructing any error. `None` means "take the full path".
+    /// The address of `len` bytes at `disp` in `target`'s memory, and whether every process
+    /// maps that memory, when the common case applies — memory reached by load/store
+    /// (symmetric or per-rank window), target already checked in this epoch, in bounds —
+    /// without constructing any error. `None` means "take the full path".
     #[inline(always)]
-    fn symmetric_fast(&self, target: usize, disp: usize, len: usize) -> Option<*mut u8> {
-        if let Targets::Symmetric {
-            base,
-            stride,
-            bytes,
-            disp_unit,
-        } = self.targets
-        {
-            if target < self.size && self.epoch.access_cached(target) {
-                if let Some(off) = disp.checked_mul(disp_unit) {
-                    if off <= bytes && len <= bytes - off {
-                        return Some(base.wrapping_add(target * stride + off));
-                    }
-                }
-            }
+    pub(crate) fn direct_fast(
+        &self,
+        target: usize,
+        disp: usize,
+        len: usize,
+    ) -> Option<(*mut u8, bool)> {
+        if target >= self.size || !self.epoch.access_cached(target) {
+            return None;
         }
-        None
+        let (base, bytes, disp_unit, shared) = match &self.targets {
+            Targets::Symmetric {
+                base,
+                stride,
+                bytes,
+                disp_unit,
+            } => (base.wrapping_add(target * stride), *bytes, *disp_unit, true),
+            Targets::Table(table) => match table[target] {
+                TargetRegion {
+                    route: Route::Direct(p),
+                    bytes,
+                    disp_unit,
+                    shared,
+                } => (p, bytes, disp_unit, shared),
+                _ => return None,
+            },
+            Targets::Dynamic => return None,
+        };
+        let off = disp.checked_mul(disp_unit)?;
+        (off <= bytes && len <= bytes - off).then(|| (base.wrapping_add(off), shared))
     }
 
     /// Put: inlined fast path, everything else out of line.
     #[inline(always)]
     pub(crate) fn put_bytes(&self, src: &[u8], target: usize, disp: usize) -> Result<()> {
-        if let Some(dst) = self.symmetric_fast(target, disp, src.len()) {
+        if let Some((dst, _)) = self.direct_fast(target, disp, src.len()) {
             // SAFETY: dst..dst+len lies inside the window segment (bounds checked above),
             // which outlives self; src is a distinct Rust slice.
             unsafe { transport::shm::copy_bytes(src.as_ptr(), dst, src.len()) };
@@ -123,7 +174,9 @@ impl WinCore {
 
     #[inline(never)]
     fn put_bytes_slow(&self, src: &[u8], target: usize, disp: usize) -> Result<()> {
-        self.resolve("put", target, disp, src.len())?.write(src)?;
+        self.resolve("put", target, disp, src.len())?
+            .route
+            .write(src)?;
         self.epoch.note_rma();
         Ok(())
     }
@@ -131,7 +184,7 @@ impl WinCore {
     /// Get: inlined fast path, everything else out of line.
     #[inline(always)]
     pub(crate) fn get_bytes(&self, dst: &mut [u8], target: usize, disp: usize) -> Result<()> {
-        if let Some(src) = self.symmetric_fast(target, disp, dst.len()) {
+        if let Some((src, _)) = self.direct_fast(target, disp, dst.len()) {
             // SAFETY: as in put_bytes.
             unsafe { transport::shm::copy_bytes(src, dst.as_mut_ptr(), dst.len()) };
             self.epoch.note_rma();
@@ -142,7 +195,9 @@ impl WinCore {
 
     #[inline(never)]
     fn get_bytes_slow(&self, dst: &mut [u8], target: usize, disp: usize) -> Result<()> {
-        self.resolve("get", target, disp, dst.len())?.read(dst)?;
+        self.resolve("get", target, disp, dst.len())?
+            .route
+            .read(dst)?;
         self.epoch.note_rma();
         Ok(())
     }
@@ -168,6 +223,89 @@ impl<T: Pod> Window<T> {
     pub fn get(&self, dst: &mut [T], target: usize, disp: usize) -> Result<()> {
         self.core
             .get_bytes(bytemuck::cast_slice_mut(dst), target, disp)
+    }
+}
+
+/// Error unless `layout` stays inside a buffer of `len` elements.
+fn check_within<T: Pod>(op: &'static str, layout: &Layout<T>, len: usize) -> Result<()> {
+    let bytes = len * std::mem::size_of::<T>();
+    if layout.end() <= bytes {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "{op}: the origin layout reaches byte {} of a {bytes}-byte buffer",
+            layout.end()
+        )))
+    }
+}
+
+impl<T: Pod> Window<T> {
+    /// [`Window::put`] with derived layouts (MPI_Put with derived datatypes): the bytes of
+    /// `origin` selected by `origin_layout` go, in order, to the bytes selected by
+    /// `target_layout` at `disp` of `target`, as the fewest contiguous copies (one vectored
+    /// system call per 1024 pieces for cross-memory attach).
+    ///
+    /// Errors: the layouts select different amounts of data; `origin_layout` reaches past
+    /// `origin`; and those of [`Window::put`] for the target extent.
+    ///
+    /// ```no_run
+    /// # use onesided::{Assert, Layout, Window};
+    /// # let world = onesided::init()?.world().clone();
+    /// // Send column 0 of a 4x4 row-major matrix into row 0 of rank 1's matrix.
+    /// let m = Window::<f64>::allocate(&world, 16)?;
+    /// let local = [1.0; 16];
+    /// m.fence(Assert::NONE)?;
+    /// m.put_layout(&local, &Layout::vector(4, 1, 4), 1, 0, &Layout::contiguous(4))?;
+    /// m.fence(Assert::NONE)?;
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    pub fn put_layout(
+        &self,
+        origin: &[T],
+        origin_layout: &Layout<T>,
+        target: usize,
+        disp: usize,
+        target_layout: &Layout<T>,
+    ) -> Result<()> {
+        check_within("put", origin_layout, origin.len())?;
+        check_match("put", origin_layout.bytes(), target_layout.bytes())?;
+        let base = self
+            .core
+            .resolve("put", target, disp, target_layout.end())?;
+        let list: Vec<(usize, usize, usize)> =
+            pieces([origin_layout.blocks(), target_layout.blocks()])
+                .map(|([o, t], len)| (o, t, len))
+                .collect();
+        base.route
+            .write_pieces(bytemuck::cast_slice(origin), &list)?;
+        self.core.epoch.note_rma();
+        Ok(())
+    }
+
+    /// [`Window::get`] with derived layouts: the bytes selected by `target_layout` at
+    /// `disp` of `target` land, in order, in the bytes of `origin` selected by
+    /// `origin_layout`. Errors as for [`Window::put_layout`].
+    pub fn get_layout(
+        &self,
+        origin: &mut [T],
+        origin_layout: &Layout<T>,
+        target: usize,
+        disp: usize,
+        target_layout: &Layout<T>,
+    ) -> Result<()> {
+        check_within("get", origin_layout, origin.len())?;
+        check_match("get", origin_layout.bytes(), target_layout.bytes())?;
+        let base = self
+            .core
+            .resolve("get", target, disp, target_layout.end())?;
+        let list: Vec<(usize, usize, usize)> =
+            pieces([origin_layout.blocks(), target_layout.blocks()])
+                .map(|([o, t], len)| (o, t, len))
+                .collect();
+        base.route
+            .read_pieces(bytemuck::cast_slice_mut(origin), &list)?;
+        self.core.epoch.note_rma();
+        Ok(())
     }
 }
 

@@ -319,6 +319,11 @@ impl EpochState {
         }
     }
 
+    /// True when a passive-target epoch that includes `target` is open.
+    pub(crate) fn in_passive_epoch(&self, target: usize) -> bool {
+        self.flush_cached(target) || self.check_flush_slow("", target).is_ok()
+    }
+
     /// Error unless a passive-target epoch is open (`flush_all`).
     #[inline]
     pub(crate) fn check_flush_all(&self, call: &'static str) -> Result<()> {

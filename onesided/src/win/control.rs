@@ -6,7 +6,7 @@
 //! barrier       fence's dissemination counters
 //! block[0..n]   per rank: local lock word + tickets, PSCW completion counter,
 //!               dynamic-region sequence number, pid, PSCW post counters (one per peer),
-//!               dynamic-region table
+//!               accumulate lock stripes, dynamic-region table
 //! data          window memory (allocate / allocate_shared), page aligned
 //! ```
 //!
@@ -18,6 +18,9 @@ use std::sync::atomic::AtomicU64;
 use crossbeam_utils::CachePadded;
 
 use crate::shm::barrier::BarrierLayout;
+
+/// Lock stripes per rank for accumulates that cannot use CPU atomics (see rma::atomic).
+pub(crate) const ACC_STRIPES: usize = 64;
 
 /// Marks an initialised window segment.
 pub(crate) const WIN_MAGIC: u64 = 0x6f73_7769_6e64_6f77;
@@ -87,6 +90,7 @@ pub(crate) struct ControlLayout {
     pub blocks_off: usize,
     pub block_stride: usize,
     pub posts_off: usize,
+    pub stripes_off: usize,
     pub regions_off: usize,
     pub region_cap: usize,
     pub data_off: usize,
@@ -102,7 +106,8 @@ impl ControlLayout {
         let barrier_off = std::mem::size_of::<WinHeader>();
         let blocks_off = (barrier_off + barrier.bytes()).next_multiple_of(line);
         let posts_off = std::mem::size_of::<RankControl>();
-        let regions_off = (posts_off + n * 8).next_multiple_of(64);
+        let stripes_off = (posts_off + n * 8).next_multiple_of(64);
+        let regions_off = stripes_off + ACC_STRIPES * 8;
         let block_stride =
             (regions_off + region_cap * std::mem::size_of::<RegionSlot>()).next_multiple_of(line);
         let data_off = (blocks_off + n * block_stride).next_multiple_of(PAGE);
@@ -113,6 +118,7 @@ impl ControlLayout {
             blocks_off,
             block_stride,
             posts_off,
+            stripes_off,
             regions_off,
             region_cap,
             data_off,
@@ -183,6 +189,24 @@ impl Control {
         }
     }
 
+    /// Accumulate lock stripe `stripe` of `rank` (0 = free, 1 = held).
+    #[inline]
+    pub(crate) fn stripe(&self, rank: usize, stripe: usize) -> &AtomicU64 {
+        debug_assert!(rank < self.layout.n && stripe < ACC_STRIPES);
+        // SAFETY: inside block `rank` (stripes_off + ACC_STRIPES*8 <= regions_off), 8-aligned.
+        unsafe {
+            &*self
+                .base
+                .add(
+                    self.layout.blocks_off
+                        + rank * self.layout.block_stride
+                        + self.layout.stripes_off
+                        + stripe * 8,
+                )
+                .cast::<AtomicU64>()
+        }
+    }
+
     /// Entry `index` of `rank`'s dynamic-region table.
     #[inline]
     pub(crate) fn region(&self, rank: usize, index: usize) -> &RegionSlot {
@@ -224,7 +248,8 @@ mod tests {
             for cap in [0, 1, 256] {
                 let l = ControlLayout::new(n, cap, 1000);
                 assert!(l.barrier_off + l.barrier.bytes() <= l.blocks_off);
-                assert!(l.posts_off + 8 * n <= l.regions_off);
+                assert!(l.posts_off + 8 * n <= l.stripes_off);
+                assert!(l.stripes_off + 8 * ACC_STRIPES <= l.regions_off);
                 assert!(l.regions_off + 32 * cap <= l.block_stride);
                 assert!(l.blocks_off + n * l.block_stride <= l.data_off);
                 assert_eq!(l.data_off % PAGE, 0);

@@ -153,6 +153,7 @@ fn assemble(
         barrier,
         targets,
         local,
+        acc_granularity: std::cell::Cell::new(hints.accumulate_granularity),
         hints: std::cell::RefCell::new(hints),
         epoch: Default::default(),
         engine: Default::default(),
@@ -229,7 +230,9 @@ pub(crate) fn allocate(
         Err(table) => table.last().map_or(0, |&(off, bytes, _)| off + pad(bytes)),
     };
     let layout = ControlLayout::new(n, 0, data_bytes);
-    let segment = map_node_segment(comm, call, &layout, &[], Ok(()))?;
+    // MPI requires the same granularity everywhere; it picks the accumulate protocol.
+    let gran = hints.accumulate_granularity as u64;
+    let segment = map_node_segment(comm, call, &layout, &[gran], Ok(()))?;
     let flavor = if shared {
         Flavor::Shared
     } else {
@@ -255,6 +258,7 @@ pub(crate) fn allocate(
                         route: Route::Direct(ctrl.data_base().wrapping_add(off)),
                         bytes,
                         disp_unit,
+                        shared: true,
                     })
                     .collect(),
             ),
@@ -394,10 +398,14 @@ pub(crate) fn create(
             route,
             bytes: r.bytes,
             disp_unit: r.disp_unit,
+            // Mapped by everyone exactly when it lives in the owner's shared heap (a peer
+            // that could not map it failed the creation above).
+            shared: r.shared.is_some(),
         });
     }
     let layout = ControlLayout::new(comm.size(), 0, 0);
-    let segment = map_node_segment(comm, call, &layout, &[], prior)?;
+    let gran = hints.accumulate_granularity as u64;
+    let segment = map_node_segment(comm, call, &layout, &[gran], prior)?;
     Ok(assemble(
         comm,
         Flavor::Create,
@@ -421,11 +429,13 @@ pub(crate) fn create_dynamic(comm: &Comm, info: &WinInfo) -> Result<WinCore> {
         Ok(h) => (h, Ok(())),
         Err(e) => (WinHints::default(), Err(e)),
     };
-    // The table capacity fixes the layout: rank 0 broadcasts it and the others compare.
+    // The table capacity fixes the layout (and the granularity the accumulate protocol):
+    // rank 0 broadcasts them and the others compare.
     let cap = hints.max_attached_regions;
     let layout = ControlLayout::new(comm.size(), cap, 0);
     // With `prior` an error, map_node_segment returns it: `hints` is only used when valid.
-    let segment = map_node_segment(comm, call, &layout, &[cap as u64], prior)?;
+    let gran = hints.accumulate_granularity as u64;
+    let segment = map_node_segment(comm, call, &layout, &[cap as u64, gran], prior)?;
     Ok(assemble(
         comm,
         Flavor::Dynamic,

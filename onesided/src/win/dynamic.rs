@@ -21,6 +21,7 @@ use bytemuck::Pod;
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::memory;
+use crate::rma::Located;
 use crate::shm::segment::{segment_name, Segment};
 use crate::transport::Route;
 use crate::win::{Flavor, WinBuffer, WinCore, Window};
@@ -40,9 +41,21 @@ struct CachedRegion {
     base: usize,
     len: usize,
     route: Route,
+    /// In the owner's shared heap (mapped by every accessor).
+    shared: bool,
 }
 
 impl CachedRegion {
+    /// Where `addr` (inside the region) is.
+    #[inline]
+    fn locate(&self, addr: usize) -> Located {
+        Located {
+            route: self.route.offset(addr - self.base),
+            shared: self.shared,
+            key: addr,
+        }
+    }
+
     #[inline]
     fn contains(&self, addr: usize, len: usize) -> bool {
         addr >= self.base
@@ -183,13 +196,13 @@ impl WinCore {
         ctl.dyn_seq.store(seq + 2, Ordering::Release);
     }
 
-    /// Route to `[addr, addr+len)` in this process's attached memory.
+    /// Where `[addr, addr+len)` is in this process's attached memory.
     pub(crate) fn resolve_own_dynamic(
         &self,
         op: &'static str,
         addr: usize,
         len: usize,
-    ) -> Result<Route> {
+    ) -> Result<Located> {
         let owned = self.dynamic.owned.borrow();
         let i = owned.partition_point(|r| r.base <= addr);
         match i.checked_sub(1).map(|i| owned[i]) {
@@ -198,7 +211,11 @@ impl WinCore {
                     .checked_add(len)
                     .is_some_and(|end| end <= r.base + r.len) =>
             {
-                Ok(Route::Direct(addr as *mut u8))
+                Ok(Located {
+                    route: Route::Direct(addr as *mut u8),
+                    shared: r.seg_tag != 0,
+                    key: addr,
+                })
             }
             _ => Err(Error::NotAttached {
                 op,
@@ -209,14 +226,14 @@ impl WinCore {
         }
     }
 
-    /// Route to `[addr, addr+len)` at `target`, through the descriptor cache.
+    /// Where `[addr, addr+len)` is at `target`, through the descriptor cache.
     pub(crate) fn resolve_dynamic(
         &self,
         op: &'static str,
         target: usize,
         addr: usize,
         len: usize,
-    ) -> Result<Route> {
+    ) -> Result<Located> {
         if target == self.rank {
             return self.resolve_own_dynamic(op, addr, len);
         }
@@ -225,7 +242,7 @@ impl WinCore {
         let seq = self.ctrl.rank(target).dyn_seq.load(Ordering::Acquire);
         if let Some(hit) = self.dynamic.last.get() {
             if hit.target == target && hit.seq == seq && hit.region.contains(addr, len) {
-                return Ok(hit.region.route.offset(addr - hit.region.base));
+                return Ok(hit.region.locate(addr));
             }
         }
         let mut caches = self.dynamic.caches.borrow_mut();
@@ -240,7 +257,7 @@ impl WinCore {
                     seq: cache.seq,
                     region,
                 }));
-                Ok(region.route.offset(addr - region.base))
+                Ok(region.locate(addr))
             }
             None => Err(Error::NotAttached {
                 op,
@@ -311,6 +328,7 @@ impl WinCore {
                 base: r.base,
                 len: r.len,
                 route,
+                shared: r.seg_tag != 0,
             });
         }
         *cache = TargetCache {

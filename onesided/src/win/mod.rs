@@ -196,6 +196,8 @@ pub(crate) struct TargetRegion {
     pub route: Route,
     pub bytes: usize,
     pub disp_unit: usize,
+    /// Mapped by every process (shared memory): accumulates may use CPU atomics on it.
+    pub shared: bool,
 }
 
 /// This process's own window memory.
@@ -217,6 +219,8 @@ pub(crate) struct WinCore {
     pub(crate) targets: Targets,
     pub(crate) local: LocalRegion,
     pub(crate) hints: RefCell<WinHints>,
+    /// `mpi_accumulate_granularity` in effect (read on the accumulate fast path).
+    pub(crate) acc_granularity: std::cell::Cell<usize>,
     pub(crate) epoch: EpochState,
     pub(crate) engine: Engine,
     /// Access epochs opened toward each peer with `start` (PSCW matching counts).
@@ -519,6 +523,7 @@ impl<T: Pod> Window<T> {
                 reason: "must be the same at every process".into(),
             });
         }
+        self.core.acc_granularity.set(next.accumulate_granularity);
         *self.core.hints.borrow_mut() = next;
         Ok(())
     }
@@ -527,7 +532,7 @@ impl<T: Pod> Window<T> {
     fn local_route(&self, op: &'static str, disp: usize, len: usize) -> Result<Route> {
         let l = &self.core.local;
         if self.core.flavor == Flavor::Dynamic {
-            return self.core.resolve_own_dynamic(op, disp, len);
+            return Ok(self.core.resolve_own_dynamic(op, disp, len)?.route);
         }
         let off = crate::rma::checked_offset(op, self.core.rank, disp, l.disp_unit, len, l.bytes)?;
         Ok(Route::Direct(l.base.wrapping_add(off)))

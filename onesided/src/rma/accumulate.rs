@@ -1,0 +1,452 @@
+//! accumulate, get_accumulate, fetch_and_op, compare_and_swap (MPI-4.1 §12.3.4–12.3.5).
+//!
+//! **Protocol per location.** An element of type `E` is updated with one CPU atomic
+//! (`rma::atomic`) when its memory is mapped by every process that can reach it (windows
+//! from `allocate`/`allocate_shared`, `create` over `alloc_mem`, dynamic regions from
+//! `alloc_mem`), it is aligned, and the window's `mpi_accumulate_granularity` is at most
+//! `size_of::<E>()` (0, the default, included). Otherwise — memory reached by cross-memory
+//! attach, misaligned elements, or a coarser requested granularity — the update holds one of
+//! 64 lock stripes in the target's control block, chosen by the location's granule
+//! (`granularity` bytes, or 64 bytes by default), while it reads, combines and writes back
+//! the elements of that granule. The choice depends only on the location and the element
+//! type, so every process — the owner included — uses the same protocol for the same
+//! element: concurrent single- and multi-element operations of one type on one location
+//! are element-wise atomic, whichever synchronization mode each process uses.
+//!
+//! A multi-element operation holds one stripe at a time (element-wise atomicity does not
+//! need more), so stripes never deadlock.
+//!
+//! **Hints.** `mpi_accumulate_granularity` selects the protocol as above (coarser granules
+//! trade per-element atomics for one lock per granule). Operations complete before the call
+//! returns, in issue order, so every `accumulate_ordering` is honoured at no cost, and
+//! `accumulate_ops=same_op` leaves nothing faster to choose: on coherent shared memory each
+//! operation already takes the cheapest atomic that is correct with concurrent `no_op`.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::backoff::Backoff;
+use crate::error::{Error, Result};
+use crate::layout::{check_match, pieces, Layout};
+use crate::rma::atomic::{AccElement, ElemType, Op};
+use crate::rma::Located;
+use crate::transport::Route;
+use crate::win::control::ACC_STRIPES;
+use crate::win::{WinCore, Window};
+
+/// Bytes per lock stripe when the window sets no granularity.
+const DEFAULT_GRANULE: usize = 64;
+
+/// A held accumulate lock stripe; released on drop.
+struct StripeGuard<'a>(&'a AtomicU64);
+
+impl Drop for StripeGuard<'_> {
+    fn drop(&mut self) {
+        // Release: the element updates made under the stripe are visible to its next holder.
+        self.0.store(0, Ordering::Release);
+    }
+}
+
+fn check_op(call: &'static str, op: Op, ty: ElemType, fetching: bool) -> Result<()> {
+    if op.valid_for(ty) && (fetching || op != Op::NoOp) {
+        Ok(())
+    } else {
+        Err(Error::InvalidOp {
+            call,
+            op: op.name(),
+            ty: ty.name(),
+        })
+    }
+}
+
+fn check_layout<T: AccElement>(
+    call: &'static str,
+    layout: &Layout<T>,
+    buffer: usize,
+) -> Result<()> {
+    if !layout.splits_into(std::mem::size_of::<T>()) {
+        return Err(Error::InvalidArgument(format!(
+            "{call}: layout blocks must be whole {}-element runs",
+            T::TYPE.name()
+        )));
+    }
+    if layout.end() > buffer * std::mem::size_of::<T>() {
+        return Err(Error::InvalidArgument(format!(
+            "{call}: the layout reaches byte {} of a {}-byte buffer",
+            layout.end(),
+            buffer * std::mem::size_of::<T>()
+        )));
+    }
+    Ok(())
+}
+
+impl WinCore {
+    /// Granule in bytes for `size`-byte elements; 0 means "element-wise CPU atomics".
+    #[inline(always)]
+    fn granule(&self, size: usize) -> usize {
+        let g = self.acc_granularity.get();
+        if g <= size {
+            0
+        } else {
+            g.next_multiple_of(size)
+        }
+    }
+
+    /// The element at `loc` is updated with a CPU atomic (see the module docs).
+    #[inline(always)]
+    fn elementwise<E: AccElement>(&self, loc: &Located) -> bool {
+        loc.shared
+            && self.granule(std::mem::size_of::<E>()) == 0
+            && matches!(loc.route, Route::Direct(p) if p as usize % std::mem::align_of::<E>() == 0)
+    }
+
+    /// The fast path of every accumulate: an aligned location in memory every process
+    /// maps, with element-wise atomics, already checked in this epoch.
+    #[inline(always)]
+    fn atomic_fast<E: AccElement>(
+        &self,
+        target: usize,
+        disp: usize,
+        count: usize,
+    ) -> Option<*mut E> {
+        let size = std::mem::size_of::<E>();
+        let (p, shared) = self.direct_fast(target, disp, count * size)?;
+        (shared && self.granule(size) == 0 && p as usize % std::mem::align_of::<E>() == 0)
+            .then_some(p.cast::<E>())
+    }
+
+    fn lock_stripe(&self, target: usize, granule: usize) -> StripeGuard<'_> {
+        let word = self.ctrl.stripe(target, granule % ACC_STRIPES);
+        let mut backoff = Backoff::new();
+        // Acquire: the previous holder's element updates are visible to us.
+        while word
+            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            backoff.snooze();
+        }
+        StripeGuard(word)
+    }
+
+    /// Applies `op` with `origin` to consecutive elements at `loc` (of `target`), storing
+    /// the previous values in `result` if given.
+    pub(crate) fn acc_run<E: AccElement>(
+        &self,
+        target: usize,
+        loc: Located,
+        origin: &[E],
+        op: Op,
+        mut result: Option<&mut [E]>,
+    ) -> Result<()> {
+        let size = std::mem::size_of::<E>();
+        if self.elementwise::<E>(&loc) {
+            let Route::Direct(base) = loc.route else {
+                unreachable!("element-wise atomics only on mapped memory")
+            };
+            let base = base.cast::<E>();
+            match result {
+                Some(out) => {
+                    for (i, (&v, r)) in origin.iter().zip(out.iter_mut()).enumerate() {
+                        // SAFETY: element i of a bounds-checked, aligned run of mapped
+                        // window memory; every process accesses it atomically (module docs).
+                        *r = unsafe { E::fetch_op(base.add(i), op, v) };
+                    }
+                }
+                None => {
+                    for (i, &v) in origin.iter().enumerate() {
+                        // SAFETY: as above.
+                        unsafe { E::apply_op(base.add(i), op, v) };
+                    }
+                }
+            }
+            return Ok(());
+        }
+        let granule = match self.granule(size) {
+            0 => DEFAULT_GRANULE.next_multiple_of(size),
+            g => g,
+        };
+        let mut current: Vec<E> = Vec::new();
+        let mut i = 0;
+        while i < origin.len() {
+            // Elements i..j start in the same granule (keyed by their first byte).
+            let g = (loc.key + i * size) / granule;
+            let j = (i + 1..origin.len())
+                .find(|&j| (loc.key + j * size) / granule != g)
+                .unwrap_or(origin.len());
+            let here = loc.route.offset(i * size);
+            current.clear();
+            current.resize(j - i, E::zeroed());
+            let _stripe = self.lock_stripe(target, g);
+            here.read(bytemuck::cast_slice_mut(&mut current))?;
+            if let Some(out) = result.as_deref_mut() {
+                out[i..j].copy_from_slice(&current);
+            }
+            if op != Op::NoOp {
+                for (c, &v) in current.iter_mut().zip(&origin[i..j]) {
+                    *c = E::combine(op, *c, v);
+                }
+                here.write(bytemuck::cast_slice(&current))?;
+            }
+            i = j;
+        }
+        Ok(())
+    }
+
+    /// Compare-and-swap of the element at `loc`.
+    pub(crate) fn cas_at<E: AccElement>(
+        &self,
+        target: usize,
+        loc: Located,
+        compare: E,
+        value: E,
+    ) -> Result<E> {
+        if self.elementwise::<E>(&loc) {
+            let Route::Direct(p) = loc.route else {
+                unreachable!("element-wise atomics only on mapped memory")
+            };
+            // SAFETY: as in acc_run.
+            return Ok(unsafe { E::compare_swap(p.cast::<E>(), compare, value) });
+        }
+        let size = std::mem::size_of::<E>();
+        let granule = match self.granule(size) {
+            0 => DEFAULT_GRANULE.next_multiple_of(size),
+            g => g,
+        };
+        let _stripe = self.lock_stripe(target, loc.key / granule);
+        let mut current = [E::zeroed()];
+        loc.route.read(bytemuck::cast_slice_mut(&mut current))?;
+        if bytemuck::bytes_of(&current[0]) == bytemuck::bytes_of(&compare) {
+            loc.route.write(bytemuck::bytes_of(&value))?;
+        }
+        Ok(current[0])
+    }
+}
+
+impl<T: AccElement> Window<T> {
+    /// Combines `origin` element-wise into `target`'s window at `disp` with `op`
+    /// (MPI_Accumulate). Element-wise atomic with every other accumulate-type operation of
+    /// type `T` on the same elements.
+    ///
+    /// Errors: `op` not defined for `T` (bitwise/logical ops on floats) or `NoOp`, and the
+    /// errors of [`Window::put`].
+    ///
+    /// ```no_run
+    /// # use onesided::{Assert, Op, Window};
+    /// # let world = onesided::init()?.world().clone();
+    /// let hist = Window::<u64>::allocate(&world, 16)?;
+    /// hist.lock_all(Assert::NONE)?;
+    /// hist.accumulate(&[1, 0, 2], 0, 5, Op::Sum)?; // bins 5, 6, 7 of rank 0
+    /// hist.unlock_all()?;
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    #[inline(always)]
+    pub fn accumulate(&self, origin: &[T], target: usize, disp: usize, op: Op) -> Result<()> {
+        if op != Op::NoOp && op.valid_for(T::TYPE) {
+            if let Some(p) = self.core.atomic_fast::<T>(target, disp, origin.len()) {
+                for (i, &v) in origin.iter().enumerate() {
+                    // SAFETY: bounds and alignment checked by atomic_fast; mapped memory
+                    // that every process accesses atomically.
+                    unsafe { T::apply_op(p.add(i), op, v) };
+                }
+                self.core.epoch.note_rma();
+                return Ok(());
+            }
+        }
+        self.accumulate_slow(origin, target, disp, op)
+    }
+
+    #[inline(never)]
+    fn accumulate_slow(&self, origin: &[T], target: usize, disp: usize, op: Op) -> Result<()> {
+        check_op("accumulate", op, T::TYPE, false)?;
+        let loc = self
+            .core
+            .resolve("accumulate", target, disp, std::mem::size_of_val(origin))?;
+        self.core.acc_run(target, loc, origin, op, None)?;
+        self.core.epoch.note_rma();
+        Ok(())
+    }
+
+    /// Like [`Window::accumulate`], and returns the previous target values in `result`
+    /// (MPI_Get_accumulate). `op` may be [`Op::NoOp`] (atomic read). `origin` and `result`
+    /// have the same length.
+    pub fn get_accumulate(
+        &self,
+        origin: &[T],
+        result: &mut [T],
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<()> {
+        check_op("get_accumulate", op, T::TYPE, true)?;
+        if origin.len() != result.len() {
+            return Err(Error::InvalidArgument(format!(
+                "get_accumulate: {} origin elements but {} result elements",
+                origin.len(),
+                result.len()
+            )));
+        }
+        let loc = self.core.resolve(
+            "get_accumulate",
+            target,
+            disp,
+            std::mem::size_of_val(origin),
+        )?;
+        self.core.acc_run(target, loc, origin, op, Some(result))?;
+        self.core.epoch.note_rma();
+        Ok(())
+    }
+
+    /// Single-element [`Window::get_accumulate`] (MPI_Fetch_and_op): applies `op` with
+    /// `value` to the element at `disp` of `target` and returns its previous value. On a
+    /// symmetric window an 8-byte `Op::Sum` is one `lock xadd`.
+    ///
+    /// ```no_run
+    /// # use onesided::{Assert, Op, Window};
+    /// # let world = onesided::init()?.world().clone();
+    /// let counter = Window::<u64>::allocate(&world, 1)?;
+    /// counter.lock_all(Assert::NONE)?;
+    /// let ticket = counter.fetch_and_op(1, 0, 0, Op::Sum)?; // unique across all ranks
+    /// counter.unlock_all()?;
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    #[inline(always)]
+    pub fn fetch_and_op(&self, value: T, target: usize, disp: usize, op: Op) -> Result<T> {
+        if op.valid_for(T::TYPE) {
+            if let Some(p) = self.core.atomic_fast::<T>(target, disp, 1) {
+                // SAFETY: as in accumulate.
+                let old = unsafe { T::fetch_op(p, op, value) };
+                self.core.epoch.note_rma();
+                return Ok(old);
+            }
+        }
+        self.fetch_and_op_slow(value, target, disp, op)
+    }
+
+    #[inline(never)]
+    fn fetch_and_op_slow(&self, value: T, target: usize, disp: usize, op: Op) -> Result<T> {
+        check_op("fetch_and_op", op, T::TYPE, true)?;
+        let mut old = [T::zeroed()];
+        let loc = self
+            .core
+            .resolve("fetch_and_op", target, disp, std::mem::size_of::<T>())?;
+        self.core
+            .acc_run(target, loc, &[value], op, Some(&mut old))?;
+        self.core.epoch.note_rma();
+        Ok(old[0])
+    }
+
+    /// Atomically replaces the element at `disp` of `target` with `value` if it equals
+    /// `compare` (bitwise), and returns its previous value (MPI_Compare_and_swap). Integer
+    /// types only, as in MPI.
+    #[inline(always)]
+    pub fn compare_and_swap(&self, value: T, compare: T, target: usize, disp: usize) -> Result<T> {
+        if T::TYPE.is_integer() {
+            if let Some(p) = self.core.atomic_fast::<T>(target, disp, 1) {
+                // SAFETY: as in accumulate.
+                let old = unsafe { T::compare_swap(p, compare, value) };
+                self.core.epoch.note_rma();
+                return Ok(old);
+            }
+        }
+        self.compare_and_swap_slow(value, compare, target, disp)
+    }
+
+    #[inline(never)]
+    fn compare_and_swap_slow(&self, value: T, compare: T, target: usize, disp: usize) -> Result<T> {
+        if !T::TYPE.is_integer() {
+            return Err(Error::InvalidOp {
+                call: "compare_and_swap",
+                op: "cas",
+                ty: T::TYPE.name(),
+            });
+        }
+        let loc = self
+            .core
+            .resolve("compare_and_swap", target, disp, std::mem::size_of::<T>())?;
+        let old = self.core.cas_at(target, loc, compare, value)?;
+        self.core.epoch.note_rma();
+        Ok(old)
+    }
+
+    /// [`Window::accumulate`] with derived layouts: the elements of `origin` selected by
+    /// `origin_layout` are combined, in order, into the elements selected by
+    /// `target_layout` at `disp` of `target`. Both layouts must select the same number of
+    /// elements, in whole elements.
+    pub fn accumulate_layout(
+        &self,
+        origin: &[T],
+        origin_layout: &Layout<T>,
+        target: usize,
+        disp: usize,
+        target_layout: &Layout<T>,
+        op: Op,
+    ) -> Result<()> {
+        check_op("accumulate", op, T::TYPE, false)?;
+        check_layout("accumulate", origin_layout, origin.len())?;
+        check_layout(
+            "accumulate",
+            target_layout,
+            usize::MAX / std::mem::size_of::<T>(),
+        )?;
+        check_match("accumulate", origin_layout.bytes(), target_layout.bytes())?;
+        let base = self
+            .core
+            .resolve("accumulate", target, disp, target_layout.end())?;
+        let size = std::mem::size_of::<T>();
+        for ([o, t], len) in pieces([origin_layout.blocks(), target_layout.blocks()]) {
+            let run = &origin[o / size..(o + len) / size];
+            self.core.acc_run(target, base.offset(t), run, op, None)?;
+        }
+        self.core.epoch.note_rma();
+        Ok(())
+    }
+
+    /// [`Window::get_accumulate`] with derived layouts for origin, result and target; all
+    /// three select the same number of elements.
+    #[allow(clippy::too_many_arguments)]
+    pub fn get_accumulate_layout(
+        &self,
+        origin: &[T],
+        origin_layout: &Layout<T>,
+        result: &mut [T],
+        result_layout: &Layout<T>,
+        target: usize,
+        disp: usize,
+        target_layout: &Layout<T>,
+        op: Op,
+    ) -> Result<()> {
+        check_op("get_accumulate", op, T::TYPE, true)?;
+        check_layout("get_accumulate", origin_layout, origin.len())?;
+        check_layout("get_accumulate", result_layout, result.len())?;
+        check_layout(
+            "get_accumulate",
+            target_layout,
+            usize::MAX / std::mem::size_of::<T>(),
+        )?;
+        check_match(
+            "get_accumulate",
+            origin_layout.bytes(),
+            target_layout.bytes(),
+        )?;
+        check_match(
+            "get_accumulate",
+            result_layout.bytes(),
+            target_layout.bytes(),
+        )?;
+        let base = self
+            .core
+            .resolve("get_accumulate", target, disp, target_layout.end())?;
+        let size = std::mem::size_of::<T>();
+        for ([o, r, t], len) in pieces([
+            origin_layout.blocks(),
+            result_layout.blocks(),
+            target_layout.blocks(),
+        ]) {
+            let run = &origin[o / size..(o + len) / size];
+            let out = &mut result[r / size..(r + len) / size];
+            self.core
+                .acc_run(target, base.offset(t), run, op, Some(out))?;
+        }
+        self.core.epoch.note_rma();
+        Ok(())
+    }
+}

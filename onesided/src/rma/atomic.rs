@@ -1,0 +1,395 @@
+//! Element types and operations of accumulates, and their CPU-atomic implementations.
+//!
+//! MPI requires concurrent accumulates of the same type to the same location to be
+//! element-wise atomic, across single-element (fetch_and_op, compare_and_swap) and
+//! multi-element calls. On mapped memory every (operation, type) pair here is one CPU atomic
+//! per element: the instruction x86 has for it (`lock xadd`, `lock and/or/xor`, `xchg`, a
+//! plain aligned load or store) or a compare-and-swap loop (prod, max, min, logical ops and
+//! everything on floating point, on the value's bit pattern). Memory that is not mapped
+//! (cross-memory attach), misaligned elements, and windows whose
+//! `mpi_accumulate_granularity` asks for coarser synchronization use lock stripes instead
+//! (`rma::accumulate`).
+
+use std::sync::atomic::{
+    AtomicI16, AtomicI32, AtomicI64, AtomicI8, AtomicU16, AtomicU32, AtomicU64, AtomicU8,
+    Ordering::{AcqRel, Acquire, Release},
+};
+
+use bytemuck::Pod;
+
+/// Accumulate operations (MPI_Op predefined for RMA).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Op {
+    /// `target + origin` (integers wrap).
+    Sum,
+    /// `target * origin` (integers wrap).
+    Prod,
+    /// Maximum.
+    Max,
+    /// Minimum.
+    Min,
+    /// Bitwise and (integers).
+    Band,
+    /// Bitwise or (integers).
+    Bor,
+    /// Bitwise xor (integers).
+    Bxor,
+    /// Logical and, 1 or 0 (integers).
+    Land,
+    /// Logical or, 1 or 0 (integers).
+    Lor,
+    /// Logical xor, 1 or 0 (integers).
+    Lxor,
+    /// The origin value replaces the target value (MPI_REPLACE).
+    Replace,
+    /// The target is left unchanged; only valid where a result is fetched (MPI_NO_OP).
+    NoOp,
+}
+
+impl Op {
+    /// Every operation.
+    pub const ALL: [Op; 12] = [
+        Op::Sum,
+        Op::Prod,
+        Op::Max,
+        Op::Min,
+        Op::Band,
+        Op::Bor,
+        Op::Bxor,
+        Op::Land,
+        Op::Lor,
+        Op::Lxor,
+        Op::Replace,
+        Op::NoOp,
+    ];
+
+    /// Lower-case name as in MPI (`sum`, `replace`, `no_op`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Sum => "sum",
+            Op::Prod => "prod",
+            Op::Max => "max",
+            Op::Min => "min",
+            Op::Band => "band",
+            Op::Bor => "bor",
+            Op::Bxor => "bxor",
+            Op::Land => "land",
+            Op::Lor => "lor",
+            Op::Lxor => "lxor",
+            Op::Replace => "replace",
+            Op::NoOp => "no_op",
+        }
+    }
+
+    /// True when MPI defines this operation on elements of type `ty` (bitwise and logical
+    /// operations only on integers).
+    pub fn valid_for(self, ty: ElemType) -> bool {
+        !matches!(
+            self,
+            Op::Band | Op::Bor | Op::Bxor | Op::Land | Op::Lor | Op::Lxor
+        ) || ty.is_integer()
+    }
+}
+
+/// Element types of accumulates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ElemType {
+    /// `i8`
+    I8,
+    /// `i16`
+    I16,
+    /// `i32`
+    I32,
+    /// `i64`
+    I64,
+    /// `u8`
+    U8,
+    /// `u16`
+    U16,
+    /// `u32`
+    U32,
+    /// `u64`
+    U64,
+    /// `f32`
+    F32,
+    /// `f64`
+    F64,
+}
+
+impl ElemType {
+    /// True for the integer types.
+    pub fn is_integer(self) -> bool {
+        !matches!(self, ElemType::F32 | ElemType::F64)
+    }
+
+    /// Rust name of the type.
+    pub fn name(self) -> &'static str {
+        match self {
+            ElemType::I8 => "i8",
+            ElemType::I16 => "i16",
+            ElemType::I32 => "i32",
+            ElemType::I64 => "i64",
+            ElemType::U8 => "u8",
+            ElemType::U16 => "u16",
+            ElemType::U32 => "u32",
+            ElemType::U64 => "u64",
+            ElemType::F32 => "f32",
+            ElemType::F64 => "f64",
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Element types that accumulate, fetch_and_op and compare_and_swap accept.
+///
+/// Implemented for `i8`..`i64`, `u8`..`u64`, `f32` and `f64`; sealed.
+pub trait AccElement: Pod + PartialOrd + Send + Sync + sealed::Sealed {
+    /// Runtime tag of the type.
+    const TYPE: ElemType;
+
+    /// The result of applying `op` to a target value and an origin value (the serial
+    /// semantics every atomic implementation follows).
+    fn combine(op: Op, target: Self, origin: Self) -> Self;
+
+    /// Applies `op` with `origin` to the element at `ptr` as one atomic step and returns
+    /// the previous value.
+    ///
+    /// # Safety
+    /// `ptr` must be valid, aligned for `Self`, and every concurrent access to the element
+    /// must be atomic (which the accumulate paths guarantee).
+    #[doc(hidden)]
+    unsafe fn fetch_op(ptr: *mut Self, op: Op, origin: Self) -> Self;
+
+    /// Like [`AccElement::fetch_op`] without the result (lets `replace` be a store and
+    /// `sum` a `lock add`).
+    ///
+    /// # Safety
+    /// As for [`AccElement::fetch_op`].
+    #[doc(hidden)]
+    unsafe fn apply_op(ptr: *mut Self, op: Op, origin: Self);
+
+    /// Atomic compare-and-swap of the element at `ptr` (bitwise comparison); returns the
+    /// previous value.
+    ///
+    /// # Safety
+    /// As for [`AccElement::fetch_op`].
+    #[doc(hidden)]
+    unsafe fn compare_swap(ptr: *mut Self, compare: Self, value: Self) -> Self;
+}
+
+macro_rules! integer_element {
+    ($($t:ty => $atomic:ty, $tag:ident;)*) => {$(
+        impl sealed::Sealed for $t {}
+        impl AccElement for $t {
+            const TYPE: ElemType = ElemType::$tag;
+
+            #[inline]
+            fn combine(op: Op, a: $t, b: $t) -> $t {
+                match op {
+                    Op::Sum => a.wrapping_add(b),
+                    Op::Prod => a.wrapping_mul(b),
+                    Op::Max => a.max(b),
+                    Op::Min => a.min(b),
+                    Op::Band => a & b,
+                    Op::Bor => a | b,
+                    Op::Bxor => a ^ b,
+                    Op::Land => <$t>::from((a != 0) && (b != 0)),
+                    Op::Lor => <$t>::from((a != 0) || (b != 0)),
+                    Op::Lxor => <$t>::from((a != 0) != (b != 0)),
+                    Op::Replace => b,
+                    Op::NoOp => a,
+                }
+            }
+
+            #[inline(always)]
+            unsafe fn fetch_op(ptr: *mut $t, op: Op, b: $t) -> $t {
+                // SAFETY: the caller guarantees a valid, aligned element that is only
+                // accessed atomically. AcqRel/Acquire: accumulates used for signalling
+                // (e.g. a flag polled with fetch_and_op(no_op)) order the data around them.
+                let a = unsafe { <$atomic>::from_ptr(ptr) };
+                match op {
+                    Op::Sum => a.fetch_add(b, AcqRel),
+                    Op::Band => a.fetch_and(b, AcqRel),
+                    Op::Bor => a.fetch_or(b, AcqRel),
+                    Op::Bxor => a.fetch_xor(b, AcqRel),
+                    Op::Max => a.fetch_max(b, AcqRel),
+                    Op::Min => a.fetch_min(b, AcqRel),
+                    Op::Replace => a.swap(b, AcqRel),
+                    Op::NoOp => a.load(Acquire),
+                    Op::Prod | Op::Land | Op::Lor | Op::Lxor => a
+                        .fetch_update(AcqRel, Acquire, |x| Some(Self::combine(op, x, b)))
+                        .unwrap_or_else(|x| x),
+                }
+            }
+
+            #[inline(always)]
+            unsafe fn apply_op(ptr: *mut $t, op: Op, b: $t) {
+                match op {
+                    // SAFETY: as in fetch_op.
+                    Op::Replace => unsafe { <$atomic>::from_ptr(ptr) }.store(b, Release),
+                    Op::NoOp => {}
+                    // SAFETY: forwarded contract.
+                    _ => {
+                        unsafe { Self::fetch_op(ptr, op, b) };
+                    }
+                }
+            }
+
+            #[inline(always)]
+            unsafe fn compare_swap(ptr: *mut $t, compare: $t, value: $t) -> $t {
+                // SAFETY: as in fetch_op.
+                match unsafe { <$atomic>::from_ptr(ptr) }
+                    .compare_exchange(compare, value, AcqRel, Acquire)
+                {
+                    Ok(v) | Err(v) => v,
+                }
+            }
+        }
+    )*};
+}
+
+integer_element! {
+    i8 => AtomicI8, I8;
+    i16 => AtomicI16, I16;
+    i32 => AtomicI32, I32;
+    i64 => AtomicI64, I64;
+    u8 => AtomicU8, U8;
+    u16 => AtomicU16, U16;
+    u32 => AtomicU32, U32;
+    u64 => AtomicU64, U64;
+}
+
+macro_rules! float_element {
+    ($($t:ty => $bits:ty, $atomic:ty, $tag:ident;)*) => {$(
+        impl sealed::Sealed for $t {}
+        impl AccElement for $t {
+            const TYPE: ElemType = ElemType::$tag;
+
+            #[inline]
+            fn combine(op: Op, a: $t, b: $t) -> $t {
+                match op {
+                    Op::Sum => a + b,
+                    Op::Prod => a * b,
+                    Op::Max => if b > a { b } else { a },
+                    Op::Min => if b < a { b } else { a },
+                    Op::Replace => b,
+                    // Bitwise and logical operations are rejected for floats before any
+                    // memory is touched (Op::valid_for); no_op leaves the target alone.
+                    _ => a,
+                }
+            }
+
+            #[inline(always)]
+            unsafe fn fetch_op(ptr: *mut $t, op: Op, b: $t) -> $t {
+                // SAFETY: the caller guarantees a valid, aligned element that is only
+                // accessed atomically; floats are updated through their bit pattern.
+                let a = unsafe { <$atomic>::from_ptr(ptr.cast::<$bits>()) };
+                <$t>::from_bits(match op {
+                    Op::Replace => a.swap(b.to_bits(), AcqRel),
+                    Op::NoOp => a.load(Acquire),
+                    _ => a
+                        .fetch_update(AcqRel, Acquire, |x| {
+                            Some(Self::combine(op, <$t>::from_bits(x), b).to_bits())
+                        })
+                        .unwrap_or_else(|x| x),
+                })
+            }
+
+            #[inline(always)]
+            unsafe fn apply_op(ptr: *mut $t, op: Op, b: $t) {
+                match op {
+                    // SAFETY: as in fetch_op.
+                    Op::Replace => unsafe { <$atomic>::from_ptr(ptr.cast::<$bits>()) }
+                        .store(b.to_bits(), Release),
+                    Op::NoOp => {}
+                    // SAFETY: forwarded contract.
+                    _ => {
+                        unsafe { Self::fetch_op(ptr, op, b) };
+                    }
+                }
+            }
+
+            #[inline(always)]
+            unsafe fn compare_swap(ptr: *mut $t, compare: $t, value: $t) -> $t {
+                // SAFETY: as in fetch_op.
+                let a = unsafe { <$atomic>::from_ptr(ptr.cast::<$bits>()) };
+                match a.compare_exchange(compare.to_bits(), value.to_bits(), AcqRel, Acquire) {
+                    Ok(v) | Err(v) => <$t>::from_bits(v),
+                }
+            }
+        }
+    )*};
+}
+
+float_element! {
+    f32 => u32, AtomicU32, F32;
+    f64 => u64, AtomicU64, F64;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validity_follows_mpi() {
+        for op in Op::ALL {
+            assert!(op.valid_for(ElemType::I32));
+            let float_ok = !matches!(
+                op,
+                Op::Band | Op::Bor | Op::Bxor | Op::Land | Op::Lor | Op::Lxor
+            );
+            assert_eq!(op.valid_for(ElemType::F64), float_ok, "{op:?}");
+        }
+    }
+
+    #[test]
+    fn serial_semantics() {
+        assert_eq!(u8::combine(Op::Sum, 250, 10), 4);
+        assert_eq!(i16::combine(Op::Prod, -3, 7), -21);
+        assert_eq!(i32::combine(Op::Land, 5, 0), 0);
+        assert_eq!(i32::combine(Op::Lor, 5, 0), 1);
+        assert_eq!(u64::combine(Op::Lxor, 5, 9), 0);
+        assert_eq!(i8::combine(Op::Min, -5, 3), -5);
+        assert_eq!(f64::combine(Op::Max, 1.5, -2.0), 1.5);
+        assert_eq!(f32::combine(Op::NoOp, 1.5, 9.0), 1.5);
+    }
+
+    /// Every atomic path agrees with `combine`, and fetch returns the previous value.
+    #[test]
+    fn atomics_match_the_serial_model() {
+        fn check<T: AccElement + std::fmt::Debug>(a: T, b: T) {
+            for op in Op::ALL.into_iter().filter(|o| o.valid_for(T::TYPE)) {
+                let mut x = a;
+                // SAFETY: `x` is a live, aligned local only accessed here.
+                let old = unsafe { T::fetch_op(&mut x, op, b) };
+                assert_eq!(bytemuck::bytes_of(&old), bytemuck::bytes_of(&a));
+                let want = T::combine(op, a, b);
+                assert_eq!(bytemuck::bytes_of(&x), bytemuck::bytes_of(&want), "{op:?}");
+                let mut y = a;
+                // SAFETY: as above.
+                unsafe { T::apply_op(&mut y, op, b) };
+                assert_eq!(bytemuck::bytes_of(&y), bytemuck::bytes_of(&want), "{op:?}");
+            }
+            let mut z = a;
+            // SAFETY: as above.
+            assert_eq!(
+                bytemuck::bytes_of(&unsafe { T::compare_swap(&mut z, a, b) }),
+                bytemuck::bytes_of(&a)
+            );
+            assert_eq!(bytemuck::bytes_of(&z), bytemuck::bytes_of(&b));
+        }
+        check::<i8>(-7, 3);
+        check::<i16>(300, -2);
+        check::<i32>(123456, 654);
+        check::<i64>(-1, i64::MAX);
+        check::<u8>(200, 100);
+        check::<u16>(1, 0);
+        check::<u32>(0xdead, 0xbeef);
+        check::<u64>(u64::MAX, 2);
+        check::<f32>(1.25, -3.5);
+        check::<f64>(2.5, 0.125);
+    }
+}

@@ -1,0 +1,594 @@
+//! Accumulate, get_accumulate, fetch_and_op and compare_and_swap on every window kind:
+//! results against a serial model, atomicity under contention, and errors.
+
+mod common;
+
+use std::fmt::Debug;
+
+use common::{Fixture, Kind, Rng};
+use onesided::{
+    testing, AccElement, Assert, Comm, Error, Group, LockType, Op, Universe, WinInfo, Window,
+};
+
+/// Test values as any element type.
+trait Num: AccElement + Debug {
+    fn from_i(i: i64) -> Self;
+}
+
+macro_rules! num {
+    ($($t:ty),*) => {$(impl Num for $t { fn from_i(i: i64) -> Self { i as $t } })*};
+}
+num!(i8, i16, i32, i64, u8, u16, u32, u64, f32, f64);
+
+fn bits<T: Num>(v: &[T]) -> Vec<u8> {
+    bytemuck::cast_slice(v).to_vec()
+}
+
+const LEN: usize = 6;
+
+fn init<T: Num>(i: usize) -> T {
+    T::from_i([0, 1, -2, 3, 5, -7][i % 6])
+}
+
+fn operand<T: Num>(rank: usize, i: usize) -> T {
+    T::from_i(((rank * 5 + i * 3) % 11) as i64 - 5)
+}
+
+/// Ranks take turns applying `op` to rank 0's elements, each turn in a different
+/// synchronization mode; afterwards every fetched value and the final state must equal a
+/// serial replay.
+fn check_op<T: Num>(w: &Comm, f: &Fixture<T>, op: Op) -> onesided::Result<()> {
+    let (me, n) = (w.rank(), w.size());
+    let win = &f.win;
+    if !op.valid_for(T::TYPE) {
+        let r = win.get_accumulate(&[T::from_i(1)], &mut [T::from_i(0)], 0, f.disp(0, 0), op);
+        assert!(
+            matches!(r, Err(Error::InvalidOp { .. })),
+            "{op:?} on {:?}: {r:?}",
+            T::TYPE
+        );
+        return Ok(());
+    }
+    if me == 0 {
+        let v: Vec<T> = (0..LEN).map(init).collect();
+        f.write_local(0, &v)?;
+    }
+    w.barrier()?;
+    let mine: Vec<T> = (0..LEN).map(|i| operand(me, i)).collect();
+    let mut fetched = vec![T::from_i(0); LEN];
+    for turn in 0..n {
+        if turn == me {
+            let d = f.disp(0, 0);
+            match me % 3 {
+                0 => win.lock(LockType::Exclusive, 0, Assert::NONE)?,
+                1 => win.lock(LockType::Shared, 0, Assert::NONE)?,
+                _ => win.lock_all(Assert::NONE)?,
+            }
+            // Elements 0..LEN-1 with get_accumulate (or accumulate when nothing is fetched),
+            // the last one with fetch_and_op.
+            // Even ranks fetch with get_accumulate; odd ones get, flush, then accumulate
+            // (no_op only exists where something is fetched).
+            if op == Op::NoOp || me % 2 == 0 {
+                win.get_accumulate(&mine[..LEN - 1], &mut fetched[..LEN - 1], 0, d, op)?;
+            } else {
+                win.get(&mut fetched[..LEN - 1], 0, d)?;
+                win.flush(0)?;
+                win.accumulate(&mine[..LEN - 1], 0, d, op)?;
+            }
+            fetched[LEN - 1] = win.fetch_and_op(mine[LEN - 1], 0, f.disp(0, LEN - 1), op)?;
+            match me % 3 {
+                2 => win.unlock_all()?,
+                _ => win.unlock(0)?,
+            }
+        }
+        w.barrier()?;
+    }
+    // Serial replay.
+    let mut model: Vec<T> = (0..LEN).map(init).collect();
+    for r in 0..n {
+        if r == me {
+            assert_eq!(
+                bits(&fetched),
+                bits(&model),
+                "{op:?} on {:?}: values fetched by rank {me}",
+                T::TYPE
+            );
+        }
+        for (i, m) in model.iter_mut().enumerate() {
+            *m = T::combine(op, *m, operand(r, i));
+        }
+    }
+    let mut fin = vec![T::from_i(0); LEN];
+    win.lock(LockType::Shared, 0, Assert::NONE)?;
+    win.get(&mut fin, 0, f.disp(0, 0))?;
+    win.unlock(0)?;
+    assert_eq!(
+        bits(&fin),
+        bits(&model),
+        "{op:?} on {:?}: final state",
+        T::TYPE
+    );
+    w.barrier()?;
+    Ok(())
+}
+
+/// compare_and_swap: integer types succeed or fail as a serial model says; floats refuse.
+fn check_cas<T: Num>(w: &Comm, f: &Fixture<T>) -> onesided::Result<()> {
+    let me = w.rank();
+    let win = &f.win;
+    if !T::TYPE.is_integer() {
+        assert!(matches!(
+            win.compare_and_swap(T::from_i(1), T::from_i(0), 0, f.disp(0, 0)),
+            Err(Error::InvalidOp { op: "cas", .. })
+        ));
+        return Ok(());
+    }
+    if me == 0 {
+        f.write_local(0, &[T::from_i(0)])?;
+    }
+    w.barrier()?;
+    // Everyone tries to swap 0 -> its rank+1 at once; exactly one succeeds.
+    win.lock_all(Assert::NONE)?;
+    let old = win.compare_and_swap(T::from_i(me as i64 + 1), T::from_i(0), 0, f.disp(0, 0))?;
+    win.unlock_all()?;
+    let won = w.allgather(&[u32::from(bits(&[old]) == bits(&[T::from_i(0)]))])?;
+    assert_eq!(
+        won.iter().sum::<u32>(),
+        1,
+        "exactly one compare_and_swap wins"
+    );
+    let winner = won.iter().position(|&x| x == 1).unwrap();
+    let mut v = [T::from_i(0)];
+    win.lock(LockType::Shared, 0, Assert::NONE)?;
+    win.get(&mut v, 0, f.disp(0, 0))?;
+    win.unlock(0)?;
+    assert_eq!(bits(&v), bits(&[T::from_i(winner as i64 + 1)]));
+    w.barrier()?;
+    Ok(())
+}
+
+fn all_ops_for<T: Num>(u: &Universe, kind: Kind) -> onesided::Result<()> {
+    let w = u.world();
+    let f = Fixture::<T>::new(w, kind, LEN)?;
+    for op in Op::ALL {
+        check_op(w, &f, op)?;
+    }
+    check_cas(w, &f)?;
+    f.free()
+}
+
+fn every_op_and_type(kind: Kind) {
+    testing::run(3, move |u| {
+        all_ops_for::<i8>(u, kind)?;
+        all_ops_for::<i16>(u, kind)?;
+        all_ops_for::<i32>(u, kind)?;
+        all_ops_for::<i64>(u, kind)?;
+        all_ops_for::<u8>(u, kind)?;
+        all_ops_for::<u16>(u, kind)?;
+        all_ops_for::<u32>(u, kind)?;
+        all_ops_for::<u64>(u, kind)?;
+        all_ops_for::<f32>(u, kind)?;
+        all_ops_for::<f64>(u, kind)
+    });
+}
+
+mod serial_model {
+    use super::*;
+    #[test]
+    fn allocate() {
+        every_op_and_type(Kind::Allocate)
+    }
+    #[test]
+    fn allocate_shared() {
+        every_op_and_type(Kind::Shared)
+    }
+    #[test]
+    fn create_vec() {
+        every_op_and_type(Kind::CreateVec)
+    }
+    #[test]
+    fn create_alloc_mem() {
+        every_op_and_type(Kind::CreateAllocMem)
+    }
+    #[test]
+    fn dynamic_vec() {
+        every_op_and_type(Kind::DynamicVec)
+    }
+    #[test]
+    fn dynamic_alloc_mem() {
+        every_op_and_type(Kind::DynamicAllocMem)
+    }
+}
+
+/// One randomized operation of the stress test.
+#[derive(Debug, Clone, Copy)]
+enum Action {
+    /// accumulate(sum) of `len` elements starting at `at`.
+    Acc {
+        target: usize,
+        at: usize,
+        len: usize,
+        seed: u64,
+    },
+    /// fetch_and_op(sum) of one element.
+    Fop { target: usize, at: usize, add: u64 },
+    /// compare_and_swap loop adding `add` to one element.
+    Cas { target: usize, at: usize, add: u64 },
+    /// get_accumulate(sum) of `len` elements.
+    GetAcc {
+        target: usize,
+        at: usize,
+        len: usize,
+        seed: u64,
+    },
+}
+
+const STRESS_LEN: usize = 40;
+const ROUNDS: usize = 10;
+const PER_ROUND: usize = 25;
+
+fn increments(seed: u64, len: usize) -> Vec<u64> {
+    let mut r = Rng::new(seed);
+    (0..len).map(|_| r.next() % 1000).collect()
+}
+
+fn actions(rank: usize, n: usize) -> Vec<Action> {
+    let mut r = Rng::new(rank as u64 + 1);
+    (0..ROUNDS * PER_ROUND)
+        .map(|_| {
+            let target = r.below(n);
+            let at = r.below(STRESS_LEN);
+            let len = 1 + r.below(STRESS_LEN - at);
+            match r.below(4) {
+                0 => Action::Acc {
+                    target,
+                    at,
+                    len,
+                    seed: r.next(),
+                },
+                1 => Action::Fop {
+                    target,
+                    at,
+                    add: r.next() % 1000,
+                },
+                2 => Action::Cas {
+                    target,
+                    at,
+                    add: r.next() % 1000,
+                },
+                _ => Action::GetAcc {
+                    target,
+                    at,
+                    len,
+                    seed: r.next(),
+                },
+            }
+        })
+        .collect()
+}
+
+fn run_action<T: Num>(f: &Fixture<T>, a: Action) -> onesided::Result<()> {
+    let conv = |v: &[u64]| -> Vec<T> { v.iter().map(|&x| T::from_i(x as i64)).collect() };
+    match a {
+        Action::Acc {
+            target,
+            at,
+            len,
+            seed,
+        } => f.win.accumulate(
+            &conv(&increments(seed, len)),
+            target,
+            f.disp(target, at),
+            Op::Sum,
+        ),
+        Action::GetAcc {
+            target,
+            at,
+            len,
+            seed,
+        } => {
+            let mut out = vec![T::from_i(0); len];
+            f.win.get_accumulate(
+                &conv(&increments(seed, len)),
+                &mut out,
+                target,
+                f.disp(target, at),
+                Op::Sum,
+            )
+        }
+        Action::Fop { target, at, add } => f
+            .win
+            .fetch_and_op(T::from_i(add as i64), target, f.disp(target, at), Op::Sum)
+            .map(drop),
+        // MPI defines compare_and_swap on integers only: floats add with fetch_and_op.
+        Action::Cas { target, at, add } if !T::TYPE.is_integer() => f
+            .win
+            .fetch_and_op(T::from_i(add as i64), target, f.disp(target, at), Op::Sum)
+            .map(drop),
+        Action::Cas { target, at, add } => {
+            let d = f.disp(target, at);
+            let mut seen = f.win.fetch_and_op(T::from_i(0), target, d, Op::NoOp)?;
+            loop {
+                let want = T::combine(Op::Sum, seen, T::from_i(add as i64));
+                let old = f.win.compare_and_swap(want, seen, target, d)?;
+                if bits(&[old]) == bits(&[seen]) {
+                    return Ok(());
+                }
+                seen = old;
+            }
+        }
+    }
+}
+
+/// All ranks at once, mixed single- and multi-element operations, mixed synchronization
+/// modes (a common mode per round for fence/PSCW rounds; each rank its own passive mode
+/// otherwise): the final state must be the serial sum of everything — no lost update.
+fn stress<T: Num>(kind: Kind) {
+    testing::run(4, move |u| {
+        let w = u.world();
+        let (me, n) = (w.rank(), w.size());
+        let f = Fixture::<T>::new(w, kind, STRESS_LEN)?;
+        let all = Group::new(0..n)?;
+        let mine = actions(me, n);
+        for (round, batch) in mine.chunks(PER_ROUND).enumerate() {
+            let mut pick = Rng::new((round * 100 + me) as u64);
+            match round % 4 {
+                0 => {
+                    f.win.fence(Assert::NONE)?;
+                    for &a in batch {
+                        run_action(&f, a)?;
+                    }
+                    f.win.fence(Assert::NOSUCCEED)?;
+                }
+                1 => {
+                    f.win.post(&all, Assert::NONE)?;
+                    f.win.start(&all, Assert::NONE)?;
+                    for &a in batch {
+                        run_action(&f, a)?;
+                    }
+                    f.win.complete()?;
+                    f.win.wait()?;
+                }
+                _ => {
+                    for &a in batch {
+                        let target = match a {
+                            Action::Acc { target, .. }
+                            | Action::Fop { target, .. }
+                            | Action::Cas { target, .. }
+                            | Action::GetAcc { target, .. } => target,
+                        };
+                        match pick.below(3) {
+                            0 => {
+                                f.win.lock_all(Assert::NONE)?;
+                                run_action(&f, a)?;
+                                f.win.unlock_all()?;
+                            }
+                            1 => {
+                                f.win.lock(LockType::Shared, target, Assert::NONE)?;
+                                run_action(&f, a)?;
+                                f.win.unlock(target)?;
+                            }
+                            _ => {
+                                f.win.lock(LockType::Exclusive, target, Assert::NONE)?;
+                                run_action(&f, a)?;
+                                f.win.flush(target)?;
+                                f.win.unlock(target)?;
+                            }
+                        }
+                    }
+                    w.barrier()?;
+                }
+            }
+        }
+        w.barrier()?;
+        // Serial model from every rank's action list.
+        let mut model = vec![vec![0u64; STRESS_LEN]; n];
+        for r in 0..n {
+            for a in actions(r, n) {
+                match a {
+                    Action::Acc {
+                        target,
+                        at,
+                        len,
+                        seed,
+                    }
+                    | Action::GetAcc {
+                        target,
+                        at,
+                        len,
+                        seed,
+                    } => {
+                        for (i, x) in increments(seed, len).into_iter().enumerate() {
+                            model[target][at + i] += x;
+                        }
+                    }
+                    Action::Fop { target, at, add } | Action::Cas { target, at, add } => {
+                        model[target][at] += add
+                    }
+                }
+            }
+        }
+        let mut got = vec![T::from_i(0); STRESS_LEN];
+        f.read_local(0, &mut got)?;
+        let want: Vec<T> = model[me].iter().map(|&x| T::from_i(x as i64)).collect();
+        assert_eq!(
+            bits(&got),
+            bits(&want),
+            "rank {me}: lost or duplicated updates"
+        );
+        f.free()
+    });
+}
+
+mod stress {
+    use super::*;
+    #[test]
+    fn allocate_u64() {
+        stress::<u64>(Kind::Allocate)
+    }
+    #[test]
+    fn allocate_f64() {
+        stress::<f64>(Kind::Allocate)
+    }
+    #[test]
+    fn create_vec_i64() {
+        stress::<i64>(Kind::CreateVec)
+    }
+    #[test]
+    fn create_alloc_mem_u32() {
+        stress::<u32>(Kind::CreateAllocMem)
+    }
+    #[test]
+    fn dynamic_vec_f64() {
+        stress::<f64>(Kind::DynamicVec)
+    }
+    #[test]
+    fn dynamic_alloc_mem_u64() {
+        stress::<u64>(Kind::DynamicAllocMem)
+    }
+}
+
+/// Every rank increments one counter many times with fetch_and_op (and get_accumulate):
+/// the values returned are exactly 0..total, each once, increasing per rank — a valid
+/// linearization of a counter.
+fn linearization(kind: Kind, info: WinInfo) {
+    testing::run(4, move |u| {
+        let w = u.world();
+        const PER_RANK: usize = 400;
+        let win = match kind {
+            Kind::Allocate => Window::<u64>::builder(w).info(&info).allocate(2)?,
+            _ => Window::<u64>::builder(w)
+                .info(&info)
+                .create(vec![0u64; 2])?,
+        };
+        let mut seen = Vec::with_capacity(PER_RANK);
+        win.lock_all(Assert::NONE)?;
+        for i in 0..PER_RANK {
+            let v = if i % 2 == 0 {
+                win.fetch_and_op(1, 0, 1, Op::Sum)?
+            } else {
+                let mut old = [0];
+                win.get_accumulate(&[1], &mut old, 0, 1, Op::Sum)?;
+                old[0]
+            };
+            seen.push(v);
+        }
+        win.unlock_all()?;
+        assert!(
+            seen.windows(2).all(|p| p[0] < p[1]),
+            "per-rank values increase"
+        );
+        let mut all: Vec<u64> = w.allgatherv(&seen)?.concat();
+        all.sort_unstable();
+        let total = (PER_RANK * w.size()) as u64;
+        assert_eq!(all, (0..total).collect::<Vec<_>>());
+        w.barrier()?;
+        drop(win.free()?);
+        Ok(())
+    });
+}
+
+#[test]
+fn counter_linearization_atomic_path() {
+    linearization(Kind::Allocate, WinInfo::new());
+}
+
+#[test]
+fn counter_linearization_cma_path() {
+    linearization(Kind::CreateVec, WinInfo::new());
+}
+
+#[test]
+fn counter_linearization_coarse_granularity() {
+    // A granularity above the element size makes even single elements use lock stripes.
+    linearization(Kind::Allocate, WinInfo::new().accumulate_granularity(256));
+}
+
+/// Misaligned elements (disp_unit 1, odd offsets) take the lock-stripe path; concurrent
+/// single- and multi-element sums on them still lose nothing.
+#[test]
+fn misaligned_elements_stay_atomic() {
+    testing::run(3, |u| {
+        let w = u.world();
+        let win = Window::<u64>::builder(w).disp_unit(1).allocate(8)?;
+        const ITERS: u64 = 300;
+        win.lock_all(Assert::NONE)?;
+        for i in 0..ITERS {
+            if i % 3 == 0 {
+                win.accumulate(&[1, 1], 0, 4, Op::Sum)?; // bytes 4..20 of rank 0
+            } else {
+                win.fetch_and_op(1, 0, 4, Op::Sum)?;
+                win.fetch_and_op(1, 0, 12, Op::Sum)?;
+            }
+        }
+        win.unlock_all()?;
+        w.barrier()?;
+        if w.rank() == 0 {
+            let mut words = [0u64; 2];
+            win.lock(LockType::Shared, 0, Assert::NONE)?;
+            win.get(&mut words[..1], 0, 4)?;
+            win.get(&mut words[1..], 0, 12)?;
+            win.unlock(0)?;
+            assert_eq!(words, [ITERS * 3, ITERS * 3]);
+        }
+        w.barrier()?;
+        win.free()?;
+        Ok(())
+    });
+}
+
+#[test]
+fn accumulate_errors() {
+    testing::run(2, |u| {
+        let w = u.world();
+        let win = Window::<f64>::allocate(w, 4)?;
+        let ints = Window::<u32>::allocate(w, 4)?;
+        assert!(matches!(
+            win.accumulate(&[1.0], 1, 0, Op::Sum),
+            Err(Error::NoAccessEpoch { .. })
+        ));
+        win.lock_all(Assert::NONE)?;
+        ints.lock_all(Assert::NONE)?;
+        for op in [Op::Band, Op::Bor, Op::Bxor, Op::Land, Op::Lor, Op::Lxor] {
+            assert!(matches!(
+                win.accumulate(&[1.0], 1, 0, op),
+                Err(Error::InvalidOp {
+                    call: "accumulate",
+                    ty: "f64",
+                    ..
+                })
+            ));
+            ints.accumulate(&[1], 1, 0, op)?;
+        }
+        assert!(matches!(
+            ints.accumulate(&[1], 1, 0, Op::NoOp),
+            Err(Error::InvalidOp { op: "no_op", .. })
+        ));
+        assert!(matches!(
+            win.compare_and_swap(1.0, 0.0, 1, 0),
+            Err(Error::InvalidOp { op: "cas", .. })
+        ));
+        assert!(matches!(
+            win.get_accumulate(&[1.0, 2.0], &mut [0.0], 1, 0, Op::Sum),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(matches!(
+            win.accumulate(&[1.0; 2], 1, 3, Op::Sum),
+            Err(Error::OutOfBounds { .. })
+        ));
+        assert!(matches!(
+            win.fetch_and_op(1.0, 2, 0, Op::Sum),
+            Err(Error::InvalidRank { .. })
+        ));
+        assert!(matches!(
+            ints.compare_and_swap(1, 0, 1, 4),
+            Err(Error::OutOfBounds { .. })
+        ));
+        win.unlock_all()?;
+        ints.unlock_all()?;
+        w.barrier()?;
+        win.free()?;
+        ints.free()?;
+        Ok(())
+    });
+}

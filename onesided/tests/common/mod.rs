@@ -1,0 +1,113 @@
+//! Helpers shared by the multi-rank tests: windows of every memory kind.
+
+#![allow(dead_code)]
+
+use onesided::{alloc_mem, Comm, Pod, Window};
+
+/// The memory kinds a window can have; each reaches peers' memory differently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `allocate`: node segment, symmetric.
+    Allocate,
+    /// `allocate_shared`.
+    Shared,
+    /// `create` over a Vec: cross-memory attach.
+    CreateVec,
+    /// `create` over alloc_mem: load/store.
+    CreateAllocMem,
+    /// `create_dynamic` + a Vec: cross-memory attach.
+    DynamicVec,
+    /// `create_dynamic` + alloc_mem: load/store.
+    DynamicAllocMem,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] = [
+        Kind::Allocate,
+        Kind::Shared,
+        Kind::CreateVec,
+        Kind::CreateAllocMem,
+        Kind::DynamicVec,
+        Kind::DynamicAllocMem,
+    ];
+}
+
+/// A window of `len` elements per rank, with the displacement of element 0 at each rank
+/// and the displacement step per element (1, or the element size for dynamic windows).
+pub struct Fixture<T: Pod> {
+    pub win: Window<T>,
+    pub base: Vec<usize>,
+    pub scale: usize,
+}
+
+impl<T: Pod> Fixture<T> {
+    pub fn new(w: &Comm, kind: Kind, len: usize) -> onesided::Result<Self> {
+        let n = w.size();
+        let win = match kind {
+            Kind::Allocate => Window::<T>::allocate(w, len)?,
+            Kind::Shared => Window::<T>::allocate_shared(w, len)?,
+            Kind::CreateVec => Window::create(w, vec![T::zeroed(); len])?,
+            Kind::CreateAllocMem => Window::create(w, alloc_mem::<T>(len)?)?,
+            Kind::DynamicVec | Kind::DynamicAllocMem => {
+                let win = Window::<T>::create_dynamic(w)?;
+                let region = if kind == Kind::DynamicVec {
+                    win.attach(vec![T::zeroed(); len])?
+                } else {
+                    win.attach(alloc_mem::<T>(len)?)?
+                };
+                let addrs = w.allgather(&[region.addr as u64])?;
+                return Ok(Fixture {
+                    win,
+                    base: addrs.iter().map(|&a| a as usize).collect(),
+                    scale: std::mem::size_of::<T>(),
+                });
+            }
+        };
+        Ok(Fixture {
+            win,
+            base: vec![0; n],
+            scale: 1,
+        })
+    }
+
+    /// Displacement of element `elem` at `target`.
+    pub fn disp(&self, target: usize, elem: usize) -> usize {
+        self.base[target] + elem * self.scale
+    }
+
+    /// Reads this rank's elements `at..at+out.len()`.
+    pub fn read_local(&self, at: usize, out: &mut [T]) -> onesided::Result<()> {
+        self.win.local_read(self.disp(self.win.rank(), at), out)
+    }
+
+    /// Writes this rank's elements `at..`.
+    pub fn write_local(&self, at: usize, src: &[T]) -> onesided::Result<()> {
+        self.win.local_write(self.disp(self.win.rank(), at), src)
+    }
+
+    pub fn free(self) -> onesided::Result<()> {
+        drop(self.win.free()?);
+        Ok(())
+    }
+}
+
+/// A small deterministic generator (xorshift64*), so every rank can replay every other
+/// rank's choices.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
