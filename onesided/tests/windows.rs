@@ -300,3 +300,37 @@ fn flush_makes_data_visible_to_third_parties() {
         Ok(())
     });
 }
+
+#[test]
+fn windows_over_split_communicators() {
+    testing::run(4, |u| {
+        let w = u.world();
+        let me = w.rank();
+        // Two groups {0, 2} and {1, 3}, each ranked in reverse world order.
+        let half = w.split(Some((me % 2) as u32), 10 - me)?.expect("member");
+        assert_eq!(half.size(), 2);
+        assert_eq!(half.rank(), usize::from(me < 2));
+        let win = Window::<u64>::allocate(&half, 4)?;
+        let shared = Window::<u64>::allocate_shared(&half, 4)?;
+        win.fence(Assert::NONE)?;
+        shared.fence(Assert::NONE)?;
+        let peer = 1 - half.rank();
+        win.put(&[me as u64; 4], peer, 0)?;
+        shared.put(&[100 + me as u64; 4], peer, 0)?;
+        win.fence(Assert::NONE)?;
+        shared.fence(Assert::NONE)?;
+        // The peer in my group is the other rank of my parity.
+        let partner = if me < 2 { me + 2 } else { me - 2 };
+        let mut got = [0u64; 4];
+        win.get(&mut got, half.rank(), 0)?;
+        win.fence(Assert::NONE)?;
+        assert_eq!(got, [partner as u64; 4]);
+        shared.local_read(0, &mut got)?;
+        assert_eq!(got, [100 + partner as u64; 4]);
+        // A process outside every group gets no communicator.
+        assert!(w.split((me != 3).then_some(0), me)?.is_some() == (me != 3));
+        shared.free()?;
+        win.free()?;
+        Ok(())
+    });
+}

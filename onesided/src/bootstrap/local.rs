@@ -17,7 +17,7 @@
 //! barriers (release/acquire).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::bootstrap::Bootstrap;
 use crate::error::{Error, Result};
@@ -126,13 +126,16 @@ impl BootSegment {
 /// Bootstrap of a rank launched on this node.
 #[derive(Debug)]
 pub struct LocalBootstrap {
-    seg: Segment,
+    seg: Arc<Segment>,
     layout: BootLayout,
     rank: usize,
     size: usize,
     job: String,
     /// Collectives are serialised per process; the barrier's generation lives here.
     barrier: Mutex<Barrier>,
+    /// Boot segments of the communicators this one was split from: their abort flags (the
+    /// launcher raises the one of the job's first segment) end our waits too.
+    ancestors: Vec<Arc<Segment>>,
 }
 
 impl LocalBootstrap {
@@ -207,12 +210,13 @@ impl LocalBootstrap {
         // aligned and zero-initialised by the launcher; `seg` lives as long as `self`.
         let barrier = unsafe { Barrier::new(seg.as_ptr().add(OFF_BARRIER), layout.barrier, rank) };
         LocalBootstrap {
-            seg,
+            seg: Arc::new(seg),
             layout,
             rank,
             size,
             job,
             barrier: Mutex::new(barrier),
+            ancestors: Vec::new(),
         }
     }
 
@@ -412,9 +416,69 @@ impl Bootstrap for LocalBootstrap {
         Ok(())
     }
 
+    fn split(&self, color: Option<u32>, key: usize) -> Result<Option<Arc<dyn Bootstrap>>> {
+        // Who goes where: every process learns every (color, key).
+        let mine = [color.map_or(u64::MAX, u64::from), key as u64];
+        let all = self.allgatherv(bytemuck::cast_slice(&mine))?;
+        let mut colors = Vec::with_capacity(self.size);
+        let mut keys = Vec::with_capacity(self.size);
+        for part in &all {
+            let w: Vec<u64> = bytemuck::pod_collect_to_vec(part);
+            colors.push((w[0] != u64::MAX).then_some(w[0] as u32));
+            keys.push(w[1] as usize);
+        }
+        let members = crate::bootstrap::split_members(&colors, &keys, self.rank);
+        // Each group's first member creates the group's boot segment and publishes its name.
+        let leader_of = |m: &Vec<usize>| m[0] == self.rank;
+        let created = match &members {
+            Some(m) if leader_of(m) => Some(BootSegment::create(&self.job, m.len())),
+            _ => None,
+        };
+        let name = match &created {
+            Some(Ok(seg)) => seg.name().as_bytes().to_vec(),
+            _ => Vec::new(),
+        };
+        let names = self.allgatherv(&name)?;
+        let result = match &members {
+            None => Ok(None),
+            Some(m) => {
+                let leader_name = std::str::from_utf8(&names[m[0]])
+                    .map_err(|_| Error::Bootstrap("split: segment name is not UTF-8".into()));
+                leader_name.and_then(|n| {
+                    if n.is_empty() {
+                        return Err(Error::PeerFailed { call: "split" });
+                    }
+                    let me = m.iter().position(|&r| r == self.rank).expect("member");
+                    let mut sub = LocalBootstrap::connect(&self.job, n, me, m.len())?;
+                    sub.ancestors = self.ancestors.clone();
+                    sub.ancestors.push(Arc::clone(&self.seg));
+                    Ok(Some(Arc::new(sub) as Arc<dyn Bootstrap>))
+                })
+            }
+        };
+        // Every member has mapped its group's segment: the names can go.
+        let ok = self.agree_local(result.is_ok())?;
+        drop(created);
+        match result {
+            Err(e) => Err(e),
+            Ok(_) if !ok => Err(Error::PeerFailed { call: "split" }),
+            Ok(r) => Ok(r),
+        }
+    }
+
     fn aborted(&self) -> bool {
         // Relaxed: a flag; see BootSegment::abort.
-        word(&self.seg, OFF_ABORT).load(Ordering::Relaxed) != 0
+        std::iter::once(&self.seg)
+            .chain(&self.ancestors)
+            .any(|s| word(s, OFF_ABORT).load(Ordering::Relaxed) != 0)
+    }
+}
+
+impl LocalBootstrap {
+    /// Collective vote over this bootstrap (no Comm at hand here).
+    fn agree_local(&self, ok: bool) -> Result<bool> {
+        let all = self.allgatherv(&[u8::from(ok)])?;
+        Ok(all.iter().all(|v| v == &[1]))
     }
 }
 
@@ -506,6 +570,36 @@ mod tests {
         let b = LocalBootstrap::connect(&job, boot.name(), 0, 2).unwrap();
         boot.abort();
         assert!(matches!(b.barrier(), Err(Error::JobAborted)));
+    }
+
+    #[test]
+    fn split_into_groups() {
+        with_threads(5, |b| {
+            let me = b.rank();
+            // Odd and even ranks, the evens in reverse order; rank 4 opts out.
+            let color = (me != 4).then_some((me % 2) as u32);
+            let sub = b.split(color, 10 - me).unwrap();
+            match (me, &sub) {
+                (4, None) => {}
+                (_, Some(s)) => {
+                    // {0, 2} and {1, 3}: two members in each group.
+                    assert_eq!(s.size(), 2);
+                    let expect_rank = match me {
+                        0 => 1,
+                        2 => 0,
+                        1 => 1,
+                        3 => 0,
+                        _ => unreachable!(),
+                    };
+                    assert_eq!(s.rank(), expect_rank);
+                    let all = s.allgatherv(&[me as u8]).unwrap();
+                    assert_eq!(all.len(), 2);
+                    assert!(all.iter().all(|v| v[0] as usize % 2 == me % 2));
+                    s.barrier().unwrap();
+                }
+                other => panic!("rank {me}: {other:?}"),
+            }
+        });
     }
 
     #[test]

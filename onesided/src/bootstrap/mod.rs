@@ -25,6 +25,21 @@ pub enum ReduceOp {
     Max,
 }
 
+/// Ranks of the group a process lands in when every process `i` passed `(colors[i],
+/// keys[i])` to a split: the members of `colors[me]`'s group ordered by (key, rank).
+pub(crate) fn split_members(
+    colors: &[Option<u32>],
+    keys: &[usize],
+    me: usize,
+) -> Option<Vec<usize>> {
+    let color = colors[me]?;
+    let mut members: Vec<usize> = (0..colors.len())
+        .filter(|&r| colors[r] == Some(color))
+        .collect();
+    members.sort_by_key(|&r| (keys[r], r));
+    Some(members)
+}
+
 /// Element types [`Comm::allreduce`] can reduce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReduceType {
@@ -80,6 +95,9 @@ pub trait Bootstrap: Send + Sync + Debug {
     fn alltoallv(&self, send: &[&[u8]]) -> Result<Vec<Vec<u8>>>;
     /// `data` of `root` replaces `data` everywhere (lengths may differ before the call).
     fn bcast(&self, root: usize, data: &mut Vec<u8>) -> Result<()>;
+    /// Collective: splits the processes by `color` into new groups ordered by (`key`, rank),
+    /// like `MPI_Comm_split`. Processes passing `None` get `None`.
+    fn split(&self, color: Option<u32>, key: usize) -> Result<Option<Arc<dyn Bootstrap>>>;
     /// True when the launcher has aborted the job (waits should give up).
     fn aborted(&self) -> bool {
         false
@@ -269,6 +287,23 @@ impl Comm {
         Ok(())
     }
 
+    /// Collective: a communicator of the processes that pass the same `color`, ranked by
+    /// `key` (ties by rank), like `MPI_Comm_split`; `None` for processes passing `None`.
+    ///
+    /// ```no_run
+    /// # let world = onesided::init()?.world().clone();
+    /// // Windows over the even ranks only.
+    /// let color = (world.rank() % 2 == 0).then_some(0);
+    /// if let Some(evens) = world.split(color, world.rank())? {
+    ///     let win = onesided::Window::<u64>::allocate(&evens, 16)?;
+    ///     win.free()?;
+    /// }
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    pub fn split(&self, color: Option<u32>, key: usize) -> Result<Option<Comm>> {
+        Ok(self.boot.split(color, key)?.map(Comm::new))
+    }
+
     /// Collective vote: true when every process passes `ok = true`.
     ///
     /// Collective calls use it so that a local error makes every process return an error
@@ -350,6 +385,15 @@ fn reduce_into<T: Reducible>(acc: &mut [T], other: &[T], op: ReduceOp) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn split_groups_by_color_and_key() {
+        let colors = [Some(1), None, Some(0), Some(1), Some(1)];
+        let keys = [5, 0, 0, 5, 1];
+        assert_eq!(split_members(&colors, &keys, 0), Some(vec![4, 0, 3]));
+        assert_eq!(split_members(&colors, &keys, 2), Some(vec![2]));
+        assert_eq!(split_members(&colors, &keys, 1), None);
+    }
 
     #[test]
     fn reductions() {
