@@ -183,6 +183,11 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    /// The call needs something this build or machine does not provide yet (for example a
+    /// window over processes on several nodes before the inter-node transport exists).
+    #[error("unsupported: {0}")]
+    Unsupported(String),
+
     /// A collective call failed at another process; this process returns without effect.
     #[error("{call}: failed at another process of the group")]
     PeerFailed {

@@ -62,10 +62,16 @@ pub use error::{Error, Result};
 pub use group::Group;
 pub use layout::Layout;
 pub use memory::{alloc_mem, AllocMem};
+/// The host-MPI crate this build binds to (feature `mpi`), re-exported so that applications
+/// use the same version.
+#[cfg(feature = "mpi")]
+pub use mpi;
 pub use rma::atomic::{AccElement, ElemType, Op};
 pub use rma::Request;
 pub use shm::segment::{job_segments, sweep_job};
 pub use sync::{Assert, LockType};
+#[cfg(feature = "mpi")]
+pub use universe::init_mpi;
 pub use universe::{init, Universe};
 pub use win::dynamic::AttachedRegion;
 pub use win::info::{

@@ -50,9 +50,12 @@ impl Universe {
 
 /// Connects this process to its job.
 ///
-/// Under `osrun` (or [`crate::testing`]) this joins the job through the `local` bootstrap;
-/// started any other way the process is a job of one. Calling `init` again returns the same
-/// universe.
+/// Under `osrun` (or [`crate::testing`]) this joins the job through the `local` bootstrap.
+/// Built with feature `mpi` and started by `mpiexec`/`srun`, it joins through the host MPI
+/// (initializing it with MPI_THREAD_SERIALIZED unless the application already did, and
+/// finalizing it at exit if it initialized it); use [`init_mpi`] to pass another
+/// communicator. Started any other way the process is a job of one. Calling `init` again
+/// returns the same universe.
 ///
 /// ```no_run
 /// let universe = onesided::init()?;
@@ -72,8 +75,44 @@ pub fn init() -> Result<Universe> {
             ));
             Arc::new(b)
         }
+        #[cfg(feature = "mpi")]
+        None if crate::bootstrap::mpi::launched_by_mpi()
+            || ::mpi::environment::is_initialized() =>
+        {
+            let world = crate::bootstrap::mpi::world_initializing_mpi()?;
+            Arc::new(crate::bootstrap::mpi::MpiBootstrap::new(&world)?)
+        }
         None => Arc::new(LocalBootstrap::singleton()?),
     };
+    let universe = connect(boot);
+    *slot = Some(universe.clone());
+    Ok(universe)
+}
+
+/// Connects this process to its job through the host MPI (feature `mpi`): the job is the
+/// processes of `comm` (usually the world), which the application has initialized MPI for.
+/// Collective over `comm`. Calling it (or [`init`]) again returns the first universe.
+///
+/// ```no_run
+/// # use mpi::traits::*;
+/// let (mpi_universe, _) = mpi::initialize_with_threading(mpi::Threading::Serialized).unwrap();
+/// let universe = onesided::init_mpi(&mpi_universe.world())?;
+/// assert_eq!(universe.size(), mpi_universe.world().size() as usize);
+/// # Ok::<(), onesided::Error>(())
+/// ```
+#[cfg(feature = "mpi")]
+pub fn init_mpi<C: ::mpi::topology::Communicator>(comm: &C) -> Result<Universe> {
+    let mut slot = UNIVERSE.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(u) = slot.as_ref() {
+        return Ok(u.clone());
+    }
+    let universe = connect(Arc::new(crate::bootstrap::mpi::MpiBootstrap::new(comm)?));
+    *slot = Some(universe.clone());
+    Ok(universe)
+}
+
+/// Per-process set-up shared by every bootstrap.
+fn connect(boot: Arc<dyn Bootstrap>) -> Universe {
     // Cross-memory attach (process_vm_readv/writev) needs ptrace permission between the
     // ranks; under Yama ptrace_scope=1 that requires opting in. Without Yama this fails
     // harmlessly (EINVAL).
@@ -82,9 +121,7 @@ pub fn init() -> Result<Universe> {
         job: boot.job_id().to_owned(),
         rank: boot.rank(),
     });
-    let universe = Universe {
+    Universe {
         world: Comm::new(boot),
-    };
-    *slot = Some(universe.clone());
-    Ok(universe)
+    }
 }

@@ -2,10 +2,13 @@
 //!
 //! A [`Bootstrap`] tells a process who it is (rank, size, node-local rank) and offers the few
 //! collectives that window creation and collectives need. It is byte-oriented and object safe
-//! so that the `local` implementation (ranks started by `osrun`) and a future host-MPI
-//! implementation are interchangeable; [`Comm`] adds typed helpers on top.
+//! so that the `local` implementation (ranks started by `osrun`) and the host-MPI
+//! implementation (feature `mpi`, ranks started by `mpiexec`/`srun`) are interchangeable;
+//! [`Comm`] adds typed helpers on top.
 
 pub(crate) mod local;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -124,6 +127,24 @@ impl Comm {
     /// A communicator over all processes of `boot`.
     pub fn new(boot: Arc<dyn Bootstrap>) -> Self {
         Comm { boot }
+    }
+
+    /// Collective over the host-MPI communicator `comm`: a communicator of the same processes
+    /// in the same order, over which windows can be created (feature `mpi`).
+    ///
+    /// ```no_run
+    /// # use mpi::traits::*;
+    /// let (mpi_universe, _) = mpi::initialize_with_threading(mpi::Threading::Serialized).unwrap();
+    /// let world = mpi_universe.world();
+    /// let evens = world.split_by_color(mpi::topology::Color::with_value(world.rank() % 2));
+    /// let comm = onesided::Comm::from_mpi(&evens.unwrap())?;
+    /// let win = onesided::Window::<u8>::allocate(&comm, 64)?;
+    /// win.free()?;
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    #[cfg(feature = "mpi")]
+    pub fn from_mpi<C: ::mpi::topology::Communicator>(comm: &C) -> Result<Comm> {
+        Ok(Comm::new(Arc::new(self::mpi::MpiBootstrap::new(comm)?)))
     }
 
     /// The underlying bootstrap.

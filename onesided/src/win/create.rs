@@ -50,6 +50,17 @@ fn map_node_segment(
     prior: Result<()>,
 ) -> Result<Segment> {
     let me = comm.rank();
+    // Every process sees the same answer (a node holds fewer than all processes on every
+    // node or on none), so all return here together.
+    let boot = comm.bootstrap();
+    if boot.node_size() != boot.size() {
+        return Err(Error::Unsupported(format!(
+            "{call}: the group spans several nodes ({} of {} processes on this one); \
+             onesided windows need all processes on one node until the libfabric transport lands",
+            boot.node_size(),
+            boot.size()
+        )));
+    }
     let mut msg: Vec<u8> = Vec::new();
     let mut created = None;
     if me == 0 {

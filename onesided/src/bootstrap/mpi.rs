@@ -1,0 +1,317 @@
+//! The `mpi` bootstrap: processes started by a host `mpiexec`/`srun` find each other through
+//! the host MPI library (feature `mpi`).
+//!
+//! Only the out-of-band collectives go through MPI; window memory, synchronization words and
+//! data still move through shared memory and cross-memory attach between the processes of a
+//! node, exactly as under `osrun`.
+
+use std::fmt;
+use std::mem::ManuallyDrop;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use mpi::collective::CommunicatorCollectives;
+use mpi::datatype::{Partition, PartitionMut};
+use mpi::topology::{Color, Communicator, SimpleCommunicator};
+use mpi::traits::Root;
+
+use crate::bootstrap::Bootstrap;
+use crate::error::{Error, Result};
+use crate::shm::segment::random_job_id;
+
+/// A [`Bootstrap`] over a host-MPI communicator.
+///
+/// It owns a duplicate of the communicator it was made from, so its collectives never match
+/// the application's own messages.
+///
+/// ```no_run
+/// # use mpi::traits::*;
+/// let (mpi_universe, _) = mpi::initialize_with_threading(mpi::Threading::Serialized).unwrap();
+/// let universe = onesided::init_mpi(&mpi_universe.world())?;
+/// let win = onesided::Window::<f64>::allocate(universe.world(), 1024)?;
+/// win.free()?;
+/// # Ok::<(), onesided::Error>(())
+/// ```
+pub struct MpiBootstrap {
+    /// The duplicated communicator. MPI handles are plain values that every thread may use
+    /// as long as calls are serialized (MPI_THREAD_SERIALIZED), which the mutex ensures.
+    /// Under MPI_THREAD_SINGLE/FUNNELED the application must create windows (and call every
+    /// other collective of onesided) from the thread that initialized MPI.
+    comm: Mutex<ManuallyDrop<SimpleCommunicator>>,
+    rank: usize,
+    size: usize,
+    node_rank: usize,
+    node_size: usize,
+    job: String,
+}
+
+// SAFETY: the communicator handle is only used under the mutex, so MPI sees serialized calls,
+// which MPI allows from any thread at MPI_THREAD_SERIALIZED (what `init` requests) and from
+// the initializing thread at lower levels (documented on the struct). Everything else in the
+// struct is plain data.
+unsafe impl Send for MpiBootstrap {}
+// SAFETY: as for Send: shared access only reaches the handle through the mutex.
+unsafe impl Sync for MpiBootstrap {}
+
+impl fmt::Debug for MpiBootstrap {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MpiBootstrap")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("node_rank", &self.node_rank)
+            .field("node_size", &self.node_size)
+            .field("job", &self.job)
+            .finish()
+    }
+}
+
+fn mpi_finalized() -> bool {
+    let mut flag = 0;
+    // SAFETY: MPI_Finalized may be called at any time, even before MPI_Init and after
+    // MPI_Finalize; it writes one int.
+    unsafe { mpi::ffi::MPI_Finalized(&mut flag) };
+    flag != 0
+}
+
+fn count(len: usize, what: &str) -> Result<i32> {
+    i32::try_from(len)
+        .map_err(|_| Error::Bootstrap(format!("{what}: {len} bytes exceed MPI's int count")))
+}
+
+/// Displacements of consecutive blocks of `counts`.
+fn displacements(counts: &[i32]) -> Result<Vec<i32>> {
+    let mut at = 0i64;
+    counts
+        .iter()
+        .map(|&c| {
+            let d = count(at as usize, "bootstrap collective")?;
+            at += i64::from(c);
+            Ok(d)
+        })
+        .collect()
+}
+
+/// Splits a concatenation back into per-rank parts.
+fn split_parts(buf: &[u8], counts: &[i32]) -> Vec<Vec<u8>> {
+    let mut at = 0;
+    counts
+        .iter()
+        .map(|&c| {
+            let part = buf[at..at + c as usize].to_vec();
+            at += c as usize;
+            part
+        })
+        .collect()
+}
+
+impl MpiBootstrap {
+    /// Collective over `comm`: a bootstrap over a duplicate of it. The processes of each node
+    /// are found with `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`; rank 0 draws the job id
+    /// that names the job's shared-memory segments.
+    pub fn new<C: Communicator>(comm: &C) -> Result<MpiBootstrap> {
+        if mpi_finalized() || !mpi::environment::is_initialized() {
+            return Err(Error::Bootstrap(
+                "the host MPI is not initialized (or already finalized)".into(),
+            ));
+        }
+        let dup = comm.duplicate();
+        Self::from_owned(dup, None)
+    }
+
+    fn from_owned(comm: SimpleCommunicator, job: Option<String>) -> Result<MpiBootstrap> {
+        let rank = comm.rank() as usize;
+        let size = comm.size() as usize;
+        let node = comm.split_shared(comm.rank());
+        let (node_rank, node_size) = (node.rank() as usize, node.size() as usize);
+        drop(node);
+        let job = match job {
+            Some(j) => j,
+            None => {
+                let mut id = if rank == 0 {
+                    random_job_id().into_bytes()
+                } else {
+                    Vec::new()
+                };
+                let mut len = id.len() as u64;
+                comm.process_at_rank(0).broadcast_into(&mut len);
+                id.resize(len as usize, 0);
+                comm.process_at_rank(0).broadcast_into(&mut id[..]);
+                String::from_utf8(id).map_err(|_| Error::Bootstrap("job id is not UTF-8".into()))?
+            }
+        };
+        Ok(MpiBootstrap {
+            comm: Mutex::new(ManuallyDrop::new(comm)),
+            rank,
+            size,
+            node_rank,
+            node_size,
+            job,
+        })
+    }
+
+    fn comm(&self) -> MutexGuard<'_, ManuallyDrop<SimpleCommunicator>> {
+        self.comm.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl Drop for MpiBootstrap {
+    fn drop(&mut self) {
+        // Freeing a communicator after MPI_Finalize is erroneous (and aborts in some MPIs):
+        // a bootstrap that outlives MPI leaks its handle instead.
+        if !mpi_finalized() {
+            let comm = self.comm.get_mut().unwrap_or_else(|p| p.into_inner());
+            // SAFETY: dropped once, here, and never used again.
+            unsafe { ManuallyDrop::drop(comm) };
+        }
+    }
+}
+
+impl Bootstrap for MpiBootstrap {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn node_rank(&self) -> usize {
+        self.node_rank
+    }
+
+    fn node_size(&self) -> usize {
+        self.node_size
+    }
+
+    fn job_id(&self) -> &str {
+        &self.job
+    }
+
+    fn barrier(&self) -> Result<()> {
+        self.comm().barrier();
+        Ok(())
+    }
+
+    fn allgatherv(&self, send: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let comm = self.comm();
+        let mine = count(send.len(), "allgatherv")?;
+        let mut counts = vec![0i32; self.size];
+        comm.all_gather_into(&mine, &mut counts[..]);
+        let displs = displacements(&counts)?;
+        let total: usize = counts.iter().map(|&c| c as usize).sum();
+        let mut buf = vec![0u8; total];
+        {
+            let mut part = PartitionMut::new(&mut buf[..], &counts[..], &displs[..]);
+            comm.all_gather_varcount_into(send, &mut part);
+        }
+        Ok(split_parts(&buf, &counts))
+    }
+
+    fn alltoallv(&self, send: &[&[u8]]) -> Result<Vec<Vec<u8>>> {
+        if send.len() != self.size {
+            return Err(Error::InvalidArgument(format!(
+                "alltoallv: {} parts for {} processes",
+                send.len(),
+                self.size
+            )));
+        }
+        let comm = self.comm();
+        let send_counts = send
+            .iter()
+            .map(|p| count(p.len(), "alltoallv"))
+            .collect::<Result<Vec<i32>>>()?;
+        let mut recv_counts = vec![0i32; self.size];
+        comm.all_to_all_into(&send_counts[..], &mut recv_counts[..]);
+        let send_displs = displacements(&send_counts)?;
+        let recv_displs = displacements(&recv_counts)?;
+        let flat: Vec<u8> = send.concat();
+        let mut buf = vec![0u8; recv_counts.iter().map(|&c| c as usize).sum()];
+        {
+            let out = Partition::new(&flat[..], &send_counts[..], &send_displs[..]);
+            let mut inp = PartitionMut::new(&mut buf[..], &recv_counts[..], &recv_displs[..]);
+            comm.all_to_all_varcount_into(&out, &mut inp);
+        }
+        Ok(split_parts(&buf, &recv_counts))
+    }
+
+    fn bcast(&self, root: usize, data: &mut Vec<u8>) -> Result<()> {
+        if root >= self.size {
+            return Err(Error::InvalidRank {
+                rank: root,
+                size: self.size,
+            });
+        }
+        let comm = self.comm();
+        let root = comm.process_at_rank(root as i32);
+        let mut len = data.len() as u64;
+        root.broadcast_into(&mut len);
+        data.resize(len as usize, 0);
+        // Large payloads go in int-sized pieces.
+        for chunk in data.chunks_mut(i32::MAX as usize) {
+            root.broadcast_into(chunk);
+        }
+        Ok(())
+    }
+
+    fn split(&self, color: Option<u32>, key: usize) -> Result<Option<Arc<dyn Bootstrap>>> {
+        let color = match color {
+            None => Color::undefined(),
+            Some(c) => Color::with_value(i32::try_from(c).map_err(|_| {
+                Error::InvalidArgument(format!("split: color {c} exceeds MPI's int range"))
+            })?),
+        };
+        let key = i32::try_from(key).map_err(|_| {
+            Error::InvalidArgument(format!("split: key {key} exceeds MPI's int range"))
+        })?;
+        let sub = self.comm().split_by_color_with_key(color, key);
+        match sub {
+            None => Ok(None),
+            Some(c) => Ok(Some(Arc::new(Self::from_owned(c, Some(self.job.clone()))?))),
+        }
+    }
+}
+
+/// True when this process was started by an MPI launcher (Hydra, Open MPI's mpirun, PMIx or
+/// Slurm) rather than by `osrun` or by hand.
+pub(crate) fn launched_by_mpi() -> bool {
+    ["PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_SIZE"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+}
+
+extern "C" fn finalize_at_exit() {
+    if !mpi_finalized() {
+        // SAFETY: MPI is initialized (we did it) and not finalized; exit runs on one thread.
+        unsafe { mpi::ffi::MPI_Finalize() };
+    }
+}
+
+/// Initializes the host MPI for a process that `init` connects through it, with
+/// MPI_THREAD_SERIALIZED, and finalizes it when the process exits. Returns the world.
+pub(crate) fn world_initializing_mpi() -> Result<SimpleCommunicator> {
+    if !mpi::environment::is_initialized() {
+        let (universe, _provided) = mpi::initialize_with_threading(mpi::Threading::Serialized)
+            .ok_or_else(|| Error::Bootstrap("MPI_Init_thread failed".into()))?;
+        // The universe would finalize MPI when dropped; this process keeps MPI up until exit.
+        std::mem::forget(universe);
+        // SAFETY: registers a plain extern "C" function without captured state.
+        if unsafe { libc::atexit(finalize_at_exit) } != 0 {
+            return Err(Error::Bootstrap("atexit failed".into()));
+        }
+    }
+    Ok(SimpleCommunicator::world())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn displacements_and_parts() {
+        let counts = [3, 0, 2];
+        assert_eq!(displacements(&counts).unwrap(), vec![0, 3, 3]);
+        assert_eq!(
+            split_parts(b"abcde", &counts),
+            vec![b"abc".to_vec(), vec![], b"de".to_vec()]
+        );
+    }
+}

@@ -1,0 +1,170 @@
+//! onesided under a host `mpiexec` (feature `mpi`).
+//!
+//! Each test re-executes this test binary under `mpiexec -n 3` with a marker variable set;
+//! the ranks then run the test body. `ONESIDED_MPIEXEC` names the launcher and its options
+//! (default `mpiexec`; for Open MPI as root: `mpiexec.openmpi --allow-run-as-root
+//! --oversubscribe`); it must belong to the MPI this binary links.
+#![cfg(feature = "mpi")]
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use onesided::mpi::topology::{Color, Communicator};
+use onesided::{alloc_mem, Assert, Comm, LockType, Op, ReduceOp, Window};
+
+const CHILD: &str = "ONESIDED_MPI_TEST_CHILD";
+const RANKS: usize = 3;
+
+/// In the parent: runs `test` under mpiexec and checks that every rank passed. In a rank:
+/// returns true, and the caller runs the body.
+fn under_mpiexec(test: &str) -> bool {
+    if std::env::var_os(CHILD).is_some() {
+        return true;
+    }
+    let launcher = std::env::var("ONESIDED_MPIEXEC").unwrap_or_else(|_| "mpiexec".into());
+    let mut words = launcher.split_whitespace();
+    let mut cmd = Command::new(words.next().expect("launcher"));
+    cmd.args(words)
+        .args(["-n", &RANKS.to_string()])
+        .arg(std::env::current_exe().expect("test binary"))
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("mpiexec (set ONESIDED_MPIEXEC)");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = child.kill();
+            panic!("{test}: mpiexec job timed out");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = child.wait_with_output().expect("output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        status.success(),
+        "{test} failed under {launcher}:\n{stdout}\n{stderr}"
+    );
+    // Each rank's harness reports its one test as passed.
+    assert_eq!(
+        stdout.matches("1 passed").count(),
+        RANKS,
+        "{test}: not every rank ran the test:\n{stdout}\n{stderr}"
+    );
+    false
+}
+
+#[test]
+fn bootstrap_collectives_through_mpi() {
+    if !under_mpiexec("bootstrap_collectives_through_mpi") {
+        return;
+    }
+    let u = onesided::init().unwrap();
+    let w = u.world();
+    let (me, n) = (w.rank(), w.size());
+    assert_eq!(n, RANKS);
+    assert_eq!(w.bootstrap().node_size(), RANKS, "one node");
+    // Every rank has the same job id.
+    let ids = w.bootstrap().allgatherv(w.job_id().as_bytes()).unwrap();
+    assert!(ids.iter().all(|id| id == w.job_id().as_bytes()));
+    let parts: Vec<Vec<u8>> = (0..n).map(|j| vec![me as u8; j + me]).collect();
+    let refs: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
+    let got = w.bootstrap().alltoallv(&refs).unwrap();
+    for (src, part) in got.iter().enumerate() {
+        assert_eq!(part, &vec![src as u8; me + src]);
+    }
+    let mut big = if me == 1 { vec![7u8; 1 << 20] } else { vec![] };
+    w.bootstrap().bcast(1, &mut big).unwrap();
+    assert_eq!(big, vec![7u8; 1 << 20]);
+    let mut sum = [me as u64 + 1];
+    w.allreduce(&mut sum, ReduceOp::Sum).unwrap();
+    assert_eq!(sum, [6]);
+    w.barrier().unwrap();
+}
+
+#[test]
+fn every_window_kind_under_mpiexec() {
+    if !under_mpiexec("every_window_kind_under_mpiexec") {
+        return;
+    }
+    let u = onesided::init().unwrap();
+    let w = u.world();
+    let (me, n) = (w.rank(), w.size());
+    let right = (me + 1) % n;
+    let left = (me + n - 1) % n;
+    let heap = alloc_mem::<u64>(8).unwrap();
+    let wins = vec![
+        Window::<u64>::allocate(w, 8).unwrap(),
+        Window::<u64>::allocate_shared(w, 8).unwrap(),
+        Window::create(w, heap).unwrap(),
+        // Ordinary memory: reached with cross-memory attach.
+        Window::create(w, vec![0u64; 8]).unwrap(),
+    ];
+    for win in &wins {
+        win.fence(Assert::NONE).unwrap();
+        win.put(&[100 + me as u64; 4], right, 0).unwrap();
+        win.fence(Assert::NONE).unwrap();
+        let mut mine = [0u64; 4];
+        win.local_read(0, &mut mine).unwrap();
+        assert_eq!(mine, [100 + left as u64; 4], "{:?}", win.flavor());
+        win.lock(LockType::Shared, 0, Assert::NONE).unwrap();
+        win.accumulate(&[1u64], 0, 7, Op::Sum).unwrap();
+        win.unlock(0).unwrap();
+        w.barrier().unwrap();
+        if me == 0 {
+            let mut total = [0u64];
+            win.local_read(7, &mut total).unwrap();
+            assert_eq!(total, [n as u64], "{:?}", win.flavor());
+        }
+        w.barrier().unwrap();
+    }
+    for win in wins {
+        drop(win.free().unwrap());
+    }
+}
+
+#[test]
+fn windows_over_mpi_subcommunicators() {
+    if !under_mpiexec("windows_over_mpi_subcommunicators") {
+        return;
+    }
+    let u = onesided::init().unwrap();
+    let me = u.rank();
+    let mpi_world = onesided::mpi::topology::SimpleCommunicator::world();
+    // Ranks {0, 2} via MPI's own split; rank 1 is in no group.
+    let color = if me == 1 {
+        Color::undefined()
+    } else {
+        Color::with_value(0)
+    };
+    let pair = mpi_world.split_by_color(color);
+    assert_eq!(pair.is_none(), me == 1);
+    if let Some(pair) = pair {
+        let comm = Comm::from_mpi(&pair).unwrap();
+        assert_eq!((comm.size(), comm.rank()), (2, me / 2));
+        let win = Window::<u32>::allocate(&comm, 2).unwrap();
+        win.lock_all(Assert::NONE).unwrap();
+        win.put(&[me as u32 + 1], 1 - comm.rank(), 1).unwrap();
+        win.unlock_all().unwrap();
+        comm.barrier().unwrap();
+        let mut got = [0u32; 2];
+        win.local_read(0, &mut got).unwrap();
+        assert_eq!(got, [0, (2 - me) as u32 + 1]);
+        win.free().unwrap();
+    }
+    // onesided's own split goes through MPI_Comm_split.
+    let w = u.world();
+    let half = w.split(Some((me % 2) as u32), me).unwrap().unwrap();
+    assert_eq!(half.size(), if me % 2 == 0 { 2 } else { 1 });
+    let win = Window::<u8>::allocate(&half, 16).unwrap();
+    win.fence(Assert::NONE).unwrap();
+    win.put(&[me as u8; 8], 0, half.rank() * 8).unwrap();
+    win.fence(Assert::NONE).unwrap();
+    win.free().unwrap();
+    w.barrier().unwrap();
+}
