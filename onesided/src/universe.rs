@@ -113,6 +113,8 @@ pub fn init_mpi<C: ::mpi::topology::Communicator>(comm: &C) -> Result<Universe> 
 
 /// Per-process set-up shared by every bootstrap.
 fn connect(boot: Arc<dyn Bootstrap>) -> Universe {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    crate::backoff::set_oversubscribed(boot.node_size() > cores);
     // Cross-memory attach (process_vm_readv/writev) needs ptrace permission between the
     // ranks; under Yama ptrace_scope=1 that requires opting in. Without Yama this fails
     // harmlessly (EINVAL).

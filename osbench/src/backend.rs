@@ -1,0 +1,199 @@
+//! What a benchmark needs from an RMA implementation, so that every benchmark loop is
+//! written once and monomorphized for onesided and for the host MPI.
+
+use std::fmt;
+
+use onesided::{AccElement, Comm, Pod};
+
+/// Failure of a benchmark step (an RMA call that returned an error, or data that did not
+/// arrive as it should).
+#[derive(Debug)]
+pub struct BenchError(pub String);
+
+impl fmt::Display for BenchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BenchError {}
+
+impl From<onesided::Error> for BenchError {
+    fn from(e: onesided::Error) -> Self {
+        BenchError(e.to_string())
+    }
+}
+
+/// Result of a benchmark step.
+pub type BResult<T> = Result<T, BenchError>;
+
+/// Element types the benchmarks move: bytes for put/get, 8-byte words for accumulates.
+pub trait Elem: AccElement + Pod + Default + PartialEq + fmt::Debug + Send + Sync {
+    /// True for `u64`, false for `u8` (the host-MPI side picks its datatype by it).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    const WIDE: bool;
+    /// The value `v` in this type (truncating).
+    fn from_u64(v: u64) -> Self;
+}
+
+impl Elem for u8 {
+    const WIDE: bool = false;
+    #[inline(always)]
+    fn from_u64(v: u64) -> Self {
+        v as u8
+    }
+}
+
+impl Elem for u64 {
+    const WIDE: bool = true;
+    #[inline(always)]
+    fn from_u64(v: u64) -> Self {
+        v
+    }
+}
+
+/// Window kinds of the benchmarks (`--window`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
+pub enum WinKind {
+    /// `allocate`: the library allocates the memory.
+    Allocate,
+    /// `create` over ordinary process memory (a `Vec`).
+    Create,
+    /// `create` over memory from the library's `alloc_mem`.
+    CreateAllocmem,
+    /// `create_dynamic` with one `alloc_mem` region attached per process.
+    Dynamic,
+    /// `allocate_shared`.
+    Shared,
+}
+
+impl WinKind {
+    /// All kinds, in table order.
+    pub const ALL: [WinKind; 5] = [
+        WinKind::Allocate,
+        WinKind::Create,
+        WinKind::CreateAllocmem,
+        WinKind::Dynamic,
+        WinKind::Shared,
+    ];
+
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            WinKind::Allocate => "allocate",
+            WinKind::Create => "create",
+            WinKind::CreateAllocmem => "create-allocmem",
+            WinKind::Dynamic => "dynamic",
+            WinKind::Shared => "shared",
+        }
+    }
+}
+
+/// Synchronization modes of the communication benchmarks (`--sync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, clap::ValueEnum)]
+pub enum SyncMode {
+    /// One exclusive lock for the whole run; every operation followed by `flush`.
+    Flush,
+    /// `lock`/`unlock` around every operation (shared for get, exclusive otherwise).
+    Lock,
+    /// `lock_all`/`unlock_all` around every operation.
+    #[value(name = "lock_all")]
+    LockAll,
+    /// A `fence` of all processes after every operation.
+    Fence,
+    /// Origin `start`/`complete`, target `post`/`wait` around every operation.
+    Pscw,
+}
+
+impl SyncMode {
+    /// All modes, in table order.
+    pub const ALL: [SyncMode; 5] = [
+        SyncMode::Flush,
+        SyncMode::Lock,
+        SyncMode::LockAll,
+        SyncMode::Fence,
+        SyncMode::Pscw,
+    ];
+
+    /// The name used on the command line and in JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncMode::Flush => "flush",
+            SyncMode::Lock => "lock",
+            SyncMode::LockAll => "lock_all",
+            SyncMode::Fence => "fence",
+            SyncMode::Pscw => "pscw",
+        }
+    }
+}
+
+/// An RMA implementation over a group of processes.
+pub trait Backend: Sized {
+    /// Its windows.
+    type Win<T: Elem>: BenchWin<T>;
+    /// Implementation name in tables and JSON (`onesided`, `mpich`, `openmpi`).
+    fn name(&self) -> &str;
+    /// Out-of-band collectives of the harness (never inside a timed loop).
+    fn comm(&self) -> &Comm;
+    /// Collective: the backend over the first `ranks` processes; `None` for the others.
+    fn prefix(&self, ranks: usize) -> BResult<Option<Self>>;
+    /// Collective: a window of `len` elements of `T` per process.
+    fn window<T: Elem>(&self, kind: WinKind, len: usize) -> BResult<Self::Win<T>>;
+    /// Why `bench` cannot run on `kind` windows of this implementation (a known defect
+    /// that would crash the job), if it cannot.
+    fn known_defect(&self, _bench: &str, _kind: WinKind) -> Option<&'static str> {
+        None
+    }
+}
+
+/// The RMA calls the benchmarks time. `elem` is an element index into the target's window
+/// memory; each implementation turns it into its displacement (dynamic windows add the
+/// target's region address).
+pub trait BenchWin<T: Elem> {
+    /// Group handle for post/start.
+    type Group;
+    /// A group of ranks for post/start.
+    fn group(&self, ranks: &[usize]) -> BResult<Self::Group>;
+    /// MPI_Put.
+    fn put(&self, src: &[T], target: usize, elem: usize) -> BResult<()>;
+    /// MPI_Get.
+    fn get(&self, dst: &mut [T], target: usize, elem: usize) -> BResult<()>;
+    /// MPI_Accumulate with MPI_SUM.
+    fn acc_sum(&self, src: &[T], target: usize, elem: usize) -> BResult<()>;
+    /// MPI_Get_accumulate with MPI_SUM.
+    fn get_acc_sum(&self, src: &[T], result: &mut [T], target: usize, elem: usize) -> BResult<()>;
+    /// MPI_Fetch_and_op with MPI_SUM. As in MPI, `value` must not change and `result` is
+    /// defined only after the next synchronization that completes the operation.
+    fn fetch_add(&self, value: &T, result: &mut T, target: usize, elem: usize) -> BResult<()>;
+    /// MPI_Compare_and_swap; buffers as for [`BenchWin::fetch_add`].
+    fn cas(&self, new: &T, compare: &T, result: &mut T, target: usize, elem: usize) -> BResult<()>;
+    /// MPI_Win_fence without assertions.
+    fn fence(&self) -> BResult<()>;
+    /// MPI_Win_post.
+    fn post(&self, group: &Self::Group) -> BResult<()>;
+    /// MPI_Win_start.
+    fn start(&self, group: &Self::Group) -> BResult<()>;
+    /// MPI_Win_complete.
+    fn complete(&self) -> BResult<()>;
+    /// MPI_Win_wait.
+    fn wait(&self) -> BResult<()>;
+    /// MPI_Win_lock.
+    fn lock(&self, exclusive: bool, target: usize) -> BResult<()>;
+    /// MPI_Win_unlock.
+    fn unlock(&self, target: usize) -> BResult<()>;
+    /// MPI_Win_lock_all.
+    fn lock_all(&self) -> BResult<()>;
+    /// MPI_Win_unlock_all.
+    fn unlock_all(&self) -> BResult<()>;
+    /// MPI_Win_flush.
+    fn flush(&self, target: usize) -> BResult<()>;
+    /// MPI_Win_sync.
+    fn sync(&self) -> BResult<()>;
+    /// Copies this process's window memory from element `elem` into `dst` (outside epochs
+    /// that write it; the unified model makes stores visible after the harness barrier).
+    fn read_local(&self, elem: usize, dst: &mut [T]) -> BResult<()>;
+    /// Writes this process's window memory from element `elem`.
+    fn write_local(&self, elem: usize, src: &[T]) -> BResult<()>;
+    /// Collective: frees the window.
+    fn free(self) -> BResult<()>;
+}

@@ -1,0 +1,450 @@
+//! `osbench`: the RMA benchmark suite of onesided.
+//!
+//! Under `osrun` it measures onesided; built with `--features mpi` and started by
+//! `mpiexec`, every benchmark runs twice in the same job — through onesided and through the
+//! host MPI's own RMA — and the table shows onesided's speedup.
+//!
+//! ```text
+//! target/release/osrun -n 2 target/release/osbench put-latency --sizes 8,4096
+//! mpiexec -n 2 target/mpich/release/osbench all --json results.json --plot plots
+//! ```
+
+mod backend;
+mod bench;
+#[cfg(feature = "mpi")]
+mod mpi_backend;
+mod os_backend;
+mod plot;
+mod report;
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+use backend::{BResult, Backend, BenchError, SyncMode, WinKind};
+use bench::{CommOp, Params};
+use os_backend::OsBackend;
+use report::Record;
+
+/// Benchmarks (`osbench --help` lists them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Bench {
+    /// Latency of MPI_Put.
+    PutLatency,
+    /// Latency of MPI_Get.
+    GetLatency,
+    /// Latency of MPI_Accumulate (sum of u64).
+    AccLatency,
+    /// Latency of MPI_Get_accumulate (sum of u64).
+    GetAccLatency,
+    /// Latency of MPI_Fetch_and_op (sum of one u64).
+    FopLatency,
+    /// Latency of MPI_Compare_and_swap (one u64).
+    CasLatency,
+    /// Put bandwidth, 64 puts per synchronization.
+    PutBw,
+    /// Get bandwidth, 64 gets per synchronization.
+    GetBw,
+    /// Bidirectional put bandwidth (ranks 0 and 1 put to each other).
+    Bibw,
+    /// Message rate: 1000 puts of 8 bytes, then one flush.
+    MsgRate,
+    /// Overlap of computation with a put (seed 003 §3.1.1).
+    Overlap,
+    /// Synchronization calls: lock, unlock, lock_all, flush, sync; fence vs processes;
+    /// PSCW vs neighbours.
+    SyncLatency,
+    /// Window creation time and memory per process vs processes, for every window kind.
+    WinCreate,
+    /// Everything above.
+    All,
+}
+
+impl Bench {
+    fn name(self) -> &'static str {
+        match self {
+            Bench::PutLatency => "put-latency",
+            Bench::GetLatency => "get-latency",
+            Bench::AccLatency => "acc-latency",
+            Bench::GetAccLatency => "get-acc-latency",
+            Bench::FopLatency => "fop-latency",
+            Bench::CasLatency => "cas-latency",
+            Bench::PutBw => "put-bw",
+            Bench::GetBw => "get-bw",
+            Bench::Bibw => "bibw",
+            Bench::MsgRate => "msg-rate",
+            Bench::Overlap => "overlap",
+            Bench::SyncLatency => "sync-latency",
+            Bench::WinCreate => "win-create",
+            Bench::All => "all",
+        }
+    }
+
+    fn comm_op(self) -> Option<CommOp> {
+        Some(match self {
+            Bench::PutLatency => CommOp::Put,
+            Bench::GetLatency => CommOp::Get,
+            Bench::AccLatency => CommOp::Acc,
+            Bench::GetAccLatency => CommOp::GetAcc,
+            Bench::FopLatency => CommOp::Fop,
+            Bench::CasLatency => CommOp::Cas,
+            _ => return None,
+        })
+    }
+
+    const EVERY: [Bench; 13] = [
+        Bench::PutLatency,
+        Bench::GetLatency,
+        Bench::AccLatency,
+        Bench::GetAccLatency,
+        Bench::FopLatency,
+        Bench::CasLatency,
+        Bench::PutBw,
+        Bench::GetBw,
+        Bench::Bibw,
+        Bench::MsgRate,
+        Bench::Overlap,
+        Bench::SyncLatency,
+        Bench::WinCreate,
+    ];
+}
+
+/// RMA benchmarks of onesided, side by side with the host MPI when started by mpiexec.
+#[derive(Debug, Parser)]
+#[command(name = "osbench", version)]
+struct Cli {
+    /// Benchmarks to run.
+    #[arg(value_enum, default_value = "all", num_args = 1..)]
+    bench: Vec<Bench>,
+    /// Window kinds (comma-separated) [default: all kinds].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    window: Vec<WinKind>,
+    /// Synchronization modes (comma-separated) [default: all for latency, flush for
+    /// bandwidth].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    sync: Vec<SyncMode>,
+    /// Message sizes in bytes (comma-separated; K and M suffixes) [default: powers of 4
+    /// from 1 B to 4 MiB].
+    #[arg(long, value_delimiter = ',', value_parser = parse_size)]
+    sizes: Vec<usize>,
+    /// Timed iterations per measurement (default: as many as fit in --time-ms).
+    #[arg(long)]
+    iters: Option<u64>,
+    /// Time budget of one timed loop, in milliseconds.
+    #[arg(long, default_value_t = 20)]
+    time_ms: u64,
+    /// Warm-up iterations before every timed loop.
+    #[arg(long, default_value_t = 10)]
+    warmup: u64,
+    /// Window size of the win-create benchmark in bytes.
+    #[arg(long, default_value = "1M", value_parser = parse_size)]
+    create_bytes: usize,
+    /// Measure only onesided, also under mpiexec.
+    #[arg(long)]
+    onesided_only: bool,
+    /// Write every measurement and model as JSON records to FILE.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
+    /// Write SVG plots into DIR.
+    #[arg(long, value_name = "DIR")]
+    plot: Option<PathBuf>,
+}
+
+fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 1 << 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
+        _ => (s, 1),
+    };
+    let n: usize = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
+    if n == 0 {
+        return Err("sizes must be positive".into());
+    }
+    Ok(n * mul)
+}
+
+/// One unit of work: a benchmark for one window kind (or for all, where it has no kinds).
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    bench: Bench,
+    window: Option<WinKind>,
+}
+
+fn plan(cli: &Cli) -> Vec<Step> {
+    let benches: Vec<Bench> = if cli.bench.contains(&Bench::All) {
+        Bench::EVERY.to_vec()
+    } else {
+        cli.bench.clone()
+    };
+    let windows = if cli.window.is_empty() {
+        WinKind::ALL.to_vec()
+    } else {
+        cli.window.clone()
+    };
+    let mut steps = Vec::new();
+    for bench in benches {
+        match bench {
+            Bench::SyncLatency | Bench::WinCreate => steps.push(Step {
+                bench,
+                window: None,
+            }),
+            _ => steps.extend(windows.iter().map(|&w| Step {
+                bench,
+                window: Some(w),
+            })),
+        }
+    }
+    steps
+}
+
+fn params(cli: &Cli, step: &Step) -> Params {
+    let sizes = if cli.sizes.is_empty() {
+        (0..=11).map(|k| 1usize << (2 * k)).collect()
+    } else {
+        let mut s = cli.sizes.clone();
+        s.sort_unstable();
+        s.dedup();
+        s
+    };
+    let syncs = if !cli.sync.is_empty() {
+        cli.sync.clone()
+    } else if step.bench.comm_op().is_some() {
+        SyncMode::ALL.to_vec()
+    } else {
+        vec![SyncMode::Flush]
+    };
+    Params {
+        sizes,
+        iters: cli.iters,
+        budget: Duration::from_millis(cli.time_ms.max(1)),
+        warmup: cli.warmup,
+        windows: match step.window {
+            Some(w) => vec![w],
+            None if cli.window.is_empty() => WinKind::ALL.to_vec(),
+            None => cli.window.clone(),
+        },
+        syncs,
+        create_bytes: cli.create_bytes,
+    }
+}
+
+fn run_step<B: Backend>(b: &B, step: &Step, p: &Params, out: &mut Vec<Record>) -> BResult<()> {
+    match step.bench {
+        bench if bench.comm_op().is_some() => {
+            bench::latency(b, bench.comm_op().expect("comm op"), p, out)
+        }
+        Bench::PutBw | Bench::GetBw | Bench::Bibw => bench::bandwidth(b, step.bench.name(), p, out),
+        Bench::MsgRate => bench::msg_rate(b, p, out),
+        Bench::Overlap => bench::overlap(b, p, out),
+        Bench::SyncLatency => bench::sync_latency(b, p, out),
+        Bench::WinCreate => bench::win_create(b, p, out),
+        _ => Ok(()),
+    }
+}
+
+/// The implementations measured in this job.
+enum Impls {
+    Onesided(OsBackend),
+    #[cfg(feature = "mpi")]
+    Both(OsBackend, mpi_backend::MpiBackend),
+}
+
+impl Impls {
+    fn names(&self) -> Vec<String> {
+        match self {
+            Impls::Onesided(o) => vec![o.name().to_owned()],
+            #[cfg(feature = "mpi")]
+            Impls::Both(o, m) => vec![o.name().to_owned(), m.name().to_owned()],
+        }
+    }
+
+    fn run(&self, step: &Step, p: &Params, out: &mut Vec<Record>, tick: &dyn Fn()) -> BResult<()> {
+        match self {
+            Impls::Onesided(o) => {
+                run_step(o, step, p, out)?;
+                tick();
+            }
+            #[cfg(feature = "mpi")]
+            Impls::Both(o, m) => {
+                run_step(o, step, p, out)?;
+                tick();
+                run_step(m, step, p, out)?;
+                tick();
+            }
+        }
+        Ok(())
+    }
+}
+
+fn run(cli: &Cli, impls: &Impls) -> BResult<()> {
+    let world = match impls {
+        Impls::Onesided(o) => o.comm().clone(),
+        #[cfg(feature = "mpi")]
+        Impls::Both(o, _) => o.comm().clone(),
+    };
+    let me = world.rank();
+    if world.size() < 2 {
+        return Err(BenchError(
+            "osbench needs at least 2 processes (osrun -n 2 osbench …)".into(),
+        ));
+    }
+    let steps = plan(cli);
+    let names = impls.names();
+    let total = (steps.len() * names.len()) as u64;
+    let tty = std::io::stderr().is_terminal();
+    let bar = if me == 0 && tty {
+        let b = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+        b.set_style(
+            ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
+                .expect("template")
+                .progress_chars("=> "),
+        );
+        b
+    } else {
+        ProgressBar::hidden()
+    };
+    let mut records = Vec::new();
+    for (i, step) in steps.iter().enumerate() {
+        let label = format!(
+            "{}{}",
+            step.bench.name(),
+            step.window
+                .map(|w| format!(" {}", w.name()))
+                .unwrap_or_default()
+        );
+        bar.set_message(label.clone());
+        if me == 0 && !tty {
+            eprintln!("[{}/{}] {label}", i + 1, steps.len());
+        }
+        let p = params(cli, step);
+        impls.run(step, &p, &mut records, &|| bar.inc(1))?;
+    }
+    bar.finish_and_clear();
+    world.barrier()?;
+    if me != 0 {
+        return Ok(());
+    }
+    let models = report::models(&records);
+    let ratios = report::ratios(&records);
+    let mut shown = records.clone();
+    shown.extend(models.iter().cloned());
+    let stdout = std::io::stdout();
+    let mut o = stdout.lock();
+    let _ = writeln!(
+        o,
+        "osbench: {} processes; implementations: {}",
+        world.size(),
+        names.join(", ")
+    );
+    let _ = write!(o, "{}", report::table(&shown, &names));
+    let _ = writeln!(
+        o,
+        "\nmodel_a/model_b: P(s) = a*s + b per communication call (a in us/B), \
+         P(p) = a*log2(p) + b for fence, P(k) = a*k + b for PSCW, constants (b) for the \
+         other synchronization calls; 'x vs' columns: how many times faster onesided is."
+    );
+    let mut all = shown;
+    all.extend(ratios);
+    if let Some(path) = &cli.json {
+        let mut text = String::from("[\n");
+        for (i, r) in all.iter().enumerate() {
+            let line = serde_json::to_string(r).map_err(|e| BenchError(e.to_string()))?;
+            text.push_str(&line);
+            text.push_str(if i + 1 < all.len() { ",\n" } else { "\n" });
+        }
+        text.push_str("]\n");
+        std::fs::write(path, text).map_err(|e| BenchError(format!("{}: {e}", path.display())))?;
+        let _ = writeln!(o, "wrote {} records to {}", all.len(), path.display());
+    }
+    if let Some(dir) = &cli.plot {
+        let files = plot::plot_all(&all, dir).map_err(BenchError)?;
+        let _ = writeln!(o, "wrote {} plots to {}", files.len(), dir.display());
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = start(&cli);
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("osbench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+fn start(cli: &Cli) -> BResult<()> {
+    let u = onesided::init()?;
+    run(cli, &Impls::Onesided(OsBackend::new(u.world().clone())))
+}
+
+#[cfg(feature = "mpi")]
+fn start(cli: &Cli) -> BResult<()> {
+    use onesided::mpi;
+    let launched_by_mpi = ["PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_SIZE"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some());
+    if !launched_by_mpi {
+        let u = onesided::init()?;
+        return run(cli, &Impls::Onesided(OsBackend::new(u.world().clone())));
+    }
+    let (mpi_universe, _) = mpi::initialize_with_threading(mpi::Threading::Serialized)
+        .ok_or_else(|| BenchError("MPI is already initialized".into()))?;
+    let world = mpi_universe.world();
+    let u = onesided::init_mpi(&world)?;
+    let ours = OsBackend::new(u.world().clone());
+    let impls = if cli.onesided_only {
+        Impls::Onesided(ours)
+    } else {
+        Impls::Both(ours, mpi_backend::MpiBackend::new(&world)?)
+    };
+    let result = run(cli, &impls);
+    if let Err(e) = &result {
+        // Windows of the failed benchmark are still open at other processes: finalizing
+        // would hang or crash, so end the job the MPI way.
+        use onesided::mpi::topology::Communicator;
+        eprintln!("osbench: rank {}: {e}", world.rank());
+        world.abort(1);
+    }
+    // Every MPI object is released before the universe finalizes MPI.
+    drop(impls);
+    drop(u);
+    drop(mpi_universe);
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_suffixes() {
+        assert_eq!(parse_size("8"), Ok(8));
+        assert_eq!(parse_size("4K"), Ok(4096));
+        assert_eq!(parse_size("4M"), Ok(4 << 20));
+        assert!(parse_size("0").is_err());
+        assert!(parse_size("x").is_err());
+    }
+
+    #[test]
+    fn plan_expands_all_and_windows() {
+        let cli = Cli::parse_from(["osbench", "all"]);
+        let steps = plan(&cli);
+        // 11 per-window benchmarks x 5 kinds + sync-latency + win-create.
+        assert_eq!(steps.len(), 11 * 5 + 2);
+        let cli = Cli::parse_from(["osbench", "put-latency", "--window", "allocate,dynamic"]);
+        assert_eq!(plan(&cli).len(), 2);
+        let p = params(&cli, &plan(&cli)[0]);
+        assert_eq!(p.syncs.len(), 5);
+        assert_eq!(p.sizes.first(), Some(&1));
+        assert_eq!(p.sizes.last(), Some(&(4 << 20)));
+    }
+}

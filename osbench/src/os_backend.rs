@@ -1,0 +1,198 @@
+//! The onesided side of the benchmarks.
+
+use onesided::{alloc_mem, Assert, Comm, Group, LockType, Op, Window};
+
+use crate::backend::{BResult, Backend, BenchWin, Elem, WinKind};
+
+/// onesided over a communicator.
+pub struct OsBackend {
+    comm: Comm,
+}
+
+impl OsBackend {
+    /// The backend over `comm`.
+    pub fn new(comm: Comm) -> Self {
+        OsBackend { comm }
+    }
+}
+
+/// A onesided window and how element indices become displacements.
+pub struct OsWin<T: Elem> {
+    win: Window<T>,
+    /// Displacement of element 0 at each rank: 0, or the attached region's address for
+    /// dynamic windows.
+    bases: Vec<usize>,
+    /// Displacement units per element: 1, or the element size for dynamic windows (whose
+    /// displacements are byte addresses).
+    scale: usize,
+}
+
+impl<T: Elem> OsWin<T> {
+    #[inline(always)]
+    fn disp(&self, target: usize, elem: usize) -> usize {
+        // Out-of-range ranks index past `bases`: let the window report the error.
+        self.bases.get(target).copied().unwrap_or(0) + elem * self.scale
+    }
+}
+
+impl Backend for OsBackend {
+    type Win<T: Elem> = OsWin<T>;
+
+    fn name(&self) -> &str {
+        "onesided"
+    }
+
+    fn comm(&self) -> &Comm {
+        &self.comm
+    }
+
+    fn prefix(&self, ranks: usize) -> BResult<Option<Self>> {
+        let me = self.comm.rank();
+        let sub = self.comm.split((me < ranks).then_some(0), me)?;
+        Ok(sub.map(OsBackend::new))
+    }
+
+    fn window<T: Elem>(&self, kind: WinKind, len: usize) -> BResult<OsWin<T>> {
+        let n = self.comm.size();
+        let plain = |win| OsWin {
+            win,
+            bases: vec![0; n],
+            scale: 1,
+        };
+        Ok(match kind {
+            WinKind::Allocate => plain(Window::allocate(&self.comm, len)?),
+            WinKind::Shared => plain(Window::allocate_shared(&self.comm, len)?),
+            WinKind::Create => plain(Window::create(&self.comm, vec![T::default(); len])?),
+            WinKind::CreateAllocmem => plain(Window::create(&self.comm, alloc_mem::<T>(len)?)?),
+            WinKind::Dynamic => {
+                let win = Window::create_dynamic(&self.comm)?;
+                let region = win.attach(alloc_mem::<T>(len.max(1))?)?;
+                let bases = self
+                    .comm
+                    .allgather(&[region.addr as u64])?
+                    .into_iter()
+                    .map(|a| a as usize)
+                    .collect();
+                OsWin {
+                    win,
+                    bases,
+                    scale: std::mem::size_of::<T>(),
+                }
+            }
+        })
+    }
+}
+
+impl<T: Elem> BenchWin<T> for OsWin<T> {
+    type Group = Group;
+
+    fn group(&self, ranks: &[usize]) -> BResult<Group> {
+        Ok(Group::new(ranks.iter().copied())?)
+    }
+
+    #[inline(always)]
+    fn put(&self, src: &[T], target: usize, elem: usize) -> BResult<()> {
+        Ok(self.win.put(src, target, self.disp(target, elem))?)
+    }
+
+    #[inline(always)]
+    fn get(&self, dst: &mut [T], target: usize, elem: usize) -> BResult<()> {
+        Ok(self.win.get(dst, target, self.disp(target, elem))?)
+    }
+
+    #[inline(always)]
+    fn acc_sum(&self, src: &[T], target: usize, elem: usize) -> BResult<()> {
+        Ok(self
+            .win
+            .accumulate(src, target, self.disp(target, elem), Op::Sum)?)
+    }
+
+    #[inline(always)]
+    fn get_acc_sum(&self, src: &[T], result: &mut [T], target: usize, elem: usize) -> BResult<()> {
+        Ok(self
+            .win
+            .get_accumulate(src, result, target, self.disp(target, elem), Op::Sum)?)
+    }
+
+    #[inline(always)]
+    fn fetch_add(&self, value: &T, result: &mut T, target: usize, elem: usize) -> BResult<()> {
+        *result = self
+            .win
+            .fetch_and_op(*value, target, self.disp(target, elem), Op::Sum)?;
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn cas(&self, new: &T, compare: &T, result: &mut T, target: usize, elem: usize) -> BResult<()> {
+        *result = self
+            .win
+            .compare_and_swap(*new, *compare, target, self.disp(target, elem))?;
+        Ok(())
+    }
+
+    fn fence(&self) -> BResult<()> {
+        Ok(self.win.fence(Assert::NONE)?)
+    }
+
+    fn post(&self, group: &Group) -> BResult<()> {
+        Ok(self.win.post(group, Assert::NONE)?)
+    }
+
+    fn start(&self, group: &Group) -> BResult<()> {
+        Ok(self.win.start(group, Assert::NONE)?)
+    }
+
+    fn complete(&self) -> BResult<()> {
+        Ok(self.win.complete()?)
+    }
+
+    fn wait(&self) -> BResult<()> {
+        Ok(self.win.wait()?)
+    }
+
+    fn lock(&self, exclusive: bool, target: usize) -> BResult<()> {
+        let kind = if exclusive {
+            LockType::Exclusive
+        } else {
+            LockType::Shared
+        };
+        Ok(self.win.lock(kind, target, Assert::NONE)?)
+    }
+
+    fn unlock(&self, target: usize) -> BResult<()> {
+        Ok(self.win.unlock(target)?)
+    }
+
+    fn lock_all(&self) -> BResult<()> {
+        Ok(self.win.lock_all(Assert::NONE)?)
+    }
+
+    fn unlock_all(&self) -> BResult<()> {
+        Ok(self.win.unlock_all()?)
+    }
+
+    #[inline(always)]
+    fn flush(&self, target: usize) -> BResult<()> {
+        Ok(self.win.flush(target)?)
+    }
+
+    fn sync(&self) -> BResult<()> {
+        Ok(self.win.sync()?)
+    }
+
+    fn read_local(&self, elem: usize, dst: &mut [T]) -> BResult<()> {
+        Ok(self.win.local_read(self.disp(self.win.rank(), elem), dst)?)
+    }
+
+    fn write_local(&self, elem: usize, src: &[T]) -> BResult<()> {
+        Ok(self
+            .win
+            .local_write(self.disp(self.win.rank(), elem), src)?)
+    }
+
+    fn free(self) -> BResult<()> {
+        // Returns (and here drops) the window memory, attached regions included.
+        drop(self.win.free()?);
+        Ok(())
+    }
+}

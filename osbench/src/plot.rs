@@ -1,0 +1,319 @@
+//! SVG plots of the results (`--plot DIR`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use plotters::prelude::*;
+
+use crate::report::Record;
+
+/// One line of a plot.
+struct Series {
+    label: String,
+    onesided: bool,
+    points: Vec<(f64, f64)>,
+}
+
+/// Axis scaling.
+#[derive(Clone, Copy, PartialEq)]
+enum Scale {
+    Linear,
+    Log,
+}
+
+struct PlotSpec<'a> {
+    title: String,
+    x_label: &'a str,
+    y_label: String,
+    x_scale: Scale,
+    y_scale: Scale,
+    x_bytes: bool,
+}
+
+const PALETTE: [RGBColor; 10] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+    RGBColor(188, 189, 34),
+    RGBColor(23, 190, 207),
+];
+
+fn bytes_label(v: f64) -> String {
+    let b = v.round() as u64;
+    if b >= 1 << 20 {
+        format!("{}MiB", b >> 20)
+    } else if b >= 1 << 10 {
+        format!("{}KiB", b >> 10)
+    } else {
+        format!("{b}B")
+    }
+}
+
+fn range(values: impl Iterator<Item = f64>, scale: Scale) -> (f64, f64) {
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for v in values.filter(|v| v.is_finite() && (scale == Scale::Linear || *v > 0.0)) {
+        lo = lo.min(v);
+        hi = hi.max(v);
+    }
+    if !lo.is_finite() {
+        return (0.0, 1.0);
+    }
+    match scale {
+        Scale::Log => (lo / 1.5, hi * 1.5),
+        Scale::Linear => {
+            let lo = lo.min(0.0);
+            let hi = if hi <= lo { lo + 1.0 } else { hi * 1.1 };
+            (lo, hi)
+        }
+    }
+}
+
+fn draw(path: &Path, spec: &PlotSpec, series: &[Series]) -> Result<(), String> {
+    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let (x0, x1) = range(
+        series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
+        spec.x_scale,
+    );
+    let (y0, y1) = range(
+        series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
+        spec.y_scale,
+    );
+    let mut builder = ChartBuilder::on(&root);
+    builder
+        .caption(&spec.title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(80);
+    // The four scale combinations have different coordinate types.
+    macro_rules! body {
+        ($chart:expr) => {{
+            let mut chart = $chart.map_err(|e| e.to_string())?;
+            let x_fmt = |v: &f64| {
+                if spec.x_bytes {
+                    bytes_label(*v)
+                } else {
+                    format!("{v}")
+                }
+            };
+            chart
+                .configure_mesh()
+                .x_desc(spec.x_label)
+                .y_desc(spec.y_label.as_str())
+                .x_label_formatter(&x_fmt)
+                .y_label_formatter(&|v: &f64| format!("{v:.3}"))
+                .label_style(("sans-serif", 14))
+                .axis_desc_style(("sans-serif", 16))
+                .light_line_style(WHITE.mix(0.0))
+                .draw()
+                .map_err(|e| e.to_string())?;
+            for (i, s) in series.iter().enumerate() {
+                let color = PALETTE[i % PALETTE.len()];
+                let style = ShapeStyle {
+                    color: color.to_rgba(),
+                    filled: true,
+                    stroke_width: if s.onesided { 3 } else { 2 },
+                };
+                let pts = s.points.clone();
+                chart
+                    .draw_series(LineSeries::new(pts.clone(), style))
+                    .map_err(|e| e.to_string())?
+                    .label(s.label.clone())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+                if s.onesided {
+                    chart
+                        .draw_series(pts.iter().map(|&p| Circle::new(p, 4, style)))
+                        .map_err(|e| e.to_string())?;
+                } else {
+                    chart
+                        .draw_series(pts.iter().map(|&p| TriangleMarker::new(p, 5, style)))
+                        .map_err(|e| e.to_string())?;
+                }
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperLeft)
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .label_font(("sans-serif", 13))
+                .draw()
+                .map_err(|e| e.to_string())?;
+        }};
+    }
+    match (spec.x_scale, spec.y_scale) {
+        (Scale::Log, Scale::Log) => {
+            body!(builder.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale()))
+        }
+        (Scale::Log, Scale::Linear) => {
+            body!(builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1))
+        }
+        (Scale::Linear, Scale::Log) => {
+            body!(builder.build_cartesian_2d(x0..x1, (y0..y1).log_scale()))
+        }
+        (Scale::Linear, Scale::Linear) => body!(builder.build_cartesian_2d(x0..x1, y0..y1)),
+    }
+    root.present().map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+fn series_of<'a>(
+    records: impl Iterator<Item = &'a Record>,
+    label: impl Fn(&Record) -> String,
+    x: impl Fn(&Record) -> f64,
+) -> Vec<Series> {
+    let mut by: BTreeMap<(bool, String), Series> = BTreeMap::new();
+    for r in records {
+        let l = label(r);
+        // onesided first in the legend.
+        let key = (r.imp != "onesided", l.clone());
+        by.entry(key)
+            .or_insert_with(|| Series {
+                label: l,
+                onesided: r.imp == "onesided",
+                points: Vec::new(),
+            })
+            .points
+            .push((x(r), r.value));
+    }
+    by.into_values()
+        .filter(|s| !s.points.is_empty())
+        .map(|mut s| {
+            s.points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            s
+        })
+        .collect()
+}
+
+/// Writes every plot the records allow into `dir`; returns the files written.
+pub fn plot_all(records: &[Record], dir: &Path) -> Result<Vec<PathBuf>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut written = Vec::new();
+    // Versus message size: one plot per (bench, sync, metric), a line per (impl, window).
+    let mut groups: BTreeMap<(String, String, String), Vec<&Record>> = BTreeMap::new();
+    for r in records.iter().filter(|r| {
+        matches!(r.metric.as_str(), "latency" | "bandwidth" | "overlap")
+            && r.bench != "sync-latency"
+            && r.bytes > 0
+    }) {
+        groups
+            .entry((r.bench.clone(), r.sync.clone(), r.metric.clone()))
+            .or_default()
+            .push(r);
+    }
+    for ((bench, sync, metric), rs) in groups {
+        let sizes: std::collections::BTreeSet<u64> = rs.iter().map(|r| r.bytes).collect();
+        if sizes.len() < 2 {
+            continue;
+        }
+        let unit = rs[0].unit.clone();
+        let series = series_of(
+            rs.into_iter(),
+            |r| format!("{} {}", r.imp, r.window),
+            |r| r.bytes as f64,
+        );
+        let path = dir.join(format!("{bench}_{sync}.svg"));
+        let spec = PlotSpec {
+            title: format!("{bench} ({sync} synchronization)"),
+            x_label: "message size",
+            y_label: format!("{metric} [{unit}]"),
+            x_scale: Scale::Log,
+            y_scale: if metric == "overlap" {
+                Scale::Linear
+            } else {
+                Scale::Log
+            },
+            x_bytes: true,
+        };
+        draw(&path, &spec, &series)?;
+        written.push(path);
+    }
+    // Fence versus process count.
+    let fence: Vec<&Record> = records
+        .iter()
+        .filter(|r| r.bench == "sync-latency" && r.sync == "fence" && r.metric == "latency")
+        .collect();
+    if !fence.is_empty() {
+        let series = series_of(fence.into_iter(), |r| r.imp.clone(), |r| r.ranks as f64);
+        let path = dir.join("sync-latency_fence.svg");
+        draw(
+            &path,
+            &PlotSpec {
+                title: "fence latency vs processes".into(),
+                x_label: "processes",
+                y_label: "latency [us]".into(),
+                x_scale: Scale::Linear,
+                y_scale: Scale::Log,
+                x_bytes: false,
+            },
+            &series,
+        )?;
+        written.push(path);
+    }
+    // PSCW versus neighbours.
+    let pscw: Vec<&Record> = records.iter().filter(|r| r.neighbours.is_some()).collect();
+    if !pscw.is_empty() {
+        let series = series_of(
+            pscw.into_iter(),
+            |r| r.imp.clone(),
+            |r| r.neighbours.unwrap_or(0) as f64,
+        );
+        let path = dir.join("sync-latency_pscw.svg");
+        draw(
+            &path,
+            &PlotSpec {
+                title: "PSCW epoch (post, start, complete, wait) vs ring neighbours".into(),
+                x_label: "neighbours k",
+                y_label: "latency [us]".into(),
+                x_scale: Scale::Linear,
+                y_scale: Scale::Log,
+                x_bytes: false,
+            },
+            &series,
+        )?;
+        written.push(path);
+    }
+    // Window creation versus process count.
+    for (metric, what) in [
+        ("create_time", "window creation time"),
+        ("rss_delta", "memory per process"),
+    ] {
+        let rs: Vec<&Record> = records
+            .iter()
+            .filter(|r| r.bench == "win-create" && r.metric == metric)
+            .collect();
+        if rs.is_empty() {
+            continue;
+        }
+        let unit = rs[0].unit.clone();
+        let bytes = bytes_label(rs[0].bytes as f64);
+        let series = series_of(
+            rs.into_iter(),
+            |r| format!("{} {}", r.imp, r.window),
+            |r| r.ranks as f64,
+        );
+        let path = dir.join(format!("win-create_{metric}.svg"));
+        draw(
+            &path,
+            &PlotSpec {
+                title: format!("{what} ({bytes} window) vs processes"),
+                x_label: "processes",
+                y_label: format!("{metric} [{unit}]"),
+                x_scale: Scale::Linear,
+                y_scale: if metric == "rss_delta" {
+                    Scale::Linear
+                } else {
+                    Scale::Log
+                },
+                x_bytes: false,
+            },
+            &series,
+        )?;
+        written.push(path);
+    }
+    Ok(written)
+}
