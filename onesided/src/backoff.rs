@@ -4,82 +4,98 @@
 //! away quickly: a few rounds of `pause`, then `sched_yield`, then short sleeps that grow to a
 //! cap. A waiter that makes progress calls [`Backoff::reset`].
 //!
-//! When every rank of the node has a core of its own, nobody needs the waiter's core: it
-//! yields (which returns at once) for much longer before it sleeps, because a sleep of tens
-//! of microseconds would dominate synchronizations that take a fraction of one (a fence of
-//! two ranks takes ~0.2 µs here; sleeping after 16 yields made it 1–3 µs on average).
+//! The yield phase is bounded in time, not in rounds: a yield that hands the core to another
+//! rank takes a time slice, one that finds nobody else runnable returns at once, and only in
+//! the second case is more polling cheap and useful. When every rank of the node has a core
+//! of its own the budget is longer still, because a sleep of tens of microseconds would
+//! dominate synchronizations that take a fraction of one (a fence of two ranks takes ~0.2 µs
+//! here; sleeping after 16 yields made it 1–3 µs on average).
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Rounds spent spinning with `pause` (1, 2, 4, ... 32 iterations).
 const SPIN_ROUNDS: u32 = 6;
-/// Rounds spent in `sched_yield` after spinning when ranks share cores.
-const YIELD_ROUNDS_SHARED: u32 = 16;
-/// Rounds spent in `sched_yield` when every rank has a core (about a millisecond).
-const YIELD_ROUNDS_DEDICATED: u32 = 2000;
-/// The yield rounds in effect. Relaxed: a tuning knob set once at start-up; a stale value
+/// How long a waiter yields before it sleeps when ranks share cores, in microseconds. Each
+/// yield hands the core to a runnable rank (then it takes a time slice and the budget is
+/// soon spent) or returns at once (nobody else wants the core: keep polling).
+const YIELD_MICROS_SHARED: u32 = 100;
+/// The same when every rank has a core of its own.
+const YIELD_MICROS_DEDICATED: u32 = 1000;
+/// The yield budget in effect. Relaxed: a tuning knob set once at start-up; a stale value
 /// only changes how long one wait yields before sleeping.
-static YIELD_ROUNDS: AtomicU32 = AtomicU32::new(YIELD_ROUNDS_SHARED);
-
-/// Tells every later wait whether the ranks of this node share cores.
-pub(crate) fn set_oversubscribed(oversubscribed: bool) {
-    let rounds = if oversubscribed {
-        YIELD_ROUNDS_SHARED
-    } else {
-        YIELD_ROUNDS_DEDICATED
-    };
-    YIELD_ROUNDS.store(rounds, Ordering::Relaxed);
-}
+static YIELD_MICROS: AtomicU32 = AtomicU32::new(YIELD_MICROS_SHARED);
 /// First sleep, doubled each round up to [`MAX_SLEEP`].
 const FIRST_SLEEP: Duration = Duration::from_micros(20);
 /// Longest sleep between two polls: bounds the latency a sleeping waiter adds.
 const MAX_SLEEP: Duration = Duration::from_micros(500);
 
+/// Tells every later wait whether the ranks of this node share cores.
+pub(crate) fn set_oversubscribed(oversubscribed: bool) {
+    let micros = if oversubscribed {
+        YIELD_MICROS_SHARED
+    } else {
+        YIELD_MICROS_DEDICATED
+    };
+    YIELD_MICROS.store(micros, Ordering::Relaxed);
+}
+
 /// Exponential backoff state for one wait.
 #[derive(Debug, Default)]
 pub(crate) struct Backoff {
     round: u32,
+    /// When the wait started yielding.
+    yielding_since: Option<Instant>,
+    /// Sleeps so far (each doubles the next, up to the cap).
+    sleeps: u32,
 }
 
 impl Backoff {
     /// A fresh backoff that starts by spinning.
     pub(crate) fn new() -> Self {
-        Backoff { round: 0 }
+        Backoff::default()
     }
 
     /// Start over after progress was made.
     pub(crate) fn reset(&mut self) {
-        self.round = 0;
+        *self = Backoff::default();
     }
 
-    /// Wait a little; each call waits longer than the previous one, up to a cap.
+    /// Wait a little; each call waits at least as long as the previous one, up to a cap.
     pub(crate) fn snooze(&mut self) {
         if self.round < SPIN_ROUNDS {
             for _ in 0..(1u32 << self.round) {
                 std::hint::spin_loop();
             }
-        } else if self.round < SPIN_ROUNDS + YIELD_ROUNDS.load(Ordering::Relaxed) {
+            self.round += 1;
+            return;
+        }
+        let since = *self.yielding_since.get_or_insert_with(Instant::now);
+        let budget = Duration::from_micros(u64::from(YIELD_MICROS.load(Ordering::Relaxed)));
+        if since.elapsed() < budget {
             rustix::thread::sched_yield();
         } else {
-            let yields = YIELD_ROUNDS.load(Ordering::Relaxed);
-            let doublings = (self.round - SPIN_ROUNDS - yields).min(8);
-            std::thread::sleep((FIRST_SLEEP * (1 << doublings)).min(MAX_SLEEP));
+            std::thread::sleep((FIRST_SLEEP * (1 << self.sleeps.min(8))).min(MAX_SLEEP));
+            self.sleeps += 1;
         }
-        self.round = self.round.saturating_add(1);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Instant;
 
     #[test]
     fn sleeps_are_capped() {
         let mut b = Backoff::new();
-        for _ in 0..(SPIN_ROUNDS + YIELD_ROUNDS.load(Ordering::Relaxed) + 20) {
+        let start = Instant::now();
+        // Spin, then yield until the budget is spent, then sleep a few times.
+        while b.sleeps < 12 {
             b.snooze();
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "backoff never sleeps"
+            );
         }
         let t = Instant::now();
         b.snooze();
@@ -95,6 +111,6 @@ mod tests {
             b.snooze();
         }
         b.reset();
-        assert_eq!(b.round, 0);
+        assert_eq!((b.round, b.sleeps, b.yielding_since), (0, 0, None));
     }
 }

@@ -23,14 +23,21 @@ fn under_mpiexec(test: &str) -> bool {
     }
     let launcher = std::env::var("ONESIDED_MPIEXEC").unwrap_or_else(|_| "mpiexec".into());
     let mut words = launcher.split_whitespace();
+    let out_path = std::env::temp_dir().join(format!("{test}-{}.out", std::process::id()));
+    let err_path = out_path.with_extension("err");
     let mut cmd = Command::new(words.next().expect("launcher"));
     cmd.args(words)
         .args(["-n", &RANKS.to_string()])
         .arg(std::env::current_exe().expect("test binary"))
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        // Files, not pipes: nobody reads a pipe while the parent waits.
+        .stdout(Stdio::from(
+            std::fs::File::create(&out_path).expect("stdout file"),
+        ))
+        .stderr(Stdio::from(
+            std::fs::File::create(&err_path).expect("stderr file"),
+        ));
     let mut child = cmd.spawn().expect("mpiexec (set ONESIDED_MPIEXEC)");
     let start = Instant::now();
     let status = loop {
@@ -43,9 +50,10 @@ fn under_mpiexec(test: &str) -> bool {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let out = child.wait_with_output().expect("output");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&out_path);
+    let _ = std::fs::remove_file(&err_path);
     assert!(
         status.success(),
         "{test} failed under {launcher}:\n{stdout}\n{stderr}"

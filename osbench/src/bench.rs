@@ -737,26 +737,32 @@ pub fn sync_latency<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BRe
         out.push(sync_rec("flush", t_flush));
         out.push(sync_rec("sync", t_sync));
     }
-    // PSCW on a ring: k neighbours (alternately right and left), one empty epoch each way.
+    // PSCW on a ring: each process accesses k neighbours (alternately right and left) and
+    // exposes its memory to the processes that access it; one empty epoch each way.
     for k in 1..n.min(5) {
-        let nbrs: Vec<usize> = (1..=k)
-            .map(|j| {
-                let d = j.div_ceil(2);
-                if j % 2 == 1 {
-                    (me + d) % n
-                } else {
-                    (me + n - d) % n
-                }
-            })
-            .collect();
-        let mut sorted = nbrs.clone();
-        sorted.sort_unstable();
-        sorted.dedup();
-        let g = win.group(&sorted)?;
+        let neighbours = |r: usize| -> Vec<usize> {
+            let mut v: Vec<usize> = (1..=k)
+                .map(|j| {
+                    let d = j.div_ceil(2);
+                    if j % 2 == 1 {
+                        (r + d) % n
+                    } else {
+                        (r + n - d) % n
+                    }
+                })
+                .collect();
+            v.sort_unstable();
+            v.dedup();
+            v
+        };
+        let accessed = neighbours(me);
+        let accessors: Vec<usize> = (0..n).filter(|&r| neighbours(r).contains(&me)).collect();
+        let access = win.group(&accessed)?;
+        let exposure = win.group(&accessors)?;
         let (secs, _) = measure(comm, p, |iters| {
             for _ in 0..iters {
-                win.post(&g)?;
-                win.start(&g)?;
+                win.post(&exposure)?;
+                win.start(&access)?;
                 win.complete()?;
                 win.wait()?;
             }
@@ -775,7 +781,7 @@ pub fn sync_latency<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BRe
                     "us",
                 )
                 .with_ranks(n)
-                .with_neighbours(sorted.len()),
+                .with_neighbours(accessed.len()),
             );
         }
     }

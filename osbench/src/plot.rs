@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use plotters::element::DashedPathElement;
 use plotters::prelude::*;
 
 use crate::report::Record;
@@ -11,6 +12,9 @@ use crate::report::Record;
 struct Series {
     label: String,
     onesided: bool,
+    /// Lines of the same variant (window kind, or implementation) share a color; onesided
+    /// is drawn solid with circles, the host MPI dashed with triangles.
+    color: usize,
     points: Vec<(f64, f64)>,
 }
 
@@ -54,6 +58,27 @@ fn bytes_label(v: f64) -> String {
     }
 }
 
+/// Tick labels without float noise: 0.005, 0.25, 3.5, 120.
+fn tick_label(v: f64) -> String {
+    let a = v.abs();
+    let s = if a == 0.0 {
+        "0".to_string()
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 1.0 {
+        format!("{v:.1}")
+    } else if a >= 0.001 {
+        format!("{v:.4}")
+    } else {
+        return format!("{v:.0e}");
+    };
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
 fn range(values: impl Iterator<Item = f64>, scale: Scale) -> (f64, f64) {
     let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
     for v in values.filter(|v| v.is_finite() && (scale == Scale::Linear || *v > 0.0)) {
@@ -64,7 +89,11 @@ fn range(values: impl Iterator<Item = f64>, scale: Scale) -> (f64, f64) {
         return (0.0, 1.0);
     }
     match scale {
-        Scale::Log => (lo / 1.5, hi * 1.5),
+        // Whole decades, so that the axis always carries labelled ticks.
+        Scale::Log => (
+            10f64.powf(lo.log10().floor()),
+            10f64.powf((hi * 1.01).log10().ceil()),
+        ),
         Scale::Linear => {
             let lo = lo.min(0.0);
             let hi = if hi <= lo { lo + 1.0 } else { hi * 1.1 };
@@ -76,10 +105,15 @@ fn range(values: impl Iterator<Item = f64>, scale: Scale) -> (f64, f64) {
 fn draw(path: &Path, spec: &PlotSpec, series: &[Series]) -> Result<(), String> {
     let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let (x0, x1) = range(
+    let (mut x0, mut x1) = range(
         series.iter().flat_map(|s| s.points.iter().map(|p| p.0)),
         spec.x_scale,
     );
+    if !spec.x_bytes {
+        // Counts: from 0 to one past the largest, so that single points sit inside.
+        x0 = 0.0;
+        x1 = (x1 / 1.1).ceil() + 1.0;
+    }
     let (y0, y1) = range(
         series.iter().flat_map(|s| s.points.iter().map(|p| p.1)),
         spec.y_scale,
@@ -97,8 +131,11 @@ fn draw(path: &Path, spec: &PlotSpec, series: &[Series]) -> Result<(), String> {
             let x_fmt = |v: &f64| {
                 if spec.x_bytes {
                     bytes_label(*v)
-                } else {
+                } else if v.fract() == 0.0 {
                     format!("{v}")
+                } else {
+                    // Process and neighbour counts are integers.
+                    String::new()
                 }
             };
             chart
@@ -106,25 +143,35 @@ fn draw(path: &Path, spec: &PlotSpec, series: &[Series]) -> Result<(), String> {
                 .x_desc(spec.x_label)
                 .y_desc(spec.y_label.as_str())
                 .x_label_formatter(&x_fmt)
-                .y_label_formatter(&|v: &f64| format!("{v:.3}"))
+                .y_label_formatter(&|v: &f64| tick_label(*v))
                 .label_style(("sans-serif", 14))
                 .axis_desc_style(("sans-serif", 16))
                 .light_line_style(WHITE.mix(0.0))
                 .draw()
                 .map_err(|e| e.to_string())?;
-            for (i, s) in series.iter().enumerate() {
-                let color = PALETTE[i % PALETTE.len()];
+            for s in series {
+                let color = PALETTE[s.color % PALETTE.len()];
                 let style = ShapeStyle {
                     color: color.to_rgba(),
                     filled: true,
-                    stroke_width: if s.onesided { 3 } else { 2 },
+                    stroke_width: 2,
                 };
                 let pts = s.points.clone();
-                chart
-                    .draw_series(LineSeries::new(pts.clone(), style))
-                    .map_err(|e| e.to_string())?
-                    .label(s.label.clone())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], style));
+                if s.onesided {
+                    chart
+                        .draw_series(LineSeries::new(pts.clone(), style))
+                        .map_err(|e| e.to_string())?
+                        .label(s.label.clone())
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style));
+                } else {
+                    chart
+                        .draw_series(DashedLineSeries::new(pts.clone(), 6, 4, style))
+                        .map_err(|e| e.to_string())?
+                        .label(s.label.clone())
+                        .legend(move |(x, y)| {
+                            DashedPathElement::new(vec![(x, y), (x + 24, y)], 6, 4, style)
+                        });
+                }
                 if s.onesided {
                     chart
                         .draw_series(pts.iter().map(|&p| Circle::new(p, 4, style)))
@@ -146,12 +193,18 @@ fn draw(path: &Path, spec: &PlotSpec, series: &[Series]) -> Result<(), String> {
         }};
     }
     match (spec.x_scale, spec.y_scale) {
-        (Scale::Log, Scale::Log) => {
-            body!(builder.build_cartesian_2d((x0..x1).log_scale(), (y0..y1).log_scale()))
-        }
-        (Scale::Log, Scale::Linear) => {
-            body!(builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1))
-        }
+        (Scale::Log, Scale::Log) => body!(builder.build_cartesian_2d(
+            (x0..x1)
+                .log_scale()
+                .base(if spec.x_bytes { 4.0 } else { 10.0 }),
+            (y0..y1).log_scale()
+        )),
+        (Scale::Log, Scale::Linear) => body!(builder.build_cartesian_2d(
+            (x0..x1)
+                .log_scale()
+                .base(if spec.x_bytes { 4.0 } else { 10.0 }),
+            y0..y1
+        )),
         (Scale::Linear, Scale::Log) => {
             body!(builder.build_cartesian_2d(x0..x1, (y0..y1).log_scale()))
         }
@@ -161,20 +214,28 @@ fn draw(path: &Path, spec: &PlotSpec, series: &[Series]) -> Result<(), String> {
     Ok(())
 }
 
+/// Lines by label; `variant` picks the color (the same for onesided and the host MPI).
 fn series_of<'a>(
     records: impl Iterator<Item = &'a Record>,
     label: impl Fn(&Record) -> String,
+    variant: impl Fn(&Record) -> String,
     x: impl Fn(&Record) -> f64,
 ) -> Vec<Series> {
+    let records: Vec<&Record> = records.collect();
+    let mut variants: Vec<String> = records.iter().map(|r| variant(r)).collect();
+    variants.sort();
+    variants.dedup();
     let mut by: BTreeMap<(bool, String), Series> = BTreeMap::new();
     for r in records {
         let l = label(r);
+        let v = variant(r);
         // onesided first in the legend.
         let key = (r.imp != "onesided", l.clone());
         by.entry(key)
             .or_insert_with(|| Series {
                 label: l,
                 onesided: r.imp == "onesided",
+                color: variants.iter().position(|x| *x == v).unwrap_or(0),
                 points: Vec::new(),
             })
             .points
@@ -214,6 +275,7 @@ pub fn plot_all(records: &[Record], dir: &Path) -> Result<Vec<PathBuf>, String> 
         let series = series_of(
             rs.into_iter(),
             |r| format!("{} {}", r.imp, r.window),
+            |r| r.window.clone(),
             |r| r.bytes as f64,
         );
         let path = dir.join(format!("{bench}_{sync}.svg"));
@@ -238,7 +300,12 @@ pub fn plot_all(records: &[Record], dir: &Path) -> Result<Vec<PathBuf>, String> 
         .filter(|r| r.bench == "sync-latency" && r.sync == "fence" && r.metric == "latency")
         .collect();
     if !fence.is_empty() {
-        let series = series_of(fence.into_iter(), |r| r.imp.clone(), |r| r.ranks as f64);
+        let series = series_of(
+            fence.into_iter(),
+            |r| r.imp.clone(),
+            |r| r.imp.clone(),
+            |r| r.ranks as f64,
+        );
         let path = dir.join("sync-latency_fence.svg");
         draw(
             &path,
@@ -259,6 +326,7 @@ pub fn plot_all(records: &[Record], dir: &Path) -> Result<Vec<PathBuf>, String> 
     if !pscw.is_empty() {
         let series = series_of(
             pscw.into_iter(),
+            |r| r.imp.clone(),
             |r| r.imp.clone(),
             |r| r.neighbours.unwrap_or(0) as f64,
         );
@@ -294,6 +362,7 @@ pub fn plot_all(records: &[Record], dir: &Path) -> Result<Vec<PathBuf>, String> 
         let series = series_of(
             rs.into_iter(),
             |r| format!("{} {}", r.imp, r.window),
+            |r| r.window.clone(),
             |r| r.ranks as f64,
         );
         let path = dir.join(format!("win-create_{metric}.svg"));

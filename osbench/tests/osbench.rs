@@ -1,0 +1,163 @@
+//! osbench end to end: every benchmark runs on 2 ranks (launched like `osrun -n 2`), moves
+//! and validates data, and writes JSON that follows the schema and readable SVG plots.
+
+use std::time::Duration;
+
+use onesided::launch::{launch, LaunchSpec, Output};
+
+fn run_osbench(ranks: usize, args: &[&str]) -> (String, String) {
+    let mut spec = LaunchSpec::new(ranks, env!("CARGO_BIN_EXE_osbench"));
+    spec.args = args.iter().map(|a| a.into()).collect();
+    spec.timeout = Some(Duration::from_secs(300));
+    spec.output = Output::Capture;
+    let report = launch(&spec).expect("launch");
+    let out = |rank: usize, err: bool| {
+        report
+            .output
+            .get(rank)
+            .map(|o| String::from_utf8_lossy(if err { &o.stderr } else { &o.stdout }).into_owned())
+            .unwrap_or_default()
+    };
+    assert!(
+        report.failure.is_none(),
+        "osbench failed: {:?}\nstdout:\n{}\nstderr:\n{}{}",
+        report.failure,
+        out(0, false),
+        out(0, true),
+        out(1, true)
+    );
+    (out(0, false), out(0, true))
+}
+
+#[test]
+fn every_benchmark_runs_and_writes_schema_json_and_plots() {
+    let dir = std::env::temp_dir().join(format!("osbench-test-{}", std::process::id()));
+    let json = dir.join("results.json");
+    let plots = dir.join("plots");
+    std::fs::create_dir_all(&dir).unwrap();
+    let (stdout, _) = run_osbench(
+        2,
+        &[
+            "all",
+            "--sizes",
+            "8,4K",
+            "--time-ms",
+            "1",
+            "--warmup",
+            "2",
+            "--create-bytes",
+            "64K",
+            "--json",
+            json.to_str().unwrap(),
+            "--plot",
+            plots.to_str().unwrap(),
+        ],
+    );
+    for bench in [
+        "put-latency",
+        "get-latency",
+        "acc-latency",
+        "get-acc-latency",
+        "fop-latency",
+        "cas-latency",
+        "put-bw",
+        "get-bw",
+        "bibw",
+        "msg-rate",
+        "overlap",
+        "sync-latency",
+        "win-create",
+    ] {
+        assert!(
+            stdout.contains(&format!("== {bench} ==")),
+            "no table for {bench}:\n{stdout}"
+        );
+    }
+    let text = std::fs::read_to_string(&json).unwrap();
+    let records: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let records = records.as_array().expect("a JSON array");
+    assert!(records.len() > 100, "{} records", records.len());
+    let keys = [
+        "bench", "impl", "window", "sync", "bytes", "ranks", "metric", "value", "unit",
+    ];
+    for r in records {
+        let o = r.as_object().expect("object");
+        assert_eq!(o.len(), keys.len(), "{r}");
+        for k in keys {
+            assert!(o.contains_key(k), "{k} missing in {r}");
+        }
+        assert!(o["bytes"].is_u64() && o["ranks"].is_u64(), "{r}");
+        assert!(o["value"].is_f64() || o["value"].is_u64(), "{r}");
+        assert_eq!(o["impl"], "onesided");
+    }
+    let has = |bench: &str, window: &str, sync: &str, metric: &str| {
+        records.iter().any(|r| {
+            r["bench"] == bench
+                && r["window"] == window
+                && r["sync"] == sync
+                && r["metric"] == metric
+        })
+    };
+    for window in ["allocate", "create", "create-allocmem", "dynamic", "shared"] {
+        for sync in ["flush", "lock", "lock_all", "fence", "pscw"] {
+            assert!(
+                has("put-latency", window, sync, "latency"),
+                "{window} {sync}"
+            );
+            assert!(
+                has("put-latency", window, sync, "model_a"),
+                "{window} {sync}"
+            );
+            assert!(
+                has("put-latency", window, sync, "model_b"),
+                "{window} {sync}"
+            );
+        }
+        assert!(has("win-create", window, "none", "create_time"));
+        assert!(has("win-create", window, "none", "rss_delta"));
+    }
+    for call in [
+        "lock_shared",
+        "lock_exclusive",
+        "unlock",
+        "lock_all",
+        "flush",
+        "sync",
+        "fence",
+    ] {
+        assert!(has("sync-latency", "allocate", call, "latency"), "{call}");
+    }
+    let svgs: Vec<_> = std::fs::read_dir(&plots)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(svgs.len() >= 10, "{svgs:?}");
+    for svg in svgs {
+        let s = std::fs::read_to_string(&svg).unwrap();
+        assert!(s.starts_with("<svg"), "{}", svg.display());
+        // Axes are labelled with what they show.
+        assert!(
+            ["message size", "processes", "neighbours"]
+                .iter()
+                .any(|axis| s.contains(axis)),
+            "{}",
+            svg.display()
+        );
+        assert!(
+            s.contains("[us]") || s.contains("[MB/s]") || s.contains("[%]") || s.contains("[KiB]")
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn one_process_is_an_error_not_a_hang() {
+    let mut spec = LaunchSpec::new(1, env!("CARGO_BIN_EXE_osbench"));
+    spec.args = vec!["put-latency".into()];
+    spec.timeout = Some(Duration::from_secs(60));
+    spec.output = Output::Capture;
+    let report = launch(&spec).expect("launch");
+    assert!(report.failure.is_some());
+    let err = String::from_utf8_lossy(&report.output[0].stderr).into_owned();
+    assert!(err.contains("at least 2 processes"), "{err}");
+}
