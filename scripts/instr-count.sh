@@ -43,8 +43,11 @@ echo "locked instructions in each loop (the whole fast path of the call):"
 bad=0
 for f in fetch_and_op compare_and_swap accumulate; do
   body=$(objdump -d --no-show-raw-insn -C target/release/examples/putflush | awk "/<onesided_bench_$f>:/,/^\$/")
-  locked=$(printf '%s\n' "$body" | grep -E 'lock |xchg' | sed -E 's/^ *[0-9a-f]+:\s*//' | paste -sd';')
-  n=$(printf '%s\n' "$body" | grep -cE 'lock |xchg' || true)
+  # `lock` prefixes, and xchg with a memory operand (implicitly locked; `xchg %ax,%ax` is
+  # a two-byte nop used as padding).
+  pattern='lock |xchg[a-z]* .*\('
+  locked=$(printf '%s\n' "$body" | grep -E "$pattern" | sed -E 's/^ *[0-9a-f]+:\s*//' | paste -sd';')
+  n=$(printf '%s\n' "$body" | grep -cE "$pattern" || true)
   printf '  %-20s %s  (%s)\n' "$f" "$n" "$locked"
   [ "$n" = 1 ] || bad=1
 done

@@ -127,7 +127,7 @@ struct Cli {
     /// bandwidth].
     #[arg(long, value_enum, value_delimiter = ',')]
     sync: Vec<SyncMode>,
-    /// Message sizes in bytes (comma-separated; K and M suffixes) [default: powers of 4
+    /// Message sizes in bytes (comma-separated; K and M suffixes) [default: powers of 2
     /// from 1 B to 4 MiB].
     #[arg(long, value_delimiter = ',', value_parser = parse_size)]
     sizes: Vec<usize>,
@@ -204,7 +204,7 @@ fn plan(cli: &Cli) -> Vec<Step> {
 
 fn params(cli: &Cli, step: &Step) -> Params {
     let sizes = if cli.sizes.is_empty() {
-        (0..=11).map(|k| 1usize << (2 * k)).collect()
+        (0..=22).map(|k| 1usize << k).collect()
     } else {
         let mut s = cli.sizes.clone();
         s.sort_unstable();
@@ -341,6 +341,12 @@ fn run(cli: &Cli, impls: &Impls) -> BResult<()> {
         world.size(),
         names.join(", ")
     );
+    let summary = report::summary(&records);
+    if !summary.is_empty() {
+        let _ = writeln!(o, "\n######## Summary ########");
+        let _ = write!(o, "{}", report::table(&summary, &names));
+        let _ = writeln!(o, "\n######## All results ########");
+    }
     let _ = write!(o, "{}", report::table(&shown, &names));
     let _ = writeln!(
         o,

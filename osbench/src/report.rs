@@ -235,6 +235,46 @@ pub fn ratios(records: &[Record]) -> Vec<Record> {
         .collect()
 }
 
+/// The headline rows: 8-byte latency of every call with flush synchronization, bandwidth at
+/// the largest size, message rate, every synchronization call, and window creation at the
+/// smallest process count.
+pub fn summary(records: &[Record]) -> Vec<Record> {
+    let largest = |bench: &str| {
+        records
+            .iter()
+            .filter(|r| r.bench == bench)
+            .map(|r| r.bytes)
+            .max()
+            .unwrap_or(0)
+    };
+    let fewest_ranks = records
+        .iter()
+        .filter(|r| r.bench == "win-create")
+        .map(|r| r.ranks)
+        .min()
+        .unwrap_or(0);
+    let sync_ranks = records
+        .iter()
+        .filter(|r| r.bench == "sync-latency")
+        .map(|r| r.ranks)
+        .max()
+        .unwrap_or(0);
+    records
+        .iter()
+        .filter(|r| match r.bench.as_str() {
+            "sync-latency" => r.metric.starts_with("latency") && r.ranks == sync_ranks,
+            "win-create" => r.metric == "create_time" && r.ranks == fewest_ranks,
+            "msg-rate" => r.metric == "rate",
+            "overlap" => false,
+            b if b.ends_with("-bw") || b == "bibw" => {
+                r.metric == "bandwidth" && r.sync == "flush" && r.bytes == largest(b)
+            }
+            _ => r.metric == "latency" && r.sync == "flush" && r.bytes == 8,
+        })
+        .cloned()
+        .collect()
+}
+
 fn human_bytes(b: u64) -> String {
     match b {
         0 => "-".into(),

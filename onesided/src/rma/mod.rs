@@ -153,7 +153,7 @@ impl WinCore {
                 } => (p, bytes, disp_unit, shared),
                 _ => return None,
             },
-            Targets::Dynamic => return None,
+            Targets::Dynamic => return self.dynamic_fast(target, disp, len),
         };
         let off = disp.checked_mul(disp_unit)?;
         (off <= bytes && len <= bytes - off).then(|| (base.wrapping_add(off), shared))

@@ -227,6 +227,32 @@ impl WinCore {
     }
 
     /// Where `[addr, addr+len)` is at `target`, through the descriptor cache.
+    /// The common case of a dynamic-window access, inlined into put/get/accumulate: the same
+    /// region of the same target as last time, whose table has not changed since, mapped
+    /// here. Returns the address and whether every process maps it; `None` means "take
+    /// [`WinCore::resolve_dynamic`]".
+    #[inline(always)]
+    pub(crate) fn dynamic_fast(
+        &self,
+        target: usize,
+        addr: usize,
+        len: usize,
+    ) -> Option<(*mut u8, bool)> {
+        let hit = self.dynamic.last.get()?;
+        if hit.target != target || !hit.region.contains(addr, len) {
+            return None;
+        }
+        // Acquire: as in resolve_dynamic; an odd or newer number (a detach or attach since
+        // the hit) takes the full path.
+        if self.ctrl.rank(target).dyn_seq.load(Ordering::Acquire) != hit.seq {
+            return None;
+        }
+        match hit.region.route {
+            Route::Direct(p) => Some((p.wrapping_add(addr - hit.region.base), hit.region.shared)),
+            Route::Cma { .. } => None,
+        }
+    }
+
     pub(crate) fn resolve_dynamic(
         &self,
         op: &'static str,
