@@ -23,3 +23,8 @@ $osrun -n 2 --timeout 300 target/release/examples/dht
 echo
 echo "== tour: latency of every window kind, cost of every synchronization (2 ranks)"
 $osrun -n 2 --timeout 300 target/release/examples/tour
+echo
+echo "== osbench: put and fetch_and_op latency, synchronization calls (2 ranks, onesided only;"
+echo "   scripts/bench.sh runs the whole suite side by side with MPICH and Open MPI)"
+$osrun -n 2 --timeout 300 target/release/osbench put-latency fop-latency sync-latency \
+  --window allocate,create,dynamic --sync flush,fence --sizes 8,4K,1M --time-ms 10

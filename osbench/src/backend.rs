@@ -137,8 +137,24 @@ pub trait Backend: Sized {
     fn comm(&self) -> &Comm;
     /// Collective: the backend over the first `ranks` processes; `None` for the others.
     fn prefix(&self, ranks: usize) -> BResult<Option<Self>>;
+    /// Memory the application provides for a `kind` window of `len` elements (a `Vec`, the
+    /// library's `alloc_mem`; nothing for the kinds where the library allocates), so that
+    /// creation can be timed without the allocator.
+    type Mem<T: Elem>;
+    /// Allocates the application memory of a `kind` window (not collective).
+    fn memory<T: Elem>(&self, kind: WinKind, len: usize) -> BResult<Self::Mem<T>>;
+    /// Collective: a `kind` window of `len` elements of `T` per process over `mem`.
+    fn window_over<T: Elem>(
+        &self,
+        kind: WinKind,
+        len: usize,
+        mem: Self::Mem<T>,
+    ) -> BResult<Self::Win<T>>;
     /// Collective: a window of `len` elements of `T` per process.
-    fn window<T: Elem>(&self, kind: WinKind, len: usize) -> BResult<Self::Win<T>>;
+    fn window<T: Elem>(&self, kind: WinKind, len: usize) -> BResult<Self::Win<T>> {
+        let mem = self.memory(kind, len)?;
+        self.window_over(kind, len, mem)
+    }
     /// Why `bench` cannot run on `kind` windows of this implementation (a known defect
     /// that would crash the job), if it cannot.
     fn known_defect(&self, _bench: &str, _kind: WinKind) -> Option<&'static str> {

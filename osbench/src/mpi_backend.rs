@@ -140,18 +140,61 @@ impl Backend for MpiBackend {
         }
     }
 
-    fn window<T: Elem>(&self, kind: WinKind, len: usize) -> BResult<MpiWin<T>> {
+    type Mem<T: Elem> = UserMemory<T>;
+
+    fn memory<T: Elem>(&self, kind: WinKind, len: usize) -> BResult<UserMemory<T>> {
+        let bytes = (len * std::mem::size_of::<T>()) as ffi::MPI_Aint;
+        Ok(match kind {
+            WinKind::Allocate | WinKind::Shared => UserMemory {
+                memory: Memory::Library,
+                base: ptr::null_mut(),
+            },
+            WinKind::Create => {
+                let mut v = vec![T::default(); len];
+                UserMemory {
+                    base: v.as_mut_ptr(),
+                    memory: Memory::Vec(v),
+                }
+            }
+            WinKind::CreateAllocmem | WinKind::Dynamic => {
+                let mut base: *mut T = ptr::null_mut();
+                // SAFETY: MPI_Alloc_mem writes the address of `bytes` bytes to `base`,
+                // which are then zeroed (Pod elements) before anyone reads them.
+                unsafe {
+                    check(
+                        ffi::MPI_Alloc_mem(
+                            bytes,
+                            ffi::RSMPI_INFO_NULL,
+                            (&mut base as *mut *mut T).cast(),
+                        ),
+                        "MPI_Alloc_mem",
+                    )?;
+                    ptr::write_bytes(base, 0, len);
+                }
+                UserMemory {
+                    memory: Memory::AllocMem,
+                    base,
+                }
+            }
+        })
+    }
+
+    fn window_over<T: Elem>(
+        &self,
+        kind: WinKind,
+        len: usize,
+        mem: UserMemory<T>,
+    ) -> BResult<MpiWin<T>> {
         let elem = std::mem::size_of::<T>();
         let bytes = (len * elem) as ffi::MPI_Aint;
         let comm = self.comm.as_raw();
+        let UserMemory { memory, mut base } = mem;
         // SAFETY: plain MPI calls with valid arguments: out-pointers point at locals of the
-        // right types, sizes match the buffers, and buffers handed to MPI_Win_create /
-        // MPI_Win_attach stay alive (owned by the returned MpiWin) until MPI_Win_free.
+        // right types, sizes match the buffers, and the memory handed to MPI_Win_create /
+        // MPI_Win_attach stays alive (owned by the returned MpiWin) until MPI_Win_free.
         unsafe {
             let info = ffi::RSMPI_INFO_NULL;
             let mut win: ffi::MPI_Win = ffi::RSMPI_WIN_NULL;
-            let mut base: *mut T = ptr::null_mut();
-            let mut memory = Memory::Library;
             let mut bases = vec![0 as ffi::MPI_Aint; self.comm.size() as usize];
             let mut scale = 1;
             match kind {
@@ -177,52 +220,15 @@ impl Backend for MpiBackend {
                     ),
                     "MPI_Win_allocate_shared",
                 )?,
-                WinKind::Create => {
-                    let mut v = vec![T::default(); len];
-                    base = v.as_mut_ptr();
-                    memory = Memory::Vec(v);
-                    check(
-                        ffi::MPI_Win_create(
-                            base.cast(),
-                            bytes,
-                            elem as c_int,
-                            info,
-                            comm,
-                            &mut win,
-                        ),
-                        "MPI_Win_create",
-                    )?
-                }
-                WinKind::CreateAllocmem => {
-                    check(
-                        ffi::MPI_Alloc_mem(bytes, info, (&mut base as *mut *mut T).cast()),
-                        "MPI_Alloc_mem",
-                    )?;
-                    ptr::write_bytes(base, 0, len);
-                    memory = Memory::AllocMem;
-                    check(
-                        ffi::MPI_Win_create(
-                            base.cast(),
-                            bytes,
-                            elem as c_int,
-                            info,
-                            comm,
-                            &mut win,
-                        ),
-                        "MPI_Win_create",
-                    )?
-                }
+                WinKind::Create | WinKind::CreateAllocmem => check(
+                    ffi::MPI_Win_create(base.cast(), bytes, elem as c_int, info, comm, &mut win),
+                    "MPI_Win_create",
+                )?,
                 WinKind::Dynamic => {
                     check(
                         ffi::MPI_Win_create_dynamic(info, comm, &mut win),
                         "MPI_Win_create_dynamic",
                     )?;
-                    check(
-                        ffi::MPI_Alloc_mem(bytes, info, (&mut base as *mut *mut T).cast()),
-                        "MPI_Alloc_mem",
-                    )?;
-                    ptr::write_bytes(base, 0, len);
-                    memory = Memory::AllocMem;
                     check(
                         ffi::MPI_Win_attach(win, base.cast(), bytes),
                         "MPI_Win_attach",
@@ -257,6 +263,12 @@ impl Backend for MpiBackend {
             })
         }
     }
+}
+
+/// Application memory of a window before it is created (see [`Backend::memory`]).
+pub struct UserMemory<T> {
+    memory: Memory<T>,
+    base: *mut T,
 }
 
 /// A host-MPI group (freed on drop).

@@ -1,8 +1,8 @@
 //! The onesided side of the benchmarks.
 
-use onesided::{alloc_mem, Assert, Comm, Group, LockType, Op, Window};
+use onesided::{alloc_mem, Assert, Comm, Group, LockType, Op, WinBuffer, Window};
 
-use crate::backend::{BResult, Backend, BenchWin, Elem, WinKind};
+use crate::backend::{BResult, Backend, BenchError, BenchWin, Elem, WinKind};
 
 /// onesided over a communicator.
 pub struct OsBackend {
@@ -52,21 +52,38 @@ impl Backend for OsBackend {
         Ok(sub.map(OsBackend::new))
     }
 
-    fn window<T: Elem>(&self, kind: WinKind, len: usize) -> BResult<OsWin<T>> {
+    type Mem<T: Elem> = Option<WinBuffer<T>>;
+
+    fn memory<T: Elem>(&self, kind: WinKind, len: usize) -> BResult<Option<WinBuffer<T>>> {
+        Ok(match kind {
+            WinKind::Allocate | WinKind::Shared => None,
+            WinKind::Create => Some(vec![T::default(); len].into()),
+            WinKind::CreateAllocmem | WinKind::Dynamic => Some(alloc_mem::<T>(len.max(1))?.into()),
+        })
+    }
+
+    fn window_over<T: Elem>(
+        &self,
+        kind: WinKind,
+        len: usize,
+        mem: Option<WinBuffer<T>>,
+    ) -> BResult<OsWin<T>> {
         let n = self.comm.size();
         let plain = |win| OsWin {
             win,
             bases: vec![0; n],
             scale: 1,
         };
+        let missing = || BenchError(format!("{} window without memory", kind.name()));
         Ok(match kind {
             WinKind::Allocate => plain(Window::allocate(&self.comm, len)?),
             WinKind::Shared => plain(Window::allocate_shared(&self.comm, len)?),
-            WinKind::Create => plain(Window::create(&self.comm, vec![T::default(); len])?),
-            WinKind::CreateAllocmem => plain(Window::create(&self.comm, alloc_mem::<T>(len)?)?),
+            WinKind::Create | WinKind::CreateAllocmem => {
+                plain(Window::create(&self.comm, mem.ok_or_else(missing)?)?)
+            }
             WinKind::Dynamic => {
                 let win = Window::create_dynamic(&self.comm)?;
-                let region = win.attach(alloc_mem::<T>(len.max(1))?)?;
+                let region = win.attach(mem.ok_or_else(missing)?)?;
                 let bases = self
                     .comm
                     .allgather(&[region.addr as u64])?
