@@ -395,10 +395,7 @@ fn start(cli: &Cli) -> BResult<()> {
 #[cfg(feature = "mpi")]
 fn start(cli: &Cli) -> BResult<()> {
     use onesided::mpi;
-    let launched_by_mpi = ["PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_SIZE"]
-        .iter()
-        .any(|v| std::env::var_os(v).is_some());
-    if !launched_by_mpi {
+    if !onesided::bootstrap::mpi::launched_by_mpi() {
         let u = onesided::init()?;
         return run(cli, &Impls::Onesided(OsBackend::new(u.world().clone())));
     }

@@ -272,7 +272,7 @@ impl Bootstrap for MpiBootstrap {
 
 /// True when this process was started by an MPI launcher (Hydra, Open MPI's mpirun, PMIx or
 /// Slurm) rather than by `osrun` or by hand.
-pub(crate) fn launched_by_mpi() -> bool {
+pub fn launched_by_mpi() -> bool {
     ["PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_SIZE"]
         .iter()
         .any(|v| std::env::var_os(v).is_some())
