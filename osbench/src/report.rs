@@ -225,9 +225,11 @@ pub fn ratios(records: &[Record]) -> Vec<Record> {
         .filter(|r| r.imp != "onesided" && !r.metric.starts_with("model"))
         .filter_map(|r| {
             let o = ours.get(&row_key(r))?;
-            Some(Record {
+            let value = speedup(o, r);
+            // A ratio of overlaps is no speedup; a zero on either side has no ratio.
+            (r.metric != "overlap" && value.is_finite() && value > 0.0).then(|| Record {
                 metric: format!("speedup_of_onesided_{}", r.metric),
-                value: speedup(o, r),
+                value,
                 unit: "x".into(),
                 ..r.clone()
             })
@@ -358,10 +360,14 @@ pub fn table(records: &[Record], impls: &[String]) -> String {
             let ours = cells.get(&(k.clone(), "onesided".to_string()));
             for other in impls.iter().filter(|i| *i != "onesided") {
                 let theirs = cells.get(&(k.clone(), other.clone()));
-                line.push(match (ours, theirs) {
-                    (Some(o), Some(t)) if !k.5.starts_with("model") => {
-                        format!("{:.2}", speedup(o, t))
+                let ratio = match (ours, theirs) {
+                    (Some(o), Some(t)) if !k.5.starts_with("model") && k.5 != "overlap" => {
+                        Some(speedup(o, t))
                     }
+                    _ => None,
+                };
+                line.push(match ratio {
+                    Some(x) if x.is_finite() && x > 0.0 => format!("{x:.2}"),
                     _ => "-".into(),
                 });
             }
@@ -471,6 +477,12 @@ mod tests {
         let r = ratios(&rs);
         assert_eq!(r.len(), 1);
         assert!((r[0].value - 50.0).abs() < 1e-9);
+        // No ratio where one side measured zero (it would be infinite, null in JSON).
+        let zero = vec![
+            rec("onesided", "put-latency", "flush", 8, 2, 0.0),
+            rec("mpich", "put-latency", "flush", 8, 2, 0.5),
+        ];
+        assert!(ratios(&zero).is_empty());
         let t = table(&rs, &["onesided".into(), "mpich".into()]);
         assert!(t.contains("x vs mpich"), "{t}");
         assert!(t.contains("50.00"), "{t}");

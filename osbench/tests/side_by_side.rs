@@ -49,6 +49,9 @@ fn every_benchmark_side_by_side_under_mpiexec() {
     let records: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let records = records.as_array().unwrap();
+    for r in records {
+        assert!(r["value"].is_number(), "not a number: {r}");
+    }
     let host = records
         .iter()
         .map(|r| r["impl"].as_str().unwrap().to_owned())
