@@ -15,12 +15,9 @@ use onesided::{alloc_mem, Assert, Comm, LockType, Op, ReduceOp, Window};
 const CHILD: &str = "ONESIDED_MPI_TEST_CHILD";
 const RANKS: usize = 3;
 
-/// In the parent: runs `test` under mpiexec and checks that every rank passed. In a rank:
-/// returns true, and the caller runs the body.
-fn under_mpiexec(test: &str) -> bool {
-    if std::env::var_os(CHILD).is_some() {
-        return true;
-    }
+/// Runs the test `test` of this binary as the ranks of an mpiexec job; returns whether the
+/// job succeeded, and its stdout and stderr.
+fn run_mpiexec(test: &str) -> (bool, String, String) {
     let launcher = std::env::var("ONESIDED_MPIEXEC").unwrap_or_else(|_| "mpiexec".into());
     let mut words = launcher.split_whitespace();
     let out_path = std::env::temp_dir().join(format!("{test}-{}.out", std::process::id()));
@@ -54,10 +51,17 @@ fn under_mpiexec(test: &str) -> bool {
     let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
     let _ = std::fs::remove_file(&out_path);
     let _ = std::fs::remove_file(&err_path);
-    assert!(
-        status.success(),
-        "{test} failed under {launcher}:\n{stdout}\n{stderr}"
-    );
+    (status.success(), stdout, stderr)
+}
+
+/// In the parent: runs `test` under mpiexec and checks that every rank passed. In a rank:
+/// returns true, and the caller runs the body.
+fn under_mpiexec(test: &str) -> bool {
+    if std::env::var_os(CHILD).is_some() {
+        return true;
+    }
+    let (ok, stdout, stderr) = run_mpiexec(test);
+    assert!(ok, "{test} failed under mpiexec:\n{stdout}\n{stderr}");
     // Each rank's harness reports its one test as passed.
     assert_eq!(
         stdout.matches("1 passed").count(),
@@ -65,6 +69,62 @@ fn under_mpiexec(test: &str) -> bool {
         "{test}: not every rank ran the test:\n{stdout}\n{stderr}"
     );
     false
+}
+
+/// The job's segments in /dev/shm.
+fn segments_of(job: &str) -> Vec<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&format!("onesided.{job}.")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_crashed_rank_leaves_no_segments() {
+    const TEST: &str = "a_crashed_rank_leaves_no_segments";
+    if std::env::var_os(CHILD).is_none() {
+        let (ok, stdout, stderr) = run_mpiexec(TEST);
+        assert!(!ok, "the job should fail:\n{stdout}\n{stderr}");
+        let job = stdout
+            .lines()
+            .find_map(|l| l.split_once("JOB=").map(|(_, id)| id))
+            .unwrap_or_else(|| panic!("no job id:\n{stdout}\n{stderr}"))
+            .trim()
+            .to_owned();
+        // The node's reaper polls every 0.2 s.
+        let start = Instant::now();
+        while !segments_of(&job).is_empty() {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "segments left behind: {:?}",
+                segments_of(&job)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        return;
+    }
+    let u = onesided::init().unwrap();
+    let w = u.world();
+    // alloc_mem segments keep their names while allocated: the ones a crash could leave.
+    let mem = alloc_mem::<u64>(1024).unwrap();
+    let win = Window::create(w, mem).unwrap();
+    assert!(!segments_of(w.job_id()).is_empty());
+    if w.rank() == 0 {
+        println!("JOB={}", w.job_id());
+    }
+    use std::io::Write;
+    std::io::stdout().flush().unwrap();
+    w.barrier().unwrap();
+    if w.rank() == 1 {
+        std::process::abort();
+    }
+    // The others wait for the launcher to end the job.
+    win.fence(Assert::NONE).unwrap();
+    std::thread::sleep(Duration::from_secs(60));
 }
 
 #[test]

@@ -7,6 +7,8 @@
 
 use std::fmt;
 use std::mem::ManuallyDrop;
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use mpi::collective::CommunicatorCollectives;
@@ -16,7 +18,7 @@ use mpi::traits::Root;
 
 use crate::bootstrap::Bootstrap;
 use crate::error::{Error, Result};
-use crate::shm::segment::random_job_id;
+use crate::shm::segment::{random_job_id, NAME_PREFIX};
 
 /// A [`Bootstrap`] over a host-MPI communicator.
 ///
@@ -114,7 +116,63 @@ impl MpiBootstrap {
             ));
         }
         let dup = comm.duplicate();
-        Self::from_owned(dup, None)
+        let boot = Self::from_owned(dup, None)?;
+        boot.watch_node()?;
+        Ok(boot)
+    }
+
+    /// Collective: makes sure the job's shared-memory segments disappear once every process
+    /// of this node has ended, however it ended. Under `osrun` the launcher sweeps them;
+    /// under `mpiexec` nobody would, so the node's first process starts a reaper: a
+    /// detached `sh` in its own process group (out of reach of the launcher's signals to
+    /// the job) that polls the node's processes and then removes the job's names.
+    fn watch_node(&self) -> Result<()> {
+        let comm = self.comm();
+        let node = comm.split_shared(comm.rank());
+        let pid = std::process::id();
+        let mut pids = vec![0u32; node.size() as usize];
+        node.all_gather_into(&pid, &mut pids[..]);
+        if node.rank() != 0 {
+            return Ok(());
+        }
+        // The job id is hex (random_job_id); anything else must not reach a shell.
+        if !self.job.chars().all(|c| c.is_ascii_hexdigit()) {
+            return Err(Error::Bootstrap(format!(
+                "unexpected job id {:?}",
+                self.job
+            )));
+        }
+        let alive: Vec<String> = pids
+            .iter()
+            .map(|p| format!("kill -0 {p} 2>/dev/null"))
+            .collect();
+        let script = format!(
+            "while {}; do sleep 0.2; done; rm -f /dev/shm/{NAME_PREFIX}{}.*",
+            alive.join(" || "),
+            self.job
+        );
+        let mut reaper = Command::new("/bin/sh");
+        reaper
+            .arg("-c")
+            .arg(script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0);
+        // SAFETY: runs in the forked child before exec and only makes one system call
+        // (async-signal-safe, no memory touched). It closes every inherited descriptor
+        // beyond stdio: the launcher waits for its sockets and pipes (the PMI connection)
+        // to close, which a reaper holding them would delay until after the job's end.
+        unsafe {
+            reaper.pre_exec(|| {
+                libc::close_range(3, u32::MAX, 0);
+                Ok(())
+            });
+        }
+        // Without a shell the segments are still removed by every normal exit; only a crash
+        // could leave names behind, so a failed spawn is not worth failing the job for.
+        let _ = reaper.spawn();
+        Ok(())
     }
 
     fn from_owned(comm: SimpleCommunicator, job: Option<String>) -> Result<MpiBootstrap> {
