@@ -6,8 +6,9 @@
 #   bash scripts/bench.sh            # everything, into results/ (about 10 minutes)
 #   bash scripts/bench.sh --quick    # fewer sizes, shorter loops (about 2 minutes)
 #
-# Writes results/{mpich,openmpi}.txt (the tables), .json (records) and plots-*/ (SVG), and
-# results/scaling-*.txt for sync-latency and win-create with 4 processes.
+# Writes results/{mpich,openmpi}.txt (the tables), .json (records) and plots-*/ (SVG),
+# results/openmpi-osc-sm.* (Open MPI with its shared-memory component on allocate windows),
+# and results/scaling-*.txt for sync-latency and win-create with 4 processes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,6 +42,13 @@ echo "== MPICH: every benchmark, 2 processes"
 echo "== Open MPI: every benchmark, 2 processes"
 "${openmpi[@]}" -n 2 target/openmpi/release/osbench all "${args[@]}" \
   --json results/openmpi.json --plot results/plots-openmpi | tee results/openmpi.txt
+
+# Open MPI picks osc/rdma for MPI_Win_allocate on one node; osc/sm (its shared-memory
+# component) only for allocate_shared. This run makes it use osc/sm for allocate too.
+echo "== Open MPI with osc/sm for allocate windows: put and fetch_and_op latency"
+"${openmpi[@]}" --mca osc sm,pt2pt -n 2 target/openmpi/release/osbench put-latency fop-latency \
+  --window allocate,shared "${args[@]}" --json results/openmpi-osc-sm.json \
+  | tee results/openmpi-osc-sm.txt
 
 # Process-count dependence. This machine has 2 cores: beyond 2 processes the numbers
 # measure the scheduler as much as the library.
