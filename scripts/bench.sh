@@ -17,11 +17,13 @@ if [[ "${1:-}" == "--quick" ]]; then
   args=(--sizes 1,64,4K,256K,4M --time-ms 5)
 fi
 
-if ! command -v mpicc.mpich >/dev/null || ! command -v mpicc.openmpi >/dev/null \
-   || ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1; then
+need=()
+for pkg in mpich libmpich-dev openmpi-bin libopenmpi-dev libclang-dev; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
+done
+if ((${#need[@]})); then
   apt-get update
-  apt-get install -y --no-install-recommends mpich libmpich-dev openmpi-bin libopenmpi-dev \
-    libclang-dev
+  apt-get install -y "${need[@]}"
 fi
 
 # One build per MPI: the mpi crate binds to the library MPICC names.
