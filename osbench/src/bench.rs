@@ -634,6 +634,44 @@ fn clock_overhead() -> f64 {
     acc.as_secs_f64() / n as f64
 }
 
+/// Times `acquire` and `release`, called alternately at rank 0, call by call; returns
+/// seconds per call of each, minus the clock's own cost `clock`.
+fn time_pair<A, R>(
+    comm: &Comm,
+    p: &Params,
+    clock: f64,
+    mut acquire: A,
+    mut release: R,
+) -> BResult<(f64, f64)>
+where
+    A: FnMut() -> BResult<()>,
+    R: FnMut() -> BResult<()>,
+{
+    let (mut t_acquire, mut t_release, mut calls) = (0.0, 0.0, 1u64);
+    measure(comm, p, |iters| {
+        if comm.rank() == 0 {
+            let (mut a, mut r) = (Duration::ZERO, Duration::ZERO);
+            for _ in 0..iters {
+                let t0 = Instant::now();
+                acquire()?;
+                let t1 = Instant::now();
+                release()?;
+                let t2 = Instant::now();
+                a += t1 - t0;
+                r += t2 - t1;
+            }
+            t_acquire = a.as_secs_f64();
+            t_release = r.as_secs_f64();
+            calls = iters;
+        }
+        Ok(())
+    })?;
+    Ok((
+        t_acquire / calls as f64 - clock,
+        t_release / calls as f64 - clock,
+    ))
+}
+
 /// Synchronization latency (seed 003 §3.2): passive-target calls between ranks 0 and 1,
 /// fence versus process count, PSCW versus ring neighbours.
 pub fn sync_latency<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResult<()> {
@@ -657,60 +695,19 @@ pub fn sync_latency<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BRe
     let win = b.window::<u64>(WinKind::Allocate, 8)?;
     // Passive target, timed call by call (minus the clock's own cost).
     for (name, exclusive) in [("lock_shared", false), ("lock_exclusive", true)] {
-        let mut t_lock = 0.0;
-        let mut t_unlock = 0.0;
-        let mut calls = 0u64;
-        let (_, _) = measure(comm, p, |iters| {
-            if me == 0 {
-                let (mut l, mut u) = (Duration::ZERO, Duration::ZERO);
-                for _ in 0..iters {
-                    let a = Instant::now();
-                    win.lock(exclusive, 1)?;
-                    let m = Instant::now();
-                    win.unlock(1)?;
-                    let e = Instant::now();
-                    l += m - a;
-                    u += e - m;
-                }
-                t_lock = l.as_secs_f64();
-                t_unlock = u.as_secs_f64();
-                calls = iters;
-            }
-            Ok(())
-        })?;
+        let (lock, unlock) =
+            time_pair(comm, p, clock, || win.lock(exclusive, 1), || win.unlock(1))?;
         if me == 0 {
-            out.push(sync_rec(name, t_lock / calls as f64 - clock));
+            out.push(sync_rec(name, lock));
             if exclusive {
-                out.push(sync_rec("unlock", t_unlock / calls as f64 - clock));
+                out.push(sync_rec("unlock", unlock));
             }
         }
     }
-    {
-        let mut t_lock = 0.0;
-        let mut t_unlock = 0.0;
-        let mut calls = 0u64;
-        measure(comm, p, |iters| {
-            if me == 0 {
-                let (mut l, mut u) = (Duration::ZERO, Duration::ZERO);
-                for _ in 0..iters {
-                    let a = Instant::now();
-                    win.lock_all()?;
-                    let m = Instant::now();
-                    win.unlock_all()?;
-                    let e = Instant::now();
-                    l += m - a;
-                    u += e - m;
-                }
-                t_lock = l.as_secs_f64();
-                t_unlock = u.as_secs_f64();
-                calls = iters;
-            }
-            Ok(())
-        })?;
-        if me == 0 {
-            out.push(sync_rec("lock_all", t_lock / calls as f64 - clock));
-            out.push(sync_rec("unlock_all", t_unlock / calls as f64 - clock));
-        }
+    let (lock_all, unlock_all) = time_pair(comm, p, clock, || win.lock_all(), || win.unlock_all())?;
+    if me == 0 {
+        out.push(sync_rec("lock_all", lock_all));
+        out.push(sync_rec("unlock_all", unlock_all));
     }
     // flush and sync inside a lock_all epoch, no operations pending: the calls' own cost.
     win.lock_all()?;
