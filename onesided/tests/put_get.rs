@@ -187,3 +187,80 @@ matrix! {
     dynamic_vec => DynamicVec,
     dynamic_alloc_mem => DynamicAllocMem,
 }
+
+/// Small puts to ordinary (cross-memory-attach) memory are staged and leave in vectored
+/// calls: thousands of them, element by element, cross the stage's size limit, interleave
+/// with gets and accumulates to the same target, and must all arrive by the completion
+/// point of every synchronization mode.
+#[test]
+fn many_small_puts_to_ordinary_memory() {
+    const N: usize = 3000;
+    testing::run(3, |u| {
+        let w = u.world();
+        let (me, n) = (w.rank(), w.size());
+        let win = onesided::Window::create(w, vec![0u64; N * n + 8])?;
+        let all: Vec<usize> = (0..n).filter(|&r| r != me).collect();
+        let others = Group::new(all.iter().copied())?;
+        for round in 1..=4u64 {
+            let slot = |r: usize, i: usize| r * N + i;
+            let val = |i: usize| (round << 40) | ((me as u64) << 20) | i as u64;
+            let put_all = || -> onesided::Result<()> {
+                for &t in &all {
+                    for i in 0..N {
+                        win.put(&[val(i)], t, slot(me, i))?;
+                        if i == N / 2 {
+                            // Reads and atomics in between see the earlier puts first.
+                            let mut back = [0u64];
+                            win.get(&mut back, t, slot(me, 0))?;
+                            assert_eq!(back, [val(0)]);
+                            win.accumulate(&[1u64], t, N * n + me, onesided::Op::Sum)?;
+                        }
+                    }
+                }
+                Ok(())
+            };
+            match round {
+                1 => {
+                    win.fence(Assert::NONE)?;
+                    put_all()?;
+                    win.fence(Assert::NONE)?;
+                }
+                2 => {
+                    win.post(&others, Assert::NONE)?;
+                    win.start(&others, Assert::NONE)?;
+                    put_all()?;
+                    win.complete()?;
+                    win.wait()?;
+                }
+                3 => {
+                    win.lock_all(Assert::NONE)?;
+                    put_all()?;
+                    win.flush_all()?;
+                    win.unlock_all()?;
+                }
+                _ => {
+                    for &t in &all {
+                        win.lock(LockType::Shared, t, Assert::NONE)?;
+                    }
+                    put_all()?;
+                    for &t in &all {
+                        win.unlock(t)?;
+                    }
+                }
+            }
+            w.barrier()?;
+            let mut mine = vec![0u64; N * n + 8];
+            win.local_read(0, &mut mine)?;
+            for &o in &all {
+                for i in 0..N {
+                    let want = (round << 40) | ((o as u64) << 20) | i as u64;
+                    assert_eq!(mine[o * N + i], want, "round {round}, origin {o}, slot {i}");
+                }
+                assert_eq!(mine[N * n + o], round, "accumulates of origin {o}");
+            }
+            w.barrier()?;
+        }
+        win.free()?;
+        Ok(())
+    });
+}

@@ -138,6 +138,8 @@ impl WinCore {
         mut result: Option<&mut [E]>,
     ) -> Result<()> {
         let size = std::mem::size_of::<E>();
+        // Staged puts go first: this process's operations reach memory in issue order.
+        self.drain_staged()?;
         if self.elementwise::<E>(&loc) {
             let Route::Direct(base) = loc.route else {
                 unreachable!("element-wise atomics only on mapped memory")

@@ -13,6 +13,7 @@
 mod accumulate;
 pub mod atomic;
 mod request;
+pub(crate) mod staged;
 
 pub use request::Request;
 
@@ -174,9 +175,12 @@ impl WinCore {
 
     #[inline(never)]
     fn put_bytes_slow(&self, src: &[u8], target: usize, disp: usize) -> Result<()> {
-        self.resolve("put", target, disp, src.len())?
-            .route
-            .write(src)?;
+        match self.resolve("put", target, disp, src.len())?.route {
+            Route::Cma { pid, addr } if src.len() <= staged::STAGE_MAX_PUT => {
+                self.stage_put(pid, addr, src)?
+            }
+            route => route.write(src)?,
+        }
         self.epoch.note_rma();
         Ok(())
     }
@@ -195,9 +199,10 @@ impl WinCore {
 
     #[inline(never)]
     fn get_bytes_slow(&self, dst: &mut [u8], target: usize, disp: usize) -> Result<()> {
-        self.resolve("get", target, disp, dst.len())?
-            .route
-            .read(dst)?;
+        let route = self.resolve("get", target, disp, dst.len())?.route;
+        // Staged puts go first: this process's operations reach memory in issue order.
+        self.drain_staged()?;
+        route.read(dst)?;
         self.epoch.note_rma();
         Ok(())
     }
@@ -272,6 +277,7 @@ impl<T: Pod> Window<T> {
         let base = self
             .core
             .resolve("put", target, disp, target_layout.end())?;
+        self.core.drain_staged()?;
         let list: Vec<(usize, usize, usize)> =
             pieces([origin_layout.blocks(), target_layout.blocks()])
                 .map(|([o, t], len)| (o, t, len))
@@ -298,6 +304,7 @@ impl<T: Pod> Window<T> {
         let base = self
             .core
             .resolve("get", target, disp, target_layout.end())?;
+        self.core.drain_staged()?;
         let list: Vec<(usize, usize, usize)> =
             pieces([origin_layout.blocks(), target_layout.blocks()])
                 .map(|([o, t], len)| (o, t, len))

@@ -303,10 +303,18 @@ impl EpochState {
         self.check_flush_slow(call, target)
     }
 
+    /// Makes the next flush take its slow path (which drains staged puts).
+    pub(crate) fn forget_flush_cache(&self) {
+        self.fast_flush.set(NONE);
+    }
+
     #[inline(never)]
     fn check_flush_slow(&self, call: &'static str, target: usize) -> Result<()> {
         match self.access.get() {
-            Access::LockAll => Ok(()),
+            Access::LockAll => {
+                self.fast_flush.set(ANY);
+                Ok(())
+            }
             Access::Locks if self.locks.borrow().iter().any(|l| l.target == target) => {
                 self.fast_flush.set(target);
                 Ok(())

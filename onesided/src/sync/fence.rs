@@ -42,6 +42,8 @@ impl WinCore {
             "fence",
             Assert::NOSTORE | Assert::NOPUT | Assert::NOPRECEDE | Assert::NOSUCCEED,
         )?;
+        // Staged puts land before anyone can pass the barrier.
+        self.drain_staged()?;
         let plan = self.epoch.fence(
             assert.contains(Assert::NOPRECEDE),
             assert.contains(Assert::NOSUCCEED),

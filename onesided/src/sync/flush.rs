@@ -29,6 +29,7 @@ impl WinCore {
     /// Makes every operation issued so far complete at its target.
     #[inline]
     fn complete_at_targets(&self) -> Result<()> {
+        self.drain_staged()?;
         if self.engine.idle() {
             fence(Ordering::SeqCst);
             Ok(())

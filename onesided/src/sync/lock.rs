@@ -325,6 +325,7 @@ impl WinCore {
 
     pub(crate) fn unlock(&self, target: usize) -> Result<()> {
         self.check_rank(target)?;
+        self.drain_staged()?;
         let release = self.epoch.unlock(target)?;
         self.engine.run(self, UnlockOp::One(release))
     }
@@ -345,6 +346,7 @@ impl WinCore {
     }
 
     pub(crate) fn unlock_all(&self) -> Result<()> {
+        self.drain_staged()?;
         let nocheck = self.epoch.unlock_all()?;
         if nocheck {
             std::sync::atomic::fence(Ordering::SeqCst);

@@ -149,6 +149,7 @@ impl WinCore {
     }
 
     pub(crate) fn complete(&self) -> Result<()> {
+        self.drain_staged()?;
         let group = self.epoch.complete()?;
         self.engine.run(self, CompleteOp { group })
     }

@@ -170,6 +170,7 @@ fn assemble(
         engine: Default::default(),
         pscw_accesses: Default::default(),
         dynamic: dynamic::DynamicState::default(),
+        staged: Default::default(),
         _peer_segments: peer_segments,
         _segment: segment,
     }

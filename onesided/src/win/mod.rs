@@ -226,6 +226,8 @@ pub(crate) struct WinCore {
     /// Access epochs opened toward each peer with `start` (PSCW matching counts).
     pub(crate) pscw_accesses: RefCell<HashMap<usize, u64>>,
     pub(crate) dynamic: dynamic::DynamicState,
+    /// Small cross-memory-attach puts waiting for the next completion point.
+    pub(crate) staged: crate::rma::staged::StagedPuts,
     /// Peers' shared-heap segments mapped for `create` windows.
     _peer_segments: Vec<Segment>,
     /// The node segment; the pointers above point into it.
