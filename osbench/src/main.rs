@@ -350,7 +350,8 @@ fn run(cli: &Cli, impls: &Impls) -> BResult<()> {
     let _ = write!(o, "{}", report::table(&shown, &names));
     let _ = writeln!(
         o,
-        "\nmodel_a/model_b: P(s) = a*s + b per communication call (a in us/B), \
+        "\nmodel_a/model_b: P(s) = a*s + b per communication call (b: latency at the \
+         smallest size, a: per-byte cost fitted over the larger sizes, in us/B), \
          P(p) = a*log2(p) + b for fence, P(k) = a*k + b for PSCW, constants (b) for the \
          other synchronization calls; 'x vs' columns: how many times faster onesided is."
     );

@@ -110,6 +110,27 @@ pub fn fit_linear(points: &[(f64, f64)]) -> Option<(f64, f64)> {
     Some((a, b))
 }
 
+/// The communication model of seed 003, P(s) = a·s + b: `b` is the latency at the smallest
+/// size (start-up cost), `a` the per-byte cost fitted through the other sizes (least squares
+/// of P(s) − b = a·s, so the large sizes, where a·s dominates, decide it — the inverse of
+/// the asymptotic bandwidth). `None` for fewer than two distinct sizes.
+pub fn fit_size_model(points: &[(f64, f64)]) -> Option<(f64, f64)> {
+    let mut pts: Vec<(f64, f64)> = points
+        .iter()
+        .copied()
+        .filter(|(x, y)| *x > 0.0 && y.is_finite())
+        .collect();
+    pts.sort_by(|p, q| p.0.total_cmp(&q.0));
+    let (x0, b) = *pts.first()?;
+    let rest: Vec<(f64, f64)> = pts.iter().copied().filter(|p| p.0 > x0).collect();
+    if rest.is_empty() {
+        return None;
+    }
+    let sxx: f64 = rest.iter().map(|(x, _)| x * x).sum();
+    let sxy: f64 = rest.iter().map(|(x, y)| x * (y - b)).sum();
+    Some((sxy / sxx, b))
+}
+
 fn model_record(template: &Record, metric: &str, value: f64, unit: &str) -> Record {
     Record {
         metric: metric.into(),
@@ -122,7 +143,7 @@ fn model_record(template: &Record, metric: &str, value: f64, unit: &str) -> Reco
 }
 
 /// Performance models (seed 003 §3): `P(s) = a·s + b` for every communication series
-/// (bench, impl, window, sync) measured at two or more sizes; `P(p) = a·log2(p) + b` for
+/// (bench, impl, window, sync) measured at two or more sizes ([`fit_size_model`]); `P(p) = a·log2(p) + b` for
 /// fence; `P(k) = a·k + b` for PSCW; a constant for every other synchronization call.
 pub fn models(records: &[Record]) -> Vec<Record> {
     let mut out = Vec::new();
@@ -142,7 +163,7 @@ pub fn models(records: &[Record]) -> Vec<Record> {
         let first = rs[0];
         if bench.ends_with("-latency") && bench != "sync-latency" {
             let pts: Vec<(f64, f64)> = rs.iter().map(|r| (r.bytes as f64, r.value)).collect();
-            if let Some((a, b)) = fit_linear(&pts) {
+            if let Some((a, b)) = fit_size_model(&pts) {
                 out.push(model_record(first, "model_a", a, "us/B"));
                 out.push(model_record(first, "model_b", b, "us"));
             } else {
@@ -432,6 +453,19 @@ mod tests {
     }
 
     #[test]
+    fn size_model_is_start_up_plus_per_byte_cost() {
+        // 1 µs start-up, 0.16 ns/B (foMPI's put model).
+        let pts: Vec<(f64, f64)> = [1.0, 8.0, 64.0, 4096.0, 65536.0, 4194304.0]
+            .iter()
+            .map(|&s| (s, 0.16e-3 * s + 1.0))
+            .collect();
+        let (a, b) = fit_size_model(&pts).unwrap();
+        assert!((a - 0.16e-3).abs() < 1e-9, "{a}");
+        assert!((b - 1.00016).abs() < 1e-9, "{b}");
+        assert!(fit_size_model(&[(8.0, 1.0)]).is_none());
+    }
+
+    #[test]
     fn models_per_series() {
         let mut rs = Vec::new();
         for s in [8u64, 64, 512] {
@@ -462,8 +496,10 @@ mod tests {
                 .map(|r| r.value)
                 .unwrap()
         };
-        assert!((get("put-latency", "flush", "model_a") - 0.001).abs() < 1e-9);
-        assert!((get("put-latency", "flush", "model_b") - 0.5).abs() < 1e-9);
+        // b: the 8-byte latency; a: the slope through the larger sizes, relative to b.
+        let a = 0.001 * (64.0 * 56.0 + 512.0 * 504.0) / (64.0 * 64.0 + 512.0 * 512.0);
+        assert!((get("put-latency", "flush", "model_a") - a).abs() < 1e-12);
+        assert!((get("put-latency", "flush", "model_b") - 0.508).abs() < 1e-12);
         assert!((get("sync-latency", "lock_shared", "model_b") - 0.04).abs() < 1e-12);
         assert!((get("sync-latency", "fence", "model_a") - 0.3).abs() < 1e-9);
     }
