@@ -63,30 +63,25 @@ impl Universe {
 /// # Ok::<(), onesided::Error>(())
 /// ```
 pub fn init() -> Result<Universe> {
-    let mut slot = UNIVERSE.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(u) = slot.as_ref() {
-        return Ok(u.clone());
-    }
-    let boot: Arc<dyn Bootstrap> = match LocalBootstrap::from_env()? {
-        Some(b) => {
-            // Die with the launcher: a rank must never outlive its job.
-            let _ = rustix::process::set_parent_process_death_signal(Some(
-                rustix::process::Signal::KILL,
-            ));
-            Arc::new(b)
-        }
-        #[cfg(feature = "mpi")]
-        None if crate::bootstrap::mpi::launched_by_mpi()
-            || ::mpi::environment::is_initialized() =>
-        {
-            let world = crate::bootstrap::mpi::world_initializing_mpi()?;
-            Arc::new(crate::bootstrap::mpi::MpiBootstrap::new(&world)?)
-        }
-        None => Arc::new(LocalBootstrap::singleton()?),
-    };
-    let universe = connect(boot);
-    *slot = Some(universe.clone());
-    Ok(universe)
+    universe_once(|| {
+        Ok(match LocalBootstrap::from_env()? {
+            Some(b) => {
+                // Die with the launcher: a rank must never outlive its job.
+                let _ = rustix::process::set_parent_process_death_signal(Some(
+                    rustix::process::Signal::KILL,
+                ));
+                Arc::new(b)
+            }
+            #[cfg(feature = "mpi")]
+            None if crate::bootstrap::mpi::launched_by_mpi()
+                || ::mpi::environment::is_initialized() =>
+            {
+                let world = crate::bootstrap::mpi::world_initializing_mpi()?;
+                Arc::new(crate::bootstrap::mpi::MpiBootstrap::new(&world)?)
+            }
+            None => Arc::new(LocalBootstrap::singleton()?),
+        })
+    })
 }
 
 /// Connects this process to its job through the host MPI (feature `mpi`): the job is the
@@ -102,11 +97,17 @@ pub fn init() -> Result<Universe> {
 /// ```
 #[cfg(feature = "mpi")]
 pub fn init_mpi<C: ::mpi::topology::Communicator>(comm: &C) -> Result<Universe> {
+    universe_once(|| Ok(Arc::new(crate::bootstrap::mpi::MpiBootstrap::new(comm)?)))
+}
+
+/// The process's universe: the existing one, or one connected through the bootstrap
+/// `make` returns.
+fn universe_once(make: impl FnOnce() -> Result<Arc<dyn Bootstrap>>) -> Result<Universe> {
     let mut slot = UNIVERSE.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(u) = slot.as_ref() {
         return Ok(u.clone());
     }
-    let universe = connect(Arc::new(crate::bootstrap::mpi::MpiBootstrap::new(comm)?));
+    let universe = connect(make()?);
     *slot = Some(universe.clone());
     Ok(universe)
 }
