@@ -115,64 +115,7 @@ impl MpiBootstrap {
                 "the host MPI is not initialized (or already finalized)".into(),
             ));
         }
-        let dup = comm.duplicate();
-        let boot = Self::from_owned(dup, None)?;
-        boot.watch_node()?;
-        Ok(boot)
-    }
-
-    /// Collective: makes sure the job's shared-memory segments disappear once every process
-    /// of this node has ended, however it ended. Under `osrun` the launcher sweeps them;
-    /// under `mpiexec` nobody would, so the node's first process starts a reaper: a
-    /// detached `sh` in its own process group (out of reach of the launcher's signals to
-    /// the job) that polls the node's processes and then removes the job's names.
-    fn watch_node(&self) -> Result<()> {
-        let comm = self.comm();
-        let node = comm.split_shared(comm.rank());
-        let pid = std::process::id();
-        let mut pids = vec![0u32; node.size() as usize];
-        node.all_gather_into(&pid, &mut pids[..]);
-        if node.rank() != 0 {
-            return Ok(());
-        }
-        // The job id is hex (random_job_id); anything else must not reach a shell.
-        if !self.job.chars().all(|c| c.is_ascii_hexdigit()) {
-            return Err(Error::Bootstrap(format!(
-                "unexpected job id {:?}",
-                self.job
-            )));
-        }
-        let alive: Vec<String> = pids
-            .iter()
-            .map(|p| format!("kill -0 {p} 2>/dev/null"))
-            .collect();
-        let script = format!(
-            "while {}; do sleep 0.2; done; rm -f /dev/shm/{NAME_PREFIX}{}.*",
-            alive.join(" || "),
-            self.job
-        );
-        let mut reaper = Command::new("/bin/sh");
-        reaper
-            .arg("-c")
-            .arg(script)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .process_group(0);
-        // SAFETY: runs in the forked child before exec and only makes one system call
-        // (async-signal-safe, no memory touched). It closes every inherited descriptor
-        // beyond stdio: the launcher waits for its sockets and pipes (the PMI connection)
-        // to close, which a reaper holding them would delay until after the job's end.
-        unsafe {
-            reaper.pre_exec(|| {
-                libc::close_range(3, u32::MAX, 0);
-                Ok(())
-            });
-        }
-        // Without a shell the segments are still removed by every normal exit; only a crash
-        // could leave names behind, so a failed spawn is not worth failing the job for.
-        let _ = reaper.spawn();
-        Ok(())
+        Self::from_owned(comm.duplicate(), None)
     }
 
     fn from_owned(comm: SimpleCommunicator, job: Option<String>) -> Result<MpiBootstrap> {
@@ -180,7 +123,7 @@ impl MpiBootstrap {
         let size = comm.size() as usize;
         let node = comm.split_shared(comm.rank());
         let (node_rank, node_size) = (node.rank() as usize, node.size() as usize);
-        drop(node);
+        let new_job = job.is_none();
         let job = match job {
             Some(j) => j,
             None => {
@@ -196,6 +139,15 @@ impl MpiBootstrap {
                 String::from_utf8(id).map_err(|_| Error::Bootstrap("job id is not UTF-8".into()))?
             }
         };
+        if new_job {
+            // Segments of a job whose processes all ended must not outlive it.
+            let mut pids = vec![0u32; node_size];
+            node.all_gather_into(&std::process::id(), &mut pids[..]);
+            if node_rank == 0 {
+                start_reaper(&job, &pids)?;
+            }
+        }
+        drop(node);
         Ok(MpiBootstrap {
             comm: Mutex::new(ManuallyDrop::new(comm)),
             rank,
@@ -326,6 +278,49 @@ impl Bootstrap for MpiBootstrap {
             Some(c) => Ok(Some(Arc::new(Self::from_owned(c, Some(self.job.clone()))?))),
         }
     }
+}
+
+/// Makes sure the job's shared-memory segments disappear once every process of this node
+/// (`pids`) has ended, however it ended. Under `osrun` the launcher sweeps them; under
+/// `mpiexec` nobody would, so the node's first process starts a reaper: a detached `sh` in
+/// its own process group (out of reach of the launcher's signals to the job) that polls
+/// the node's processes and then removes the job's names.
+fn start_reaper(job: &str, pids: &[u32]) -> Result<()> {
+    // The job id is hex (random_job_id); anything else must not reach a shell.
+    if !job.chars().all(|c| c.is_ascii_hexdigit()) {
+        return Err(Error::Bootstrap(format!("unexpected job id {job:?}")));
+    }
+    let alive: Vec<String> = pids
+        .iter()
+        .map(|p| format!("kill -0 {p} 2>/dev/null"))
+        .collect();
+    let script = format!(
+        "while {}; do sleep 0.2; done; rm -f /dev/shm/{NAME_PREFIX}{}.*",
+        alive.join(" || "),
+        job
+    );
+    let mut reaper = Command::new("/bin/sh");
+    reaper
+        .arg("-c")
+        .arg(script)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0);
+    // SAFETY: runs in the forked child before exec and only makes one system call
+    // (async-signal-safe, no memory touched). It closes every inherited descriptor
+    // beyond stdio: the launcher waits for its sockets and pipes (the PMI connection)
+    // to close, which a reaper holding them would delay until after the job's end.
+    unsafe {
+        reaper.pre_exec(|| {
+            libc::close_range(3, u32::MAX, 0);
+            Ok(())
+        });
+    }
+    // Without a shell the segments are still removed by every normal exit; only a crash
+    // could leave names behind, so a failed spawn is not worth failing the job for.
+    let _ = reaper.spawn();
+    Ok(())
 }
 
 /// True when this process was started by an MPI launcher (Hydra, Open MPI's mpirun, PMIx or
