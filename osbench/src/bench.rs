@@ -365,10 +365,6 @@ fn transfer<B: Backend, T: Elem>(
     Ok(secs)
 }
 
-fn elem_bytes<T>() -> usize {
-    std::mem::size_of::<T>()
-}
-
 /// Latency of `op` for every selected window kind, sync mode and size.
 pub fn latency<B: Backend>(b: &B, op: CommOp, p: &Params, out: &mut Vec<Record>) -> BResult<()> {
     match op {
@@ -397,7 +393,7 @@ fn latency_typed<B: Backend, T: Elem>(
             }
             continue;
         }
-        let win = b.window::<T>(kind, max.div_ceil(elem_bytes::<T>()))?;
+        let win = b.window::<T>(kind, max.div_ceil(std::mem::size_of::<T>()))?;
         for &sync in &p.syncs {
             for &bytes in &sizes {
                 let secs = transfer(b, &win, op, sync, bytes, 1, false, p)?;

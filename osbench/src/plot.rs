@@ -294,48 +294,38 @@ pub fn plot_all(records: &[Record], dir: &Path) -> Result<Vec<PathBuf>, String> 
         draw(&path, &spec, &series)?;
         written.push(path);
     }
-    // Fence versus process count.
-    let fence: Vec<&Record> = records
-        .iter()
-        .filter(|r| r.bench == "sync-latency" && r.sync == "fence" && r.metric == "latency")
-        .collect();
-    if !fence.is_empty() {
-        let series = series_of(
-            fence.into_iter(),
-            |r| r.imp.clone(),
-            |r| r.imp.clone(),
+    // Synchronization latency versus process count (fence) and neighbours (PSCW): one line
+    // per implementation.
+    type Pick = fn(&Record) -> bool;
+    type Count = fn(&Record) -> f64;
+    let versus: [(Pick, Count, &str, &str, &str); 2] = [
+        (
+            |r| r.bench == "sync-latency" && r.sync == "fence" && r.metric == "latency",
             |r| r.ranks as f64,
-        );
-        let path = dir.join("sync-latency_fence.svg");
-        draw(
-            &path,
-            &PlotSpec {
-                title: "fence latency vs processes".into(),
-                x_label: "processes",
-                y_label: "latency [us]".into(),
-                x_scale: Scale::Linear,
-                y_scale: Scale::Log,
-                x_bytes: false,
-            },
-            &series,
-        )?;
-        written.push(path);
-    }
-    // PSCW versus neighbours.
-    let pscw: Vec<&Record> = records.iter().filter(|r| r.neighbours.is_some()).collect();
-    if !pscw.is_empty() {
-        let series = series_of(
-            pscw.into_iter(),
-            |r| r.imp.clone(),
-            |r| r.imp.clone(),
+            "sync-latency_fence.svg",
+            "fence latency vs processes",
+            "processes",
+        ),
+        (
+            |r| r.neighbours.is_some(),
             |r| r.neighbours.unwrap_or(0) as f64,
-        );
-        let path = dir.join("sync-latency_pscw.svg");
+            "sync-latency_pscw.svg",
+            "PSCW epoch (post, start, complete, wait) vs ring neighbours",
+            "neighbours k",
+        ),
+    ];
+    for (pick, count, file, title, x_label) in versus {
+        let rs: Vec<&Record> = records.iter().filter(|r| pick(r)).collect();
+        if rs.is_empty() {
+            continue;
+        }
+        let series = series_of(rs.into_iter(), |r| r.imp.clone(), |r| r.imp.clone(), count);
+        let path = dir.join(file);
         draw(
             &path,
             &PlotSpec {
-                title: "PSCW epoch (post, start, complete, wait) vs ring neighbours".into(),
-                x_label: "neighbours k",
+                title: title.into(),
+                x_label,
                 y_label: "latency [us]".into(),
                 x_scale: Scale::Linear,
                 y_scale: Scale::Log,
