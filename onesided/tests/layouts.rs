@@ -17,8 +17,8 @@ fn round_trip(kind: Kind) {
             .map(|i| 1000 * (me as u32 + 1) + i)
             .collect();
         // Origin: elements 0, 3, 6, ... (16 of them); target: blocks 2+5+9 at scattered spots.
-        let origin = Layout::<u32>::vector(16, 1, 3);
-        let target = Layout::<u32>::indexed(&[(40, 2), (10, 5), (20, 9)]);
+        let origin = Layout::<u32>::vector(16, 1, 3)?;
+        let target = Layout::<u32>::indexed(&[(40, 2), (10, 5), (20, 9)])?;
         let right = (me + 1) % n;
         f.win.fence(Assert::NONE)?;
         f.win
@@ -151,10 +151,10 @@ fn accumulate_with_layouts() {
             f.win.lock_all(Assert::NONE)?;
             f.win.accumulate_layout(
                 &src,
-                &Layout::vector(8, 1, 2),
+                &Layout::vector(8, 1, 2)?,
                 0,
                 f.disp(0, 8),
-                &Layout::contiguous(8),
+                &Layout::contiguous(8)?,
                 Op::Sum,
             )?;
             f.win.unlock_all()?;
@@ -173,12 +173,12 @@ fn accumulate_with_layouts() {
             f.win.lock(LockType::Shared, 0, Assert::NONE)?;
             f.win.get_accumulate_layout(
                 &[0; 8],
-                &Layout::contiguous(8),
+                &Layout::contiguous(8)?,
                 &mut out,
-                &Layout::vector(8, 1, 3),
+                &Layout::vector(8, 1, 3)?,
                 0,
                 f.disp(0, 8),
-                &Layout::contiguous(8),
+                &Layout::contiguous(8)?,
                 Op::NoOp,
             )?;
             f.win.unlock(0)?;
@@ -198,8 +198,8 @@ fn layout_errors() {
         let w = u.world();
         let win = Window::<u32>::allocate(w, 16)?;
         win.lock_all(Assert::NONE)?;
-        let three = Layout::<u32>::contiguous(3);
-        let four = Layout::<u32>::vector(2, 2, 5);
+        let three = Layout::<u32>::contiguous(3)?;
+        let four = Layout::<u32>::vector(2, 2, 5)?;
         assert!(matches!(
             win.put_layout(&[0; 8], &three, 1, 0, &four),
             Err(Error::LayoutMismatch {
@@ -209,22 +209,145 @@ fn layout_errors() {
             })
         ));
         assert!(matches!(
-            win.get_layout(&mut [0; 2], &three, 1, 0, &Layout::contiguous(3)),
+            win.get_layout(&mut [0; 2], &three, 1, 0, &Layout::contiguous(3)?),
             Err(Error::InvalidArgument(_))
         ));
         // The target extent must fit the target window.
         assert!(matches!(
-            win.put_layout(&[0; 4], &Layout::contiguous(4), 1, 10, &four),
+            win.put_layout(&[0; 4], &Layout::contiguous(4)?, 1, 10, &four),
             Err(Error::OutOfBounds { .. })
         ));
         assert!(matches!(
-            win.accumulate_layout(&[1; 4], &Layout::contiguous(4), 1, 0, &three, Op::Sum),
+            win.accumulate_layout(&[1; 4], &Layout::contiguous(4)?, 1, 0, &three, Op::Sum),
             Err(Error::LayoutMismatch { .. })
         ));
-        win.put_layout(&[7; 4], &Layout::contiguous(4), 1, 8, &four)?;
+        win.put_layout(&[7; 4], &Layout::contiguous(4)?, 1, 8, &four)?;
         win.unlock_all()?;
         w.barrier()?;
         win.free()?;
+        Ok(())
+    });
+}
+
+/// Layouts whose offsets wrap around the address space are refused when built, and a
+/// layout that passed its own checks can never reach outside the target's window on any
+/// memory kind (before: the wrapped offset passed the bounds check of its end and the put
+/// wrote into another rank's memory, or over a `create` window corrupted the target's heap).
+#[test]
+fn wrapping_layouts_never_reach_outside_the_window() {
+    testing::run(2, |u| {
+        let w = u.world();
+        assert!(matches!(
+            Layout::<u8>::indexed(&[(0usize.wrapping_sub(16), 17)]),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert!(Layout::<u64>::indexed(&[(usize::MAX / 8, 2)]).is_err());
+        for kind in Kind::ALL {
+            let f = Fixture::<u64>::new(w, kind, 8)?;
+            let peer = 1 - w.rank();
+            f.win.lock_all(Assert::NONE)?;
+            // The largest offsets that are still representable: refused by the bounds
+            // check of the target window, never wrapped.
+            let far = Layout::<u64>::indexed(&[(usize::MAX / 8 - 1, 1)])?;
+            assert!(
+                f.win
+                    .put_layout(
+                        &[7u64; 1],
+                        &Layout::contiguous(1)?,
+                        peer,
+                        f.disp(peer, 0),
+                        &far
+                    )
+                    .is_err(),
+                "{kind:?}"
+            );
+            let mut back = [0u64; 1];
+            assert!(f
+                .win
+                .get_layout(
+                    &mut back,
+                    &Layout::contiguous(1)?,
+                    peer,
+                    f.disp(peer, 0),
+                    &far
+                )
+                .is_err());
+            assert!(f
+                .win
+                .accumulate_layout(
+                    &[1],
+                    &Layout::contiguous(1)?,
+                    peer,
+                    f.disp(peer, 0),
+                    &far,
+                    Op::Sum
+                )
+                .is_err());
+            // The origin side is bounded block by block too.
+            assert!(f
+                .win
+                .put_layout(
+                    &[7u64; 2],
+                    &far,
+                    peer,
+                    f.disp(peer, 0),
+                    &Layout::contiguous(1)?
+                )
+                .is_err());
+            f.win.unlock_all()?;
+            w.barrier()?;
+            // Nothing landed anywhere in the window.
+            let mut mem = [1u64; 8];
+            f.read_local(0, &mut mem)?;
+            assert_eq!(mem, [0u64; 8], "{kind:?}");
+            w.barrier()?;
+            f.free()?;
+        }
+        Ok(())
+    });
+}
+
+/// A zero-count operation is a no-op on every window flavor, whatever its displacement,
+/// a dynamic window with nothing attached included (before: `NotAttached` there only).
+#[test]
+fn zero_count_operations_are_no_ops_on_every_flavor() {
+    testing::run(2, |u| {
+        let w = u.world();
+        let peer = 1 - w.rank();
+        for kind in Kind::ALL {
+            let f = Fixture::<u64>::new(w, kind, 4)?;
+            f.win.lock_all(Assert::NONE)?;
+            for disp in [0, f.disp(peer, 0), f.disp(peer, 1000), 0x1000] {
+                f.win.put(&[], peer, disp)?;
+                f.win.get(&mut [], peer, disp)?;
+                f.win.accumulate(&[], peer, disp, Op::Sum)?;
+                f.win.get_accumulate(&[], &mut [], peer, disp, Op::NoOp)?;
+                f.win.rput(&[], peer, disp)?.wait()?;
+                let none = Layout::<u64>::contiguous(0)?;
+                f.win.put_layout(&[], &none, peer, disp, &none)?;
+            }
+            // Rank and epoch are still checked.
+            assert!(matches!(
+                f.win.put(&[], 2, 0),
+                Err(Error::InvalidRank { .. })
+            ));
+            f.win.unlock_all()?;
+            assert!(f.win.put(&[], peer, 0).is_err(), "outside an epoch");
+            w.barrier()?;
+            f.free()?;
+        }
+        // The case that failed: a dynamic window with nothing attached anywhere.
+        let empty = Window::<u64>::create_dynamic(w)?;
+        empty.lock_all(Assert::NONE)?;
+        empty.put(&[], peer, 0x1234)?;
+        empty.get(&mut [], peer, 0)?;
+        empty.accumulate(&[], peer, 8, Op::Sum)?;
+        assert!(matches!(
+            empty.put(&[1], peer, 0x1234),
+            Err(Error::NotAttached { .. })
+        ));
+        empty.unlock_all()?;
+        empty.free()?;
         Ok(())
     });
 }

@@ -28,7 +28,7 @@ use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::layout::{check_match, pieces, Layout};
 use crate::rma::atomic::{AccElement, ElemType, Op};
-use crate::rma::Located;
+use crate::rma::{check_within, Located};
 use crate::transport::Route;
 use crate::win::control::ACC_STRIPES;
 use crate::win::{WinCore, Window};
@@ -69,14 +69,7 @@ fn check_layout<T: AccElement>(
             T::TYPE.name()
         )));
     }
-    if layout.end() > buffer * std::mem::size_of::<T>() {
-        return Err(Error::InvalidArgument(format!(
-            "{call}: the layout reaches byte {} of a {}-byte buffer",
-            layout.end(),
-            buffer * std::mem::size_of::<T>()
-        )));
-    }
-    Ok(())
+    check_within(call, layout, buffer)
 }
 
 impl WinCore {
@@ -384,15 +377,11 @@ impl<T: AccElement> Window<T> {
     ) -> Result<()> {
         check_op("accumulate", op, T::TYPE, false)?;
         check_layout("accumulate", origin_layout, origin.len())?;
-        check_layout(
-            "accumulate",
-            target_layout,
-            usize::MAX / std::mem::size_of::<T>(),
-        )?;
+        check_layout("accumulate", target_layout, usize::MAX)?;
         check_match("accumulate", origin_layout.bytes(), target_layout.bytes())?;
         let base = self
             .core
-            .resolve("accumulate", target, disp, target_layout.end())?;
+            .resolve_layout("accumulate", target, disp, target_layout)?;
         let size = std::mem::size_of::<T>();
         for ([o, t], len) in pieces([origin_layout.blocks(), target_layout.blocks()]) {
             let run = &origin[o / size..(o + len) / size];
@@ -419,11 +408,7 @@ impl<T: AccElement> Window<T> {
         check_op("get_accumulate", op, T::TYPE, true)?;
         check_layout("get_accumulate", origin_layout, origin.len())?;
         check_layout("get_accumulate", result_layout, result.len())?;
-        check_layout(
-            "get_accumulate",
-            target_layout,
-            usize::MAX / std::mem::size_of::<T>(),
-        )?;
+        check_layout("get_accumulate", target_layout, usize::MAX)?;
         check_match(
             "get_accumulate",
             origin_layout.bytes(),
@@ -436,7 +421,7 @@ impl<T: AccElement> Window<T> {
         )?;
         let base = self
             .core
-            .resolve("get_accumulate", target, disp, target_layout.end())?;
+            .resolve_layout("get_accumulate", target, disp, target_layout)?;
         let size = std::mem::size_of::<T>();
         for ([o, r, t], len) in pieces([
             origin_layout.blocks(),

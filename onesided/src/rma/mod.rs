@@ -72,6 +72,18 @@ pub(crate) struct Located {
 }
 
 impl Located {
+    /// Where a zero-count access lands: nowhere. MPI makes an operation that moves no data
+    /// a no-op whatever its displacement, for every window flavor (a dynamic window with
+    /// nothing attached included); a zero-length copy through a dangling pointer touches no
+    /// memory.
+    fn nowhere() -> Located {
+        Located {
+            route: Route::Direct(std::ptr::NonNull::dangling().as_ptr()),
+            shared: true,
+            key: 0,
+        }
+    }
+
     /// The location `offset` bytes further.
     #[inline]
     pub(crate) fn offset(self, offset: usize) -> Located {
@@ -85,7 +97,8 @@ impl Located {
 
 impl WinCore {
     /// Where `len` bytes at `disp` in `target`'s window are, after every check (rank,
-    /// epoch, bounds or attachment).
+    /// epoch, bounds or attachment). A zero-length access is checked for rank and epoch
+    /// only: it moves nothing, so no displacement is out of bounds (as in MPI).
     #[inline]
     pub(crate) fn resolve(
         &self,
@@ -96,6 +109,9 @@ impl WinCore {
     ) -> Result<Located> {
         self.check_rank(target)?;
         self.epoch.check_access(target, op)?;
+        if len == 0 {
+            return Ok(Located::nowhere());
+        }
         match &self.targets {
             Targets::Symmetric {
                 base,
@@ -231,16 +247,37 @@ impl<T: Pod> Window<T> {
     }
 }
 
-/// Error unless `layout` stays inside a buffer of `len` elements.
-fn check_within<T: Pod>(op: &'static str, layout: &Layout<T>, len: usize) -> Result<()> {
-    let bytes = len * std::mem::size_of::<T>();
-    if layout.end() <= bytes {
+/// Error unless every block of `layout` stays inside a buffer of `len` elements.
+pub(crate) fn check_within<T: Pod>(op: &'static str, layout: &Layout<T>, len: usize) -> Result<()> {
+    let bytes = std::mem::size_of::<T>().saturating_mul(len);
+    if layout.fits_in(bytes) {
         Ok(())
     } else {
         Err(Error::InvalidArgument(format!(
-            "{op}: the origin layout reaches byte {} of a {bytes}-byte buffer",
+            "{op}: the layout reaches byte {} of a {bytes}-byte buffer",
             layout.end()
         )))
+    }
+}
+
+impl WinCore {
+    /// Where the target extent of `layout` at `disp` of `target` starts, after checking
+    /// that the whole extent — and so, block by block, every byte the layout touches — lies
+    /// in the target's window (or in one attached region).
+    pub(crate) fn resolve_layout<T: Pod>(
+        &self,
+        op: &'static str,
+        target: usize,
+        disp: usize,
+        layout: &Layout<T>,
+    ) -> Result<Located> {
+        let extent = layout.end();
+        if !layout.fits_in(extent) {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: a target layout block lies outside its extent of {extent} bytes"
+            )));
+        }
+        self.resolve(op, target, disp, extent)
     }
 }
 
@@ -260,7 +297,7 @@ impl<T: Pod> Window<T> {
     /// let m = Window::<f64>::allocate(&world, 16)?;
     /// let local = [1.0; 16];
     /// m.fence(Assert::NONE)?;
-    /// m.put_layout(&local, &Layout::vector(4, 1, 4), 1, 0, &Layout::contiguous(4))?;
+    /// m.put_layout(&local, &Layout::vector(4, 1, 4)?, 1, 0, &Layout::contiguous(4)?)?;
     /// m.fence(Assert::NONE)?;
     /// # Ok::<(), onesided::Error>(())
     /// ```
@@ -276,7 +313,7 @@ impl<T: Pod> Window<T> {
         check_match("put", origin_layout.bytes(), target_layout.bytes())?;
         let base = self
             .core
-            .resolve("put", target, disp, target_layout.end())?;
+            .resolve_layout("put", target, disp, target_layout)?;
         self.core.drain_staged()?;
         let list: Vec<(usize, usize, usize)> =
             pieces([origin_layout.blocks(), target_layout.blocks()])
@@ -303,7 +340,7 @@ impl<T: Pod> Window<T> {
         check_match("get", origin_layout.bytes(), target_layout.bytes())?;
         let base = self
             .core
-            .resolve("get", target, disp, target_layout.end())?;
+            .resolve_layout("get", target, disp, target_layout)?;
         self.core.drain_staged()?;
         let list: Vec<(usize, usize, usize)> =
             pieces([origin_layout.blocks(), target_layout.blocks()])
