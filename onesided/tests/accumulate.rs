@@ -504,6 +504,16 @@ fn counter_linearization_coarse_granularity() {
     linearization(Kind::Allocate, WinInfo::new().accumulate_granularity(256));
 }
 
+#[test]
+fn counter_linearization_absurd_granularity() {
+    // usize::MAX bytes: before, rounding it up to a multiple of the element size
+    // overflowed (a panic in debug builds, a division by zero in release builds).
+    linearization(
+        Kind::Allocate,
+        WinInfo::new().accumulate_granularity(usize::MAX),
+    );
+}
+
 /// Misaligned elements (disp_unit 1, odd offsets) take the lock-stripe path; concurrent
 /// single- and multi-element sums on them still lose nothing.
 #[test]

@@ -76,7 +76,9 @@ impl WinCore {
     /// Granule in bytes for `size`-byte elements; 0 means "element-wise CPU atomics".
     #[inline(always)]
     fn granule(&self, size: usize) -> usize {
-        let g = self.acc_granularity.get();
+        // A granule beyond any address range acts like one granule for the whole window;
+        // the cap keeps the rounding below from overflowing for absurd hint values.
+        let g = self.acc_granularity.get().min(1 << 48);
         if g <= size {
             0
         } else {

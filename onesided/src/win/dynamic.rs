@@ -58,11 +58,15 @@ impl CachedRegion {
 
     #[inline]
     fn contains(&self, addr: usize, len: usize) -> bool {
-        addr >= self.base
-            && addr
-                .checked_add(len)
-                .is_some_and(|end| end <= self.base + self.len)
+        within(self.base, self.len, addr, len)
     }
+}
+
+/// True when `len` bytes at `addr` lie inside the region of `region_len` bytes at `base`,
+/// computed without any sum that could overflow (region descriptors come from peers).
+#[inline]
+fn within(base: usize, region_len: usize, addr: usize, len: usize) -> bool {
+    addr >= base && addr - base <= region_len && len <= region_len - (addr - base)
 }
 
 /// An origin's copy of one target's region table.
@@ -206,17 +210,11 @@ impl WinCore {
         let owned = self.dynamic.owned.borrow();
         let i = owned.partition_point(|r| r.base <= addr);
         match i.checked_sub(1).map(|i| owned[i]) {
-            Some(r)
-                if addr
-                    .checked_add(len)
-                    .is_some_and(|end| end <= r.base + r.len) =>
-            {
-                Ok(Located {
-                    route: Route::Direct(addr as *mut u8),
-                    shared: r.seg_tag != 0,
-                    key: addr,
-                })
-            }
+            Some(r) if within(r.base, r.len, addr, len) => Ok(Located {
+                route: Route::Direct(addr as *mut u8),
+                shared: r.seg_tag != 0,
+                key: addr,
+            }),
             _ => Err(Error::NotAttached {
                 op,
                 target: self.rank,
@@ -434,5 +432,24 @@ impl<T: Pod> Window<T> {
             .collect();
         v.sort_by_key(|r| r.addr);
         v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::within;
+
+    #[test]
+    fn region_containment_never_overflows() {
+        assert!(within(100, 50, 100, 50));
+        assert!(within(100, 50, 149, 1));
+        assert!(within(100, 50, 150, 0));
+        assert!(!within(100, 50, 149, 2));
+        assert!(!within(100, 50, 99, 1));
+        assert!(!within(100, 50, 151, 0));
+        // A descriptor reaching the top of the address space, and a huge length.
+        assert!(within(usize::MAX - 10, 10, usize::MAX - 1, 1));
+        assert!(!within(usize::MAX - 10, 10, usize::MAX - 1, usize::MAX));
+        assert!(!within(0, usize::MAX, 1, usize::MAX));
     }
 }
