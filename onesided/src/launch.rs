@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 
 use crate::bootstrap::local::{self, BootSegment};
 use crate::error::{Error, Result};
+use crate::shm::liveness::{self, sweep_dead_jobs};
 use crate::shm::segment::sweep_job;
 
 /// Time between SIGTERM and SIGKILL when the job is torn down.
@@ -26,6 +27,11 @@ const POLL_INTERVAL: Duration = Duration::from_millis(2);
 /// How long output pipes may stay open after every rank has exited (a rank's own children
 /// can hold them); output after that is dropped.
 const OUTPUT_DRAIN: Duration = Duration::from_millis(500);
+
+/// Most ranks a job may have unless [`LaunchSpec::max_ranks`] (`osrun --max-ranks`) says
+/// otherwise. The boot segment grows with the square of the rank count (an exchange slot
+/// per rank that holds a page for every peer): 256 ranks need 256 MiB of /dev/shm.
+pub const DEFAULT_MAX_RANKS: usize = 256;
 
 /// What happens to the ranks' stdout and stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,6 +63,8 @@ pub struct LaunchSpec {
     pub interrupt: Option<Arc<AtomicBool>>,
     /// Name used in messages (`osrun`).
     pub name: String,
+    /// Refuse jobs of more ranks than this ([`DEFAULT_MAX_RANKS`] by default).
+    pub max_ranks: usize,
 }
 
 impl LaunchSpec {
@@ -71,6 +79,7 @@ impl LaunchSpec {
             env: Vec::new(),
             interrupt: None,
             name: "osrun".into(),
+            max_ranks: DEFAULT_MAX_RANKS,
         }
     }
 }
@@ -260,17 +269,57 @@ fn signal_all(ranks: &mut [Running], sig: rustix::process::Signal) {
     }
 }
 
+/// Makes the rank started by `cmd` die (SIGKILL) when the launcher dies, as `mpiexec`'s
+/// ranks do: a `kill -9` of `osrun` must not leave ranks waiting forever for peers, and
+/// only once they are gone can the next start sweep what the job left in /dev/shm.
+fn die_with_launcher(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let launcher = rustix::process::getpid();
+    // SAFETY: the closure runs between fork and exec and only makes system calls (prctl,
+    // getppid) and builds an io::Error from an errno, which allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            // The launcher may have died before prctl: then nobody would send the signal.
+            if rustix::process::getppid() != Some(launcher) {
+                return Err(std::io::Error::from_raw_os_error(
+                    rustix::io::Errno::SRCH.raw_os_error(),
+                ));
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Starts the job described by `spec` and waits until it is over.
 ///
-/// Returns `Err` only when the job could not be started; a failing job is reported in the
-/// [`JobReport`].
+/// First removes what dead jobs left in /dev/shm (jobs whose launcher and ranks are all
+/// gone, e.g. after `kill -9` of their launcher). Returns `Err` only when the job could not
+/// be started; a failing job is reported in the [`JobReport`].
 pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
     if spec.ranks == 0 {
         return Err(Error::Launch("need at least one rank".into()));
     }
+    if spec.ranks > spec.max_ranks {
+        return Err(Error::Launch(format!(
+            "{} ranks is more than the maximum of {} (the boot segment grows with the square \
+             of the rank count; raise the limit with --max-ranks)",
+            spec.ranks, spec.max_ranks
+        )));
+    }
+    sweep_dead_jobs();
     let start = Instant::now();
     let job = local::new_job_id();
-    let boot = BootSegment::create(&job, spec.ranks)?;
+    // Before any segment of the job exists: a sweeper must never find the job unheld.
+    let live = liveness::create(&job)?;
+    let boot = match BootSegment::create(&job, spec.ranks) {
+        Ok(boot) => boot,
+        Err(e) => {
+            drop(live);
+            sweep_job(&job);
+            return Err(e);
+        }
+    };
     let mut ranks: Vec<Running> = Vec::with_capacity(spec.ranks);
     let (pipe_done, pipe_results) = mpsc::channel();
     let mut open_pipes = 0;
@@ -290,6 +339,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
         if spec.output != Output::Inherit {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
+        die_with_launcher(&mut cmd);
         match cmd.spawn() {
             Ok(mut child) => {
                 if spec.output != Output::Inherit {
@@ -405,6 +455,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
         }
     }
     drop(boot);
+    drop(live);
     let swept_segments = sweep_job(&job);
     Ok(JobReport {
         job_id: job,

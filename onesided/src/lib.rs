@@ -68,6 +68,7 @@ pub use memory::{alloc_mem, AllocMem};
 pub use mpi;
 pub use rma::atomic::{AccElement, ElemType, Op};
 pub use rma::Request;
+pub use shm::liveness::sweep_dead_jobs;
 pub use shm::segment::{job_segments, sweep_job};
 pub use sync::{Assert, LockType};
 #[cfg(feature = "mpi")]

@@ -30,6 +30,11 @@ struct Args {
     #[arg(long, value_name = "S")]
     timeout: Option<f64>,
 
+    /// Refuse jobs of more ranks than this (the boot segment grows with the square of the
+    /// rank count).
+    #[arg(long, value_name = "N", default_value_t = onesided::launch::DEFAULT_MAX_RANKS)]
+    max_ranks: usize,
+
     /// Prefix every output line with `[rank] `.
     #[arg(short = 'p', long)]
     prefix: bool,
@@ -65,10 +70,14 @@ fn main() {
     }
     let mut spec = LaunchSpec::new(args.ranks, args.program);
     spec.args = args.args;
-    spec.timeout = match args.timeout {
-        Some(s) if s.is_finite() && s > 0.0 => Some(Duration::from_secs_f64(s)),
-        Some(s) => {
-            eprintln!("osrun: --timeout must be a positive number of seconds, not {s}");
+    spec.max_ranks = args.max_ranks;
+    spec.timeout = match args.timeout.map(|s| (s, Duration::try_from_secs_f64(s))) {
+        Some((s, Ok(t))) if s > 0.0 => Some(t),
+        Some((s, _)) => {
+            eprintln!(
+                "osrun: --timeout must be a positive number of seconds up to {}, not {s}",
+                Duration::MAX.as_secs()
+            );
             std::process::exit(2);
         }
         None => None,

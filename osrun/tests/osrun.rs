@@ -226,8 +226,78 @@ fn bad_invocations() {
     assert!(!run(&["-n", "2", "--timeout", "-1", "true"])
         .status
         .success());
+    // Absurd numbers are refused with a message, never a panic (exit status 101).
+    let huge_timeout = run(&["-n", "2", "--timeout", "1e300", "true"]);
+    assert_eq!(huge_timeout.status.code(), Some(2), "{huge_timeout:?}");
+    assert!(text(&huge_timeout.stderr).contains("--timeout"));
+    let huge_n = run(&["-n", "18446744073709551615", "true"]);
+    assert_eq!(huge_n.status.code(), Some(1), "{huge_n:?}");
+    assert!(
+        text(&huge_n.stderr).contains("maximum of 256"),
+        "{huge_n:?}"
+    );
+    let over = run(&["-n", "3", "--max-ranks", "2", "true"]);
+    assert_eq!(over.status.code(), Some(1), "{over:?}");
+    assert!(text(&over.stderr).contains("--max-ranks"));
+    assert!(run(&["-n", "3", "--max-ranks", "3", "true"])
+        .status
+        .success());
     let missing = run(&["-n", "2", "/no/such/program"]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(text(&missing.stderr).contains("cannot start rank 0"));
     assert!(run(&["-n", "2", "true"]).status.success());
+}
+
+/// `kill -9` of osrun: its ranks die with it, and the next start of any job removes the
+/// segments the dead job left in /dev/shm (before: `alloc_mem` segments stayed forever).
+#[test]
+fn killed_launcher_leaves_nothing_after_the_next_start() {
+    use std::io::{BufRead, BufReader};
+    if role().is_some() {
+        let (_a, _d) = rank_with_segments().unwrap();
+        let _heap = alloc_mem::<u64>(4096).unwrap();
+        onesided::init().unwrap().world().barrier().unwrap();
+        println!("ready");
+        std::thread::sleep(Duration::from_secs(600));
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let test = "killed_launcher_leaves_nothing_after_the_next_start";
+    let mut launcher = Command::new(env!("CARGO_BIN_EXE_osrun"))
+        .args(["-n", "2", "--timeout", "60"])
+        .arg(exe)
+        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .env(ROLE, "killed-launcher")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(launcher.stdout.take().unwrap()).lines();
+    let mut job = None;
+    let mut ready = 0;
+    while ready < 2 {
+        let line = lines.next().expect("osrun output").unwrap();
+        if line.contains("job ") {
+            job = Some(job_id(&line));
+        }
+        ready += usize::from(line.contains("ready"));
+    }
+    let job = job.expect("rank 0 printed the job id");
+    assert!(!onesided::job_segments(&job).is_empty());
+    launcher.kill().unwrap(); // SIGKILL
+    launcher.wait().unwrap();
+    // The ranks die with their launcher; the next job's start sweeps what they left.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let next = Command::new(env!("CARGO_BIN_EXE_osrun"))
+            .args(["-n", "1", "true"])
+            .output()
+            .unwrap();
+        assert!(next.status.success());
+        let left = onesided::job_segments(&job);
+        if left.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "still in /dev/shm: {left:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

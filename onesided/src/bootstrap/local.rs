@@ -22,6 +22,7 @@ use std::sync::{Arc, Mutex};
 use crate::bootstrap::Bootstrap;
 use crate::error::{Error, Result};
 use crate::shm::barrier::{Barrier, BarrierLayout};
+use crate::shm::liveness;
 use crate::shm::segment::{random_job_id, Segment};
 
 const MAGIC: u64 = 0x6f6e_6573_6964_6564; // "onesided"
@@ -42,8 +43,8 @@ pub const ENV_SIZE: &str = "ONESIDED_SIZE";
 pub const ENV_BOOT: &str = "ONESIDED_BOOT";
 
 /// Bytes of one rank's exchange slot for a job of `n` ranks.
-fn slot_size(n: usize) -> usize {
-    (64 * 1024).max(n * 4096)
+fn slot_size(n: usize) -> Option<usize> {
+    Some((64 * 1024).max(n.checked_mul(4096)?))
 }
 
 /// Offsets of the parts of a boot segment for `n` ranks.
@@ -56,16 +57,27 @@ struct BootLayout {
 }
 
 impl BootLayout {
-    fn new(n: usize) -> Self {
+    /// The layout for `n` ranks; an error when its size does not fit in the address space
+    /// (`n` comes from the command line or from a segment another process wrote).
+    fn new(n: usize) -> Result<Self> {
+        let too_many = || Error::Bootstrap(format!("a boot segment for {n} ranks is too large"));
         let barrier = BarrierLayout::new(n);
-        let slots = (OFF_BARRIER + barrier.bytes()).div_ceil(4096) * 4096;
-        let slot_size = slot_size(n);
-        BootLayout {
+        let barrier_bytes = n.checked_mul(barrier.row_bytes()).ok_or_else(too_many)?;
+        let slots = OFF_BARRIER
+            .checked_add(barrier_bytes)
+            .and_then(|b| b.checked_next_multiple_of(4096))
+            .ok_or_else(too_many)?;
+        let slot_size = slot_size(n).ok_or_else(too_many)?;
+        let total = n
+            .checked_mul(slot_size)
+            .and_then(|s| s.checked_add(slots))
+            .ok_or_else(too_many)?;
+        Ok(BootLayout {
             barrier,
             slots,
             slot_size,
-            total: slots + n * slot_size,
-        }
+            total,
+        })
     }
 }
 
@@ -91,7 +103,7 @@ impl BootSegment {
                 "a job needs at least one rank".into(),
             ));
         }
-        let layout = BootLayout::new(n);
+        let layout = BootLayout::new(n)?;
         let seg = Segment::create(job, "L", layout.total)?;
         word(&seg, OFF_HEADER + 8).store(VERSION, Ordering::Relaxed);
         word(&seg, OFF_HEADER + 16).store(n as u64, Ordering::Relaxed);
@@ -167,6 +179,13 @@ impl LocalBootstrap {
             )));
         }
         let seg = Segment::open(name)?;
+        // The fixed part first: a truncated or foreign segment is an error, not a panic.
+        if seg.len() < OFF_BARRIER {
+            return Err(Error::Bootstrap(format!(
+                "{name} is too short ({} bytes) to be a onesided boot segment",
+                seg.len()
+            )));
+        }
         // Acquire: pairs with the launcher's Release store of the magic.
         if word(&seg, OFF_HEADER).load(Ordering::Acquire) != MAGIC
             || word(&seg, OFF_HEADER + 8).load(Ordering::Relaxed) != VERSION
@@ -181,10 +200,15 @@ impl LocalBootstrap {
                 "boot segment is for {n} ranks, environment says {size}"
             )));
         }
-        let layout = BootLayout::new(n);
+        let layout = BootLayout::new(n)?;
         if seg.len() < layout.total {
-            return Err(Error::Bootstrap("boot segment is too short".into()));
+            return Err(Error::Bootstrap(format!(
+                "boot segment {name} is too short: {} bytes, {n} ranks need {}",
+                seg.len(),
+                layout.total
+            )));
         }
+        liveness::join(job)?;
         // Relaxed: a counter the launcher polls only to decide when to unlink the name.
         word(&seg, OFF_ATTACHED).fetch_add(1, Ordering::Relaxed);
         Ok(Self::with_segment(seg, layout, job.to_owned(), rank, size))
@@ -193,7 +217,7 @@ impl LocalBootstrap {
     /// A job of one process that needs no launcher.
     pub fn singleton() -> Result<LocalBootstrap> {
         let job = random_job_id();
-        let layout = BootLayout::new(1);
+        let layout = BootLayout::new(1)?;
         let seg = Segment::create(&job, "0", layout.total)?;
         seg.unlink();
         Ok(Self::with_segment(seg, layout, job, 0, 1))
@@ -221,7 +245,7 @@ impl LocalBootstrap {
     }
 
     fn slot(&self, rank: usize) -> *mut u8 {
-        debug_assert!(rank < self.size);
+        assert!(rank < self.size);
         // SAFETY: slots lie inside the segment (layout.total <= seg.len(), checked at connect).
         unsafe {
             self.seg
@@ -232,7 +256,7 @@ impl LocalBootstrap {
 
     /// The word at byte `offset` of `rank`'s slot (slot headers are atomics: others read them).
     fn slot_word(&self, rank: usize, index: usize) -> &AtomicU64 {
-        debug_assert!((index + 1) * 8 <= self.layout.slot_size);
+        assert!(index < self.layout.slot_size / 8);
         // SAFETY: inside the slot, 8-byte aligned (slots start on pages); see `slot`.
         unsafe { &*self.slot(rank).add(index * 8).cast::<AtomicU64>() }
     }
@@ -510,6 +534,28 @@ mod tests {
             h.join().unwrap();
         }
         assert!(boot.all_attached());
+    }
+
+    /// A boot segment cut short or with a corrupt rank count is an error at connect, never
+    /// a panic (before: an index assertion fired on a 10-byte segment, and a huge count
+    /// overflowed the layout arithmetic).
+    #[test]
+    fn damaged_boot_segments_are_errors() {
+        let job = random_job_id();
+        let boot = BootSegment::create(&job, 2).unwrap();
+        let path = format!("{}{}", crate::shm::segment::SHM_DIR, boot.name());
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        file.set_len(10).unwrap();
+        let short = LocalBootstrap::connect(&job, boot.name(), 0, 2);
+        assert!(matches!(short, Err(Error::Bootstrap(ref m)) if m.contains("too short")));
+        // A whole header whose rank count is absurd.
+        let job = random_job_id();
+        let boot = BootSegment::create(&job, 2).unwrap();
+        word(&boot.seg, OFF_HEADER + 16).store(u64::MAX, Ordering::Relaxed);
+        let huge = LocalBootstrap::connect(&job, boot.name(), 0, usize::MAX);
+        assert!(matches!(huge, Err(Error::Bootstrap(_))), "{huge:?}");
+        assert!(BootLayout::new(usize::MAX / 1024).is_err());
+        assert!(BootSegment::create(&job, usize::MAX).is_err());
     }
 
     #[test]

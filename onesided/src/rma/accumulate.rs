@@ -109,7 +109,9 @@ impl WinCore {
             .then_some(p.cast::<E>())
     }
 
-    fn lock_stripe(&self, target: usize, granule: usize) -> StripeGuard<'_> {
+    /// Takes lock stripe `granule` of `target`. Gives up with [`Error::JobAborted`] when the
+    /// job is aborted meanwhile: the holder may be a rank that died inside its update.
+    fn lock_stripe(&self, target: usize, granule: usize) -> Result<StripeGuard<'_>> {
         let word = self.ctrl.stripe(target, granule % ACC_STRIPES);
         let mut backoff = Backoff::new();
         // Acquire: the previous holder's element updates are visible to us.
@@ -117,9 +119,12 @@ impl WinCore {
             .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
+            if self.comm.aborted() {
+                return Err(Error::JobAborted);
+            }
             backoff.snooze();
         }
-        StripeGuard(word)
+        Ok(StripeGuard(word))
     }
 
     /// Applies `op` with `origin` to consecutive elements at `loc` (of `target`), storing
@@ -172,7 +177,7 @@ impl WinCore {
             let here = loc.route.offset(i * size);
             current.clear();
             current.resize(j - i, E::zeroed());
-            let _stripe = self.lock_stripe(target, g);
+            let _stripe = self.lock_stripe(target, g)?;
             here.read(bytemuck::cast_slice_mut(&mut current))?;
             if let Some(out) = result.as_deref_mut() {
                 out[i..j].copy_from_slice(&current);
@@ -208,7 +213,7 @@ impl WinCore {
             0 => DEFAULT_GRANULE.next_multiple_of(size),
             g => g,
         };
-        let _stripe = self.lock_stripe(target, loc.key / granule);
+        let _stripe = self.lock_stripe(target, loc.key / granule)?;
         let mut current = [E::zeroed()];
         loc.route.read(bytemuck::cast_slice_mut(&mut current))?;
         if bytemuck::bytes_of(&current[0]) == bytemuck::bytes_of(&compare) {

@@ -43,6 +43,11 @@ impl BarrierLayout {
     pub(crate) fn bytes(&self) -> usize {
         self.n * self.row_bytes
     }
+
+    /// Bytes of one rank's row of counters.
+    pub(crate) fn row_bytes(&self) -> usize {
+        self.row_bytes
+    }
 }
 
 /// One rank's handle on a barrier in shared memory.
@@ -75,7 +80,7 @@ impl Barrier {
     /// barrier with the same layout) memory, aligned to 8 bytes, shared by all `n` ranks and
     /// valid for the lifetime of the returned value.
     pub(crate) unsafe fn new(base: *const u8, layout: BarrierLayout, me: usize) -> Self {
-        debug_assert!(me < layout.n);
+        assert!(me < layout.n);
         debug_assert_eq!(base as usize % 8, 0);
         Barrier {
             base,
@@ -86,7 +91,7 @@ impl Barrier {
     }
 
     fn counter(&self, rank: usize, round: u32) -> &AtomicU64 {
-        debug_assert!(rank < self.layout.n && round < self.layout.rounds);
+        assert!(rank < self.layout.n && round < self.layout.rounds);
         // SAFETY: in bounds of the counter area by the layout; 8-byte aligned; the area is
         // shared memory that outlives `self` (constructor contract). AtomicU64 has the same
         // layout as u64 and may alias memory written by other processes.

@@ -1,4 +1,5 @@
-//! Shared-memory primitives: segments and the dissemination barrier.
+//! Shared-memory primitives: segments, job liveness and the dissemination barrier.
 
 pub(crate) mod barrier;
+pub(crate) mod liveness;
 pub(crate) mod segment;

@@ -159,7 +159,11 @@ impl Control {
     /// Fixed control words of `rank`.
     #[inline]
     pub(crate) fn rank(&self, rank: usize) -> &RankControl {
-        debug_assert!(rank < self.layout.n);
+        assert!(
+            rank < self.layout.n,
+            "control block of rank {rank} of {}",
+            self.layout.n
+        );
         // SAFETY: block `rank` lies inside the mapping by construction of the layout, and is
         // aligned to the cache-line alignment of RankControl (blocks_off and block_stride
         // are multiples of it).
@@ -174,7 +178,7 @@ impl Control {
     /// Number of `post` calls by `from` that included `at` (cumulative), stored at `at`.
     #[inline]
     pub(crate) fn post_counter(&self, at: usize, from: usize) -> &AtomicU64 {
-        debug_assert!(at < self.layout.n && from < self.layout.n);
+        assert!(at < self.layout.n && from < self.layout.n);
         // SAFETY: inside block `at` (posts_off + n*8 <= regions_off), 8-byte aligned.
         unsafe {
             &*self
@@ -192,7 +196,7 @@ impl Control {
     /// Accumulate lock stripe `stripe` of `rank` (0 = free, 1 = held).
     #[inline]
     pub(crate) fn stripe(&self, rank: usize, stripe: usize) -> &AtomicU64 {
-        debug_assert!(rank < self.layout.n && stripe < ACC_STRIPES);
+        assert!(rank < self.layout.n && stripe < ACC_STRIPES);
         // SAFETY: inside block `rank` (stripes_off + ACC_STRIPES*8 <= regions_off), 8-aligned.
         unsafe {
             &*self
@@ -210,7 +214,7 @@ impl Control {
     /// Entry `index` of `rank`'s dynamic-region table.
     #[inline]
     pub(crate) fn region(&self, rank: usize, index: usize) -> &RegionSlot {
-        debug_assert!(rank < self.layout.n && index < self.layout.region_cap);
+        assert!(rank < self.layout.n && index < self.layout.region_cap);
         // SAFETY: inside block `rank` (regions_off + cap*32 <= block_stride), 8-aligned.
         unsafe {
             &*self
