@@ -209,6 +209,20 @@ pub enum Error {
     #[error("bootstrap: {0}")]
     Bootstrap(String),
 
+    /// /dev/shm cannot hold a shared-memory segment of this size: its space is reserved
+    /// when the segment is created, so a window that does not fit fails here instead of
+    /// killing the process with SIGBUS at its first touch.
+    #[error(
+        "/dev/shm has {available} bytes free but a shared-memory segment of {requested} bytes \
+         is needed (make /dev/shm larger, e.g. `docker run --shm-size`, or use less memory)"
+    )]
+    SharedMemoryFull {
+        /// Bytes the segment needs.
+        requested: usize,
+        /// Bytes /dev/shm had free when the reservation failed.
+        available: u64,
+    },
+
     /// The launcher aborted the job (another rank failed).
     #[error("the job was aborted by the launcher because another rank failed")]
     JobAborted,

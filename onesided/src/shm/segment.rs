@@ -68,15 +68,21 @@ fn page_size() -> usize {
 }
 
 /// Mapped length for a requested length: at least one page, whole pages.
-fn mapped_len(len: usize) -> usize {
-    let page = page_size();
-    len.max(1).div_ceil(page) * page
+fn mapped_len(len: usize) -> Result<usize> {
+    len.max(1)
+        .checked_next_multiple_of(page_size())
+        .filter(|&l| l <= isize::MAX as usize)
+        .ok_or_else(|| Error::SharedMemoryFull {
+            requested: len,
+            available: shm_free_bytes(),
+        })
 }
 
 impl Segment {
-    /// Creates (O_EXCL, mode 0600) and maps a new zero-filled segment of at least `len` bytes.
+    /// Creates (O_EXCL, mode 0600) and maps a new zero-filled segment of at least `len`
+    /// bytes, with its space in /dev/shm reserved ([`Error::SharedMemoryFull`] otherwise).
     pub(crate) fn create(job: &str, owner: &str, len: usize) -> Result<Segment> {
-        let map_len = mapped_len(len);
+        let map_len = mapped_len(len)?;
         for _ in 0..16 {
             let tag = random_u64();
             let name = segment_name(job, owner, tag);
@@ -89,9 +95,7 @@ impl Segment {
                 Err(rustix::io::Errno::EXIST) => continue,
                 Err(e) => return Err(Error::os("shm_open", e)),
             };
-            let mapped = rustix::fs::ftruncate(&fd, map_len as u64)
-                .map_err(|e| Error::os("ftruncate", e))
-                .and_then(|()| map(&fd, map_len));
+            let mapped = reserve(&fd, map_len).and_then(|()| map(&fd, map_len));
             return match mapped {
                 Ok(ptr) => Ok(Segment {
                     name,
@@ -178,6 +182,33 @@ impl Drop for Segment {
             let _ = rustix::mm::munmap(self.ptr.as_ptr().cast(), self.len);
         }
     }
+}
+
+/// Sizes the new object `fd` to `len` bytes and reserves its pages in /dev/shm now, so that
+/// a segment larger than the free space is an error here rather than a SIGBUS at the first
+/// touch of a page (a sparse `ftruncate` alone would succeed for any size).
+fn reserve(fd: &rustix::fd::OwnedFd, len: usize) -> Result<()> {
+    let bytes = u64::try_from(len).map_err(|_| Error::SharedMemoryFull {
+        requested: len,
+        available: shm_free_bytes(),
+    })?;
+    match rustix::fs::fallocate(fd, rustix::fs::FallocateFlags::empty(), 0, bytes) {
+        Ok(()) => Ok(()),
+        Err(rustix::io::Errno::NOSPC | rustix::io::Errno::FBIG) => Err(Error::SharedMemoryFull {
+            requested: len,
+            available: shm_free_bytes(),
+        }),
+        // A file system without fallocate: size it sparsely, as before.
+        Err(rustix::io::Errno::OPNOTSUPP) => {
+            rustix::fs::ftruncate(fd, bytes).map_err(|e| Error::os("ftruncate", e))
+        }
+        Err(e) => Err(Error::os("fallocate", e)),
+    }
+}
+
+/// Free bytes in /dev/shm (0 when it cannot be told).
+fn shm_free_bytes() -> u64 {
+    rustix::fs::statvfs(SHM_DIR).map_or(0, |s| s.f_bavail.saturating_mul(s.f_frsize))
 }
 
 fn map(fd: &rustix::fd::OwnedFd, len: usize) -> Result<NonNull<u8>> {
@@ -270,5 +301,9 @@ mod tests {
         let job = random_job_id();
         let s = Segment::create(&job, "0", 0).unwrap();
         assert_eq!(s.len(), page_size());
+        assert!(matches!(
+            Segment::create(&job, "0", usize::MAX),
+            Err(Error::SharedMemoryFull { .. })
+        ));
     }
 }

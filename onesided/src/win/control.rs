@@ -122,7 +122,8 @@ impl ControlLayout {
             regions_off,
             region_cap,
             data_off,
-            total: data_off + data_bytes,
+            // Saturating: a total beyond the address space fails at segment creation.
+            total: data_off.saturating_add(data_bytes),
         }
     }
 }

@@ -226,21 +226,30 @@ pub(crate) fn allocate(
             Ok(pad(bytes))
         } else {
             let all = comm.allgather(&[b, d])?;
-            let mut offset = 0;
+            let mut offset = 0usize;
             Err(all
                 .chunks_exact(2)
                 .map(|c| {
                     let (bytes, du) = (c[0] as usize, c[1] as usize);
                     let entry = (offset, bytes, du);
-                    offset += pad(bytes);
+                    // Saturating: a sum beyond the address space is refused just below.
+                    offset = offset.saturating_add(pad(bytes));
                     entry
                 })
                 .collect())
         };
     let data_bytes = match &placement {
-        Ok(stride) => stride * n,
-        Err(table) => table.last().map_or(0, |&(off, bytes, _)| off + pad(bytes)),
-    };
+        Ok(stride) => stride.checked_mul(n),
+        Err(table) => table
+            .last()
+            .map_or(Some(0), |&(off, bytes, _)| off.checked_add(pad(bytes))),
+    }
+    .filter(|&b| b <= isize::MAX as usize)
+    .ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "{call}: the windows of the {n} processes together exceed the address space"
+        ))
+    })?;
     let layout = ControlLayout::new(n, 0, data_bytes);
     // MPI requires the same granularity everywhere; it picks the accumulate protocol.
     let gran = hints.accumulate_granularity as u64;

@@ -1,0 +1,87 @@
+//! /dev/shm space is reserved when a segment is created: a window or `alloc_mem` block that
+//! does not fit is a typed error naming /dev/shm, never a SIGBUS at first touch.
+//!
+//! The test never fills the machine's /dev/shm: it re-executes itself with `unshare -m` in
+//! a private mount namespace where /dev/shm is a fresh 16 MiB tmpfs, and runs the ranks
+//! there (they inherit the namespace). It needs root, as CI has.
+
+use std::process::Command;
+use std::time::Duration;
+
+use onesided::{alloc_mem, testing, Assert, Error, Window};
+
+const ROLE: &str = "ONESIDED_TEST_SMALL_SHM";
+const SHM_MIB: usize = 16;
+
+#[test]
+fn windows_larger_than_dev_shm_are_typed_errors() {
+    if std::env::var_os(ROLE).is_none() {
+        let exe = std::env::current_exe().unwrap();
+        let script = format!(
+            "mount -t tmpfs -o size={SHM_MIB}m,mode=1777 tmpfs /dev/shm && exec \"$0\" \
+             --exact windows_larger_than_dev_shm_are_typed_errors --nocapture --test-threads=1"
+        );
+        let out = Command::new("timeout")
+            .args(["120", "unshare", "--mount", "--propagation", "private"])
+            .args(["sh", "-c", &script])
+            .arg(exe)
+            .env(ROLE, "1")
+            .output()
+            .expect("run unshare (util-linux) as root");
+        assert!(
+            out.status.success(),
+            "inner run failed: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(String::from_utf8_lossy(&out.stdout).contains("1 passed"));
+        return;
+    }
+    // Inside the namespace: /dev/shm is the small tmpfs.
+    let stat = rustix::fs::statvfs("/dev/shm").unwrap();
+    assert!(
+        stat.f_blocks * stat.f_frsize <= (SHM_MIB as u64) << 20,
+        "not the small tmpfs"
+    );
+    testing::job(2)
+        .timeout(Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            // 2 × 32 MiB in one node segment: more than the 16 MiB there are.
+            match Window::<u8>::allocate(w, 32 << 20) {
+                Err(Error::SharedMemoryFull {
+                    requested,
+                    available,
+                }) => {
+                    assert_eq!(w.rank(), 0, "rank 0 creates the node segment");
+                    assert!(requested >= 64 << 20 && available < (SHM_MIB as u64) << 20);
+                    let text = Error::SharedMemoryFull {
+                        requested,
+                        available,
+                    }
+                    .to_string();
+                    assert!(text.contains("/dev/shm"), "{text}");
+                }
+                Err(Error::PeerFailed { .. }) => assert_ne!(w.rank(), 0),
+                other => panic!("expected an error at every rank, got {other:?}"),
+            }
+            // A terabyte per rank fails at once instead of being "created" sparsely.
+            assert!(Window::<u8>::allocate(w, 1 << 40).is_err());
+            assert!(matches!(
+                alloc_mem::<u8>(SHM_MIB << 20),
+                Err(Error::SharedMemoryFull { .. })
+            ));
+            // What fits still works, and its memory is really there.
+            let win = Window::<u64>::allocate(w, 1 << 17)?; // 1 MiB per rank
+            win.fence(Assert::NONE)?;
+            let peer = 1 - w.rank();
+            win.put(&vec![7u64; 1 << 17], peer, 0)?;
+            win.fence(Assert::NONE)?;
+            let mut back = vec![0u64; 1 << 17];
+            win.local_read(0, &mut back)?;
+            assert!(back.iter().all(|&x| x == 7));
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}
