@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Instructions on the critical path of an 8-byte put followed by a flush on an allocate
 # window, counted by callgrind (repeatable on a noisy machine, unlike timings), next to
-# foMPI's published numbers (seed 003 §2.3-2.4: put 173, flush 78); and of the 8-byte
+# foMPI's published numbers ([Gerstenberger13] §2.3-2.4: put 173, flush 78); and of the 8-byte
 # atomics fetch_and_op(sum), compare_and_swap and accumulate(sum).
 #
 # Rank 0 of `examples/putflush` runs four loops of ITERS iterations under callgrind; the

@@ -1,4 +1,4 @@
-//! Distributed hashtable (seed 003 §4.1): every rank inserts random 8-byte keys into a
+//! Distributed hashtable ([Gerstenberger13] §4.1): every rank inserts random 8-byte keys into a
 //! table spread over all ranks, with compare_and_swap for the table slot and fetch_and_op
 //! for the overflow heap; then every inserted key must be found exactly once.
 //!

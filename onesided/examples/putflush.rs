@@ -1,5 +1,5 @@
 //! Critical-path instruction count of an 8-byte put followed by a flush on an allocate
-//! window (the comparison of seed 003 §2.3–2.4: foMPI needs 173 instructions for the put and
+//! window (the comparison of [Gerstenberger13] §2.3–2.4: foMPI needs 173 instructions for the put and
 //! 78 for the flush), and of the 8-byte atomics fetch_and_op(sum), compare_and_swap and
 //! accumulate(sum).
 //!

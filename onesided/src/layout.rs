@@ -2,7 +2,7 @@
 //! reads or writes, and in which order.
 //!
 //! A [`Layout`] is kept as a list of byte blocks in type-map order, with adjacent blocks
-//! merged. An operation pairs the origin's blocks with the target's (seed 003, "Handling
+//! merged. An operation pairs the origin's blocks with the target's ([Gerstenberger13], "Handling
 //! Datatypes"): walking both lists at once yields the fewest contiguous copies, each the
 //! overlap of the current origin block and the current target block.
 

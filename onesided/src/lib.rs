@@ -32,7 +32,8 @@
 //! # Ok::<(), onesided::Error>(())
 //! ```
 //!
-//! Layers (see `DESIGN.md`): [`bootstrap`] (who is who, out-of-band collectives) →
+//! Layers (the README's "How it works" section describes each room and protocol, and its
+//! "References" section the papers cited by key in these docs): [`bootstrap`] (who is who, out-of-band collectives) →
 //! transports (shared memory, cross-memory attach) → windows ([`Window`]), communication
 //! (`put`/`get`) and synchronization, every synchronization a request state machine driven
 //! by one progress engine.

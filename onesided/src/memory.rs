@@ -1,6 +1,6 @@
 //! `alloc_mem`: memory from the node-local shared heap.
 //!
-//! Seed 002's advice to implementors: windows over memory from `MPI_Alloc_mem` can be faster.
+//! The advice to implementors of [MPI-4.1], "Window Creation": windows over memory from `MPI_Alloc_mem` can be faster.
 //! Here every [`AllocMem`] lives in a shared-memory segment of its own, and a process-wide
 //! registry maps address ranges to segments. When a window is created over (or a dynamic
 //! window attaches) such memory, peers map the segment and reach it with plain loads and

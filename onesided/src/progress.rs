@@ -4,8 +4,8 @@
 //! nothing is queued before it, the engine polls it once inline — most calls (flush,
 //! unlock, post, complete, an uncontended lock) finish right there without allocating.
 //! Otherwise the op is queued and the engine drives the queue front to back: ops activate in
-//! the order they were started (seed 004, rule 4), so a blocked op holds back the ones behind
-//! it. A blocking call is `start` + `wait`; the nonblocking API (seed 004) will hand out the
+//! the order they were started ([Zounmevo14], rule 4), so a blocked op holds back the ones behind
+//! it. A blocking call is `start` + `wait`; the nonblocking API ([Zounmevo14]) will hand out the
 //! ticket instead of waiting, without changing any op.
 
 use std::cell::{Cell, RefCell};

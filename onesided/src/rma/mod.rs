@@ -1,4 +1,4 @@
-//! Communication calls (MPI-4.1 §12.3): put and get on contiguous data.
+//! Communication calls (MPI-4.1 §12.3): put and get, contiguous or with derived layouts.
 //!
 //! A call resolves (target, displacement) to a transport route — checking the rank, the
 //! epoch and the bounds of the target's window — and moves the bytes. Displacements are
@@ -8,7 +8,10 @@
 //! origin buffer may be reused (put) or read (get) at once, so they borrow it only for the
 //! call. Remote completion of a put — the data being visible to other processes — comes with
 //! the epoch's synchronization (`flush`, `unlock`, `complete`, `fence`). Request-based calls
-//! (`rput`/`rget`, next issue) will keep the borrow until the request completes instead.
+//! (`rput`, `rget`, `raccumulate`, `rget_accumulate`, in `request`) return a [`Request`]
+//! that keeps the buffers borrowed until it is waited for. Derived layouts (`*_layout`)
+//! are checked block by block against the origin buffer and the target window. A
+//! zero-count operation is a no-op on every flavor after its rank and epoch checks.
 
 mod accumulate;
 pub mod atomic;

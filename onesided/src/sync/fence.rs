@@ -1,4 +1,4 @@
-//! Fence: complete this process's RMA, then a barrier (seed 003 §2.3).
+//! Fence: complete this process's RMA, then a barrier ([Gerstenberger13] §2.3).
 //!
 //! Assertions skip work: NOPRECEDE skips the flush (there is nothing to complete — checked),
 //! NOPRECEDE together with NOSUCCEED skips the barrier too (no epoch ends and none begins).

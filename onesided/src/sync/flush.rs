@@ -4,7 +4,7 @@
 //! or a finished `process_vm_*` call), so local completion (`flush_local*`) is only the
 //! epoch check. Remote completion (`flush*`) must also order our stores before any later
 //! load or store of ours (another origin may read the data after we signal it, Dekker
-//! style), which is one full memory fence — seed 003's "mfence" — the whole critical path.
+//! style), which is one full memory fence — foMPI's [Gerstenberger13] "mfence" — the whole critical path.
 //! With requests queued in the progress engine, a flush waits behind them.
 
 use std::sync::atomic::{fence, Ordering};

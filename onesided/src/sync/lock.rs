@@ -1,6 +1,6 @@
-//! Passive-target locks: the two-level protocol of seed 003 §2.3, made starvation free.
+//! Passive-target locks: the two-level protocol of [Gerstenberger13] §2.3, made starvation free.
 //!
-//! **Words.** A *global* word (in the window header, the "master" of seed 003) counts
+//! **Words.** A *global* word (in the window header, the "master" of [Gerstenberger13]) counts
 //! `lock_all` holders and processes holding exclusive locks; the two classes exclude each
 //! other. A *local* word per rank is a reader-writer lock: a reader count and a writer bit.
 //!
@@ -9,14 +9,14 @@
 //! global word  bits 0..23 exclusive holders · bits 24..47 lock_all holders · bits 48..63 head
 //! ```
 //!
-//! **Fast path** (no contention), as in seed 003: shared lock = one fetch-add on the local
+//! **Fast path** (no contention), as in [Gerstenberger13]: shared lock = one fetch-add on the local
 //! word; exclusive lock = one fetch-add on the global word (first exclusive lock of this
 //! process only) + one compare-and-swap on the local word; lock_all = one fetch-add on the
 //! global word; unlock = one atomic (+1 on the global word for the last exclusive lock).
 //!
 //! **Slow path.** foMPI's protocol lets a writer retry forever while readers keep arriving.
 //! Here a request that fails its fast attempt takes a ticket of a FIFO queue beside the
-//! word (an MCS-like queue, as seed 003 suggests, in two counters: `next`, `serving`).
+//! word (an MCS-like queue, as [Gerstenberger13] suggests, in two counters: `next`, `serving`).
 //! The request at the head sets a *head* mark in the word; every later fast attempt sees the
 //! mark and queues instead, so the head only waits for the holders already inside. The head
 //! then acquires, clears its mark in the same atomic step, and serves the next ticket. Readers

@@ -1,6 +1,6 @@
 //! General active-target synchronization: post / start / complete / wait / test.
 //!
-//! Matching (seed 003 §2.3, with the counters of seed 004 §VII-B): the control block of each
+//! Matching ([Gerstenberger13] §2.3, with the counters of [Zounmevo14] §VII-B): the control block of each
 //! rank `j` holds one cumulative counter per peer `i`, "posts by `i` whose group contained
 //! `j`". `post` bumps that counter at each member of its group; `start` at `j` counts locally
 //! how many access epochs it has opened toward each `i` (`a`) and waits until `i`'s counter

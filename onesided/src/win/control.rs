@@ -2,7 +2,7 @@
 //! `allocate`/`allocate_shared`) the window memory of every rank.
 //!
 //! ```text
-//! header        magic; the global lock word of seed 003 and its FIFO tickets
+//! header        magic; the global lock word of [Gerstenberger13] and its FIFO tickets
 //! barrier       fence's dissemination counters
 //! block[0..n]   per rank: local lock word + tickets, PSCW completion counter,
 //!               dynamic-region sequence number, pid, PSCW post counters (one per peer),
@@ -30,7 +30,7 @@ pub(crate) const WIN_MAGIC: u64 = 0x6f73_7769_6e64_6f77;
 pub(crate) struct WinHeader {
     /// [`WIN_MAGIC`] once the creator initialised the segment.
     pub magic: CachePadded<AtomicU64>,
-    /// Global lock word (seed 003): lock_all holders and exclusive lockers (sync::lock).
+    /// Global lock word ([Gerstenberger13]): lock_all holders and exclusive lockers (sync::lock).
     pub global_lock: CachePadded<AtomicU64>,
     /// Next ticket of the global lock's FIFO slow path.
     pub global_next: CachePadded<AtomicU64>,
@@ -52,7 +52,7 @@ pub(crate) struct Ident {
 /// Fixed-size part of a rank's control block.
 #[repr(C)]
 pub(crate) struct RankControl {
-    /// Local reader-writer lock word (seed 003).
+    /// Local reader-writer lock word ([Gerstenberger13]).
     pub lock: CachePadded<AtomicU64>,
     /// Next ticket of the local lock's FIFO slow path.
     pub lock_next: CachePadded<AtomicU64>,

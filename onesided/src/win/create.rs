@@ -1,4 +1,4 @@
-//! Collective window creation for the four flavors (seed 003 §2.2, seed 002).
+//! Collective window creation for the four flavors ([Gerstenberger13] §2.2, [MPI-4.1]).
 //!
 //! Every flavor maps one node segment created by rank 0 (`O_EXCL`, mode 0600, random name),
 //! whose name rank 0 broadcasts together with the parameters that fix the layout; the other

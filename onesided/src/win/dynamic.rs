@@ -1,9 +1,9 @@
 //! Dynamic windows: attach/detach and the one-sided region-descriptor cache
-//! (seed 003 §2.2).
+//! ([Gerstenberger13] §2.2).
 //!
 //! Each process publishes its attached regions in a table in its control block, guarded by
 //! a sequence number (a seqlock: odd while the owner rewrites the table, bumped by two per
-//! attach/detach — seed 003's "id counter"). An origin keeps a cache of every target's table
+//! attach/detach — foMPI's [Gerstenberger13] "id counter"). An origin keeps a cache of every target's table
 //! it has used; before each access it reads the target's sequence number (one load) and only
 //! re-reads the table when the number changed. Regions from `alloc_mem` are mapped by the
 //! origin and reached with load/store; other regions with cross-memory attach.

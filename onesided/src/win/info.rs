@@ -1,4 +1,4 @@
-//! Window info keys (MPI-4.1 §13.2.1, seed 002) and the hints they set.
+//! Window info keys ("Window Creation" in [MPI-4.1]) and the hints they set.
 //!
 //! [`WinInfo`] is the MPI-style string map (what a C binding passes through); [`WinHints`] is
 //! its validated, typed form. Unknown keys are kept in the `WinInfo` and ignored, as MPI

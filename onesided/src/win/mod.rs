@@ -4,7 +4,7 @@
 //! share one node segment per window that holds the synchronization words of every rank
 //! (see `control`); `allocate` and `allocate_shared` put the window memory in the same
 //! segment, so a target's memory is `base + rank × stride` — O(1) metadata per process when
-//! sizes are symmetric (seed 003 §2.2).
+//! sizes are symmetric ([Gerstenberger13] §2.2).
 
 pub(crate) mod control;
 mod create;
@@ -74,7 +74,7 @@ pub enum MemoryModel {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WindowLayout {
     /// Same size and displacement unit everywhere: rank r's memory is at a fixed stride in
-    /// one node segment; O(1) metadata per process (seed 003 §2.2).
+    /// one node segment; O(1) metadata per process (\[Gerstenberger13\] §2.2).
     Symmetric,
     /// One (address, size, disp_unit) record per rank: O(p) metadata per process.
     PerRank,
