@@ -127,6 +127,48 @@ fn a_crashed_rank_leaves_no_segments() {
     std::thread::sleep(Duration::from_secs(60));
 }
 
+/// A rank that fails while its peers wait in a shared-memory fence: under `mpiexec` the
+/// job must end within 5 s with a non-zero status (before: the failing rank's exit ran
+/// MPI_Finalize, which waited for the peers, which waited for it — forever).
+fn failing_rank_ends_the_job(test: &str, fail: fn()) {
+    if std::env::var_os(CHILD).is_none() {
+        let start = Instant::now();
+        let (ok, stdout, stderr) = run_mpiexec(test);
+        let took = start.elapsed();
+        assert!(!ok, "the job should fail:\n{stdout}\n{stderr}");
+        assert!(
+            took < Duration::from_secs(5),
+            "took {took:?}:\n{stdout}\n{stderr}"
+        );
+        return;
+    }
+    let u = onesided::init().unwrap();
+    let w = u.world();
+    let win = Window::<u64>::allocate(w, 8).unwrap();
+    w.barrier().unwrap();
+    if w.rank() == 1 {
+        fail();
+    }
+    // The others wait in a fence rank 1 never reaches, until the launcher ends the job.
+    let _ = win.fence(Assert::NONE);
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+#[test]
+fn a_panicking_rank_ends_the_job() {
+    failing_rank_ends_the_job("a_panicking_rank_ends_the_job", || {
+        // libtest catches the panic and exits with status 101, as a panicking main would.
+        panic!("rank 1 gives up")
+    });
+}
+
+#[test]
+fn a_rank_exiting_non_zero_ends_the_job() {
+    failing_rank_ends_the_job("a_rank_exiting_non_zero_ends_the_job", || {
+        std::process::exit(3)
+    });
+}
+
 #[test]
 fn bootstrap_collectives_through_mpi() {
     if !under_mpiexec("bootstrap_collectives_through_mpi") {

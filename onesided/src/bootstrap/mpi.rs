@@ -331,15 +331,34 @@ pub fn launched_by_mpi() -> bool {
         .any(|v| std::env::var_os(v).is_some())
 }
 
-extern "C" fn finalize_at_exit() {
-    if !mpi_finalized() {
-        // SAFETY: MPI is initialized (we did it) and not finalized; exit runs on one thread.
-        unsafe { mpi::ffi::MPI_Finalize() };
+extern "C" {
+    /// glibc's `on_exit`: like `atexit`, but the handler learns the exit status.
+    fn on_exit(
+        handler: extern "C" fn(libc::c_int, *mut libc::c_void),
+        arg: *mut libc::c_void,
+    ) -> libc::c_int;
+}
+
+/// At exit: a clean exit finalizes MPI; a failing one (a Rust panic in `main` exits with
+/// 101, `process::exit(n)` with n) aborts the whole job with that status. Finalizing there
+/// instead would wait for peers that may be waiting for this process, and the job would
+/// hang; `MPI_Abort` makes `mpiexec` end every process of the job.
+extern "C" fn finalize_at_exit(status: libc::c_int, _arg: *mut libc::c_void) {
+    if mpi_finalized() {
+        return;
     }
+    if status != 0 {
+        // SAFETY: MPI is initialized (we did it) and not finalized; the world
+        // communicator handle is a link-time constant of the MPI library.
+        unsafe { mpi::ffi::MPI_Abort(mpi::ffi::RSMPI_COMM_WORLD, status) };
+    }
+    // SAFETY: MPI is initialized (we did it) and not finalized; exit runs on one thread.
+    unsafe { mpi::ffi::MPI_Finalize() };
 }
 
 /// Initializes the host MPI for a process that `init` connects through it, with
-/// MPI_THREAD_SERIALIZED, and finalizes it when the process exits. Returns the world.
+/// MPI_THREAD_SERIALIZED, and finalizes it when the process exits (or, when it exits with a
+/// failing status, aborts the job: see `finalize_at_exit`). Returns the world.
 pub(crate) fn world_initializing_mpi() -> Result<SimpleCommunicator> {
     if !mpi::environment::is_initialized() {
         let (universe, _provided) = mpi::initialize_with_threading(mpi::Threading::Serialized)
@@ -347,8 +366,8 @@ pub(crate) fn world_initializing_mpi() -> Result<SimpleCommunicator> {
         // The universe would finalize MPI when dropped; this process keeps MPI up until exit.
         std::mem::forget(universe);
         // SAFETY: registers a plain extern "C" function without captured state.
-        if unsafe { libc::atexit(finalize_at_exit) } != 0 {
-            return Err(Error::Bootstrap("atexit failed".into()));
+        if unsafe { on_exit(finalize_at_exit, std::ptr::null_mut()) } != 0 {
+            return Err(Error::Bootstrap("on_exit failed".into()));
         }
     }
     Ok(SimpleCommunicator::world())
