@@ -62,9 +62,8 @@ impl BootLayout {
     fn new(n: usize) -> Result<Self> {
         let too_many = || Error::Bootstrap(format!("a boot segment for {n} ranks is too large"));
         let barrier = BarrierLayout::new(n);
-        let barrier_bytes = n.checked_mul(barrier.row_bytes()).ok_or_else(too_many)?;
         let slots = OFF_BARRIER
-            .checked_add(barrier_bytes)
+            .checked_add(barrier.bytes())
             .and_then(|b| b.checked_next_multiple_of(4096))
             .ok_or_else(too_many)?;
         let slot_size = slot_size(n).ok_or_else(too_many)?;

@@ -58,17 +58,25 @@ fn check_op(call: &'static str, op: Op, ty: ElemType, fetching: bool) -> Result<
     }
 }
 
+/// Error unless every block of `layout` is whole elements of `T` (element-wise atomicity).
+fn check_whole_elements<T: AccElement>(call: &'static str, layout: &Layout<T>) -> Result<()> {
+    if layout.splits_into(std::mem::size_of::<T>()) {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "{call}: layout blocks must be whole {}-element runs",
+            T::TYPE.name()
+        )))
+    }
+}
+
+/// Error unless `layout` is whole elements and stays inside a buffer of `buffer` elements.
 fn check_layout<T: AccElement>(
     call: &'static str,
     layout: &Layout<T>,
     buffer: usize,
 ) -> Result<()> {
-    if !layout.splits_into(std::mem::size_of::<T>()) {
-        return Err(Error::InvalidArgument(format!(
-            "{call}: layout blocks must be whole {}-element runs",
-            T::TYPE.name()
-        )));
-    }
+    check_whole_elements(call, layout)?;
     check_within(call, layout, buffer)
 }
 
@@ -384,7 +392,7 @@ impl<T: AccElement> Window<T> {
     ) -> Result<()> {
         check_op("accumulate", op, T::TYPE, false)?;
         check_layout("accumulate", origin_layout, origin.len())?;
-        check_layout("accumulate", target_layout, usize::MAX)?;
+        check_whole_elements("accumulate", target_layout)?;
         check_match("accumulate", origin_layout.bytes(), target_layout.bytes())?;
         let base = self
             .core
@@ -415,7 +423,7 @@ impl<T: AccElement> Window<T> {
         check_op("get_accumulate", op, T::TYPE, true)?;
         check_layout("get_accumulate", origin_layout, origin.len())?;
         check_layout("get_accumulate", result_layout, result.len())?;
-        check_layout("get_accumulate", target_layout, usize::MAX)?;
+        check_whole_elements("get_accumulate", target_layout)?;
         check_match(
             "get_accumulate",
             origin_layout.bytes(),

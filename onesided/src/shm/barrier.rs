@@ -41,12 +41,9 @@ impl BarrierLayout {
 
     /// Bytes needed for all counters (a multiple of the cache line).
     pub(crate) fn bytes(&self) -> usize {
-        self.n * self.row_bytes
-    }
-
-    /// Bytes of one rank's row of counters.
-    pub(crate) fn row_bytes(&self) -> usize {
-        self.row_bytes
+        // Saturating: an absurd `n` (read from a damaged boot segment) must make the
+        // caller's checked layout arithmetic fail, not wrap.
+        self.n.saturating_mul(self.row_bytes)
     }
 }
 

@@ -72,10 +72,7 @@ fn mapped_len(len: usize) -> Result<usize> {
     len.max(1)
         .checked_next_multiple_of(page_size())
         .filter(|&l| l <= isize::MAX as usize)
-        .ok_or_else(|| Error::SharedMemoryFull {
-            requested: len,
-            available: shm_free_bytes(),
-        })
+        .ok_or_else(|| no_room(len))
 }
 
 impl Segment {
@@ -188,21 +185,25 @@ impl Drop for Segment {
 /// a segment larger than the free space is an error here rather than a SIGBUS at the first
 /// touch of a page (a sparse `ftruncate` alone would succeed for any size).
 fn reserve(fd: &rustix::fd::OwnedFd, len: usize) -> Result<()> {
-    let bytes = u64::try_from(len).map_err(|_| Error::SharedMemoryFull {
-        requested: len,
-        available: shm_free_bytes(),
-    })?;
+    // `len` comes from `mapped_len`, at most isize::MAX: it fits in u64.
+    let bytes = len as u64;
     match rustix::fs::fallocate(fd, rustix::fs::FallocateFlags::empty(), 0, bytes) {
         Ok(()) => Ok(()),
-        Err(rustix::io::Errno::NOSPC | rustix::io::Errno::FBIG) => Err(Error::SharedMemoryFull {
-            requested: len,
-            available: shm_free_bytes(),
-        }),
+        Err(rustix::io::Errno::NOSPC | rustix::io::Errno::FBIG) => Err(no_room(len)),
         // A file system without fallocate: size it sparsely, as before.
         Err(rustix::io::Errno::OPNOTSUPP) => {
             rustix::fs::ftruncate(fd, bytes).map_err(|e| Error::os("ftruncate", e))
         }
         Err(e) => Err(Error::os("fallocate", e)),
+    }
+}
+
+/// The error for a segment of `requested` bytes that /dev/shm cannot hold.
+#[cold]
+fn no_room(requested: usize) -> Error {
+    Error::SharedMemoryFull {
+        requested,
+        available: shm_free_bytes(),
     }
 }
 
