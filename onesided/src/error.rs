@@ -223,6 +223,51 @@ pub enum Error {
         available: u64,
     },
 
+    /// Processes made different collective calls (or a different number of them) on one
+    /// communicator or window; every process of the collective gets this error.
+    #[error(
+        "collective mismatch: this process called `{call}` (collective #{seq} of its \
+         communicator or window) but rank {rank} called `{other}` (#{other_seq}); collective \
+         calls must be made in the same order at every process"
+    )]
+    CollectiveMismatch {
+        /// This process's call.
+        call: &'static str,
+        /// Its sequence number.
+        seq: u64,
+        /// A process that made another call.
+        rank: usize,
+        /// That process's call.
+        other: &'static str,
+        /// Its sequence number.
+        other_seq: u64,
+    },
+
+    /// Two processes wait for each other in collectives of different communicators or
+    /// windows: neither can ever complete.
+    #[error(
+        "{call}: rank {rank} waits for this process in `{other}` on another communicator or \
+         window, and this process waits for rank {rank} here: collective calls are made in \
+         different orders"
+    )]
+    CollectiveDeadlock {
+        /// This process's call.
+        call: &'static str,
+        /// The process it waits for.
+        rank: usize,
+        /// The collective that process is blocked in.
+        other: &'static str,
+    },
+
+    /// A process that a collective waits for has exited without entering it.
+    #[error("{call}: rank {rank} exited without entering this collective call")]
+    PeerExited {
+        /// The collective call.
+        call: &'static str,
+        /// The rank (in the communicator or window) that exited.
+        rank: usize,
+    },
+
     /// The launcher aborted the job (another rank failed).
     #[error("the job was aborted by the launcher because another rank failed")]
     JobAborted,

@@ -388,6 +388,10 @@ pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
                 Err(_) => RankStatus::Exited(-1),
             };
             r.status = Some(st);
+            if st.success() {
+                // Peers that wait for this rank in a collective it never entered give up.
+                boot.mark_exited(rank);
+            }
             if !st.success() && failure.is_none() {
                 failure = Some(JobFailure::Rank {
                     rank,

@@ -57,7 +57,7 @@ mod transport;
 mod universe;
 mod win;
 
-pub use bootstrap::{Bootstrap, Comm, ReduceOp, Reducible};
+pub use bootstrap::{Bootstrap, Call, CallTag, Comm, ReduceOp, Reducible};
 pub use bytemuck::{Pod, Zeroable};
 pub use error::{Error, Result};
 pub use group::Group;

@@ -12,6 +12,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
 use crate::backoff::Backoff;
+use crate::bootstrap::CallTag;
 use crate::error::{Error, Result};
 use crate::win::WinCore;
 
@@ -84,7 +85,22 @@ impl Engine {
     pub(crate) fn run<O: SyncOp>(&self, core: &WinCore, op: O) -> Result<()> {
         match self.start(core, op)? {
             None => Ok(()),
-            Some(t) => self.wait(core, t),
+            Some(t) => self.wait(core, t, None),
+        }
+    }
+
+    /// [`Engine::run`] for the window collective `tag`: while it waits, it watches the peers
+    /// (an exited peer or one blocked in another of our collectives is an error, see
+    /// `bootstrap::roster`).
+    pub(crate) fn run_collective<O: SyncOp>(
+        &self,
+        core: &WinCore,
+        op: O,
+        tag: CallTag,
+    ) -> Result<()> {
+        match self.start(core, op)? {
+            None => Ok(()),
+            Some(t) => self.wait(core, t, Some(tag)),
         }
     }
 
@@ -120,9 +136,16 @@ impl Engine {
         result
     }
 
-    /// Drives the queue until `ticket` completed, backing off while nothing moves.
-    pub(crate) fn wait(&self, core: &WinCore, ticket: Ticket) -> Result<()> {
+    /// Drives the queue until `ticket` completed, backing off while nothing moves; with
+    /// `collective`, watches the peers of that window collective meanwhile.
+    pub(crate) fn wait(
+        &self,
+        core: &WinCore,
+        ticket: Ticket,
+        collective: Option<CallTag>,
+    ) -> Result<()> {
         let mut backoff = Backoff::new();
+        let mut vigil = collective.and_then(|tag| Some(core.watch.as_ref()?.vigil(tag)));
         loop {
             if self.progress(core)? {
                 backoff.reset();
@@ -132,6 +155,9 @@ impl Engine {
             }
             if core.comm.aborted() {
                 return Err(Error::JobAborted);
+            }
+            if let (Some(v), Some(tag)) = (vigil.as_mut(), collective) {
+                v.check(|r| Some(core.arrived(tag, r)))?;
             }
             backoff.snooze();
         }

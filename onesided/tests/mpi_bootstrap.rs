@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use onesided::mpi::topology::{Color, Communicator};
-use onesided::{alloc_mem, Assert, Comm, LockType, Op, ReduceOp, Window};
+use onesided::{alloc_mem, Assert, Call, Comm, Error, LockType, Op, ReduceOp, WinInfo, Window};
 
 const CHILD: &str = "ONESIDED_MPI_TEST_CHILD";
 const RANKS: usize = 3;
@@ -169,6 +169,115 @@ fn a_rank_exiting_non_zero_ends_the_job() {
     });
 }
 
+/// Mismatched collective calls under mpiexec, as in `collectives.rs`: on a window
+/// (`set_info` and `fence` against `free`: exact, through the window's tags), then on the
+/// communicator (a tagged agreement of MPI collectives: `barrier` against `allgather`), then
+/// across channels (`Comm::barrier` against `fence`: reported after about a second).
+#[test]
+fn mismatched_collectives_fail_at_every_rank() {
+    if !under_mpiexec("mismatched_collectives_fail_at_every_rank") {
+        return;
+    }
+    let u = onesided::init().unwrap();
+    let w = u.world();
+    for first in ["set_info", "fence"] {
+        let win = Window::<u64>::allocate(w, 8).unwrap();
+        win.fence(Assert::NONE).unwrap();
+        let r = if w.rank() == 0 {
+            match first {
+                "set_info" => {
+                    let mut info = WinInfo::new();
+                    info.set("no_locks", "true");
+                    win.set_info(&info)
+                }
+                _ => win.fence(Assert::NONE),
+            }
+        } else {
+            win.free().map(drop)
+        };
+        assert!(
+            matches!(r, Err(Error::CollectiveMismatch { .. })),
+            "rank {}: {first} vs free: {r:?}",
+            w.rank()
+        );
+        w.barrier().unwrap();
+    }
+    let r = if w.rank() == 0 {
+        w.barrier().map(drop)
+    } else {
+        w.allgather(&[1u8]).map(drop)
+    };
+    assert!(
+        matches!(r, Err(Error::CollectiveMismatch { .. })),
+        "rank {}: {r:?}",
+        w.rank()
+    );
+    w.barrier().unwrap();
+    let win = Window::<u64>::allocate(w, 8).unwrap();
+    let r = if w.rank() == 0 {
+        w.barrier()
+    } else {
+        win.fence(Assert::NONE)
+    };
+    assert!(
+        matches!(
+            r,
+            Err(Error::CollectiveDeadlock { .. } | Error::PeerExited { .. })
+        ),
+        "rank {}: {r:?}",
+        w.rank()
+    );
+    // The communicator is out of step now (an MPI request of rank 0 stays pending): the
+    // ranks leave without another collective.
+    std::mem::forget(win);
+}
+
+/// A rank that exits with status 0 while its peers wait for it in a collective (a window
+/// fence, or a communicator barrier over MPI): they get `PeerExited` naming it, fail, and
+/// the job ends within 5 s (before: a hang).
+fn rank_exiting_inside_a_collective(test: &str, in_window: bool) {
+    if std::env::var_os(CHILD).is_none() {
+        let start = Instant::now();
+        let (ok, stdout, stderr) = run_mpiexec(test);
+        let took = start.elapsed();
+        assert!(!ok, "the job should fail:\n{stdout}\n{stderr}");
+        assert!(
+            took < Duration::from_secs(5),
+            "took {took:?}:\n{stdout}\n{stderr}"
+        );
+        assert!(
+            format!("{stdout}{stderr}").contains("rank 1 exited without entering"),
+            "{stdout}\n{stderr}"
+        );
+        return;
+    }
+    let u = onesided::init().unwrap();
+    let w = u.world();
+    let win = Window::<u64>::allocate(w, 8).unwrap();
+    w.barrier().unwrap();
+    if w.rank() == 1 {
+        std::process::exit(0);
+    }
+    let r = if in_window {
+        win.fence(Assert::NONE)
+    } else {
+        w.barrier()
+    };
+    if let Err(e) = r {
+        panic!("rank {}: {e}", w.rank());
+    }
+}
+
+#[test]
+fn a_rank_exiting_inside_a_fence_ends_the_job() {
+    rank_exiting_inside_a_collective("a_rank_exiting_inside_a_fence_ends_the_job", true);
+}
+
+#[test]
+fn a_rank_exiting_inside_a_barrier_ends_the_job() {
+    rank_exiting_inside_a_collective("a_rank_exiting_inside_a_barrier_ends_the_job", false);
+}
+
 #[test]
 fn bootstrap_collectives_through_mpi() {
     if !under_mpiexec("bootstrap_collectives_through_mpi") {
@@ -180,16 +289,19 @@ fn bootstrap_collectives_through_mpi() {
     assert_eq!(n, RANKS);
     assert_eq!(w.bootstrap().node_size(), RANKS, "one node");
     // Every rank has the same job id.
-    let ids = w.bootstrap().allgatherv(w.job_id().as_bytes()).unwrap();
+    let ids = w
+        .bootstrap()
+        .allgatherv(Call::Allgather, w.job_id().as_bytes())
+        .unwrap();
     assert!(ids.iter().all(|id| id == w.job_id().as_bytes()));
     let parts: Vec<Vec<u8>> = (0..n).map(|j| vec![me as u8; j + me]).collect();
     let refs: Vec<&[u8]> = parts.iter().map(|p| &p[..]).collect();
-    let got = w.bootstrap().alltoallv(&refs).unwrap();
+    let got = w.bootstrap().alltoallv(Call::Alltoall, &refs).unwrap();
     for (src, part) in got.iter().enumerate() {
         assert_eq!(part, &vec![src as u8; me + src]);
     }
     let mut big = if me == 1 { vec![7u8; 1 << 20] } else { vec![] };
-    w.bootstrap().bcast(1, &mut big).unwrap();
+    w.bootstrap().bcast(Call::Bcast, 1, &mut big).unwrap();
     assert_eq!(big, vec![7u8; 1 << 20]);
     let mut sum = [me as u64 + 1];
     w.allreduce(&mut sum, ReduceOp::Sum).unwrap();

@@ -8,25 +8,32 @@
 //! abort    set by the launcher when a rank failed  (ranks poll it while waiting)
 //! attached ranks that mapped the segment           (launcher unlinks the name at n)
 //! barrier  dissemination counters (shm::barrier)
-//! slots    n × slot_size bytes, one exchange buffer per rank
+//! roster   one record per rank (bootstrap::roster; the launcher marks exits)
+//! slots    n × slot_size bytes, one exchange buffer per rank: a line of call tags, then
+//!          the payload
 //! ```
 //!
-//! A collective writes into the caller's slot, passes a barrier, reads peers' slots and
+//! A collective writes its [`CallTag`] and payload into the caller's slot, passes a barrier,
+//! checks every peer's tag (a mismatch fails the call at every rank), reads peers' slots and
 //! passes a second barrier before the slots are reused; payloads larger than a slot go in
-//! rounds. Every word read by other processes is an atomic; payload bytes are ordered by the
+//! rounds. Tags alternate between two words by sequence parity: a rank can be at most one
+//! collective ahead of another, so a fast rank never overwrites a tag a slow one still
+//! checks. Every word read by other processes is an atomic; payload bytes are ordered by the
 //! barriers (release/acquire).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::bootstrap::Bootstrap;
+use crate::backoff::Backoff;
+use crate::bootstrap::roster::{channel_id, PeerWatch, Roster};
+use crate::bootstrap::{Bootstrap, Call, CallTag};
 use crate::error::{Error, Result};
 use crate::shm::barrier::{Barrier, BarrierLayout};
 use crate::shm::liveness;
 use crate::shm::segment::{random_job_id, Segment};
 
 const MAGIC: u64 = 0x6f6e_6573_6964_6564; // "onesided"
-const VERSION: u64 = 1;
+const VERSION: u64 = 2;
 const LINE: usize = 64;
 const OFF_HEADER: usize = 0;
 const OFF_ABORT: usize = LINE;
@@ -42,7 +49,10 @@ pub const ENV_SIZE: &str = "ONESIDED_SIZE";
 /// Environment variable with the boot segment name.
 pub const ENV_BOOT: &str = "ONESIDED_BOOT";
 
-/// Bytes of one rank's exchange slot for a job of `n` ranks.
+/// Bytes at the start of a slot that hold call tags (one line).
+const SLOT_TAGS: usize = LINE;
+
+/// Bytes of one rank's exchange slot for a job of `n` ranks (tags and payload).
 fn slot_size(n: usize) -> Option<usize> {
     Some((64 * 1024).max(n.checked_mul(4096)?))
 }
@@ -51,6 +61,7 @@ fn slot_size(n: usize) -> Option<usize> {
 #[derive(Debug, Clone, Copy)]
 struct BootLayout {
     barrier: BarrierLayout,
+    roster: usize,
     slots: usize,
     slot_size: usize,
     total: usize,
@@ -62,8 +73,11 @@ impl BootLayout {
     fn new(n: usize) -> Result<Self> {
         let too_many = || Error::Bootstrap(format!("a boot segment for {n} ranks is too large"));
         let barrier = BarrierLayout::new(n);
-        let slots = OFF_BARRIER
+        let roster = OFF_BARRIER
             .checked_add(barrier.bytes())
+            .ok_or_else(too_many)?;
+        let slots = Roster::bytes(n)
+            .and_then(|r| r.checked_add(roster))
             .and_then(|b| b.checked_next_multiple_of(4096))
             .ok_or_else(too_many)?;
         let slot_size = slot_size(n).ok_or_else(too_many)?;
@@ -73,6 +87,7 @@ impl BootLayout {
             .ok_or_else(too_many)?;
         Ok(BootLayout {
             barrier,
+            roster,
             slots,
             slot_size,
             total,
@@ -90,8 +105,9 @@ fn word(seg: &Segment, offset: usize) -> &AtomicU64 {
 /// A boot segment created by a launcher; dropping it removes the name.
 #[derive(Debug)]
 pub struct BootSegment {
-    seg: Segment,
+    seg: Arc<Segment>,
     n: usize,
+    roster: Roster,
 }
 
 impl BootSegment {
@@ -103,13 +119,14 @@ impl BootSegment {
             ));
         }
         let layout = BootLayout::new(n)?;
-        let seg = Segment::create(job, "L", layout.total)?;
+        let seg = Arc::new(Segment::create(job, "L", layout.total)?);
         word(&seg, OFF_HEADER + 8).store(VERSION, Ordering::Relaxed);
         word(&seg, OFF_HEADER + 16).store(n as u64, Ordering::Relaxed);
         word(&seg, OFF_HEADER + 24).store(layout.slot_size as u64, Ordering::Relaxed);
         // Release: ranks that read the magic with Acquire see the fields above.
         word(&seg, OFF_HEADER).store(MAGIC, Ordering::Release);
-        Ok(BootSegment { seg, n })
+        let roster = Roster::new(Arc::clone(&seg), layout.roster, n)?;
+        Ok(BootSegment { seg, n, roster })
     }
 
     /// Name to pass in [`ENV_BOOT`].
@@ -123,6 +140,14 @@ impl BootSegment {
         word(&self.seg, OFF_ABORT).store(1, Ordering::Relaxed);
     }
 
+    /// Records that `rank` exited with status 0: peers waiting for it in a collective it
+    /// never entered fail instead of waiting forever.
+    pub fn mark_exited(&self, rank: usize) {
+        if rank < self.n {
+            self.roster.mark_exited(rank);
+        }
+    }
+
     /// True once every rank has mapped the segment.
     pub fn all_attached(&self) -> bool {
         word(&self.seg, OFF_ATTACHED).load(Ordering::Relaxed) >= self.n as u64
@@ -134,6 +159,14 @@ impl BootSegment {
     }
 }
 
+/// Collective state of one process on one boot segment.
+#[derive(Debug)]
+struct Collectives {
+    barrier: Barrier,
+    /// Collective calls made so far (the next call's sequence number).
+    calls: u64,
+}
+
 /// Bootstrap of a rank launched on this node.
 #[derive(Debug)]
 pub struct LocalBootstrap {
@@ -143,10 +176,12 @@ pub struct LocalBootstrap {
     size: usize,
     job: String,
     /// Collectives are serialised per process; the barrier's generation lives here.
-    barrier: Mutex<Barrier>,
+    state: Mutex<Collectives>,
     /// Boot segments of the communicators this one was split from: their abort flags (the
     /// launcher raises the one of the job's first segment) end our waits too.
     ancestors: Vec<Arc<Segment>>,
+    /// The members in the job's roster (the first boot segment's).
+    watch: PeerWatch,
 }
 
 impl LocalBootstrap {
@@ -210,7 +245,7 @@ impl LocalBootstrap {
         liveness::join(job)?;
         // Relaxed: a counter the launcher polls only to decide when to unlink the name.
         word(&seg, OFF_ATTACHED).fetch_add(1, Ordering::Relaxed);
-        Ok(Self::with_segment(seg, layout, job.to_owned(), rank, size))
+        Self::with_segment(seg, layout, job.to_owned(), rank, size)
     }
 
     /// A job of one process that needs no launcher.
@@ -219,7 +254,7 @@ impl LocalBootstrap {
         let layout = BootLayout::new(1)?;
         let seg = Segment::create(&job, "0", layout.total)?;
         seg.unlink();
-        Ok(Self::with_segment(seg, layout, job, 0, 1))
+        Self::with_segment(seg, layout, job, 0, 1)
     }
 
     fn with_segment(
@@ -228,19 +263,33 @@ impl LocalBootstrap {
         job: String,
         rank: usize,
         size: usize,
-    ) -> Self {
+    ) -> Result<Self> {
         // SAFETY: the barrier area lies inside `seg` (layout computed from n), is 64-byte
         // aligned and zero-initialised by the launcher; `seg` lives as long as `self`.
         let barrier = unsafe { Barrier::new(seg.as_ptr().add(OFF_BARRIER), layout.barrier, rank) };
-        LocalBootstrap {
-            seg: Arc::new(seg),
+        let seg = Arc::new(seg);
+        let roster = Roster::new(Arc::clone(&seg), layout.roster, size)?;
+        let watch = PeerWatch::new(
+            Arc::new(roster),
+            (0..size).map(Some).collect(),
+            rank,
+            channel_id(seg.tag()),
+        );
+        Ok(LocalBootstrap {
+            seg,
             layout,
             rank,
             size,
             job,
-            barrier: Mutex::new(barrier),
+            state: Mutex::new(Collectives { barrier, calls: 0 }),
             ancestors: Vec::new(),
-        }
+            watch,
+        })
+    }
+
+    /// Bytes of payload a slot holds per round.
+    fn payload_size(&self) -> usize {
+        self.layout.slot_size - SLOT_TAGS
     }
 
     fn slot(&self, rank: usize) -> *mut u8 {
@@ -253,49 +302,114 @@ impl LocalBootstrap {
         }
     }
 
-    /// The word at byte `offset` of `rank`'s slot (slot headers are atomics: others read them).
+    /// The tag word of `rank`'s slot for calls of sequence parity `parity`.
+    fn tag_word(&self, rank: usize, parity: u64) -> &AtomicU64 {
+        // SAFETY: the first line of the slot, 8-byte aligned (slots start on pages); see `slot`.
+        unsafe {
+            &*self
+                .slot(rank)
+                .add(8 * (parity as usize & 1))
+                .cast::<AtomicU64>()
+        }
+    }
+
+    /// Word `index` of `rank`'s payload (payload headers are atomics: others read them).
     fn slot_word(&self, rank: usize, index: usize) -> &AtomicU64 {
-        assert!(index < self.layout.slot_size / 8);
-        // SAFETY: inside the slot, 8-byte aligned (slots start on pages); see `slot`.
-        unsafe { &*self.slot(rank).add(index * 8).cast::<AtomicU64>() }
+        assert!(index < self.payload_size() / 8);
+        // SAFETY: inside the slot's payload, 8-byte aligned; see `slot`.
+        unsafe {
+            &*self
+                .slot(rank)
+                .add(SLOT_TAGS + index * 8)
+                .cast::<AtomicU64>()
+        }
     }
 
     fn write_slot(&self, offset: usize, data: &[u8]) {
-        assert!(offset + data.len() <= self.layout.slot_size);
+        assert!(offset + data.len() <= self.payload_size());
         // SAFETY: bounds asserted; only this rank writes its own slot between two barriers,
         // and peers read it only after the next barrier (release/acquire ordering).
         unsafe {
             std::ptr::copy_nonoverlapping(
                 data.as_ptr(),
-                self.slot(self.rank).add(offset),
+                self.slot(self.rank).add(SLOT_TAGS + offset),
                 data.len(),
             )
         }
     }
 
     fn read_slot(&self, rank: usize, offset: usize, out: &mut Vec<u8>, len: usize) {
-        assert!(offset + len <= self.layout.slot_size);
+        assert!(offset + len <= self.payload_size());
         let start = out.len();
         out.resize(start + len, 0);
         // SAFETY: bounds asserted; the owner wrote the slot before the barrier we passed and
         // does not write it again before the next barrier.
         unsafe {
             std::ptr::copy_nonoverlapping(
-                self.slot(rank).add(offset),
+                self.slot(rank).add(SLOT_TAGS + offset),
                 out[start..].as_mut_ptr(),
                 len,
             )
         }
     }
 
-    fn sync(&self, b: &Barrier) -> Result<()> {
-        b.wait(|| self.aborted())
+    /// Enters the collective `call`: numbers it and publishes its tag. Peers read the tag
+    /// after the first barrier ([`Self::first_sync`]).
+    fn enter(&self, state: &mut Collectives, call: Call) -> CallTag {
+        let tag = CallTag {
+            call,
+            seq: state.calls,
+        };
+        state.calls += 1;
+        // Relaxed: published by the first barrier's release increments.
+        self.tag_word(self.rank, tag.seq)
+            .store(tag.pack(), Ordering::Relaxed);
+        tag
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Barrier> {
+    /// The first barrier of a collective, then the tag check: every rank sees every tag, so
+    /// a mismatch fails the collective at every rank, before anyone reads a payload.
+    fn first_sync(&self, state: &Collectives, tag: CallTag) -> Result<()> {
+        self.sync_watching(state, tag, true)?;
+        for r in 0..self.size {
+            // Relaxed: ordered by the barrier's acquire.
+            tag.check(r, self.tag_word(r, tag.seq).load(Ordering::Relaxed))?;
+        }
+        Ok(())
+    }
+
+    /// A later barrier of the same collective (every rank has arrived: tags matched).
+    fn sync(&self, state: &Collectives, tag: CallTag) -> Result<()> {
+        self.sync_watching(state, tag, false)
+    }
+
+    fn sync_watching(&self, state: &Collectives, tag: CallTag, first: bool) -> Result<()> {
+        let b = &state.barrier;
+        let mut wait = b.begin();
+        let mut backoff = Backoff::new();
+        let mut vigil = self.watch.vigil(tag);
+        while !b.poll(&mut wait) {
+            if self.aborted() {
+                return Err(Error::JobAborted);
+            }
+            // A peer whose tag word holds any tag of this sequence number has arrived (a
+            // different call is reported by the tag check once the barrier completes).
+            vigil.check(|r| {
+                Some(
+                    !first
+                        || CallTag::unpack(self.tag_word(r, tag.seq).load(Ordering::Relaxed))
+                            .is_some_and(|t| t.seq == tag.seq),
+                )
+            })?;
+            backoff.snooze();
+        }
+        Ok(())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Collectives> {
         // A poisoned lock only means another thread panicked inside a collective; the barrier
         // state itself is still consistent.
-        self.barrier.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -320,14 +434,16 @@ impl Bootstrap for LocalBootstrap {
         &self.job
     }
 
-    fn barrier(&self) -> Result<()> {
-        let b = self.lock();
-        self.sync(&b)
+    fn barrier(&self, call: Call) -> Result<()> {
+        let mut state = self.lock();
+        let tag = self.enter(&mut state, call);
+        self.first_sync(&state, tag)
     }
 
-    fn allgatherv(&self, send: &[u8]) -> Result<Vec<Vec<u8>>> {
-        let b = self.lock();
-        let chunk = self.layout.slot_size - 8;
+    fn allgatherv(&self, call: Call, send: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let mut state = self.lock();
+        let tag = self.enter(&mut state, call);
+        let chunk = self.payload_size() - 8;
         let mut out: Vec<Vec<u8>> = vec![Vec::new(); self.size];
         let mut round = 0usize;
         loop {
@@ -337,7 +453,11 @@ impl Bootstrap for LocalBootstrap {
             self.slot_word(self.rank, 0)
                 .store(send.len() as u64, Ordering::Relaxed);
             self.write_slot(8, &send[lo..hi]);
-            self.sync(&b)?;
+            if round == 0 {
+                self.first_sync(&state, tag)?;
+            } else {
+                self.sync(&state, tag)?;
+            }
             let mut rounds = 1;
             for (r, part) in out.iter_mut().enumerate() {
                 let len = self.slot_word(r, 0).load(Ordering::Relaxed) as usize;
@@ -349,7 +469,7 @@ impl Bootstrap for LocalBootstrap {
                 }
                 self.read_slot(r, 8, part, hi - lo);
             }
-            self.sync(&b)?;
+            self.sync(&state, tag)?;
             round += 1;
             if round >= rounds {
                 return Ok(out);
@@ -357,7 +477,7 @@ impl Bootstrap for LocalBootstrap {
         }
     }
 
-    fn alltoallv(&self, send: &[&[u8]]) -> Result<Vec<Vec<u8>>> {
+    fn alltoallv(&self, call: Call, send: &[&[u8]]) -> Result<Vec<Vec<u8>>> {
         let n = self.size;
         if send.len() != n {
             return Err(Error::InvalidArgument(format!(
@@ -365,10 +485,11 @@ impl Bootstrap for LocalBootstrap {
                 send.len()
             )));
         }
-        let b = self.lock();
+        let mut state = self.lock();
+        let tag = self.enter(&mut state, call);
         let header = n * 8;
         // Bytes per (source, destination) pair per round, 8-aligned.
-        let cap = ((self.layout.slot_size - header) / n) & !7;
+        let cap = ((self.payload_size() - header) / n) & !7;
         let mut out: Vec<Vec<u8>> = vec![Vec::new(); n];
         let mut round = 0usize;
         loop {
@@ -379,7 +500,11 @@ impl Bootstrap for LocalBootstrap {
                 let hi = ((round + 1) * cap).min(data.len());
                 self.write_slot(header + j * cap, &data[lo..hi]);
             }
-            self.sync(&b)?;
+            if round == 0 {
+                self.first_sync(&state, tag)?;
+            } else {
+                self.sync(&state, tag)?;
+            }
             // Every rank scans every header so that all agree on the number of rounds.
             let mut rounds = 1;
             for (i, part) in out.iter_mut().enumerate() {
@@ -393,7 +518,7 @@ impl Bootstrap for LocalBootstrap {
                     }
                 }
             }
-            self.sync(&b)?;
+            self.sync(&state, tag)?;
             round += 1;
             if round >= rounds {
                 return Ok(out);
@@ -401,15 +526,16 @@ impl Bootstrap for LocalBootstrap {
         }
     }
 
-    fn bcast(&self, root: usize, data: &mut Vec<u8>) -> Result<()> {
+    fn bcast(&self, call: Call, root: usize, data: &mut Vec<u8>) -> Result<()> {
         if root >= self.size {
             return Err(Error::InvalidRank {
                 rank: root,
                 size: self.size,
             });
         }
-        let b = self.lock();
-        let chunk = self.layout.slot_size - 8;
+        let mut state = self.lock();
+        let tag = self.enter(&mut state, call);
+        let chunk = self.payload_size() - 8;
         let mut received = Vec::new();
         let mut round = 0usize;
         loop {
@@ -420,14 +546,18 @@ impl Bootstrap for LocalBootstrap {
                     .store(data.len() as u64, Ordering::Relaxed);
                 self.write_slot(8, &data[lo..hi]);
             }
-            self.sync(&b)?;
+            if round == 0 {
+                self.first_sync(&state, tag)?;
+            } else {
+                self.sync(&state, tag)?;
+            }
             let len = self.slot_word(root, 0).load(Ordering::Relaxed) as usize;
             if self.rank != root {
                 let lo = (round * chunk).min(len);
                 let hi = ((round + 1) * chunk).min(len);
                 self.read_slot(root, 8, &mut received, hi - lo);
             }
-            self.sync(&b)?;
+            self.sync(&state, tag)?;
             round += 1;
             if round >= len.div_ceil(chunk).max(1) {
                 break;
@@ -442,7 +572,7 @@ impl Bootstrap for LocalBootstrap {
     fn split(&self, color: Option<u32>, key: usize) -> Result<Option<Arc<dyn Bootstrap>>> {
         // Who goes where: every process learns every (color, key).
         let mine = [color.map_or(u64::MAX, u64::from), key as u64];
-        let all = self.allgatherv(bytemuck::cast_slice(&mine))?;
+        let all = self.allgatherv(Call::Split, bytemuck::cast_slice(&mine))?;
         let mut colors = Vec::with_capacity(self.size);
         let mut keys = Vec::with_capacity(self.size);
         for part in &all {
@@ -461,7 +591,7 @@ impl Bootstrap for LocalBootstrap {
             Some(Ok(seg)) => seg.name().as_bytes().to_vec(),
             _ => Vec::new(),
         };
-        let names = self.allgatherv(&name)?;
+        let names = self.allgatherv(Call::Split, &name)?;
         let result = match &members {
             None => Ok(None),
             Some(m) => {
@@ -475,6 +605,7 @@ impl Bootstrap for LocalBootstrap {
                     let mut sub = LocalBootstrap::connect(&self.job, n, me, m.len())?;
                     sub.ancestors = self.ancestors.clone();
                     sub.ancestors.push(Arc::clone(&self.seg));
+                    sub.watch = self.watch.subgroup(m, me, channel_id(sub.seg.tag()));
                     Ok(Some(Arc::new(sub) as Arc<dyn Bootstrap>))
                 })
             }
@@ -495,12 +626,16 @@ impl Bootstrap for LocalBootstrap {
             .chain(&self.ancestors)
             .any(|s| word(s, OFF_ABORT).load(Ordering::Relaxed) != 0)
     }
+
+    fn watch(&self) -> Option<&PeerWatch> {
+        Some(&self.watch)
+    }
 }
 
 impl LocalBootstrap {
     /// Collective vote over this bootstrap (no Comm at hand here).
     fn agree_local(&self, ok: bool) -> Result<bool> {
-        let all = self.allgatherv(&[u8::from(ok)])?;
+        let all = self.allgatherv(Call::Split, &[u8::from(ok)])?;
         Ok(all.iter().all(|v| v == &[1]))
     }
 }
@@ -564,7 +699,7 @@ mod tests {
             // Rank 2 sends more than a slot, forcing several rounds.
             let len = if r == 2 { 200_000 } else { r * 10 };
             let mine: Vec<u8> = (0..len).map(|i| (i * 7 + r) as u8).collect();
-            let all = b.allgatherv(&mine).unwrap();
+            let all = b.allgatherv(Call::Allgather, &mine).unwrap();
             for (src, part) in all.iter().enumerate() {
                 let len = if src == 2 { 200_000 } else { src * 10 };
                 let want: Vec<u8> = (0..len).map(|i| (i * 7 + src) as u8).collect();
@@ -584,7 +719,7 @@ mod tests {
                 })
                 .collect();
             let refs: Vec<&[u8]> = bufs.iter().map(|v| v.as_slice()).collect();
-            let got = b.alltoallv(&refs).unwrap();
+            let got = b.alltoallv(Call::Alltoall, &refs).unwrap();
             for (i, part) in got.iter().enumerate() {
                 let len = if i == 1 && me == 3 { 50_000 } else { i + me };
                 let want: Vec<u8> = (0..len).map(|k| (k + 31 * i + me) as u8).collect();
@@ -602,10 +737,69 @@ mod tests {
                 } else {
                     vec![9; 3]
                 };
-                b.bcast(root, &mut data).unwrap();
+                b.bcast(Call::Bcast, root, &mut data).unwrap();
                 assert_eq!(data, vec![root as u8; 70_000 + root]);
             }
         });
+    }
+
+    /// Different calls meet in one agreement and fail at every rank, whatever their shape
+    /// (a barrier against a multi-round allgather, a bcast against an agreement), and the
+    /// communicator stays usable afterwards.
+    #[test]
+    fn mismatched_calls_fail_everywhere() {
+        with_threads(3, |b| {
+            let me = b.rank();
+            let r = if me == 1 {
+                b.allgatherv(Call::Free, &vec![7u8; 200_000]).map(|_| ())
+            } else {
+                b.barrier(Call::Barrier)
+            };
+            assert!(
+                matches!(r, Err(Error::CollectiveMismatch { rank: 1, .. }) if me != 1)
+                    || matches!(r, Err(Error::CollectiveMismatch { .. }) if me == 1),
+                "rank {me}: {r:?}"
+            );
+            let mut v = vec![me as u8; 5];
+            let r = if me == 0 {
+                b.bcast(Call::Bcast, 0, &mut v)
+            } else {
+                b.allgatherv(Call::SetInfo, &v).map(|_| ())
+            };
+            assert!(matches!(r, Err(Error::CollectiveMismatch { .. })), "{r:?}");
+            // Same calls agree again, and the payloads are right.
+            let all = b.allgatherv(Call::Allgather, &[me as u8]).unwrap();
+            assert_eq!(all, vec![vec![0], vec![1], vec![2]]);
+        });
+    }
+
+    /// A rank that exited (the launcher marked it) without entering a collective fails the
+    /// waiters with its rank, instead of leaving them waiting forever.
+    #[test]
+    fn a_peer_that_exited_fails_the_waiters() {
+        let job = random_job_id();
+        let boot = BootSegment::create(&job, 3).unwrap();
+        let b0 = LocalBootstrap::connect(&job, boot.name(), 0, 3).unwrap();
+        let b1 = LocalBootstrap::connect(&job, boot.name(), 1, 3).unwrap();
+        let _b2 = LocalBootstrap::connect(&job, boot.name(), 2, 3).unwrap();
+        boot.mark_exited(2);
+        let t = std::thread::spawn(move || b1.barrier(Call::Barrier));
+        let r0 = b0.barrier(Call::Barrier);
+        assert!(
+            matches!(
+                r0,
+                Err(Error::PeerExited {
+                    rank: 2,
+                    call: "barrier"
+                })
+            ),
+            "{r0:?}"
+        );
+        let r1 = t.join().unwrap();
+        assert!(
+            matches!(r1, Err(Error::PeerExited { rank: 2, .. })),
+            "{r1:?}"
+        );
     }
 
     #[test]
@@ -614,7 +808,7 @@ mod tests {
         let boot = BootSegment::create(&job, 2).unwrap();
         let b = LocalBootstrap::connect(&job, boot.name(), 0, 2).unwrap();
         boot.abort();
-        assert!(matches!(b.barrier(), Err(Error::JobAborted)));
+        assert!(matches!(b.barrier(Call::Barrier), Err(Error::JobAborted)));
     }
 
     #[test]
@@ -637,10 +831,10 @@ mod tests {
                         _ => unreachable!(),
                     };
                     assert_eq!(s.rank(), expect_rank);
-                    let all = s.allgatherv(&[me as u8]).unwrap();
+                    let all = s.allgatherv(Call::Allgather, &[me as u8]).unwrap();
                     assert_eq!(all.len(), 2);
                     assert!(all.iter().all(|v| v[0] as usize % 2 == me % 2));
-                    s.barrier().unwrap();
+                    s.barrier(Call::Barrier).unwrap();
                 }
                 other => panic!("rank {me}: {other:?}"),
             }
@@ -650,10 +844,13 @@ mod tests {
     #[test]
     fn singleton_collectives() {
         let b = LocalBootstrap::singleton().unwrap();
-        b.barrier().unwrap();
-        assert_eq!(b.allgatherv(b"abc").unwrap(), vec![b"abc".to_vec()]);
+        b.barrier(Call::Barrier).unwrap();
+        assert_eq!(
+            b.allgatherv(Call::Allgather, b"abc").unwrap(),
+            vec![b"abc".to_vec()]
+        );
         let mut v = b"xyz".to_vec();
-        b.bcast(0, &mut v).unwrap();
+        b.bcast(Call::Bcast, 0, &mut v).unwrap();
         assert_eq!(v, b"xyz");
         assert!(crate::shm::segment::job_segments(b.job_id()).is_empty());
     }

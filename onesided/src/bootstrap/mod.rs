@@ -9,6 +9,9 @@
 pub(crate) mod local;
 #[cfg(feature = "mpi")]
 pub mod mpi;
+pub(crate) mod roster;
+
+pub use roster::PeerWatch;
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -75,10 +78,143 @@ macro_rules! reducible {
 }
 reducible!(i32 => I32, i64 => I64, u32 => U32, u64 => U64, usize => Usize, f32 => F32, f64 => F64);
 
+/// What a collective call is. Every collective agreement carries it (with a sequence number,
+/// see [`CallTag`]), so that processes making different collective calls get
+/// [`Error::CollectiveMismatch`] instead of pairing silently or waiting forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Call {
+    /// [`Comm::barrier`].
+    Barrier,
+    /// [`Comm::allgather`], [`Comm::allgatherv`], [`Comm::allreduce`].
+    Allgather,
+    /// [`Comm::alltoall`], [`Comm::alltoallv`].
+    Alltoall,
+    /// [`Comm::bcast`], [`Comm::bcast_vec`].
+    Bcast,
+    /// [`Comm::split`].
+    Split,
+    /// [`Comm::agree`].
+    Agree,
+    /// Window creation by `allocate`.
+    Allocate,
+    /// Window creation by `allocate_shared`.
+    AllocateShared,
+    /// Window creation by `create`.
+    Create,
+    /// Window creation by `create_dynamic`.
+    CreateDynamic,
+    /// `Window::fence`.
+    Fence,
+    /// `Window::free`.
+    Free,
+    /// `Window::set_info`.
+    SetInfo,
+}
+
+impl Call {
+    const ALL: [Call; 13] = [
+        Call::Barrier,
+        Call::Allgather,
+        Call::Alltoall,
+        Call::Bcast,
+        Call::Split,
+        Call::Agree,
+        Call::Allocate,
+        Call::AllocateShared,
+        Call::Create,
+        Call::CreateDynamic,
+        Call::Fence,
+        Call::Free,
+        Call::SetInfo,
+    ];
+
+    /// The call's name as users know it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Call::Barrier => "barrier",
+            Call::Allgather => "allgather",
+            Call::Alltoall => "alltoall",
+            Call::Bcast => "bcast",
+            Call::Split => "split",
+            Call::Agree => "agree",
+            Call::Allocate => "allocate",
+            Call::AllocateShared => "allocate_shared",
+            Call::Create => "create",
+            Call::CreateDynamic => "create_dynamic",
+            Call::Fence => "fence",
+            Call::Free => "free",
+            Call::SetInfo => "set_info",
+        }
+    }
+
+    /// A stable small number for the call (1..=255), the same in every process.
+    pub(crate) fn code(self) -> u64 {
+        Call::ALL
+            .iter()
+            .position(|&c| c == self)
+            .map_or(0, |i| i as u64 + 1)
+    }
+
+    /// The call with `code`, if any.
+    pub(crate) fn from_code(code: u64) -> Option<Call> {
+        let i = usize::try_from(code).ok()?.checked_sub(1)?;
+        Call::ALL.get(i).copied()
+    }
+}
+
+impl std::fmt::Display for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A collective call and its sequence number on its communicator (or window), counted when
+/// the call is made. Processes agree only when both match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallTag {
+    /// What the call is.
+    pub call: Call,
+    /// Number of collective calls made on the communicator (or window) before this one.
+    pub seq: u64,
+}
+
+impl CallTag {
+    /// One word: never 0 (0 means "no call"), distinct for distinct tags below 2^56 calls.
+    pub fn pack(self) -> u64 {
+        (self.seq << 8) | self.call.code()
+    }
+
+    /// The tag of a packed word, if it names a call.
+    pub fn unpack(word: u64) -> Option<CallTag> {
+        Some(CallTag {
+            call: Call::from_code(word & 0xff)?,
+            seq: word >> 8,
+        })
+    }
+
+    /// The error for a peer `rank` whose packed tag is `theirs`, when it differs from ours.
+    pub(crate) fn check(self, rank: usize, theirs: u64) -> Result<()> {
+        if theirs == self.pack() {
+            return Ok(());
+        }
+        let other = CallTag::unpack(theirs);
+        Err(Error::CollectiveMismatch {
+            call: self.call.name(),
+            seq: self.seq,
+            rank,
+            other: other.map_or("an unknown call", |t| t.call.name()),
+            other_seq: other.map_or(0, |t| t.seq),
+        })
+    }
+}
+
 /// Who this process is and how it talks to its peers out of band.
 ///
 /// Implementations must be usable from any thread, but collectives are called by one thread
-/// at a time per process (like MPI collectives on one communicator).
+/// at a time per process (like MPI collectives on one communicator). Every collective takes
+/// the [`Call`] it serves; the implementation numbers the calls it receives and must fail,
+/// at every process, a collective in which the processes' calls or numbers differ.
 pub trait Bootstrap: Send + Sync + Debug {
     /// Rank of this process, `0..size()`.
     fn rank(&self) -> usize;
@@ -91,19 +227,24 @@ pub trait Bootstrap: Send + Sync + Debug {
     /// Random id of the job; names every shared-memory segment of the job.
     fn job_id(&self) -> &str;
     /// Waits until every process has entered the barrier.
-    fn barrier(&self) -> Result<()>;
+    fn barrier(&self, call: Call) -> Result<()>;
     /// Every process contributes `send` (any length); returns all contributions by rank.
-    fn allgatherv(&self, send: &[u8]) -> Result<Vec<Vec<u8>>>;
+    fn allgatherv(&self, call: Call, send: &[u8]) -> Result<Vec<Vec<u8>>>;
     /// `send[j]` goes to rank `j`; returns what every rank sent to this one, by source rank.
-    fn alltoallv(&self, send: &[&[u8]]) -> Result<Vec<Vec<u8>>>;
+    fn alltoallv(&self, call: Call, send: &[&[u8]]) -> Result<Vec<Vec<u8>>>;
     /// `data` of `root` replaces `data` everywhere (lengths may differ before the call).
-    fn bcast(&self, root: usize, data: &mut Vec<u8>) -> Result<()>;
+    fn bcast(&self, call: Call, root: usize, data: &mut Vec<u8>) -> Result<()>;
     /// Collective: splits the processes by `color` into new groups ordered by (`key`, rank),
     /// like `MPI_Comm_split`. Processes passing `None` get `None`.
     fn split(&self, color: Option<u32>, key: usize) -> Result<Option<Arc<dyn Bootstrap>>>;
     /// True when the launcher has aborted the job (waits should give up).
     fn aborted(&self) -> bool {
         false
+    }
+    /// How the members appear in the node's roster of processes, so that the waits of
+    /// windows over this communicator notice peers that exited or wait elsewhere.
+    fn watch(&self) -> Option<&PeerWatch> {
+        None
     }
 }
 
@@ -179,12 +320,17 @@ impl Comm {
 
     /// Blocks until all processes have called `barrier`.
     pub fn barrier(&self) -> Result<()> {
-        self.boot.barrier()
+        self.boot.barrier(Call::Barrier)
     }
 
     /// Concatenation, by rank, of every process's `send` (all must have the same length).
     pub fn allgather<T: Pod>(&self, send: &[T]) -> Result<Vec<T>> {
-        let parts = self.boot.allgatherv(bytemuck::cast_slice(send))?;
+        self.allgather_for(Call::Allgather, send)
+    }
+
+    /// [`Comm::allgather`] on behalf of the collective `call`.
+    pub(crate) fn allgather_for<T: Pod>(&self, call: Call, send: &[T]) -> Result<Vec<T>> {
+        let parts = self.boot.allgatherv(call, bytemuck::cast_slice(send))?;
         let want = std::mem::size_of_val(send);
         let mut out = Vec::with_capacity(send.len() * self.size());
         for (rank, p) in parts.iter().enumerate() {
@@ -201,7 +347,12 @@ impl Comm {
 
     /// Every process's `send`, by rank; lengths may differ.
     pub fn allgatherv<T: Pod>(&self, send: &[T]) -> Result<Vec<Vec<T>>> {
-        let parts = self.boot.allgatherv(bytemuck::cast_slice(send))?;
+        self.allgatherv_for(Call::Allgather, send)
+    }
+
+    /// [`Comm::allgatherv`] on behalf of the collective `call`.
+    pub(crate) fn allgatherv_for<T: Pod>(&self, call: Call, send: &[T]) -> Result<Vec<Vec<T>>> {
+        let parts = self.boot.allgatherv(call, bytemuck::cast_slice(send))?;
         Ok(parts
             .iter()
             .map(|p| bytemuck::pod_collect_to_vec(p))
@@ -244,7 +395,7 @@ impl Comm {
             )));
         }
         let bytes: Vec<&[u8]> = send.iter().map(|s| bytemuck::cast_slice(s)).collect();
-        let parts = self.boot.alltoallv(&bytes)?;
+        let parts = self.boot.alltoallv(Call::Alltoall, &bytes)?;
         Ok(parts
             .iter()
             .map(|p| bytemuck::pod_collect_to_vec(p))
@@ -255,7 +406,7 @@ impl Comm {
     pub fn bcast<T: Pod>(&self, root: usize, data: &mut [T]) -> Result<()> {
         self.check_rank(root)?;
         let mut bytes = bytemuck::cast_slice::<T, u8>(data).to_vec();
-        self.boot.bcast(root, &mut bytes)?;
+        self.boot.bcast(Call::Bcast, root, &mut bytes)?;
         if bytes.len() != std::mem::size_of_val(data) {
             return Err(Error::InvalidArgument(format!(
                 "bcast: root sent {} bytes, this rank expects {}",
@@ -269,9 +420,19 @@ impl Comm {
 
     /// Root's vector replaces `data` at every process (lengths need not be known).
     pub fn bcast_vec<T: Pod>(&self, root: usize, data: &mut Vec<T>) -> Result<()> {
+        self.bcast_vec_for(Call::Bcast, root, data)
+    }
+
+    /// [`Comm::bcast_vec`] on behalf of the collective `call`.
+    pub(crate) fn bcast_vec_for<T: Pod>(
+        &self,
+        call: Call,
+        root: usize,
+        data: &mut Vec<T>,
+    ) -> Result<()> {
         self.check_rank(root)?;
         let mut bytes = bytemuck::cast_slice::<T, u8>(data).to_vec();
-        self.boot.bcast(root, &mut bytes)?;
+        self.boot.bcast(call, root, &mut bytes)?;
         *data = bytemuck::pod_collect_to_vec(&bytes);
         Ok(())
     }
@@ -286,7 +447,17 @@ impl Comm {
     /// # Ok::<(), onesided::Error>(())
     /// ```
     pub fn allreduce<T: Reducible>(&self, data: &mut [T], op: ReduceOp) -> Result<()> {
-        let parts = self.boot.allgatherv(bytemuck::cast_slice(data))?;
+        self.allreduce_for(Call::Allgather, data, op)
+    }
+
+    /// [`Comm::allreduce`] on behalf of the collective `call`.
+    pub(crate) fn allreduce_for<T: Reducible>(
+        &self,
+        call: Call,
+        data: &mut [T],
+        op: ReduceOp,
+    ) -> Result<()> {
+        let parts = self.boot.allgatherv(call, bytemuck::cast_slice(data))?;
         let mut acc: Option<Vec<T>> = None;
         for (rank, p) in parts.iter().enumerate() {
             if p.len() != std::mem::size_of_val(data) {
@@ -330,20 +501,24 @@ impl Comm {
     /// Collective calls use it so that a local error makes every process return an error
     /// instead of leaving the others waiting forever.
     pub fn agree(&self, ok: bool) -> Result<bool> {
+        self.agree_for(Call::Agree, ok)
+    }
+
+    fn agree_for(&self, call: Call, ok: bool) -> Result<bool> {
         let mut v = [u32::from(!ok)];
-        self.allreduce(&mut v, ReduceOp::Max)?;
+        self.allreduce_for(call, &mut v, ReduceOp::Max)?;
         Ok(v[0] == 0)
     }
 
-    /// Runs the local part of a collective, then makes everyone agree on success.
+    /// Runs the local part of the collective `call`, then makes everyone agree on success.
     ///
     /// Returns the local error at the process where it happened and
     /// [`Error::PeerFailed`] at the others.
-    pub(crate) fn agree_on<R>(&self, call: &'static str, local: Result<R>) -> Result<R> {
-        let all_ok = self.agree(local.is_ok())?;
+    pub(crate) fn agree_on<R>(&self, call: Call, local: Result<R>) -> Result<R> {
+        let all_ok = self.agree_for(call, local.is_ok())?;
         match local {
             Err(e) => Err(e),
-            Ok(_) if !all_ok => Err(Error::PeerFailed { call }),
+            Ok(_) if !all_ok => Err(Error::PeerFailed { call: call.name() }),
             Ok(r) => Ok(r),
         }
     }
@@ -363,6 +538,11 @@ impl Comm {
     /// True when the job was aborted by the launcher.
     pub(crate) fn aborted(&self) -> bool {
         self.boot.aborted()
+    }
+
+    /// The roster watch of the members (see [`Bootstrap::watch`]).
+    pub(crate) fn watch(&self) -> Option<&PeerWatch> {
+        self.boot.watch()
     }
 }
 
@@ -414,6 +594,31 @@ mod tests {
         assert_eq!(split_members(&colors, &keys, 0), Some(vec![4, 0, 3]));
         assert_eq!(split_members(&colors, &keys, 2), Some(vec![2]));
         assert_eq!(split_members(&colors, &keys, 1), None);
+    }
+
+    #[test]
+    fn call_tags_pack_and_unpack() {
+        for (i, &call) in Call::ALL.iter().enumerate() {
+            assert_eq!(Call::from_code(call.code()), Some(call));
+            let tag = CallTag {
+                call,
+                seq: i as u64 * 1000 + 3,
+            };
+            assert_ne!(tag.pack(), 0);
+            assert_eq!(CallTag::unpack(tag.pack()), Some(tag));
+            assert!(tag.check(1, tag.pack()).is_ok());
+        }
+        assert_eq!(Call::from_code(0), None);
+        let fence = CallTag {
+            call: Call::Fence,
+            seq: 4,
+        };
+        let free = CallTag {
+            call: Call::Free,
+            seq: 4,
+        };
+        let err = fence.check(1, free.pack()).unwrap_err();
+        assert!(err.to_string().contains("free"), "{err}");
     }
 
     #[test]

@@ -9,16 +9,25 @@ use std::fmt;
 use std::mem::ManuallyDrop;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use mpi::collective::CommunicatorCollectives;
 use mpi::datatype::{Partition, PartitionMut};
+use mpi::raw::AsRaw;
 use mpi::topology::{Color, Communicator, SimpleCommunicator};
 use mpi::traits::Root;
 
-use crate::bootstrap::Bootstrap;
+use crate::backoff::Backoff;
+use crate::bootstrap::roster::{channel_id, PeerWatch, Roster};
+use crate::bootstrap::{Bootstrap, Call, CallTag};
 use crate::error::{Error, Result};
-use crate::shm::segment::{random_job_id, NAME_PREFIX};
+use crate::shm::segment::{random_job_id, random_u64, Segment, NAME_PREFIX};
+
+/// The communicator and the number of collective calls made on it so far.
+struct Channel {
+    comm: ManuallyDrop<SimpleCommunicator>,
+    calls: u64,
+}
 
 /// A [`Bootstrap`] over a host-MPI communicator.
 ///
@@ -38,12 +47,14 @@ pub struct MpiBootstrap {
     /// as long as calls are serialized (MPI_THREAD_SERIALIZED), which the mutex ensures.
     /// Under MPI_THREAD_SINGLE/FUNNELED the application must create windows (and call every
     /// other collective of onesided) from the thread that initialized MPI.
-    comm: Mutex<ManuallyDrop<SimpleCommunicator>>,
+    comm: Mutex<Channel>,
     rank: usize,
     size: usize,
     node_rank: usize,
     node_size: usize,
     job: String,
+    /// The members on this node in the node's roster (and this process's index there).
+    watch: PeerWatch,
 }
 
 // SAFETY: the communicator handle is only used under the mutex, so MPI sees serialized calls,
@@ -118,14 +129,18 @@ impl MpiBootstrap {
         Self::from_owned(comm.duplicate(), None)
     }
 
-    fn from_owned(comm: SimpleCommunicator, job: Option<String>) -> Result<MpiBootstrap> {
+    /// `parent`: the job's id, node roster and this process's index there, for a
+    /// communicator split from another one (a new job otherwise).
+    fn from_owned(
+        comm: SimpleCommunicator,
+        parent: Option<(String, Arc<Roster>, usize)>,
+    ) -> Result<MpiBootstrap> {
         let rank = comm.rank() as usize;
         let size = comm.size() as usize;
         let node = comm.split_shared(comm.rank());
         let (node_rank, node_size) = (node.rank() as usize, node.size() as usize);
-        let new_job = job.is_none();
-        let job = match job {
-            Some(j) => j,
+        let job = match &parent {
+            Some((j, _, _)) => j.clone(),
             None => {
                 let mut id = if rank == 0 {
                     random_job_id().into_bytes()
@@ -139,28 +154,170 @@ impl MpiBootstrap {
                 String::from_utf8(id).map_err(|_| Error::Bootstrap("job id is not UTF-8".into()))?
             }
         };
-        if new_job {
-            // Segments of a job whose processes all ended must not outlive it.
-            let mut pids = vec![0u32; node_size];
-            node.all_gather_into(&std::process::id(), &mut pids[..]);
-            if node_rank == 0 {
-                start_reaper(&job, &pids)?;
+        let (roster, my_index) = match parent {
+            Some((_, roster, index)) => (roster, index),
+            None => {
+                // Segments of a job whose processes all ended must not outlive it.
+                let mut pids = vec![0u32; node_size];
+                node.all_gather_into(&std::process::id(), &mut pids[..]);
+                if node_rank == 0 {
+                    start_reaper(&job, &pids)?;
+                }
+                let roster = Arc::new(node_roster(&node, &job)?);
+                mark_exit_at_exit(Arc::clone(&roster), node_rank)?;
+                (roster, node_rank)
             }
+        };
+        // Which members share this node, and where they are in its roster.
+        let mut indices = vec![0u64; 2 * node_size];
+        node.all_gather_into(&[rank as u64, my_index as u64][..], &mut indices[..]);
+        let mut members = vec![None; size];
+        for pair in indices.chunks_exact(2) {
+            members[pair[0] as usize] = Some(pair[1] as usize);
         }
+        let mut channel = random_u64();
+        comm.process_at_rank(0).broadcast_into(&mut channel);
+        let watch = PeerWatch::new(roster, members, rank, channel_id(channel));
         drop(node);
         Ok(MpiBootstrap {
-            comm: Mutex::new(ManuallyDrop::new(comm)),
+            comm: Mutex::new(Channel {
+                comm: ManuallyDrop::new(comm),
+                calls: 0,
+            }),
             rank,
             size,
             node_rank,
             node_size,
             job,
+            watch,
         })
     }
 
-    fn comm(&self) -> MutexGuard<'_, ManuallyDrop<SimpleCommunicator>> {
+    fn channel(&self) -> MutexGuard<'_, Channel> {
         self.comm.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Enters the collective `call`: every process contributes its tag to a nonblocking
+    /// allgather, polled so that the wait watches the peers (an exited one, or one blocked
+    /// in another collective of ours, is an error instead of a hang); a mismatch is an error
+    /// at every process. The communicator is returned for the call's own transfer, which
+    /// cannot block for long: every process has entered it.
+    fn enter(&self, call: Call) -> Result<MutexGuard<'_, Channel>> {
+        let mut ch = self.channel();
+        let tag = CallTag {
+            call,
+            seq: ch.calls,
+        };
+        ch.calls += 1;
+        // Heap buffers: if the wait fails they are leaked with the request (a collective
+        // request cannot be cancelled, and MPI may still write them).
+        let send = Box::new(tag.pack());
+        let mut recv = vec![0u64; self.size].into_boxed_slice();
+        // SAFETY: reads the link-time constant of the MPI library.
+        let mut request = unsafe { mpi::ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: both buffers hold what the counts say (1 u64 sent, one per process
+        // received), stay allocated until the request completes (or are leaked), and calls
+        // on this communicator are serialized by the mutex we hold.
+        unsafe {
+            mpi::ffi::MPI_Iallgather(
+                (&*send as *const u64).cast(),
+                1,
+                mpi::ffi::RSMPI_UINT64_T,
+                recv.as_mut_ptr().cast(),
+                1,
+                mpi::ffi::RSMPI_UINT64_T,
+                ch.comm.as_raw(),
+                &mut request,
+            )
+        };
+        let mut vigil = self.watch.vigil(tag);
+        let mut backoff = Backoff::new();
+        loop {
+            let mut done = 0;
+            // SAFETY: `request` is the live request made above; serialized by the mutex.
+            unsafe { mpi::ffi::MPI_Test(&mut request, &mut done, mpi::ffi::RSMPI_STATUS_IGNORE) };
+            if done != 0 {
+                break;
+            }
+            if let Err(e) = vigil.check(|_| None) {
+                std::mem::forget(send);
+                std::mem::forget(recv);
+                return Err(e);
+            }
+            backoff.snooze();
+        }
+        for (r, &theirs) in recv.iter().enumerate() {
+            tag.check(r, theirs)?;
+        }
+        Ok(ch)
+    }
+}
+
+/// The roster of this node's processes of a new job: made by the node's first process,
+/// opened by the others.
+fn node_roster(node: &SimpleCommunicator, job: &str) -> Result<Roster> {
+    let n = node.size() as usize;
+    let bytes = Roster::bytes(n).ok_or_else(|| Error::Bootstrap("node too large".into()))?;
+    let root = node.process_at_rank(0);
+    let mut name = Vec::new();
+    let created = if node.rank() == 0 {
+        let seg = Segment::create(job, "R", bytes);
+        if let Ok(s) = &seg {
+            name = s.name().as_bytes().to_vec();
+        }
+        Some(seg)
+    } else {
+        None
+    };
+    let mut len = name.len() as u64;
+    root.broadcast_into(&mut len);
+    name.resize(len as usize, 0);
+    root.broadcast_into(&mut name[..]);
+    let seg = match created {
+        Some(seg) => seg,
+        None if name.is_empty() => return Err(Error::PeerFailed { call: "init" }),
+        None => {
+            let name = std::str::from_utf8(&name)
+                .map_err(|_| Error::Bootstrap("roster name is not UTF-8".into()))?;
+            Segment::open(name)
+        }
+    };
+    let ok = seg.is_ok();
+    let mut all_ok = false;
+    node.all_reduce_into(
+        &ok,
+        &mut all_ok,
+        mpi::collective::SystemOperation::logical_and(),
+    );
+    let seg = seg?;
+    if !all_ok {
+        return Err(Error::PeerFailed { call: "init" });
+    }
+    // Everyone mapped it; the reaper removes the job's names anyway.
+    seg.unlink();
+    Roster::new(Arc::new(seg), 0, n)
+}
+
+/// The node roster and this process's index, marked when the process exits cleanly.
+static EXIT_MARK: OnceLock<(Arc<Roster>, usize)> = OnceLock::new();
+
+/// Marks this process in `roster` when it exits with status 0, so that peers waiting for it
+/// in a collective it never entered fail instead of waiting forever. (A failing exit aborts
+/// the whole job: see `finalize_at_exit`.)
+fn mark_exit_at_exit(roster: Arc<Roster>, index: usize) -> Result<()> {
+    extern "C" fn mark(status: libc::c_int, _arg: *mut libc::c_void) {
+        if let (0, Some((roster, index))) = (status, EXIT_MARK.get()) {
+            roster.mark_exited(*index);
+        }
+    }
+    if EXIT_MARK.set((roster, index)).is_ok() {
+        // SAFETY: registers a plain extern "C" function without captured state. Handlers
+        // run in reverse order of registration: this one before `finalize_at_exit`.
+        if unsafe { on_exit(mark, std::ptr::null_mut()) } != 0 {
+            return Err(Error::Bootstrap("on_exit failed".into()));
+        }
+    }
+    Ok(())
 }
 
 impl Drop for MpiBootstrap {
@@ -168,9 +325,9 @@ impl Drop for MpiBootstrap {
         // Freeing a communicator after MPI_Finalize is erroneous (and aborts in some MPIs):
         // a bootstrap that outlives MPI leaks its handle instead.
         if !mpi_finalized() {
-            let comm = self.comm.get_mut().unwrap_or_else(|p| p.into_inner());
+            let ch = self.comm.get_mut().unwrap_or_else(|p| p.into_inner());
             // SAFETY: dropped once, here, and never used again.
-            unsafe { ManuallyDrop::drop(comm) };
+            unsafe { ManuallyDrop::drop(&mut ch.comm) };
         }
     }
 }
@@ -196,13 +353,14 @@ impl Bootstrap for MpiBootstrap {
         &self.job
     }
 
-    fn barrier(&self) -> Result<()> {
-        self.comm().barrier();
-        Ok(())
+    fn barrier(&self, call: Call) -> Result<()> {
+        // The tag exchange completes only once every process has entered: a barrier.
+        self.enter(call).map(drop)
     }
 
-    fn allgatherv(&self, send: &[u8]) -> Result<Vec<Vec<u8>>> {
-        let comm = self.comm();
+    fn allgatherv(&self, call: Call, send: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let ch = self.enter(call)?;
+        let comm = &ch.comm;
         let mine = count(send.len(), "allgatherv")?;
         let mut counts = vec![0i32; self.size];
         comm.all_gather_into(&mine, &mut counts[..]);
@@ -216,7 +374,7 @@ impl Bootstrap for MpiBootstrap {
         Ok(split_parts(&buf, &counts))
     }
 
-    fn alltoallv(&self, send: &[&[u8]]) -> Result<Vec<Vec<u8>>> {
+    fn alltoallv(&self, call: Call, send: &[&[u8]]) -> Result<Vec<Vec<u8>>> {
         if send.len() != self.size {
             return Err(Error::InvalidArgument(format!(
                 "alltoallv: {} parts for {} processes",
@@ -224,7 +382,8 @@ impl Bootstrap for MpiBootstrap {
                 self.size
             )));
         }
-        let comm = self.comm();
+        let ch = self.enter(call)?;
+        let comm = &ch.comm;
         let send_counts = send
             .iter()
             .map(|p| count(p.len(), "alltoallv"))
@@ -243,15 +402,15 @@ impl Bootstrap for MpiBootstrap {
         Ok(split_parts(&buf, &recv_counts))
     }
 
-    fn bcast(&self, root: usize, data: &mut Vec<u8>) -> Result<()> {
+    fn bcast(&self, call: Call, root: usize, data: &mut Vec<u8>) -> Result<()> {
         if root >= self.size {
             return Err(Error::InvalidRank {
                 rank: root,
                 size: self.size,
             });
         }
-        let comm = self.comm();
-        let root = comm.process_at_rank(root as i32);
+        let ch = self.enter(call)?;
+        let root = ch.comm.process_at_rank(root as i32);
         let mut len = data.len() as u64;
         root.broadcast_into(&mut len);
         data.resize(len as usize, 0);
@@ -272,11 +431,20 @@ impl Bootstrap for MpiBootstrap {
         let key = i32::try_from(key).map_err(|_| {
             Error::InvalidArgument(format!("split: key {key} exceeds MPI's int range"))
         })?;
-        let sub = self.comm().split_by_color_with_key(color, key);
-        match sub {
-            None => Ok(None),
-            Some(c) => Ok(Some(Arc::new(Self::from_owned(c, Some(self.job.clone()))?))),
-        }
+        let sub = self
+            .enter(Call::Split)?
+            .comm
+            .split_by_color_with_key(color, key);
+        let Some(c) = sub else { return Ok(None) };
+        let (roster, index) = self.watch.roster();
+        Ok(Some(Arc::new(Self::from_owned(
+            c,
+            Some((self.job.clone(), roster, index)),
+        )?)))
+    }
+
+    fn watch(&self) -> Option<&PeerWatch> {
+        Some(&self.watch)
     }
 }
 

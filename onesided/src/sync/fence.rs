@@ -9,16 +9,18 @@ use std::sync::atomic::{fence, Ordering};
 
 use bytemuck::Pod;
 
+use crate::bootstrap::Call;
 use crate::error::Result;
 use crate::progress::{Step, SyncOp};
-use crate::shm::barrier::BarrierWait;
+use crate::sync::collective::Agreement;
 use crate::sync::Assert;
 use crate::win::{WinCore, Window};
 
 /// A fence in progress.
 struct FenceOp {
     flush: bool,
-    barrier: Option<BarrierWait>,
+    /// The barrier, a window collective agreement (none when the fence needs no barrier).
+    agreement: Option<Agreement>,
 }
 
 impl SyncOp for FenceOp {
@@ -28,8 +30,8 @@ impl SyncOp for FenceOp {
             // increments also order them; the full fence orders later loads as well).
             fence(Ordering::SeqCst);
         }
-        let done = match &mut self.barrier {
-            Some(w) => core.barrier.poll(w),
+        let done = match &mut self.agreement {
+            Some(a) => core.poll_agreement(a)?,
             None => true,
         };
         Ok(if done { Step::Done } else { Step::Blocked })
@@ -48,11 +50,23 @@ impl WinCore {
             assert.contains(Assert::NOPRECEDE),
             assert.contains(Assert::NOSUCCEED),
         )?;
-        let op = FenceOp {
-            flush: plan.flush,
-            barrier: plan.barrier.then(|| self.barrier.begin()),
-        };
-        self.engine.run(self, op)
+        let agreement = plan.barrier.then(|| self.enter_agreement(Call::Fence, 0));
+        match agreement.as_ref().map(|a| a.tag) {
+            Some(tag) => {
+                let op = FenceOp {
+                    flush: plan.flush,
+                    agreement,
+                };
+                self.engine.run_collective(self, op, tag)
+            }
+            None => self.engine.run(
+                self,
+                FenceOp {
+                    flush: plan.flush,
+                    agreement: None,
+                },
+            ),
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! Each call is a request state machine (`progress::SyncOp`) driven by the window's progress
 //! engine; the blocking calls of this module start a request and wait for it.
 
+pub(crate) mod collective;
 pub(crate) mod epoch;
 mod fence;
 mod flush;

@@ -5,7 +5,8 @@
 //! header        magic; the global lock word of [Gerstenberger13] and its FIFO tickets
 //! barrier       fence's dissemination counters
 //! block[0..n]   per rank: local lock word + tickets, PSCW completion counter,
-//!               dynamic-region sequence number, pid, PSCW post counters (one per peer),
+//!               dynamic-region sequence number, pid, collective tags, PSCW post
+//!               counters (one per peer),
 //!               accumulate lock stripes, dynamic-region table
 //! data          window memory (allocate / allocate_shared), page aligned
 //! ```
@@ -49,6 +50,16 @@ pub(crate) struct Ident {
     pub region_count: AtomicU64,
 }
 
+/// A rank's part of the window's collective agreements (sync::collective): its call tag
+/// and payload word, in two copies alternating by sequence parity.
+#[repr(C)]
+pub(crate) struct CollectiveWords {
+    /// Packed [`crate::bootstrap::CallTag`] of the rank's latest calls, by parity.
+    pub tags: [AtomicU64; 2],
+    /// Payload word of the same calls, by parity.
+    pub words: [AtomicU64; 2],
+}
+
 /// Fixed-size part of a rank's control block.
 #[repr(C)]
 pub(crate) struct RankControl {
@@ -64,6 +75,8 @@ pub(crate) struct RankControl {
     pub dyn_seq: CachePadded<AtomicU64>,
     /// Process identity and region count.
     pub ident: CachePadded<Ident>,
+    /// Collective agreements (fence, free, set_info).
+    pub collective: CachePadded<CollectiveWords>,
 }
 
 /// One entry of a rank's dynamic-region table.

@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 
-use crate::bootstrap::{Comm, ReduceOp};
+use crate::bootstrap::{Call, Comm, ReduceOp};
 use crate::error::{Error, Result};
 use crate::memory;
 use crate::shm::barrier::Barrier;
@@ -44,7 +44,7 @@ fn check_disp_unit(disp_unit: usize) -> Result<()> {
 /// the caller's local checks so that it joins the final agreement.
 fn map_node_segment(
     comm: &Comm,
-    call: &'static str,
+    call: Call,
     layout: &ControlLayout,
     params: &[u64],
     prior: Result<()>,
@@ -66,7 +66,7 @@ fn map_node_segment(
     if me == 0 {
         let seg = prior
             .as_ref()
-            .map_err(|_| Error::PeerFailed { call })
+            .map_err(|_| Error::PeerFailed { call: call.name() })
             .and_then(|()| Segment::create(comm.job_id(), &me.to_string(), layout.total));
         if let Ok(s) = &seg {
             msg.extend(params.iter().flat_map(|p| p.to_le_bytes()));
@@ -74,12 +74,16 @@ fn map_node_segment(
         }
         created = Some(seg);
     }
-    comm.bcast_vec(0, &mut msg)?;
+    comm.bcast_vec_for(call, 0, &mut msg)?;
     let seg = match created {
         Some(Ok(seg)) => Ok(seg),
         // Rank 0 failed before broadcasting a name: nobody goes further.
         Some(Err(e)) => return Err(prior.err().unwrap_or(e)),
-        None if msg.is_empty() => return Err(prior.err().unwrap_or(Error::PeerFailed { call })),
+        None if msg.is_empty() => {
+            return Err(prior
+                .err()
+                .unwrap_or(Error::PeerFailed { call: call.name() }))
+        }
         None => prior.and_then(|()| {
             let split = params.len() * 8;
             if msg.len() <= split {
@@ -168,6 +172,10 @@ fn assemble(
         hints: std::cell::RefCell::new(hints),
         epoch: Default::default(),
         engine: Default::default(),
+        collectives: Default::default(),
+        watch: comm
+            .watch()
+            .map(|w| w.for_channel(crate::bootstrap::roster::channel_id(segment.tag()))),
         pscw_accesses: Default::default(),
         dynamic: dynamic::DynamicState::default(),
         staged: Default::default(),
@@ -185,9 +193,9 @@ pub(crate) fn allocate(
     shared: bool,
 ) -> Result<WinCore> {
     let call = if shared {
-        "allocate_shared"
+        Call::AllocateShared
     } else {
-        "allocate"
+        Call::Allocate
     };
     let n = comm.size();
     let me = comm.rank();
@@ -195,10 +203,10 @@ pub(crate) fn allocate(
     // One reduction agrees on errors and finds out whether sizes and units are symmetric.
     let (b, d) = (bytes as u64, disp_unit as u64);
     let mut v = [u64::from(local.is_err()), b, !b, d, !d];
-    comm.allreduce(&mut v, ReduceOp::Max)?;
+    comm.allreduce_for(call, &mut v, ReduceOp::Max)?;
     let hints = match local {
         Err(e) => return Err(e),
-        Ok(_) if v[0] != 0 => return Err(Error::PeerFailed { call }),
+        Ok(_) if v[0] != 0 => return Err(Error::PeerFailed { call: call.name() }),
         Ok(h) => h,
     };
     let same_size = v[1] == !v[2];
@@ -225,7 +233,7 @@ pub(crate) fn allocate(
         if same_size && same_unit {
             Ok(pad(bytes))
         } else {
-            let all = comm.allgather(&[b, d])?;
+            let all = comm.allgather_for(call, &[b, d])?;
             let mut offset = 0usize;
             Err(all
                 .chunks_exact(2)
@@ -354,7 +362,7 @@ pub(crate) fn create(
     disp_unit: usize,
     info: &WinInfo,
 ) -> Result<WinCore> {
-    let call = "create";
+    let call = Call::Create;
     let me = comm.rank();
     let hints = WinHints::parse(info).and_then(|h| check_disp_unit(disp_unit).map(|()| h));
     let record = hints.as_ref().ok().map(|_| CreateRecord {
@@ -368,7 +376,8 @@ pub(crate) fn create(
             .map(|l| (l.name, l.offset)),
     });
     // An empty record tells the others that this rank failed.
-    let records = comm.allgatherv(
+    let records = comm.allgatherv_for(
+        call,
         &record
             .as_ref()
             .map(CreateRecord::encode)
@@ -377,7 +386,7 @@ pub(crate) fn create(
     let hints = hints?;
     let records: Vec<CreateRecord> = records
         .iter()
-        .map(|r| CreateRecord::decode(r).ok_or(Error::PeerFailed { call }))
+        .map(|r| CreateRecord::decode(r).ok_or(Error::PeerFailed { call: call.name() }))
         .collect::<Result<_>>()?;
     // Map the peers' shared-heap segments; everything else is reached with CMA.
     let mut peer_segments: Vec<Segment> = Vec::new();
@@ -445,7 +454,7 @@ pub(crate) fn create(
 
 /// MPI_Win_create_dynamic.
 pub(crate) fn create_dynamic(comm: &Comm, info: &WinInfo) -> Result<WinCore> {
-    let call = "create_dynamic";
+    let call = Call::CreateDynamic;
     let (hints, prior) = match WinHints::parse(info) {
         Ok(h) => (h, Ok(())),
         Err(e) => (WinHints::default(), Err(e)),

@@ -19,7 +19,7 @@ use std::ptr::NonNull;
 
 use bytemuck::Pod;
 
-use crate::bootstrap::Comm;
+use crate::bootstrap::{Call, Comm};
 use crate::error::{Error, Result};
 use crate::memory::AllocMem;
 use crate::progress::Engine;
@@ -223,6 +223,10 @@ pub(crate) struct WinCore {
     pub(crate) acc_granularity: std::cell::Cell<usize>,
     pub(crate) epoch: EpochState,
     pub(crate) engine: Engine,
+    /// Collective calls made on this window (the next one's sequence number).
+    pub(crate) collectives: std::cell::Cell<u64>,
+    /// The members in the node's roster, on this window's channel (its waits watch them).
+    pub(crate) watch: Option<crate::bootstrap::PeerWatch>,
     /// Access epochs opened toward each peer with `start` (PSCW matching counts).
     pub(crate) pscw_accesses: RefCell<HashMap<usize, u64>>,
     pub(crate) dynamic: dynamic::DynamicState,
@@ -510,15 +514,19 @@ impl<T: Pod> Window<T> {
     pub fn set_info(&self, info: &WinInfo) -> Result<()> {
         let mut next = self.core.hints.borrow().clone();
         let local = next.update(info, false);
-        self.core.comm.agree_on("set_info", local)?;
-        let mut g = [
-            next.accumulate_granularity as u64,
-            !(next.accumulate_granularity as u64),
-        ];
-        self.core
-            .comm
-            .allreduce(&mut g, crate::bootstrap::ReduceOp::Max)?;
-        if g[0] != !g[1] {
+        // One agreement carries success (FAILED otherwise) and the granularity, which must
+        // be equal everywhere (it is capped far below FAILED).
+        const FAILED: u64 = u64::MAX;
+        let mine = match &local {
+            Ok(()) => next.accumulate_granularity as u64,
+            Err(_) => FAILED,
+        };
+        let all = self.core.agree_words(Call::SetInfo, mine)?;
+        local?;
+        if all.contains(&FAILED) {
+            return Err(Error::PeerFailed { call: "set_info" });
+        }
+        if all.iter().any(|&g| g != mine) {
             return Err(Error::InvalidInfo {
                 key: info::keys::ACCUMULATE_GRANULARITY.into(),
                 value: next.accumulate_granularity.to_string(),
@@ -628,7 +636,13 @@ impl<T: Pod> Window<T> {
     /// the window is dropped without being freed (see `Drop`).
     pub fn free(mut self) -> Result<Vec<WinBuffer<T>>> {
         let local = self.core.epoch.check_free();
-        self.core.comm.agree_on("free", local)?;
+        let all = self
+            .core
+            .agree_words(Call::Free, u64::from(local.is_ok()))?;
+        local?;
+        if all.contains(&0) {
+            return Err(Error::PeerFailed { call: "free" });
+        }
         // Everyone has closed its epochs and agreed: no access to our memory remains.
         self.freed = true;
         let mut out: Vec<WinBuffer<T>> = self.buffer.take().into_iter().collect();

@@ -1,0 +1,305 @@
+//! The roster of a node's processes: who has exited, and which collective each one is blocked
+//! in, so that a collective never waits forever for a process that cannot come.
+//!
+//! Every collective agreement carries a [`CallTag`] (what the call is, and its sequence number
+//! on its communicator or window, counted at call time). Mismatched calls *on one* communicator
+//! or window meet in the same agreement and see each other's tag there (exact). Two other
+//! situations never meet, so a waiter watches the roster instead:
+//!
+//! * **A peer exited** (status 0, so the launcher did not abort the job) without entering the
+//!   collective: its record says so. Where the channel records arrivals (boot slots, window
+//!   control blocks) the check is exact; over a host MPI it is confirmed after
+//!   [`CONFIRM`] (a peer that completed the collective and then exited lets ours complete
+//!   within that time).
+//! * **A peer is blocked in another collective that waits for us**: both wait forever. A
+//!   waiter publishes the channel it is blocked on; when a member of our collective has been
+//!   blocked for [`CONFIRM`] on a channel this process belongs to (so it waits for us, and we
+//!   cannot come: we are blocked here), both report it. Cycles through three or more
+//!   channels are not detected.
+//!
+//! Records live in shared memory: in the job's boot segment under `osrun` (indexed by job
+//! rank, exits marked by the launcher), in a node segment under a host MPI (indexed by rank on
+//! the node, exits marked by an exit handler).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::bootstrap::CallTag;
+use crate::error::{Error, Result};
+use crate::shm::segment::Segment;
+
+/// Bytes of one process's record (one cache line: records are written by their owner only).
+pub(crate) const RECORD_BYTES: usize = 64;
+
+/// How long a suspicion must hold before a waiter reports it.
+pub(crate) const CONFIRM: Duration = Duration::from_secs(1);
+
+/// How long a collective waits before it publishes its wait and starts watching peers.
+const WATCH_AFTER: Duration = Duration::from_millis(5);
+
+/// `exited` word: the process has ended.
+const EXITED: u64 = 1;
+
+/// The records of one node, in a mapped segment.
+#[derive(Debug)]
+pub(crate) struct Roster {
+    seg: Arc<Segment>,
+    offset: usize,
+    len: usize,
+}
+
+impl Roster {
+    /// Records for `len` processes at byte `offset` of `seg` (zero-initialised).
+    pub(crate) fn new(seg: Arc<Segment>, offset: usize, len: usize) -> Result<Roster> {
+        let end = len
+            .checked_mul(RECORD_BYTES)
+            .and_then(|b| b.checked_add(offset))
+            .filter(|&e| e <= seg.len() && offset % 8 == 0);
+        if end.is_none() {
+            return Err(Error::Bootstrap(format!(
+                "roster of {len} processes does not fit its {}-byte segment",
+                seg.len()
+            )));
+        }
+        Ok(Roster { seg, offset, len })
+    }
+
+    /// Bytes needed for `len` records.
+    pub(crate) fn bytes(len: usize) -> Option<usize> {
+        len.checked_mul(RECORD_BYTES)
+    }
+
+    fn word(&self, index: usize, word: usize) -> &AtomicU64 {
+        assert!(index < self.len && word < RECORD_BYTES / 8);
+        // SAFETY: inside the segment (checked in `new`), 8-byte aligned (offset and record
+        // size are multiples of 8); the segment lives as long as `self`; AtomicU64 may alias
+        // memory other processes access atomically.
+        unsafe {
+            &*self
+                .seg
+                .as_ptr()
+                .add(self.offset + index * RECORD_BYTES + word * 8)
+                .cast::<AtomicU64>()
+        }
+    }
+
+    /// Marks process `index` as ended.
+    pub(crate) fn mark_exited(&self, index: usize) {
+        // Release: whatever the process published before it ended (its arrivals in
+        // collectives) is visible to a waiter that sees the mark with Acquire.
+        self.word(index, 0).store(EXITED, Ordering::Release);
+    }
+
+    fn exited(&self, index: usize) -> bool {
+        // Acquire: pairs with mark_exited.
+        self.word(index, 0).load(Ordering::Acquire) == EXITED
+    }
+
+    fn set_waiting(&self, index: usize, value: u64) {
+        // Relaxed: a hint read by other waiters, confirmed over time; it publishes nothing.
+        self.word(index, 1).store(value, Ordering::Relaxed);
+    }
+
+    fn waiting(&self, index: usize) -> u64 {
+        // Relaxed: see set_waiting.
+        self.word(index, 1).load(Ordering::Relaxed)
+    }
+}
+
+/// Channels (communicators and windows) this process belongs to, by id.
+static MEMBERSHIPS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+fn is_member(channel: u32) -> bool {
+    MEMBERSHIPS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .contains(&channel)
+}
+
+/// This process's membership of a channel, registered while the value lives.
+#[derive(Debug)]
+pub(crate) struct Membership(u32);
+
+impl Membership {
+    /// Registers membership of `channel`.
+    pub(crate) fn new(channel: u32) -> Membership {
+        MEMBERSHIPS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(channel);
+        Membership(channel)
+    }
+}
+
+impl Drop for Membership {
+    fn drop(&mut self) {
+        let mut m = MEMBERSHIPS.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(i) = m.iter().position(|&c| c == self.0) {
+            m.swap_remove(i);
+        }
+    }
+}
+
+/// A channel id from 64 random-ish bits shared by every member (never 0).
+pub(crate) fn channel_id(seed: u64) -> u32 {
+    let folded = (seed ^ (seed >> 32)) as u32;
+    folded.max(1)
+}
+
+/// How the members of one communicator (or window) appear in the node's roster.
+///
+/// Public only because [`crate::Bootstrap::watch`] returns it; it has no public API.
+#[derive(Debug, Clone)]
+pub struct PeerWatch {
+    roster: Arc<Roster>,
+    /// Roster index of each member, by rank; `None` for members on other nodes.
+    members: Arc<[Option<usize>]>,
+    /// This process's rank in the channel.
+    me: usize,
+    /// Id of the channel (shared by every member).
+    channel: u32,
+    /// Keeps the channel registered while any copy of the watch lives.
+    _membership: Arc<Membership>,
+}
+
+impl PeerWatch {
+    /// A watch over `members` (roster indices by rank) for channel `channel`.
+    pub(crate) fn new(
+        roster: Arc<Roster>,
+        members: Vec<Option<usize>>,
+        me: usize,
+        channel: u32,
+    ) -> PeerWatch {
+        PeerWatch {
+            roster,
+            members: members.into(),
+            me,
+            channel,
+            _membership: Arc::new(Membership::new(channel)),
+        }
+    }
+
+    /// The same members on another channel (a window over this communicator).
+    pub(crate) fn for_channel(&self, channel: u32) -> PeerWatch {
+        PeerWatch {
+            roster: Arc::clone(&self.roster),
+            members: Arc::clone(&self.members),
+            me: self.me,
+            channel,
+            _membership: Arc::new(Membership::new(channel)),
+        }
+    }
+
+    /// The members `ranks` (ranks in this channel) as a new channel, with this process at
+    /// position `me` of `ranks`.
+    pub(crate) fn subgroup(&self, ranks: &[usize], me: usize, channel: u32) -> PeerWatch {
+        let members: Vec<Option<usize>> = ranks.iter().map(|&r| self.members[r]).collect();
+        PeerWatch::new(Arc::clone(&self.roster), members, me, channel)
+    }
+
+    /// The roster and this process's index in it (a process on a node of its own has no
+    /// other members there; index 0 of a roster of one is never shared).
+    #[cfg(feature = "mpi")]
+    pub(crate) fn roster(&self) -> (Arc<Roster>, usize) {
+        (Arc::clone(&self.roster), self.my_index().unwrap_or(0))
+    }
+
+    /// The roster index of this process.
+    fn my_index(&self) -> Option<usize> {
+        self.members[self.me]
+    }
+
+    /// Starts watching the peers of the collective `tag` while it waits.
+    pub(crate) fn vigil(&self, tag: CallTag) -> Vigil<'_> {
+        Vigil {
+            watch: self,
+            tag,
+            started: Instant::now(),
+            published: false,
+            exit_seen: None,
+            suspect: None,
+        }
+    }
+}
+
+/// What one waiting collective knows about its peers.
+#[derive(Debug)]
+pub(crate) struct Vigil<'a> {
+    watch: &'a PeerWatch,
+    tag: CallTag,
+    started: Instant,
+    published: bool,
+    /// A member seen exited before it was known to have arrived, and since when.
+    exit_seen: Option<(usize, Instant)>,
+    /// A member seen blocked on another channel of ours, its record, and since when.
+    suspect: Option<(usize, u64, Instant)>,
+}
+
+impl Vigil<'_> {
+    /// Called while the collective has not completed. `arrived(rank)` says whether a member
+    /// is known to have entered this collective (`None`: the channel cannot tell).
+    pub(crate) fn check(&mut self, arrived: impl Fn(usize) -> Option<bool>) -> Result<()> {
+        if self.started.elapsed() < WATCH_AFTER {
+            return Ok(());
+        }
+        let w = self.watch;
+        if !self.published {
+            if let Some(i) = w.my_index() {
+                w.roster
+                    .set_waiting(i, (u64::from(w.channel) << 32) | self.tag.call.code());
+            }
+            self.published = true;
+        }
+        let call = self.tag.call.name();
+        for (rank, index) in w.members.iter().enumerate() {
+            let Some(index) = *index else { continue };
+            if rank == w.me {
+                continue;
+            }
+            if w.roster.exited(index) {
+                match arrived(rank) {
+                    Some(true) => {}
+                    Some(false) => return Err(Error::PeerExited { call, rank }),
+                    None => {
+                        let (r, since) = *self.exit_seen.get_or_insert((rank, Instant::now()));
+                        if r == rank && since.elapsed() >= CONFIRM {
+                            return Err(Error::PeerExited { call, rank });
+                        }
+                    }
+                }
+                continue;
+            }
+            let theirs = w.roster.waiting(index);
+            let channel = (theirs >> 32) as u32;
+            if theirs == 0 || channel == w.channel || !is_member(channel) {
+                if matches!(self.suspect, Some((r, _, _)) if r == rank) {
+                    self.suspect = None;
+                }
+                continue;
+            }
+            match self.suspect {
+                Some((r, v, since)) if r == rank && v == theirs => {
+                    if since.elapsed() >= CONFIRM {
+                        let other = crate::bootstrap::Call::from_code(theirs & 0xff)
+                            .map_or("another collective", |c| c.name());
+                        return Err(Error::CollectiveDeadlock { call, rank, other });
+                    }
+                }
+                Some((r, _, _)) if r != rank => {}
+                _ => self.suspect = Some((rank, theirs, Instant::now())),
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Vigil<'_> {
+    fn drop(&mut self) {
+        if self.published {
+            if let Some(i) = self.watch.my_index() {
+                self.watch.roster.set_waiting(i, 0);
+            }
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! Collective agreements of a window: fence, free and set_info meet in one barrier of the
+//! window's node segment and check each other's [`CallTag`] there.
+//!
+//! A window numbers its collective calls itself, like the communicator MPI creates inside
+//! every window: collectives on the window and on the communicator it was created from are
+//! independent, and a mismatch on either is an error at every process (see
+//! `bootstrap::roster` for the waits that never meet). Each rank publishes its tag and one
+//! payload word before the barrier and reads everybody's after it. Two copies alternate by
+//! sequence parity: a rank can be at most one collective ahead, so it never overwrites a
+//! word a slower rank has still to read.
+
+use std::sync::atomic::Ordering;
+
+use crate::bootstrap::{Call, CallTag};
+use crate::error::Result;
+use crate::progress::{Step, SyncOp};
+use crate::shm::barrier::BarrierWait;
+use crate::win::WinCore;
+
+/// One window collective in progress at this rank.
+#[derive(Debug)]
+pub(crate) struct Agreement {
+    pub(crate) tag: CallTag,
+    wait: BarrierWait,
+}
+
+impl Agreement {
+    fn parity(&self) -> usize {
+        (self.tag.seq & 1) as usize
+    }
+}
+
+impl WinCore {
+    /// Enters the collective `call` with this rank's payload `word`: numbers the call and
+    /// publishes tag and word. Poll the result with [`WinCore::poll_agreement`].
+    pub(crate) fn enter_agreement(&self, call: Call, word: u64) -> Agreement {
+        let seq = self.collectives.get();
+        self.collectives.set(seq + 1);
+        let tag = CallTag { call, seq };
+        let parity = (seq & 1) as usize;
+        let mine = &self.ctrl.rank(self.rank).collective;
+        // Relaxed: both are published by the barrier's release increments.
+        mine.words[parity].store(word, Ordering::Relaxed);
+        mine.tags[parity].store(tag.pack(), Ordering::Relaxed);
+        Agreement {
+            tag,
+            wait: self.barrier.begin(),
+        }
+    }
+
+    /// Advances `a`; true once every rank has entered the same call (an error at every rank
+    /// when any rank entered another).
+    pub(crate) fn poll_agreement(&self, a: &mut Agreement) -> Result<bool> {
+        if !self.barrier.poll(&mut a.wait) {
+            return Ok(false);
+        }
+        let parity = a.parity();
+        for r in 0..self.size {
+            // Relaxed: ordered by the barrier's acquire.
+            let theirs = self.ctrl.rank(r).collective.tags[parity].load(Ordering::Relaxed);
+            a.tag.check(r, theirs)?;
+        }
+        Ok(true)
+    }
+
+    /// Rank `rank`'s payload word of the completed agreement `a`.
+    pub(crate) fn agreed_word(&self, a: &Agreement, rank: usize) -> u64 {
+        // Relaxed: ordered by the barrier's acquire (the agreement completed).
+        self.ctrl.rank(rank).collective.words[a.parity()].load(Ordering::Relaxed)
+    }
+
+    /// True when `rank` is known to have entered the collective of tag `tag` (any call with
+    /// its sequence number: a different call is reported when the barrier completes).
+    pub(crate) fn arrived(&self, tag: CallTag, rank: usize) -> bool {
+        // Relaxed: a hint for a waiter, read after the roster's Acquire of an exit mark.
+        let theirs =
+            self.ctrl.rank(rank).collective.tags[(tag.seq & 1) as usize].load(Ordering::Relaxed);
+        CallTag::unpack(theirs).is_some_and(|t| t.seq == tag.seq)
+    }
+
+    /// Blocking agreement: every rank's payload word, by rank.
+    pub(crate) fn agree_words(&self, call: Call, word: u64) -> Result<Vec<u64>> {
+        let agreement = self.enter_agreement(call, word);
+        let tag = agreement.tag;
+        let op = AgreeOp {
+            agreement: Some(agreement),
+            result: std::rc::Rc::default(),
+        };
+        let result = std::rc::Rc::clone(&op.result);
+        self.engine.run_collective(self, op, tag)?;
+        let words = result.take();
+        Ok(words)
+    }
+}
+
+/// The blocking agreement as a queued op (it activates after earlier synchronizations).
+struct AgreeOp {
+    agreement: Option<Agreement>,
+    result: std::rc::Rc<std::cell::RefCell<Vec<u64>>>,
+}
+
+impl SyncOp for AgreeOp {
+    fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        let Some(a) = self.agreement.as_mut() else {
+            return Ok(Step::Done);
+        };
+        if !core.poll_agreement(a)? {
+            return Ok(Step::Blocked);
+        }
+        let words = (0..core.size).map(|r| core.agreed_word(a, r)).collect();
+        *self.result.borrow_mut() = words;
+        self.agreement = None;
+        Ok(Step::Done)
+    }
+}
