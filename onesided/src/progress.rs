@@ -12,9 +12,19 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
 use crate::backoff::Backoff;
-use crate::bootstrap::CallTag;
+use crate::bootstrap::call::CallTag;
+use crate::bootstrap::roster::PeerWatch;
 use crate::error::{Error, Result};
-use crate::win::WinCore;
+
+/// What the engine needs from the object whose synchronizations it runs (a window).
+pub(crate) trait Host {
+    /// True when the job was aborted (waits give up).
+    fn aborted(&self) -> bool;
+    /// The members in the node's roster, watched while a collective waits.
+    fn watch(&self) -> Option<&PeerWatch>;
+    /// True when `rank` is known to have entered the collective `tag`.
+    fn arrived(&self, tag: CallTag, rank: usize) -> bool;
+}
 
 /// Result of polling an op.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,30 +35,39 @@ pub(crate) enum Step {
     Blocked,
 }
 
-/// A synchronization in progress.
-pub(crate) trait SyncOp: 'static {
+/// A synchronization in progress on a `C` (a window).
+pub(crate) trait SyncOp<C>: 'static {
     /// Advances as far as possible without blocking.
-    fn poll(&mut self, core: &WinCore) -> Result<Step>;
+    fn poll(&mut self, core: &C) -> Result<Step>;
 }
 
 /// Identifies a queued op.
 pub(crate) type Ticket = u64;
 
-struct Queued {
+struct Queued<C> {
     ticket: Ticket,
-    op: Box<dyn SyncOp>,
+    op: Box<dyn SyncOp<C>>,
 }
 
 /// Per-window queue of pending synchronizations.
-#[derive(Default)]
-pub(crate) struct Engine {
-    queue: RefCell<VecDeque<Queued>>,
+pub(crate) struct Engine<C> {
+    queue: RefCell<VecDeque<Queued<C>>>,
     /// Length of `queue`, readable without a RefCell borrow on the fast path.
     queued: Cell<usize>,
     next_ticket: Cell<Ticket>,
 }
 
-impl std::fmt::Debug for Engine {
+impl<C> Default for Engine<C> {
+    fn default() -> Self {
+        Engine {
+            queue: RefCell::default(),
+            queued: Cell::default(),
+            next_ticket: Cell::default(),
+        }
+    }
+}
+
+impl<C> std::fmt::Debug for Engine<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
             .field("queued", &self.queue.borrow().len())
@@ -56,7 +75,7 @@ impl std::fmt::Debug for Engine {
     }
 }
 
-impl Engine {
+impl<C: Host + 'static> Engine<C> {
     /// True when no op is pending.
     #[inline]
     pub(crate) fn idle(&self) -> bool {
@@ -66,7 +85,7 @@ impl Engine {
     /// Starts `op`: completes it inline when possible, queues it otherwise.
     /// Returns `None` when it completed, its ticket when it is pending.
     #[inline]
-    pub(crate) fn start<O: SyncOp>(&self, core: &WinCore, mut op: O) -> Result<Option<Ticket>> {
+    pub(crate) fn start<O: SyncOp<C>>(&self, core: &C, mut op: O) -> Result<Option<Ticket>> {
         if self.idle() && op.poll(core)? == Step::Done {
             return Ok(None);
         }
@@ -82,7 +101,7 @@ impl Engine {
 
     /// Blocking form: start `op` and wait until it completed.
     #[inline]
-    pub(crate) fn run<O: SyncOp>(&self, core: &WinCore, op: O) -> Result<()> {
+    pub(crate) fn run<O: SyncOp<C>>(&self, core: &C, op: O) -> Result<()> {
         match self.start(core, op)? {
             None => Ok(()),
             Some(t) => self.wait(core, t, None),
@@ -92,12 +111,7 @@ impl Engine {
     /// [`Engine::run`] for the window collective `tag`: while it waits, it watches the peers
     /// (an exited peer or one blocked in another of our collectives is an error, see
     /// `bootstrap::roster`).
-    pub(crate) fn run_collective<O: SyncOp>(
-        &self,
-        core: &WinCore,
-        op: O,
-        tag: CallTag,
-    ) -> Result<()> {
+    pub(crate) fn run_collective<O: SyncOp<C>>(&self, core: &C, op: O, tag: CallTag) -> Result<()> {
         match self.start(core, op)? {
             None => Ok(()),
             Some(t) => self.wait(core, t, Some(tag)),
@@ -113,7 +127,7 @@ impl Engine {
     }
 
     /// Polls queued ops in order; returns true when at least one completed.
-    pub(crate) fn progress(&self, core: &WinCore) -> Result<bool> {
+    pub(crate) fn progress(&self, core: &C) -> Result<bool> {
         let mut any = false;
         let mut queue = self.queue.borrow_mut();
         let result = loop {
@@ -138,14 +152,9 @@ impl Engine {
 
     /// Drives the queue until `ticket` completed, backing off while nothing moves; with
     /// `collective`, watches the peers of that window collective meanwhile.
-    pub(crate) fn wait(
-        &self,
-        core: &WinCore,
-        ticket: Ticket,
-        collective: Option<CallTag>,
-    ) -> Result<()> {
+    pub(crate) fn wait(&self, core: &C, ticket: Ticket, collective: Option<CallTag>) -> Result<()> {
         let mut backoff = Backoff::new();
-        let mut vigil = collective.and_then(|tag| Some(core.watch.as_ref()?.vigil(tag)));
+        let mut vigil = collective.and_then(|tag| Some(core.watch()?.vigil(tag)));
         loop {
             if self.progress(core)? {
                 backoff.reset();
@@ -153,7 +162,7 @@ impl Engine {
             if self.completed(ticket) {
                 return Ok(());
             }
-            if core.comm.aborted() {
+            if core.aborted() {
                 return Err(Error::JobAborted);
             }
             if let (Some(v), Some(tag)) = (vigil.as_mut(), collective) {

@@ -41,9 +41,11 @@ fn run_mpiexec(test: &str) -> (bool, String, String) {
         if let Some(s) = child.try_wait().expect("wait") {
             break s;
         }
-        if start.elapsed() > Duration::from_secs(120) {
+        if start.elapsed() > Duration::from_secs(60) {
             let _ = child.kill();
-            panic!("{test}: mpiexec job timed out");
+            let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
+            let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
+            panic!("{test}: mpiexec job timed out:\n{stdout}\n{stderr}");
         }
         std::thread::sleep(Duration::from_millis(20));
     };

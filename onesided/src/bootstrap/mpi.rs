@@ -516,6 +516,11 @@ extern "C" fn finalize_at_exit(status: libc::c_int, _arg: *mut libc::c_void) {
         return;
     }
     if status != 0 {
+        // If MPI_Abort itself never returns nor ends the job (seen once with Open MPI while
+        // a peer sat in MPI_Finalize), SIGALRM ends this process abnormally, and every
+        // launcher ends a job whose process died on a signal.
+        // SAFETY: alarm(2) only arms a timer; SIGALRM has its default action (terminate).
+        unsafe { libc::alarm(10) };
         // SAFETY: MPI is initialized (we did it) and not finalized; the world
         // communicator handle is a link-time constant of the MPI library.
         unsafe { mpi::ffi::MPI_Abort(mpi::ffi::RSMPI_COMM_WORLD, status) };

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::bootstrap::CallTag;
+use crate::bootstrap::call::CallTag;
 use crate::error::{Error, Result};
 use crate::shm::segment::Segment;
 
@@ -281,7 +281,7 @@ impl Vigil<'_> {
             match self.suspect {
                 Some((r, v, since)) if r == rank && v == theirs => {
                     if since.elapsed() >= CONFIRM {
-                        let other = crate::bootstrap::Call::from_code(theirs & 0xff)
+                        let other = crate::bootstrap::call::Call::from_code(theirs & 0xff)
                             .map_or("another collective", |c| c.name());
                         return Err(Error::CollectiveDeadlock { call, rank, other });
                     }

@@ -28,10 +28,11 @@ use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::layout::{check_match, pieces, Layout};
 use crate::rma::atomic::{AccElement, ElemType, Op};
-use crate::rma::{check_within, Located};
-use crate::transport::Route;
+use crate::rma::check_within;
+use crate::transport::{Located, Route};
 use crate::win::control::ACC_STRIPES;
-use crate::win::{WinCore, Window};
+use crate::win::core::WinCore;
+use crate::win::Window;
 
 /// Bytes per lock stripe when the window sets no granularity.
 const DEFAULT_GRANULE: usize = 64;

@@ -16,7 +16,6 @@
 mod accumulate;
 pub mod atomic;
 mod request;
-pub(crate) mod staged;
 
 pub use request::Request;
 
@@ -24,161 +23,11 @@ use bytemuck::Pod;
 
 use crate::error::{Error, Result};
 use crate::layout::{check_match, pieces, Layout};
-use crate::transport::{self, Route};
-use crate::win::{TargetRegion, Targets, WinCore, Window};
-
-/// Byte offset of `disp` units of `disp_unit` bytes, if `len` bytes from there fit in
-/// `size` bytes.
-#[inline]
-pub(crate) fn checked_offset(
-    op: &'static str,
-    target: usize,
-    disp: usize,
-    disp_unit: usize,
-    len: usize,
-    size: usize,
-) -> Result<usize> {
-    match disp.checked_mul(disp_unit) {
-        Some(off) if off <= size && len <= size - off => Ok(off),
-        _ => Err(out_of_bounds(op, target, disp, disp_unit, len, size)),
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn out_of_bounds(
-    op: &'static str,
-    target: usize,
-    disp: usize,
-    disp_unit: usize,
-    len: usize,
-    size: usize,
-) -> Error {
-    Error::OutOfBounds {
-        op,
-        target,
-        disp,
-        disp_unit,
-        len,
-        size,
-    }
-}
-
-/// Where an access lands: how to reach it, whether every process maps that memory, and a
-/// key naming the location (byte offset in the target's window, or the address in a
-/// dynamic window) for accumulate lock stripes.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Located {
-    pub route: Route,
-    pub shared: bool,
-    pub key: usize,
-}
-
-impl Located {
-    /// Where a zero-count access lands: nowhere. MPI makes an operation that moves no data
-    /// a no-op whatever its displacement, for every window flavor (a dynamic window with
-    /// nothing attached included); a zero-length copy through a dangling pointer touches no
-    /// memory.
-    fn nowhere() -> Located {
-        Located {
-            route: Route::Direct(std::ptr::NonNull::dangling().as_ptr()),
-            shared: true,
-            key: 0,
-        }
-    }
-
-    /// The location `offset` bytes further.
-    #[inline]
-    pub(crate) fn offset(self, offset: usize) -> Located {
-        Located {
-            route: self.route.offset(offset),
-            shared: self.shared,
-            key: self.key + offset,
-        }
-    }
-}
+use crate::transport::{self, combine, Route};
+use crate::win::core::WinCore;
+use crate::win::Window;
 
 impl WinCore {
-    /// Where `len` bytes at `disp` in `target`'s window are, after every check (rank,
-    /// epoch, bounds or attachment). A zero-length access is checked for rank and epoch
-    /// only: it moves nothing, so no displacement is out of bounds (as in MPI).
-    #[inline]
-    pub(crate) fn resolve(
-        &self,
-        op: &'static str,
-        target: usize,
-        disp: usize,
-        len: usize,
-    ) -> Result<Located> {
-        self.check_rank(target)?;
-        self.epoch.check_access(target, op)?;
-        if len == 0 {
-            return Ok(Located::nowhere());
-        }
-        match &self.targets {
-            Targets::Symmetric {
-                base,
-                stride,
-                bytes,
-                disp_unit,
-            } => {
-                let off = checked_offset(op, target, disp, *disp_unit, len, *bytes)?;
-                // In bounds of the node segment: target < size and off + len <= bytes.
-                Ok(Located {
-                    route: Route::Direct(base.wrapping_add(target * stride + off)),
-                    shared: true,
-                    key: off,
-                })
-            }
-            Targets::Table(table) => {
-                let t = &table[target];
-                let off = checked_offset(op, target, disp, t.disp_unit, len, t.bytes)?;
-                Ok(Located {
-                    route: t.route.offset(off),
-                    shared: t.shared,
-                    key: off,
-                })
-            }
-            Targets::Dynamic => self.resolve_dynamic(op, target, disp, len),
-        }
-    }
-
-    /// The address of `len` bytes at `disp` in `target`'s memory, and whether every process
-    /// maps that memory, when the common case applies — memory reached by load/store
-    /// (symmetric or per-rank window), target already checked in this epoch, in bounds —
-    /// without constructing any error. `None` means "take the full path".
-    #[inline(always)]
-    pub(crate) fn direct_fast(
-        &self,
-        target: usize,
-        disp: usize,
-        len: usize,
-    ) -> Option<(*mut u8, bool)> {
-        if target >= self.size || !self.epoch.access_cached(target) {
-            return None;
-        }
-        let (base, bytes, disp_unit, shared) = match &self.targets {
-            Targets::Symmetric {
-                base,
-                stride,
-                bytes,
-                disp_unit,
-            } => (base.wrapping_add(target * stride), *bytes, *disp_unit, true),
-            Targets::Table(table) => match table[target] {
-                TargetRegion {
-                    route: Route::Direct(p),
-                    bytes,
-                    disp_unit,
-                    shared,
-                } => (p, bytes, disp_unit, shared),
-                _ => return None,
-            },
-            Targets::Dynamic => return self.dynamic_fast(target, disp, len),
-        };
-        let off = disp.checked_mul(disp_unit)?;
-        (off <= bytes && len <= bytes - off).then(|| (base.wrapping_add(off), shared))
-    }
-
     /// Put: inlined fast path, everything else out of line.
     #[inline(always)]
     pub(crate) fn put_bytes(&self, src: &[u8], target: usize, disp: usize) -> Result<()> {
@@ -195,7 +44,7 @@ impl WinCore {
     #[inline(never)]
     fn put_bytes_slow(&self, src: &[u8], target: usize, disp: usize) -> Result<()> {
         match self.resolve("put", target, disp, src.len())?.route {
-            Route::Cma { pid, addr } if src.len() <= staged::STAGE_MAX_PUT => {
+            Route::Cma { pid, addr } if src.len() <= combine::STAGE_MAX_PUT => {
                 self.stage_put(pid, addr, src)?
             }
             route => route.write(src)?,
@@ -260,27 +109,6 @@ pub(crate) fn check_within<T: Pod>(op: &'static str, layout: &Layout<T>, len: us
             "{op}: the layout reaches byte {} of a {bytes}-byte buffer",
             layout.end()
         )))
-    }
-}
-
-impl WinCore {
-    /// Where the target extent of `layout` at `disp` of `target` starts, after checking
-    /// that the whole extent — and so, block by block, every byte the layout touches — lies
-    /// in the target's window (or in one attached region).
-    pub(crate) fn resolve_layout<T: Pod>(
-        &self,
-        op: &'static str,
-        target: usize,
-        disp: usize,
-        layout: &Layout<T>,
-    ) -> Result<Located> {
-        let extent = layout.end();
-        if !layout.fits_in(extent) {
-            return Err(Error::InvalidArgument(format!(
-                "{op}: a target layout block lies outside its extent of {extent} bytes"
-            )));
-        }
-        self.resolve(op, target, disp, extent)
     }
 }
 
@@ -353,30 +181,5 @@ impl<T: Pod> Window<T> {
             .read_pieces(bytemuck::cast_slice_mut(origin), &list)?;
         self.core.epoch.note_rma();
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn offsets_scale_and_bound() {
-        assert_eq!(checked_offset("put", 0, 3, 8, 8, 32).unwrap(), 24);
-        assert!(checked_offset("put", 0, 3, 8, 9, 32).is_err());
-        assert!(checked_offset("put", 0, 5, 8, 0, 32).is_err());
-        assert_eq!(checked_offset("put", 0, 4, 8, 0, 32).unwrap(), 32);
-        assert!(checked_offset("put", 0, usize::MAX, 2, 1, 32).is_err());
-        match checked_offset("get", 7, 2, 4, 16, 20) {
-            Err(Error::OutOfBounds {
-                target: 7,
-                disp: 2,
-                disp_unit: 4,
-                len: 16,
-                size: 20,
-                ..
-            }) => {}
-            other => panic!("{other:?}"),
-        }
     }
 }

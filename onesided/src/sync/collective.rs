@@ -11,11 +11,12 @@
 
 use std::sync::atomic::Ordering;
 
+use crate::bootstrap::roster::PeerWatch;
 use crate::bootstrap::{Call, CallTag};
 use crate::error::Result;
-use crate::progress::{Step, SyncOp};
+use crate::progress::{Host, Step, SyncOp};
 use crate::shm::barrier::BarrierWait;
-use crate::win::WinCore;
+use crate::win::core::WinCore;
 
 /// One window collective in progress at this rank.
 #[derive(Debug)]
@@ -69,15 +70,6 @@ impl WinCore {
         self.ctrl.rank(rank).collective.words[a.parity()].load(Ordering::Relaxed)
     }
 
-    /// True when `rank` is known to have entered the collective of tag `tag` (any call with
-    /// its sequence number: a different call is reported when the barrier completes).
-    pub(crate) fn arrived(&self, tag: CallTag, rank: usize) -> bool {
-        // Relaxed: a hint for a waiter, read after the roster's Acquire of an exit mark.
-        let theirs =
-            self.ctrl.rank(rank).collective.tags[(tag.seq & 1) as usize].load(Ordering::Relaxed);
-        CallTag::unpack(theirs).is_some_and(|t| t.seq == tag.seq)
-    }
-
     /// Blocking agreement: every rank's payload word, by rank.
     pub(crate) fn agree_words(&self, call: Call, word: u64) -> Result<Vec<u64>> {
         let agreement = self.enter_agreement(call, word);
@@ -93,13 +85,32 @@ impl WinCore {
     }
 }
 
+impl Host for WinCore {
+    fn aborted(&self) -> bool {
+        self.comm.aborted()
+    }
+
+    fn watch(&self) -> Option<&PeerWatch> {
+        self.watch.as_ref()
+    }
+
+    /// Any call with the sequence number of `tag` counts: a different call is reported when
+    /// the barrier completes.
+    fn arrived(&self, tag: CallTag, rank: usize) -> bool {
+        // Relaxed: a hint for a waiter, read after the roster's Acquire of an exit mark.
+        let theirs =
+            self.ctrl.rank(rank).collective.tags[(tag.seq & 1) as usize].load(Ordering::Relaxed);
+        CallTag::unpack(theirs).is_some_and(|t| t.seq == tag.seq)
+    }
+}
+
 /// The blocking agreement as a queued op (it activates after earlier synchronizations).
 struct AgreeOp {
     agreement: Option<Agreement>,
     result: std::rc::Rc<std::cell::RefCell<Vec<u64>>>,
 }
 
-impl SyncOp for AgreeOp {
+impl SyncOp<WinCore> for AgreeOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         let Some(a) = self.agreement.as_mut() else {
             return Ok(Step::Done);

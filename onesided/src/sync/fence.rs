@@ -14,7 +14,8 @@ use crate::error::Result;
 use crate::progress::{Step, SyncOp};
 use crate::sync::collective::Agreement;
 use crate::sync::Assert;
-use crate::win::{WinCore, Window};
+use crate::win::core::WinCore;
+use crate::win::Window;
 
 /// A fence in progress.
 struct FenceOp {
@@ -23,7 +24,7 @@ struct FenceOp {
     agreement: Option<Agreement>,
 }
 
-impl SyncOp for FenceOp {
+impl SyncOp<WinCore> for FenceOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         if std::mem::take(&mut self.flush) {
             // Completes our stores before anyone passes the barrier (the barrier's release

@@ -13,12 +13,13 @@ use bytemuck::Pod;
 
 use crate::error::Result;
 use crate::progress::{Step, SyncOp};
-use crate::win::{WinCore, Window};
+use crate::win::core::WinCore;
+use crate::win::Window;
 
 /// Remote completion behind queued requests.
 struct FlushOp;
 
-impl SyncOp for FlushOp {
+impl SyncOp<WinCore> for FlushOp {
     fn poll(&mut self, _core: &WinCore) -> Result<Step> {
         fence(Ordering::SeqCst);
         Ok(Step::Done)

@@ -32,7 +32,8 @@ use crate::error::{Error, Result};
 use crate::progress::{Step, SyncOp};
 use crate::sync::epoch::Release;
 use crate::sync::{Assert, LockType};
-use crate::win::{WinCore, Window};
+use crate::win::core::WinCore;
+use crate::win::Window;
 
 const READER: u64 = 1;
 const READERS: u64 = 0xFFFF_FFFF;
@@ -211,7 +212,7 @@ struct LockOp {
     local: Phase,
 }
 
-impl SyncOp for LockOp {
+impl SyncOp<WinCore> for LockOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         if let Some(g) = &mut self.global {
             if !poll_acquire(core.global_lock_words(), Mode::EXCLUSIVE, g) {
@@ -236,7 +237,7 @@ struct LockAllOp {
     phase: Phase,
 }
 
-impl SyncOp for LockAllOp {
+impl SyncOp<WinCore> for LockAllOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         Ok(
             if poll_acquire(core.global_lock_words(), Mode::LOCK_ALL, &mut self.phase) {
@@ -255,7 +256,7 @@ enum UnlockOp {
     All,
 }
 
-impl SyncOp for UnlockOp {
+impl SyncOp<WinCore> for UnlockOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         match *self {
             UnlockOp::One(r) => {

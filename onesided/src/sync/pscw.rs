@@ -22,14 +22,15 @@ use crate::error::Result;
 use crate::group::Group;
 use crate::progress::{Step, SyncOp};
 use crate::sync::Assert;
-use crate::win::{WinCore, Window};
+use crate::win::core::WinCore;
+use crate::win::Window;
 
 /// Announce an exposure epoch to every member of the group.
 struct PostOp {
     group: Group,
 }
 
-impl SyncOp for PostOp {
+impl SyncOp<WinCore> for PostOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         for &j in self.group.ranks() {
             // Release: local stores to our window before post are visible to the origin's
@@ -49,7 +50,7 @@ struct StartOp {
     next: usize,
 }
 
-impl SyncOp for StartOp {
+impl SyncOp<WinCore> for StartOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         while let Some(&(peer, need)) = self.needs.get(self.next) {
             // Acquire: pairs with PostOp's Release increment.
@@ -72,7 +73,7 @@ struct CompleteOp {
     group: Group,
 }
 
-impl SyncOp for CompleteOp {
+impl SyncOp<WinCore> for CompleteOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         for &t in self.group.ranks() {
             // Release: every RMA operation of the epoch (stores into the target's memory, or
@@ -91,7 +92,7 @@ struct WaitOp {
     need: u64,
 }
 
-impl SyncOp for WaitOp {
+impl SyncOp<WinCore> for WaitOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         Ok(if core.exposure_complete(self.need) {
             Step::Done

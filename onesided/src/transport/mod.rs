@@ -10,6 +10,7 @@
 //! will be one more variant.
 
 pub(crate) mod cma;
+pub(crate) mod combine;
 pub(crate) mod shm;
 
 use crate::error::Result;
@@ -98,6 +99,40 @@ impl Route {
                 Ok(())
             }
             Route::Cma { pid, addr } => cma::read_pieces(pid, addr, dst, pieces),
+        }
+    }
+}
+
+/// Where an access lands: how to reach it, whether every process maps that memory, and a
+/// key naming the location (byte offset in the target's window, or the address in a
+/// dynamic window) for accumulate lock stripes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Located {
+    pub route: Route,
+    pub shared: bool,
+    pub key: usize,
+}
+
+impl Located {
+    /// Where a zero-count access lands: nowhere. MPI makes an operation that moves no data
+    /// a no-op whatever its displacement, for every window flavor (a dynamic window with
+    /// nothing attached included); a zero-length copy through a dangling pointer touches no
+    /// memory.
+    pub(crate) fn nowhere() -> Located {
+        Located {
+            route: Route::Direct(std::ptr::NonNull::dangling().as_ptr()),
+            shared: true,
+            key: 0,
+        }
+    }
+
+    /// The location `offset` bytes further.
+    #[inline]
+    pub(crate) fn offset(self, offset: usize) -> Located {
+        Located {
+            route: self.route.offset(offset),
+            shared: self.shared,
+            key: self.key + offset,
         }
     }
 }

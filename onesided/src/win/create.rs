@@ -16,8 +16,9 @@ use crate::shm::barrier::Barrier;
 use crate::shm::segment::Segment;
 use crate::transport::Route;
 use crate::win::control::{Control, ControlLayout, WIN_MAGIC};
+use crate::win::core::{LocalRegion, TargetRegion, Targets, WinCore};
 use crate::win::info::{keys, WinHints, WinInfo};
-use crate::win::{dynamic, Flavor, LocalRegion, TargetRegion, Targets, WinCore};
+use crate::win::Flavor;
 
 const PAGE: usize = 4096;
 const LINE: usize = 64;
@@ -177,7 +178,7 @@ fn assemble(
             .watch()
             .map(|w| w.for_channel(crate::bootstrap::roster::channel_id(segment.tag()))),
         pscw_accesses: Default::default(),
-        dynamic: dynamic::DynamicState::default(),
+        dynamic: Default::default(),
         staged: Default::default(),
         _peer_segments: peer_segments,
         _segment: segment,

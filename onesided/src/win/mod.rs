@@ -6,276 +6,30 @@
 //! segment, so a target's memory is `base + rank × stride` — O(1) metadata per process when
 //! sizes are symmetric ([Gerstenberger13] §2.2).
 
+mod attr;
+mod buffer;
 pub(crate) mod control;
+pub(crate) mod core;
 mod create;
 pub(crate) mod dynamic;
 pub mod info;
+pub(crate) mod regions;
+pub(crate) mod resolve;
+
+pub use attr::{Flavor, MemoryModel, WindowLayout};
+pub use buffer::WinBuffer;
 
 use std::cell::RefCell;
-use std::collections::HashMap;
-use std::fmt;
 use std::marker::PhantomData;
-use std::ptr::NonNull;
 
 use bytemuck::Pod;
 
 use crate::bootstrap::{Call, Comm};
 use crate::error::{Error, Result};
-use crate::memory::AllocMem;
-use crate::progress::Engine;
-use crate::shm::barrier::Barrier;
-use crate::shm::segment::Segment;
-use crate::sync::epoch::EpochState;
 use crate::transport::Route;
-use control::Control;
+use crate::win::core::{Targets, WinCore};
+use crate::win::resolve::checked_offset;
 use info::{WinHints, WinInfo};
-
-/// How a window's memory came to be (MPI_WIN_CREATE_FLAVOR).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Flavor {
-    /// [`Window::allocate`]: memory allocated by onesided.
-    Allocate,
-    /// [`Window::create`]: memory provided by the user.
-    Create,
-    /// [`Window::create_dynamic`]: memory attached and detached at run time.
-    Dynamic,
-    /// [`Window::allocate_shared`]: memory all ranks can load and store directly.
-    Shared,
-}
-
-impl Flavor {
-    /// Lower-case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Flavor::Allocate => "allocate",
-            Flavor::Create => "create",
-            Flavor::Dynamic => "dynamic",
-            Flavor::Shared => "shared",
-        }
-    }
-}
-
-impl fmt::Display for Flavor {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Memory model of a window (MPI_WIN_MODEL).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum MemoryModel {
-    /// Public and private copies are the same memory (every onesided window).
-    Unified,
-    /// Public and private copies are separate.
-    Separate,
-}
-
-/// How a window records where every rank's memory is ([`Window::layout`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum WindowLayout {
-    /// Same size and displacement unit everywhere: rank r's memory is at a fixed stride in
-    /// one node segment; O(1) metadata per process (\[Gerstenberger13\] §2.2).
-    Symmetric,
-    /// One (address, size, disp_unit) record per rank: O(p) metadata per process.
-    PerRank,
-    /// Dynamic window: per-target region tables, cached on use.
-    Dynamic,
-}
-
-/// Memory handed to [`Window::create`] or [`Window::attach`]. The window owns it until
-/// [`Window::free`] / [`Window::detach`] give it back, so no remote access can outlive it.
-#[derive(Debug)]
-pub enum WinBuffer<T: Pod> {
-    /// Ordinary heap memory: peers reach it with cross-memory attach.
-    Vec(Vec<T>),
-    /// Shared-heap memory from [`crate::alloc_mem`]: peers use load/store.
-    AllocMem(AllocMem<T>),
-    /// Memory the caller manages (see [`WinBuffer::from_raw_parts`]).
-    Raw {
-        /// First element.
-        ptr: NonNull<T>,
-        /// Number of elements.
-        len: usize,
-    },
-}
-
-impl<T: Pod> WinBuffer<T> {
-    /// Memory the caller manages.
-    ///
-    /// # Safety
-    /// `ptr` must be valid for reads and writes of `len` elements (and non-null) until the
-    /// buffer is returned by `free`/`detach` (or, if the window is dropped without `free`,
-    /// for as long as any process of the window may access it), must not be accessed
-    /// through Rust references in the meantime, and must not be thread-local (the buffer
-    /// may move to another thread with its window).
-    pub unsafe fn from_raw_parts(ptr: *mut T, len: usize) -> Self {
-        WinBuffer::Raw {
-            ptr: NonNull::new(ptr).expect("WinBuffer::from_raw_parts: null pointer"),
-            len,
-        }
-    }
-
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        match self {
-            WinBuffer::Vec(v) => v.len(),
-            WinBuffer::AllocMem(m) => m.len(),
-            WinBuffer::Raw { len, .. } => *len,
-        }
-    }
-
-    /// True when the buffer has no elements.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Base pointer and length in bytes.
-    fn raw_bytes(&mut self) -> (*mut u8, usize) {
-        let ptr: *mut T = match self {
-            WinBuffer::Vec(v) => v.as_mut_ptr(),
-            WinBuffer::AllocMem(m) => m.as_mut_ptr(),
-            WinBuffer::Raw { ptr, .. } => ptr.as_ptr(),
-        };
-        (ptr.cast(), self.len() * std::mem::size_of::<T>())
-    }
-
-    /// The `Vec` inside, if this buffer is one.
-    pub fn into_vec(self) -> Option<Vec<T>> {
-        match self {
-            WinBuffer::Vec(v) => Some(v),
-            _ => None,
-        }
-    }
-
-    /// Gives up memory that peers might still access: never freed, never reused.
-    fn leak(self) {
-        match self {
-            WinBuffer::Vec(v) => std::mem::forget(v),
-            // Our mapping goes away but the peers' mappings keep the memory alive.
-            WinBuffer::AllocMem(m) => drop(m),
-            WinBuffer::Raw { .. } => {}
-        }
-    }
-}
-
-// SAFETY: a WinBuffer owns its memory like a Vec (for `Raw`, by the contract of
-// `from_raw_parts`, which excludes thread-local memory); moving it moves that ownership.
-unsafe impl<T: Pod + Send> Send for WinBuffer<T> {}
-
-impl<T: Pod> From<Vec<T>> for WinBuffer<T> {
-    fn from(v: Vec<T>) -> Self {
-        WinBuffer::Vec(v)
-    }
-}
-
-impl<T: Pod> From<AllocMem<T>> for WinBuffer<T> {
-    fn from(m: AllocMem<T>) -> Self {
-        WinBuffer::AllocMem(m)
-    }
-}
-
-/// Where the window memory of each target is.
-#[derive(Debug)]
-pub(crate) enum Targets {
-    /// Same size and disp_unit everywhere; rank r's memory at `base + r * stride`.
-    Symmetric {
-        base: *mut u8,
-        stride: usize,
-        bytes: usize,
-        disp_unit: usize,
-    },
-    /// One entry per rank.
-    Table(Vec<TargetRegion>),
-    /// Dynamic window: resolved through the region-descriptor cache.
-    Dynamic,
-}
-
-/// Window memory of one target.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct TargetRegion {
-    pub route: Route,
-    pub bytes: usize,
-    pub disp_unit: usize,
-    /// Mapped by every process (shared memory): accumulates may use CPU atomics on it.
-    pub shared: bool,
-}
-
-/// This process's own window memory.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct LocalRegion {
-    pub base: *mut u8,
-    pub bytes: usize,
-    pub disp_unit: usize,
-}
-
-/// Everything of a window that does not depend on the element type.
-pub(crate) struct WinCore {
-    pub(crate) comm: Comm,
-    pub(crate) rank: usize,
-    pub(crate) size: usize,
-    pub(crate) flavor: Flavor,
-    pub(crate) ctrl: Control,
-    pub(crate) barrier: Barrier,
-    pub(crate) targets: Targets,
-    pub(crate) local: LocalRegion,
-    pub(crate) hints: RefCell<WinHints>,
-    /// `mpi_accumulate_granularity` in effect (read on the accumulate fast path).
-    pub(crate) acc_granularity: std::cell::Cell<usize>,
-    pub(crate) epoch: EpochState,
-    pub(crate) engine: Engine,
-    /// Collective calls made on this window (the next one's sequence number).
-    pub(crate) collectives: std::cell::Cell<u64>,
-    /// The members in the node's roster, on this window's channel (its waits watch them).
-    pub(crate) watch: Option<crate::bootstrap::PeerWatch>,
-    /// Access epochs opened toward each peer with `start` (PSCW matching counts).
-    pub(crate) pscw_accesses: RefCell<HashMap<usize, u64>>,
-    pub(crate) dynamic: dynamic::DynamicState,
-    /// Small cross-memory-attach puts waiting for the next completion point.
-    pub(crate) staged: crate::rma::staged::StagedPuts,
-    /// Peers' shared-heap segments mapped for `create` windows.
-    _peer_segments: Vec<Segment>,
-    /// The node segment; the pointers above point into it.
-    _segment: Segment,
-}
-
-// SAFETY: the raw pointers inside a WinCore (control words, barrier counters, target
-// routes, local memory) point into mappings the WinCore itself keeps alive (its node
-// segment, the peers' segments it mapped, the user buffer its Window owns); none of it is
-// tied to a thread. The Cell/RefCell state makes WinCore !Sync, so it is still used by one
-// thread at a time.
-unsafe impl Send for WinCore {}
-
-impl fmt::Debug for WinCore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WinCore")
-            .field("flavor", &self.flavor)
-            .field("rank", &self.rank)
-            .field("size", &self.size)
-            .field("local", &self.local)
-            .field("epoch", &self.epoch)
-            .finish_non_exhaustive()
-    }
-}
-
-impl WinCore {
-    #[inline]
-    pub(crate) fn check_rank(&self, rank: usize) -> Result<()> {
-        if rank < self.size {
-            Ok(())
-        } else {
-            Err(self.invalid_rank(rank))
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn invalid_rank(&self, rank: usize) -> Error {
-        Error::InvalidRank {
-            rank,
-            size: self.size,
-        }
-    }
-}
 
 /// A window of elements of type `T` (MPI_Win).
 ///
@@ -544,7 +298,7 @@ impl<T: Pod> Window<T> {
         if self.core.flavor == Flavor::Dynamic {
             return Ok(self.core.resolve_own_dynamic(op, disp, len)?.route);
         }
-        let off = crate::rma::checked_offset(op, self.core.rank, disp, l.disp_unit, len, l.bytes)?;
+        let off = checked_offset(op, self.core.rank, disp, l.disp_unit, len, l.bytes)?;
         Ok(Route::Direct(l.base.wrapping_add(off)))
     }
 

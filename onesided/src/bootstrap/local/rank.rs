@@ -1,163 +1,21 @@
-//! The `local` bootstrap: ranks started by `osrun` (or the test helper) on one node.
-//!
-//! The launcher creates one boot segment per job and passes its name in the environment.
-//! Layout (every part starts on a cache line):
-//!
-//! ```text
-//! header   magic, version, n, slot_size           (written once by the launcher)
-//! abort    set by the launcher when a rank failed  (ranks poll it while waiting)
-//! attached ranks that mapped the segment           (launcher unlinks the name at n)
-//! barrier  dissemination counters (shm::barrier)
-//! roster   one record per rank (bootstrap::roster; the launcher marks exits)
-//! slots    n × slot_size bytes, one exchange buffer per rank: a line of call tags, then
-//!          the payload
-//! ```
-//!
-//! A collective writes its [`CallTag`] and payload into the caller's slot, passes a barrier,
-//! checks every peer's tag (a mismatch fails the call at every rank), reads peers' slots and
-//! passes a second barrier before the slots are reused; payloads larger than a slot go in
-//! rounds. Tags alternate between two words by sequence parity: a rank can be at most one
-//! collective ahead of another, so a fast rank never overwrites a tag a slow one still
-//! checks. Every word read by other processes is an atomic; payload bytes are ordered by the
-//! barriers (release/acquire).
+//! A rank's side of a boot segment: connecting to the job and the collectives.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::backoff::Backoff;
+use crate::bootstrap::call::{Call, CallTag};
+use crate::bootstrap::local::launcher::BootSegment;
+use crate::bootstrap::local::{
+    word, BootLayout, ENV_BOOT, ENV_JOB, ENV_RANK, ENV_SIZE, MAGIC, OFF_ABORT, OFF_ATTACHED,
+    OFF_BARRIER, OFF_HEADER, SLOT_TAGS, VERSION,
+};
 use crate::bootstrap::roster::{channel_id, PeerWatch, Roster};
-use crate::bootstrap::{Bootstrap, Call, CallTag};
+use crate::bootstrap::Bootstrap;
 use crate::error::{Error, Result};
-use crate::shm::barrier::{Barrier, BarrierLayout};
+use crate::shm::barrier::Barrier;
 use crate::shm::liveness;
 use crate::shm::segment::{random_job_id, Segment};
-
-const MAGIC: u64 = 0x6f6e_6573_6964_6564; // "onesided"
-const VERSION: u64 = 2;
-const LINE: usize = 64;
-const OFF_HEADER: usize = 0;
-const OFF_ABORT: usize = LINE;
-const OFF_ATTACHED: usize = 2 * LINE;
-const OFF_BARRIER: usize = 3 * LINE;
-
-/// Environment variable with the job id.
-pub const ENV_JOB: &str = "ONESIDED_JOB";
-/// Environment variable with this process's rank.
-pub const ENV_RANK: &str = "ONESIDED_RANK";
-/// Environment variable with the number of ranks.
-pub const ENV_SIZE: &str = "ONESIDED_SIZE";
-/// Environment variable with the boot segment name.
-pub const ENV_BOOT: &str = "ONESIDED_BOOT";
-
-/// Bytes at the start of a slot that hold call tags (one line).
-const SLOT_TAGS: usize = LINE;
-
-/// Bytes of one rank's exchange slot for a job of `n` ranks (tags and payload).
-fn slot_size(n: usize) -> Option<usize> {
-    Some((64 * 1024).max(n.checked_mul(4096)?))
-}
-
-/// Offsets of the parts of a boot segment for `n` ranks.
-#[derive(Debug, Clone, Copy)]
-struct BootLayout {
-    barrier: BarrierLayout,
-    roster: usize,
-    slots: usize,
-    slot_size: usize,
-    total: usize,
-}
-
-impl BootLayout {
-    /// The layout for `n` ranks; an error when its size does not fit in the address space
-    /// (`n` comes from the command line or from a segment another process wrote).
-    fn new(n: usize) -> Result<Self> {
-        let too_many = || Error::Bootstrap(format!("a boot segment for {n} ranks is too large"));
-        let barrier = BarrierLayout::new(n);
-        let roster = OFF_BARRIER
-            .checked_add(barrier.bytes())
-            .ok_or_else(too_many)?;
-        let slots = Roster::bytes(n)
-            .and_then(|r| r.checked_add(roster))
-            .and_then(|b| b.checked_next_multiple_of(4096))
-            .ok_or_else(too_many)?;
-        let slot_size = slot_size(n).ok_or_else(too_many)?;
-        let total = n
-            .checked_mul(slot_size)
-            .and_then(|s| s.checked_add(slots))
-            .ok_or_else(too_many)?;
-        Ok(BootLayout {
-            barrier,
-            roster,
-            slots,
-            slot_size,
-            total,
-        })
-    }
-}
-
-fn word(seg: &Segment, offset: usize) -> &AtomicU64 {
-    assert!(offset + 8 <= seg.len() && offset % 8 == 0);
-    // SAFETY: in bounds and aligned (asserted); shared memory lives as long as `seg`;
-    // AtomicU64 may alias memory other processes access atomically.
-    unsafe { &*seg.as_ptr().add(offset).cast::<AtomicU64>() }
-}
-
-/// A boot segment created by a launcher; dropping it removes the name.
-#[derive(Debug)]
-pub struct BootSegment {
-    seg: Arc<Segment>,
-    n: usize,
-    roster: Roster,
-}
-
-impl BootSegment {
-    /// Creates the boot segment of job `job` for `n` ranks.
-    pub fn create(job: &str, n: usize) -> Result<BootSegment> {
-        if n == 0 {
-            return Err(Error::InvalidArgument(
-                "a job needs at least one rank".into(),
-            ));
-        }
-        let layout = BootLayout::new(n)?;
-        let seg = Arc::new(Segment::create(job, "L", layout.total)?);
-        word(&seg, OFF_HEADER + 8).store(VERSION, Ordering::Relaxed);
-        word(&seg, OFF_HEADER + 16).store(n as u64, Ordering::Relaxed);
-        word(&seg, OFF_HEADER + 24).store(layout.slot_size as u64, Ordering::Relaxed);
-        // Release: ranks that read the magic with Acquire see the fields above.
-        word(&seg, OFF_HEADER).store(MAGIC, Ordering::Release);
-        let roster = Roster::new(Arc::clone(&seg), layout.roster, n)?;
-        Ok(BootSegment { seg, n, roster })
-    }
-
-    /// Name to pass in [`ENV_BOOT`].
-    pub fn name(&self) -> &str {
-        self.seg.name()
-    }
-
-    /// Tells every rank to give up waiting (a peer failed).
-    pub fn abort(&self) {
-        // Relaxed: a flag polled in wait loops; nothing is published through it.
-        word(&self.seg, OFF_ABORT).store(1, Ordering::Relaxed);
-    }
-
-    /// Records that `rank` exited with status 0: peers waiting for it in a collective it
-    /// never entered fail instead of waiting forever.
-    pub fn mark_exited(&self, rank: usize) {
-        if rank < self.n {
-            self.roster.mark_exited(rank);
-        }
-    }
-
-    /// True once every rank has mapped the segment.
-    pub fn all_attached(&self) -> bool {
-        word(&self.seg, OFF_ATTACHED).load(Ordering::Relaxed) >= self.n as u64
-    }
-
-    /// Removes the name from /dev/shm (ranks keep their mappings).
-    pub fn unlink(&self) {
-        self.seg.unlink();
-    }
-}
 
 /// Collective state of one process on one boot segment.
 #[derive(Debug)]
@@ -638,11 +496,6 @@ impl LocalBootstrap {
         let all = self.allgatherv(Call::Split, &[u8::from(ok)])?;
         Ok(all.iter().all(|v| v == &[1]))
     }
-}
-
-/// A fresh job id for a launcher.
-pub fn new_job_id() -> String {
-    random_job_id()
 }
 
 #[cfg(test)]

@@ -12,7 +12,6 @@ use std::cell::{Cell, RefCell};
 
 use crate::error::Result;
 use crate::transport::cma;
-use crate::win::WinCore;
 
 /// Largest put that is staged; larger ones cost far more than a system call anyway.
 pub(crate) const STAGE_MAX_PUT: usize = 256;
@@ -36,21 +35,19 @@ struct Staged {
     puts: Vec<(i32, usize, usize, usize)>,
 }
 
-impl WinCore {
+impl StagedPuts {
     /// Stages `src` for `addr` in process `pid`; drains when the stage is full.
-    pub(crate) fn stage_put(&self, pid: i32, addr: usize, src: &[u8]) -> Result<()> {
+    pub(crate) fn stage(&self, pid: i32, addr: usize, src: &[u8]) -> Result<()> {
         let full = {
-            let mut s = self.staged.inner.borrow_mut();
+            let mut s = self.inner.borrow_mut();
             let offset = s.data.len();
             s.data.extend_from_slice(src);
             s.puts.push((pid, addr, offset, src.len()));
             s.puts.len() >= STAGE_MAX_PIECES || s.data.len() >= STAGE_MAX_BYTES
         };
-        self.staged.pending.set(true);
-        // The inlined flush skips straight to its fence; make it take the path that drains.
-        self.epoch.forget_flush_cache();
+        self.pending.set(true);
         if full {
-            self.drain_staged()
+            self.drain()
         } else {
             Ok(())
         }
@@ -59,17 +56,17 @@ impl WinCore {
     /// Writes every staged put to its target. Every remote-completion point calls it
     /// before it signals completion.
     #[inline]
-    pub(crate) fn drain_staged(&self) -> Result<()> {
-        if !self.staged.pending.get() {
+    pub(crate) fn drain(&self) -> Result<()> {
+        if !self.pending.get() {
             return Ok(());
         }
-        self.drain_staged_slow()
+        self.drain_slow()
     }
 
     #[inline(never)]
-    fn drain_staged_slow(&self) -> Result<()> {
-        self.staged.pending.set(false);
-        let mut s = self.staged.inner.borrow_mut();
+    fn drain_slow(&self) -> Result<()> {
+        self.pending.set(false);
+        let mut s = self.inner.borrow_mut();
         let Staged { data, puts } = &mut *s;
         if let [(pid, addr, offset, len)] = puts[..] {
             // One put (put + flush in a loop): the plain call, no iovec arrays.

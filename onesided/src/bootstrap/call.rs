@@ -1,0 +1,164 @@
+//! What a collective call is, and its number: the tag every collective agreement carries.
+
+use crate::error::{Error, Result};
+
+/// What a collective call is. Every collective agreement carries it (with a sequence number,
+/// see [`CallTag`]), so that processes making different collective calls get
+/// [`Error::CollectiveMismatch`] instead of pairing silently or waiting forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Call {
+    /// [`Comm::barrier`].
+    Barrier,
+    /// [`Comm::allgather`], [`Comm::allgatherv`], [`Comm::allreduce`].
+    Allgather,
+    /// [`Comm::alltoall`], [`Comm::alltoallv`].
+    Alltoall,
+    /// [`Comm::bcast`], [`Comm::bcast_vec`].
+    Bcast,
+    /// [`Comm::split`].
+    Split,
+    /// [`Comm::agree`].
+    Agree,
+    /// Window creation by `allocate`.
+    Allocate,
+    /// Window creation by `allocate_shared`.
+    AllocateShared,
+    /// Window creation by `create`.
+    Create,
+    /// Window creation by `create_dynamic`.
+    CreateDynamic,
+    /// `Window::fence`.
+    Fence,
+    /// `Window::free`.
+    Free,
+    /// `Window::set_info`.
+    SetInfo,
+}
+
+impl Call {
+    const ALL: [Call; 13] = [
+        Call::Barrier,
+        Call::Allgather,
+        Call::Alltoall,
+        Call::Bcast,
+        Call::Split,
+        Call::Agree,
+        Call::Allocate,
+        Call::AllocateShared,
+        Call::Create,
+        Call::CreateDynamic,
+        Call::Fence,
+        Call::Free,
+        Call::SetInfo,
+    ];
+
+    /// The call's name as users know it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Call::Barrier => "barrier",
+            Call::Allgather => "allgather",
+            Call::Alltoall => "alltoall",
+            Call::Bcast => "bcast",
+            Call::Split => "split",
+            Call::Agree => "agree",
+            Call::Allocate => "allocate",
+            Call::AllocateShared => "allocate_shared",
+            Call::Create => "create",
+            Call::CreateDynamic => "create_dynamic",
+            Call::Fence => "fence",
+            Call::Free => "free",
+            Call::SetInfo => "set_info",
+        }
+    }
+
+    /// A stable small number for the call (1..=255), the same in every process.
+    pub(crate) fn code(self) -> u64 {
+        Call::ALL
+            .iter()
+            .position(|&c| c == self)
+            .map_or(0, |i| i as u64 + 1)
+    }
+
+    /// The call with `code`, if any.
+    pub(crate) fn from_code(code: u64) -> Option<Call> {
+        let i = usize::try_from(code).ok()?.checked_sub(1)?;
+        Call::ALL.get(i).copied()
+    }
+}
+
+impl std::fmt::Display for Call {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A collective call and its sequence number on its communicator (or window), counted when
+/// the call is made. Processes agree only when both match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallTag {
+    /// What the call is.
+    pub call: Call,
+    /// Number of collective calls made on the communicator (or window) before this one.
+    pub seq: u64,
+}
+
+impl CallTag {
+    /// One word: never 0 (0 means "no call"), distinct for distinct tags below 2^56 calls.
+    pub fn pack(self) -> u64 {
+        (self.seq << 8) | self.call.code()
+    }
+
+    /// The tag of a packed word, if it names a call.
+    pub fn unpack(word: u64) -> Option<CallTag> {
+        Some(CallTag {
+            call: Call::from_code(word & 0xff)?,
+            seq: word >> 8,
+        })
+    }
+
+    /// The error for a peer `rank` whose packed tag is `theirs`, when it differs from ours.
+    pub(crate) fn check(self, rank: usize, theirs: u64) -> Result<()> {
+        if theirs == self.pack() {
+            return Ok(());
+        }
+        let other = CallTag::unpack(theirs);
+        Err(Error::CollectiveMismatch {
+            call: self.call.name(),
+            seq: self.seq,
+            rank,
+            other: other.map_or("an unknown call", |t| t.call.name()),
+            other_seq: other.map_or(0, |t| t.seq),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn call_tags_pack_and_unpack() {
+        for (i, &call) in Call::ALL.iter().enumerate() {
+            assert_eq!(Call::from_code(call.code()), Some(call));
+            let tag = CallTag {
+                call,
+                seq: i as u64 * 1000 + 3,
+            };
+            assert_ne!(tag.pack(), 0);
+            assert_eq!(CallTag::unpack(tag.pack()), Some(tag));
+            assert!(tag.check(1, tag.pack()).is_ok());
+        }
+        assert_eq!(Call::from_code(0), None);
+        let fence = CallTag {
+            call: Call::Fence,
+            seq: 4,
+        };
+        let free = CallTag {
+            call: Call::Free,
+            seq: 4,
+        };
+        let err = fence.check(1, free.pack()).unwrap_err();
+        assert!(err.to_string().contains("free"), "{err}");
+    }
+}

@@ -1,0 +1,69 @@
+//! The launcher's side of a boot segment: it creates the segment, raises the abort flag
+//! when a rank failed, and marks ranks that exited.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::bootstrap::local::{
+    word, BootLayout, MAGIC, OFF_ABORT, OFF_ATTACHED, OFF_HEADER, VERSION,
+};
+use crate::bootstrap::roster::Roster;
+use crate::error::{Error, Result};
+use crate::shm::segment::Segment;
+
+/// A boot segment created by a launcher; dropping it removes the name.
+#[derive(Debug)]
+pub struct BootSegment {
+    pub(super) seg: Arc<Segment>,
+    n: usize,
+    roster: Roster,
+}
+
+impl BootSegment {
+    /// Creates the boot segment of job `job` for `n` ranks.
+    pub fn create(job: &str, n: usize) -> Result<BootSegment> {
+        if n == 0 {
+            return Err(Error::InvalidArgument(
+                "a job needs at least one rank".into(),
+            ));
+        }
+        let layout = BootLayout::new(n)?;
+        let seg = Arc::new(Segment::create(job, "L", layout.total)?);
+        word(&seg, OFF_HEADER + 8).store(VERSION, Ordering::Relaxed);
+        word(&seg, OFF_HEADER + 16).store(n as u64, Ordering::Relaxed);
+        word(&seg, OFF_HEADER + 24).store(layout.slot_size as u64, Ordering::Relaxed);
+        // Release: ranks that read the magic with Acquire see the fields above.
+        word(&seg, OFF_HEADER).store(MAGIC, Ordering::Release);
+        let roster = Roster::new(Arc::clone(&seg), layout.roster, n)?;
+        Ok(BootSegment { seg, n, roster })
+    }
+
+    /// Name to pass in [`ENV_BOOT`].
+    pub fn name(&self) -> &str {
+        self.seg.name()
+    }
+
+    /// Tells every rank to give up waiting (a peer failed).
+    pub fn abort(&self) {
+        // Relaxed: a flag polled in wait loops; nothing is published through it.
+        word(&self.seg, OFF_ABORT).store(1, Ordering::Relaxed);
+    }
+
+    /// Records that `rank` exited with status 0: peers waiting for it in a collective it
+    /// never entered fail instead of waiting forever.
+    pub fn mark_exited(&self, rank: usize) {
+        if rank < self.n {
+            self.roster.mark_exited(rank);
+        }
+    }
+
+    /// True once every rank has mapped the segment.
+    pub fn all_attached(&self) -> bool {
+        word(&self.seg, OFF_ATTACHED).load(Ordering::Relaxed) >= self.n as u64
+    }
+
+    /// Removes the name from /dev/shm (ranks keep their mappings).
+    pub fn unlink(&self) {
+        self.seg.unlink();
+    }
+}

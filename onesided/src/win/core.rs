@@ -1,0 +1,134 @@
+//! The untyped state of a window ([`WinCore`]) that every RMA-chapter module extends: where
+//! each target's memory is, the control words, the epoch state and the progress engine.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+
+use crate::bootstrap::Comm;
+use crate::error::{Error, Result};
+use crate::progress::Engine;
+use crate::shm::barrier::Barrier;
+use crate::shm::segment::Segment;
+use crate::sync::epoch::EpochState;
+use crate::transport::Route;
+use crate::win::attr::Flavor;
+use crate::win::control::Control;
+use crate::win::info::WinHints;
+
+/// Where the window memory of each target is.
+#[derive(Debug)]
+pub(crate) enum Targets {
+    /// Same size and disp_unit everywhere; rank r's memory at `base + r * stride`.
+    Symmetric {
+        base: *mut u8,
+        stride: usize,
+        bytes: usize,
+        disp_unit: usize,
+    },
+    /// One entry per rank.
+    Table(Vec<TargetRegion>),
+    /// Dynamic window: resolved through the region-descriptor cache.
+    Dynamic,
+}
+
+/// Window memory of one target.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TargetRegion {
+    pub route: Route,
+    pub bytes: usize,
+    pub disp_unit: usize,
+    /// Mapped by every process (shared memory): accumulates may use CPU atomics on it.
+    pub shared: bool,
+}
+
+/// This process's own window memory.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LocalRegion {
+    pub base: *mut u8,
+    pub bytes: usize,
+    pub disp_unit: usize,
+}
+
+/// Everything of a window that does not depend on the element type.
+pub(crate) struct WinCore {
+    pub(crate) comm: Comm,
+    pub(crate) rank: usize,
+    pub(crate) size: usize,
+    pub(crate) flavor: Flavor,
+    pub(crate) ctrl: Control,
+    pub(crate) barrier: Barrier,
+    pub(crate) targets: Targets,
+    pub(crate) local: LocalRegion,
+    pub(crate) hints: RefCell<WinHints>,
+    /// `mpi_accumulate_granularity` in effect (read on the accumulate fast path).
+    pub(crate) acc_granularity: std::cell::Cell<usize>,
+    pub(crate) epoch: EpochState,
+    pub(crate) engine: Engine<WinCore>,
+    /// Collective calls made on this window (the next one's sequence number).
+    pub(crate) collectives: std::cell::Cell<u64>,
+    /// The members in the node's roster, on this window's channel (its waits watch them).
+    pub(crate) watch: Option<crate::bootstrap::PeerWatch>,
+    /// Access epochs opened toward each peer with `start` (PSCW matching counts).
+    pub(crate) pscw_accesses: RefCell<HashMap<usize, u64>>,
+    pub(crate) dynamic: crate::win::regions::DynamicState,
+    /// Small cross-memory-attach puts waiting for the next completion point.
+    pub(crate) staged: crate::transport::combine::StagedPuts,
+    /// Peers' shared-heap segments mapped for `create` windows.
+    pub(crate) _peer_segments: Vec<Segment>,
+    /// The node segment; the pointers above point into it.
+    pub(crate) _segment: Segment,
+}
+
+// SAFETY: the raw pointers inside a WinCore (control words, barrier counters, target
+// routes, local memory) point into mappings the WinCore itself keeps alive (its node
+// segment, the peers' segments it mapped, the user buffer its Window owns); none of it is
+// tied to a thread. The Cell/RefCell state makes WinCore !Sync, so it is still used by one
+// thread at a time.
+unsafe impl Send for WinCore {}
+
+impl fmt::Debug for WinCore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WinCore")
+            .field("flavor", &self.flavor)
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field("local", &self.local)
+            .field("epoch", &self.epoch)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WinCore {
+    /// Stages a small put reached by cross-memory attach (transport::combine).
+    pub(crate) fn stage_put(&self, pid: i32, addr: usize, src: &[u8]) -> Result<()> {
+        // The inlined flush skips straight to its fence; make it take the path that drains.
+        self.epoch.forget_flush_cache();
+        self.staged.stage(pid, addr, src)
+    }
+
+    /// Writes every staged put to its target. Every remote-completion point calls it
+    /// before it signals completion.
+    #[inline]
+    pub(crate) fn drain_staged(&self) -> Result<()> {
+        self.staged.drain()
+    }
+
+    #[inline]
+    pub(crate) fn check_rank(&self, rank: usize) -> Result<()> {
+        if rank < self.size {
+            Ok(())
+        } else {
+            Err(self.invalid_rank(rank))
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn invalid_rank(&self, rank: usize) -> Error {
+        Error::InvalidRank {
+            rank,
+            size: self.size,
+        }
+    }
+}

@@ -1,0 +1,345 @@
+//! Address resolution, in one room: a (target, displacement, length) of any window flavor
+//! becomes a [`Located`] route after every check — rank, epoch, bounds (symmetric and
+//! per-rank windows) or attachment (dynamic windows, through the region-descriptor cache of
+//! `win::regions`, refreshed one-sidedly under the target's seqlock).
+
+use std::sync::atomic::{fence, Ordering};
+
+use bytemuck::Pod;
+
+use crate::backoff::Backoff;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::shm::segment::{segment_name, Segment};
+use crate::transport::{Located, Route};
+use crate::win::core::{TargetRegion, Targets, WinCore};
+use crate::win::regions::{within, CachedRegion, LastHit, OwnedRegion, TargetCache};
+
+/// Byte offset of `disp` units of `disp_unit` bytes, if `len` bytes from there fit in
+/// `size` bytes.
+#[inline]
+pub(crate) fn checked_offset(
+    op: &'static str,
+    target: usize,
+    disp: usize,
+    disp_unit: usize,
+    len: usize,
+    size: usize,
+) -> Result<usize> {
+    match disp.checked_mul(disp_unit) {
+        Some(off) if off <= size && len <= size - off => Ok(off),
+        _ => Err(out_of_bounds(op, target, disp, disp_unit, len, size)),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn out_of_bounds(
+    op: &'static str,
+    target: usize,
+    disp: usize,
+    disp_unit: usize,
+    len: usize,
+    size: usize,
+) -> Error {
+    Error::OutOfBounds {
+        op,
+        target,
+        disp,
+        disp_unit,
+        len,
+        size,
+    }
+}
+
+impl WinCore {
+    /// Where `len` bytes at `disp` in `target`'s window are, after every check (rank,
+    /// epoch, bounds or attachment). A zero-length access is checked for rank and epoch
+    /// only: it moves nothing, so no displacement is out of bounds (as in MPI).
+    #[inline]
+    pub(crate) fn resolve(
+        &self,
+        op: &'static str,
+        target: usize,
+        disp: usize,
+        len: usize,
+    ) -> Result<Located> {
+        self.check_rank(target)?;
+        self.epoch.check_access(target, op)?;
+        if len == 0 {
+            return Ok(Located::nowhere());
+        }
+        match &self.targets {
+            Targets::Symmetric {
+                base,
+                stride,
+                bytes,
+                disp_unit,
+            } => {
+                let off = checked_offset(op, target, disp, *disp_unit, len, *bytes)?;
+                // In bounds of the node segment: target < size and off + len <= bytes.
+                Ok(Located {
+                    route: Route::Direct(base.wrapping_add(target * stride + off)),
+                    shared: true,
+                    key: off,
+                })
+            }
+            Targets::Table(table) => {
+                let t = &table[target];
+                let off = checked_offset(op, target, disp, t.disp_unit, len, t.bytes)?;
+                Ok(Located {
+                    route: t.route.offset(off),
+                    shared: t.shared,
+                    key: off,
+                })
+            }
+            Targets::Dynamic => self.resolve_dynamic(op, target, disp, len),
+        }
+    }
+
+    /// The address of `len` bytes at `disp` in `target`'s memory, and whether every process
+    /// maps that memory, when the common case applies — memory reached by load/store
+    /// (symmetric or per-rank window), target already checked in this epoch, in bounds —
+    /// without constructing any error. `None` means "take the full path".
+    #[inline(always)]
+    pub(crate) fn direct_fast(
+        &self,
+        target: usize,
+        disp: usize,
+        len: usize,
+    ) -> Option<(*mut u8, bool)> {
+        if target >= self.size || !self.epoch.access_cached(target) {
+            return None;
+        }
+        let (base, bytes, disp_unit, shared) = match &self.targets {
+            Targets::Symmetric {
+                base,
+                stride,
+                bytes,
+                disp_unit,
+            } => (base.wrapping_add(target * stride), *bytes, *disp_unit, true),
+            Targets::Table(table) => match table[target] {
+                TargetRegion {
+                    route: Route::Direct(p),
+                    bytes,
+                    disp_unit,
+                    shared,
+                } => (p, bytes, disp_unit, shared),
+                _ => return None,
+            },
+            Targets::Dynamic => return self.dynamic_fast(target, disp, len),
+        };
+        let off = disp.checked_mul(disp_unit)?;
+        (off <= bytes && len <= bytes - off).then(|| (base.wrapping_add(off), shared))
+    }
+}
+
+impl WinCore {
+    /// Where the target extent of `layout` at `disp` of `target` starts, after checking
+    /// that the whole extent — and so, block by block, every byte the layout touches — lies
+    /// in the target's window (or in one attached region).
+    pub(crate) fn resolve_layout<T: Pod>(
+        &self,
+        op: &'static str,
+        target: usize,
+        disp: usize,
+        layout: &Layout<T>,
+    ) -> Result<Located> {
+        let extent = layout.end();
+        if !layout.fits_in(extent) {
+            return Err(Error::InvalidArgument(format!(
+                "{op}: a target layout block lies outside its extent of {extent} bytes"
+            )));
+        }
+        self.resolve(op, target, disp, extent)
+    }
+}
+
+impl WinCore {
+    /// Where `[addr, addr+len)` is in this process's attached memory.
+    pub(crate) fn resolve_own_dynamic(
+        &self,
+        op: &'static str,
+        addr: usize,
+        len: usize,
+    ) -> Result<Located> {
+        let owned = self.dynamic.owned.borrow();
+        let i = owned.partition_point(|r| r.base <= addr);
+        match i.checked_sub(1).map(|i| owned[i]) {
+            Some(r) if within(r.base, r.len, addr, len) => Ok(Located {
+                route: Route::Direct(addr as *mut u8),
+                shared: r.seg_tag != 0,
+                key: addr,
+            }),
+            _ => Err(Error::NotAttached {
+                op,
+                target: self.rank,
+                addr,
+                len,
+            }),
+        }
+    }
+
+    /// Where `[addr, addr+len)` is at `target`, through the descriptor cache.
+    /// The common case of a dynamic-window access, inlined into put/get/accumulate: the same
+    /// region of the same target as last time, whose table has not changed since, mapped
+    /// here. Returns the address and whether every process maps it; `None` means "take
+    /// [`WinCore::resolve_dynamic`]".
+    #[inline(always)]
+    pub(crate) fn dynamic_fast(
+        &self,
+        target: usize,
+        addr: usize,
+        len: usize,
+    ) -> Option<(*mut u8, bool)> {
+        let hit = self.dynamic.last.get()?;
+        if hit.target != target || !hit.region.contains(addr, len) {
+            return None;
+        }
+        // Acquire: as in resolve_dynamic; an odd or newer number (a detach or attach since
+        // the hit) takes the full path.
+        if self.ctrl.rank(target).dyn_seq.load(Ordering::Acquire) != hit.seq {
+            return None;
+        }
+        match hit.region.route {
+            Route::Direct(p) => Some((p.wrapping_add(addr - hit.region.base), hit.region.shared)),
+            Route::Cma { .. } => None,
+        }
+    }
+
+    pub(crate) fn resolve_dynamic(
+        &self,
+        op: &'static str,
+        target: usize,
+        addr: usize,
+        len: usize,
+    ) -> Result<Located> {
+        if target == self.rank {
+            return self.resolve_own_dynamic(op, addr, len);
+        }
+        // Acquire: pairs with the owner's Release store of the sequence number, so a cache
+        // refreshed at this number sees the table it guards.
+        let seq = self.ctrl.rank(target).dyn_seq.load(Ordering::Acquire);
+        if let Some(hit) = self.dynamic.last.get() {
+            if hit.target == target && hit.seq == seq && hit.region.contains(addr, len) {
+                return Ok(hit.region.locate(addr));
+            }
+        }
+        let mut caches = self.dynamic.caches.borrow_mut();
+        let cache = caches.entry(target).or_insert_with(TargetCache::empty);
+        if cache.seq != seq {
+            self.refresh(target, cache);
+        }
+        match cache.find(addr, len) {
+            Some(region) => {
+                self.dynamic.last.set(Some(LastHit {
+                    target,
+                    seq: cache.seq,
+                    region,
+                }));
+                Ok(region.locate(addr))
+            }
+            None => Err(Error::NotAttached {
+                op,
+                target,
+                addr,
+                len,
+            }),
+        }
+    }
+
+    /// Re-reads `target`'s region table one-sidedly (seqlock read).
+    fn refresh(&self, target: usize, cache: &mut TargetCache) {
+        let ctl = self.ctrl.rank(target);
+        let cap = self.ctrl.layout().region_cap;
+        let mut backoff = Backoff::new();
+        let (seq, raw) = loop {
+            let s1 = ctl.dyn_seq.load(Ordering::Acquire);
+            if s1 & 1 == 0 {
+                let count = (ctl.ident.region_count.load(Ordering::Relaxed) as usize).min(cap);
+                let raw: Vec<OwnedRegion> = (0..count)
+                    .map(|i| {
+                        let s = self.ctrl.region(target, i);
+                        OwnedRegion {
+                            base: s.base.load(Ordering::Relaxed) as usize,
+                            len: s.len.load(Ordering::Relaxed) as usize,
+                            seg_tag: s.seg_tag.load(Ordering::Relaxed),
+                            seg_offset: s.seg_offset.load(Ordering::Relaxed) as usize,
+                        }
+                    })
+                    .collect();
+                // Acquire fence: if any entry above came from a newer write, the sequence
+                // number read below is newer too (see publish_regions).
+                fence(Ordering::Acquire);
+                if ctl.dyn_seq.load(Ordering::Relaxed) == s1 {
+                    break (s1, raw);
+                }
+            }
+            backoff.snooze();
+        };
+        let pid = ctl.ident.pid.load(Ordering::Relaxed) as i32;
+        let owner = ctl.ident.job_rank.load(Ordering::Relaxed).to_string();
+        let mut segments = std::mem::take(&mut cache.segments);
+        segments.retain(|tag, _| raw.iter().any(|r| r.seg_tag == *tag));
+        let mut regions = Vec::with_capacity(raw.len());
+        for r in &raw {
+            let route = if r.seg_tag == 0 {
+                Route::Cma { pid, addr: r.base }
+            } else {
+                let seg = match segments.entry(r.seg_tag) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        match Segment::open(&segment_name(self.comm.job_id(), &owner, r.seg_tag)) {
+                            Ok(s) => e.insert(s),
+                            // Freed since we read the table: the region is gone.
+                            Err(_) => continue,
+                        }
+                    }
+                };
+                if r.seg_offset
+                    .checked_add(r.len)
+                    .is_none_or(|end| end > seg.len())
+                {
+                    continue;
+                }
+                Route::Direct(seg.as_ptr().wrapping_add(r.seg_offset))
+            };
+            regions.push(CachedRegion {
+                base: r.base,
+                len: r.len,
+                route,
+                shared: r.seg_tag != 0,
+            });
+        }
+        *cache = TargetCache {
+            seq,
+            regions,
+            segments,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_scale_and_bound() {
+        assert_eq!(checked_offset("put", 0, 3, 8, 8, 32).unwrap(), 24);
+        assert!(checked_offset("put", 0, 3, 8, 9, 32).is_err());
+        assert!(checked_offset("put", 0, 5, 8, 0, 32).is_err());
+        assert_eq!(checked_offset("put", 0, 4, 8, 0, 32).unwrap(), 32);
+        assert!(checked_offset("put", 0, usize::MAX, 2, 1, 32).is_err());
+        match checked_offset("get", 7, 2, 4, 16, 20) {
+            Err(Error::OutOfBounds {
+                target: 7,
+                disp: 2,
+                disp_unit: 4,
+                len: 16,
+                size: 20,
+                ..
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}

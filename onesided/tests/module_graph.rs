@@ -1,0 +1,398 @@
+//! The crate's modules depend on each other without cycles.
+//!
+//! Every source file is a module; a path to another module (`crate::a::b::Item`,
+//! `super::x`, `self::child`, or `child::Item` for a declared `mod child`) in its code, not
+//! in comments or unit tests, is a dependency on the deepest module the path names; a path
+//! through a re-export (`pub use child::Item` in a parent) is a dependency on the module
+//! that defines the item, and a module depends on what it re-exports only where its own code
+//! uses the name. The crate root, which only declares and re-exports, is never a
+//! dependency. The test fails with the cycle it found.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Module path (`win::create`; "" for the crate root) of every source file.
+fn modules(src: &Path) -> BTreeMap<String, PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("source directory") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(src, &mut files);
+    files
+        .into_iter()
+        .map(|path| {
+            let rel = path
+                .strip_prefix(src)
+                .expect("inside src")
+                .with_extension("");
+            let mut parts: Vec<String> = rel
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if matches!(parts.last().map(String::as_str), Some("mod" | "lib")) {
+                parts.pop();
+            }
+            (parts.join("::"), path)
+        })
+        .collect()
+}
+
+/// The code of a file without comments, string literals, re-exports and
+/// `#[cfg(test)] mod tests`.
+fn code_of(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    let text = without_comments(text);
+    split_reexports(&text).0
+}
+
+/// The text without comments and string literals.
+fn without_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        out.push('\n');
+                        break;
+                    }
+                }
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                let mut last = ' ';
+                for c in chars.by_ref() {
+                    if last == '*' && c == '/' {
+                        break;
+                    }
+                    last = c;
+                }
+            }
+            '"' => {
+                let mut escaped = false;
+                for c in chars.by_ref() {
+                    if !escaped && c == '"' {
+                        break;
+                    }
+                    escaped = !escaped && c == '\\';
+                }
+                out.push_str("\"\"");
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// `text` without its `pub use ...;` and `pub(crate) use ...;` statements, and those
+/// statements (each on one line).
+fn split_reexports(text: &str) -> (String, Vec<String>) {
+    let mut code = String::with_capacity(text.len());
+    let mut reexports = Vec::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        let t = line.trim();
+        if current.is_none() && (t.starts_with("pub use ") || t.starts_with("pub(crate) use ")) {
+            current = Some(String::new());
+        }
+        match current.as_mut() {
+            Some(statement) => {
+                statement.push_str(t);
+                statement.push(' ');
+                if t.ends_with(';') {
+                    reexports.extend(current.take());
+                }
+                code.push('\n');
+            }
+            None => {
+                code.push_str(line);
+                code.push('\n');
+            }
+        }
+    }
+    (code, reexports)
+}
+
+/// The names a `pub use` statement exports, each with the path it comes from.
+fn exported_names(statement: &str) -> Vec<(String, Vec<String>)> {
+    let body = statement
+        .trim()
+        .trim_start_matches("pub(crate) use ")
+        .trim_start_matches("pub use ")
+        .trim_end_matches(';')
+        .trim();
+    let (prefix, names): (&str, Vec<&str>) = match body.split_once('{') {
+        Some((prefix, rest)) => (prefix, rest.trim_end_matches('}').split(',').collect()),
+        None => match body.rsplit_once("::") {
+            Some((prefix, name)) => (prefix, vec![name]),
+            None => ("", vec![body]),
+        },
+    };
+    let prefix: Vec<String> = prefix
+        .split("::")
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
+    names
+        .into_iter()
+        .map(str::trim)
+        .filter(|n| !n.is_empty() && *n != "self")
+        .map(|n| {
+            let (orig, alias) = n.split_once(" as ").unwrap_or((n, n));
+            let mut path = prefix.clone();
+            path.push(orig.trim().to_owned());
+            (alias.trim().to_owned(), path)
+        })
+        .collect()
+}
+
+/// Every `a::b::c` path in `code`, as its segments, with the character before it.
+fn paths(code: &str) -> Vec<(Option<char>, Vec<String>)> {
+    let is_ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let bytes: Vec<char> = code.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if !is_ident(bytes[i]) || (i > 0 && is_ident(bytes[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let before = i.checked_sub(1).map(|j| bytes[j]);
+        let mut segs = Vec::new();
+        let mut j = i;
+        loop {
+            let start = j;
+            while j < bytes.len() && is_ident(bytes[j]) {
+                j += 1;
+            }
+            segs.push(bytes[start..j].iter().collect::<String>());
+            if j + 2 < bytes.len()
+                && bytes[j] == ':'
+                && bytes[j + 1] == ':'
+                && is_ident(bytes[j + 2])
+            {
+                j += 2;
+            } else {
+                break;
+            }
+        }
+        if segs.len() > 1 {
+            out.push((before, segs));
+        }
+        i = j.max(i + 1);
+    }
+    out
+}
+
+/// The deepest module named by `base` followed by a prefix of `segs`, with the segment
+/// after that prefix (the item named in the module, if any).
+fn resolve(
+    mods: &BTreeMap<String, PathBuf>,
+    base: &[String],
+    segs: &[String],
+) -> Option<(String, Option<String>)> {
+    (0..=segs.len()).rev().find_map(|k| {
+        let name: Vec<&str> = base.iter().chain(&segs[..k]).map(String::as_str).collect();
+        let name = name.join("::");
+        mods.contains_key(&name)
+            .then(|| (name, segs.get(k).cloned()))
+    })
+}
+
+/// What one source file says about modules.
+struct Source {
+    me: Vec<String>,
+    code: String,
+    children: BTreeSet<String>,
+    reexports: Vec<String>,
+}
+
+impl Source {
+    fn read(module: &str, file: &Path) -> Source {
+        let text = std::fs::read_to_string(file).expect("source file");
+        let text = match text.find("#[cfg(test)]\nmod tests") {
+            Some(i) => &text[..i],
+            None => &text[..],
+        };
+        let (code, reexports) = split_reexports(&without_comments(text));
+        let children = code
+            .lines()
+            .filter_map(|l| {
+                let l = l.trim();
+                let l = l
+                    .strip_prefix("pub(crate) ")
+                    .or(l.strip_prefix("pub "))
+                    .unwrap_or(l);
+                l.strip_prefix("mod ")?.strip_suffix(';').map(str::to_owned)
+            })
+            .collect();
+        Source {
+            me: module
+                .split("::")
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            code,
+            children,
+            reexports,
+        }
+    }
+
+    /// The module a path written in this file names (before re-exports are followed), and
+    /// the item it names there.
+    fn target(
+        &self,
+        mods: &BTreeMap<String, PathBuf>,
+        segs: &[String],
+    ) -> Option<(String, Option<String>)> {
+        let parent = &self.me[..self.me.len().saturating_sub(1)];
+        match segs[0].as_str() {
+            "crate" => resolve(mods, &[], &segs[1..]),
+            "super" => resolve(mods, parent, &segs[1..]),
+            "self" => resolve(mods, &self.me, &segs[1..]),
+            child if self.children.contains(child) => resolve(mods, &self.me, segs),
+            _ => None,
+        }
+    }
+}
+
+fn dependencies(mods: &BTreeMap<String, PathBuf>) -> BTreeMap<String, BTreeSet<String>> {
+    let sources: BTreeMap<&String, Source> =
+        mods.iter().map(|(m, f)| (m, Source::read(m, f))).collect();
+    // (module, exported name) -> module defining it.
+    let mut exports: BTreeMap<(String, String), String> = BTreeMap::new();
+    for (module, src) in &sources {
+        for statement in &src.reexports {
+            for (name, path) in exported_names(statement) {
+                if let Some((t, _)) = src.target(mods, &path) {
+                    exports.insert(((*module).clone(), name), t);
+                }
+            }
+        }
+    }
+    // Follows re-exports: `m::Name` where `m` re-exports `Name` names the defining module.
+    let through = |(mut t, item): (String, Option<String>)| -> String {
+        if let Some(name) = item {
+            for _ in 0..8 {
+                match exports.get(&(t.clone(), name.clone())) {
+                    Some(next) if *next != t => t = next.clone(),
+                    _ => break,
+                }
+            }
+        }
+        t
+    };
+    let mut graph = BTreeMap::new();
+    for (module, src) in &sources {
+        let mut deps = BTreeSet::new();
+        for (before, segs) in paths(&src.code) {
+            if before == Some(':') {
+                continue; // the tail of a longer path
+            }
+            if let Some(found) = src.target(mods, &segs) {
+                deps.insert(through(found));
+            }
+        }
+        // Names this module re-exports and also uses itself.
+        for statement in &src.reexports {
+            for (name, path) in exported_names(statement) {
+                let used = src
+                    .code
+                    .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                    .any(|word| word == name);
+                if let (true, Some(found)) = (used, src.target(mods, &path)) {
+                    deps.insert(through(found));
+                }
+            }
+        }
+        deps.retain(|t| t != *module && !t.is_empty());
+        graph.insert((*module).clone(), deps);
+    }
+    graph
+}
+
+/// A cycle of `graph`, if there is one.
+fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        Open,
+        Done,
+    }
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        marks: &mut BTreeMap<String, Mark>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        marks.insert(node.to_owned(), Mark::Open);
+        stack.push(node.to_owned());
+        for next in graph.get(node).into_iter().flatten() {
+            match marks.get(next).copied().unwrap_or(Mark::New) {
+                Mark::Open => {
+                    let from = stack.iter().position(|n| n == next).expect("on stack");
+                    let mut cycle = stack[from..].to_vec();
+                    cycle.push(next.clone());
+                    return Some(cycle);
+                }
+                Mark::New => {
+                    if let Some(c) = visit(next, graph, marks, stack) {
+                        return Some(c);
+                    }
+                }
+                Mark::Done => {}
+            }
+        }
+        stack.pop();
+        marks.insert(node.to_owned(), Mark::Done);
+        None
+    }
+    let mut marks = BTreeMap::new();
+    for node in graph.keys() {
+        if marks.get(node).copied().unwrap_or(Mark::New) == Mark::New {
+            if let Some(c) = visit(node, graph, &mut marks, &mut Vec::new()) {
+                return Some(c);
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn module_imports_have_no_cycle() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mods = modules(&src);
+    assert!(mods.contains_key("win::create"), "found {:?}", mods.keys());
+    let graph = dependencies(&mods);
+    if let Some(cycle) = find_cycle(&graph) {
+        panic!("module cycle: {}", cycle.join(" -> "));
+    }
+}
+
+/// The checker itself finds what it must find.
+#[test]
+fn the_checker_sees_paths_and_cycles() {
+    let code = code_of(
+        "use crate::a::b; // crate::c::d\npub use x::{\n  Y,\n};\nlet s = \"crate::e::f\"; super::g::h();",
+    );
+    let found: Vec<Vec<String>> = paths(&code).into_iter().map(|(_, p)| p).collect();
+    assert_eq!(found.len(), 2, "{found:?}");
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("a".to_owned(), BTreeSet::from(["b".to_owned()])),
+        ("b".to_owned(), BTreeSet::from(["c".to_owned()])),
+        ("c".to_owned(), BTreeSet::from(["a".to_owned()])),
+    ]
+    .into();
+    assert_eq!(find_cycle(&graph).map(|c| c.len()), Some(4));
+}
