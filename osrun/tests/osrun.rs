@@ -158,6 +158,35 @@ fn nonzero_exit_is_propagated() {
     assert!(text(&out.stderr).contains("rank 2"));
 }
 
+/// A rank that exits with status 0 while the others wait for it in a fence: they fail with
+/// an error naming it, and osrun ends the job within 5 s (before: it waited forever, or
+/// until --timeout).
+#[test]
+fn clean_exit_inside_a_collective_ends_the_job() {
+    if role().is_some() {
+        let u = onesided::init().unwrap();
+        let w = u.world();
+        let win = Window::<u64>::allocate(w, 8).unwrap();
+        w.barrier().unwrap();
+        if w.rank() == 1 {
+            std::process::exit(0);
+        }
+        if let Err(e) = win.fence(Assert::NONE) {
+            eprintln!("rank {}: {e}", w.rank());
+            std::process::exit(4);
+        }
+        return;
+    }
+    let (out, elapsed) = osrun(3, &[], "clean_exit_inside_a_collective_ends_the_job", "x");
+    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+    assert_eq!(out.status.code(), Some(4));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("fence: rank 1 exited without entering this collective call"),
+        "{stderr}"
+    );
+}
+
 /// Every rank fails at once: the job still fails and says which rank failed.
 #[test]
 fn all_ranks_failing_together_is_reported() {
