@@ -200,9 +200,10 @@ impl MpiBootstrap {
     /// Enters the collective `call`: every process contributes its tag to a nonblocking
     /// allgather, polled so that the wait watches the peers (an exited one, or one blocked
     /// in another collective of ours, is an error instead of a hang); a mismatch is an error
-    /// at every process. The communicator is returned for the call's own transfer, which
-    /// cannot block for long: every process has entered it.
-    fn enter(&self, call: Call) -> Result<MutexGuard<'_, Channel>> {
+    /// at every process. Each process also contributes one `word` (a length the call needs
+    /// to exchange anyway), returned by rank. The communicator is returned for the call's
+    /// own transfer, which cannot block for long: every process has entered it.
+    fn enter(&self, call: Call, word: u64) -> Result<(MutexGuard<'_, Channel>, Vec<u64>)> {
         let mut ch = self.channel();
         let tag = CallTag {
             call,
@@ -211,20 +212,20 @@ impl MpiBootstrap {
         ch.calls += 1;
         // Heap buffers: if the wait fails they are leaked with the request (a collective
         // request cannot be cancelled, and MPI may still write them).
-        let send = Box::new(tag.pack());
-        let mut recv = vec![0u64; self.size].into_boxed_slice();
+        let send = Box::new([tag.pack(), word]);
+        let mut recv = vec![0u64; 2 * self.size].into_boxed_slice();
         // SAFETY: reads the link-time constant of the MPI library.
         let mut request = unsafe { mpi::ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: both buffers hold what the counts say (1 u64 sent, one per process
+        // SAFETY: both buffers hold what the counts say (2 u64 sent, two per process
         // received), stay allocated until the request completes (or are leaked), and calls
         // on this communicator are serialized by the mutex we hold.
         unsafe {
             mpi::ffi::MPI_Iallgather(
-                (&*send as *const u64).cast(),
-                1,
+                send.as_ptr().cast(),
+                2,
                 mpi::ffi::RSMPI_UINT64_T,
                 recv.as_mut_ptr().cast(),
-                1,
+                2,
                 mpi::ffi::RSMPI_UINT64_T,
                 ch.comm.as_raw(),
                 &mut request,
@@ -246,10 +247,10 @@ impl MpiBootstrap {
             }
             backoff.snooze();
         }
-        for (r, &theirs) in recv.iter().enumerate() {
-            tag.check(r, theirs)?;
+        for (r, pair) in recv.chunks_exact(2).enumerate() {
+            tag.check(r, pair[0])?;
         }
-        Ok(ch)
+        Ok((ch, recv.chunks_exact(2).map(|p| p[1]).collect()))
     }
 }
 
@@ -355,15 +356,18 @@ impl Bootstrap for MpiBootstrap {
 
     fn barrier(&self, call: Call) -> Result<()> {
         // The tag exchange completes only once every process has entered: a barrier.
-        self.enter(call).map(drop)
+        self.enter(call, 0).map(drop)
     }
 
     fn allgatherv(&self, call: Call, send: &[u8]) -> Result<Vec<Vec<u8>>> {
-        let ch = self.enter(call)?;
+        count(send.len(), "allgatherv")?;
+        // The lengths travel with the tags.
+        let (ch, lens) = self.enter(call, send.len() as u64)?;
         let comm = &ch.comm;
-        let mine = count(send.len(), "allgatherv")?;
-        let mut counts = vec![0i32; self.size];
-        comm.all_gather_into(&mine, &mut counts[..]);
+        let counts = lens
+            .iter()
+            .map(|&l| count(l as usize, "allgatherv"))
+            .collect::<Result<Vec<i32>>>()?;
         let displs = displacements(&counts)?;
         let total: usize = counts.iter().map(|&c| c as usize).sum();
         let mut buf = vec![0u8; total];
@@ -382,7 +386,7 @@ impl Bootstrap for MpiBootstrap {
                 self.size
             )));
         }
-        let ch = self.enter(call)?;
+        let (ch, _) = self.enter(call, 0)?;
         let comm = &ch.comm;
         let send_counts = send
             .iter()
@@ -409,10 +413,10 @@ impl Bootstrap for MpiBootstrap {
                 size: self.size,
             });
         }
-        let ch = self.enter(call)?;
+        // The root's length travels with the tags.
+        let (ch, lens) = self.enter(call, data.len() as u64)?;
+        let len = lens[root];
         let root = ch.comm.process_at_rank(root as i32);
-        let mut len = data.len() as u64;
-        root.broadcast_into(&mut len);
         data.resize(len as usize, 0);
         // Large payloads go in int-sized pieces.
         for chunk in data.chunks_mut(i32::MAX as usize) {
@@ -431,10 +435,9 @@ impl Bootstrap for MpiBootstrap {
         let key = i32::try_from(key).map_err(|_| {
             Error::InvalidArgument(format!("split: key {key} exceeds MPI's int range"))
         })?;
-        let sub = self
-            .enter(Call::Split)?
-            .comm
-            .split_by_color_with_key(color, key);
+        let (ch, _) = self.enter(Call::Split, 0)?;
+        let sub = ch.comm.split_by_color_with_key(color, key);
+        drop(ch);
         let Some(c) = sub else { return Ok(None) };
         let (roster, index) = self.watch.roster();
         Ok(Some(Arc::new(Self::from_owned(
