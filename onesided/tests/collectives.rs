@@ -5,47 +5,16 @@
 
 use std::time::Duration;
 
-use onesided::{testing, Assert, Error, WinInfo, Window};
+mod common;
 
-/// Windows: rank 0 `set_info` against `free` elsewhere (before: `free` returned Ok and
-/// unmapped while rank 0 waited in `set_info` forever), then `fence` against `free` (before:
-/// both hung). The communicator stays usable: window collectives are numbered per window.
+use onesided::{testing, Assert, Error, Window};
+
+/// Windows: `set_info` and `fence` against `free` (see `common::window_collectives_mismatch`).
 #[test]
 fn mismatched_window_collectives_fail_at_every_rank() {
     testing::job(3)
         .timeout(Duration::from_secs(60))
-        .run(|u| {
-            let w = u.world();
-            for first in ["set_info", "fence"] {
-                let win = Window::<u64>::allocate(w, 8)?;
-                win.fence(Assert::NONE)?;
-                let r = if w.rank() == 0 {
-                    match first {
-                        "set_info" => {
-                            let mut info = WinInfo::new();
-                            info.set("no_locks", "true");
-                            win.set_info(&info)
-                        }
-                        _ => win.fence(Assert::NONE),
-                    }
-                } else {
-                    win.free().map(drop)
-                };
-                match r {
-                    Err(Error::CollectiveMismatch { call, other, .. }) => {
-                        let (mine, theirs) = if w.rank() == 0 {
-                            (first, "free")
-                        } else {
-                            ("free", first)
-                        };
-                        assert_eq!((call, other), (mine, theirs));
-                    }
-                    other => panic!("rank {}: {first} vs free gave {other:?}", w.rank()),
-                }
-                w.barrier()?;
-            }
-            Ok(())
-        })
+        .run(|u| common::window_collectives_mismatch(u.world()))
         .assert_success();
 }
 

@@ -6,11 +6,13 @@
 //! --oversubscribe`); it must belong to the MPI this binary links.
 #![cfg(feature = "mpi")]
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use onesided::mpi::topology::{Color, Communicator};
-use onesided::{alloc_mem, Assert, Call, Comm, Error, LockType, Op, ReduceOp, WinInfo, Window};
+use onesided::{alloc_mem, Assert, Call, Comm, Error, LockType, Op, ReduceOp, Window};
 
 const CHILD: &str = "ONESIDED_MPI_TEST_CHILD";
 const RANKS: usize = 3;
@@ -129,19 +131,24 @@ fn a_crashed_rank_leaves_no_segments() {
     std::thread::sleep(Duration::from_secs(60));
 }
 
+/// Runs `test` under mpiexec and checks that the job fails within 5 s; returns its stdout
+/// and stderr.
+fn job_fails_within_5s(test: &str) -> String {
+    let start = Instant::now();
+    let (ok, stdout, stderr) = run_mpiexec(test);
+    let took = start.elapsed();
+    let output = format!("{stdout}\n{stderr}");
+    assert!(!ok, "the job should fail:\n{output}");
+    assert!(took < Duration::from_secs(5), "took {took:?}:\n{output}");
+    output
+}
+
 /// A rank that fails while its peers wait in a shared-memory fence: under `mpiexec` the
 /// job must end within 5 s with a non-zero status (before: the failing rank's exit ran
 /// MPI_Finalize, which waited for the peers, which waited for it — forever).
 fn failing_rank_ends_the_job(test: &str, fail: fn()) {
     if std::env::var_os(CHILD).is_none() {
-        let start = Instant::now();
-        let (ok, stdout, stderr) = run_mpiexec(test);
-        let took = start.elapsed();
-        assert!(!ok, "the job should fail:\n{stdout}\n{stderr}");
-        assert!(
-            took < Duration::from_secs(5),
-            "took {took:?}:\n{stdout}\n{stderr}"
-        );
+        job_fails_within_5s(test);
         return;
     }
     let u = onesided::init().unwrap();
@@ -173,8 +180,7 @@ fn a_rank_exiting_non_zero_ends_the_job() {
 
 /// Mismatched collective calls under mpiexec, as in `collectives.rs`: on a window
 /// (`set_info` and `fence` against `free`: exact, through the window's tags), then on the
-/// communicator (a tagged agreement of MPI collectives: `barrier` against `allgather`), then
-/// across channels (`Comm::barrier` against `fence`: reported after about a second).
+/// communicator (a tagged agreement of MPI collectives: `barrier` against `allgather`).
 #[test]
 fn mismatched_collectives_fail_at_every_rank() {
     if !under_mpiexec("mismatched_collectives_fail_at_every_rank") {
@@ -182,28 +188,7 @@ fn mismatched_collectives_fail_at_every_rank() {
     }
     let u = onesided::init().unwrap();
     let w = u.world();
-    for first in ["set_info", "fence"] {
-        let win = Window::<u64>::allocate(w, 8).unwrap();
-        win.fence(Assert::NONE).unwrap();
-        let r = if w.rank() == 0 {
-            match first {
-                "set_info" => {
-                    let mut info = WinInfo::new();
-                    info.set("no_locks", "true");
-                    win.set_info(&info)
-                }
-                _ => win.fence(Assert::NONE),
-            }
-        } else {
-            win.free().map(drop)
-        };
-        assert!(
-            matches!(r, Err(Error::CollectiveMismatch { .. })),
-            "rank {}: {first} vs free: {r:?}",
-            w.rank()
-        );
-        w.barrier().unwrap();
-    }
+    common::window_collectives_mismatch(w).unwrap();
     let r = if w.rank() == 0 {
         w.barrier().map(drop)
     } else {
@@ -214,43 +199,50 @@ fn mismatched_collectives_fail_at_every_rank() {
         "rank {}: {r:?}",
         w.rank()
     );
-    w.barrier().unwrap();
+}
+
+/// `Comm::barrier` at rank 0 against `fence` elsewhere: the ranks that see the deadlock
+/// (after about a second) report it, and the job ends — through the peers' errors, or
+/// through the exit handler of a rank that leaves while another still waits for it.
+#[test]
+fn collectives_in_different_orders_end_the_job() {
+    const TEST: &str = "collectives_in_different_orders_end_the_job";
+    if std::env::var_os(CHILD).is_none() {
+        let start = Instant::now();
+        let (_, stdout, stderr) = run_mpiexec(TEST);
+        let took = start.elapsed();
+        let output = format!("{stdout}\n{stderr}");
+        assert!(took < Duration::from_secs(10), "took {took:?}:\n{output}");
+        assert!(output.contains("waits for this process in"), "{output}");
+        return;
+    }
+    let u = onesided::init().unwrap();
+    let w = u.world();
     let win = Window::<u64>::allocate(w, 8).unwrap();
     let r = if w.rank() == 0 {
         w.barrier()
     } else {
         win.fence(Assert::NONE)
     };
-    assert!(
-        matches!(
-            r,
-            Err(Error::CollectiveDeadlock { .. } | Error::PeerExited { .. })
-        ),
-        "rank {}: {r:?}",
-        w.rank()
-    );
-    // The communicator is out of step now (an MPI request of rank 0 stays pending): the
-    // ranks leave without another collective.
+    match r {
+        Err(e @ (Error::CollectiveDeadlock { .. } | Error::PeerExited { .. })) => {
+            println!("rank {}: {e}", w.rank())
+        }
+        other => panic!("rank {}: {other:?}", w.rank()),
+    }
+    // The communicator and the window are out of step now: leave without freeing.
     std::mem::forget(win);
 }
 
 /// A rank that exits with status 0 while its peers wait for it in a collective (a window
-/// fence, or a communicator barrier over MPI): they get `PeerExited` naming it, fail, and
-/// the job ends within 5 s (before: a hang).
+/// fence, or a communicator barrier over MPI): its exit handler sees the stranded peers and
+/// aborts the job naming itself (or, if it leaves before they wait, they get `PeerExited`
+/// naming it and fail), and the job ends within 5 s (before: a hang).
 fn rank_exiting_inside_a_collective(test: &str, in_window: bool) {
     if std::env::var_os(CHILD).is_none() {
-        let start = Instant::now();
-        let (ok, stdout, stderr) = run_mpiexec(test);
-        let took = start.elapsed();
-        assert!(!ok, "the job should fail:\n{stdout}\n{stderr}");
-        assert!(
-            took < Duration::from_secs(5),
-            "took {took:?}:\n{stdout}\n{stderr}"
-        );
-        assert!(
-            format!("{stdout}{stderr}").contains("rank 1 exited without entering"),
-            "{stdout}\n{stderr}"
-        );
+        let output = job_fails_within_5s(test);
+        // Rank 1 names itself as it aborts the job, or the peers name it.
+        assert!(output.contains("rank 1 exited"), "{output}");
         return;
     }
     let u = onesided::init().unwrap();

@@ -164,7 +164,8 @@ impl MpiBootstrap {
                     start_reaper(&job, &pids)?;
                 }
                 let roster = Arc::new(node_roster(&node, &job)?);
-                mark_exit_at_exit(Arc::clone(&roster), node_rank)?;
+                roster.set_rank(node_rank, rank);
+                mark_exit_at_exit(Arc::clone(&roster), node_rank, rank)?;
                 (roster, node_rank)
             }
         };
@@ -210,6 +211,7 @@ impl MpiBootstrap {
             seq: ch.calls,
         };
         ch.calls += 1;
+        self.watch.note_entered(tag);
         // Heap buffers: if the wait fails they are leaked with the request (a collective
         // request cannot be cancelled, and MPI may still write them).
         let send = Box::new([tag.pack(), word]);
@@ -299,19 +301,44 @@ fn node_roster(node: &SimpleCommunicator, job: &str) -> Result<Roster> {
     Roster::new(Arc::new(seg), 0, n)
 }
 
-/// The node roster and this process's index, marked when the process exits cleanly.
-static EXIT_MARK: OnceLock<(Arc<Roster>, usize)> = OnceLock::new();
+/// The node roster, this process's index there and its job rank, for the exit handler.
+static EXIT_MARK: OnceLock<(Arc<Roster>, usize, usize)> = OnceLock::new();
+
+/// How long a cleanly exiting process looks for peers it would strand in a collective.
+const STRANDED_PATIENCE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Marks this process in `roster` when it exits with status 0, so that peers waiting for it
-/// in a collective it never entered fail instead of waiting forever. (A failing exit aborts
-/// the whole job: see `finalize_at_exit`.)
-fn mark_exit_at_exit(roster: Arc<Roster>, index: usize) -> Result<()> {
+/// in a collective it never entered fail instead of waiting forever. When a peer already
+/// waits for it, the exiting process ends the job itself with `MPI_Abort`, naming itself:
+/// finalizing first and leaving the peers to abort races `MPI_Finalize` against
+/// `MPI_Abort`, which sometimes hangs Open MPI 4.1's mpirun (a 15-line C program shows it).
+/// (A failing exit aborts the whole job: see `finalize_at_exit`.)
+fn mark_exit_at_exit(roster: Arc<Roster>, index: usize, rank: usize) -> Result<()> {
     extern "C" fn mark(status: libc::c_int, _arg: *mut libc::c_void) {
-        if let (0, Some((roster, index))) = (status, EXIT_MARK.get()) {
-            roster.mark_exited(*index);
+        let (0, Some((roster, index, rank))) = (status, EXIT_MARK.get()) else {
+            return;
+        };
+        roster.mark_exited(*index);
+        if mpi_finalized() {
+            return;
+        }
+        if let Some((peer, call)) = roster.stranded_peer(*index, STRANDED_PATIENCE) {
+            eprintln!(
+                "onesided: rank {rank} exited while rank {peer} waits for it in `{call}`; \
+                 aborting the job"
+            );
+            // Launchers forward output asynchronously and stop forwarding when they kill
+            // the job: give the message time to leave.
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            // SAFETY: as in finalize_at_exit: alarm only arms a timer; MPI is initialized
+            // and not finalized; the world handle is a link-time constant.
+            unsafe {
+                libc::alarm(10);
+                mpi::ffi::MPI_Abort(mpi::ffi::RSMPI_COMM_WORLD, 1);
+            }
         }
     }
-    if EXIT_MARK.set((roster, index)).is_ok() {
+    if EXIT_MARK.set((roster, index, rank)).is_ok() {
         // SAFETY: registers a plain extern "C" function without captured state. Handlers
         // run in reverse order of registration: this one before `finalize_at_exit`.
         if unsafe { on_exit(mark, std::ptr::null_mut()) } != 0 {

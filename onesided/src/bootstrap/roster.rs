@@ -35,7 +35,7 @@ pub(crate) const RECORD_BYTES: usize = 64;
 /// How long a suspicion must hold before a waiter reports it.
 pub(crate) const CONFIRM: Duration = Duration::from_secs(1);
 
-/// How long a collective waits before it publishes its wait and starts watching peers.
+/// How long a collective waits before it starts watching its peers.
 const WATCH_AFTER: Duration = Duration::from_millis(5);
 
 /// `exited` word: the process has ended.
@@ -105,40 +105,117 @@ impl Roster {
         // Relaxed: see set_waiting.
         self.word(index, 1).load(Ordering::Relaxed)
     }
+
+    /// Records the job rank of process `index` (for messages; the index is the rank where
+    /// this is never called).
+    #[cfg(feature = "mpi")]
+    pub(crate) fn set_rank(&self, index: usize, rank: usize) {
+        // Relaxed: read only for messages, after the roster was shared by a collective.
+        self.word(index, 2)
+            .store(rank as u64 + 1, Ordering::Relaxed);
+    }
+
+    #[cfg(feature = "mpi")]
+    fn rank_of(&self, index: usize) -> usize {
+        // Relaxed: see set_rank.
+        match self.word(index, 2).load(Ordering::Relaxed) {
+            0 => index,
+            r => r as usize - 1,
+        }
+    }
+
+    /// For a process `me` that is exiting cleanly: a peer blocked in a collective of a
+    /// communicator or window this process belongs to (it waits for us, and we will never
+    /// come), as its job rank and the call. Looks for up to `patience` — peers publish
+    /// their wait when they block — and stops early once every other process has exited.
+    #[cfg(feature = "mpi")]
+    pub(crate) fn stranded_peer(
+        &self,
+        me: usize,
+        patience: Duration,
+    ) -> Option<(usize, &'static str)> {
+        let deadline = Instant::now() + patience;
+        loop {
+            let mut all_exited = true;
+            for i in (0..self.len).filter(|&i| i != me) {
+                if self.exited(i) {
+                    continue;
+                }
+                all_exited = false;
+                // Stranded: the peer waits in a collective of one of our channels that we
+                // never entered (a peer still finishing one we completed is not).
+                let theirs = self.waiting(i);
+                let stranded = theirs != 0
+                    && entered((theirs >> 32) as u32)
+                        .is_some_and(|n| n & 0xff_ffff == (theirs >> 8) & 0xff_ffff);
+                if stranded {
+                    let call = crate::bootstrap::call::Call::from_code(theirs & 0xff)
+                        .map_or("a collective", |c| c.name());
+                    return Some((self.rank_of(i), call));
+                }
+            }
+            if all_exited || Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
 }
 
-/// Channels (communicators and windows) this process belongs to, by id.
-static MEMBERSHIPS: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// Channels (communicators and windows) this process belongs to, by id, each with the
+/// number of collectives this process has entered on it.
+static MEMBERSHIPS: Mutex<Vec<(u32, Arc<AtomicU64>)>> = Mutex::new(Vec::new());
 
-fn is_member(channel: u32) -> bool {
+/// Collectives this process entered on `channel`, if it belongs to it.
+fn entered(channel: u32) -> Option<u64> {
     MEMBERSHIPS
         .lock()
         .unwrap_or_else(|p| p.into_inner())
-        .contains(&channel)
+        .iter()
+        .find(|(c, _)| *c == channel)
+        // Relaxed: written by this process only.
+        .map(|(_, n)| n.load(Ordering::Relaxed))
+}
+
+fn is_member(channel: u32) -> bool {
+    entered(channel).is_some()
 }
 
 /// This process's membership of a channel, registered while the value lives.
 #[derive(Debug)]
-pub(crate) struct Membership(u32);
+pub(crate) struct Membership {
+    channel: u32,
+    entered: Arc<AtomicU64>,
+}
 
 impl Membership {
     /// Registers membership of `channel`.
     pub(crate) fn new(channel: u32) -> Membership {
+        let entered = Arc::new(AtomicU64::new(0));
         MEMBERSHIPS
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(channel);
-        Membership(channel)
+            .push((channel, Arc::clone(&entered)));
+        Membership { channel, entered }
     }
 }
 
 impl Drop for Membership {
     fn drop(&mut self) {
         let mut m = MEMBERSHIPS.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(i) = m.iter().position(|&c| c == self.0) {
+        if let Some(i) = m
+            .iter()
+            .position(|(c, n)| *c == self.channel && Arc::ptr_eq(n, &self.entered))
+        {
             m.swap_remove(i);
         }
     }
+}
+
+/// The waiting word of a process blocked in collective `tag` of `channel`: the channel, the
+/// low 24 bits of the sequence number and the call.
+fn waiting_word(channel: u32, tag: CallTag) -> u64 {
+    (u64::from(channel) << 32) | ((tag.seq & 0xff_ffff) << 8) | tag.call.code()
 }
 
 /// A channel id from 64 random-ish bits shared by every member (never 0).
@@ -159,8 +236,8 @@ pub struct PeerWatch {
     me: usize,
     /// Id of the channel (shared by every member).
     channel: u32,
-    /// Keeps the channel registered while any copy of the watch lives.
-    _membership: Arc<Membership>,
+    /// Registers the channel (and counts the collectives entered) while any copy lives.
+    membership: Arc<Membership>,
 }
 
 impl PeerWatch {
@@ -176,7 +253,7 @@ impl PeerWatch {
             members: members.into(),
             me,
             channel,
-            _membership: Arc::new(Membership::new(channel)),
+            membership: Arc::new(Membership::new(channel)),
         }
     }
 
@@ -187,7 +264,7 @@ impl PeerWatch {
             members: Arc::clone(&self.members),
             me: self.me,
             channel,
-            _membership: Arc::new(Membership::new(channel)),
+            membership: Arc::new(Membership::new(channel)),
         }
     }
 
@@ -205,18 +282,32 @@ impl PeerWatch {
         (Arc::clone(&self.roster), self.my_index().unwrap_or(0))
     }
 
+    /// Notes that this process entered the collective `tag` on this channel.
+    #[inline]
+    pub(crate) fn note_entered(&self, tag: CallTag) {
+        // Relaxed: read by this process only (its exit handler).
+        self.membership
+            .entered
+            .store(tag.seq + 1, Ordering::Relaxed);
+    }
+
     /// The roster index of this process.
     fn my_index(&self) -> Option<usize> {
         self.members[self.me]
     }
 
-    /// Starts watching the peers of the collective `tag` while it waits.
+    /// Starts watching the peers of the collective `tag` while it waits, and publishes the
+    /// wait (a peer exiting cleanly looks for waits it strands).
     pub(crate) fn vigil(&self, tag: CallTag) -> Vigil<'_> {
+        let published = self.my_index().is_some_and(|i| {
+            self.roster.set_waiting(i, waiting_word(self.channel, tag));
+            true
+        });
         Vigil {
             watch: self,
             tag,
             started: Instant::now(),
-            published: false,
+            published,
             exit_seen: None,
             suspect: None,
         }
@@ -244,13 +335,6 @@ impl Vigil<'_> {
             return Ok(());
         }
         let w = self.watch;
-        if !self.published {
-            if let Some(i) = w.my_index() {
-                w.roster
-                    .set_waiting(i, (u64::from(w.channel) << 32) | self.tag.call.code());
-            }
-            self.published = true;
-        }
         let call = self.tag.call.name();
         for (rank, index) in w.members.iter().enumerate() {
             let Some(index) = *index else { continue };

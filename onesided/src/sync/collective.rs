@@ -38,6 +38,9 @@ impl WinCore {
         let seq = self.collectives.get();
         self.collectives.set(seq + 1);
         let tag = CallTag { call, seq };
+        if let Some(w) = &self.watch {
+            w.note_entered(tag);
+        }
         let parity = (seq & 1) as usize;
         let mine = &self.ctrl.rank(self.rank).collective;
         // Relaxed: both are published by the barrier's release increments.

@@ -2,7 +2,7 @@
 
 #![allow(dead_code)]
 
-use onesided::{alloc_mem, Comm, Pod, Window};
+use onesided::{alloc_mem, Assert, Comm, Error, Pod, WinInfo, Window};
 
 /// The memory kinds a window can have; each reaches peers' memory differently.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,4 +110,40 @@ impl Rng {
     pub fn below(&mut self, n: usize) -> usize {
         (self.next() % n as u64) as usize
     }
+}
+
+/// Mismatched window collectives on `w` (at least 2 ranks): rank 0 calls `set_info`, then
+/// `fence`, while every other rank calls `free`. Each time every rank must get
+/// `CollectiveMismatch` naming both calls (before: `free` returned Ok and unmapped while
+/// rank 0 waited in `set_info` forever; `fence` against `free` hung both). The communicator
+/// stays usable: window collectives are numbered per window.
+pub fn window_collectives_mismatch(w: &Comm) -> onesided::Result<()> {
+    for first in ["set_info", "fence"] {
+        let win = Window::<u64>::allocate(w, 8)?;
+        win.fence(Assert::NONE)?;
+        let r = if w.rank() == 0 {
+            match first {
+                "set_info" => {
+                    let mut info = WinInfo::new();
+                    info.set("no_locks", "true");
+                    win.set_info(&info)
+                }
+                _ => win.fence(Assert::NONE),
+            }
+        } else {
+            win.free().map(drop)
+        };
+        let (mine, theirs) = if w.rank() == 0 {
+            (first, "free")
+        } else {
+            ("free", first)
+        };
+        match r {
+            Err(Error::CollectiveMismatch { call, other, .. })
+                if (call, other) == (mine, theirs) => {}
+            other => panic!("rank {}: {first} vs free gave {other:?}", w.rank()),
+        }
+        w.barrier()?;
+    }
+    Ok(())
 }

@@ -219,6 +219,7 @@ impl LocalBootstrap {
             seq: state.calls,
         };
         state.calls += 1;
+        self.watch.note_entered(tag);
         // Relaxed: published by the first barrier's release increments.
         self.tag_word(self.rank, tag.seq)
             .store(tag.pack(), Ordering::Relaxed);
