@@ -17,6 +17,10 @@
 //!   cannot come: we are blocked here), both report it. Cycles through three or more
 //!   channels are not detected.
 //!
+//! Under a host MPI a process that exits cleanly while a peer already waits for it in a
+//! collective it never entered aborts the job itself (`mpi::mark_exit_at_exit`), so that no
+//! peer aborts while it sits in `MPI_Finalize` (which can hang Open MPI 4.1's mpirun).
+//!
 //! Records live in shared memory: in the job's boot segment under `osrun` (indexed by job
 //! rank, exits marked by the launcher), in a node segment under a host MPI (indexed by rank on
 //! the node, exits marked by an exit handler).
