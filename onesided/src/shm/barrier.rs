@@ -2,10 +2,19 @@
 //!
 //! In round `r` rank `i` signals rank `(i + 2^r) mod n` and waits for the signal of rank
 //! `(i - 2^r) mod n`; after `ceil(log2 n)` rounds every rank has (transitively) heard from
-//! every other. Signals are monotonic counters, one per (rank, round): barrier number `g`
-//! waits until its counter reaches `g`, so no counter is ever reset and a rank that races one
-//! barrier ahead cannot confuse a slower one. The barrier is a pollable state machine so that
-//! fence can be a request like every other synchronization.
+//! every other. A signal is one word written by exactly one partner: the barrier's number
+//! `g`, the caller's tag (what collective the barrier serves) and a mismatch flag. Each
+//! (rank, round) has two words, used by the parity of `g`: a partner can be at most one
+//! barrier ahead (it cannot finish barrier `g + 1` before we enter it), so it never
+//! overwrites a signal not yet read, and nothing is ever reset.
+//!
+//! A rank whose partner's tag differs from its own, or whose partner flags a mismatch, flags
+//! its own later signals; since every rank hears from every other along round-ordered paths,
+//! every rank of a barrier in which two tags differ ends it flagged
+//! ([`BarrierWait::mismatched`]), and every rank still completes it: a mismatch never
+//! hangs. Carrying the tag in the signal costs nothing beyond the signal itself. The barrier
+//! is a pollable state machine so that fence can be a request like every other
+//! synchronization.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,7 +37,7 @@ impl BarrierLayout {
         } else {
             usize::BITS - (n - 1).leading_zeros()
         };
-        let row_bytes = (rounds as usize * 8).div_ceil(CACHE_LINE).max(1) * CACHE_LINE;
+        let row_bytes = (rounds as usize * 16).div_ceil(CACHE_LINE).max(1) * CACHE_LINE;
         BarrierLayout {
             n,
             rounds,
@@ -64,6 +73,30 @@ pub(crate) struct BarrierWait {
     generation: u64,
     round: u32,
     signaled: bool,
+    /// The caller's tag (31 bits).
+    tag: u32,
+    /// A partner's tag differed, or a partner was flagged.
+    mismatched: bool,
+}
+
+impl BarrierWait {
+    /// True when some rank of the barrier entered it with another tag (meaningful once the
+    /// barrier completed; every rank of the barrier then agrees).
+    pub(crate) fn mismatched(&self) -> bool {
+        self.mismatched
+    }
+}
+
+/// Bit of a signal that flags a mismatch.
+const MISMATCH: u64 = 1 << 31;
+/// Bits of a signal that hold the tag.
+const TAG_BITS: u64 = MISMATCH - 1;
+
+/// The signal for barrier `generation` with `tag`.
+fn signal(generation: u64, tag: u32, mismatched: bool) -> u64 {
+    ((generation & 0xffff_ffff) << 32)
+        | if mismatched { MISMATCH } else { 0 }
+        | (u64::from(tag) & TAG_BITS)
 }
 
 impl Barrier {
@@ -84,27 +117,32 @@ impl Barrier {
         }
     }
 
-    fn counter(&self, rank: usize, round: u32) -> &AtomicU64 {
+    /// The signal word of `rank` in `round` for barriers of the parity of `generation`.
+    fn slot(&self, rank: usize, round: u32, generation: u64) -> &AtomicU64 {
         assert!(rank < self.layout.n && round < self.layout.rounds);
-        // SAFETY: in bounds of the counter area by the layout; 8-byte aligned; the area is
+        let word = round as usize * 2 + (generation & 1) as usize;
+        // SAFETY: in bounds of the signal area by the layout; 8-byte aligned; the area is
         // shared memory that outlives `self` (constructor contract). AtomicU64 has the same
         // layout as u64 and may alias memory written by other processes.
         unsafe {
             &*(self
                 .base
-                .add(rank * self.layout.row_bytes + round as usize * 8)
+                .add(rank * self.layout.row_bytes + word * 8)
                 .cast::<AtomicU64>())
         }
     }
 
-    /// Enters a new barrier; poll the returned state until it completes.
-    pub(crate) fn begin(&self) -> BarrierWait {
+    /// Enters a new barrier for the collective `tag` (its low 31 bits count); poll the
+    /// returned state until it completes.
+    pub(crate) fn begin(&self, tag: u64) -> BarrierWait {
         let generation = self.generation.get() + 1;
         self.generation.set(generation);
         BarrierWait {
             generation,
             round: 0,
             signaled: false,
+            tag: (tag & TAG_BITS) as u32,
+            mismatched: false,
         }
     }
 
@@ -116,18 +154,24 @@ impl Barrier {
                 let partner = (self.me + (1usize << wait.round)) % n;
                 // Release: everything this rank wrote before the barrier becomes visible to
                 // the partner (and transitively to everyone) once it observes the signal.
-                self.counter(partner, wait.round)
-                    .fetch_add(1, Ordering::Release);
+                self.slot(partner, wait.round, wait.generation).store(
+                    signal(wait.generation, wait.tag, wait.mismatched),
+                    Ordering::Release,
+                );
                 wait.signaled = true;
             }
-            // Acquire: pairs with the Release increment of the rank that signalled us. All
-            // updates of a counter are RMWs, so any value read heads a release sequence.
-            if self.counter(self.me, wait.round).load(Ordering::Acquire) >= wait.generation {
-                wait.round += 1;
-                wait.signaled = false;
-            } else {
+            // Acquire: pairs with the Release store of the one rank that signals us here.
+            let got = self
+                .slot(self.me, wait.round, wait.generation)
+                .load(Ordering::Acquire);
+            if got >> 32 != wait.generation & 0xffff_ffff {
                 return false;
             }
+            if got & MISMATCH != 0 || (got & TAG_BITS) as u32 != wait.tag {
+                wait.mismatched = true;
+            }
+            wait.round += 1;
+            wait.signaled = false;
         }
         true
     }
@@ -139,11 +183,12 @@ mod tests {
     use std::sync::atomic::AtomicUsize;
     use std::sync::Arc;
 
-    fn wait(b: &Barrier) {
-        let mut w = b.begin();
+    fn wait(b: &Barrier, tag: u64) -> bool {
+        let mut w = b.begin(tag);
         while !b.poll(&mut w) {
             std::thread::yield_now();
         }
+        w.mismatched()
     }
 
     #[test]
@@ -154,6 +199,40 @@ mod tests {
         assert_eq!(BarrierLayout::new(8).rounds, 3);
         assert_eq!(BarrierLayout::new(9).rounds, 4);
         assert_eq!(BarrierLayout::new(9).bytes(), 9 * 64);
+        assert_eq!(BarrierLayout::new(64).bytes(), 64 * 128);
+    }
+
+    /// One rank entering with another tag: every rank completes the barrier and every rank
+    /// sees the mismatch, whichever rank differs and however many ranks there are; the next
+    /// barriers with equal tags are clean again.
+    #[test]
+    fn a_different_tag_flags_every_rank() {
+        for n in [2usize, 3, 5, 8] {
+            for odd in 0..n {
+                let layout = BarrierLayout::new(n);
+                let mem: Arc<Vec<AtomicU64>> =
+                    Arc::new((0..layout.bytes() / 8).map(|_| AtomicU64::new(0)).collect());
+                let threads: Vec<_> = (0..n)
+                    .map(|me| {
+                        let mem = Arc::clone(&mem);
+                        std::thread::spawn(move || {
+                            // SAFETY: the Vec outlives the thread's barrier and is large enough.
+                            let b = unsafe { Barrier::new(mem.as_ptr().cast(), layout, me) };
+                            assert!(!wait(&b, 7));
+                            let tag = if me == odd { 9 } else { 8 };
+                            assert!(
+                                wait(&b, tag),
+                                "n {n}, odd rank {odd}: rank {me} saw no mismatch"
+                            );
+                            assert!(!wait(&b, 10));
+                        })
+                    })
+                    .collect();
+                for t in threads {
+                    t.join().unwrap();
+                }
+            }
+        }
     }
 
     /// Threads stand in for processes: counters are the same atomics either way.
@@ -173,9 +252,9 @@ mod tests {
                         let b = unsafe { Barrier::new(mem.as_ptr().cast(), layout, me) };
                         for round in 0..50 {
                             arrived.fetch_add(1, Ordering::SeqCst);
-                            wait(&b);
+                            assert!(!wait(&b, round as u64 % 3));
                             assert!(arrived.load(Ordering::SeqCst) >= (round + 1) * n);
-                            wait(&b);
+                            assert!(!wait(&b, round as u64 % 3));
                         }
                     })
                 })

@@ -4,8 +4,10 @@
 //! A window numbers its collective calls itself, like the communicator MPI creates inside
 //! every window: collectives on the window and on the communicator it was created from are
 //! independent, and a mismatch on either is an error at every process (see
-//! `bootstrap::roster` for the waits that never meet). Each rank publishes its tag and one
-//! payload word before the barrier and reads everybody's after it. Two copies alternate by
+//! `bootstrap::roster` for the waits that never meet). The barrier's own signals carry the
+//! tags (`shm::barrier`), so matching costs nothing on the fast path; each rank also
+//! publishes its tag (read only to name a mismatch, and by waiters checking arrivals) and
+//! one payload word before the barrier, and reads the payload words after it. Two copies alternate by
 //! sequence parity: a rank can be at most one collective ahead, so it never overwrites a
 //! word a slower rank has still to read.
 
@@ -13,7 +15,7 @@ use std::sync::atomic::Ordering;
 
 use crate::bootstrap::roster::PeerWatch;
 use crate::bootstrap::{Call, CallTag};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::progress::{Host, Step, SyncOp};
 use crate::shm::barrier::BarrierWait;
 use crate::win::core::WinCore;
@@ -48,7 +50,7 @@ impl WinCore {
         mine.tags[parity].store(tag.pack(), Ordering::Relaxed);
         Agreement {
             tag,
-            wait: self.barrier.begin(),
+            wait: self.barrier.begin(tag.pack()),
         }
     }
 
@@ -58,13 +60,23 @@ impl WinCore {
         if !self.barrier.poll(&mut a.wait) {
             return Ok(false);
         }
+        if !a.wait.mismatched() {
+            return Ok(true);
+        }
+        // The barrier's signals carried the tags and found a difference: name it.
         let parity = a.parity();
         for r in 0..self.size {
             // Relaxed: ordered by the barrier's acquire.
             let theirs = self.ctrl.rank(r).collective.tags[parity].load(Ordering::Relaxed);
             a.tag.check(r, theirs)?;
         }
-        Ok(true)
+        Err(Error::CollectiveMismatch {
+            call: a.tag.call.name(),
+            seq: a.tag.seq,
+            rank: self.rank,
+            other: "a different collective call",
+            other_seq: a.tag.seq,
+        })
     }
 
     /// Rank `rank`'s payload word of the completed agreement `a`.

@@ -38,7 +38,7 @@ use crate::shm::barrier::BarrierLayout;
 use crate::shm::segment::{random_job_id, Segment};
 
 pub(super) const MAGIC: u64 = 0x6f6e_6573_6964_6564; // "onesided"
-pub(super) const VERSION: u64 = 2;
+pub(super) const VERSION: u64 = 3;
 pub(super) const LINE: usize = 64;
 pub(super) const OFF_HEADER: usize = 0;
 pub(super) const OFF_ABORT: usize = LINE;

@@ -244,7 +244,7 @@ impl LocalBootstrap {
 
     fn sync_watching(&self, state: &Collectives, tag: CallTag, first: bool) -> Result<()> {
         let b = &state.barrier;
-        let mut wait = b.begin();
+        let mut wait = b.begin(tag.pack());
         let mut backoff = Backoff::new();
         let mut vigil = self.watch.vigil(tag);
         while !b.poll(&mut wait) {
