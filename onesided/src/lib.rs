@@ -49,6 +49,7 @@ pub mod launch;
 mod layout;
 mod memory;
 mod progress;
+mod request;
 mod rma;
 mod shm;
 mod sync;
@@ -67,8 +68,8 @@ pub use memory::{alloc_mem, AllocMem};
 /// use the same version.
 #[cfg(feature = "mpi")]
 pub use mpi;
+pub use request::{test_all, test_any, wait_all, wait_any, Request};
 pub use rma::atomic::{AccElement, ElemType, Op};
-pub use rma::Request;
 pub use shm::liveness::sweep_dead_jobs;
 pub use shm::segment::{job_segments, sweep_job};
 pub use sync::{Assert, LockType};

@@ -17,8 +17,6 @@ mod accumulate;
 pub mod atomic;
 mod request;
 
-pub use request::Request;
-
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};

@@ -1,6 +1,6 @@
 //! Request-based RMA: `rput`, `rget`, `raccumulate`, `rget_accumulate` (MPI-4.1 §12.3.6).
 //!
-//! A [`Request`] holds the borrows of the buffers its operation uses — and of the window —
+//! A [`Request`] (the one completion type, `crate::request`) holds the borrows of the buffers its operation uses — and of the window —
 //! until it is waited for (or tested complete, or awaited): the origin buffer of `rput`
 //! cannot be changed, and the buffer `rget` fills cannot be read, before completion. The
 //! request completes *locally*, like MPI's; remote completion comes with `flush` or
@@ -23,55 +23,12 @@
 //! # Ok::<(), onesided::Error>(())
 //! ```
 
-use std::future::Future;
-use std::marker::PhantomData;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
+use crate::request::Request;
 use crate::rma::atomic::{AccElement, Op};
 use crate::win::Window;
-
-/// An RMA operation in flight (MPI_Request from `MPI_Rput` & co.).
-///
-/// Complete it with [`Request::wait`], [`Request::test`] or `.await`; until then it keeps
-/// the operation's buffers (and the window) borrowed.
-#[derive(Debug)]
-#[must_use = "the buffers stay borrowed until the request is waited for"]
-pub struct Request<'a> {
-    complete: bool,
-    _borrows: PhantomData<&'a mut [u8]>,
-}
-
-impl Request<'_> {
-    fn completed() -> Self {
-        Request {
-            complete: true,
-            _borrows: PhantomData,
-        }
-    }
-
-    /// True when the operation completed (locally); never blocks.
-    pub fn test(&mut self) -> Result<bool> {
-        Ok(self.complete)
-    }
-
-    /// Blocks until the operation completed locally, then releases the borrows.
-    pub fn wait(self) -> Result<()> {
-        Ok(())
-    }
-}
-
-impl Future for Request<'_> {
-    type Output = Result<()>;
-
-    fn poll(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Result<()>> {
-        // Node-local transports complete before the request is handed out.
-        Poll::Ready(Ok(()))
-    }
-}
 
 impl<T: Pod> Window<T> {
     fn check_passive(&self, op: &'static str, target: usize) -> Result<()> {
@@ -88,7 +45,7 @@ impl<T: Pod> Window<T> {
     pub fn rput<'a>(&'a self, origin: &'a [T], target: usize, disp: usize) -> Result<Request<'a>> {
         self.check_passive("rput", target)?;
         self.put(origin, target, disp)?;
-        Ok(Request::completed())
+        Ok(Request::done())
     }
 
     /// Request-based [`Window::get`] (MPI_Rget): `origin` is filled, and may be read, once
@@ -114,7 +71,7 @@ impl<T: Pod> Window<T> {
     ) -> Result<Request<'a>> {
         self.check_passive("rget", target)?;
         self.get(origin, target, disp)?;
-        Ok(Request::completed())
+        Ok(Request::done())
     }
 }
 
@@ -129,7 +86,7 @@ impl<T: AccElement> Window<T> {
     ) -> Result<Request<'a>> {
         self.check_passive("raccumulate", target)?;
         self.accumulate(origin, target, disp, op)?;
-        Ok(Request::completed())
+        Ok(Request::done())
     }
 
     /// Request-based [`Window::get_accumulate`] (MPI_Rget_accumulate): `result` may be read
@@ -144,6 +101,6 @@ impl<T: AccElement> Window<T> {
     ) -> Result<Request<'a>> {
         self.check_passive("rget_accumulate", target)?;
         self.get_accumulate(origin, result, target, disp, op)?;
-        Ok(Request::completed())
+        Ok(Request::done())
     }
 }

@@ -12,7 +12,8 @@ use std::sync::atomic::{fence, Ordering};
 use bytemuck::Pod;
 
 use crate::error::Result;
-use crate::progress::{Step, SyncOp};
+use crate::progress::{Step, SyncOp, Ticket};
+use crate::request::Request;
 use crate::win::core::WinCore;
 use crate::win::Window;
 
@@ -30,13 +31,35 @@ impl WinCore {
     /// Makes every operation issued so far complete at its target.
     #[inline]
     fn complete_at_targets(&self) -> Result<()> {
+        match self.start_complete_at_targets()? {
+            None => Ok(()),
+            Some(t) => self.engine.wait(self, t, None),
+        }
+    }
+
+    /// Starts completing every operation issued so far at its target: done at once when no
+    /// synchronization is pending, else a ticket behind the pending ones.
+    fn start_complete_at_targets(&self) -> Result<Option<Ticket>> {
         self.drain_staged()?;
         if self.engine.idle() {
             fence(Ordering::SeqCst);
-            Ok(())
+            Ok(None)
         } else {
-            self.engine.run(self, FlushOp)
+            self.engine.start(self, FlushOp)
         }
+    }
+
+    /// `iflush(target)`: the checks of `flush`, then [`Self::start_complete_at_targets`].
+    pub(crate) fn start_flush(&self, target: usize) -> Result<Option<Ticket>> {
+        self.check_rank(target)?;
+        self.epoch.check_flush("iflush", target)?;
+        self.start_complete_at_targets()
+    }
+
+    /// `iflush_all`.
+    pub(crate) fn start_flush_all(&self) -> Result<Option<Ticket>> {
+        self.epoch.check_flush_all("iflush_all")?;
+        self.start_complete_at_targets()
     }
 
     /// Flush: the common case (target already checked in this epoch, nothing queued) is
@@ -112,6 +135,47 @@ impl<T: Pod> Window<T> {
     #[inline]
     pub fn flush_local_all(&self) -> Result<()> {
         self.core.flush_local_all()
+    }
+
+    /// Nonblocking [`Window::flush`] (MPI_Win_iflush, [Zounmevo14]): the request completes
+    /// once every operation this process issued to `target` *before the call* is complete
+    /// at origin and target; operations issued later are not covered. Errors as `flush`.
+    ///
+    /// ```no_run
+    /// # use onesided::{Assert, LockType, Window};
+    /// # let world = onesided::init()?.world().clone();
+    /// # let win = Window::<u64>::allocate(&world, 1)?;
+    /// win.lock(LockType::Shared, 1, Assert::NONE)?;
+    /// win.put(&[42], 1, 0)?;
+    /// let flushed = win.iflush(1)?;
+    /// // ... work that does not depend on the put ...
+    /// flushed.wait()?; // 42 is now in rank 1's memory
+    /// win.unlock(1)?;
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    pub fn iflush(&self, target: usize) -> Result<Request<'_>> {
+        let ticket = self.core.start_flush(target)?;
+        Ok(Request::started(&self.core, ticket))
+    }
+
+    /// Nonblocking [`Window::flush_all`] (MPI_Win_iflush_all), covering the operations
+    /// issued before the call.
+    pub fn iflush_all(&self) -> Result<Request<'_>> {
+        let ticket = self.core.start_flush_all()?;
+        Ok(Request::started(&self.core, ticket))
+    }
+
+    /// Nonblocking [`Window::flush_local`] (MPI_Win_iflush_local). Operations are locally
+    /// complete when they return here, so the request is complete at once.
+    pub fn iflush_local(&self, target: usize) -> Result<Request<'_>> {
+        self.core.flush_local(target)?;
+        Ok(Request::done())
+    }
+
+    /// Nonblocking [`Window::flush_local_all`] (MPI_Win_iflush_local_all): complete at once.
+    pub fn iflush_local_all(&self) -> Result<Request<'_>> {
+        self.core.flush_local_all()?;
+        Ok(Request::done())
     }
 
     /// Synchronizes the public and private window copies (MPI_Win_sync). In the unified

@@ -29,7 +29,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
-use crate::progress::{Step, SyncOp};
+use crate::progress::{Step, SyncOp, Ticket};
+use crate::request::Request;
 use crate::sync::epoch::Release;
 use crate::sync::{Assert, LockType};
 use crate::win::core::WinCore;
@@ -325,10 +326,18 @@ impl WinCore {
     }
 
     pub(crate) fn unlock(&self, target: usize) -> Result<()> {
+        match self.start_unlock(target)? {
+            None => Ok(()),
+            Some(t) => self.engine.wait(self, t, None),
+        }
+    }
+
+    /// Closes the epoch to `target` and starts releasing its lock (blocking or not).
+    pub(crate) fn start_unlock(&self, target: usize) -> Result<Option<Ticket>> {
         self.check_rank(target)?;
         self.drain_staged()?;
         let release = self.epoch.unlock(target)?;
-        self.engine.run(self, UnlockOp::One(release))
+        self.engine.start(self, UnlockOp::One(release))
     }
 
     pub(crate) fn lock_all(&self, assert: Assert) -> Result<()> {
@@ -347,13 +356,21 @@ impl WinCore {
     }
 
     pub(crate) fn unlock_all(&self) -> Result<()> {
+        match self.start_unlock_all()? {
+            None => Ok(()),
+            Some(t) => self.engine.wait(self, t, None),
+        }
+    }
+
+    /// Closes the lock_all epoch and starts releasing the global lock (blocking or not).
+    pub(crate) fn start_unlock_all(&self) -> Result<Option<Ticket>> {
         self.drain_staged()?;
         let nocheck = self.epoch.unlock_all()?;
         if nocheck {
             std::sync::atomic::fence(Ordering::SeqCst);
-            return Ok(());
+            return Ok(None);
         }
-        self.engine.run(self, UnlockOp::All)
+        self.engine.start(self, UnlockOp::All)
     }
 }
 
@@ -395,6 +412,21 @@ impl<T: Pod> Window<T> {
     /// Ends the epoch opened by [`Window::lock_all`] (MPI_Win_unlock_all).
     pub fn unlock_all(&self) -> Result<()> {
         self.core.unlock_all()
+    }
+
+    /// Nonblocking [`Window::unlock`] (MPI_Win_iunlock, [Zounmevo14]): the epoch to
+    /// `target` is closed when the call returns (a new `lock` of `target` may follow at
+    /// once and activates after it); the request completes when its operations are
+    /// complete at origin and target and the lock is released. Errors as `unlock`.
+    pub fn iunlock(&self, target: usize) -> Result<Request<'_>> {
+        let ticket = self.core.start_unlock(target)?;
+        Ok(Request::started(&self.core, ticket))
+    }
+
+    /// Nonblocking [`Window::unlock_all`] (MPI_Win_iunlock_all).
+    pub fn iunlock_all(&self) -> Result<Request<'_>> {
+        let ticket = self.core.start_unlock_all()?;
+        Ok(Request::started(&self.core, ticket))
     }
 }
 

@@ -20,7 +20,8 @@ use bytemuck::Pod;
 
 use crate::error::Result;
 use crate::group::Group;
-use crate::progress::{Step, SyncOp};
+use crate::progress::{Step, SyncOp, Ticket};
+use crate::request::Request;
 use crate::sync::Assert;
 use crate::win::core::WinCore;
 use crate::win::Window;
@@ -150,9 +151,17 @@ impl WinCore {
     }
 
     pub(crate) fn complete(&self) -> Result<()> {
+        match self.start_complete()? {
+            None => Ok(()),
+            Some(t) => self.engine.wait(self, t, None),
+        }
+    }
+
+    /// Closes the PSCW access epoch and starts signalling its targets (blocking or not).
+    pub(crate) fn start_complete(&self) -> Result<Option<Ticket>> {
         self.drain_staged()?;
         let group = self.epoch.complete()?;
-        self.engine.run(self, CompleteOp { group })
+        self.engine.start(self, CompleteOp { group })
     }
 
     pub(crate) fn wait(&self) -> Result<()> {
@@ -160,6 +169,15 @@ impl WinCore {
         self.engine.run(self, WaitOp { need })?;
         self.epoch.end_exposure();
         Ok(())
+    }
+
+    /// `iwait`: closes the exposure epoch now; the returned ticket completes when every
+    /// origin of it has called `complete` (the completion count is cumulative, so a later
+    /// `post` waits for its own origins on top).
+    pub(crate) fn start_wait(&self) -> Result<Option<Ticket>> {
+        let need = self.epoch.exposure_target("iwait")?;
+        self.epoch.end_exposure();
+        self.engine.start(self, WaitOp { need })
     }
 
     pub(crate) fn test(&self) -> Result<bool> {
@@ -219,5 +237,22 @@ impl<T: Pod> Window<T> {
     /// when every origin has completed; false otherwise.
     pub fn test(&self) -> Result<bool> {
         self.core.test()
+    }
+
+    /// Nonblocking [`Window::complete`] (MPI_Win_icomplete, [Zounmevo14]): the access epoch
+    /// is closed when the call returns; the request completes once its targets have been
+    /// told (their `wait` may then return).
+    pub fn icomplete(&self) -> Result<Request<'_>> {
+        let ticket = self.core.start_complete()?;
+        Ok(Request::started(&self.core, ticket))
+    }
+
+    /// Nonblocking [`Window::wait`] (MPI_Win_iwait, [Zounmevo14]): the exposure epoch is
+    /// closed when the call returns (a new `post` may follow and activates after it); the
+    /// request completes once every origin of the epoch has called `complete`, and only
+    /// then may the exposed memory be read as the epoch's result.
+    pub fn iwait(&self) -> Result<Request<'_>> {
+        let ticket = self.core.start_wait()?;
+        Ok(Request::started(&self.core, ticket))
     }
 }

@@ -1,0 +1,176 @@
+//! The one completion type: every operation that can finish after its call returns — RMA
+//! requests (`rput` & co.) and nonblocking synchronization (`iunlock`, `iwait`, `iflush`,
+//! …) — hands out a [`Request`], completed with [`Request::wait`], [`Request::test`],
+//! `.await`, or the helpers [`wait_all`], [`test_all`], [`test_any`] and [`wait_any`].
+//!
+//! A request keeps what its operation borrows (buffers, and the window) until it completes.
+//! A synchronization request is a ticket in its window's progress engine: testing or
+//! waiting drives the engine, which completes synchronizations in the order they were
+//! started ([Zounmevo14] rule 4). A request dropped before completion is not cancelled: its
+//! synchronization still completes when the engine next runs (as `MPI_Request_free`), and
+//! `Window::free` drives every pending one to completion first.
+//!
+//! ```no_run
+//! # use onesided::{Assert, Group, Window};
+//! # let world = onesided::init()?.world().clone();
+//! let win = Window::<u64>::allocate(&world, 8)?;
+//! win.post(&Group::new([1])?, Assert::NONE)?;
+//! let mut closing = win.iwait()?; // the exposure epoch ends when the origin completes
+//! while !closing.test()? {
+//!     // compute while rank 1 accesses our memory
+//! }
+//! # Ok::<(), onesided::Error>(())
+//! ```
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crate::backoff::Backoff;
+use crate::error::Result;
+use crate::progress::Ticket;
+use crate::win::core::WinCore;
+
+/// An operation in flight (MPI_Request).
+///
+/// Complete it with [`Request::wait`], [`Request::test`] or `.await`; until then it keeps
+/// the operation's buffers (and the window) borrowed.
+#[derive(Debug)]
+#[must_use = "the operation may not be complete: wait for the request"]
+pub struct Request<'a> {
+    state: State<'a>,
+    _borrows: PhantomData<&'a mut [u8]>,
+}
+
+#[derive(Debug)]
+enum State<'a> {
+    Done,
+    /// A synchronization queued in `core`'s progress engine.
+    Sync {
+        core: &'a WinCore,
+        ticket: Ticket,
+    },
+}
+
+impl<'a> Request<'a> {
+    /// A request for an operation that completed before its call returned.
+    pub(crate) fn done() -> Self {
+        Request {
+            state: State::Done,
+            _borrows: PhantomData,
+        }
+    }
+
+    /// The request for a synchronization started in `core`'s engine: `None` when it
+    /// completed at once, its ticket otherwise.
+    pub(crate) fn started(core: &'a WinCore, ticket: Option<Ticket>) -> Self {
+        match ticket {
+            None => Self::done(),
+            Some(ticket) => Request {
+                state: State::Sync { core, ticket },
+                _borrows: PhantomData,
+            },
+        }
+    }
+
+    /// True when the operation completed; drives progress but never blocks (MPI_Test).
+    ///
+    /// An error of a synchronization queued before this one is returned by whichever call
+    /// drives the engine when it happens.
+    pub fn test(&mut self) -> Result<bool> {
+        match self.state {
+            State::Done => Ok(true),
+            State::Sync { core, ticket } => {
+                core.engine.progress(core)?;
+                if core.engine.completed(ticket) {
+                    self.state = State::Done;
+                    Ok(true)
+                } else {
+                    Ok(false)
+                }
+            }
+        }
+    }
+
+    /// True when the operation is known to be complete, without driving progress.
+    pub fn is_complete(&self) -> bool {
+        match self.state {
+            State::Done => true,
+            State::Sync { core, ticket } => core.engine.completed(ticket),
+        }
+    }
+
+    /// Blocks until the operation completed, then releases the borrows (MPI_Wait).
+    pub fn wait(self) -> Result<()> {
+        match self.state {
+            State::Done => Ok(()),
+            State::Sync { core, ticket } => core.engine.wait(core, ticket, None),
+        }
+    }
+}
+
+impl Future for Request<'_> {
+    type Output = Result<()>;
+
+    /// Tests the request. Shared-memory completion raises no event an executor could wait
+    /// on, so a pending request asks to be polled again at once: awaiting it spins the
+    /// executor (interleaved with its other tasks) until the operation completes.
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<()>> {
+        match self.test() {
+            Ok(true) => Poll::Ready(Ok(())),
+            Ok(false) => {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+}
+
+/// Waits for every request (MPI_Waitall); returns the first error after all were waited for.
+pub fn wait_all<'a>(requests: impl IntoIterator<Item = Request<'a>>) -> Result<()> {
+    let mut first_error = None;
+    for r in requests {
+        if let Err(e) = r.wait() {
+            first_error.get_or_insert(e);
+        }
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
+/// True when every request completed (MPI_Testall); tests them all.
+pub fn test_all(requests: &mut [Request<'_>]) -> Result<bool> {
+    let mut all = true;
+    for r in requests.iter_mut() {
+        all &= r.test()?;
+    }
+    Ok(all)
+}
+
+/// The index of a completed request, if any (MPI_Testany); `None` when none has completed.
+pub fn test_any(requests: &mut [Request<'_>]) -> Result<Option<usize>> {
+    for (i, r) in requests.iter_mut().enumerate() {
+        if r.test()? {
+            return Ok(Some(i));
+        }
+    }
+    Ok(None)
+}
+
+/// Blocks until one request completed and returns its index (MPI_Waitany). Errors for an
+/// empty slice.
+pub fn wait_any(requests: &mut [Request<'_>]) -> Result<usize> {
+    if requests.is_empty() {
+        return Err(crate::error::Error::InvalidArgument(
+            "wait_any of no requests".into(),
+        ));
+    }
+    let mut backoff = Backoff::new();
+    loop {
+        if let Some(i) = test_any(requests)? {
+            return Ok(i);
+        }
+        backoff.snooze();
+    }
+}
