@@ -82,6 +82,15 @@ impl<C: Host + 'static> Engine<C> {
         self.queued.get() == 0
     }
 
+    /// Drives the queue until every op started so far has completed.
+    pub(crate) fn wait_idle(&self, core: &C) -> Result<()> {
+        if self.idle() {
+            return Ok(());
+        }
+        let last = self.next_ticket.get() - 1;
+        self.wait(core, last, None)
+    }
+
     /// Starts `op`: completes it inline when possible, queues it otherwise.
     /// Returns `None` when it completed, its ticket when it is pending.
     #[inline]

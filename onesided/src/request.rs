@@ -28,6 +28,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use crate::backoff::Backoff;
+use crate::bootstrap::call::CallTag;
 use crate::error::Result;
 use crate::progress::Ticket;
 use crate::win::core::WinCore;
@@ -50,6 +51,8 @@ enum State<'a> {
     Sync {
         core: &'a WinCore,
         ticket: Ticket,
+        /// The window collective it is (its waits watch the peers).
+        collective: Option<CallTag>,
     },
 }
 
@@ -67,10 +70,23 @@ impl<'a> Request<'a> {
     pub(crate) fn started(core: &'a WinCore, ticket: Option<Ticket>) -> Self {
         match ticket {
             None => Self::done(),
-            Some(ticket) => Request {
-                state: State::Sync { core, ticket },
-                _borrows: PhantomData,
+            Some(ticket) => Self::started_collective(core, ticket, None),
+        }
+    }
+
+    /// The request for a pending window collective (`ifence`) with tag `collective`.
+    pub(crate) fn started_collective(
+        core: &'a WinCore,
+        ticket: Ticket,
+        collective: Option<CallTag>,
+    ) -> Self {
+        Request {
+            state: State::Sync {
+                core,
+                ticket,
+                collective,
             },
+            _borrows: PhantomData,
         }
     }
 
@@ -81,7 +97,7 @@ impl<'a> Request<'a> {
     pub fn test(&mut self) -> Result<bool> {
         match self.state {
             State::Done => Ok(true),
-            State::Sync { core, ticket } => {
+            State::Sync { core, ticket, .. } => {
                 core.engine.progress(core)?;
                 if core.engine.completed(ticket) {
                     self.state = State::Done;
@@ -97,7 +113,7 @@ impl<'a> Request<'a> {
     pub fn is_complete(&self) -> bool {
         match self.state {
             State::Done => true,
-            State::Sync { core, ticket } => core.engine.completed(ticket),
+            State::Sync { core, ticket, .. } => core.engine.completed(ticket),
         }
     }
 
@@ -105,7 +121,11 @@ impl<'a> Request<'a> {
     pub fn wait(self) -> Result<()> {
         match self.state {
             State::Done => Ok(()),
-            State::Sync { core, ticket } => core.engine.wait(core, ticket, None),
+            State::Sync {
+                core,
+                ticket,
+                collective,
+            } => core.engine.wait(core, ticket, collective),
         }
     }
 }

@@ -145,3 +145,123 @@ fn nonblocking_misuse_is_an_error() {
         })
         .assert_success();
 }
+
+/// The RMA ordering gate: `ilock` returns at once even though rank 1 holds the exclusive
+/// lock, and the `put` behind it waits for the lock: rank 1 still reads 0 after giving the
+/// put time to land, and reads 7 once it has released the lock.
+#[test]
+fn ilock_defers_rma_until_the_lock_is_held() {
+    testing::run(2, |u| {
+        let w = u.world();
+        let win = Window::<u64>::allocate(w, 1)?;
+        if w.rank() == 1 {
+            win.lock(LockType::Exclusive, 1, Assert::NONE)?;
+            w.barrier()?; // rank 0 may ilock now
+            std::thread::sleep(Duration::from_millis(50));
+            let mut got = [9u64];
+            win.local_read(0, &mut got)?;
+            assert_eq!(got, [0], "the put landed before the lock was granted");
+            win.unlock(1)?;
+            w.barrier()?;
+            win.local_read(0, &mut got)?;
+            assert_eq!(got, [7]);
+            w.barrier()?; // read before rank 0 writes again
+        } else {
+            w.barrier()?;
+            let opened = win.ilock(LockType::Exclusive, 1, Assert::NONE)?;
+            assert!(
+                opened.is_complete(),
+                "an opening call's request is complete at once"
+            );
+            win.put(&[7], 1, 0)?; // waits for the lock
+            win.iunlock(1)?.wait()?;
+            w.barrier()?;
+            w.barrier()?;
+        }
+        // ilock_all behind nothing activates at once; RMA then takes the fast path.
+        win.ilock_all(Assert::NONE)?.wait()?;
+        win.put(&[w.rank() as u64 + 1], 1 - w.rank(), 0)?;
+        win.iunlock_all()?.wait()?;
+        w.barrier()?;
+        let mut got = [0u64];
+        win.local_read(0, &mut got)?;
+        assert_eq!(got, [2 - w.rank() as u64]);
+        win.free()?;
+        Ok(())
+    });
+}
+
+/// Every mix of blocking and nonblocking open and close ([Zounmevo14] rule 1) for fence and
+/// PSCW, with data checked after each epoch. Rank 0 posts late, so its left neighbour's
+/// `istart` is deferred and the `put` behind it waits. (Each rank posts before it starts:
+/// under serial activation, rule 4, a post behind a pending start of a ring would wait for
+/// it, and every start for a post — the reorder keys relax exactly that.)
+#[test]
+fn blocking_and_nonblocking_open_and_close_mix() {
+    testing::run(3, |u| {
+        let w = u.world();
+        let (me, n) = (w.rank(), w.size());
+        let win = Window::<u64>::allocate(w, 4 * n)?;
+        let right = (me + 1) % n;
+        let mut value = 1u64;
+        for (nb_open, nb_close) in [(false, false), (false, true), (true, false), (true, true)] {
+            // Fence epoch.
+            value += 1;
+            if nb_open {
+                win.ifence(Assert::NONE)?.wait()?;
+            } else {
+                win.fence(Assert::NONE)?;
+            }
+            win.put(&[value * 10 + me as u64], right, me)?;
+            if nb_close {
+                win.ifence(Assert::NONE)?.wait()?;
+            } else {
+                win.fence(Assert::NONE)?;
+            }
+            let left = (me + n - 1) % n;
+            let mut got = [0u64];
+            win.local_read(left, &mut got)?;
+            assert_eq!(
+                got,
+                [value * 10 + left as u64],
+                "fence {nb_open} {nb_close}"
+            );
+            win.fence(Assert::NOSUCCEED)?;
+        }
+        // PSCW ring: everyone exposes to its left neighbour and accesses its right one.
+        let left = (me + n - 1) % n;
+        for (nb_open, nb_close) in [(false, false), (false, true), (true, false), (true, true)] {
+            value += 1;
+            let from = Group::new([left])?;
+            let to = Group::new([right])?;
+            if me == 0 {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if nb_open {
+                win.ipost(&from, Assert::NONE)?.wait()?;
+                win.istart(&to, Assert::NONE)?.wait()?;
+            } else {
+                win.post(&from, Assert::NONE)?;
+                win.start(&to, Assert::NONE)?;
+            }
+            win.put(&[value * 100 + me as u64], right, n + me)?;
+            if nb_close {
+                let done = win.icomplete()?;
+                let exposed = win.iwait()?;
+                wait_all([done, exposed])?;
+            } else {
+                win.complete()?;
+                win.wait()?;
+            }
+            let mut got = [0u64];
+            win.local_read(n + left, &mut got)?;
+            assert_eq!(
+                got,
+                [value * 100 + left as u64],
+                "pscw {nb_open} {nb_close}"
+            );
+        }
+        win.free()?;
+        Ok(())
+    });
+}

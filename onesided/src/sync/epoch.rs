@@ -308,6 +308,12 @@ impl EpochState {
         self.fast_flush.set(NONE);
     }
 
+    /// Makes the next RMA call take its slow path: the epoch just opened is deferred
+    /// (its synchronization is still pending), and the slow path waits for it.
+    pub(crate) fn forget_access_cache(&self) {
+        self.fast_access.set(NONE);
+    }
+
     #[inline(never)]
     fn check_flush_slow(&self, call: &'static str, target: usize) -> Result<()> {
         match self.access.get() {

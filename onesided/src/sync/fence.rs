@@ -9,9 +9,11 @@ use std::sync::atomic::{fence, Ordering};
 
 use bytemuck::Pod;
 
+use crate::bootstrap::call::CallTag;
 use crate::bootstrap::Call;
 use crate::error::Result;
-use crate::progress::{Step, SyncOp};
+use crate::progress::{Step, SyncOp, Ticket};
+use crate::request::Request;
 use crate::sync::collective::Agreement;
 use crate::sync::Assert;
 use crate::win::core::WinCore;
@@ -41,6 +43,17 @@ impl SyncOp<WinCore> for FenceOp {
 
 impl WinCore {
     pub(crate) fn fence(&self, assert: Assert) -> Result<()> {
+        match self.start_fence(assert)? {
+            None => Ok(()),
+            Some((t, tag)) => self.engine.wait(self, t, tag),
+        }
+    }
+
+    /// Closes the fence epoch and opens the next (blocking or not): its barrier is a queued
+    /// op with its collective tag while it is pending, and the epoch it opens is deferred
+    /// until then (RMA waits: resolve's gate) — on shared memory a store must not reach a
+    /// peer that has not entered the fence yet.
+    pub(crate) fn start_fence(&self, assert: Assert) -> Result<Option<(Ticket, Option<CallTag>)>> {
         assert.only(
             "fence",
             Assert::NOSTORE | Assert::NOPUT | Assert::NOPRECEDE | Assert::NOSUCCEED,
@@ -52,22 +65,16 @@ impl WinCore {
             assert.contains(Assert::NOSUCCEED),
         )?;
         let agreement = plan.barrier.then(|| self.enter_agreement(Call::Fence, 0));
-        match agreement.as_ref().map(|a| a.tag) {
-            Some(tag) => {
-                let op = FenceOp {
-                    flush: plan.flush,
-                    agreement,
-                };
-                self.engine.run_collective(self, op, tag)
-            }
-            None => self.engine.run(
-                self,
-                FenceOp {
-                    flush: plan.flush,
-                    agreement: None,
-                },
-            ),
+        let tag = agreement.as_ref().map(|a| a.tag);
+        let op = FenceOp {
+            flush: plan.flush,
+            agreement,
+        };
+        let ticket = self.engine.start(self, op)?;
+        if ticket.is_some() {
+            self.epoch.forget_access_cache();
         }
+        Ok(ticket.map(|t| (t, tag)))
     }
 }
 
@@ -90,5 +97,28 @@ impl<T: Pod> Window<T> {
     /// ```
     pub fn fence(&self, assert: Assert) -> Result<()> {
         self.core.fence(assert)
+    }
+
+    /// Nonblocking [`Window::fence`] (MPI_Win_ifence, [Zounmevo14]): never blocks. The
+    /// request completes when the fence's barrier has: then the epoch it closes is complete
+    /// everywhere. The epoch it opens is deferred until then — an RMA call waits for the
+    /// barrier rather than store into a peer that has not entered the fence. Errors as
+    /// `fence`; a mismatched collective is reported when the request completes.
+    ///
+    /// ```no_run
+    /// # use onesided::{Assert, Window};
+    /// # let world = onesided::init()?.world().clone();
+    /// let win = Window::<u64>::allocate(&world, 4)?;
+    /// win.ifence(Assert::NOPRECEDE)?; // returns at once
+    /// win.put(&[7], (world.rank() + 1) % world.size(), 0)?; // waits for the barrier
+    /// let closing = win.ifence(Assert::NOSUCCEED)?;
+    /// closing.wait()?;
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    pub fn ifence(&self, assert: Assert) -> Result<Request<'_>> {
+        Ok(match self.core.start_fence(assert)? {
+            None => Request::done(),
+            Some((t, tag)) => Request::started_collective(&self.core, t, tag),
+        })
     }
 }

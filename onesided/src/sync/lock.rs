@@ -305,13 +305,32 @@ impl WinCore {
     }
 
     pub(crate) fn lock(&self, kind: LockType, target: usize, assert: Assert) -> Result<()> {
+        let ticket = self.start_lock(kind, target, assert)?;
+        match ticket {
+            None => Ok(()),
+            Some(t) => self.engine.wait(self, t, None).inspect_err(|_| {
+                // The lock was not taken: forget it again (cannot fail, it was just
+                // recorded).
+                let _ = self.epoch.unlock(target);
+            }),
+        }
+    }
+
+    /// Opens the epoch to `target` and starts acquiring its lock (blocking or not). When
+    /// the lock is still pending the epoch is deferred: RMA to it waits (resolve's gate).
+    pub(crate) fn start_lock(
+        &self,
+        kind: LockType,
+        target: usize,
+        assert: Assert,
+    ) -> Result<Option<Ticket>> {
         assert.only("lock", Assert::NOCHECK)?;
         self.check_locks_allowed("lock")?;
         self.check_rank(target)?;
         let nocheck = assert.contains(Assert::NOCHECK);
         let global = self.epoch.lock(target, kind, nocheck)?;
         if nocheck {
-            return Ok(());
+            return Ok(None);
         }
         let op = LockOp {
             target,
@@ -319,10 +338,30 @@ impl WinCore {
             global: global.then_some(Phase::Fast),
             local: Phase::Fast,
         };
-        self.engine.run(self, op).inspect_err(|_| {
-            // The lock was not taken: forget it again (cannot fail, it was just recorded).
+        self.start_opening(self.engine.start(self, op), || {
             let _ = self.epoch.unlock(target);
         })
+    }
+
+    /// The outcome of starting an opening op: on error the epoch is forgotten again
+    /// (`undo`); when the op is pending the access cache is cleared so that RMA takes the
+    /// path that waits for it.
+    fn start_opening(
+        &self,
+        started: Result<Option<Ticket>>,
+        undo: impl FnOnce(),
+    ) -> Result<Option<Ticket>> {
+        match started {
+            Err(e) => {
+                undo();
+                Err(e)
+            }
+            Ok(Some(t)) => {
+                self.epoch.forget_access_cache();
+                Ok(Some(t))
+            }
+            Ok(None) => Ok(None),
+        }
     }
 
     pub(crate) fn unlock(&self, target: usize) -> Result<()> {
@@ -341,18 +380,29 @@ impl WinCore {
     }
 
     pub(crate) fn lock_all(&self, assert: Assert) -> Result<()> {
+        match self.start_lock_all(assert)? {
+            None => Ok(()),
+            Some(t) => self.engine.wait(self, t, None).inspect_err(|_| {
+                let _ = self.epoch.unlock_all();
+            }),
+        }
+    }
+
+    /// Opens the lock_all epoch and starts acquiring the global lock (blocking or not).
+    pub(crate) fn start_lock_all(&self, assert: Assert) -> Result<Option<Ticket>> {
         assert.only("lock_all", Assert::NOCHECK)?;
         self.check_locks_allowed("lock_all")?;
         let nocheck = assert.contains(Assert::NOCHECK);
         self.epoch.lock_all(nocheck)?;
         if nocheck {
-            return Ok(());
+            return Ok(None);
         }
-        self.engine
-            .run(self, LockAllOp { phase: Phase::Fast })
-            .inspect_err(|_| {
+        self.start_opening(
+            self.engine.start(self, LockAllOp { phase: Phase::Fast }),
+            || {
                 let _ = self.epoch.unlock_all();
-            })
+            },
+        )
     }
 
     pub(crate) fn unlock_all(&self) -> Result<()> {
@@ -412,6 +462,34 @@ impl<T: Pod> Window<T> {
     /// Ends the epoch opened by [`Window::lock_all`] (MPI_Win_unlock_all).
     pub fn unlock_all(&self) -> Result<()> {
         self.core.unlock_all()
+    }
+
+    /// Nonblocking [`Window::lock`] (MPI_Win_ilock, [Zounmevo14]): never blocks. The epoch
+    /// is open when the call returns and its request is complete at once; when the lock is
+    /// not free the epoch is *deferred*: it activates in call order as the engine is driven
+    /// (any later call on the window, or `test`/`wait` of any request of it). Until then
+    /// an RMA call to the window waits for the activation instead of touching target memory
+    /// early. Errors as `lock`.
+    ///
+    /// ```no_run
+    /// # use onesided::{Assert, LockType, Window};
+    /// # let world = onesided::init()?.world().clone();
+    /// # let win = Window::<u64>::allocate(&world, 1)?;
+    /// win.ilock(LockType::Exclusive, 1, Assert::NONE)?.wait()?; // returns at once
+    /// win.put(&[1], 1, 0)?; // waits until the lock is held
+    /// win.iunlock(1)?.wait()?;
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    pub fn ilock(&self, kind: LockType, target: usize, assert: Assert) -> Result<Request<'_>> {
+        self.core.start_lock(kind, target, assert)?;
+        Ok(Request::done())
+    }
+
+    /// Nonblocking [`Window::lock_all`] (MPI_Win_ilock_all): never blocks; the epoch may be
+    /// deferred as with [`Window::ilock`].
+    pub fn ilock_all(&self, assert: Assert) -> Result<Request<'_>> {
+        self.core.start_lock_all(assert)?;
+        Ok(Request::done())
     }
 
     /// Nonblocking [`Window::unlock`] (MPI_Win_iunlock, [Zounmevo14]): the epoch to

@@ -114,13 +114,21 @@ impl WinCore {
     }
 
     pub(crate) fn post(&self, group: &Group, assert: Assert) -> Result<()> {
+        match self.start_post(group, assert)? {
+            None => Ok(()),
+            Some(t) => self.engine.wait(self, t, None),
+        }
+    }
+
+    /// Opens the exposure epoch and starts announcing it (blocking or not).
+    pub(crate) fn start_post(&self, group: &Group, assert: Assert) -> Result<Option<Ticket>> {
         assert.only("post", Assert::NOCHECK | Assert::NOSTORE | Assert::NOPUT)?;
         group.check_within(self.size)?;
         self.epoch.post(group.len())?;
         if assert.contains(Assert::NOCHECK) {
-            return Ok(());
+            return Ok(None);
         }
-        self.engine.run(
+        self.engine.start(
             self,
             PostOp {
                 group: group.clone(),
@@ -129,11 +137,20 @@ impl WinCore {
     }
 
     pub(crate) fn start(&self, group: &Group, assert: Assert) -> Result<()> {
+        match self.start_start(group, assert)? {
+            None => Ok(()),
+            Some(t) => self.engine.wait(self, t, None),
+        }
+    }
+
+    /// Opens the PSCW access epoch and starts waiting for its targets' posts (blocking or
+    /// not); while that is pending the epoch is deferred (RMA waits: resolve's gate).
+    pub(crate) fn start_start(&self, group: &Group, assert: Assert) -> Result<Option<Ticket>> {
         assert.only("start", Assert::NOCHECK)?;
         group.check_within(self.size)?;
         self.epoch.start(group)?;
         if assert.contains(Assert::NOCHECK) {
-            return Ok(());
+            return Ok(None);
         }
         let needs = {
             let mut opened = self.pscw_accesses.borrow_mut();
@@ -147,7 +164,11 @@ impl WinCore {
                 })
                 .collect()
         };
-        self.engine.run(self, StartOp { needs, next: 0 })
+        let ticket = self.engine.start(self, StartOp { needs, next: 0 })?;
+        if ticket.is_some() {
+            self.epoch.forget_access_cache();
+        }
+        Ok(ticket)
     }
 
     pub(crate) fn complete(&self) -> Result<()> {
@@ -237,6 +258,22 @@ impl<T: Pod> Window<T> {
     /// when every origin has completed; false otherwise.
     pub fn test(&self) -> Result<bool> {
         self.core.test()
+    }
+
+    /// Nonblocking [`Window::post`] (MPI_Win_ipost, [Zounmevo14]): never blocks; the request
+    /// is complete at once. Behind a pending synchronization the exposure activates in call
+    /// order.
+    pub fn ipost(&self, group: &Group, assert: Assert) -> Result<Request<'_>> {
+        self.core.start_post(group, assert)?;
+        Ok(Request::done())
+    }
+
+    /// Nonblocking [`Window::start`] (MPI_Win_istart, [Zounmevo14]): never blocks; the
+    /// request is complete at once. Until every target has posted, the access epoch is
+    /// deferred: an RMA call waits for it instead of touching target memory early.
+    pub fn istart(&self, group: &Group, assert: Assert) -> Result<Request<'_>> {
+        self.core.start_start(group, assert)?;
+        Ok(Request::done())
     }
 
     /// Nonblocking [`Window::complete`] (MPI_Win_icomplete, [Zounmevo14]): the access epoch

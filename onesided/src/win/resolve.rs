@@ -65,6 +65,14 @@ impl WinCore {
         len: usize,
     ) -> Result<Located> {
         self.check_rank(target)?;
+        // The RMA ordering gate: behind a pending synchronization (a deferred epoch opened
+        // by ilock, istart, ifence, …) an operation must not touch target memory early, so
+        // it waits for everything started before it. The fast paths never get here with
+        // work pending: a deferred opening clears the access cache, and only this check
+        // (with the engine idle) sets it again.
+        if !self.engine.idle() {
+            self.engine.wait_idle(self)?;
+        }
         self.epoch.check_access(target, op)?;
         if len == 0 {
             return Ok(Located::nowhere());
