@@ -6,8 +6,9 @@
 #
 # Rank 0 of `examples/putflush` runs four loops of ITERS iterations under callgrind; the
 # inclusive instruction count of each loop function divided by ITERS, minus the empty
-# loop's own cost, is the cost of one call. With --check, fail unless put + flush costs fewer
-# instructions than foMPI's.
+# loop's own cost, is the cost of one call. With --check, fail when put + flush costs more
+# than 30 instructions (the budget of the blocking fast path next to the nonblocking engine;
+# foMPI's is 251) or an 8-byte atomic is more than one CPU atomic.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "instr-count: needs valgrind (apt-get install -y valgrind)" >&2; exit 1; }
@@ -53,6 +54,6 @@ for f in fetch_and_op compare_and_swap accumulate; do
 done
 if [ "${1:-}" = "--check" ]; then
   [ "$bad" = 0 ] || { echo "instr-count: an 8-byte atomic is not a single CPU atomic" >&2; exit 1; }
-  awk -v x="$(per "$pf")" 'BEGIN { exit !(x < 251) }' \
-    || { echo "instr-count: put + flush is not below foMPI's 251 instructions" >&2; exit 1; }
+  awk -v x="$(per "$pf")" 'BEGIN { exit !(x <= 30) }' \
+    || { echo "instr-count: put + flush costs more than 30 instructions" >&2; exit 1; }
 fi

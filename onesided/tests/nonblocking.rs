@@ -265,3 +265,41 @@ fn blocking_and_nonblocking_open_and_close_mix() {
         Ok(())
     });
 }
+
+/// FIFO matching of access and exposure epochs (rules 3 and 4) over 64 back-to-back PSCW
+/// epochs with random delays at the target: the origin opens every epoch with `istart`
+/// (deferred: it returns before the target posts), its put waits for the matching post, and
+/// it closes with `icomplete` without waiting. Matching uses the cumulative counters of
+/// [Zounmevo14] §VII-B; each epoch's put must land in its own exposure epoch, which the
+/// target checks before it posts the next one.
+#[test]
+fn fifo_matching_over_64_epochs_with_a_late_target() {
+    testing::run(2, |u| {
+        let w = u.world();
+        let win = Window::<u64>::allocate(w, 1)?;
+        let peer = Group::new([1 - w.rank()])?;
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut requests = Vec::new();
+        for epoch in 1..=64u64 {
+            if w.rank() == 1 {
+                // xorshift: a delay of 0-3 ms before every post.
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                std::thread::sleep(Duration::from_micros(state % 3000));
+                win.post(&peer, Assert::NONE)?;
+                win.wait()?;
+                let mut got = [0u64];
+                win.local_read(0, &mut got)?;
+                assert_eq!(got, [epoch], "epoch {epoch} received another epoch's data");
+            } else {
+                win.istart(&peer, Assert::NONE)?.wait()?;
+                win.put(&[epoch], 1, 0)?; // waits for this epoch's post
+                requests.push(win.icomplete()?);
+            }
+        }
+        wait_all(requests)?;
+        win.free()?;
+        Ok(())
+    });
+}
