@@ -146,18 +146,22 @@ fn nonblocking_misuse_is_an_error() {
         .assert_success();
 }
 
-/// The RMA ordering gate: `ilock` returns at once even though rank 1 holds the exclusive
-/// lock, and the `put` behind it waits for the lock: rank 1 still reads 0 after giving the
-/// put time to land, and reads 7 once it has released the lock.
+/// Deferred epochs: `ilock` returns at once even though rank 1 holds the exclusive lock, and
+/// so does the `put` behind it (its data is copied and queued): rank 0 reaches a barrier
+/// while rank 1 still holds the lock (a put that waited would deadlock here). The data does
+/// not land early — rank 1 reads 0 while it holds the lock — and is there once rank 1 has
+/// released the lock and rank 0's `iunlock` completed. A `get` behind a deferred epoch
+/// waits for it and reads what the deferred put wrote.
 #[test]
 fn ilock_defers_rma_until_the_lock_is_held() {
-    testing::run(2, |u| {
+    let report = testing::job(2).timeout(Duration::from_secs(30)).run(|u| {
         let w = u.world();
         let win = Window::<u64>::allocate(w, 1)?;
         if w.rank() == 1 {
             win.lock(LockType::Exclusive, 1, Assert::NONE)?;
             w.barrier()?; // rank 0 may ilock now
-            std::thread::sleep(Duration::from_millis(50));
+            w.barrier()?; // rank 0's put has returned, the lock is still ours
+            std::thread::sleep(Duration::from_millis(20));
             let mut got = [9u64];
             win.local_read(0, &mut got)?;
             assert_eq!(got, [0], "the put landed before the lock was granted");
@@ -173,7 +177,11 @@ fn ilock_defers_rma_until_the_lock_is_held() {
                 opened.is_complete(),
                 "an opening call's request is complete at once"
             );
-            win.put(&[7], 1, 0)?; // waits for the lock
+            win.put(&[7], 1, 0)?; // deferred: returns at once
+            w.barrier()?;
+            let mut back = [0u64];
+            win.get(&mut back, 1, 0)?; // waits for the lock, after the deferred put
+            assert_eq!(back, [7]);
             win.iunlock(1)?.wait()?;
             w.barrier()?;
             w.barrier()?;
@@ -189,6 +197,7 @@ fn ilock_defers_rma_until_the_lock_is_held() {
         win.free()?;
         Ok(())
     });
+    report.assert_success();
 }
 
 /// Every mix of blocking and nonblocking open and close ([Zounmevo14] rule 1) for fence and

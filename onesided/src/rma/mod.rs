@@ -21,9 +21,33 @@ use bytemuck::Pod;
 
 use crate::error::{Error, Result};
 use crate::layout::{check_match, pieces, Layout};
+use crate::progress::{Step, SyncOp};
 use crate::transport::{self, combine, Route};
 use crate::win::core::WinCore;
 use crate::win::Window;
+
+/// Bytes of put data a window holds for deferred epochs; beyond it a put waits for the
+/// pending synchronizations instead (its data then goes straight to the target).
+pub(crate) const DEFERRED_PUT_BUDGET: usize = 1 << 20;
+
+/// A put queued behind pending synchronizations, with its own copy of the data.
+struct DeferredPut {
+    target: usize,
+    disp: usize,
+    data: Vec<u8>,
+}
+
+impl SyncOp<WinCore> for DeferredPut {
+    fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        core.deferred_bytes
+            .set(core.deferred_bytes.get().saturating_sub(self.data.len()));
+        // Located again now: a dynamic window's regions may have changed since the call
+        // (the call already reported any error it could see then).
+        let at = core.locate("put", self.target, self.disp, self.data.len())?;
+        at.route.write(&self.data)?;
+        Ok(Step::Done)
+    }
+}
 
 impl WinCore {
     /// Put: inlined fast path, everything else out of line.
@@ -41,6 +65,11 @@ impl WinCore {
 
     #[inline(never)]
     fn put_bytes_slow(&self, src: &[u8], target: usize, disp: usize) -> Result<()> {
+        if !self.engine.idle()
+            && self.deferred_bytes.get().saturating_add(src.len()) <= DEFERRED_PUT_BUDGET
+        {
+            return self.defer_put(src, target, disp);
+        }
         match self.resolve("put", target, disp, src.len())?.route {
             Route::Cma { pid, addr } if src.len() <= combine::STAGE_MAX_PUT => {
                 self.stage_put(pid, addr, src)?
@@ -49,6 +78,24 @@ impl WinCore {
         }
         self.epoch.note_rma();
         Ok(())
+    }
+
+    /// A put behind a pending synchronization ([Zounmevo14] §VII): checked now (errors are
+    /// the caller's), its data copied (the call is locally complete), and written when the
+    /// engine reaches it — after the synchronizations before it, before those after it.
+    fn defer_put(&self, src: &[u8], target: usize, disp: usize) -> Result<()> {
+        self.resolve_ungated("put", target, disp, src.len())?;
+        // Staged puts were issued earlier: they must not land after this one.
+        self.drain_staged()?;
+        self.deferred_bytes
+            .set(self.deferred_bytes.get() + src.len());
+        self.epoch.note_rma();
+        let op = DeferredPut {
+            target,
+            disp,
+            data: src.to_vec(),
+        };
+        self.engine.start(self, op).map(drop)
     }
 
     /// Get: inlined fast path, everything else out of line.

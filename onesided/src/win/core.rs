@@ -74,6 +74,8 @@ pub(crate) struct WinCore {
     pub(crate) dynamic: crate::win::regions::DynamicState,
     /// Small cross-memory-attach puts waiting for the next completion point.
     pub(crate) staged: crate::transport::combine::StagedPuts,
+    /// Bytes of puts queued behind pending synchronizations (rma::DeferredPut).
+    pub(crate) deferred_bytes: std::cell::Cell<usize>,
     /// Peers' shared-heap segments mapped for `create` windows.
     pub(crate) _peer_segments: Vec<Segment>,
     /// The node segment; the pointers above point into it.

@@ -174,6 +174,7 @@ fn assemble(
         epoch: Default::default(),
         engine: Default::default(),
         collectives: Default::default(),
+        deferred_bytes: Default::default(),
         watch: comm
             .watch()
             .map(|w| w.for_channel(crate::bootstrap::roster::channel_id(segment.tag()))),

@@ -67,13 +67,45 @@ impl WinCore {
         self.check_rank(target)?;
         // The RMA ordering gate: behind a pending synchronization (a deferred epoch opened
         // by ilock, istart, ifence, …) an operation must not touch target memory early, so
-        // it waits for everything started before it. The fast paths never get here with
-        // work pending: a deferred opening clears the access cache, and only this check
-        // (with the engine idle) sets it again.
+        // it waits for everything started before it (a put that defers instead uses
+        // `resolve_ungated` and queues itself). The fast paths never get here with work
+        // pending: a deferred opening clears the access cache, and only a check with the
+        // engine idle sets it again.
         if !self.engine.idle() {
             self.engine.wait_idle(self)?;
         }
+        self.resolve_ungated(op, target, disp, len)
+    }
+
+    /// [`WinCore::resolve`] without waiting for pending synchronizations: every check, and
+    /// the location, for an operation that is queued behind them or runs as part of them.
+    pub(crate) fn resolve_ungated(
+        &self,
+        op: &'static str,
+        target: usize,
+        disp: usize,
+        len: usize,
+    ) -> Result<Located> {
+        self.check_rank(target)?;
         self.epoch.check_access(target, op)?;
+        if !self.engine.idle() {
+            // The check above may have cached the target: keep later calls on the path
+            // that respects the pending synchronization.
+            self.epoch.forget_access_cache();
+        }
+        self.locate(op, target, disp, len)
+    }
+
+    /// Where `len` bytes at `disp` of `target` are (bounds or attachment checked), for an
+    /// operation whose rank and epoch were checked when it was issued — a deferred put runs
+    /// after later calls may have closed that epoch.
+    pub(crate) fn locate(
+        &self,
+        op: &'static str,
+        target: usize,
+        disp: usize,
+        len: usize,
+    ) -> Result<Located> {
         if len == 0 {
             return Ok(Located::nowhere());
         }
