@@ -1,24 +1,14 @@
-//! Nonblocking closing synchronization ([Zounmevo14]): `iwait`, `icomplete`, `iunlock`,
-//! `iunlock_all`, `iflush*`, and the one request type they share with `rput` & co.
+//! Nonblocking synchronization ([Zounmevo14]): the opening calls (`ifence`, `ipost`,
+//! `istart`, `ilock`, `ilock_all`) and deferred epochs, the closing calls (`iwait`,
+//! `icomplete`, `iunlock`, `iunlock_all`, `iflush*`), and the one request type they share
+//! with `rput` & co.
 
-use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use onesided::{test_all, test_any, testing, wait_all, wait_any, Assert, Group, LockType, Window};
+mod common;
 
-/// Polls a future to completion on this thread (the requests need no reactor).
-fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::yield_now();
-    }
-}
+use common::block_on;
+use onesided::{test_all, test_any, testing, wait_all, wait_any, Assert, Group, LockType, Window};
 
 /// `iwait` returns at once and its request stays incomplete until the origin completes:
 /// the origin only starts after the target has tested its request (a communicator barrier

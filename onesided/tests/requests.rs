@@ -1,22 +1,9 @@
 //! Request-based operations: rput, rget, raccumulate, rget_accumulate.
 
-use std::future::Future;
-use std::pin::pin;
-use std::task::{Context, Poll, Waker};
+mod common;
 
+use common::block_on;
 use onesided::{testing, Assert, Error, LockType, Op, Window};
-
-/// Drives a future to completion without an async runtime.
-fn block_on<F: Future>(f: F) -> F::Output {
-    let mut f = pin!(f);
-    let mut cx = Context::from_waker(Waker::noop());
-    loop {
-        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
-            return v;
-        }
-        std::thread::yield_now();
-    }
-}
 
 #[test]
 fn request_based_operations() {

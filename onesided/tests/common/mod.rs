@@ -2,6 +2,10 @@
 
 #![allow(dead_code)]
 
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
 use onesided::{alloc_mem, Assert, Comm, Error, Pod, WinInfo, Window};
 
 /// The memory kinds a window can have; each reaches peers' memory differently.
@@ -146,4 +150,17 @@ pub fn window_collectives_mismatch(w: &Comm) -> onesided::Result<()> {
         w.barrier()?;
     }
     Ok(())
+}
+
+/// Drives a future to completion on this thread, without an async runtime (requests need
+/// no reactor: polling them drives progress).
+pub fn block_on<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    let mut cx = Context::from_waker(Waker::noop());
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::yield_now();
+    }
 }
