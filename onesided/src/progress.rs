@@ -35,6 +35,9 @@ pub(crate) enum Step {
     Blocked,
 }
 
+/// Polls of a waiting collective before it starts watching its peers.
+const WATCH_AFTER_POLLS: u32 = 64;
+
 /// A synchronization in progress on a `C` (a window).
 pub(crate) trait SyncOp<C>: 'static {
     /// Advances as far as possible without blocking.
@@ -163,7 +166,10 @@ impl<C: Host + 'static> Engine<C> {
     /// `collective`, watches the peers of that window collective meanwhile.
     pub(crate) fn wait(&self, core: &C, ticket: Ticket, collective: Option<CallTag>) -> Result<()> {
         let mut backoff = Backoff::new();
-        let mut vigil = collective.and_then(|tag| Some(core.watch()?.vigil(tag)));
+        // The peer watch starts only once the wait is not short: a fence that completes
+        // within a few polls pays no clock read and publishes no wait.
+        let mut polls = 0u32;
+        let mut vigil = None;
         loop {
             if self.progress(core)? {
                 backoff.reset();
@@ -174,8 +180,14 @@ impl<C: Host + 'static> Engine<C> {
             if core.aborted() {
                 return Err(Error::JobAborted);
             }
-            if let (Some(v), Some(tag)) = (vigil.as_mut(), collective) {
-                v.check(|r| Some(core.arrived(tag, r)))?;
+            if let Some(tag) = collective {
+                polls += 1;
+                if polls == WATCH_AFTER_POLLS {
+                    vigil = core.watch().map(|w| w.vigil(tag));
+                }
+                if let Some(v) = vigil.as_mut() {
+                    v.check(|r| Some(core.arrived(tag, r)))?;
+                }
             }
             backoff.snooze();
         }
