@@ -12,10 +12,10 @@
 //!   [`CONFIRM`] (a peer that completed the collective and then exited lets ours complete
 //!   within that time).
 //! * **A peer is blocked in another collective that waits for us**: both wait forever. A
-//!   waiter publishes the channel it is blocked on; when a member of our collective has been
-//!   blocked for [`CONFIRM`] on a channel this process belongs to (so it waits for us, and we
-//!   cannot come: we are blocked here), both report it. Cycles through three or more
-//!   channels are not detected.
+//!   waiter publishes the collective it is blocked in; when a member of our collective has
+//!   been blocked for [`CONFIRM`] in a collective of a channel this process belongs to and
+//!   has not entered (so it waits for us, and we cannot come: we are blocked here), both
+//!   report it. Cycles through three or more channels are not detected.
 //!
 //! Under a host MPI a process that exits cleanly while a peer already waits for it in a
 //! collective it never entered aborts the job itself (`mpi::mark_exit_at_exit`), so that no
@@ -146,16 +146,9 @@ impl Roster {
                     continue;
                 }
                 all_exited = false;
-                // Stranded: the peer waits in a collective of one of our channels that we
-                // never entered (a peer still finishing one we completed is not).
                 let theirs = self.waiting(i);
-                let stranded = theirs != 0
-                    && entered((theirs >> 32) as u32)
-                        .is_some_and(|n| n & 0xff_ffff == (theirs >> 8) & 0xff_ffff);
-                if stranded {
-                    let call = crate::bootstrap::call::Call::from_code(theirs & 0xff)
-                        .map_or("a collective", |c| c.name());
-                    return Some((self.rank_of(i), call));
+                if waits_for_us(theirs) {
+                    return Some((self.rank_of(i), waiting_call(theirs)));
                 }
             }
             if all_exited || Instant::now() >= deadline {
@@ -179,10 +172,6 @@ fn entered(channel: u32) -> Option<u64> {
         .find(|(c, _)| *c == channel)
         // Relaxed: written by this process only.
         .map(|(_, n)| n.load(Ordering::Relaxed))
-}
-
-fn is_member(channel: u32) -> bool {
-    entered(channel).is_some()
 }
 
 /// This process's membership of a channel, registered while the value lives.
@@ -220,6 +209,19 @@ impl Drop for Membership {
 /// low 24 bits of the sequence number and the call.
 fn waiting_word(channel: u32, tag: CallTag) -> u64 {
     (u64::from(channel) << 32) | ((tag.seq & 0xff_ffff) << 8) | tag.call.code()
+}
+
+/// True when a peer's waiting word names a collective of one of our channels that this
+/// process has not entered: the peer waits for us. (A peer still finishing a collective we
+/// completed is not waiting for us, nor is one blocked in the collective we wait in.)
+fn waits_for_us(word: u64) -> bool {
+    word != 0
+        && entered((word >> 32) as u32).is_some_and(|n| n & 0xff_ffff == (word >> 8) & 0xff_ffff)
+}
+
+/// The call a waiting word names.
+fn waiting_call(word: u64) -> &'static str {
+    crate::bootstrap::call::Call::from_code(word & 0xff).map_or("a collective", |c| c.name())
 }
 
 /// A channel id from 64 random-ish bits shared by every member (never 0).
@@ -358,9 +360,10 @@ impl Vigil<'_> {
                 }
                 continue;
             }
+            // Blocked elsewhere in a collective of ours we have not entered (we cannot: we
+            // are blocked here), while we wait for it: a deadlock once it persists.
             let theirs = w.roster.waiting(index);
-            let channel = (theirs >> 32) as u32;
-            if theirs == 0 || channel == w.channel || !is_member(channel) {
+            if !waits_for_us(theirs) {
                 if matches!(self.suspect, Some((r, _, _)) if r == rank) {
                     self.suspect = None;
                 }
@@ -369,8 +372,7 @@ impl Vigil<'_> {
             match self.suspect {
                 Some((r, v, since)) if r == rank && v == theirs => {
                     if since.elapsed() >= CONFIRM {
-                        let other = crate::bootstrap::call::Call::from_code(theirs & 0xff)
-                            .map_or("another collective", |c| c.name());
+                        let other = waiting_call(theirs);
                         return Err(Error::CollectiveDeadlock { call, rank, other });
                     }
                 }

@@ -237,6 +237,15 @@ impl LocalBootstrap {
         Ok(())
     }
 
+    /// The barrier after round `round` has written its slots: the first one checks tags.
+    fn round_sync(&self, state: &Collectives, tag: CallTag, round: usize) -> Result<()> {
+        if round == 0 {
+            self.first_sync(state, tag)
+        } else {
+            self.sync(state, tag)
+        }
+    }
+
     /// A later barrier of the same collective (every rank has arrived: tags matched).
     fn sync(&self, state: &Collectives, tag: CallTag) -> Result<()> {
         self.sync_watching(state, tag, false)
@@ -312,11 +321,7 @@ impl Bootstrap for LocalBootstrap {
             self.slot_word(self.rank, 0)
                 .store(send.len() as u64, Ordering::Relaxed);
             self.write_slot(8, &send[lo..hi]);
-            if round == 0 {
-                self.first_sync(&state, tag)?;
-            } else {
-                self.sync(&state, tag)?;
-            }
+            self.round_sync(&state, tag, round)?;
             let mut rounds = 1;
             for (r, part) in out.iter_mut().enumerate() {
                 let len = self.slot_word(r, 0).load(Ordering::Relaxed) as usize;
@@ -359,11 +364,7 @@ impl Bootstrap for LocalBootstrap {
                 let hi = ((round + 1) * cap).min(data.len());
                 self.write_slot(header + j * cap, &data[lo..hi]);
             }
-            if round == 0 {
-                self.first_sync(&state, tag)?;
-            } else {
-                self.sync(&state, tag)?;
-            }
+            self.round_sync(&state, tag, round)?;
             // Every rank scans every header so that all agree on the number of rounds.
             let mut rounds = 1;
             for (i, part) in out.iter_mut().enumerate() {
@@ -405,11 +406,7 @@ impl Bootstrap for LocalBootstrap {
                     .store(data.len() as u64, Ordering::Relaxed);
                 self.write_slot(8, &data[lo..hi]);
             }
-            if round == 0 {
-                self.first_sync(&state, tag)?;
-            } else {
-                self.sync(&state, tag)?;
-            }
+            self.round_sync(&state, tag, round)?;
             let len = self.slot_word(root, 0).load(Ordering::Relaxed) as usize;
             if self.rank != root {
                 let lo = (round * chunk).min(len);
