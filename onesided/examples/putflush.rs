@@ -5,7 +5,8 @@
 //!
 //! Rank 0 holds an exclusive lock on rank 1 and runs loops of `ITERS` iterations, each in
 //! its own non-inlined function so that `callgrind_annotate --inclusive=yes` reports them
-//! separately: put+flush, put alone, flush alone, the three atomics, and an empty loop (the
+//! separately: put+flush, put alone, flush alone, the three atomics, an uncontended
+//! shared lock + unlock, and an empty loop (the
 //! loop's own cost).
 //! `scripts/instr-count.sh` runs rank 0 under callgrind and divides by `ITERS`.
 //!
@@ -77,6 +78,16 @@ fn onesided_bench_accumulate(win: &Window<u64>, iters: u64) -> onesided::Result<
 
 #[no_mangle]
 #[inline(never)]
+fn onesided_bench_lock_unlock(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
+    for _ in 0..iters {
+        win.lock(LockType::Shared, black_box(1), Assert::NONE)?;
+        win.unlock(black_box(1))?;
+    }
+    Ok(())
+}
+
+#[no_mangle]
+#[inline(never)]
 fn onesided_bench_empty(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
     for i in 0..iters {
         black_box((win, i));
@@ -109,6 +120,7 @@ fn main() -> onesided::Result<()> {
         assert_eq!(now, ITERS - 1 + 2 * sum, "atomics on rank 1 lost an update");
         win.put(&[ITERS - 1], 1, 0)?;
         win.unlock(1)?;
+        onesided_bench_lock_unlock(&win, ITERS)?;
     }
     world.barrier()?;
     if world.rank() == 1 {
