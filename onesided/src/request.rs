@@ -148,6 +148,13 @@ impl Future for Request<'_> {
     }
 }
 
+// Requests may be handed to other threads and tested from several (the engine behind them
+// is thread-safe).
+const _: () = {
+    const fn shared_by_threads<T: Send + Sync>() {}
+    shared_by_threads::<Request<'static>>();
+};
+
 /// Waits for every request (MPI_Waitall); returns the first error after all were waited for.
 pub fn wait_all<'a>(requests: impl IntoIterator<Item = Request<'a>>) -> Result<()> {
     let mut first_error = None;

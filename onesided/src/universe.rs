@@ -120,6 +120,7 @@ fn connect(boot: Arc<dyn Bootstrap>) -> Universe {
     // ranks; under Yama ptrace_scope=1 that requires opting in. Without Yama this fails
     // harmlessly (EINVAL).
     let _ = rustix::process::set_ptracer(rustix::process::PTracer::Any);
+    crate::progress::thread::start_if_enabled();
     let _ = IDENTITY.set(JobIdentity {
         job: boot.job_id().to_owned(),
         rank: boot.rank(),

@@ -87,7 +87,11 @@ impl WinCore {
     fn granule(&self, size: usize) -> usize {
         // A granule beyond any address range acts like one granule for the whole window;
         // the cap keeps the rounding below from overflowing for absurd hint values.
-        let g = self.acc_granularity.get().min(1 << 48);
+        // Relaxed: set by set_info, a collective this window's caller made before.
+        let g = self
+            .acc_granularity
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .min(1 << 48);
         if g <= size {
             0
         } else {

@@ -17,6 +17,8 @@ mod accumulate;
 pub mod atomic;
 mod request;
 
+use std::sync::atomic::Ordering;
+
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
@@ -39,8 +41,10 @@ struct DeferredPut {
 
 impl SyncOp<WinCore> for DeferredPut {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        // Relaxed: a budget, not a synchronization; only this window's calls and engine
+        // touch it.
         core.deferred_bytes
-            .set(core.deferred_bytes.get().saturating_sub(self.data.len()));
+            .fetch_sub(self.data.len(), Ordering::Relaxed);
         // Located again now: a dynamic window's regions may have changed since the call
         // (the call already reported any error it could see then).
         let at = core.locate("put", self.target, self.disp, self.data.len())?;
@@ -66,7 +70,11 @@ impl WinCore {
     #[inline(never)]
     fn put_bytes_slow(&self, src: &[u8], target: usize, disp: usize) -> Result<()> {
         if !self.engine.idle()
-            && self.deferred_bytes.get().saturating_add(src.len()) <= DEFERRED_PUT_BUDGET
+            && self
+                .deferred_bytes
+                .load(Ordering::Relaxed)
+                .saturating_add(src.len())
+                <= DEFERRED_PUT_BUDGET
         {
             return self.defer_put(src, target, disp);
         }
@@ -87,8 +95,8 @@ impl WinCore {
         self.resolve_ungated("put", target, disp, src.len())?;
         // Staged puts were issued earlier: they must not land after this one.
         self.drain_staged()?;
-        self.deferred_bytes
-            .set(self.deferred_bytes.get() + src.len());
+        // Relaxed: see DeferredPut::poll.
+        self.deferred_bytes.fetch_add(src.len(), Ordering::Relaxed);
         self.epoch.note_rma();
         let op = DeferredPut {
             target,

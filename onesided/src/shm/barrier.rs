@@ -16,7 +16,6 @@
 //! is a pollable state machine so that fence can be a request like every other
 //! synchronization.
 
-use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const CACHE_LINE: usize = 64;
@@ -60,12 +59,15 @@ pub(crate) struct Barrier {
     layout: BarrierLayout,
     me: usize,
     /// Number of barriers this rank has entered.
-    generation: Cell<u64>,
+    generation: AtomicU64,
 }
 
 // SAFETY: the base pointer refers to shared memory owned by a Segment that the owner of the
 // Barrier keeps alive; counters are only accessed atomically.
 unsafe impl Send for Barrier {}
+// SAFETY: as for Send; the generation count is an atomic, and every shared word is
+// accessed atomically.
+unsafe impl Sync for Barrier {}
 
 /// Progress of one barrier instance at one rank.
 #[derive(Debug, Clone, Copy)]
@@ -113,7 +115,7 @@ impl Barrier {
             base,
             layout,
             me,
-            generation: Cell::new(0),
+            generation: AtomicU64::new(0),
         }
     }
 
@@ -135,8 +137,9 @@ impl Barrier {
     /// Enters a new barrier for the collective `tag` (its low 31 bits count); poll the
     /// returned state until it completes.
     pub(crate) fn begin(&self, tag: u64) -> BarrierWait {
-        let generation = self.generation.get() + 1;
-        self.generation.set(generation);
+        // Relaxed: counts this rank's own barriers; the window collective that enters one
+        // is started by one thread at a time (its caller's).
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
         BarrierWait {
             generation,
             round: 0,

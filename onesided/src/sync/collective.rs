@@ -37,8 +37,8 @@ impl WinCore {
     /// Enters the collective `call` with this rank's payload `word`: numbers the call and
     /// publishes tag and word. Poll the result with [`WinCore::poll_agreement`].
     pub(crate) fn enter_agreement(&self, call: Call, word: u64) -> Agreement {
-        let seq = self.collectives.get();
-        self.collectives.set(seq + 1);
+        // Relaxed: numbers this window's collectives, which its caller makes one at a time.
+        let seq = self.collectives.fetch_add(1, Ordering::Relaxed);
         let tag = CallTag { call, seq };
         if let Some(w) = &self.watch {
             w.note_entered(tag);
@@ -91,11 +91,15 @@ impl WinCore {
         let tag = agreement.tag;
         let op = AgreeOp {
             agreement: Some(agreement),
-            result: std::rc::Rc::default(),
+            result: std::sync::Arc::default(),
         };
-        let result = std::rc::Rc::clone(&op.result);
+        let result = std::sync::Arc::clone(&op.result);
         self.engine.run_collective(self, op, tag)?;
-        let words = result.take();
+        let words = std::mem::take(
+            &mut *result
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
         Ok(words)
     }
 }
@@ -122,7 +126,7 @@ impl Host for WinCore {
 /// The blocking agreement as a queued op (it activates after earlier synchronizations).
 struct AgreeOp {
     agreement: Option<Agreement>,
-    result: std::rc::Rc<std::cell::RefCell<Vec<u64>>>,
+    result: std::sync::Arc<std::sync::Mutex<Vec<u64>>>,
 }
 
 impl SyncOp<WinCore> for AgreeOp {
@@ -134,7 +138,10 @@ impl SyncOp<WinCore> for AgreeOp {
             return Ok(Step::Blocked);
         }
         let words = (0..core.size).map(|r| core.agreed_word(a, r)).collect();
-        *self.result.borrow_mut() = words;
+        *self
+            .result
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = words;
         self.agreement = None;
         Ok(Step::Done)
     }

@@ -7,7 +7,8 @@
 //! Every violation that is cheap to detect becomes an [`Error`] here, before any remote
 //! word is touched.
 
-use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 use crate::group::Group;
@@ -61,41 +62,55 @@ const ANY: usize = usize::MAX;
 const NONE: usize = usize::MAX - 1;
 
 /// Epoch state of one window at this process.
+///
+/// The fast-path caches are atomics read with `Relaxed` loads (a plain `mov`, as the
+/// `Cell`s they replace): a window is used by one thread at a time today, and every
+/// transition goes through the `Mutex` of [`Transitions`], so the caches only need to be
+/// free of data races, not ordered. The progress engine never touches this state (its ops
+/// see only control words), so a progress thread sharing the window's core cannot race it.
 #[derive(Debug)]
 pub(crate) struct EpochState {
-    access: Cell<Access>,
     /// Target that passed the last full access check, [`ANY`] or [`NONE`]: lets the common
     /// case (one target, many operations) skip the lock-list / group search. Reset by every
     /// transition.
-    fast_access: Cell<usize>,
+    fast_access: AtomicUsize,
     /// The same for flush (passive-target epochs only).
-    fast_flush: Cell<usize>,
+    fast_flush: AtomicUsize,
     /// RMA was issued since the last fence (only meaningful with `Access::Fence`).
-    ops_since_fence: Cell<bool>,
-    locks: RefCell<Vec<HeldLock>>,
-    lock_all_nocheck: Cell<bool>,
+    ops_since_fence: AtomicBool,
+    transitions: Mutex<Transitions>,
+}
+
+/// Everything an epoch transition reads and writes.
+#[derive(Debug)]
+struct Transitions {
+    access: Access,
+    locks: Vec<HeldLock>,
+    lock_all_nocheck: bool,
     /// Exclusive locks held that registered at the global word.
-    exclusive_held: Cell<usize>,
-    access_group: RefCell<Group>,
+    exclusive_held: usize,
+    access_group: Group,
     /// Completions the current exposure epoch waits for (cumulative count), if one is open.
-    exposure: Cell<Option<u64>>,
+    exposure: Option<u64>,
     /// Sum of the sizes of all post groups so far.
-    posted_total: Cell<u64>,
+    posted_total: u64,
 }
 
 impl Default for EpochState {
     fn default() -> Self {
         EpochState {
-            access: Cell::new(Access::None),
-            fast_access: Cell::new(NONE),
-            fast_flush: Cell::new(NONE),
-            ops_since_fence: Cell::new(false),
-            locks: RefCell::new(Vec::new()),
-            lock_all_nocheck: Cell::new(false),
-            exclusive_held: Cell::new(0),
-            access_group: RefCell::new(Group::empty()),
-            exposure: Cell::new(None),
-            posted_total: Cell::new(0),
+            fast_access: AtomicUsize::new(NONE),
+            fast_flush: AtomicUsize::new(NONE),
+            ops_since_fence: AtomicBool::new(false),
+            transitions: Mutex::new(Transitions {
+                access: Access::None,
+                locks: Vec::new(),
+                lock_all_nocheck: false,
+                exclusive_held: 0,
+                access_group: Group::empty(),
+                exposure: None,
+                posted_total: 0,
+            }),
         }
     }
 }
@@ -106,24 +121,34 @@ fn conflict(call: &'static str, reason: &'static str) -> Error {
 }
 
 impl EpochState {
+    fn state(&self) -> MutexGuard<'_, Transitions> {
+        // A panic inside a transition leaves no half-updated invariant worth refusing: every
+        // transition checks first and writes last.
+        self.transitions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// The open access epoch.
     #[cfg(test)]
     pub(crate) fn access(&self) -> Access {
-        self.access.get()
+        self.state().access
     }
 
     /// True when `target` is known to be in the open access epoch without searching
     /// (the common case); false means "do the full check", not "no access".
     #[inline(always)]
     pub(crate) fn access_cached(&self, target: usize) -> bool {
-        let fast = self.fast_access.get();
+        // Relaxed: a cache of this window's own transitions (see the type's docs).
+        let fast = self.fast_access.load(Ordering::Relaxed);
         fast == target || fast == ANY
     }
 
     /// The same for flush.
     #[inline(always)]
     pub(crate) fn flush_cached(&self, target: usize) -> bool {
-        let fast = self.fast_flush.get();
+        // Relaxed: as in access_cached.
+        let fast = self.fast_flush.load(Ordering::Relaxed);
         fast == target || fast == ANY
     }
 
@@ -138,14 +163,16 @@ impl EpochState {
 
     #[inline(never)]
     fn check_access_slow(&self, target: usize, op: &'static str) -> Result<()> {
-        let ok = match self.access.get() {
+        let st = self.state();
+        let ok = match st.access {
             Access::Fence | Access::LockAll => true,
-            Access::Locks => self.locks.borrow().iter().any(|l| l.target == target),
-            Access::Pscw => self.access_group.borrow().contains(target),
+            Access::Locks => st.locks.iter().any(|l| l.target == target),
+            Access::Pscw => st.access_group.contains(target),
             Access::None => false,
         };
         if ok {
-            self.fast_access.set(target);
+            // Relaxed: under the transition lock, so no transition resets it in between.
+            self.fast_access.store(target, Ordering::Relaxed);
             Ok(())
         } else {
             Err(Error::NoAccessEpoch { op, target })
@@ -153,30 +180,42 @@ impl EpochState {
     }
 
     /// Opens `access`, resetting the fast-path caches.
-    fn set_access(&self, access: Access) {
-        self.access.set(access);
-        self.fast_access.set(match access {
-            Access::Fence | Access::LockAll => ANY,
-            _ => NONE,
-        });
-        self.fast_flush.set(match access {
-            Access::LockAll => ANY,
-            _ => NONE,
-        });
+    fn set_access(&self, st: &mut Transitions, access: Access) {
+        st.access = access;
+        // Relaxed: see the type's docs.
+        self.fast_access.store(
+            match access {
+                Access::Fence | Access::LockAll => ANY,
+                _ => NONE,
+            },
+            Ordering::Relaxed,
+        );
+        self.fast_flush.store(
+            match access {
+                Access::LockAll => ANY,
+                _ => NONE,
+            },
+            Ordering::Relaxed,
+        );
     }
 
     /// Records that an RMA operation was issued.
     #[inline]
     pub(crate) fn note_rma(&self) {
-        self.ops_since_fence.set(true);
+        // Relaxed: read by this window's next fence, through the same thread or a lock.
+        self.ops_since_fence.store(true, Ordering::Relaxed);
+    }
+
+    fn ops_since_fence(&self) -> bool {
+        self.ops_since_fence.load(Ordering::Relaxed)
     }
 
     /// A fence that opened nothing (no RMA since) may give way to another epoch kind.
-    fn leave_unused_fence(&self, call: &'static str) -> Result<()> {
-        match self.access.get() {
+    fn leave_unused_fence(&self, st: &mut Transitions, call: &'static str) -> Result<()> {
+        match st.access {
             Access::None => Ok(()),
-            Access::Fence if !self.ops_since_fence.get() => {
-                self.set_access(Access::None);
+            Access::Fence if !self.ops_since_fence() => {
+                self.set_access(st, Access::None);
                 Ok(())
             }
             Access::Fence => Err(conflict(
@@ -191,7 +230,8 @@ impl EpochState {
 
     /// `fence(assert)`: checks and transitions; returns what the fence must do.
     pub(crate) fn fence(&self, noprecede: bool, nosucceed: bool) -> Result<FencePlan> {
-        match self.access.get() {
+        let mut st = self.state();
+        match st.access {
             Access::Locks => {
                 return Err(conflict("fence", "a passive-target epoch (lock) is open"))
             }
@@ -199,22 +239,25 @@ impl EpochState {
             Access::Pscw => return Err(conflict("fence", "a PSCW access epoch (start) is open")),
             Access::None | Access::Fence => {}
         }
-        if self.exposure.get().is_some() {
+        if st.exposure.is_some() {
             return Err(conflict("fence", "a PSCW exposure epoch (post) is open"));
         }
-        if noprecede && self.access.get() == Access::Fence && self.ops_since_fence.get() {
+        if noprecede && st.access == Access::Fence && self.ops_since_fence() {
             return Err(Error::AssertViolated {
                 call: "fence",
                 assert: "NOPRECEDE",
                 reason: "RMA operations were issued since the previous fence",
             });
         }
-        self.set_access(if nosucceed {
-            Access::None
-        } else {
-            Access::Fence
-        });
-        self.ops_since_fence.set(false);
+        self.set_access(
+            &mut st,
+            if nosucceed {
+                Access::None
+            } else {
+                Access::Fence
+            },
+        );
+        self.ops_since_fence.store(false, Ordering::Relaxed);
         Ok(FencePlan {
             flush: !noprecede,
             barrier: !(noprecede && nosucceed),
@@ -224,74 +267,80 @@ impl EpochState {
     /// `lock(kind, target)`: records the lock; returns true when the global word must be
     /// taken (first exclusive lock of this process).
     pub(crate) fn lock(&self, target: usize, kind: LockType, nocheck: bool) -> Result<bool> {
-        match self.access.get() {
+        let mut st = self.state();
+        match st.access {
             Access::LockAll => return Err(conflict("lock", "a lock_all epoch is open")),
             Access::Locks => {}
-            _ => self.leave_unused_fence("lock")?,
+            _ => self.leave_unused_fence(&mut st, "lock")?,
         }
-        let mut locks = self.locks.borrow_mut();
-        if locks.iter().any(|l| l.target == target) {
+        if st.locks.iter().any(|l| l.target == target) {
             return Err(Error::AlreadyLocked { target });
         }
-        locks.push(HeldLock {
+        st.locks.push(HeldLock {
             target,
             kind,
             nocheck,
         });
-        self.set_access(Access::Locks);
+        self.set_access(&mut st, Access::Locks);
         let global = kind == LockType::Exclusive && !nocheck && {
-            self.exclusive_held.set(self.exclusive_held.get() + 1);
-            self.exclusive_held.get() == 1
+            st.exclusive_held += 1;
+            st.exclusive_held == 1
         };
         Ok(global)
     }
 
     /// `unlock(target)`: forgets the lock; returns what to release.
     pub(crate) fn unlock(&self, target: usize) -> Result<Release> {
-        let mut locks = self.locks.borrow_mut();
-        let pos = match self.access.get() {
-            Access::Locks => locks.iter().position(|l| l.target == target),
+        let mut st = self.state();
+        let found = match st.access {
+            Access::Locks => st.locks.iter().position(|l| l.target == target),
             _ => None,
-        }
-        .ok_or(Error::NotLocked {
-            call: "unlock",
-            target,
-        })?;
-        let lock = locks.swap_remove(pos);
+        };
+        // A match, not `ok_or`: the error would be built (and dropped) on every unlock.
+        let Some(pos) = found else {
+            return Err(Error::NotLocked {
+                call: "unlock",
+                target,
+            });
+        };
+        let lock = st.locks.swap_remove(pos);
         // Resets the fast-path caches too: they may name the target just unlocked.
-        self.set_access(if locks.is_empty() {
+        let next = if st.locks.is_empty() {
             Access::None
         } else {
             Access::Locks
-        });
+        };
+        self.set_access(&mut st, next);
         let global = lock.kind == LockType::Exclusive && !lock.nocheck && {
-            self.exclusive_held.set(self.exclusive_held.get() - 1);
-            self.exclusive_held.get() == 0
+            st.exclusive_held -= 1;
+            st.exclusive_held == 0
         };
         Ok(Release { lock, global })
     }
 
     /// `lock_all`.
     pub(crate) fn lock_all(&self, nocheck: bool) -> Result<()> {
-        match self.access.get() {
+        let mut st = self.state();
+        match st.access {
             Access::LockAll => {
                 return Err(conflict("lock_all", "a lock_all epoch is already open"))
             }
             Access::Locks => return Err(conflict("lock_all", "this process holds locks")),
-            _ => self.leave_unused_fence("lock_all")?,
+            _ => self.leave_unused_fence(&mut st, "lock_all")?,
         }
-        self.set_access(Access::LockAll);
-        self.lock_all_nocheck.set(nocheck);
+        self.set_access(&mut st, Access::LockAll);
+        st.lock_all_nocheck = nocheck;
         Ok(())
     }
 
     /// `unlock_all`: returns whether the lock_all was taken with NOCHECK.
     pub(crate) fn unlock_all(&self) -> Result<bool> {
-        if self.access.get() != Access::LockAll {
+        let mut st = self.state();
+        if st.access != Access::LockAll {
             return Err(conflict("unlock_all", "no lock_all epoch is open"));
         }
-        self.set_access(Access::None);
-        Ok(self.lock_all_nocheck.get())
+        self.set_access(&mut st, Access::None);
+        Ok(st.lock_all_nocheck)
     }
 
     /// Error unless `target` is in the open passive-target epoch (`flush(target)`).
@@ -305,24 +354,28 @@ impl EpochState {
 
     /// Makes the next flush take its slow path (which drains staged puts).
     pub(crate) fn forget_flush_cache(&self) {
-        self.fast_flush.set(NONE);
+        // Relaxed: see the type's docs.
+        self.fast_flush.store(NONE, Ordering::Relaxed);
     }
 
     /// Makes the next RMA call take its slow path: the epoch just opened is deferred
     /// (its synchronization is still pending), and the slow path waits for it.
     pub(crate) fn forget_access_cache(&self) {
-        self.fast_access.set(NONE);
+        // Relaxed: see the type's docs.
+        self.fast_access.store(NONE, Ordering::Relaxed);
     }
 
     #[inline(never)]
     fn check_flush_slow(&self, call: &'static str, target: usize) -> Result<()> {
-        match self.access.get() {
+        let st = self.state();
+        // Relaxed stores: under the transition lock, as in check_access_slow.
+        match st.access {
             Access::LockAll => {
-                self.fast_flush.set(ANY);
+                self.fast_flush.store(ANY, Ordering::Relaxed);
                 Ok(())
             }
-            Access::Locks if self.locks.borrow().iter().any(|l| l.target == target) => {
-                self.fast_flush.set(target);
+            Access::Locks if st.locks.iter().any(|l| l.target == target) => {
+                self.fast_flush.store(target, Ordering::Relaxed);
                 Ok(())
             }
             Access::Locks => Err(Error::NotLocked { call, target }),
@@ -341,7 +394,7 @@ impl EpochState {
     /// Error unless a passive-target epoch is open (`flush_all`).
     #[inline]
     pub(crate) fn check_flush_all(&self, call: &'static str) -> Result<()> {
-        match self.access.get() {
+        match self.state().access {
             Access::Locks | Access::LockAll => Ok(()),
             _ => Err(conflict(
                 call,
@@ -353,55 +406,59 @@ impl EpochState {
     /// `post(group)`: opens the exposure epoch; returns the cumulative completion count
     /// the matching `wait` needs.
     pub(crate) fn post(&self, group_len: usize) -> Result<u64> {
-        if self.exposure.get().is_some() {
+        let mut st = self.state();
+        if st.exposure.is_some() {
             return Err(conflict("post", "an exposure epoch is already open"));
         }
-        if self.access.get() == Access::Fence {
-            self.leave_unused_fence("post")?;
+        if st.access == Access::Fence {
+            self.leave_unused_fence(&mut st, "post")?;
         }
-        let total = self.posted_total.get() + group_len as u64;
-        self.posted_total.set(total);
-        self.exposure.set(Some(total));
+        let total = st.posted_total + group_len as u64;
+        st.posted_total = total;
+        st.exposure = Some(total);
         Ok(total)
     }
 
     /// The completion count the open exposure epoch waits for.
     pub(crate) fn exposure_target(&self, call: &'static str) -> Result<u64> {
-        self.exposure
-            .get()
-            .ok_or(conflict(call, "no exposure epoch (post) is open"))
+        self.state()
+            .exposure
+            .ok_or_else(|| conflict(call, "no exposure epoch (post) is open"))
     }
 
     /// Closes the exposure epoch (after `wait` completed or `test` returned true).
     pub(crate) fn end_exposure(&self) {
-        self.exposure.set(None);
+        self.state().exposure = None;
     }
 
     /// `start(group)`: opens the PSCW access epoch.
     pub(crate) fn start(&self, group: &Group) -> Result<()> {
-        self.leave_unused_fence("start")?;
-        *self.access_group.borrow_mut() = group.clone();
-        self.set_access(Access::Pscw);
+        let mut st = self.state();
+        self.leave_unused_fence(&mut st, "start")?;
+        st.access_group = group.clone();
+        self.set_access(&mut st, Access::Pscw);
         Ok(())
     }
 
     /// `complete`: closes the PSCW access epoch; returns its group.
     pub(crate) fn complete(&self) -> Result<Group> {
-        if self.access.get() != Access::Pscw {
+        let mut st = self.state();
+        if st.access != Access::Pscw {
             return Err(conflict("complete", "no PSCW access epoch (start) is open"));
         }
-        self.set_access(Access::None);
-        Ok(std::mem::take(&mut *self.access_group.borrow_mut()))
+        self.set_access(&mut st, Access::None);
+        Ok(std::mem::take(&mut st.access_group))
     }
 
     /// Error unless the window may be freed (no epoch open, nothing pending).
     pub(crate) fn check_free(&self) -> Result<()> {
-        if self.exposure.get().is_some() {
+        let st = self.state();
+        if st.exposure.is_some() {
             return Err(conflict("free", "an exposure epoch (post) is open"));
         }
-        match self.access.get() {
+        match st.access {
             Access::None => Ok(()),
-            Access::Fence if !self.ops_since_fence.get() => Ok(()),
+            Access::Fence if !self.ops_since_fence() => Ok(()),
             Access::Fence => Err(conflict(
                 "free",
                 "RMA was issued since the last fence; close the epoch with a fence first",

@@ -41,10 +41,12 @@ impl WinCore {
     /// synchronization is pending, else a ticket behind the pending ones.
     fn start_complete_at_targets(&self) -> Result<Option<Ticket>> {
         self.drain_staged()?;
-        if self.engine.idle() {
+        // Nothing queued here, and no other window asked for attention: one load decides.
+        if self.engine.quiet() {
             fence(Ordering::SeqCst);
             Ok(None)
         } else {
+            // Progresses every window, then completes at once if this one is idle.
             self.engine.start(self, FlushOp)
         }
     }
@@ -62,11 +64,12 @@ impl WinCore {
         self.start_complete_at_targets()
     }
 
-    /// Flush: the common case (target already checked in this epoch, nothing queued) is
-    /// one comparison and a fence, inlined; everything else out of line.
+    /// Flush: the common case (target already checked in this epoch, nothing queued in the
+    /// process) is one comparison and a fence, inlined; everything else — including the
+    /// progress of other windows' pending synchronizations — out of line.
     #[inline(always)]
     pub(crate) fn flush(&self, target: usize) -> Result<()> {
-        if target < self.size && self.epoch.flush_cached(target) && self.engine.idle() {
+        if target < self.size && self.epoch.flush_cached(target) && self.engine.quiet() {
             fence(Ordering::SeqCst);
             return Ok(());
         }

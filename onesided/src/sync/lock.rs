@@ -297,7 +297,7 @@ impl WinCore {
     }
 
     fn check_locks_allowed(&self, call: &'static str) -> Result<()> {
-        if self.hints.borrow().no_locks {
+        if self.no_locks.load(std::sync::atomic::Ordering::Relaxed) {
             Err(Error::LocksDisabled { call })
         } else {
             Ok(())

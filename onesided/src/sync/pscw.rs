@@ -153,7 +153,10 @@ impl WinCore {
             return Ok(None);
         }
         let needs = {
-            let mut opened = self.pscw_accesses.borrow_mut();
+            let mut opened = self
+                .pscw_accesses
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             group
                 .ranks()
                 .iter()

@@ -8,7 +8,8 @@
 //! buffer fills. Pieces to one process go out in issue order, so a later put to the same
 //! bytes still wins.
 
-use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 
 use crate::error::Result;
 use crate::transport::cma;
@@ -20,12 +21,12 @@ const STAGE_MAX_PIECES: usize = 1024;
 /// Staged bytes that trigger a drain.
 const STAGE_MAX_BYTES: usize = 64 << 10;
 
-/// Puts waiting to be written (one window, one thread).
+/// Puts waiting to be written (one window).
 #[derive(Debug, Default)]
 pub(crate) struct StagedPuts {
     /// True when `puts` is not empty (checked at every completion point without a borrow).
-    pending: Cell<bool>,
-    inner: RefCell<Staged>,
+    pending: AtomicBool,
+    inner: Mutex<Staged>,
 }
 
 #[derive(Debug, Default)]
@@ -39,13 +40,15 @@ impl StagedPuts {
     /// Stages `src` for `addr` in process `pid`; drains when the stage is full.
     pub(crate) fn stage(&self, pid: i32, addr: usize, src: &[u8]) -> Result<()> {
         let full = {
-            let mut s = self.inner.borrow_mut();
+            let mut s = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let offset = s.data.len();
             s.data.extend_from_slice(src);
             s.puts.push((pid, addr, offset, src.len()));
+            // Relaxed: a hint for the completion points of the thread that staged (set
+            // under the mutex, so a concurrent drain cannot clear it after our put).
+            self.pending.store(true, Ordering::Relaxed);
             s.puts.len() >= STAGE_MAX_PIECES || s.data.len() >= STAGE_MAX_BYTES
         };
-        self.pending.set(true);
         if full {
             self.drain()
         } else {
@@ -57,7 +60,8 @@ impl StagedPuts {
     /// before it signals completion.
     #[inline]
     pub(crate) fn drain(&self) -> Result<()> {
-        if !self.pending.get() {
+        // Relaxed: see `stage`.
+        if !self.pending.load(Ordering::Relaxed) {
             return Ok(());
         }
         self.drain_slow()
@@ -65,8 +69,10 @@ impl StagedPuts {
 
     #[inline(never)]
     fn drain_slow(&self) -> Result<()> {
-        self.pending.set(false);
-        let mut s = self.inner.borrow_mut();
+        let mut s = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        // Cleared under the mutex, so a put staged by another thread is either drained here
+        // or sets the flag again after we release the lock.
+        self.pending.store(false, Ordering::Relaxed);
         let Staged { data, puts } = &mut *s;
         if let [(pid, addr, offset, len)] = puts[..] {
             // One put (put + flush in a loop): the plain call, no iovec arrays.

@@ -29,6 +29,13 @@ pub(crate) enum Route {
     },
 }
 
+// SAFETY: a Route is an address (in this process, or in the target process for cross-memory
+// attach); it is dereferenced only by the transport's copy routines, whose callers hold the
+// window (and so the mapping) alive. Nothing about it is tied to a thread.
+unsafe impl Send for Route {}
+// SAFETY: as for Send.
+unsafe impl Sync for Route {}
+
 impl Route {
     /// The route to `offset` bytes further.
     #[inline]

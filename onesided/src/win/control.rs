@@ -148,6 +148,12 @@ pub(crate) struct Control {
     layout: ControlLayout,
 }
 
+// SAFETY: `base` points into a shared mapping kept alive by the window that owns the
+// Control (see `new`); every word reached through it is an atomic, so any thread may use it.
+unsafe impl Send for Control {}
+// SAFETY: as for Send.
+unsafe impl Sync for Control {}
+
 impl Control {
     /// # Safety
     /// `base` must be the page-aligned start of a mapping of at least `layout.total` bytes

@@ -1,9 +1,10 @@
 //! The untyped state of a window ([`WinCore`]) that every RMA-chapter module extends: where
 //! each target's memory is, the control words, the epoch state and the progress engine.
 
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::bootstrap::Comm;
 use crate::error::{Error, Result};
@@ -32,6 +33,13 @@ pub(crate) enum Targets {
     Dynamic,
 }
 
+// SAFETY: the pointers in `Targets` point into mappings the WinCore keeps alive (its node
+// segment and the peers' segments it mapped); they are only dereferenced by RMA calls, which
+// any thread may make under the epoch rules.
+unsafe impl Send for Targets {}
+// SAFETY: as for Send.
+unsafe impl Sync for Targets {}
+
 /// Window memory of one target.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TargetRegion {
@@ -50,6 +58,12 @@ pub(crate) struct LocalRegion {
     pub disp_unit: usize,
 }
 
+// SAFETY: `base` is this process's window memory, owned by the Window (its buffer or the
+// node segment) for as long as the WinCore lives.
+unsafe impl Send for LocalRegion {}
+// SAFETY: as for Send.
+unsafe impl Sync for LocalRegion {}
+
 /// Everything of a window that does not depend on the element type.
 pub(crate) struct WinCore {
     pub(crate) comm: Comm,
@@ -60,34 +74,34 @@ pub(crate) struct WinCore {
     pub(crate) barrier: Barrier,
     pub(crate) targets: Targets,
     pub(crate) local: LocalRegion,
-    pub(crate) hints: RefCell<WinHints>,
+    pub(crate) hints: Mutex<WinHints>,
     /// `mpi_accumulate_granularity` in effect (read on the accumulate fast path).
-    pub(crate) acc_granularity: std::cell::Cell<usize>,
+    pub(crate) acc_granularity: AtomicUsize,
+    /// `no_locks` in effect (read by every lock call without taking the hints' lock).
+    pub(crate) no_locks: std::sync::atomic::AtomicBool,
     pub(crate) epoch: EpochState,
     pub(crate) engine: Engine<WinCore>,
     /// Collective calls made on this window (the next one's sequence number).
-    pub(crate) collectives: std::cell::Cell<u64>,
+    pub(crate) collectives: AtomicU64,
     /// The members in the node's roster, on this window's channel (its waits watch them).
     pub(crate) watch: Option<crate::bootstrap::PeerWatch>,
     /// Access epochs opened toward each peer with `start` (PSCW matching counts).
-    pub(crate) pscw_accesses: RefCell<HashMap<usize, u64>>,
+    pub(crate) pscw_accesses: Mutex<HashMap<usize, u64>>,
     pub(crate) dynamic: crate::win::regions::DynamicState,
     /// Small cross-memory-attach puts waiting for the next completion point.
     pub(crate) staged: crate::transport::combine::StagedPuts,
     /// Bytes of puts queued behind pending synchronizations (rma::DeferredPut).
-    pub(crate) deferred_bytes: std::cell::Cell<usize>,
+    pub(crate) deferred_bytes: AtomicUsize,
     /// Peers' shared-heap segments mapped for `create` windows.
     pub(crate) _peer_segments: Vec<Segment>,
     /// The node segment; the pointers above point into it.
     pub(crate) _segment: Segment,
 }
 
-// SAFETY: the raw pointers inside a WinCore (control words, barrier counters, target
-// routes, local memory) point into mappings the WinCore itself keeps alive (its node
-// segment, the peers' segments it mapped, the user buffer its Window owns); none of it is
-// tied to a thread. The Cell/RefCell state makes WinCore !Sync, so it is still used by one
-// thread at a time.
-unsafe impl Send for WinCore {}
+const _: () = {
+    const fn shared_by_threads<T: Send + Sync>() {}
+    shared_by_threads::<WinCore>();
+};
 
 impl fmt::Debug for WinCore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -101,7 +115,22 @@ impl fmt::Debug for WinCore {
     }
 }
 
+impl crate::progress::registry::Pending for WinCore {
+    fn progress_for_other(&self) -> bool {
+        self.engine.progress_for_other(self)
+    }
+
+    fn set_attention(&self) {
+        self.engine.set_attention();
+    }
+}
+
 impl WinCore {
+    /// The window's hints (info in force).
+    pub(crate) fn hints(&self) -> MutexGuard<'_, WinHints> {
+        self.hints.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Stages a small put reached by cross-memory attach (transport::combine).
     pub(crate) fn stage_put(&self, pid: i32, addr: usize, src: &[u8]) -> Result<()> {
         // The inlined flush skips straight to its fence; make it take the path that drains.

@@ -169,8 +169,9 @@ fn assemble(
         barrier,
         targets,
         local,
-        acc_granularity: std::cell::Cell::new(hints.accumulate_granularity),
-        hints: std::cell::RefCell::new(hints),
+        acc_granularity: hints.accumulate_granularity.into(),
+        no_locks: hints.no_locks.into(),
+        hints: std::sync::Mutex::new(hints),
         epoch: Default::default(),
         engine: Default::default(),
         collectives: Default::default(),
@@ -388,7 +389,7 @@ pub(crate) fn create(
     let hints = hints?;
     let records: Vec<CreateRecord> = records
         .iter()
-        .map(|r| CreateRecord::decode(r).ok_or(Error::PeerFailed { call: call.name() }))
+        .map(|r| CreateRecord::decode(r).ok_or_else(|| Error::PeerFailed { call: call.name() }))
         .collect::<Result<_>>()?;
     // Map the peers' shared-heap segments; everything else is reached with CMA.
     let mut peer_segments: Vec<Segment> = Vec::new();

@@ -38,7 +38,11 @@ impl WinCore {
         }
         let cap = self.ctrl.layout().region_cap;
         {
-            let mut owned = self.dynamic.owned.borrow_mut();
+            let mut owned = self
+                .dynamic
+                .owned
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             if owned
                 .iter()
                 .any(|r| base < r.base + r.len && r.base < base + len)
@@ -67,7 +71,11 @@ impl WinCore {
 
     fn dynamic_detach(&self, base: usize) -> Result<()> {
         {
-            let mut owned = self.dynamic.owned.borrow_mut();
+            let mut owned = self
+                .dynamic
+                .owned
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let pos = owned
                 .iter()
                 .position(|r| r.base == base)
@@ -81,7 +89,11 @@ impl WinCore {
     /// Rewrites this process's region table under the seqlock.
     fn publish_regions(&self) {
         let ctl = self.ctrl.rank(self.rank);
-        let owned = self.dynamic.owned.borrow();
+        let owned = self
+            .dynamic
+            .owned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // Relaxed: only this process writes the sequence number.
         let seq = ctl.dyn_seq.load(Ordering::Relaxed);
         ctl.dyn_seq.store(seq + 1, Ordering::Relaxed);

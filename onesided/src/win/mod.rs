@@ -55,7 +55,7 @@ use info::{WinHints, WinInfo};
 /// ```
 #[derive(Debug)]
 pub struct Window<T: Pod> {
-    pub(crate) core: WinCore,
+    pub(crate) core: std::sync::Arc<WinCore>,
     /// `create`: the user's memory.
     buffer: Option<WinBuffer<T>>,
     /// `dynamic`: attached memory by base address.
@@ -152,6 +152,8 @@ fn elem_bytes<T>(len: usize) -> Result<usize> {
 
 impl<T: Pod> Window<T> {
     fn from_core(core: WinCore, buffer: Option<WinBuffer<T>>) -> Self {
+        let core = std::sync::Arc::new(core);
+        crate::progress::Engine::set_home(&core, |c| &c.engine);
         Window {
             core,
             buffer,
@@ -252,13 +254,13 @@ impl<T: Pod> Window<T> {
 
     /// The hints in effect (typed form of [`Window::get_info`]).
     pub fn hints(&self) -> WinHints {
-        self.core.hints.borrow().clone()
+        self.core.hints().clone()
     }
 
     /// The info keys in effect (MPI_Win_get_info): every hint onesided supports, with its
     /// current value. Ignored (unknown) keys are not returned, as MPI-4.1 specifies.
     pub fn get_info(&self) -> WinInfo {
-        self.core.hints.borrow().to_info(self.core.flavor)
+        self.core.hints().to_info(self.core.flavor)
     }
 
     /// Changes hints (MPI_Win_set_info). Collective. Hints that only apply at creation
@@ -266,7 +268,7 @@ impl<T: Pod> Window<T> {
     /// `alloc_shared_noncontig`, `onesided_max_attached_regions`) are ignored; an invalid
     /// value of any known key is an error at every process and changes nothing.
     pub fn set_info(&self, info: &WinInfo) -> Result<()> {
-        let mut next = self.core.hints.borrow().clone();
+        let mut next = self.core.hints().clone();
         let local = next.update(info, false);
         // One agreement carries success (FAILED otherwise) and the granularity, which must
         // be equal everywhere (it is capped far below FAILED).
@@ -287,8 +289,15 @@ impl<T: Pod> Window<T> {
                 reason: "must be the same at every process".into(),
             });
         }
-        self.core.acc_granularity.set(next.accumulate_granularity);
-        *self.core.hints.borrow_mut() = next;
+        // Relaxed: read by this window's own later calls.
+        self.core.acc_granularity.store(
+            next.accumulate_granularity,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        self.core
+            .no_locks
+            .store(next.no_locks, std::sync::atomic::Ordering::Relaxed);
+        *self.core.hints() = next;
         Ok(())
     }
 
@@ -409,6 +418,8 @@ impl<T: Pod> Drop for Window<T> {
     /// Dropping a window without [`Window::free`] cannot synchronise with the other
     /// processes, so user memory they might still access is leaked instead of freed.
     fn drop(&mut self) {
+        // After this no other thread polls the core, so it is dropped here, by its owner.
+        crate::progress::registry::unregister(&self.core);
         if !self.freed {
             if let Some(b) = self.buffer.take() {
                 b.leak();

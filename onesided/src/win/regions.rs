@@ -2,8 +2,9 @@
 //! the targets' region tables ([Gerstenberger13] §2.2; protocol in `win::dynamic`, lookups
 //! in `win::resolve`).
 
-use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use crate::shm::segment::Segment;
 use crate::transport::{Located, Route};
@@ -90,15 +91,92 @@ pub(crate) struct LastHit {
     pub region: CachedRegion,
 }
 
+/// The last hit, readable by the inlined fast path without a lock: a seqlock over six
+/// words. Writers hold the `caches` lock of [`DynamicState`] (one writer at a time); a
+/// reader that sees the version change or odd retries nothing, it just takes the slow path.
+#[derive(Debug, Default)]
+pub(crate) struct LastHitSlot {
+    version: AtomicU64,
+    /// target, seq, region base, region len, route meta (kind | shared << 8 | pid << 32),
+    /// route address. A meta kind of 0 means no hit was stored.
+    words: [AtomicU64; 6],
+}
+
+const ROUTE_DIRECT: u64 = 1;
+const ROUTE_CMA: u64 = 2;
+
+impl LastHitSlot {
+    /// The hit, unless none was stored or a writer is storing one now.
+    #[inline(always)]
+    pub(crate) fn get(&self) -> Option<LastHit> {
+        // Acquire: the words read below are at least as new as this version.
+        let v1 = self.version.load(Ordering::Acquire);
+        // Relaxed loads: validated by the version check after the Acquire fence.
+        let w: [u64; 6] = std::array::from_fn(|i| self.words[i].load(Ordering::Relaxed));
+        fence(Ordering::Acquire);
+        if v1 & 1 != 0 || self.version.load(Ordering::Relaxed) != v1 {
+            return None;
+        }
+        let meta = w[4];
+        let route = match meta & 0xff {
+            ROUTE_DIRECT => Route::Direct(w[5] as usize as *mut u8),
+            ROUTE_CMA => Route::Cma {
+                pid: (meta >> 32) as u32 as i32,
+                addr: w[5] as usize,
+            },
+            _ => return None,
+        };
+        Some(LastHit {
+            target: w[0] as usize,
+            seq: w[1],
+            region: CachedRegion {
+                base: w[2] as usize,
+                len: w[3] as usize,
+                route,
+                shared: (meta >> 8) & 1 != 0,
+            },
+        })
+    }
+
+    /// Stores `hit`; the caller holds the lock that serializes writers.
+    pub(crate) fn set(&self, hit: LastHit) {
+        let (kind, pid, addr) = match hit.region.route {
+            Route::Direct(p) => (ROUTE_DIRECT, 0u32, p as usize),
+            Route::Cma { pid, addr } => (ROUTE_CMA, pid as u32, addr),
+        };
+        let meta = kind | u64::from(hit.region.shared) << 8 | u64::from(pid) << 32;
+        // Relaxed: writers are serialized by the caller's lock.
+        let v = self.version.load(Ordering::Relaxed);
+        self.version.store(v + 1, Ordering::Relaxed);
+        // Release fence: a reader that sees any word below also sees the odd version when
+        // it re-reads it after its Acquire fence.
+        fence(Ordering::Release);
+        let words = [
+            hit.target as u64,
+            hit.seq,
+            hit.region.base as u64,
+            hit.region.len as u64,
+            meta,
+            addr as u64,
+        ];
+        for (slot, w) in self.words.iter().zip(words) {
+            slot.store(w, Ordering::Relaxed);
+        }
+        // Release: the words happen-before a reader that sees the new even version.
+        self.version.store(v + 2, Ordering::Release);
+    }
+}
+
 /// Dynamic-window state of one process.
 #[derive(Debug, Default)]
 pub(crate) struct DynamicState {
     /// Regions this process attached, sorted by base.
-    pub owned: RefCell<Vec<OwnedRegion>>,
-    /// Cached tables of the targets this process accessed.
-    pub caches: RefCell<HashMap<usize, TargetCache>>,
+    pub owned: Mutex<Vec<OwnedRegion>>,
+    /// Cached tables of the targets this process accessed (also serializes writers of
+    /// `last`).
+    pub caches: Mutex<HashMap<usize, TargetCache>>,
     /// Last region hit (see [`LastHit`]).
-    pub last: Cell<Option<LastHit>>,
+    pub last: LastHitSlot,
 }
 
 #[cfg(test)]

@@ -65,6 +65,7 @@ impl WinCore {
         len: usize,
     ) -> Result<Located> {
         self.check_rank(target)?;
+        crate::progress::registry::poke();
         // The RMA ordering gate: behind a pending synchronization (a deferred epoch opened
         // by ilock, istart, ifence, …) an operation must not touch target memory early, so
         // it waits for everything started before it (a put that defers instead uses
@@ -203,7 +204,11 @@ impl WinCore {
         addr: usize,
         len: usize,
     ) -> Result<Located> {
-        let owned = self.dynamic.owned.borrow();
+        let owned = self
+            .dynamic
+            .owned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let i = owned.partition_point(|r| r.base <= addr);
         match i.checked_sub(1).map(|i| owned[i]) {
             Some(r) if within(r.base, r.len, addr, len) => Ok(Located {
@@ -265,18 +270,22 @@ impl WinCore {
                 return Ok(hit.region.locate(addr));
             }
         }
-        let mut caches = self.dynamic.caches.borrow_mut();
+        let mut caches = self
+            .dynamic
+            .caches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let cache = caches.entry(target).or_insert_with(TargetCache::empty);
         if cache.seq != seq {
             self.refresh(target, cache);
         }
         match cache.find(addr, len) {
             Some(region) => {
-                self.dynamic.last.set(Some(LastHit {
+                self.dynamic.last.set(LastHit {
                     target,
                     seq: cache.seq,
                     region,
-                }));
+                });
                 Ok(region.locate(addr))
             }
             None => Err(Error::NotAttached {
