@@ -14,6 +14,7 @@ mod bench;
 #[cfg(feature = "mpi")]
 mod mpi_backend;
 mod os_backend;
+mod patterns;
 mod plot;
 mod report;
 
@@ -60,6 +61,10 @@ enum Bench {
     SyncLatency,
     /// Window creation time and memory per process vs processes, for every window kind.
     WinCreate,
+    /// Seed 004's inefficiency patterns, blocking vs nonblocking epochs (onesided only).
+    SyncPatterns,
+    /// Lock transactions (seed 004 Fig. 12), blocking vs nonblocking (onesided only).
+    Transactions,
     /// Everything above.
     All,
 }
@@ -80,6 +85,8 @@ impl Bench {
             Bench::Overlap => "overlap",
             Bench::SyncLatency => "sync-latency",
             Bench::WinCreate => "win-create",
+            Bench::SyncPatterns => "sync-patterns",
+            Bench::Transactions => "transactions",
             Bench::All => "all",
         }
     }
@@ -96,7 +103,13 @@ impl Bench {
         })
     }
 
-    const EVERY: [Bench; 13] = [
+    /// Benchmarks of features only onesided has (run once, also under mpiexec).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    fn onesided_only(self) -> bool {
+        matches!(self, Bench::SyncPatterns | Bench::Transactions)
+    }
+
+    const EVERY: [Bench; 15] = [
         Bench::PutLatency,
         Bench::GetLatency,
         Bench::AccLatency,
@@ -110,6 +123,8 @@ impl Bench {
         Bench::Overlap,
         Bench::SyncLatency,
         Bench::WinCreate,
+        Bench::SyncPatterns,
+        Bench::Transactions,
     ];
 }
 
@@ -189,10 +204,12 @@ fn plan(cli: &Cli) -> Vec<Step> {
     let mut steps = Vec::new();
     for bench in benches {
         match bench {
-            Bench::SyncLatency | Bench::WinCreate => steps.push(Step {
-                bench,
-                window: None,
-            }),
+            Bench::SyncLatency | Bench::WinCreate | Bench::SyncPatterns | Bench::Transactions => {
+                steps.push(Step {
+                    bench,
+                    window: None,
+                })
+            }
             _ => steps.extend(windows.iter().map(|&w| Step {
                 bench,
                 window: Some(w),
@@ -243,6 +260,8 @@ fn run_step<B: Backend>(b: &B, step: &Step, p: &Params, out: &mut Vec<Record>) -
         Bench::Overlap => bench::overlap(b, p, out),
         Bench::SyncLatency => bench::sync_latency(b, p, out),
         Bench::WinCreate => bench::win_create(b, p, out),
+        Bench::SyncPatterns => patterns::sync_patterns(b.comm(), p, out),
+        Bench::Transactions => patterns::transactions(b.comm(), p, out),
         _ => Ok(()),
     }
 }
@@ -273,7 +292,9 @@ impl Impls {
             Impls::Both(o, m) => {
                 run_step(o, step, p, out)?;
                 tick();
-                run_step(m, step, p, out)?;
+                if !step.bench.onesided_only() {
+                    run_step(m, step, p, out)?;
+                }
                 tick();
             }
         }
@@ -442,8 +463,9 @@ mod tests {
     fn plan_expands_all_and_windows() {
         let cli = Cli::parse_from(["osbench", "all"]);
         let steps = plan(&cli);
-        // 11 per-window benchmarks x 5 kinds + sync-latency + win-create.
-        assert_eq!(steps.len(), 11 * 5 + 2);
+        // 11 per-window benchmarks x 5 kinds + sync-latency, win-create, sync-patterns,
+        // transactions.
+        assert_eq!(steps.len(), 11 * 5 + 4);
         let cli = Cli::parse_from(["osbench", "put-latency", "--window", "allocate,dynamic"]);
         assert_eq!(plan(&cli).len(), 2);
         let p = params(&cli, &plan(&cli)[0]);

@@ -250,6 +250,146 @@ fn series_of<'a>(
         .collect()
 }
 
+/// A grouped bar chart: one group per category, one bar per series in each, values on a
+/// linear axis from 0 and written above each bar.
+fn draw_bars(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    categories: &[String],
+    series: &[(String, Vec<f64>)],
+) -> Result<(), String> {
+    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let top = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.15;
+    let n = categories.len();
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 22))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(80)
+        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..top)
+        .map_err(|e| e.to_string())?;
+    let x_fmt = |v: &f64| {
+        let i = v.round();
+        if (v - i).abs() < 1e-6 && i >= 0.0 && (i as usize) < n {
+            categories[i as usize].clone()
+        } else {
+            String::new()
+        }
+    };
+    chart
+        .configure_mesh()
+        .x_labels(n.max(1) * 2 + 1)
+        .x_label_formatter(&x_fmt)
+        .x_desc(x_label)
+        .y_desc(y_label)
+        .y_label_formatter(&|v: &f64| tick_label(*v))
+        .label_style(("sans-serif", 14))
+        .axis_desc_style(("sans-serif", 16))
+        .disable_x_mesh()
+        .draw()
+        .map_err(|e| e.to_string())?;
+    let width = 0.8 / series.len().max(1) as f64;
+    for (k, (label, values)) in series.iter().enumerate() {
+        let color = PALETTE[k % PALETTE.len()];
+        let x = |i: usize| i as f64 - 0.4 + k as f64 * width;
+        chart
+            .draw_series(values.iter().enumerate().map(|(i, &v)| {
+                Rectangle::new([(x(i), 0.0), (x(i) + width * 0.9, v)], color.filled())
+            }))
+            .map_err(|e| e.to_string())?
+            .label(label.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 16, y + 5)], color.filled()));
+        chart
+            .draw_series(values.iter().enumerate().map(|(i, &v)| {
+                Text::new(
+                    tick_label(v),
+                    (x(i), v + top * 0.01),
+                    ("sans-serif", 12).into_font(),
+                )
+            }))
+            .map_err(|e| e.to_string())?;
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 13))
+        .draw()
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// Bar charts of the benchmarks that compare variants rather than sizes: `sync-patterns`
+/// (blocking vs nonblocking, µs per pattern) and `transactions` (tx/s per pattern and
+/// process count).
+fn plot_variants(records: &[Record], dir: &Path, written: &mut Vec<PathBuf>) -> Result<(), String> {
+    type Category = fn(&Record) -> String;
+    let charts: [(&str, &str, &str, &str, Category); 2] = [
+        (
+            "sync-patterns",
+            "sync-patterns: the measured process's time (1 MiB put per epoch, 2 ms delay)",
+            "pattern (late-post and late-unlock on 3 processes, the others on 2)",
+            "time [us]",
+            |r| r.sync.clone(),
+        ),
+        (
+            "transactions",
+            "transactions: exclusive-lock updates over all processes",
+            "pattern and processes",
+            "throughput [tx/s]",
+            |r| format!("{} {}p", r.sync, r.ranks),
+        ),
+    ];
+    for (bench, title, x_label, y_label, category) in charts {
+        let rs: Vec<&Record> = records
+            .iter()
+            .filter(|r| r.bench == bench && !r.metric.ends_with("-close-call"))
+            .collect();
+        if rs.is_empty() {
+            continue;
+        }
+        let mut categories: Vec<String> = Vec::new();
+        let mut metrics: Vec<String> = Vec::new();
+        for r in &rs {
+            let c = category(r);
+            if !categories.contains(&c) {
+                categories.push(c);
+            }
+            if !metrics.contains(&r.metric) {
+                metrics.push(r.metric.clone());
+            }
+        }
+        let series: Vec<(String, Vec<f64>)> = metrics
+            .iter()
+            .map(|m| {
+                let values = categories
+                    .iter()
+                    .map(|c| {
+                        rs.iter()
+                            .find(|r| &r.metric == m && &category(r) == c)
+                            .map_or(0.0, |r| r.value)
+                    })
+                    .collect();
+                (m.clone(), values)
+            })
+            .collect();
+        let path = dir.join(format!("{bench}.svg"));
+        draw_bars(&path, title, x_label, y_label, &categories, &series)?;
+        written.push(path);
+    }
+    Ok(())
+}
+
 /// Writes every plot the records allow into `dir`; returns the files written.
 pub fn plot_all(records: &[Record], dir: &Path) -> Result<Vec<PathBuf>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -374,5 +514,6 @@ pub fn plot_all(records: &[Record], dir: &Path) -> Result<Vec<PathBuf>, String> 
         )?;
         written.push(path);
     }
+    plot_variants(records, dir, &mut written)?;
     Ok(written)
 }

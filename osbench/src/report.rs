@@ -32,6 +32,12 @@ pub struct Record {
     /// PSCW neighbours (also encoded in `metric`); not part of the JSON schema.
     #[serde(skip)]
     pub neighbours: Option<usize>,
+    /// Which process was measured (`target`, `origin`, `victim`), where it matters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<String>,
+    /// A delay injected by the benchmark, in microseconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delay_us: Option<f64>,
 }
 
 impl Record {
@@ -58,7 +64,21 @@ impl Record {
             value,
             unit: unit.into(),
             neighbours: None,
+            role: None,
+            delay_us: None,
         }
+    }
+
+    /// The same record, naming the process that was measured.
+    pub fn with_role(mut self, role: &str) -> Record {
+        self.role = Some(role.into());
+        self
+    }
+
+    /// The same record, with the delay the benchmark injected.
+    pub fn with_delay_us(mut self, delay_us: f64) -> Record {
+        self.delay_us = Some(delay_us);
+        self
     }
 
     /// The same record for `ranks` processes.
@@ -138,6 +158,8 @@ fn model_record(template: &Record, metric: &str, value: f64, unit: &str) -> Reco
         unit: unit.into(),
         bytes: 0,
         neighbours: None,
+        role: None,
+        delay_us: None,
         ..template.clone()
     }
 }
@@ -449,6 +471,8 @@ mod tests {
             value,
             unit: "us".into(),
             neighbours: None,
+            role: None,
+            delay_us: None,
         }
     }
 

@@ -67,6 +67,8 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
         "overlap",
         "sync-latency",
         "win-create",
+        "sync-patterns",
+        "transactions",
     ] {
         assert!(
             stdout.contains(&format!("== {bench} ==")),
@@ -80,9 +82,16 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
     let keys = [
         "bench", "impl", "window", "sync", "bytes", "ranks", "metric", "value", "unit",
     ];
+    // Optional fields DESIGN.md allows (consumers ignore them when unknown).
+    let optional = ["threads", "delay_us", "role", "stat", "pattern"];
     for r in records {
         let o = r.as_object().expect("object");
-        assert_eq!(o.len(), keys.len(), "{r}");
+        for k in o.keys() {
+            assert!(
+                keys.contains(&k.as_str()) || optional.contains(&k.as_str()),
+                "unknown field {k} in {r}"
+            );
+        }
         for k in keys {
             assert!(o.contains_key(k), "{k} missing in {r}");
         }
@@ -116,6 +125,30 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
         assert!(has("win-create", window, "none", "create_time"));
         assert!(has("win-create", window, "none", "rss_delta"));
     }
+    // Seed 004 patterns that need 2 processes (late-post and late-unlock need 3), both
+    // styles, and the close call while the peer is 50 ms late.
+    for sync in ["late-complete", "early-fence", "wait-at-fence"] {
+        for metric in ["blocking", "nonblocking"] {
+            assert!(
+                has("sync-patterns", "allocate", sync, metric),
+                "{sync} {metric}"
+            );
+        }
+    }
+    assert!(has(
+        "sync-patterns",
+        "allocate",
+        "late-complete",
+        "nonblocking-close-call"
+    ));
+    for sync in ["uniform", "hotspot"] {
+        for metric in ["blocking", "nonblocking"] {
+            assert!(
+                has("transactions", "allocate", sync, metric),
+                "{sync} {metric}"
+            );
+        }
+    }
     for call in [
         "lock_shared",
         "lock_exclusive",
@@ -144,7 +177,11 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
             svg.display()
         );
         assert!(
-            s.contains("[us]") || s.contains("[MB/s]") || s.contains("[%]") || s.contains("[KiB]")
+            s.contains("[us]")
+                || s.contains("[MB/s]")
+                || s.contains("[%]")
+                || s.contains("[KiB]")
+                || s.contains("[tx/s]")
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();
