@@ -302,3 +302,99 @@ fn fifo_matching_over_64_epochs_with_a_late_target() {
         Ok(())
     });
 }
+
+/// `MPI_WIN_ACCESS_AFTER_ACCESS_REORDER` ([Zounmevo14] §VI-B, Fig. 7): rank 0 opens an
+/// access epoch toward rank 1, which posts late, then one toward rank 2. With the flag the
+/// second epoch activates, moves its data and completes while the first still waits for its
+/// post; the first completes once rank 1 posts (its data arrives too). Without the flag the
+/// second epoch would wait for the first: rank 1 only posts after rank 0 saw the second
+/// complete, so this would hang (the job timeout fails it). `get_info` reports the flag.
+#[test]
+fn access_after_access_reorder_lets_a_later_epoch_pass_a_late_post() {
+    let report = testing::job(3).timeout(Duration::from_secs(30)).run(|u| {
+        let w = u.world();
+        let info = onesided::WinInfo::new().reorder(onesided::Reorder {
+            access_after_access: true,
+            ..onesided::Reorder::NONE
+        });
+        let win = Window::<u64>::builder(w).info(&info).allocate(4)?;
+        assert_eq!(
+            win.get_info().get("MPI_WIN_ACCESS_AFTER_ACCESS_REORDER"),
+            Some("1")
+        );
+        let origin = Group::single(0);
+        match w.rank() {
+            0 => {
+                w.barrier()?;
+                win.istart(&Group::single(1), Assert::NONE)?.wait()?;
+                win.put(&[11], 1, 0)?; // deferred behind the late post
+                let first = win.icomplete()?;
+                win.istart(&Group::single(2), Assert::NONE)?.wait()?;
+                win.put(&[22], 2, 0)?;
+                let second = win.icomplete()?;
+                block_on(second)?;
+                assert!(
+                    !first.is_complete(),
+                    "the first epoch cannot complete before rank 1 posts"
+                );
+                w.barrier()?; // rank 1 may post now
+                first.wait()?;
+            }
+            1 => {
+                w.barrier()?;
+                w.barrier()?; // rank 0 saw the second epoch complete
+                win.post(&origin, Assert::NONE)?;
+                win.wait()?;
+                let mut got = [0u64];
+                win.local_read(0, &mut got)?;
+                assert_eq!(got, [11]);
+            }
+            _ => {
+                win.post(&origin, Assert::NONE)?;
+                w.barrier()?;
+                win.wait()?;
+                let mut got = [0u64];
+                win.local_read(0, &mut got)?;
+                assert_eq!(got, [22]);
+                w.barrier()?;
+            }
+        }
+        win.free()?;
+        Ok(())
+    });
+    report.assert_success();
+}
+
+/// Accumulates behind a pending lock are copied and deferred like puts (item 4): with the
+/// lock held elsewhere, `accumulate` returns at once, and the update lands after the lock
+/// is granted, in order with a put issued before it.
+#[test]
+fn accumulate_behind_a_pending_lock_is_deferred_in_order() {
+    let report = testing::job(2).timeout(Duration::from_secs(30)).run(|u| {
+        let w = u.world();
+        let win = Window::<u64>::allocate(w, 2)?;
+        if w.rank() == 1 {
+            win.lock(LockType::Exclusive, 1, Assert::NONE)?;
+            w.barrier()?; // rank 0 may ilock now
+            w.barrier()?; // its put and accumulate returned while we hold the lock
+            let mut got = [9u64; 2];
+            win.local_read(0, &mut got)?;
+            assert_eq!(got, [0, 0], "nothing landed before the lock was granted");
+            win.unlock(1)?;
+            w.barrier()?;
+            win.local_read(0, &mut got)?;
+            assert_eq!(got, [5, 3], "put then accumulate, in issue order");
+        } else {
+            w.barrier()?;
+            win.ilock(LockType::Exclusive, 1, Assert::NONE)?.wait()?;
+            win.put(&[2, 3], 1, 0)?;
+            win.accumulate(&[3], 1, 0, onesided::Op::Sum)?; // deferred, returns at once
+            w.barrier()?;
+            win.iunlock(1)?.wait()?;
+            w.barrier()?;
+        }
+        win.free()?;
+        Ok(())
+    });
+    report.assert_success();
+}

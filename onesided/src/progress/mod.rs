@@ -38,6 +38,10 @@ pub(crate) trait Host {
     fn watch(&self) -> Option<&PeerWatch>;
     /// True when `rank` is known to have entered the collective `tag`.
     fn arrived(&self, tag: CallTag, rank: usize) -> bool;
+    /// The reorder flags in force.
+    fn reorder(&self) -> Reorder {
+        Reorder::NONE
+    }
 }
 
 /// Result of polling an op.
@@ -63,7 +67,134 @@ pub(crate) type Ticket = u64;
 
 struct Queued<C> {
     ticket: Ticket,
+    order: Order,
     op: Box<dyn SyncOp<C>>,
+}
+
+/// Which epochs may activate while an earlier epoch of the window is still pending: the
+/// four flags of [Zounmevo14] §VI-B, set with the info keys
+/// `MPI_WIN_ACCESS_AFTER_ACCESS_REORDER` & co. (all off by default: epochs activate one
+/// after the other). Turning one on promises that the epochs it lets run concurrently touch
+/// disjoint memory. The flags never apply next to fence or lock_all epochs, nor to
+/// flushes and window collectives, which stay in order with everything.
+///
+/// ```
+/// use onesided::{Reorder, WinInfo};
+/// let info = WinInfo::new().reorder(Reorder { access_after_access: true, ..Reorder::NONE });
+/// assert_eq!(info.get("MPI_WIN_ACCESS_AFTER_ACCESS_REORDER"), Some("1"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reorder {
+    /// A_A_A_R: an access epoch may activate while an earlier access epoch is pending.
+    pub access_after_access: bool,
+    /// A_A_E_R: an access epoch may activate while an earlier exposure epoch is pending.
+    pub access_after_exposure: bool,
+    /// E_A_E_R: an exposure epoch may activate while an earlier exposure epoch is pending.
+    pub exposure_after_exposure: bool,
+    /// E_A_A_R: an exposure epoch may activate while an earlier access epoch is pending.
+    pub exposure_after_access: bool,
+}
+
+impl Reorder {
+    /// No reordering (the default).
+    pub const NONE: Reorder = Reorder {
+        access_after_access: false,
+        access_after_exposure: false,
+        exposure_after_exposure: false,
+        exposure_after_access: false,
+    };
+    /// Every reordering.
+    pub const ALL: Reorder = Reorder {
+        access_after_access: true,
+        access_after_exposure: true,
+        exposure_after_exposure: true,
+        exposure_after_access: true,
+    };
+
+    /// True when no flag is set.
+    pub fn is_none(self) -> bool {
+        self == Reorder::NONE
+    }
+
+    /// The flags as bits (for an atomic).
+    pub(crate) fn bits(self) -> u8 {
+        u8::from(self.access_after_access)
+            | u8::from(self.access_after_exposure) << 1
+            | u8::from(self.exposure_after_exposure) << 2
+            | u8::from(self.exposure_after_access) << 3
+    }
+
+    /// The flags from [`Reorder::bits`].
+    pub(crate) fn from_bits(bits: u8) -> Reorder {
+        Reorder {
+            access_after_access: bits & 1 != 0,
+            access_after_exposure: bits & 2 != 0,
+            exposure_after_exposure: bits & 4 != 0,
+            exposure_after_access: bits & 8 != 0,
+        }
+    }
+
+    fn allows(self, later: Side, earlier: Side) -> bool {
+        match (later, earlier) {
+            (Side::Access, Side::Access) => self.access_after_access,
+            (Side::Access, Side::Exposure) => self.access_after_exposure,
+            (Side::Exposure, Side::Exposure) => self.exposure_after_exposure,
+            (Side::Exposure, Side::Access) => self.exposure_after_access,
+        }
+    }
+}
+
+/// The side of an epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Side {
+    /// Origin side (start/complete, lock/unlock).
+    Access,
+    /// Target side (post/wait).
+    Exposure,
+}
+
+/// The epoch an op belongs to, for the reorder rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Order {
+    epoch: u64,
+    side: Side,
+    /// False for fence and lock_all epochs, flushes and collectives: in order with all.
+    reorderable: bool,
+}
+
+impl Order {
+    /// In order with every other op.
+    pub(crate) const BARRIER: Order = Order {
+        epoch: u64::MAX,
+        side: Side::Access,
+        reorderable: false,
+    };
+
+    /// An op of PSCW access epoch or lock epoch number `epoch`.
+    pub(crate) fn access(epoch: u64) -> Order {
+        Order {
+            epoch,
+            side: Side::Access,
+            reorderable: true,
+        }
+    }
+
+    /// An op of exposure epoch number `epoch`.
+    pub(crate) fn exposure(epoch: u64) -> Order {
+        Order {
+            epoch,
+            side: Side::Exposure,
+            reorderable: true,
+        }
+    }
+
+    /// True when `self` may run while `earlier`, queued before it, is still pending.
+    fn may_pass(self, earlier: Order, flags: Reorder) -> bool {
+        self.reorderable
+            && earlier.reorderable
+            && self.epoch != earlier.epoch
+            && flags.allows(self.side, earlier.side)
+    }
 }
 
 /// The queue and what its pollers leave for the owner.
@@ -88,6 +219,9 @@ pub(crate) struct Engine<C> {
     done_below: AtomicU64,
     /// An op polled by another thread failed: its error waits in the queue's `parked`.
     has_parked: AtomicBool,
+    /// Some op completed while an earlier one was still queued (reorder flags): tickets at
+    /// or above `done_below` may be complete too.
+    reordered: AtomicBool,
     /// The host as the registry sees it (set when the host is put in its `Arc`).
     home: OnceLock<Weak<dyn registry::Pending>>,
 }
@@ -103,6 +237,7 @@ impl<C> Default for Engine<C> {
             next_ticket: AtomicU64::new(0),
             done_below: AtomicU64::new(0),
             has_parked: AtomicBool::new(false),
+            reordered: AtomicBool::new(false),
             home: OnceLock::new(),
         }
     }
@@ -201,22 +336,47 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
     /// Starts `op`: completes it inline when possible, queues it otherwise.
     /// Returns `None` when it completed, its ticket when it is pending.
     #[inline]
-    pub(crate) fn start<O: SyncOp<C>>(&self, core: &C, mut op: O) -> Result<Option<Ticket>> {
+    pub(crate) fn start<O: SyncOp<C>>(&self, core: &C, op: O) -> Result<Option<Ticket>> {
+        self.start_ordered(core, op, Order::BARRIER)
+    }
+
+    /// [`Engine::start`] for an op of the epoch `order`: with reorder flags it may run
+    /// while earlier epochs are still pending.
+    #[inline]
+    pub(crate) fn start_ordered<O: SyncOp<C>>(
+        &self,
+        core: &C,
+        mut op: O,
+        order: Order,
+    ) -> Result<Option<Ticket>> {
         self.catch_up();
         self.take_parked()?;
         if self.idle() && op.poll(core)? == Step::Done {
             return Ok(None);
         }
-        Ok(Some(self.enqueue(Box::new(op))))
+        self.queue_op(core, Box::new(op), order).map(Some)
+    }
+
+    /// The part of `start_ordered` for an op that must wait: out of line, so that the inline
+    /// fast path stays small.
+    #[cold]
+    #[inline(never)]
+    fn queue_op(&self, core: &C, op: Box<dyn SyncOp<C>>, order: Order) -> Result<Ticket> {
+        let ticket = self.enqueue(op, order);
+        if order.reorderable && !core.reorder().is_none() {
+            // It may pass the pending epochs: give it its first poll now.
+            self.drive(core, true)?;
+        }
+        Ok(ticket)
     }
 
     #[inline(never)]
-    fn enqueue(&self, op: Box<dyn SyncOp<C>>) -> Ticket {
+    fn enqueue(&self, op: Box<dyn SyncOp<C>>, order: Order) -> Ticket {
         let ticket = {
             let mut q = self.lock();
             // Relaxed: tickets are handed out under the queue lock.
             let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
-            q.ops.push_back(Queued { ticket, op });
+            q.ops.push_back(Queued { ticket, order, op });
             // Relaxed: only read as "nonzero"; the ops it counts are reached under the lock.
             self.queued.fetch_add(1, Ordering::Relaxed);
             ticket
@@ -225,16 +385,7 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         ticket
     }
 
-    /// Blocking form: start `op` and wait until it completed.
-    #[inline]
-    pub(crate) fn run<O: SyncOp<C>>(&self, core: &C, op: O) -> Result<()> {
-        match self.start(core, op)? {
-            None => Ok(()),
-            Some(t) => self.wait(core, t, None),
-        }
-    }
-
-    /// [`Engine::run`] for the window collective `tag`: while it waits, it watches the peers
+    /// Starts `op` and waits for it, as the window collective `tag`: while it waits, it watches the peers
     /// (an exited peer or one blocked in another of our collectives is an error, see
     /// `bootstrap::roster`).
     pub(crate) fn run_collective<O: SyncOp<C>>(&self, core: &C, op: O, tag: CallTag) -> Result<()> {
@@ -244,10 +395,17 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         }
     }
 
-    /// True when the op with `ticket` (and every op before it) has completed.
+    /// True when the op with `ticket` has completed (without reorder flags, every op before
+    /// it has too).
     pub(crate) fn completed(&self, ticket: Ticket) -> bool {
         // Acquire: pairs with the Release that retires the op, so its effects are visible.
-        ticket < self.done_below.load(Ordering::Acquire)
+        if ticket < self.done_below.load(Ordering::Acquire) {
+            return true;
+        }
+        // Relaxed: set under the queue lock, which the search below takes.
+        self.reordered.load(Ordering::Relaxed)
+            && ticket < self.next_ticket.load(Ordering::Relaxed)
+            && !self.lock().ops.iter().any(|q| q.ticket == ticket)
     }
 
     /// The error an op left when another thread polled it.
@@ -276,22 +434,36 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
             }
         }
         let mut completed = 0usize;
+        // Serial activation ([Zounmevo14] rule 4): a pending op holds back every op behind
+        // it — unless the reorder flags let a later epoch's op pass every pending op before
+        // it (never one of its own epoch).
+        let flags = core.reorder();
+        let mut pending: Vec<Order> = Vec::new();
+        let mut i = 0;
         let result = loop {
-            let Some(front) = q.ops.front_mut() else {
+            let Some(queued) = q.ops.get_mut(i) else {
                 break Ok(());
             };
-            match front.op.poll(core) {
-                Ok(Step::Done) => {
-                    q.ops.pop_front();
+            let order = queued.order;
+            if pending.iter().all(|&p| order.may_pass(p, flags)) {
+                let polled = queued.op.poll(core);
+                if !matches!(polled, Ok(Step::Blocked)) {
+                    q.ops.remove(i);
                     completed += 1;
-                }
-                Ok(Step::Blocked) => break Ok(()),
-                Err(e) => {
-                    q.ops.pop_front();
-                    completed += 1;
-                    break Err(e);
+                    if i > 0 {
+                        self.reordered.store(true, Ordering::Relaxed);
+                    }
+                    match polled {
+                        Err(e) => break Err(e),
+                        _ => continue,
+                    }
                 }
             }
+            if flags.is_none() {
+                break Ok(());
+            }
+            pending.push(order);
+            i += 1;
         };
         if completed > 0 {
             let done_below = q
@@ -370,6 +542,7 @@ mod tests {
         engine: Engine<Fake>,
         /// Ops completed, in order (each op writes its id).
         log: Mutex<Vec<u32>>,
+        reorder: Mutex<Reorder>,
     }
 
     impl Host for Fake {
@@ -381,6 +554,9 @@ mod tests {
         }
         fn arrived(&self, _: CallTag, _: usize) -> bool {
             true
+        }
+        fn reorder(&self) -> Reorder {
+            *self.reorder.lock().unwrap()
         }
     }
 
@@ -484,6 +660,62 @@ mod tests {
         assert!(e.to_string().contains("op 2 failed"), "{e}");
         assert_eq!(f.engine.start(&f, op(4, &gate, 0)).unwrap(), None);
         assert_eq!(*f.log.lock().unwrap(), [1, 2, 4]);
+    }
+
+    #[test]
+    fn reorder_flags_let_a_later_epoch_pass_a_pending_one() {
+        let f = fake();
+        *f.reorder.lock().unwrap() = Reorder {
+            access_after_access: true,
+            ..Reorder::NONE
+        };
+        let late = Arc::new(AtomicU32::new(0));
+        let now = Arc::new(AtomicU32::new(0));
+        // Access epoch 1 waits (a late post); its second op waits behind it.
+        let a1 = f
+            .engine
+            .start_ordered(&f, op(1, &late, 1), Order::access(1));
+        let a1b = f.engine.start_ordered(&f, op(2, &now, 0), Order::access(1));
+        // Access epoch 2 passes epoch 1; an exposure epoch and a barrier do not.
+        let a2 = f.engine.start_ordered(&f, op(3, &now, 0), Order::access(2));
+        let e3 = f
+            .engine
+            .start_ordered(&f, op(4, &now, 0), Order::exposure(3));
+        let bar = f.engine.start_ordered(&f, op(5, &now, 0), Order::BARRIER);
+        let a4 = f.engine.start_ordered(&f, op(6, &now, 0), Order::access(4));
+        let [a1, a1b, a2, e3, bar, a4] =
+            [a1, a1b, a2, e3, bar, a4].map(|t| t.unwrap().expect("queued"));
+        f.engine.progress(&f).unwrap();
+        assert_eq!(
+            *f.log.lock().unwrap(),
+            [3],
+            "only the later access epoch ran"
+        );
+        assert!(f.engine.completed(a2));
+        for t in [a1, a1b, e3, bar, a4] {
+            assert!(!f.engine.completed(t), "ticket {t}");
+        }
+        late.store(1, Ordering::Release);
+        f.engine.wait(&f, a4, None).unwrap();
+        assert_eq!(*f.log.lock().unwrap(), [3, 1, 2, 4, 5, 6]);
+        assert!(f.engine.idle());
+    }
+
+    #[test]
+    fn without_reorder_flags_activation_is_serial() {
+        let f = fake();
+        let late = Arc::new(AtomicU32::new(0));
+        let now = Arc::new(AtomicU32::new(0));
+        let a1 = f
+            .engine
+            .start_ordered(&f, op(1, &late, 1), Order::access(1));
+        let a2 = f.engine.start_ordered(&f, op(2, &now, 0), Order::access(2));
+        let [a1, a2] = [a1, a2].map(|t| t.unwrap().expect("queued"));
+        f.engine.progress(&f).unwrap();
+        assert!(!f.engine.completed(a1) && !f.engine.completed(a2));
+        late.store(1, Ordering::Release);
+        f.engine.wait(&f, a2, None).unwrap();
+        assert_eq!(*f.log.lock().unwrap(), [1, 2]);
     }
 
     #[test]

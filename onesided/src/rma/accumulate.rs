@@ -81,7 +81,54 @@ fn check_layout<T: AccElement>(
     check_within(call, layout, buffer)
 }
 
+/// An accumulate queued behind pending synchronizations ([Zounmevo14] §VII), with its own
+/// copy of the origin data; it is applied when the engine reaches it, in issue order with
+/// the other deferred operations (so `accumulate_ordering` holds).
+struct DeferredAccumulate<E> {
+    target: usize,
+    disp: usize,
+    data: Vec<E>,
+    op: Op,
+}
+
+impl<E: AccElement + Send> crate::progress::SyncOp<WinCore> for DeferredAccumulate<E> {
+    fn poll(&mut self, core: &WinCore) -> Result<crate::progress::Step> {
+        let bytes = std::mem::size_of_val(&self.data[..]);
+        // Relaxed: see rma::DeferredPut.
+        core.deferred_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        let loc = core.locate("accumulate", self.target, self.disp, bytes)?;
+        core.acc_run(self.target, loc, &self.data, self.op, None)?;
+        Ok(crate::progress::Step::Done)
+    }
+}
+
 impl WinCore {
+    /// An accumulate behind a pending synchronization: checked now, its data copied (the
+    /// call is locally complete), applied when the engine reaches it.
+    fn defer_accumulate<E: AccElement + Send>(
+        &self,
+        origin: &[E],
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<()> {
+        let bytes = std::mem::size_of_val(origin);
+        self.resolve_ungated("accumulate", target, disp, bytes)?;
+        // Staged puts were issued earlier: they must not land after this update.
+        self.drain_staged()?;
+        // Relaxed: see rma::DeferredPut.
+        self.deferred_bytes.fetch_add(bytes, Ordering::Relaxed);
+        self.epoch.note_rma();
+        let op = DeferredAccumulate {
+            target,
+            disp,
+            data: origin.to_vec(),
+            op,
+        };
+        let order = self.epoch.access_order(target);
+        self.engine.start_ordered(self, op, order).map(drop)
+    }
+
     /// Granule in bytes for `size`-byte elements; 0 means "element-wise CPU atomics".
     #[inline(always)]
     fn granule(&self, size: usize) -> usize {
@@ -272,6 +319,9 @@ impl<T: AccElement> Window<T> {
     #[inline(never)]
     fn accumulate_slow(&self, origin: &[T], target: usize, disp: usize, op: Op) -> Result<()> {
         check_op("accumulate", op, T::TYPE, false)?;
+        if self.core.may_defer(std::mem::size_of_val(origin)) {
+            return self.core.defer_accumulate(origin, target, disp, op);
+        }
         let loc = self
             .core
             .resolve("accumulate", target, disp, std::mem::size_of_val(origin))?;

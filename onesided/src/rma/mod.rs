@@ -69,13 +69,7 @@ impl WinCore {
 
     #[inline(never)]
     fn put_bytes_slow(&self, src: &[u8], target: usize, disp: usize) -> Result<()> {
-        if !self.engine.idle()
-            && self
-                .deferred_bytes
-                .load(Ordering::Relaxed)
-                .saturating_add(src.len())
-                <= DEFERRED_PUT_BUDGET
-        {
+        if self.may_defer(src.len()) {
             return self.defer_put(src, target, disp);
         }
         match self.resolve("put", target, disp, src.len())?.route {
@@ -103,7 +97,21 @@ impl WinCore {
             disp,
             data: src.to_vec(),
         };
-        self.engine.start(self, op).map(drop)
+        let order = self.epoch.access_order(target);
+        self.engine.start_ordered(self, op, order).map(drop)
+    }
+
+    /// True when an operation of `bytes` behind pending synchronizations is deferred (its
+    /// data copied) rather than waiting for them: something is pending, and the window's
+    /// budget of deferred bytes has room.
+    pub(crate) fn may_defer(&self, bytes: usize) -> bool {
+        !self.engine.idle()
+            // Relaxed: see DeferredPut::poll.
+            && self
+                .deferred_bytes
+                .load(Ordering::Relaxed)
+                .saturating_add(bytes)
+                <= DEFERRED_PUT_BUDGET
     }
 
     /// Get: inlined fast path, everything else out of line.

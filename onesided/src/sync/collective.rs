@@ -109,6 +109,11 @@ impl Host for WinCore {
         self.comm.aborted()
     }
 
+    fn reorder(&self) -> crate::progress::Reorder {
+        // Relaxed: see `WinCore::reorder`.
+        crate::progress::Reorder::from_bits(self.reorder.load(Ordering::Relaxed))
+    }
+
     fn watch(&self) -> Option<&PeerWatch> {
         self.watch.as_ref()
     }

@@ -12,6 +12,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 use crate::group::Group;
+use crate::progress::Order;
 use crate::sync::LockType;
 
 /// The access epoch currently open.
@@ -37,6 +38,8 @@ pub(crate) struct HeldLock {
     pub kind: LockType,
     /// Taken with MPI_MODE_NOCHECK: no lock word was touched.
     pub nocheck: bool,
+    /// The lock's epoch number (for the reorder rules).
+    pub epoch: u64,
 }
 
 /// What a fence must do, derived from its assertions.
@@ -94,6 +97,12 @@ struct Transitions {
     exposure: Option<u64>,
     /// Sum of the sizes of all post groups so far.
     posted_total: u64,
+    /// Epoch numbers handed out (each start, post and lock opens one).
+    epochs: u64,
+    /// Number of the open PSCW access epoch.
+    access_epoch: u64,
+    /// Number of the open exposure epoch.
+    exposure_epoch: u64,
 }
 
 impl Default for EpochState {
@@ -110,6 +119,9 @@ impl Default for EpochState {
                 access_group: Group::empty(),
                 exposure: None,
                 posted_total: 0,
+                epochs: 0,
+                access_epoch: 0,
+                exposure_epoch: 0,
             }),
         }
     }
@@ -266,7 +278,19 @@ impl EpochState {
 
     /// `lock(kind, target)`: records the lock; returns true when the global word must be
     /// taken (first exclusive lock of this process).
+    #[cfg(test)]
     pub(crate) fn lock(&self, target: usize, kind: LockType, nocheck: bool) -> Result<bool> {
+        self.lock_epoch(target, kind, nocheck)
+            .map(|(global, _)| global)
+    }
+
+    /// [`EpochState::lock`], also returning the lock epoch's [`Order`].
+    pub(crate) fn lock_epoch(
+        &self,
+        target: usize,
+        kind: LockType,
+        nocheck: bool,
+    ) -> Result<(bool, Order)> {
         let mut st = self.state();
         match st.access {
             Access::LockAll => return Err(conflict("lock", "a lock_all epoch is open")),
@@ -276,17 +300,20 @@ impl EpochState {
         if st.locks.iter().any(|l| l.target == target) {
             return Err(Error::AlreadyLocked { target });
         }
+        st.epochs += 1;
+        let epoch = st.epochs;
         st.locks.push(HeldLock {
             target,
             kind,
             nocheck,
+            epoch,
         });
         self.set_access(&mut st, Access::Locks);
         let global = kind == LockType::Exclusive && !nocheck && {
             st.exclusive_held += 1;
             st.exclusive_held == 1
         };
-        Ok(global)
+        Ok((global, Order::access(epoch)))
     }
 
     /// `unlock(target)`: forgets the lock; returns what to release.
@@ -416,6 +443,8 @@ impl EpochState {
         let total = st.posted_total + group_len as u64;
         st.posted_total = total;
         st.exposure = Some(total);
+        st.epochs += 1;
+        st.exposure_epoch = st.epochs;
         Ok(total)
     }
 
@@ -424,6 +453,39 @@ impl EpochState {
         self.state()
             .exposure
             .ok_or_else(|| conflict(call, "no exposure epoch (post) is open"))
+    }
+
+    /// The epoch an op toward `target` belongs to: the open PSCW access epoch, or the lock
+    /// on `target`; fence and lock_all epochs (and no epoch) are [`Order::BARRIER`].
+    pub(crate) fn access_order(&self, target: usize) -> Order {
+        let st = self.state();
+        match st.access {
+            Access::Pscw => Order::access(st.access_epoch),
+            Access::Locks => st
+                .locks
+                .iter()
+                .find(|l| l.target == target)
+                .map_or(Order::BARRIER, |l| Order::access(l.epoch)),
+            _ => Order::BARRIER,
+        }
+    }
+
+    /// The epoch of the open PSCW access epoch (for `complete`, before it closes it).
+    pub(crate) fn pscw_access_order(&self) -> Order {
+        let st = self.state();
+        match st.access {
+            Access::Pscw => Order::access(st.access_epoch),
+            _ => Order::BARRIER,
+        }
+    }
+
+    /// The open exposure epoch (for post and wait).
+    pub(crate) fn exposure_order(&self) -> Order {
+        let st = self.state();
+        match st.exposure {
+            Some(_) => Order::exposure(st.exposure_epoch),
+            None => Order::BARRIER,
+        }
     }
 
     /// Closes the exposure epoch (after `wait` completed or `test` returned true).
@@ -436,6 +498,8 @@ impl EpochState {
         let mut st = self.state();
         self.leave_unused_fence(&mut st, "start")?;
         st.access_group = group.clone();
+        st.epochs += 1;
+        st.access_epoch = st.epochs;
         self.set_access(&mut st, Access::Pscw);
         Ok(())
     }

@@ -29,7 +29,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
-use crate::progress::{Step, SyncOp, Ticket};
+use crate::progress::{Order, Step, SyncOp, Ticket};
 use crate::request::Request;
 use crate::sync::epoch::Release;
 use crate::sync::{Assert, LockType};
@@ -328,7 +328,7 @@ impl WinCore {
         self.check_locks_allowed("lock")?;
         self.check_rank(target)?;
         let nocheck = assert.contains(Assert::NOCHECK);
-        let global = self.epoch.lock(target, kind, nocheck)?;
+        let (global, order) = self.epoch.lock_epoch(target, kind, nocheck)?;
         if nocheck {
             return Ok(None);
         }
@@ -338,7 +338,7 @@ impl WinCore {
             global: global.then_some(Phase::Fast),
             local: Phase::Fast,
         };
-        self.start_opening(self.engine.start(self, op), || {
+        self.start_opening(self.engine.start_ordered(self, op, order), || {
             let _ = self.epoch.unlock(target);
         })
     }
@@ -376,7 +376,9 @@ impl WinCore {
         self.check_rank(target)?;
         self.drain_staged()?;
         let release = self.epoch.unlock(target)?;
-        self.engine.start(self, UnlockOp::One(release))
+        let order = Order::access(release.lock.epoch);
+        self.engine
+            .start_ordered(self, UnlockOp::One(release), order)
     }
 
     pub(crate) fn lock_all(&self, assert: Assert) -> Result<()> {

@@ -128,11 +128,13 @@ impl WinCore {
         if assert.contains(Assert::NOCHECK) {
             return Ok(None);
         }
-        self.engine.start(
+        let order = self.epoch.exposure_order();
+        self.engine.start_ordered(
             self,
             PostOp {
                 group: group.clone(),
             },
+            order,
         )
     }
 
@@ -167,7 +169,10 @@ impl WinCore {
                 })
                 .collect()
         };
-        let ticket = self.engine.start(self, StartOp { needs, next: 0 })?;
+        let order = self.epoch.pscw_access_order();
+        let ticket = self
+            .engine
+            .start_ordered(self, StartOp { needs, next: 0 }, order)?;
         if ticket.is_some() {
             self.epoch.forget_access_cache();
         }
@@ -184,13 +189,17 @@ impl WinCore {
     /// Closes the PSCW access epoch and starts signalling its targets (blocking or not).
     pub(crate) fn start_complete(&self) -> Result<Option<Ticket>> {
         self.drain_staged()?;
+        let order = self.epoch.pscw_access_order();
         let group = self.epoch.complete()?;
-        self.engine.start(self, CompleteOp { group })
+        self.engine.start_ordered(self, CompleteOp { group }, order)
     }
 
     pub(crate) fn wait(&self) -> Result<()> {
         let need = self.epoch.exposure_target("wait")?;
-        self.engine.run(self, WaitOp { need })?;
+        let order = self.epoch.exposure_order();
+        if let Some(t) = self.engine.start_ordered(self, WaitOp { need }, order)? {
+            self.engine.wait(self, t, None)?;
+        }
         self.epoch.end_exposure();
         Ok(())
     }
@@ -200,8 +209,9 @@ impl WinCore {
     /// `post` waits for its own origins on top).
     pub(crate) fn start_wait(&self) -> Result<Option<Ticket>> {
         let need = self.epoch.exposure_target("iwait")?;
+        let order = self.epoch.exposure_order();
         self.epoch.end_exposure();
-        self.engine.start(self, WaitOp { need })
+        self.engine.start_ordered(self, WaitOp { need }, order)
     }
 
     pub(crate) fn test(&self) -> Result<bool> {

@@ -79,6 +79,8 @@ pub(crate) struct WinCore {
     pub(crate) acc_granularity: AtomicUsize,
     /// `no_locks` in effect (read by every lock call without taking the hints' lock).
     pub(crate) no_locks: std::sync::atomic::AtomicBool,
+    /// The reorder flags in effect ([`crate::Reorder::bits`]), read by the engine.
+    pub(crate) reorder: std::sync::atomic::AtomicU8,
     pub(crate) epoch: EpochState,
     pub(crate) engine: Engine<WinCore>,
     /// Collective calls made on this window (the next one's sequence number).

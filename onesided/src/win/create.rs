@@ -171,6 +171,7 @@ fn assemble(
         local,
         acc_granularity: hints.accumulate_granularity.into(),
         no_locks: hints.no_locks.into(),
+        reorder: hints.reorder.bits().into(),
         hints: std::sync::Mutex::new(hints),
         epoch: Default::default(),
         engine: Default::default(),

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::error::{Error, Result};
+use crate::progress::Reorder;
 
 /// Key names of the predefined hints.
 pub mod keys {
@@ -31,6 +32,15 @@ pub mod keys {
     /// `onesided_max_attached_regions` (positive integer, dynamic windows): capacity of each
     /// process's table of attached regions (default 256).
     pub const MAX_ATTACHED_REGIONS: &str = "onesided_max_attached_regions";
+    /// `MPI_WIN_ACCESS_AFTER_ACCESS_REORDER` ("1"/"0", [Zounmevo14] §VI-B): see
+    /// [`crate::Reorder`].
+    pub const ACCESS_AFTER_ACCESS_REORDER: &str = "MPI_WIN_ACCESS_AFTER_ACCESS_REORDER";
+    /// `MPI_WIN_ACCESS_AFTER_EXPOSURE_REORDER` ("1"/"0").
+    pub const ACCESS_AFTER_EXPOSURE_REORDER: &str = "MPI_WIN_ACCESS_AFTER_EXPOSURE_REORDER";
+    /// `MPI_WIN_EXPOSURE_AFTER_EXPOSURE_REORDER` ("1"/"0").
+    pub const EXPOSURE_AFTER_EXPOSURE_REORDER: &str = "MPI_WIN_EXPOSURE_AFTER_EXPOSURE_REORDER";
+    /// `MPI_WIN_EXPOSURE_AFTER_ACCESS_REORDER` ("1"/"0").
+    pub const EXPOSURE_AFTER_ACCESS_REORDER: &str = "MPI_WIN_EXPOSURE_AFTER_ACCESS_REORDER";
 }
 
 /// Default capacity of a process's dynamic-region table.
@@ -128,6 +138,27 @@ impl WinInfo {
     /// Sets `mpi_assert_memory_alloc_kinds` (e.g. `"system,mpi:alloc_mem"`).
     pub fn memory_alloc_kinds(self, kinds: &str) -> Self {
         self.with(keys::MEMORY_ALLOC_KINDS, kinds)
+    }
+
+    /// Sets the four reorder keys (`MPI_WIN_*_REORDER`, "1" or "0") from `flags`.
+    pub fn reorder(self, flags: Reorder) -> Self {
+        let bit = |on: bool| if on { "1" } else { "0" };
+        self.with(
+            keys::ACCESS_AFTER_ACCESS_REORDER,
+            bit(flags.access_after_access),
+        )
+        .with(
+            keys::ACCESS_AFTER_EXPOSURE_REORDER,
+            bit(flags.access_after_exposure),
+        )
+        .with(
+            keys::EXPOSURE_AFTER_EXPOSURE_REORDER,
+            bit(flags.exposure_after_exposure),
+        )
+        .with(
+            keys::EXPOSURE_AFTER_ACCESS_REORDER,
+            bit(flags.exposure_after_access),
+        )
     }
 }
 
@@ -299,6 +330,8 @@ pub struct WinHints {
     pub alloc_shared_noncontig: bool,
     /// `onesided_max_attached_regions`.
     pub max_attached_regions: usize,
+    /// The four `MPI_WIN_*_REORDER` keys.
+    pub reorder: Reorder,
 }
 
 impl Default for WinHints {
@@ -313,6 +346,7 @@ impl Default for WinHints {
             memory_alloc_kinds: None,
             alloc_shared_noncontig: false,
             max_attached_regions: DEFAULT_MAX_ATTACHED_REGIONS,
+            reorder: Reorder::NONE,
         }
     }
 }
@@ -330,6 +364,15 @@ fn parse_bool(key: &str, value: &str) -> Result<bool> {
         "true" => Ok(true),
         "false" => Ok(false),
         _ => Err(invalid(key, value, "expected true or false")),
+    }
+}
+
+/// The reorder keys take "1"/"0" ([Zounmevo14]); "true"/"false" are accepted too.
+fn parse_flag(key: &str, value: &str) -> Result<bool> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        _ => Err(invalid(key, value, "expected 1 or 0")),
     }
 }
 
@@ -402,6 +445,18 @@ impl WinHints {
                         next.max_attached_regions = v;
                     }
                 }
+                keys::ACCESS_AFTER_ACCESS_REORDER => {
+                    next.reorder.access_after_access = parse_flag(key, value)?
+                }
+                keys::ACCESS_AFTER_EXPOSURE_REORDER => {
+                    next.reorder.access_after_exposure = parse_flag(key, value)?
+                }
+                keys::EXPOSURE_AFTER_EXPOSURE_REORDER => {
+                    next.reorder.exposure_after_exposure = parse_flag(key, value)?
+                }
+                keys::EXPOSURE_AFTER_ACCESS_REORDER => {
+                    next.reorder.exposure_after_access = parse_flag(key, value)?
+                }
                 // Unknown keys are ignored (MPI-4.1 §10): they may belong to another library.
                 _ => {}
             }
@@ -418,7 +473,8 @@ impl WinHints {
             .accumulate_ops(self.accumulate_ops)
             .accumulate_granularity(self.accumulate_granularity)
             .same_size(self.same_size)
-            .same_disp_unit(self.same_disp_unit);
+            .same_disp_unit(self.same_disp_unit)
+            .reorder(self.reorder);
         if let Some(kinds) = &self.memory_alloc_kinds {
             let s: Vec<String> = kinds
                 .iter()
@@ -543,6 +599,49 @@ mod tests {
             WinHints::parse(&WinInfo::new().with("mpi_assert_memory_alloc_kinds", "cuda:device"))
                 .unwrap();
         assert_eq!(h.memory_alloc_kinds.unwrap()[0].kind, "cuda");
+    }
+
+    #[test]
+    fn reorder_keys_take_the_papers_names_and_values() {
+        let h = WinHints::parse(
+            &WinInfo::new()
+                .with("MPI_WIN_ACCESS_AFTER_ACCESS_REORDER", "1")
+                .with("MPI_WIN_EXPOSURE_AFTER_ACCESS_REORDER", " true "),
+        )
+        .unwrap();
+        assert_eq!(
+            h.reorder,
+            Reorder {
+                access_after_access: true,
+                exposure_after_access: true,
+                ..Reorder::NONE
+            }
+        );
+        let info = h.to_info(Flavor::Allocate);
+        assert_eq!(info.get("MPI_WIN_ACCESS_AFTER_ACCESS_REORDER"), Some("1"));
+        assert_eq!(info.get("MPI_WIN_ACCESS_AFTER_EXPOSURE_REORDER"), Some("0"));
+        assert_eq!(
+            info.get("MPI_WIN_EXPOSURE_AFTER_EXPOSURE_REORDER"),
+            Some("0")
+        );
+        assert_eq!(info.get("MPI_WIN_EXPOSURE_AFTER_ACCESS_REORDER"), Some("1"));
+        let defaults = WinHints::parse(&WinInfo::new()).unwrap();
+        assert!(defaults.reorder.is_none());
+        assert_eq!(
+            WinHints::parse(&WinInfo::new().reorder(Reorder::ALL))
+                .unwrap()
+                .reorder,
+            Reorder::ALL
+        );
+        assert!(matches!(
+            WinHints::parse(&WinInfo::new().with("MPI_WIN_ACCESS_AFTER_ACCESS_REORDER", "2")),
+            Err(Error::InvalidInfo { .. })
+        ));
+        // set_info may change them (they apply to the epochs queued from then on).
+        let mut h = defaults;
+        h.update(&WinInfo::new().reorder(Reorder::ALL), false)
+            .unwrap();
+        assert_eq!(h.reorder, Reorder::ALL);
     }
 
     #[test]

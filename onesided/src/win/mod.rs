@@ -297,6 +297,11 @@ impl<T: Pod> Window<T> {
         self.core
             .no_locks
             .store(next.no_locks, std::sync::atomic::Ordering::Relaxed);
+        // Relaxed: read by this window's engine; applies to epochs queued from now on (and
+        // to the pending ones at their next poll).
+        self.core
+            .reorder
+            .store(next.reorder.bits(), std::sync::atomic::Ordering::Relaxed);
         *self.core.hints() = next;
         Ok(())
     }
