@@ -64,9 +64,16 @@ fn holds(win: &Window<u8>, offset: usize, expected: &[u8]) -> BResult<bool> {
     Ok(got == expected)
 }
 
-/// Waits `d` without computing: sleeps for most of it, then yields until the deadline (a
-/// sleep alone overshoots by the timer slack, ~50 µs, as long as a 1 MiB copy here).
+/// Waits `d` without computing. Below 1 ms it sleeps for most of it, then yields until the
+/// deadline (a sleep alone overshoots by the timer slack, ~50 µs, as long as a 1 MiB copy
+/// here).
 fn pause(d: Duration) {
+    if d >= Duration::from_millis(1) {
+        // A late process: its lateness needs no microsecond precision, and a yielding
+        // tail would take a core from the processes being measured.
+        std::thread::sleep(d);
+        return;
+    }
     let deadline = Instant::now() + d;
     if let Some(coarse) = d.checked_sub(Duration::from_micros(200)) {
         std::thread::sleep(coarse);
@@ -171,6 +178,7 @@ pub fn sync_patterns(comm: &Comm, p: &Params, out: &mut Vec<Record>) -> BResult<
         a.free()?;
         b.free()?;
     }
+    reorder_scenarios(comm, reps, out)?;
     comm.barrier()?;
     Ok(())
 }
@@ -511,12 +519,16 @@ fn late_unlock(
 /// fixed time; throughput in transactions per second over all ranks. `uniform` picks
 /// targets uniformly; `hotspot` also sends every origin's every other transaction to
 /// rank 0. Blocking epochs wait for each lock; nonblocking ones (`ilock`, `iunlock`) are
-/// issued back to back with at most 64 in flight, so an origin queues its next updates
-/// while a lock is held elsewhere. Every update adds 1: at the end the window sums to the
-/// number of transactions, checked.
+/// issued back to back with at most 8 in flight (more let a rank hold tickets in many
+/// lock queues at once, and with more ranks than cores a descheduled rank then stalls every
+/// queue it heads), so an origin queues its next updates
+/// (their accumulates copied) while a lock is held elsewhere; `nonblocking-aaar` does the
+/// same on a window with `MPI_WIN_ACCESS_AFTER_ACCESS_REORDER`, so a transaction whose
+/// lock is free goes ahead of one waiting for a busy lock. Every update adds 1: at the end
+/// the window sums to the number of transactions, checked.
 pub fn transactions(comm: &Comm, p: &Params, out: &mut Vec<Record>) -> BResult<()> {
     const SLOTS: usize = 1024;
-    const IN_FLIGHT: usize = 64;
+    const IN_FLIGHT: usize = 8;
     let budget = p.budget.max(Duration::from_millis(100));
     for ranks in crate::bench::rank_counts(comm.size()) {
         if ranks < 2 {
@@ -525,9 +537,20 @@ pub fn transactions(comm: &Comm, p: &Params, out: &mut Vec<Record>) -> BResult<(
         let Some(sub) = first(comm, ranks)? else {
             continue;
         };
-        let win = Window::<u64>::allocate(&sub, SLOTS)?;
+        let plain = Window::<u64>::allocate(&sub, SLOTS)?;
+        let aaar = Window::<u64>::builder(&sub)
+            .info(&onesided::WinInfo::new().reorder(onesided::Reorder {
+                access_after_access: true,
+                ..onesided::Reorder::NONE
+            }))
+            .allocate(SLOTS)?;
+        let variants = [
+            ("blocking", Style::Blocking, &plain),
+            ("nonblocking", Style::Nonblocking, &plain),
+            ("nonblocking-aaar", Style::Nonblocking, &aaar),
+        ];
         for pattern in ["uniform", "hotspot"] {
-            for style in [Style::Blocking, Style::Nonblocking] {
+            for (metric, style, win) in variants {
                 win.fence(Assert::NOPRECEDE)?;
                 win.local_write(0, &[0u64; SLOTS])?;
                 win.fence(Assert::NOSUCCEED)?;
@@ -580,8 +603,7 @@ pub fn transactions(comm: &Comm, p: &Params, out: &mut Vec<Record>) -> BResult<(
                 let sums = sub.allgather(&[local.iter().sum::<u64>()])?;
                 check(&sub, sums.iter().sum::<u64>() == total, "transactions")?;
                 if sub.rank() == 0 {
-                    let mut r =
-                        pattern_record(pattern, style.name(), ranks, total as f64 / slowest);
+                    let mut r = pattern_record(pattern, metric, ranks, total as f64 / slowest);
                     r.bench = "transactions".into();
                     r.bytes = 8;
                     r.unit = "tx/s".into();
@@ -589,7 +611,8 @@ pub fn transactions(comm: &Comm, p: &Params, out: &mut Vec<Record>) -> BResult<(
                 }
             }
         }
-        win.free()?;
+        aaar.free()?;
+        plain.free()?;
     }
     comm.barrier()?;
     Ok(())
@@ -605,4 +628,317 @@ impl Rng {
         self.0 ^= self.0 << 17;
         self.0
     }
+}
+
+/// A reorder scenario: runs `reps` repetitions on a window; returns (victim µs, origin µs)
+/// means, measured where [Zounmevo14] Figs. 7–11 measure them.
+type ScenarioFn = fn(&Comm, &Window<u8>, u64) -> BResult<(f64, f64)>;
+
+/// Seed 004 Figs. 7–11: nonblocking epochs only, one 1 MiB put per epoch, the late process
+/// 2 ms late; each scenario once with its reorder flag off and once on (a second window
+/// created with the flag). `victim` is the epoch the flag protects from the delay;
+/// `origin` the cumulative time of the process that sets the flag.
+fn reorder_scenarios(comm: &Comm, reps: u64, out: &mut Vec<Record>) -> BResult<()> {
+    use onesided::{Reorder, WinInfo};
+    let off = Reorder::NONE;
+    let scenarios: [(&str, usize, Reorder, ScenarioFn); 5] = [
+        (
+            "reorder-aaar-pscw",
+            3,
+            Reorder {
+                access_after_access: true,
+                ..off
+            },
+            aaar_pscw,
+        ),
+        (
+            "reorder-aaar-lock",
+            4,
+            Reorder {
+                access_after_access: true,
+                ..off
+            },
+            aaar_lock,
+        ),
+        (
+            "reorder-aaer",
+            3,
+            Reorder {
+                access_after_exposure: true,
+                ..off
+            },
+            aaer,
+        ),
+        (
+            "reorder-eaer",
+            3,
+            Reorder {
+                exposure_after_exposure: true,
+                ..off
+            },
+            eaer,
+        ),
+        (
+            "reorder-eaar",
+            3,
+            Reorder {
+                exposure_after_access: true,
+                ..off
+            },
+            eaar,
+        ),
+    ];
+    for (name, ranks, flag, run) in scenarios {
+        if comm.size() < ranks {
+            if comm.rank() == 0 {
+                eprintln!("sync-patterns: {name} needs {ranks} processes, skipped");
+            }
+            continue;
+        }
+        let Some(sub) = first(comm, ranks)? else {
+            continue;
+        };
+        for (metric, flags) in [("reorder-off", off), ("reorder-on", flag)] {
+            let win = Window::<u8>::builder(&sub)
+                .info(&WinInfo::new().reorder(flags))
+                .allocate(2 * PUT_BYTES)?;
+            run(&sub, &win, 1)?; // warm-up
+            let (victim, origin) = run(&sub, &win, reps)?;
+            if sub.rank() == 0 {
+                let delay = DELAY.as_secs_f64() * 1e6;
+                out.push(
+                    pattern_record(name, metric, ranks, victim)
+                        .with_role("victim")
+                        .with_delay_us(delay),
+                );
+                out.push(
+                    pattern_record(name, metric, ranks, origin)
+                        .with_role("origin")
+                        .with_delay_us(delay),
+                );
+            }
+            win.free()?;
+        }
+    }
+    Ok(())
+}
+
+/// Completes `r` by testing it between yields: the victim's time is when its epoch
+/// completes, not when a sleeping waiter wakes up (the library's waits back off to sleeps
+/// of up to 0.5 ms when ranks share cores).
+fn settle(mut r: Request<'_>) -> BResult<()> {
+    while !r.test()? {
+        std::thread::yield_now();
+    }
+    Ok(())
+}
+
+/// Victim and origin means (µs) from the ranks that measured them.
+fn two_means(
+    comm: &Comm,
+    victim_rank: usize,
+    victim: &[f64],
+    origin_rank: usize,
+    origin: &[f64],
+    ok: bool,
+    what: &str,
+) -> BResult<(f64, f64)> {
+    check(comm, ok, what)?;
+    Ok((
+        mean_at(comm, victim_rank, victim)?,
+        mean_at(comm, origin_rank, origin)?,
+    ))
+}
+
+fn since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e6
+}
+
+/// Fig. 7: origin 0 opens access epochs toward target 1 (2 ms late) and then target 2.
+/// Victim: target 2's exposure epoch; origin: both of rank 0's epochs.
+fn aaar_pscw(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
+    let (mut victim, mut origin, mut ok) = (Vec::new(), Vec::new(), true);
+    for rep in 0..reps {
+        let (d1, d2) = (payload(rep, 1), payload(rep, 2));
+        comm.barrier()?;
+        match comm.rank() {
+            0 => {
+                let t0 = Instant::now();
+                win.istart(&Group::single(1), Assert::NONE)?.wait()?;
+                win.put(&d1, 1, 0)?;
+                let first = win.icomplete()?;
+                win.istart(&Group::single(2), Assert::NONE)?.wait()?;
+                win.put(&d2, 2, 0)?;
+                let second = win.icomplete()?;
+                onesided::wait_all([first, second])?;
+                origin.push(since(t0));
+            }
+            1 => {
+                pause(DELAY);
+                win.post(&Group::single(0), Assert::NONE)?;
+                win.wait()?;
+                ok &= holds(win, 0, &d1)?;
+            }
+            _ => {
+                let t0 = Instant::now();
+                win.post(&Group::single(0), Assert::NONE)?;
+                settle(win.iwait()?)?;
+                victim.push(since(t0));
+                ok &= holds(win, 0, &d2)?;
+            }
+        }
+    }
+    two_means(comm, 2, &victim, 0, &origin, ok, "reorder-aaar-pscw")
+}
+
+/// Fig. 8: O0 (rank 0) holds target 2's lock for 2 ms; O1 (rank 1) asks for it right after,
+/// then opens a second lock epoch toward target 3. Victim: O1's second epoch; origin: both
+/// of O1's epochs.
+fn aaar_lock(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
+    let (mut victim, mut origin, mut ok) = (Vec::new(), Vec::new(), true);
+    for rep in 0..reps {
+        let (d0, d1) = (payload(rep, 0), payload(rep, 1));
+        comm.barrier()?;
+        match comm.rank() {
+            0 => {
+                win.lock(LockType::Exclusive, 2, Assert::NONE)?;
+                comm.barrier()?;
+                win.put(&d0, 2, 0)?;
+                pause(DELAY);
+                win.unlock(2)?;
+            }
+            1 => {
+                comm.barrier()?;
+                let t0 = Instant::now();
+                win.ilock(LockType::Exclusive, 2, Assert::NONE)?.wait()?;
+                win.put(&d1, 2, PUT_BYTES)?;
+                let first = win.iunlock(2)?;
+                let t1 = Instant::now();
+                win.ilock(LockType::Exclusive, 3, Assert::NONE)?.wait()?;
+                win.put(&d1, 3, 0)?;
+                settle(win.iunlock(3)?)?;
+                victim.push(since(t1));
+                first.wait()?;
+                origin.push(since(t0));
+            }
+            _ => comm.barrier()?,
+        }
+        comm.barrier()?;
+        match comm.rank() {
+            2 => ok &= holds(win, 0, &d0)? && holds(win, PUT_BYTES, &d1)?,
+            3 => ok &= holds(win, 0, &d1)?,
+            _ => {}
+        }
+    }
+    two_means(comm, 1, &victim, 1, &origin, ok, "reorder-aaar-lock")
+}
+
+/// Fig. 9: rank 2 exposes to origin 0 (2 ms late), then opens an access epoch toward
+/// target 1. Victim: target 1's exposure epoch; origin: rank 2's two epochs.
+fn aaer(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
+    let (mut victim, mut origin, mut ok) = (Vec::new(), Vec::new(), true);
+    for rep in 0..reps {
+        let (d0, d2) = (payload(rep, 0), payload(rep, 2));
+        comm.barrier()?;
+        match comm.rank() {
+            0 => {
+                pause(DELAY);
+                win.start(&Group::single(2), Assert::NONE)?;
+                win.put(&d0, 2, 0)?;
+                win.complete()?;
+            }
+            1 => {
+                let t0 = Instant::now();
+                win.post(&Group::single(2), Assert::NONE)?;
+                settle(win.iwait()?)?;
+                victim.push(since(t0));
+                ok &= holds(win, 0, &d2)?;
+            }
+            _ => {
+                let t0 = Instant::now();
+                win.ipost(&Group::single(0), Assert::NONE)?.wait()?;
+                let exposed = win.iwait()?;
+                win.istart(&Group::single(1), Assert::NONE)?.wait()?;
+                win.put(&d2, 1, 0)?;
+                let accessed = win.icomplete()?;
+                onesided::wait_all([exposed, accessed])?;
+                origin.push(since(t0));
+                ok &= holds(win, 0, &d0)?;
+            }
+        }
+    }
+    two_means(comm, 1, &victim, 2, &origin, ok, "reorder-aaer")
+}
+
+/// Fig. 10: target 0 exposes to origin 1 (2 ms late), then to origin 2. Victim: origin 2's
+/// access epoch; origin: target 0's two epochs.
+fn eaer(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
+    let (mut victim, mut origin, mut ok) = (Vec::new(), Vec::new(), true);
+    for rep in 0..reps {
+        let (d1, d2) = (payload(rep, 1), payload(rep, 2));
+        comm.barrier()?;
+        match comm.rank() {
+            0 => {
+                let t0 = Instant::now();
+                win.ipost(&Group::single(1), Assert::NONE)?.wait()?;
+                let first = win.iwait()?;
+                win.ipost(&Group::single(2), Assert::NONE)?.wait()?;
+                let second = win.iwait()?;
+                onesided::wait_all([first, second])?;
+                origin.push(since(t0));
+                ok &= holds(win, 0, &d1)? && holds(win, PUT_BYTES, &d2)?;
+            }
+            1 => {
+                pause(DELAY);
+                win.start(&Group::single(0), Assert::NONE)?;
+                win.put(&d1, 0, 0)?;
+                win.complete()?;
+            }
+            _ => {
+                let t0 = Instant::now();
+                win.istart(&Group::single(0), Assert::NONE)?.wait()?;
+                win.put(&d2, 0, PUT_BYTES)?;
+                settle(win.icomplete()?)?;
+                victim.push(since(t0));
+            }
+        }
+    }
+    two_means(comm, 2, &victim, 0, &origin, ok, "reorder-eaer")
+}
+
+/// Fig. 11: rank 2 accesses target 0 (2 ms late), then exposes to origin 1. Victim: origin
+/// 1's access epoch; origin: rank 2's two epochs.
+fn eaar(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
+    let (mut victim, mut origin, mut ok) = (Vec::new(), Vec::new(), true);
+    for rep in 0..reps {
+        let (d1, d2) = (payload(rep, 1), payload(rep, 2));
+        comm.barrier()?;
+        match comm.rank() {
+            0 => {
+                pause(DELAY);
+                win.post(&Group::single(2), Assert::NONE)?;
+                win.wait()?;
+                ok &= holds(win, 0, &d2)?;
+            }
+            1 => {
+                let t0 = Instant::now();
+                win.istart(&Group::single(2), Assert::NONE)?.wait()?;
+                win.put(&d1, 2, 0)?;
+                settle(win.icomplete()?)?;
+                victim.push(since(t0));
+            }
+            _ => {
+                let t0 = Instant::now();
+                win.istart(&Group::single(0), Assert::NONE)?.wait()?;
+                win.put(&d2, 0, 0)?;
+                let accessed = win.icomplete()?;
+                win.ipost(&Group::single(1), Assert::NONE)?.wait()?;
+                let exposed = win.iwait()?;
+                onesided::wait_all([accessed, exposed])?;
+                origin.push(since(t0));
+                ok &= holds(win, 0, &d1)?;
+            }
+        }
+    }
+    two_means(comm, 1, &victim, 2, &origin, ok, "reorder-eaar")
 }

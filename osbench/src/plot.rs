@@ -334,26 +334,40 @@ fn draw_bars(
 /// process count).
 fn plot_variants(records: &[Record], dir: &Path, written: &mut Vec<PathBuf>) -> Result<(), String> {
     type Category = fn(&Record) -> String;
-    let charts: [(&str, &str, &str, &str, Category); 2] = [
+    type Pick = fn(&Record) -> bool;
+    let charts: [(&str, &str, &str, &str, &str, Pick, Category); 3] = [
         (
+            "sync-patterns",
             "sync-patterns",
             "sync-patterns: the measured process's time (1 MiB put per epoch, 2 ms delay)",
             "pattern (late-post and late-unlock on 3 processes, the others on 2)",
             "time [us]",
+            |r| r.metric == "blocking" || r.metric == "nonblocking",
             |r| r.sync.clone(),
         ),
         (
+            "sync-patterns",
+            "sync-patterns_reorder",
+            "reorder flags (seed 004 Figs. 7-11): the victim epoch, nonblocking epochs",
+            "scenario (processes: aaar-lock 4, the others 3)",
+            "time [us]",
+            |r| r.metric.starts_with("reorder-") && r.role.as_deref() == Some("victim"),
+            |r| r.sync.trim_start_matches("reorder-").to_string(),
+        ),
+        (
+            "transactions",
             "transactions",
             "transactions: exclusive-lock updates over all processes",
             "pattern and processes",
             "throughput [tx/s]",
+            |_| true,
             |r| format!("{} {}p", r.sync, r.ranks),
         ),
     ];
-    for (bench, title, x_label, y_label, category) in charts {
+    for (bench, file, title, x_label, y_label, pick, category) in charts {
         let rs: Vec<&Record> = records
             .iter()
-            .filter(|r| r.bench == bench && !r.metric.ends_with("-close-call"))
+            .filter(|r| r.bench == bench && pick(r))
             .collect();
         if rs.is_empty() {
             continue;
@@ -383,7 +397,7 @@ fn plot_variants(records: &[Record], dir: &Path, written: &mut Vec<PathBuf>) -> 
                 (m.clone(), values)
             })
             .collect();
-        let path = dir.join(format!("{bench}.svg"));
+        let path = dir.join(format!("{file}.svg"));
         draw_bars(&path, title, x_label, y_label, &categories, &series)?;
         written.push(path);
     }

@@ -251,7 +251,11 @@ fn row_key(r: &Record) -> (String, String, String, u64, u64, String) {
         r.sync.clone(),
         r.bytes,
         r.ranks,
-        r.metric.clone(),
+        // Records that name the measured process show it next to the metric.
+        match &r.role {
+            Some(role) => format!("{} ({role})", r.metric),
+            None => r.metric.clone(),
+        },
     )
 }
 

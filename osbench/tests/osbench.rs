@@ -142,7 +142,7 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
         "nonblocking-close-call"
     ));
     for sync in ["uniform", "hotspot"] {
-        for metric in ["blocking", "nonblocking"] {
+        for metric in ["blocking", "nonblocking", "nonblocking-aaar"] {
             assert!(
                 has("transactions", "allocate", sync, metric),
                 "{sync} {metric}"
@@ -185,6 +185,63 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
         );
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The seed 004 benchmarks on 4 ranks: every pattern (late-post and late-unlock need 3
+/// processes) in both styles, and every reorder scenario of Figs. 7–11 (aaar-lock needs 4)
+/// with its flag off and on, victim and origin records.
+#[test]
+fn sync_patterns_on_four_ranks_cover_every_pattern_and_reorder_scenario() {
+    let dir = std::env::temp_dir().join(format!("osbench-sp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("sp.json");
+    run_osbench(
+        4,
+        &[
+            "sync-patterns",
+            "--iters",
+            "3",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let text = std::fs::read_to_string(&json).unwrap();
+    let records: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let records = records.as_array().expect("a JSON array");
+    let has = |sync: &str, metric: &str, role: &str| {
+        records.iter().any(|r| {
+            r["bench"] == "sync-patterns"
+                && r["sync"] == sync
+                && r["metric"] == metric
+                && r["role"] == role
+                && r["value"].as_f64().is_some_and(|v| v > 0.0)
+        })
+    };
+    for (sync, role) in [
+        ("late-post", "origin"),
+        ("late-complete", "target"),
+        ("early-fence", "target"),
+        ("wait-at-fence", "target"),
+        ("late-unlock", "origin"),
+    ] {
+        for metric in ["blocking", "nonblocking"] {
+            assert!(has(sync, metric, role), "{sync} {metric}");
+        }
+    }
+    for sync in [
+        "reorder-aaar-pscw",
+        "reorder-aaar-lock",
+        "reorder-aaer",
+        "reorder-eaer",
+        "reorder-eaar",
+    ] {
+        for metric in ["reorder-off", "reorder-on"] {
+            for role in ["victim", "origin"] {
+                assert!(has(sync, metric, role), "{sync} {metric} {role}");
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

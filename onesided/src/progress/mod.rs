@@ -320,7 +320,12 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
     /// What every synchronization call does on entry: drive every window's queue if any
     /// has work, and drop this engine's attention bit once nothing is left.
     pub(crate) fn catch_up(&self) {
-        registry::poke();
+        // Our own queue is driven by the caller right after.
+        let me = self
+            .home
+            .get()
+            .map_or(std::ptr::null(), |w| w.as_ptr() as *const ());
+        registry::poke_others(me);
         self.settle();
     }
 
@@ -406,6 +411,14 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         self.reordered.load(Ordering::Relaxed)
             && ticket < self.next_ticket.load(Ordering::Relaxed)
             && !self.lock().ops.iter().any(|q| q.ticket == ticket)
+    }
+
+    /// True when a queued op is one that an op of epoch `order` may not pass.
+    pub(crate) fn holds_back(&self, order: Order, flags: Reorder) -> bool {
+        self.lock()
+            .ops
+            .iter()
+            .any(|q| !order.may_pass(q.order, flags))
     }
 
     /// The error an op left when another thread polled it.
@@ -496,6 +509,9 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
 
     /// Polls queued ops for another thread; errors are parked for the owner.
     pub(crate) fn progress_for_other(&self, core: &C) -> bool {
+        if self.idle() {
+            return false;
+        }
         self.drive(core, false).unwrap_or(true)
     }
 

@@ -50,6 +50,15 @@ pub(crate) fn poke() {
     }
 }
 
+/// [`poke`] for a call on the engine at `me` (the data address of its host), which drives
+/// its own queue next: skips it.
+#[inline]
+pub(crate) fn poke_others(me: *const ()) {
+    if anything_pending() {
+        progress_all_but(me);
+    }
+}
+
 /// The process count, read for `Engine::settle` (SeqCst: see there).
 pub(crate) fn pending_now() -> bool {
     QUEUED.load(Ordering::SeqCst) != 0
@@ -98,13 +107,18 @@ pub(crate) fn unregister(engine: &Arc<impl Pending + 'static>) {
 /// returns at once (it would only poll the same queues again). Returns true when some op
 /// completed.
 pub(crate) fn progress_all() -> bool {
+    progress_all_but(std::ptr::null())
+}
+
+/// [`progress_all`] without the engine whose host is at `skip`.
+fn progress_all_but(skip: *const ()) -> bool {
     let all = match ENGINES.try_lock() {
         Ok(all) => all,
         Err(std::sync::TryLockError::WouldBlock) => return false,
         Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
     };
     let mut any = false;
-    for e in all.iter() {
+    for e in all.iter().filter(|e| e.as_ptr() as *const () != skip) {
         // The registry lock is held while the core is in use: `unregister` (the window's
         // drop) waits for it, so the last `Arc` is never dropped here.
         if let Some(core) = e.upgrade() {

@@ -319,7 +319,7 @@ impl<T: AccElement> Window<T> {
     #[inline(never)]
     fn accumulate_slow(&self, origin: &[T], target: usize, disp: usize, op: Op) -> Result<()> {
         check_op("accumulate", op, T::TYPE, false)?;
-        if self.core.may_defer(std::mem::size_of_val(origin)) {
+        if self.core.may_defer(target, std::mem::size_of_val(origin)) {
             return self.core.defer_accumulate(origin, target, disp, op);
         }
         let loc = self

@@ -28,9 +28,11 @@ use crate::transport::{self, combine, Route};
 use crate::win::core::WinCore;
 use crate::win::Window;
 
-/// Bytes of put data a window holds for deferred epochs; beyond it a put waits for the
-/// pending synchronizations instead (its data then goes straight to the target).
-pub(crate) const DEFERRED_PUT_BUDGET: usize = 1 << 20;
+/// Bytes of put and accumulate data a window holds for deferred epochs; beyond it an
+/// operation waits for the pending synchronizations instead (its data then goes straight to
+/// the target). 8 MiB: several 1 MiB epochs can queue behind a late peer (seed 004's
+/// scenarios), and the copies exist only while epochs are pending.
+pub(crate) const DEFERRED_PUT_BUDGET: usize = 8 << 20;
 
 /// A put queued behind pending synchronizations, with its own copy of the data.
 struct DeferredPut {
@@ -69,7 +71,7 @@ impl WinCore {
 
     #[inline(never)]
     fn put_bytes_slow(&self, src: &[u8], target: usize, disp: usize) -> Result<()> {
-        if self.may_defer(src.len()) {
+        if self.may_defer(target, src.len()) {
             return self.defer_put(src, target, disp);
         }
         match self.resolve("put", target, disp, src.len())?.route {
@@ -101,17 +103,17 @@ impl WinCore {
         self.engine.start_ordered(self, op, order).map(drop)
     }
 
-    /// True when an operation of `bytes` behind pending synchronizations is deferred (its
-    /// data copied) rather than waiting for them: something is pending, and the window's
-    /// budget of deferred bytes has room.
-    pub(crate) fn may_defer(&self, bytes: usize) -> bool {
-        !self.engine.idle()
-            // Relaxed: see DeferredPut::poll.
-            && self
-                .deferred_bytes
-                .load(Ordering::Relaxed)
-                .saturating_add(bytes)
-                <= DEFERRED_PUT_BUDGET
+    /// True when an operation of `bytes` toward `target` behind pending synchronizations is
+    /// deferred (its data copied) rather than waiting for them: a pending synchronization
+    /// holds it back (see [`WinCore::gated`]), and the window's budget of deferred bytes has
+    /// room.
+    pub(crate) fn may_defer(&self, target: usize, bytes: usize) -> bool {
+        // Relaxed: see DeferredPut::poll.
+        self.deferred_bytes
+            .load(Ordering::Relaxed)
+            .saturating_add(bytes)
+            <= DEFERRED_PUT_BUDGET
+            && self.gated(target)
     }
 
     /// Get: inlined fast path, everything else out of line.

@@ -72,10 +72,26 @@ impl WinCore {
         // `resolve_ungated` and queues itself). The fast paths never get here with work
         // pending: a deferred opening clears the access cache, and only a check with the
         // engine idle sets it again.
-        if !self.engine.idle() {
+        if self.gated(target) {
             self.engine.wait_idle(self)?;
         }
         self.resolve_ungated(op, target, disp, len)
+    }
+
+    /// The RMA ordering gate: true when an operation toward `target` must not touch target
+    /// memory yet because a pending synchronization it may not pass is queued — any, without
+    /// reorder flags; with them, only those of its own epoch or of epochs the flags do not
+    /// let it pass (a later epoch that is already active moves its data at once, without a
+    /// copy).
+    pub(crate) fn gated(&self, target: usize) -> bool {
+        if self.engine.idle() {
+            return false;
+        }
+        let flags = crate::progress::Host::reorder(self);
+        flags.is_none()
+            || self
+                .engine
+                .holds_back(self.epoch.access_order(target), flags)
     }
 
     /// [`WinCore::resolve`] without waiting for pending synchronizations: every check, and
