@@ -21,6 +21,11 @@ echo
 echo "== dht: distributed hashtable (CAS + fetch_and_op), every key verified, 1..2 inserters"
 $osrun -n 2 --timeout 300 target/release/examples/dht
 echo
+echo "== lu: LU decomposition, pivot rows broadcast with PSCW, blocking vs nonblocking epochs,"
+echo "   checked against a serial LU (2 and 4 ranks)"
+$osrun -n 2 --timeout 300 target/release/examples/lu 512
+$osrun -n 4 --timeout 300 target/release/examples/lu 512
+echo
 echo "== tour: latency of every window kind, cost of every synchronization (2 ranks)"
 $osrun -n 2 --timeout 300 target/release/examples/tour
 echo
@@ -28,3 +33,7 @@ echo "== osbench: put and fetch_and_op latency, synchronization calls (2 ranks, 
 echo "   scripts/bench.sh runs the whole suite side by side with MPICH and Open MPI)"
 $osrun -n 2 --timeout 300 target/release/osbench put-latency fop-latency sync-latency \
   --window allocate,create,dynamic --sync flush,fence --sizes 8,4K,1M --time-ms 10
+echo
+echo "== osbench sync-patterns: seed 004's inefficiency patterns and reorder scenarios,"
+echo "   blocking vs nonblocking epochs (4 ranks)"
+$osrun -n 4 --timeout 300 target/release/osbench sync-patterns

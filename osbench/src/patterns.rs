@@ -361,11 +361,14 @@ fn close_call(comm: &Comm, a: &Window<u8>, style: Style, reps: u64) -> BResult<f
     mean_at(comm, 0, &times)
 }
 
-/// Opens a fence epoch at every rank; the target (rank 0) arrives last, so that it leaves
-/// the fence first and its clock starts no later than the origin's put (an origin that
-/// arrives last would leave at once while the target may still be waking from a backoff
-/// sleep, hiding part of the transfer from the target's measurement).
+/// Opens a fence epoch at every rank, aligned: a second barrier first (after the first,
+/// where a rank may have waited for the target's validation long enough to be sleeping in
+/// its backoff, every rank arrives promptly), then the target (rank 0) arrives last at the
+/// fence, so that it leaves first and its clock starts no later than the origin's put. (An
+/// origin arriving last would leave at once while the target may still be waking from a
+/// backoff sleep, hiding part of the transfer from the target's measurement.)
 fn open_fence(a: &Window<u8>) -> BResult<()> {
+    a.comm().barrier()?;
     if a.rank() == 0 {
         pause(Duration::from_micros(50));
     }
