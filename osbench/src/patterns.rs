@@ -179,7 +179,68 @@ pub fn sync_patterns(comm: &Comm, p: &Params, out: &mut Vec<Record>) -> BResult<
         b.free()?;
     }
     reorder_scenarios(comm, reps, out)?;
+    progress_thread(comm, reps, out)?;
     comm.barrier()?;
+    Ok(())
+}
+
+/// How long the origin computes after closing its epoch, without calling the library.
+const COMPUTE: Duration = Duration::from_millis(5);
+
+/// What the progress thread buys ([Zounmevo14] §VII-D) when the origin computes without
+/// calling in: target 0 posts 2 ms late; origin 1 opens its epoch (`istart`), puts 1 MiB
+/// (deferred, copied), closes it (`icomplete`) and computes for 5 ms without a call. The
+/// target's epoch (post to the end of its wait) ends when the deferred put lands and the
+/// epoch completes: when the origin calls in again, or — with the progress thread — as soon
+/// as the post arrives. Measured without the thread first, then after starting it (it runs
+/// until the process exits, so this comes last; if `ONESIDED_PROGRESS_THREAD=1` already
+/// started it, only `on` is measured). `sync` = `progress-thread`, metrics `off` / `on`.
+fn progress_thread(comm: &Comm, reps: u64, out: &mut Vec<Record>) -> BResult<()> {
+    let Some(sub) = first(comm, 2)? else {
+        return Ok(());
+    };
+    let win = Window::<u8>::allocate(&sub, PUT_BYTES)?;
+    for metric in ["off", "on"] {
+        let running = sub.allgather(&[u8::from(onesided::progress_thread_running())])?;
+        if metric == "off" && running.contains(&1) {
+            continue;
+        }
+        if metric == "on" {
+            onesided::start_progress_thread();
+        }
+        let mut times = Vec::new();
+        let mut ok = true;
+        for rep in 0..=reps {
+            let data = payload(rep + 2000, 1);
+            sub.barrier()?;
+            if sub.rank() == 0 {
+                pause(DELAY);
+                let t0 = Instant::now();
+                win.post(&Group::single(1), Assert::NONE)?;
+                settle(win.iwait()?)?;
+                if rep > 0 {
+                    times.push(since(t0));
+                }
+                ok &= holds(&win, 0, &data)?;
+            } else {
+                win.istart(&Group::single(0), Assert::NONE)?.wait()?;
+                win.put(&data, 0, 0)?;
+                let closing = win.icomplete()?;
+                std::thread::sleep(COMPUTE); // computing: no library call
+                closing.wait()?;
+            }
+        }
+        check(&sub, ok, "progress-thread")?;
+        let us = mean_at(&sub, 0, &times)?;
+        if sub.rank() == 0 {
+            out.push(
+                pattern_record("progress-thread", metric, 2, us)
+                    .with_role("target")
+                    .with_delay_us(COMPUTE.as_secs_f64() * 1e6),
+            );
+        }
+    }
+    win.free()?;
     Ok(())
 }
 

@@ -241,6 +241,10 @@ fn sync_patterns_on_four_ranks_cover_every_pattern_and_reorder_scenario() {
             }
         }
     }
+    // What the progress thread buys while the origin computes: measured without, then with.
+    for metric in ["off", "on"] {
+        assert!(has("progress-thread", metric, "target"), "{metric}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -319,14 +319,24 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
 
     /// What every synchronization call does on entry: drive every window's queue if any
     /// has work, and drop this engine's attention bit once nothing is left.
+    #[inline]
     pub(crate) fn catch_up(&self) {
-        // Our own queue is driven by the caller right after.
+        if registry::anything_pending() {
+            self.progress_others();
+        }
+        self.settle();
+    }
+
+    /// Drives every other engine of the process (our own queue is driven by the caller
+    /// right after).
+    #[cold]
+    #[inline(never)]
+    fn progress_others(&self) {
         let me = self
             .home
             .get()
             .map_or(std::ptr::null(), |w| w.as_ptr() as *const ());
-        registry::poke_others(me);
-        self.settle();
+        registry::progress_all_but(me);
     }
 
     /// Drives the queue until every op started so far has completed.

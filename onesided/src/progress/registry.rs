@@ -50,15 +50,6 @@ pub(crate) fn poke() {
     }
 }
 
-/// [`poke`] for a call on the engine at `me` (the data address of its host), which drives
-/// its own queue next: skips it.
-#[inline]
-pub(crate) fn poke_others(me: *const ()) {
-    if anything_pending() {
-        progress_all_but(me);
-    }
-}
-
 /// The process count, read for `Engine::settle` (SeqCst: see there).
 pub(crate) fn pending_now() -> bool {
     QUEUED.load(Ordering::SeqCst) != 0
@@ -110,8 +101,9 @@ pub(crate) fn progress_all() -> bool {
     progress_all_but(std::ptr::null())
 }
 
-/// [`progress_all`] without the engine whose host is at `skip`.
-fn progress_all_but(skip: *const ()) -> bool {
+/// [`progress_all`] without the engine whose host is at `skip` (the caller drives its own
+/// queue next).
+pub(crate) fn progress_all_but(skip: *const ()) -> bool {
     let all = match ENGINES.try_lock() {
         Ok(all) => all,
         Err(std::sync::TryLockError::WouldBlock) => return false,

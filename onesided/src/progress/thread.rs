@@ -37,8 +37,14 @@ pub(crate) fn start_if_enabled() {
     }
 }
 
-/// Starts the thread (once per process).
-pub(crate) fn start() {
+/// Starts the progress thread of this process, as `ONESIDED_PROGRESS_THREAD=1` does at
+/// [`crate::init`]; a second call does nothing. The thread runs until the process exits.
+///
+/// ```no_run
+/// onesided::start_progress_thread();
+/// assert!(onesided::progress_thread_running());
+/// ```
+pub fn start() {
     THREAD.get_or_init(|| {
         let handle = thread::Builder::new()
             .name("onesided-progress".into())
@@ -46,6 +52,11 @@ pub(crate) fn start() {
             .expect("spawning the progress thread");
         registry::wake_on_queue(handle.thread().clone());
     });
+}
+
+/// True when this process's progress thread runs.
+pub fn running() -> bool {
+    THREAD.get().is_some()
 }
 
 fn run() {
