@@ -8,7 +8,10 @@
 //! waiting drives the engine, which completes synchronizations in the order they were
 //! started ([Zounmevo14] rule 4). A request dropped before completion is not cancelled: its
 //! synchronization still completes when the engine next runs (as `MPI_Request_free`), and
-//! `Window::free` drives every pending one to completion first.
+//! `Window::free` drives every pending one to completion first. A deferred read (`rget`,
+//! `rget_accumulate` behind a pending epoch) fills the caller's buffer when its request is
+//! seen complete — by `wait`, `test`, `is_complete` or `.await`; dropped (or forgotten)
+//! before that, it leaves the buffer as it was.
 //!
 //! ```no_run
 //! # use onesided::{Assert, Group, Window};
@@ -25,6 +28,7 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use crate::backoff::Backoff;
@@ -41,6 +45,9 @@ use crate::win::core::WinCore;
 #[must_use = "the operation may not be complete: wait for the request"]
 pub struct Request<'a> {
     state: State<'a>,
+    /// A deferred read (`rget`, `rget_accumulate` behind a pending epoch): where its bytes
+    /// go once it completes (behind a lock so that `is_complete(&self)` can deliver too).
+    fill: Mutex<Option<Fill<'a>>>,
     _borrows: PhantomData<&'a mut [u8]>,
 }
 
@@ -56,11 +63,37 @@ enum State<'a> {
     },
 }
 
+/// Where a deferred read leaves its bytes: its op fills the slot when it runs; the request
+/// copies them into the caller's buffer when it sees the op complete. The op never writes
+/// the caller's memory itself, so a request that is forgotten (`mem::forget`) or dropped
+/// early leaves the buffer untouched — never written after its borrow ended.
+pub(crate) type Delivery = Arc<Mutex<Option<Vec<u8>>>>;
+
+#[derive(Debug)]
+struct Fill<'a> {
+    dst: &'a mut [u8],
+    slot: Delivery,
+}
+
+impl Fill<'_> {
+    fn deliver(self) {
+        let bytes = self
+            .slot
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(bytes) = bytes {
+            self.dst.copy_from_slice(&bytes);
+        }
+    }
+}
+
 impl<'a> Request<'a> {
     /// A request for an operation that completed before its call returned.
     pub(crate) fn done() -> Self {
         Request {
             state: State::Done,
+            fill: Mutex::new(None),
             _borrows: PhantomData,
         }
     }
@@ -86,8 +119,41 @@ impl<'a> Request<'a> {
                 ticket,
                 collective,
             },
+            fill: Mutex::new(None),
             _borrows: PhantomData,
         }
+    }
+
+    /// The request for a deferred read queued as `ticket`, whose op leaves its bytes in
+    /// `slot`: they are copied into `dst` when the request sees it complete.
+    pub(crate) fn deferred_read(
+        core: &'a WinCore,
+        ticket: Ticket,
+        dst: &'a mut [u8],
+        slot: Delivery,
+    ) -> Self {
+        let r = Self::started_collective(core, ticket, None);
+        *r.fill
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Fill { dst, slot });
+        r
+    }
+
+    /// Copies a completed deferred read's bytes into the caller's buffer (once).
+    fn deliver(&self) {
+        let fill = self
+            .fill
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(fill) = fill {
+            fill.deliver();
+        }
+    }
+
+    fn finish(&mut self) {
+        self.state = State::Done;
+        self.deliver();
     }
 
     /// True when the operation completed; drives progress but never blocks (MPI_Test).
@@ -100,7 +166,7 @@ impl<'a> Request<'a> {
             State::Sync { core, ticket, .. } => {
                 core.engine.progress(core)?;
                 if core.engine.completed(ticket) {
-                    self.state = State::Done;
+                    self.finish();
                     Ok(true)
                 } else {
                     Ok(false)
@@ -111,22 +177,28 @@ impl<'a> Request<'a> {
 
     /// True when the operation is known to be complete, without driving progress.
     pub fn is_complete(&self) -> bool {
-        match self.state {
+        let done = match self.state {
             State::Done => true,
             State::Sync { core, ticket, .. } => core.engine.completed(ticket),
+        };
+        if done {
+            self.deliver();
         }
+        done
     }
 
     /// Blocks until the operation completed, then releases the borrows (MPI_Wait).
-    pub fn wait(self) -> Result<()> {
-        match self.state {
-            State::Done => Ok(()),
-            State::Sync {
-                core,
-                ticket,
-                collective,
-            } => core.engine.wait(core, ticket, collective),
+    pub fn wait(mut self) -> Result<()> {
+        if let State::Sync {
+            core,
+            ticket,
+            collective,
+        } = self.state
+        {
+            core.engine.wait(core, ticket, collective)?;
         }
+        self.finish();
+        Ok(())
     }
 }
 

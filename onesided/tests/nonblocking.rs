@@ -398,3 +398,57 @@ fn accumulate_behind_a_pending_lock_is_deferred_in_order() {
     });
     report.assert_success();
 }
+
+/// Every request form returns at once behind a pending lock (item 4): `rput` and
+/// `raccumulate` copy their data, `rget` and `rget_accumulate` queue reads whose requests
+/// complete once the lock is granted. All apply in issue order: the `rget` sees the `rput`,
+/// the `rget_accumulate` sees the `raccumulate` before it. A read request that is forgotten
+/// never writes its buffer afterwards.
+#[test]
+fn request_forms_return_at_once_behind_a_pending_lock() {
+    let report = testing::job(2).timeout(Duration::from_secs(30)).run(|u| {
+        let w = u.world();
+        let win = Window::<u64>::allocate(w, 2)?;
+        if w.rank() == 1 {
+            win.lock(LockType::Exclusive, 1, Assert::NONE)?;
+            w.barrier()?; // rank 0 may ilock now
+            w.barrier()?; // all its requests returned while we hold the lock
+            win.unlock(1)?;
+            w.barrier()?;
+            let mut got = [0u64; 2];
+            win.local_read(0, &mut got)?;
+            assert_eq!(got, [5, 13]);
+        } else {
+            w.barrier()?;
+            win.ilock(LockType::Exclusive, 1, Assert::NONE)?.wait()?;
+            let data = [2u64, 3];
+            let put = win.rput(&data, 1, 0)?;
+            let mut seen = [0u64; 2];
+            let mut read = win.rget(&mut seen, 1, 0)?;
+            let acc = win.raccumulate(&[3], 1, 0, onesided::Op::Sum)?;
+            let mut before = [0u64];
+            let fetch = win.rget_accumulate(&[10], &mut before, 1, 1, onesided::Op::Sum)?;
+            let mut forgotten = [77u64; 2];
+            std::mem::forget(win.rget(&mut forgotten, 1, 0)?);
+            assert!(!read.test()?, "the lock is still held by rank 1");
+            w.barrier()?;
+            onesided::wait_all([put, read, acc, fetch])?;
+            assert_eq!(seen, [2, 3], "rget after rput, in issue order");
+            assert_eq!(
+                before,
+                [3],
+                "rget_accumulate saw the put, not yet its own add"
+            );
+            win.iunlock(1)?.wait()?;
+            assert_eq!(
+                forgotten,
+                [77, 77],
+                "a forgotten read never writes its buffer"
+            );
+            w.barrier()?;
+        }
+        win.free()?;
+        Ok(())
+    });
+    report.assert_success();
+}

@@ -47,7 +47,7 @@ impl Drop for StripeGuard<'_> {
     }
 }
 
-fn check_op(call: &'static str, op: Op, ty: ElemType, fetching: bool) -> Result<()> {
+pub(crate) fn check_op(call: &'static str, op: Op, ty: ElemType, fetching: bool) -> Result<()> {
     if op.valid_for(ty) && (fetching || op != Op::NoOp) {
         Ok(())
     } else {

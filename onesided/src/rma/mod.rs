@@ -13,7 +13,7 @@
 //! are checked block by block against the origin buffer and the target window. A
 //! zero-count operation is a no-op on every flavor after its rank and epoch checks.
 
-mod accumulate;
+pub(crate) mod accumulate;
 pub mod atomic;
 mod request;
 

@@ -8,8 +8,12 @@
 //! does onesided.
 //!
 //! Node-local transports move the data before the call returns, so the requests they hand
-//! out are already complete; with a transport that completes later the same code keeps its
-//! meaning and its borrow rules.
+//! out are usually complete at once. Behind a deferred epoch ([Zounmevo14]: the lock of an
+//! `ilock` still pending) every request form still returns at once: `rput` and
+//! `raccumulate` copy their origin data (as `put` and `accumulate` do), and `rget` and
+//! `rget_accumulate` queue a read whose request completes when the epoch has activated and
+//! the read ran — its bytes reach the caller's buffer when `wait`/`test`/`.await` sees
+//! that (see `crate::request`).
 //!
 //! ```compile_fail
 //! # use onesided::{Assert, Window};
@@ -26,9 +30,81 @@
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
-use crate::request::Request;
+use crate::progress::{Step, SyncOp, Ticket};
+use crate::request::{Delivery, Request};
 use crate::rma::atomic::{AccElement, Op};
+use crate::win::core::WinCore;
 use crate::win::Window;
+
+/// An `rget` behind a pending synchronization: reads when the engine reaches it.
+struct DeferredGet {
+    target: usize,
+    disp: usize,
+    len: usize,
+    slot: Delivery,
+}
+
+impl SyncOp<WinCore> for DeferredGet {
+    fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        let at = core.locate("rget", self.target, self.disp, self.len)?;
+        let mut bytes = vec![0u8; self.len];
+        at.route.read(&mut bytes)?;
+        *lock(&self.slot) = Some(bytes);
+        Ok(Step::Done)
+    }
+}
+
+/// An `rget_accumulate` behind a pending synchronization, with its own copy of the origin.
+struct DeferredGetAccumulate<E> {
+    target: usize,
+    disp: usize,
+    origin: Vec<E>,
+    op: Op,
+    slot: Delivery,
+}
+
+impl<E: AccElement + Send> SyncOp<WinCore> for DeferredGetAccumulate<E> {
+    fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        let bytes = std::mem::size_of_val(&self.origin[..]);
+        let loc = core.locate("rget_accumulate", self.target, self.disp, bytes)?;
+        let mut result = vec![E::zeroed(); self.origin.len()];
+        core.acc_run(self.target, loc, &self.origin, self.op, Some(&mut result))?;
+        *lock(&self.slot) = Some(bytemuck::cast_slice(&result).to_vec());
+        Ok(Step::Done)
+    }
+}
+
+fn lock(slot: &Delivery) -> std::sync::MutexGuard<'_, Option<Vec<u8>>> {
+    slot.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl WinCore {
+    /// Queues the deferred read `op` (already checked) and hands out its request.
+    fn queue_read<'a, O: SyncOp<WinCore>>(
+        &'a self,
+        target: usize,
+        op: O,
+        dst: &'a mut [u8],
+        slot: Delivery,
+    ) -> Result<Request<'a>> {
+        // Staged puts were issued earlier: they land before this read.
+        self.drain_staged()?;
+        self.epoch.note_rma();
+        let order = self.epoch.access_order(target);
+        let ticket: Option<Ticket> = self.engine.start_ordered(self, op, order)?;
+        Ok(match ticket {
+            Some(t) => Request::deferred_read(self, t, dst, slot),
+            None => {
+                // Everything pending completed meanwhile and the read ran inline.
+                if let Some(bytes) = lock(&slot).take() {
+                    dst.copy_from_slice(&bytes);
+                }
+                Request::done()
+            }
+        })
+    }
+}
 
 impl<T: Pod> Window<T> {
     fn check_passive(&self, op: &'static str, target: usize) -> Result<()> {
@@ -70,6 +146,19 @@ impl<T: Pod> Window<T> {
         disp: usize,
     ) -> Result<Request<'a>> {
         self.check_passive("rget", target)?;
+        let len = std::mem::size_of_val(origin);
+        if self.core.gated(target) {
+            self.core.resolve_ungated("rget", target, disp, len)?;
+            let slot = Delivery::default();
+            let op = DeferredGet {
+                target,
+                disp,
+                len,
+                slot: slot.clone(),
+            };
+            let dst: &'a mut [u8] = bytemuck::cast_slice_mut(origin);
+            return self.core.queue_read(target, op, dst, slot);
+        }
         self.get(origin, target, disp)?;
         Ok(Request::done())
     }
@@ -100,6 +189,23 @@ impl<T: AccElement> Window<T> {
         op: Op,
     ) -> Result<Request<'a>> {
         self.check_passive("rget_accumulate", target)?;
+        if self.core.gated(target) && origin.len() == result.len() {
+            crate::rma::accumulate::check_op("rget_accumulate", op, T::TYPE, true)?;
+            let len = std::mem::size_of_val(origin);
+            self.core
+                .resolve_ungated("rget_accumulate", target, disp, len)?;
+            let slot = Delivery::default();
+            let deferred = DeferredGetAccumulate {
+                target,
+                disp,
+                origin: origin.to_vec(),
+                op,
+                slot: slot.clone(),
+            };
+            let dst: &'a mut [u8] = bytemuck::cast_slice_mut(result);
+            return self.core.queue_read(target, deferred, dst, slot);
+        }
+        // (Mismatched lengths are reported by get_accumulate.)
         self.get_accumulate(origin, result, target, disp, op)?;
         Ok(Request::done())
     }
