@@ -260,9 +260,99 @@ fn blocking_and_nonblocking_open_and_close_mix() {
                 "pscw {nb_open} {nb_close}"
             );
         }
+        // Lock and lock_all epochs toward the right neighbour, every open/close mix; each
+        // round ends with a barrier, after which the left neighbour's value is checked.
+        for (nb_open, nb_close) in [(false, false), (false, true), (true, false), (true, true)] {
+            value += 1;
+            if nb_open {
+                win.ilock(LockType::Exclusive, right, Assert::NONE)?
+                    .wait()?;
+            } else {
+                win.lock(LockType::Exclusive, right, Assert::NONE)?;
+            }
+            win.put(&[value * 1000 + me as u64], right, 2 * n + me)?;
+            if nb_close {
+                win.iunlock(right)?.wait()?;
+            } else {
+                win.unlock(right)?;
+            }
+            value += 1;
+            if nb_open {
+                win.ilock_all(Assert::NONE)?.wait()?;
+            } else {
+                win.lock_all(Assert::NONE)?;
+            }
+            win.put(&[value * 1000 + me as u64], right, 3 * n + me)?;
+            if nb_close {
+                win.iunlock_all()?.wait()?;
+            } else {
+                win.unlock_all()?;
+            }
+            w.barrier()?;
+            let mut got = [0u64; 2];
+            win.local_read(2 * n + left, &mut got[..1])?;
+            win.local_read(3 * n + left, &mut got[1..])?;
+            assert_eq!(
+                got,
+                [(value - 1) * 1000 + left as u64, value * 1000 + left as u64],
+                "lock {nb_open} {nb_close}"
+            );
+            w.barrier()?;
+        }
         win.free()?;
         Ok(())
     });
+}
+
+/// iflush age ([Zounmevo14] item 5): an `iflush` covers the operations issued before it,
+/// not the synchronizations issued after it — its request completes while a later `ilock`
+/// still waits for a lock held elsewhere.
+#[test]
+fn iflush_covers_only_what_was_issued_before_it() {
+    let report = testing::job(3).timeout(Duration::from_secs(30)).run(|u| {
+        let w = u.world();
+        let win = Window::<u64>::allocate(w, 1)?;
+        match w.rank() {
+            0 => {
+                w.barrier()?; // rank 1 holds its lock
+                win.lock(LockType::Exclusive, 2, Assert::NONE)?;
+                win.put(&[5], 2, 0)?;
+                let mut flushed = win.iflush(2)?;
+                let later = win.ilock(LockType::Exclusive, 1, Assert::NONE)?;
+                drop(later); // opening requests are complete at once
+                let start = std::time::Instant::now();
+                while !flushed.test()? {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(10),
+                        "the iflush waited for the later ilock"
+                    );
+                    std::thread::yield_now();
+                }
+                w.barrier()?; // rank 1 may release its lock now
+                win.unlock(1)?;
+                win.unlock(2)?;
+            }
+            1 => {
+                win.lock(LockType::Exclusive, 1, Assert::NONE)?;
+                w.barrier()?;
+                w.barrier()?; // rank 0's iflush completed while we held the lock
+                win.unlock(1)?;
+            }
+            _ => {
+                w.barrier()?;
+                w.barrier()?;
+            }
+        }
+        w.barrier()?;
+        if w.rank() == 2 {
+            let mut got = [0u64];
+            win.local_read(0, &mut got)?;
+            assert_eq!(got, [5]);
+        }
+        win.free()?;
+        Ok(())
+    });
+    report.assert_success();
 }
 
 /// FIFO matching of access and exposure epochs (rules 3 and 4) over 64 back-to-back PSCW
