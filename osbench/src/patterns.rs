@@ -118,6 +118,41 @@ fn check(comm: &Comm, ok: bool, what: &str) -> BResult<()> {
     }
 }
 
+/// What the repetitions of one pattern measured at this rank: times in µs (slot 0: the
+/// measured epoch; slot 1, in the reorder scenarios: the origin's total), and whether every
+/// data check passed.
+struct Tally {
+    times: [Vec<f64>; 2],
+    ok: bool,
+}
+
+impl Tally {
+    /// The mean of slot `which` as measured at `rank`, known at every rank.
+    fn mean(&self, comm: &Comm, which: usize, rank: usize) -> BResult<f64> {
+        mean_at(comm, rank, &self.times[which])
+    }
+}
+
+/// Runs `reps` repetitions of a pattern, each after a barrier; `rep` records its times and
+/// checks in the tally. A failed check at any rank is an error at every rank.
+fn repeat(
+    comm: &Comm,
+    reps: u64,
+    what: &str,
+    mut rep: impl FnMut(u64, &mut Tally) -> BResult<()>,
+) -> BResult<Tally> {
+    let mut tally = Tally {
+        times: Default::default(),
+        ok: true,
+    };
+    for i in 0..reps {
+        comm.barrier()?;
+        rep(i, &mut tally)?;
+    }
+    check(comm, tally.ok, what)?;
+    Ok(tally)
+}
+
 /// One pattern, one style: `reps` repetitions; returns the mean of the measured process's
 /// times in µs (at every rank of `comm`).
 type PatternFn = fn(&Comm, &Window<u8>, &Window<u8>, Style, u64, Duration) -> BResult<f64>;
@@ -208,20 +243,18 @@ fn progress_thread(comm: &Comm, reps: u64, out: &mut Vec<Record>) -> BResult<()>
         if metric == "on" {
             onesided::start_progress_thread();
         }
-        let mut times = Vec::new();
-        let mut ok = true;
-        for rep in 0..=reps {
+        // One untimed repetition first.
+        let tally = repeat(&sub, reps + 1, "progress-thread", |rep, t| {
             let data = payload(rep + 2000, 1);
-            sub.barrier()?;
             if sub.rank() == 0 {
                 pause(DELAY);
                 let t0 = Instant::now();
                 win.post(&Group::single(1), Assert::NONE)?;
                 settle(win.iwait()?)?;
                 if rep > 0 {
-                    times.push(since(t0));
+                    t.times[0].push(since(t0));
                 }
-                ok &= holds(&win, 0, &data)?;
+                t.ok &= holds(&win, 0, &data)?;
             } else {
                 win.istart(&Group::single(0), Assert::NONE)?.wait()?;
                 win.put(&data, 0, 0)?;
@@ -229,9 +262,9 @@ fn progress_thread(comm: &Comm, reps: u64, out: &mut Vec<Record>) -> BResult<()>
                 std::thread::sleep(COMPUTE); // computing: no library call
                 closing.wait()?;
             }
-        }
-        check(&sub, ok, "progress-thread")?;
-        let us = mean_at(&sub, 0, &times)?;
+            Ok(())
+        })?;
+        let us = tally.mean(&sub, 0, 0)?;
         if sub.rank() == 0 {
             out.push(
                 pattern_record("progress-thread", metric, 2, us)
@@ -265,30 +298,27 @@ fn pattern_record(sync: &str, metric: &str, ranks: usize, us: f64) -> Record {
 /// itself (fence epochs, the target validating in between), measured before the timed runs
 /// after two untimed repetitions (the first touches of a new window fault its pages in).
 fn fence_put_time(comm: &Comm, a: &Window<u8>, reps: u64) -> BResult<Duration> {
-    let mut times = Vec::new();
-    let mut ok = true;
-    for rep in 0..reps {
+    let mut tally = repeat(comm, reps, "early-fence calibration", |rep, t| {
         let data = payload(rep, 1);
-        comm.barrier()?;
         open_fence(a)?;
         if comm.rank() == 1 {
-            let t = Instant::now();
+            let t0 = Instant::now();
             a.put(&data, 0, 0)?;
             if rep >= 2 {
-                times.push(t.elapsed().as_secs_f64());
+                t.times[0].push(since(t0));
             }
         }
         a.fence(Assert::NOSUCCEED)?;
         if comm.rank() == 0 {
-            ok &= holds(a, 0, &data)?;
+            t.ok &= holds(a, 0, &data)?;
         }
-    }
-    check(comm, ok, "early-fence calibration")?;
+        Ok(())
+    })?;
+    let times = &mut tally.times[0];
     times.sort_by(f64::total_cmp);
-    let median = times.get(times.len() / 2).copied().unwrap_or(0.0);
-    let mut v = [median];
-    comm.bcast(1, &mut v)?;
-    Ok(Duration::from_secs_f64(v[0]))
+    let mut median = [times.get(times.len() / 2).copied().unwrap_or(0.0)];
+    comm.bcast(1, &mut median)?;
+    Ok(Duration::from_secs_f64(median[0] * 1e-6))
 }
 
 fn late_post(
@@ -300,19 +330,16 @@ fn late_post(
     _work: Duration,
 ) -> BResult<f64> {
     let me = comm.rank();
-    let mut times = Vec::new();
-    let mut ok = true;
     let activity = payload(7, 2);
     b.lock_all(Assert::NONE)?;
-    for rep in 0..reps {
+    let tally = repeat(comm, reps, "late-post", |rep, t| {
         let data = payload(rep, 2);
-        comm.barrier()?;
         match me {
             0 => {
                 pause(DELAY);
                 a.post(&Group::single(2), Assert::NONE)?;
                 a.wait()?;
-                ok &= holds(a, 0, &data)?;
+                t.ok &= holds(a, 0, &data)?;
             }
             2 => {
                 let t0 = Instant::now();
@@ -331,19 +358,18 @@ fn late_post(
                 };
                 b.put(&activity, 1, 0)?;
                 b.flush(1)?;
-                times.push(t0.elapsed().as_secs_f64() * 1e6);
+                t.times[0].push(since(t0));
                 finish(closing)?;
             }
             _ => {}
         }
-    }
+        Ok(())
+    })?;
     b.unlock_all()?;
     comm.barrier()?;
-    if me == 1 {
-        ok &= holds(b, 0, &activity)?;
-    }
-    check(comm, ok, "late-post")?;
-    mean_at(comm, 2, &times)
+    let ok = me != 1 || holds(b, 0, &activity)?;
+    check(comm, ok, "late-post activity")?;
+    tally.mean(comm, 0, 2)
 }
 
 fn late_complete(
@@ -355,11 +381,8 @@ fn late_complete(
     _work: Duration,
 ) -> BResult<f64> {
     let me = comm.rank();
-    let mut times = Vec::new();
-    let mut ok = true;
-    for rep in 0..reps {
+    let tally = repeat(comm, reps, "late-complete", |rep, t| {
         let data = payload(rep, 1);
-        comm.barrier()?;
         if me == 0 {
             let t0 = Instant::now();
             a.post(&Group::single(1), Assert::NONE)?;
@@ -367,8 +390,8 @@ fn late_complete(
                 Style::Blocking => a.wait()?,
                 Style::Nonblocking => a.iwait()?.wait()?,
             }
-            times.push(t0.elapsed().as_secs_f64() * 1e6);
-            ok &= holds(a, 0, &data)?;
+            t.times[0].push(t0.elapsed().as_secs_f64() * 1e6);
+            t.ok &= holds(a, 0, &data)?;
         } else {
             a.start(&Group::single(0), Assert::NONE)?;
             a.put(&data, 0, 0)?;
@@ -384,20 +407,17 @@ fn late_complete(
                 }
             }
         }
-    }
-    check(comm, ok, "late-complete")?;
-    mean_at(comm, 0, &times)
+        Ok(())
+    })?;
+    tally.mean(comm, 0, 0)
 }
 
 /// The close calls while the peer is [`LATE_PEER`] late: how long the target's `wait` /
 /// `iwait` call itself takes (the request is completed afterwards).
 fn close_call(comm: &Comm, a: &Window<u8>, style: Style, reps: u64) -> BResult<f64> {
     let me = comm.rank();
-    let mut times = Vec::new();
-    let mut ok = true;
-    for rep in 0..reps {
+    let tally = repeat(comm, reps, "close-call", |rep, t| {
         let data = payload(rep + 1000, 1);
-        comm.barrier()?;
         if me == 0 {
             a.post(&Group::single(1), Assert::NONE)?;
             let t0 = Instant::now();
@@ -408,18 +428,18 @@ fn close_call(comm: &Comm, a: &Window<u8>, style: Style, reps: u64) -> BResult<f
                 }
                 Style::Nonblocking => Some(a.iwait()?),
             };
-            times.push(t0.elapsed().as_secs_f64() * 1e6);
+            t.times[0].push(t0.elapsed().as_secs_f64() * 1e6);
             finish(closing)?;
-            ok &= holds(a, 0, &data)?;
+            t.ok &= holds(a, 0, &data)?;
         } else {
             pause(LATE_PEER);
             a.start(&Group::single(0), Assert::NONE)?;
             a.put(&data, 0, 0)?;
             a.complete()?;
         }
-    }
-    check(comm, ok, "close-call")?;
-    mean_at(comm, 0, &times)
+        Ok(())
+    })?;
+    tally.mean(comm, 0, 0)
 }
 
 /// Opens a fence epoch at every rank, aligned: a second barrier first (after the first,
@@ -456,26 +476,23 @@ fn early_fence(
     work: Duration,
 ) -> BResult<f64> {
     let me = comm.rank();
-    let mut times = Vec::new();
-    let mut ok = true;
-    for rep in 0..reps {
+    let tally = repeat(comm, reps, "early-fence", |rep, t| {
         let data = payload(rep, 1);
-        comm.barrier()?;
         open_fence(a)?;
         if me == 0 {
             let t0 = Instant::now();
             let closing = close_fence(a, style)?;
             pause(work);
             finish(closing)?;
-            times.push(t0.elapsed().as_secs_f64() * 1e6);
-            ok &= holds(a, 0, &data)?;
+            t.times[0].push(t0.elapsed().as_secs_f64() * 1e6);
+            t.ok &= holds(a, 0, &data)?;
         } else {
             a.put(&data, 0, 0)?;
             finish(close_fence(a, style)?)?;
         }
-    }
-    check(comm, ok, "early-fence")?;
-    mean_at(comm, 0, &times)
+        Ok(())
+    })?;
+    tally.mean(comm, 0, 0)
 }
 
 fn wait_at_fence(
@@ -487,17 +504,14 @@ fn wait_at_fence(
     _work: Duration,
 ) -> BResult<f64> {
     let me = comm.rank();
-    let mut times = Vec::new();
-    let mut ok = true;
-    for rep in 0..reps {
+    let tally = repeat(comm, reps, "wait-at-fence", |rep, t| {
         let data = payload(rep, 1);
-        comm.barrier()?;
         open_fence(a)?;
         if me == 0 {
             let t0 = Instant::now();
             finish(close_fence(a, style)?)?;
-            times.push(t0.elapsed().as_secs_f64() * 1e6);
-            ok &= holds(a, 0, &data)?;
+            t.times[0].push(t0.elapsed().as_secs_f64() * 1e6);
+            t.ok &= holds(a, 0, &data)?;
         } else {
             a.put(&data, 0, 0)?;
             match style {
@@ -512,9 +526,9 @@ fn wait_at_fence(
                 }
             }
         }
-    }
-    check(comm, ok, "wait-at-fence")?;
-    mean_at(comm, 0, &times)
+        Ok(())
+    })?;
+    tally.mean(comm, 0, 0)
 }
 
 fn late_unlock(
@@ -526,12 +540,9 @@ fn late_unlock(
     _work: Duration,
 ) -> BResult<f64> {
     let me = comm.rank();
-    let mut times = Vec::new();
-    let mut ok = true;
-    for rep in 0..reps {
+    let tally = repeat(comm, reps, "late-unlock", |rep, t| {
         let first = payload(rep, 1);
         let second = payload(rep, 2);
-        comm.barrier()?;
         match me {
             1 => {
                 // O0 holds the lock before O1 asks for it.
@@ -565,17 +576,17 @@ fn late_unlock(
                         a.iunlock(0)?.wait()?;
                     }
                 }
-                times.push(t0.elapsed().as_secs_f64() * 1e6);
+                t.times[0].push(t0.elapsed().as_secs_f64() * 1e6);
             }
             _ => comm.barrier()?,
         }
         comm.barrier()?;
         if me == 0 {
-            ok &= holds(a, 0, &first)? && holds(a, PUT_BYTES, &second)?;
+            t.ok &= holds(a, 0, &first)? && holds(a, PUT_BYTES, &second)?;
         }
-    }
-    check(comm, ok, "late-unlock")?;
-    mean_at(comm, 2, &times)
+        Ok(())
+    })?;
+    tally.mean(comm, 0, 2)
 }
 
 /// `transactions` ([Zounmevo14] Fig. 12): every rank runs update transactions — random
@@ -797,21 +808,23 @@ fn settle(mut r: Request<'_>) -> BResult<()> {
     Ok(())
 }
 
-/// Victim and origin means (µs) from the ranks that measured them.
-fn two_means(
-    comm: &Comm,
-    victim_rank: usize,
-    victim: &[f64],
-    origin_rank: usize,
-    origin: &[f64],
-    ok: bool,
-    what: &str,
-) -> BResult<(f64, f64)> {
-    check(comm, ok, what)?;
-    Ok((
-        mean_at(comm, victim_rank, victim)?,
-        mean_at(comm, origin_rank, origin)?,
-    ))
+/// A nonblocking PSCW access epoch toward `target` that puts `data` at `disp`; returns its
+/// closing request.
+fn access<'w>(
+    win: &'w Window<u8>,
+    target: usize,
+    data: &[u8],
+    disp: usize,
+) -> BResult<Request<'w>> {
+    win.istart(&Group::single(target), Assert::NONE)?.wait()?;
+    win.put(data, target, disp)?;
+    Ok(win.icomplete()?)
+}
+
+/// A nonblocking exposure epoch for `origin`; returns its closing request.
+fn expose(win: &Window<u8>, origin: usize) -> BResult<Request<'_>> {
+    win.ipost(&Group::single(origin), Assert::NONE)?.wait()?;
+    Ok(win.iwait()?)
 }
 
 fn since(t: Instant) -> f64 {
@@ -821,48 +834,39 @@ fn since(t: Instant) -> f64 {
 /// Fig. 7: origin 0 opens access epochs toward target 1 (2 ms late) and then target 2.
 /// Victim: target 2's exposure epoch; origin: both of rank 0's epochs.
 fn aaar_pscw(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
-    let (mut victim, mut origin, mut ok) = (Vec::new(), Vec::new(), true);
-    for rep in 0..reps {
+    let tally = repeat(comm, reps, "reorder-aaar-pscw", |rep, t| {
         let (d1, d2) = (payload(rep, 1), payload(rep, 2));
-        comm.barrier()?;
         match comm.rank() {
             0 => {
                 let t0 = Instant::now();
-                win.istart(&Group::single(1), Assert::NONE)?.wait()?;
-                win.put(&d1, 1, 0)?;
-                let first = win.icomplete()?;
-                win.istart(&Group::single(2), Assert::NONE)?.wait()?;
-                win.put(&d2, 2, 0)?;
-                let second = win.icomplete()?;
+                let first = access(win, 1, &d1, 0)?;
+                let second = access(win, 2, &d2, 0)?;
                 onesided::wait_all([first, second])?;
-                origin.push(since(t0));
+                t.times[1].push(since(t0));
             }
             1 => {
                 pause(DELAY);
-                win.post(&Group::single(0), Assert::NONE)?;
-                win.wait()?;
-                ok &= holds(win, 0, &d1)?;
+                expose(win, 0)?.wait()?;
+                t.ok &= holds(win, 0, &d1)?;
             }
             _ => {
                 let t0 = Instant::now();
-                win.post(&Group::single(0), Assert::NONE)?;
-                settle(win.iwait()?)?;
-                victim.push(since(t0));
-                ok &= holds(win, 0, &d2)?;
+                settle(expose(win, 0)?)?;
+                t.times[0].push(since(t0));
+                t.ok &= holds(win, 0, &d2)?;
             }
         }
-    }
-    two_means(comm, 2, &victim, 0, &origin, ok, "reorder-aaar-pscw")
+        Ok(())
+    })?;
+    Ok((tally.mean(comm, 0, 2)?, tally.mean(comm, 1, 0)?))
 }
 
 /// Fig. 8: O0 (rank 0) holds target 2's lock for 2 ms; O1 (rank 1) asks for it right after,
 /// then opens a second lock epoch toward target 3. Victim: O1's second epoch; origin: both
 /// of O1's epochs.
 fn aaar_lock(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
-    let (mut victim, mut origin, mut ok) = (Vec::new(), Vec::new(), true);
-    for rep in 0..reps {
+    let tally = repeat(comm, reps, "reorder-aaar-lock", |rep, t| {
         let (d0, d1) = (payload(rep, 0), payload(rep, 1));
-        comm.barrier()?;
         match comm.rank() {
             0 => {
                 win.lock(LockType::Exclusive, 2, Assert::NONE)?;
@@ -881,128 +885,108 @@ fn aaar_lock(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
                 win.ilock(LockType::Exclusive, 3, Assert::NONE)?.wait()?;
                 win.put(&d1, 3, 0)?;
                 settle(win.iunlock(3)?)?;
-                victim.push(since(t1));
+                t.times[0].push(since(t1));
                 first.wait()?;
-                origin.push(since(t0));
+                t.times[1].push(since(t0));
             }
             _ => comm.barrier()?,
         }
         comm.barrier()?;
         match comm.rank() {
-            2 => ok &= holds(win, 0, &d0)? && holds(win, PUT_BYTES, &d1)?,
-            3 => ok &= holds(win, 0, &d1)?,
+            2 => t.ok &= holds(win, 0, &d0)? && holds(win, PUT_BYTES, &d1)?,
+            3 => t.ok &= holds(win, 0, &d1)?,
             _ => {}
         }
-    }
-    two_means(comm, 1, &victim, 1, &origin, ok, "reorder-aaar-lock")
+        Ok(())
+    })?;
+    Ok((tally.mean(comm, 0, 1)?, tally.mean(comm, 1, 1)?))
 }
 
 /// Fig. 9: rank 2 exposes to origin 0 (2 ms late), then opens an access epoch toward
 /// target 1. Victim: target 1's exposure epoch; origin: rank 2's two epochs.
 fn aaer(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
-    let (mut victim, mut origin, mut ok) = (Vec::new(), Vec::new(), true);
-    for rep in 0..reps {
+    let tally = repeat(comm, reps, "reorder-aaer", |rep, t| {
         let (d0, d2) = (payload(rep, 0), payload(rep, 2));
-        comm.barrier()?;
         match comm.rank() {
             0 => {
                 pause(DELAY);
-                win.start(&Group::single(2), Assert::NONE)?;
-                win.put(&d0, 2, 0)?;
-                win.complete()?;
+                access(win, 2, &d0, 0)?.wait()?;
             }
             1 => {
                 let t0 = Instant::now();
-                win.post(&Group::single(2), Assert::NONE)?;
-                settle(win.iwait()?)?;
-                victim.push(since(t0));
-                ok &= holds(win, 0, &d2)?;
+                settle(expose(win, 2)?)?;
+                t.times[0].push(since(t0));
+                t.ok &= holds(win, 0, &d2)?;
             }
             _ => {
                 let t0 = Instant::now();
-                win.ipost(&Group::single(0), Assert::NONE)?.wait()?;
-                let exposed = win.iwait()?;
-                win.istart(&Group::single(1), Assert::NONE)?.wait()?;
-                win.put(&d2, 1, 0)?;
-                let accessed = win.icomplete()?;
+                let exposed = expose(win, 0)?;
+                let accessed = access(win, 1, &d2, 0)?;
                 onesided::wait_all([exposed, accessed])?;
-                origin.push(since(t0));
-                ok &= holds(win, 0, &d0)?;
+                t.times[1].push(since(t0));
+                t.ok &= holds(win, 0, &d0)?;
             }
         }
-    }
-    two_means(comm, 1, &victim, 2, &origin, ok, "reorder-aaer")
+        Ok(())
+    })?;
+    Ok((tally.mean(comm, 0, 1)?, tally.mean(comm, 1, 2)?))
 }
 
 /// Fig. 10: target 0 exposes to origin 1 (2 ms late), then to origin 2. Victim: origin 2's
 /// access epoch; origin: target 0's two epochs.
 fn eaer(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
-    let (mut victim, mut origin, mut ok) = (Vec::new(), Vec::new(), true);
-    for rep in 0..reps {
+    let tally = repeat(comm, reps, "reorder-eaer", |rep, t| {
         let (d1, d2) = (payload(rep, 1), payload(rep, 2));
-        comm.barrier()?;
         match comm.rank() {
             0 => {
                 let t0 = Instant::now();
-                win.ipost(&Group::single(1), Assert::NONE)?.wait()?;
-                let first = win.iwait()?;
-                win.ipost(&Group::single(2), Assert::NONE)?.wait()?;
-                let second = win.iwait()?;
+                let first = expose(win, 1)?;
+                let second = expose(win, 2)?;
                 onesided::wait_all([first, second])?;
-                origin.push(since(t0));
-                ok &= holds(win, 0, &d1)? && holds(win, PUT_BYTES, &d2)?;
+                t.times[1].push(since(t0));
+                t.ok &= holds(win, 0, &d1)? && holds(win, PUT_BYTES, &d2)?;
             }
             1 => {
                 pause(DELAY);
-                win.start(&Group::single(0), Assert::NONE)?;
-                win.put(&d1, 0, 0)?;
-                win.complete()?;
+                access(win, 0, &d1, 0)?.wait()?;
             }
             _ => {
                 let t0 = Instant::now();
-                win.istart(&Group::single(0), Assert::NONE)?.wait()?;
-                win.put(&d2, 0, PUT_BYTES)?;
-                settle(win.icomplete()?)?;
-                victim.push(since(t0));
+                settle(access(win, 0, &d2, PUT_BYTES)?)?;
+                t.times[0].push(since(t0));
             }
         }
-    }
-    two_means(comm, 2, &victim, 0, &origin, ok, "reorder-eaer")
+        Ok(())
+    })?;
+    Ok((tally.mean(comm, 0, 2)?, tally.mean(comm, 1, 0)?))
 }
 
 /// Fig. 11: rank 2 accesses target 0 (2 ms late), then exposes to origin 1. Victim: origin
 /// 1's access epoch; origin: rank 2's two epochs.
 fn eaar(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
-    let (mut victim, mut origin, mut ok) = (Vec::new(), Vec::new(), true);
-    for rep in 0..reps {
+    let tally = repeat(comm, reps, "reorder-eaar", |rep, t| {
         let (d1, d2) = (payload(rep, 1), payload(rep, 2));
-        comm.barrier()?;
         match comm.rank() {
             0 => {
                 pause(DELAY);
-                win.post(&Group::single(2), Assert::NONE)?;
-                win.wait()?;
-                ok &= holds(win, 0, &d2)?;
+                expose(win, 2)?.wait()?;
+                t.ok &= holds(win, 0, &d2)?;
             }
             1 => {
                 let t0 = Instant::now();
-                win.istart(&Group::single(2), Assert::NONE)?.wait()?;
-                win.put(&d1, 2, 0)?;
-                settle(win.icomplete()?)?;
-                victim.push(since(t0));
+                settle(access(win, 2, &d1, 0)?)?;
+                t.times[0].push(since(t0));
             }
             _ => {
                 let t0 = Instant::now();
-                win.istart(&Group::single(0), Assert::NONE)?.wait()?;
-                win.put(&d2, 0, 0)?;
-                let accessed = win.icomplete()?;
-                win.ipost(&Group::single(1), Assert::NONE)?.wait()?;
-                let exposed = win.iwait()?;
+                let accessed = access(win, 0, &d2, 0)?;
+                let exposed = expose(win, 1)?;
                 onesided::wait_all([accessed, exposed])?;
-                origin.push(since(t0));
-                ok &= holds(win, 0, &d1)?;
+                t.times[1].push(since(t0));
+                t.ok &= holds(win, 0, &d1)?;
             }
         }
-    }
-    two_means(comm, 1, &victim, 2, &origin, ok, "reorder-eaar")
+        Ok(())
+    })?;
+    Ok((tally.mean(comm, 0, 1)?, tally.mean(comm, 1, 2)?))
 }
