@@ -339,15 +339,6 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         registry::progress_all_but(me);
     }
 
-    /// Drives the queue until every op started so far has completed.
-    pub(crate) fn wait_idle(&self, core: &C) -> Result<()> {
-        if self.idle() {
-            return self.take_parked();
-        }
-        let last = self.next_ticket.load(Ordering::Relaxed) - 1;
-        self.wait(core, last, None)
-    }
-
     /// Starts `op`: completes it inline when possible, queues it otherwise.
     /// Returns `None` when it completed, its ticket when it is pending.
     #[inline]
@@ -528,6 +519,17 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
     /// Drives the queue until `ticket` completed, backing off while nothing moves; with
     /// `collective`, watches the peers of that window collective meanwhile.
     pub(crate) fn wait(&self, core: &C, ticket: Ticket, collective: Option<CallTag>) -> Result<()> {
+        self.wait_until(core, || self.completed(ticket), collective)
+    }
+
+    /// Drives the queue until `done()` holds, backing off while nothing moves; with
+    /// `collective`, watches the peers of that window collective meanwhile.
+    pub(crate) fn wait_until(
+        &self,
+        core: &C,
+        done: impl Fn() -> bool,
+        collective: Option<CallTag>,
+    ) -> Result<()> {
         let mut backoff = Backoff::new();
         // The peer watch starts only once the wait is not short: a fence that completes
         // within a few polls pays no clock read and publishes no wait.
@@ -537,7 +539,7 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
             if self.progress(core)? {
                 backoff.reset();
             }
-            if self.completed(ticket) {
+            if done() {
                 return Ok(());
             }
             if core.aborted() {
@@ -725,6 +727,32 @@ mod tests {
         f.engine.wait(&f, a4, None).unwrap();
         assert_eq!(*f.log.lock().unwrap(), [3, 1, 2, 4, 5, 6]);
         assert!(f.engine.idle());
+    }
+
+    #[test]
+    fn waiting_for_idle_outlasts_an_op_that_passed_earlier_ones() {
+        let f = fake();
+        *f.reorder.lock().unwrap() = Reorder::ALL;
+        let late = Arc::new(AtomicU32::new(0));
+        let now = Arc::new(AtomicU32::new(0));
+        let a1 = f
+            .engine
+            .start_ordered(&f, op(1, &late, 1), Order::access(1));
+        let a2 = f.engine.start_ordered(&f, op(2, &now, 0), Order::access(2));
+        let [a1, a2] = [a1, a2].map(|t| t.unwrap().expect("queued"));
+        assert!(f.engine.completed(a2) && !f.engine.completed(a1));
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                late.store(1, Ordering::Release);
+            });
+            f.engine.wait_until(&f, || f.engine.idle(), None).unwrap();
+            assert!(
+                f.engine.completed(a1),
+                "idle only once the passed op completed"
+            );
+        });
+        assert_eq!(*f.log.lock().unwrap(), [2, 1]);
     }
 
     #[test]

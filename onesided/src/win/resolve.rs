@@ -73,7 +73,9 @@ impl WinCore {
         // pending: a deferred opening clears the access cache, and only a check with the
         // engine idle sets it again.
         if self.gated(target) {
-            self.engine.wait_idle(self)?;
+            // Until nothing this operation may not pass is pending (everything, without
+            // reorder flags).
+            self.engine.wait_until(self, || !self.gated(target), None)?;
         }
         self.resolve_ungated(op, target, disp, len)
     }
