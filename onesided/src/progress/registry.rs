@@ -30,7 +30,7 @@ pub(crate) fn wake_on_queue(thread: std::thread::Thread) {
     let _ = WAKE.set(thread);
 }
 
-/// Every engine that ever queued an op, and is still alive.
+/// The engine of every window of the process (registered at creation, removed at drop).
 static ENGINES: Mutex<Vec<Weak<dyn Pending>>> = Mutex::new(Vec::new());
 
 /// True when some engine of this process has an op queued.
@@ -72,10 +72,8 @@ pub(crate) fn note_queued(delta: isize) {
             }
         }
     }
-    {
-        if let Some(t) = WAKE.get() {
-            t.unpark();
-        }
+    if let Some(t) = WAKE.get() {
+        t.unpark();
     }
 }
 

@@ -32,7 +32,7 @@ use crate::win::Window;
 /// operation waits for the pending synchronizations instead (its data then goes straight to
 /// the target). 8 MiB: several 1 MiB epochs can queue behind a late peer (seed 004's
 /// scenarios), and the copies exist only while epochs are pending.
-pub(crate) const DEFERRED_PUT_BUDGET: usize = 8 << 20;
+pub(crate) const DEFERRED_BUDGET: usize = 8 << 20;
 
 /// A put queued behind pending synchronizations, with its own copy of the data.
 struct DeferredPut {
@@ -112,7 +112,7 @@ impl WinCore {
         self.deferred_bytes
             .load(Ordering::Relaxed)
             .saturating_add(bytes)
-            <= DEFERRED_PUT_BUDGET
+            <= DEFERRED_BUDGET
             && self.gated(target)
     }
 

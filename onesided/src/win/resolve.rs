@@ -68,13 +68,12 @@ impl WinCore {
         crate::progress::registry::poke();
         // The RMA ordering gate: behind a pending synchronization (a deferred epoch opened
         // by ilock, istart, ifence, …) an operation must not touch target memory early, so
-        // it waits for everything started before it (a put that defers instead uses
+        // it waits until nothing it may not pass is pending — everything started before
+        // it, without reorder flags (a put or accumulate that defers instead uses
         // `resolve_ungated` and queues itself). The fast paths never get here with work
         // pending: a deferred opening clears the access cache, and only a check with the
         // engine idle sets it again.
         if self.gated(target) {
-            // Until nothing this operation may not pass is pending (everything, without
-            // reorder flags).
             self.engine.wait_until(self, || !self.gated(target), None)?;
         }
         self.resolve_ungated(op, target, disp, len)
