@@ -52,6 +52,7 @@ mod progress;
 mod request;
 mod rma;
 mod shm;
+mod spin;
 mod sync;
 pub mod testing;
 mod transport;

@@ -209,16 +209,22 @@ struct Queue<C> {
 /// sees the count at zero ([`Engine::settle`]).
 pub(crate) const ATTENTION: usize = 1 << (usize::BITS - 1);
 
+/// Bit of an engine's `queued` word: an op polled by another thread failed, and its error
+/// waits in the queue's `parked` for the owner's next call.
+const PARKED: usize = 1 << (usize::BITS - 2);
+
+/// The op count in an engine's `queued` word.
+const COUNT: usize = PARKED - 1;
+
 /// Per-window queue of pending synchronizations.
 pub(crate) struct Engine<C> {
     queue: Mutex<Queue<C>>,
-    /// Ops in `queue` (readable without the lock), plus [`ATTENTION`].
+    /// Ops in `queue` (readable without the lock), plus [`ATTENTION`] and [`PARKED`]: zero
+    /// means nothing to do here or anywhere in the process, the fast paths' one load.
     queued: AtomicUsize,
     next_ticket: AtomicU64,
     /// Every ticket below this one has completed.
     done_below: AtomicU64,
-    /// An op polled by another thread failed: its error waits in the queue's `parked`.
-    has_parked: AtomicBool,
     /// Some op completed while an earlier one was still queued (reorder flags): tickets at
     /// or above `done_below` may be complete too.
     reordered: AtomicBool,
@@ -236,7 +242,6 @@ impl<C> Default for Engine<C> {
             queued: AtomicUsize::new(0),
             next_ticket: AtomicU64::new(0),
             done_below: AtomicU64::new(0),
-            has_parked: AtomicBool::new(false),
             reordered: AtomicBool::new(false),
             home: OnceLock::new(),
         }
@@ -254,7 +259,7 @@ impl<C> std::fmt::Debug for Engine<C> {
 impl<C> Drop for Engine<C> {
     /// Ops still queued (a window dropped without being freed) leave the process count.
     fn drop(&mut self) {
-        let left = *self.queued.get_mut() & !ATTENTION;
+        let left = *self.queued.get_mut() & COUNT;
         if left > 0 {
             registry::note_queued(-(left as isize));
         }
@@ -286,7 +291,7 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         // Acquire: pairs with the Release that publishes a drained queue, so whatever the
         // ops did (a lock acquired by another thread) is visible to the caller that goes on.
         // A plain load on x86 and arm64's ldar.
-        self.queued.load(Ordering::Acquire) & !ATTENTION == 0
+        self.queued.load(Ordering::Acquire) & COUNT == 0
     }
 
     /// True when nothing is pending here and no other engine of the process asked for
@@ -355,9 +360,13 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         mut op: O,
         order: Order,
     ) -> Result<Option<Ticket>> {
-        self.catch_up();
-        self.take_parked()?;
-        if self.idle() && op.poll(core)? == Step::Done {
+        // Nothing queued here or elsewhere, no error parked: poll inline at once.
+        let inline = self.quiet() || {
+            self.catch_up();
+            self.take_parked()?;
+            self.idle()
+        };
+        if inline && op.poll(core)? == Step::Done {
             return Ok(None);
         }
         self.queue_op(core, Box::new(op), order).map(Some)
@@ -425,11 +434,11 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
     /// The error an op left when another thread polled it.
     fn take_parked(&self) -> Result<()> {
         // Relaxed: set under the queue lock, which we take before reading the error.
-        if !self.has_parked.load(Ordering::Relaxed) {
+        if self.queued.load(Ordering::Relaxed) & PARKED == 0 {
             return Ok(());
         }
         let mut q = self.lock();
-        self.has_parked.store(false, Ordering::Relaxed);
+        self.queued.fetch_and(!PARKED, Ordering::Relaxed);
         q.parked.take().map_or(Ok(()), Err)
     }
 
@@ -443,7 +452,7 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         };
         if owner {
             if let Some(e) = q.parked.take() {
-                self.has_parked.store(false, Ordering::Relaxed);
+                self.queued.fetch_and(!PARKED, Ordering::Relaxed);
                 return Err(e);
             }
         }
@@ -495,7 +504,8 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
             Err(e) if owner => Err(e),
             Err(e) => {
                 q.parked.get_or_insert(e);
-                self.has_parked.store(true, Ordering::Relaxed);
+                // Relaxed: the error itself is handed over under the queue lock.
+                self.queued.fetch_or(PARKED, Ordering::Relaxed);
                 Ok(true)
             }
         }

@@ -81,6 +81,13 @@ pub(crate) fn note_queued(delta: isize) {
 pub(crate) fn register(engine: Weak<dyn Pending>) {
     let mut all = ENGINES.lock().unwrap_or_else(PoisonError::into_inner);
     all.retain(|e| e.strong_count() > 0);
+    // Ops queued elsewhere before this window existed: its fast paths must look too.
+    // SeqCst: as in note_queued (a count leaving zero meanwhile waits for this lock).
+    if QUEUED.load(Ordering::SeqCst) != 0 {
+        if let Some(new) = engine.upgrade() {
+            new.set_attention();
+        }
+    }
     all.push(engine);
 }
 

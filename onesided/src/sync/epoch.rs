@@ -8,11 +8,11 @@
 //! word is touched.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 use crate::error::{Error, Result};
 use crate::group::Group;
 use crate::progress::Order;
+use crate::spin::{SpinGuard, SpinLock};
 use crate::sync::LockType;
 
 /// The access epoch currently open.
@@ -68,8 +68,8 @@ const NONE: usize = usize::MAX - 1;
 ///
 /// The fast-path caches are atomics read with `Relaxed` loads (a plain `mov`, as the
 /// `Cell`s they replace): a window is used by one thread at a time today, and every
-/// transition goes through the `Mutex` of [`Transitions`], so the caches only need to be
-/// free of data races, not ordered. The progress engine never touches this state (its ops
+/// transition goes through the lock of [`Transitions`], so the caches only need to be free
+/// of data races, not ordered. The progress engine never touches this state (its ops
 /// see only control words), so a progress thread sharing the window's core cannot race it.
 #[derive(Debug)]
 pub(crate) struct EpochState {
@@ -81,7 +81,7 @@ pub(crate) struct EpochState {
     fast_flush: AtomicUsize,
     /// RMA was issued since the last fence (only meaningful with `Access::Fence`).
     ops_since_fence: AtomicBool,
-    transitions: Mutex<Transitions>,
+    transitions: SpinLock<Transitions>,
 }
 
 /// Everything an epoch transition reads and writes.
@@ -111,7 +111,7 @@ impl Default for EpochState {
             fast_access: AtomicUsize::new(NONE),
             fast_flush: AtomicUsize::new(NONE),
             ops_since_fence: AtomicBool::new(false),
-            transitions: Mutex::new(Transitions {
+            transitions: SpinLock::new(Transitions {
                 access: Access::None,
                 locks: Vec::new(),
                 lock_all_nocheck: false,
@@ -133,12 +133,8 @@ fn conflict(call: &'static str, reason: &'static str) -> Error {
 }
 
 impl EpochState {
-    fn state(&self) -> MutexGuard<'_, Transitions> {
-        // A panic inside a transition leaves no half-updated invariant worth refusing: every
-        // transition checks first and writes last.
-        self.transitions
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn state(&self) -> SpinGuard<'_, Transitions> {
+        self.transitions.lock()
     }
 
     /// The open access epoch.
