@@ -97,13 +97,13 @@ fn first(comm: &Comm, n: usize) -> BResult<Option<Comm>> {
     Ok(comm.split((me < n).then_some(0), me)?)
 }
 
-/// Mean over repetitions of the time `rank` measured; every rank of `comm` gets it.
-fn mean_at(comm: &Comm, rank: usize, mine: &[f64]) -> BResult<f64> {
-    let mut v = [if mine.is_empty() {
-        0.0
-    } else {
-        mine.iter().sum::<f64>() / mine.len() as f64
-    }];
+/// Median over repetitions of the times `rank` measured; every rank of `comm` gets it. The
+/// median, not the mean: on a shared 2-core machine one descheduled repetition in twenty
+/// can move a mean of ~100 µs epochs by half (records say `stat` = `median`).
+fn median_at(comm: &Comm, rank: usize, mine: &[f64]) -> BResult<f64> {
+    let mut sorted = mine.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let mut v = [sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)];
     comm.bcast(rank, &mut v)?;
     Ok(v[0])
 }
@@ -127,9 +127,9 @@ struct Tally {
 }
 
 impl Tally {
-    /// The mean of slot `which` as measured at `rank`, known at every rank.
-    fn mean(&self, comm: &Comm, which: usize, rank: usize) -> BResult<f64> {
-        mean_at(comm, rank, &self.times[which])
+    /// The median of slot `which` as measured at `rank`, known at every rank.
+    fn median(&self, comm: &Comm, which: usize, rank: usize) -> BResult<f64> {
+        median_at(comm, rank, &self.times[which])
     }
 }
 
@@ -156,7 +156,7 @@ fn repeat(
     Ok(tally)
 }
 
-/// One pattern, one style: `reps` repetitions; returns the mean of the measured process's
+/// One pattern, one style: `reps` repetitions; returns the median of the measured process's
 /// times in µs (at every rank of `comm`).
 type PatternFn = fn(&Comm, &Window<u8>, &Window<u8>, Style, u64, Duration) -> BResult<f64>;
 
@@ -267,7 +267,7 @@ fn progress_thread(comm: &Comm, reps: u64, out: &mut Vec<Record>) -> BResult<()>
             }
             Ok(())
         })?;
-        let us = tally.mean(&sub, 0, 0)?;
+        let us = tally.median(&sub, 0, 0)?;
         if sub.rank() == 0 {
             out.push(
                 pattern_record("progress-thread", metric, 2, us)
@@ -294,6 +294,7 @@ fn pattern_record(sync: &str, metric: &str, ranks: usize, us: f64) -> Record {
         neighbours: None,
         role: None,
         delay_us: None,
+        stat: Some("median".into()),
     }
 }
 
@@ -301,7 +302,7 @@ fn pattern_record(sync: &str, metric: &str, ranks: usize, us: f64) -> Record {
 /// itself (fence epochs, the target validating in between), measured before the timed runs
 /// after two untimed repetitions (the first touches of a new window fault its pages in).
 fn fence_put_time(comm: &Comm, a: &Window<u8>, reps: u64) -> BResult<Duration> {
-    let mut tally = repeat(comm, reps, "early-fence calibration", |rep, t| {
+    let tally = repeat(comm, reps, "early-fence calibration", |rep, t| {
         let data = payload(rep, 1);
         open_fence(a)?;
         if comm.rank() == 1 {
@@ -317,11 +318,7 @@ fn fence_put_time(comm: &Comm, a: &Window<u8>, reps: u64) -> BResult<Duration> {
         }
         Ok(())
     })?;
-    let times = &mut tally.times[0];
-    times.sort_by(f64::total_cmp);
-    let mut median = [times.get(times.len() / 2).copied().unwrap_or(0.0)];
-    comm.bcast(1, &mut median)?;
-    Ok(Duration::from_secs_f64(median[0] * 1e-6))
+    Ok(Duration::from_secs_f64(tally.median(comm, 0, 1)? * 1e-6))
 }
 
 fn late_post(
@@ -372,7 +369,7 @@ fn late_post(
     comm.barrier()?;
     let ok = me != 1 || holds(b, 0, &activity)?;
     check(comm, ok, "late-post activity")?;
-    tally.mean(comm, 0, 2)
+    tally.median(comm, 0, 2)
 }
 
 fn late_complete(
@@ -412,7 +409,7 @@ fn late_complete(
         }
         Ok(())
     })?;
-    tally.mean(comm, 0, 0)
+    tally.median(comm, 0, 0)
 }
 
 /// The close calls while the peer is [`LATE_PEER`] late: how long the target's `wait` /
@@ -442,7 +439,7 @@ fn close_call(comm: &Comm, a: &Window<u8>, style: Style, reps: u64) -> BResult<f
         }
         Ok(())
     })?;
-    tally.mean(comm, 0, 0)
+    tally.median(comm, 0, 0)
 }
 
 /// Opens a fence epoch at every rank, aligned: a second barrier first (after the first,
@@ -495,7 +492,7 @@ fn early_fence(
         }
         Ok(())
     })?;
-    tally.mean(comm, 0, 0)
+    tally.median(comm, 0, 0)
 }
 
 fn wait_at_fence(
@@ -531,7 +528,7 @@ fn wait_at_fence(
         }
         Ok(())
     })?;
-    tally.mean(comm, 0, 0)
+    tally.median(comm, 0, 0)
 }
 
 fn late_unlock(
@@ -589,7 +586,7 @@ fn late_unlock(
         }
         Ok(())
     })?;
-    tally.mean(comm, 0, 2)
+    tally.median(comm, 0, 2)
 }
 
 /// `transactions` ([Zounmevo14] Fig. 12): every rank runs update transactions — random
@@ -685,6 +682,7 @@ pub fn transactions(comm: &Comm, p: &Params, out: &mut Vec<Record>) -> BResult<(
                     r.bench = "transactions".into();
                     r.bytes = 8;
                     r.unit = "tx/s".into();
+                    r.stat = None; // one throughput over the whole run
                     out.push(r);
                 }
             }
@@ -709,7 +707,7 @@ impl Rng {
 }
 
 /// A reorder scenario: runs `reps` repetitions on a window; returns (victim µs, origin µs)
-/// means, measured where [Zounmevo14] Figs. 7–11 measure them.
+/// medians, measured where [Zounmevo14] Figs. 7–11 measure them.
 type ScenarioFn = fn(&Comm, &Window<u8>, u64) -> BResult<(f64, f64)>;
 
 /// Seed 004 Figs. 7–11: nonblocking epochs only, one 1 MiB put per epoch, the late process
@@ -864,7 +862,7 @@ fn aaar_pscw(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
         }
         Ok(())
     })?;
-    Ok((tally.mean(comm, 0, 2)?, tally.mean(comm, 1, 0)?))
+    Ok((tally.median(comm, 0, 2)?, tally.median(comm, 1, 0)?))
 }
 
 /// Fig. 8: O0 (rank 0) holds target 2's lock for 2 ms; O1 (rank 1) asks for it right after,
@@ -905,7 +903,7 @@ fn aaar_lock(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
         }
         Ok(())
     })?;
-    Ok((tally.mean(comm, 0, 1)?, tally.mean(comm, 1, 1)?))
+    Ok((tally.median(comm, 0, 1)?, tally.median(comm, 1, 1)?))
 }
 
 /// Fig. 9: rank 2 exposes to origin 0 (2 ms late), then opens an access epoch toward
@@ -936,7 +934,7 @@ fn aaer(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
         }
         Ok(())
     })?;
-    Ok((tally.mean(comm, 0, 1)?, tally.mean(comm, 1, 2)?))
+    Ok((tally.median(comm, 0, 1)?, tally.median(comm, 1, 2)?))
 }
 
 /// Fig. 10: target 0 exposes to origin 1 (2 ms late), then to origin 2. Victim: origin 2's
@@ -966,7 +964,7 @@ fn eaer(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
         }
         Ok(())
     })?;
-    Ok((tally.mean(comm, 0, 2)?, tally.mean(comm, 1, 0)?))
+    Ok((tally.median(comm, 0, 2)?, tally.median(comm, 1, 0)?))
 }
 
 /// Fig. 11: rank 2 accesses target 0 (2 ms late), then exposes to origin 1. Victim: origin
@@ -997,5 +995,5 @@ fn eaar(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
         }
         Ok(())
     })?;
-    Ok((tally.mean(comm, 0, 1)?, tally.mean(comm, 1, 2)?))
+    Ok((tally.median(comm, 0, 1)?, tally.median(comm, 1, 2)?))
 }

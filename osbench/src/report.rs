@@ -38,6 +38,9 @@ pub struct Record {
     /// A delay injected by the benchmark, in microseconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delay_us: Option<f64>,
+    /// The statistic `value` is, when not the mean (`median`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stat: Option<String>,
 }
 
 impl Record {
@@ -66,6 +69,7 @@ impl Record {
             neighbours: None,
             role: None,
             delay_us: None,
+            stat: None,
         }
     }
 
@@ -477,6 +481,7 @@ mod tests {
             neighbours: None,
             role: None,
             delay_us: None,
+            stat: None,
         }
     }
 

@@ -51,6 +51,7 @@ impl SyncOp<WinCore> for DeferredPut {
         // (the call already reported any error it could see then).
         let at = core.locate("put", self.target, self.disp, self.data.len())?;
         at.route.write(&self.data)?;
+        core.recycle_copy(std::mem::take(&mut self.data));
         Ok(Step::Done)
     }
 }
@@ -97,10 +98,37 @@ impl WinCore {
         let op = DeferredPut {
             target,
             disp,
-            data: src.to_vec(),
+            data: self.copy_of(src),
         };
         let order = self.epoch.access_order(target);
         self.engine.start_ordered(self, op, order).map(drop)
+    }
+
+    /// A copy of `src` for a deferred put, in a buffer of an earlier one if one is spare
+    /// (a fresh megabyte costs its page faults, as much as the copy itself).
+    fn copy_of(&self, src: &[u8]) -> Vec<u8> {
+        let spare = self
+            .spare_copies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop();
+        let mut data = spare.unwrap_or_default();
+        data.clear();
+        data.extend_from_slice(src);
+        data
+    }
+
+    /// Keeps the buffer of a deferred put that has landed for the next one (a few, up to
+    /// the deferred budget in all).
+    fn recycle_copy(&self, data: Vec<u8>) {
+        let mut spare = self
+            .spare_copies
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let held: usize = spare.iter().map(Vec::capacity).sum();
+        if spare.len() < 8 && held + data.capacity() <= DEFERRED_BUDGET {
+            spare.push(data);
+        }
     }
 
     /// True when an operation of `bytes` toward `target` behind pending synchronizations is

@@ -94,6 +94,8 @@ pub(crate) struct WinCore {
     pub(crate) staged: crate::transport::combine::StagedPuts,
     /// Bytes of puts queued behind pending synchronizations (rma::DeferredPut).
     pub(crate) deferred_bytes: AtomicUsize,
+    /// Buffers of deferred puts that have landed, reused by the next ones.
+    pub(crate) spare_copies: Mutex<Vec<Vec<u8>>>,
     /// Peers' shared-heap segments mapped for `create` windows.
     pub(crate) _peer_segments: Vec<Segment>,
     /// The node segment; the pointers above point into it.

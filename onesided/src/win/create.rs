@@ -177,6 +177,7 @@ fn assemble(
         engine: Default::default(),
         collectives: Default::default(),
         deferred_bytes: Default::default(),
+        spare_copies: Default::default(),
         watch: comm
             .watch()
             .map(|w| w.for_channel(crate::bootstrap::roster::channel_id(segment.tag()))),
