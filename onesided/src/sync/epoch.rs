@@ -305,6 +305,12 @@ impl EpochState {
             epoch,
         });
         self.set_access(&mut st, Access::Locks);
+        // The target just locked passes the full checks: cache it, so the first operation
+        // of the epoch takes the fast path. (A lock that stays pending clears the access
+        // cache again — `forget_access_cache` — so RMA waits for it.)
+        // Relaxed: see the type's docs.
+        self.fast_access.store(target, Ordering::Relaxed);
+        self.fast_flush.store(target, Ordering::Relaxed);
         let global = kind == LockType::Exclusive && !nocheck && {
             st.exclusive_held += 1;
             st.exclusive_held == 1
