@@ -250,8 +250,14 @@ fn main() -> onesided::Result<()> {
             t[t.len() / 2]
         };
         let (b, nb) = (median(&mut times[0]), median(&mut times[1]));
-        println!("lu: n={n} ranks={p} blocking    {:8.2} ms (median of {REPS})", b * 1e3);
-        println!("lu: n={n} ranks={p} nonblocking {:8.2} ms (median of {REPS})", nb * 1e3);
+        println!(
+            "lu: n={n} ranks={p} blocking    {:8.2} ms (median of {REPS})",
+            b * 1e3
+        );
+        println!(
+            "lu: n={n} ranks={p} nonblocking {:8.2} ms (median of {REPS})",
+            nb * 1e3
+        );
         println!(
             "lu: nonblocking/blocking = {:.2}; every factorization matched the serial LU",
             nb / b.max(f64::MIN_POSITIVE)
