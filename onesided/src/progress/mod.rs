@@ -326,7 +326,8 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
     /// has work, and drop this engine's attention bit once nothing is left.
     #[inline]
     pub(crate) fn catch_up(&self) {
-        if registry::anything_pending() {
+        // Others have work when the process count exceeds our own ops.
+        if registry::pending_beyond(self.queued.load(Ordering::Relaxed) & COUNT) {
             self.progress_others();
         }
         self.settle();
@@ -361,10 +362,13 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         order: Order,
     ) -> Result<Option<Ticket>> {
         // Nothing queued here or elsewhere, no error parked: poll inline at once.
+        // Nothing queued here or elsewhere, no error parked: poll inline at once. With
+        // reorder flags, also when the op may pass every op still queued here (then it
+        // costs no allocation and no queue scan when it completes at once).
         let inline = self.quiet() || {
             self.catch_up();
             self.take_parked()?;
-            self.idle()
+            self.idle() || self.passes_all(core, order)
         };
         if inline && op.poll(core)? == Step::Done {
             return Ok(None);
@@ -421,6 +425,15 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         self.reordered.load(Ordering::Relaxed)
             && ticket < self.next_ticket.load(Ordering::Relaxed)
             && !self.lock().ops.iter().any(|q| q.ticket == ticket)
+    }
+
+    /// True when the reorder flags let an op of epoch `order` pass every op queued now.
+    fn passes_all(&self, core: &C, order: Order) -> bool {
+        if !order.reorderable {
+            return false;
+        }
+        let flags = core.reorder();
+        !flags.is_none() && !self.holds_back(order, flags)
     }
 
     /// True when a queued op is one that an op of epoch `order` may not pass.

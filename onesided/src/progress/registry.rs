@@ -50,6 +50,13 @@ pub(crate) fn poke() {
     }
 }
 
+/// True when more than `own` ops are queued in the process: some other engine has work.
+#[inline]
+pub(crate) fn pending_beyond(own: usize) -> bool {
+    // Relaxed: as in anything_pending.
+    QUEUED.load(Ordering::Relaxed) > own
+}
+
 /// The process count, read for `Engine::settle` (SeqCst: see there).
 pub(crate) fn pending_now() -> bool {
     QUEUED.load(Ordering::SeqCst) != 0
