@@ -727,22 +727,26 @@ mod tests {
             .engine
             .start_ordered(&f, op(1, &late, 1), Order::access(1));
         let a1b = f.engine.start_ordered(&f, op(2, &now, 0), Order::access(1));
-        // Access epoch 2 passes epoch 1; an exposure epoch and a barrier do not.
+        // Access epoch 2 passes epoch 1: polled at once, never queued. An exposure epoch
+        // and a barrier do not pass.
         let a2 = f.engine.start_ordered(&f, op(3, &now, 0), Order::access(2));
+        assert_eq!(
+            a2.unwrap(),
+            None,
+            "completed at once, past the pending epoch"
+        );
         let e3 = f
             .engine
             .start_ordered(&f, op(4, &now, 0), Order::exposure(3));
         let bar = f.engine.start_ordered(&f, op(5, &now, 0), Order::BARRIER);
         let a4 = f.engine.start_ordered(&f, op(6, &now, 0), Order::access(4));
-        let [a1, a1b, a2, e3, bar, a4] =
-            [a1, a1b, a2, e3, bar, a4].map(|t| t.unwrap().expect("queued"));
+        let [a1, a1b, e3, bar, a4] = [a1, a1b, e3, bar, a4].map(|t| t.unwrap().expect("queued"));
         f.engine.progress(&f).unwrap();
         assert_eq!(
             *f.log.lock().unwrap(),
             [3],
             "only the later access epoch ran"
         );
-        assert!(f.engine.completed(a2));
         for t in [a1, a1b, e3, bar, a4] {
             assert!(!f.engine.completed(t), "ticket {t}");
         }
@@ -761,9 +765,26 @@ mod tests {
         let a1 = f
             .engine
             .start_ordered(&f, op(1, &late, 1), Order::access(1));
+        let a1 = a1.unwrap().expect("queued");
+        // Behind a1 in its own epoch: queued.
+        let a1b = f.engine.start_ordered(&f, op(3, &now, 0), Order::access(1));
+        let a1b = a1b.unwrap().expect("queued");
+        // Epoch 2 passes both: completed at once, while epoch 1 is pending.
         let a2 = f.engine.start_ordered(&f, op(2, &now, 0), Order::access(2));
-        let [a1, a2] = [a1, a2].map(|t| t.unwrap().expect("queued"));
-        assert!(f.engine.completed(a2) && !f.engine.completed(a1));
+        assert_eq!(a2.unwrap(), None);
+        // Epoch 3 passes too but must wait itself: queued, then completed out of order.
+        let gate3 = Arc::new(AtomicU32::new(0));
+        let a3 = f
+            .engine
+            .start_ordered(&f, op(4, &gate3, 1), Order::access(3));
+        let a3 = a3.unwrap().expect("queued");
+        gate3.store(1, Ordering::Release);
+        f.engine.progress(&f).unwrap();
+        assert!(
+            f.engine.completed(a3),
+            "a later ticket completes out of order"
+        );
+        assert!(!f.engine.completed(a1) && !f.engine.completed(a1b));
         std::thread::scope(|s| {
             s.spawn(|| {
                 std::thread::sleep(std::time::Duration::from_millis(20));
@@ -775,7 +796,8 @@ mod tests {
                 "idle only once the passed op completed"
             );
         });
-        assert_eq!(*f.log.lock().unwrap(), [2, 1]);
+        assert!(f.engine.completed(a1b));
+        assert_eq!(*f.log.lock().unwrap(), [2, 4, 1, 3]);
     }
 
     #[test]
