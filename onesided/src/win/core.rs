@@ -119,6 +119,60 @@ impl fmt::Debug for WinCore {
     }
 }
 
+/// A window's core, shared with the process registry (which drives its queue from other
+/// threads): one strong count of an `Arc<WinCore>`, kept as the pointer to the value
+/// itself, so that every call reaches the core with one load and passes it on as is (an
+/// `Arc` points at its counts, 16 bytes before the value — one more instruction on each
+/// fast path that hands `&WinCore` to out-of-line code).
+pub(crate) struct SharedCore(std::ptr::NonNull<WinCore>);
+
+// SAFETY: a SharedCore owns one strong count of an Arc<WinCore>, and WinCore is Send + Sync
+// (asserted above): moving or sharing the handle is moving or sharing that Arc.
+unsafe impl Send for SharedCore {}
+// SAFETY: as for Send.
+unsafe impl Sync for SharedCore {}
+
+impl SharedCore {
+    /// Puts `core` in an `Arc` and registers its engine with the process registry.
+    pub(crate) fn new(core: WinCore) -> SharedCore {
+        let arc = std::sync::Arc::new(core);
+        crate::progress::Engine::set_home(&arc, |c| &c.engine);
+        let raw = std::sync::Arc::into_raw(arc).cast_mut();
+        SharedCore(std::ptr::NonNull::new(raw).expect("Arc::into_raw is never null"))
+    }
+
+    /// Takes the window out of the registry (see `registry::unregister`).
+    pub(crate) fn unregister(&self) {
+        // SAFETY: the pointer came from Arc::into_raw and our strong count keeps it alive;
+        // ManuallyDrop leaves that count untouched.
+        let arc = std::mem::ManuallyDrop::new(unsafe { std::sync::Arc::from_raw(self.0.as_ptr()) });
+        crate::progress::registry::unregister(&*arc);
+    }
+}
+
+impl std::ops::Deref for SharedCore {
+    type Target = WinCore;
+
+    #[inline(always)]
+    fn deref(&self) -> &WinCore {
+        // SAFETY: our strong count keeps the value alive as long as `self`.
+        unsafe { self.0.as_ref() }
+    }
+}
+
+impl Drop for SharedCore {
+    fn drop(&mut self) {
+        // SAFETY: gives back the strong count taken by Arc::into_raw in `new`, once.
+        drop(unsafe { std::sync::Arc::from_raw(self.0.as_ptr()) });
+    }
+}
+
+impl fmt::Debug for SharedCore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
 impl crate::progress::registry::Pending for WinCore {
     fn progress_for_other(&self) -> bool {
         self.engine.progress_for_other(self)

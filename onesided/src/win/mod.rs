@@ -55,7 +55,7 @@ use info::{WinHints, WinInfo};
 /// ```
 #[derive(Debug)]
 pub struct Window<T: Pod> {
-    pub(crate) core: std::sync::Arc<WinCore>,
+    pub(crate) core: crate::win::core::SharedCore,
     /// `create`: the user's memory.
     buffer: Option<WinBuffer<T>>,
     /// `dynamic`: attached memory by base address.
@@ -152,8 +152,7 @@ fn elem_bytes<T>(len: usize) -> Result<usize> {
 
 impl<T: Pod> Window<T> {
     fn from_core(core: WinCore, buffer: Option<WinBuffer<T>>) -> Self {
-        let core = std::sync::Arc::new(core);
-        crate::progress::Engine::set_home(&core, |c| &c.engine);
+        let core = crate::win::core::SharedCore::new(core);
         Window {
             core,
             buffer,
@@ -424,7 +423,7 @@ impl<T: Pod> Drop for Window<T> {
     /// processes, so user memory they might still access is leaked instead of freed.
     fn drop(&mut self) {
         // After this no other thread polls the core, so it is dropped here, by its owner.
-        crate::progress::registry::unregister(&self.core);
+        self.core.unregister();
         if !self.freed {
             if let Some(b) = self.buffer.take() {
                 b.leak();
