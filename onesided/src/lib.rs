@@ -69,7 +69,10 @@ pub use memory::{alloc_mem, AllocMem};
 /// use the same version.
 #[cfg(feature = "mpi")]
 pub use mpi;
-pub use progress::thread::{running as progress_thread_running, start as start_progress_thread};
+pub use progress::thread::{
+    running as progress_thread_running, start as start_progress_thread,
+    stop as stop_progress_thread,
+};
 pub use progress::Reorder;
 pub use request::{test_all, test_any, wait_all, wait_any, Request};
 pub use rma::atomic::{AccElement, ElemType, Op};

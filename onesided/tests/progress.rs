@@ -28,7 +28,7 @@ fn contended_epoch<'a>(
         w.barrier()?;
         let opened = a.ilock(LockType::Exclusive, 1, Assert::NONE)?;
         assert!(opened.is_complete());
-        a.put(&[42], 1, 0)?; // deferred: copied and queued
+        a.put(&[value], 1, 0)?; // deferred: copied and queued
         let closing = a.iunlock(1)?;
         w.barrier()?;
         Ok(Some(closing))
@@ -48,12 +48,12 @@ fn until(mut done: impl FnMut() -> onesided::Result<bool>) -> onesided::Result<D
     Ok(start.elapsed())
 }
 
-fn check_landed(w: &onesided::Comm, a: &Window<u64>) -> onesided::Result<()> {
+fn check_landed(w: &onesided::Comm, a: &Window<u64>, value: u64) -> onesided::Result<()> {
     w.barrier()?;
     if w.rank() == 1 {
         let mut got = [0u64];
         a.local_read(0, &mut got)?;
-        assert_eq!(got, [42], "the deferred put reached the target");
+        assert_eq!(got, [value], "the deferred put reached the target");
     }
     Ok(())
 }
@@ -65,7 +65,7 @@ fn calls_on_another_window_advance_a_deferred_epoch() {
         let a = Window::<u64>::allocate(w, 1)?;
         let b = Window::<u64>::allocate(w, 1)?;
         b.lock_all(Assert::NONE)?;
-        if let Some(closing) = contended_epoch(w, &a)? {
+        if let Some(closing) = contended_epoch(w, &a, 42)? {
             // Only window B is used: its flushes drive A's queue.
             until(|| {
                 b.flush(1)?;
@@ -74,7 +74,7 @@ fn calls_on_another_window_advance_a_deferred_epoch() {
             closing.wait()?;
         }
         b.unlock_all()?;
-        check_landed(w, &a)?;
+        check_landed(w, &a, 42)?;
         b.free()?;
         a.free()?;
         Ok(())
@@ -90,7 +90,7 @@ fn the_progress_thread_advances_a_deferred_epoch_while_the_origin_sleeps() {
         .run(|u| {
             let w = u.world();
             let a = Window::<u64>::allocate(w, 1)?;
-            if let Some(closing) = contended_epoch(w, &a)? {
+            if let Some(closing) = contended_epoch(w, &a, 42)? {
                 // No library call at all: only the progress thread can complete it.
                 let took = until(|| Ok(closing.is_complete()))?;
                 println!(
@@ -99,7 +99,18 @@ fn the_progress_thread_advances_a_deferred_epoch_while_the_origin_sleeps() {
                 );
                 closing.wait()?;
             }
-            check_landed(w, &a)?;
+            check_landed(w, &a, 42)?;
+            // Stopped and started again, it still serves: a second contended epoch.
+            assert!(onesided::progress_thread_running());
+            onesided::stop_progress_thread();
+            assert!(!onesided::progress_thread_running());
+            onesided::start_progress_thread();
+            if let Some(closing) = contended_epoch(w, &a, 43)? {
+                until(|| Ok(closing.is_complete()))?;
+                closing.wait()?;
+            }
+            check_landed(w, &a, 43)?;
+            onesided::stop_progress_thread();
             a.free()?;
             Ok(())
         });

@@ -230,14 +230,16 @@ const COMPUTE: Duration = Duration::from_millis(5);
 /// (deferred, copied), closes it (`icomplete`) and computes for 5 ms without a call. The
 /// target's epoch (post to the end of its wait) ends when the deferred put lands and the
 /// epoch completes: when the origin calls in again, or — with the progress thread — as soon
-/// as the post arrives. Measured without the thread first, then after starting it (it runs
-/// until the process exits, so this comes last; if `ONESIDED_PROGRESS_THREAD=1` already
-/// started it, only `on` is measured). `sync` = `progress-thread`, metrics `off` / `on`.
+/// as the post arrives. Measured without the thread, then with it (started here and stopped
+/// again, so later benchmarks of the job run as before; if `ONESIDED_PROGRESS_THREAD=1`
+/// already started it, only `on` is measured). `sync` = `progress-thread`, metrics `off` /
+/// `on`.
 fn progress_thread(comm: &Comm, reps: u64, out: &mut Vec<Record>) -> BResult<()> {
     let Some(sub) = first(comm, 2)? else {
         return Ok(());
     };
     let win = Window::<u8>::allocate(&sub, PUT_BYTES)?;
+    let started_here = !onesided::progress_thread_running();
     for metric in ["off", "on"] {
         let running = sub.allgather(&[u8::from(onesided::progress_thread_running())])?;
         if metric == "off" && running.contains(&1) {
@@ -275,6 +277,9 @@ fn progress_thread(comm: &Comm, reps: u64, out: &mut Vec<Record>) -> BResult<()>
                     .with_delay_us(COMPUTE.as_secs_f64() * 1e6),
             );
         }
+    }
+    if started_here {
+        onesided::stop_progress_thread();
     }
     win.free()?;
     Ok(())

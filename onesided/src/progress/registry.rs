@@ -8,7 +8,7 @@
 //! `progress::ATTENTION`), which those paths read anyway.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 /// Something with an engine that any thread may drive (a window's core).
 pub(crate) trait Pending: Send + Sync {
@@ -23,11 +23,11 @@ pub(crate) trait Pending: Send + Sync {
 static QUEUED: AtomicUsize = AtomicUsize::new(0);
 
 /// The thread to wake when an op is queued (the progress thread, when it runs).
-static WAKE: OnceLock<std::thread::Thread> = OnceLock::new();
+static WAKE: Mutex<Option<std::thread::Thread>> = Mutex::new(None);
 
 /// Names the thread that `note_queued` wakes (once per process).
-pub(crate) fn wake_on_queue(thread: std::thread::Thread) {
-    let _ = WAKE.set(thread);
+pub(crate) fn wake_on_queue(thread: Option<std::thread::Thread>) {
+    *WAKE.lock().unwrap_or_else(PoisonError::into_inner) = thread;
 }
 
 /// The engine of every window of the process (registered at creation, removed at drop).
@@ -78,9 +78,11 @@ pub(crate) fn note_queued(delta: isize) {
                 engine.set_attention();
             }
         }
-    }
-    if let Some(t) = WAKE.get() {
-        t.unpark();
+        drop(all);
+        // The progress thread parks only when nothing is queued: wake it now.
+        if let Some(t) = WAKE.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+            t.unpark();
+        }
     }
 }
 

@@ -12,8 +12,9 @@
 //! ONESIDED_PROGRESS_THREAD=1 osrun -n 4 ./app
 //! ```
 
-use std::sync::OnceLock;
-use std::thread;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
 use crate::backoff::Backoff;
@@ -23,7 +24,11 @@ use super::registry;
 /// The environment variable that switches the thread on ("1").
 pub(crate) const ENV: &str = "ONESIDED_PROGRESS_THREAD";
 
-static THREAD: OnceLock<()> = OnceLock::new();
+/// The running thread, if any.
+static THREAD: Mutex<Option<JoinHandle<()>>> = Mutex::new(None);
+
+/// Asks the running thread to end.
+static STOP: AtomicBool = AtomicBool::new(false);
 
 /// True when `ONESIDED_PROGRESS_THREAD` asks for the thread.
 pub(crate) fn enabled_by_env() -> bool {
@@ -38,30 +43,54 @@ pub(crate) fn start_if_enabled() {
 }
 
 /// Starts the progress thread of this process, as `ONESIDED_PROGRESS_THREAD=1` does at
-/// [`crate::init`]; a second call does nothing. The thread runs until the process exits.
+/// [`crate::init`]; a call while it runs does nothing. It runs until
+/// [`crate::stop_progress_thread`] or the end of the process.
 ///
 /// ```no_run
 /// onesided::start_progress_thread();
 /// assert!(onesided::progress_thread_running());
+/// onesided::stop_progress_thread();
 /// ```
 pub fn start() {
-    THREAD.get_or_init(|| {
-        let handle = thread::Builder::new()
-            .name("onesided-progress".into())
-            .spawn(run)
-            .expect("spawning the progress thread");
-        registry::wake_on_queue(handle.thread().clone());
-    });
+    let mut slot = THREAD.lock().unwrap_or_else(PoisonError::into_inner);
+    if slot.is_some() {
+        return;
+    }
+    // Relaxed: read by the new thread, which the spawn below orders after this store.
+    STOP.store(false, Ordering::Relaxed);
+    let handle = thread::Builder::new()
+        .name("onesided-progress".into())
+        .spawn(run)
+        .expect("spawning the progress thread");
+    registry::wake_on_queue(Some(handle.thread().clone()));
+    *slot = Some(handle);
+}
+
+/// Ends the progress thread, if it runs, and waits for it: pending synchronizations are
+/// then driven by the application's calls only, as before the thread started.
+pub fn stop() {
+    let mut slot = THREAD.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(handle) = slot.take() {
+        // Relaxed: the unpark below wakes the thread, which then sees the flag.
+        STOP.store(true, Ordering::Relaxed);
+        registry::wake_on_queue(None);
+        handle.thread().unpark();
+        let _ = handle.join();
+    }
 }
 
 /// True when this process's progress thread runs.
 pub fn running() -> bool {
-    THREAD.get().is_some()
+    THREAD
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .is_some()
 }
 
 fn run() {
     let mut backoff = Backoff::new();
-    loop {
+    // Relaxed: see `stop`.
+    while !STOP.load(Ordering::Relaxed) {
         if !registry::anything_pending() {
             // A wake-up between the check and the park is not lost: unpark before park
             // makes park return at once. The timeout only bounds a missed corner.
