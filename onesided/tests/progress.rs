@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 
 use onesided::{testing, Assert, LockType, Request, Window};
 
-/// The part both tests share: rank 1 blocks rank 0's `ilock` for 20 ms. Rank 0 gets back
-/// the pending `iunlock` request.
+/// The part both tests share: rank 1 blocks rank 0's `ilock` for 20 ms; rank 0 puts `value`
+/// behind it. Rank 0 gets back the pending `iunlock` request.
 fn contended_epoch<'a>(
     w: &onesided::Comm,
     a: &'a Window<u64>,
+    value: u64,
 ) -> onesided::Result<Option<Request<'a>>> {
     if w.rank() == 1 {
         a.lock(LockType::Exclusive, 1, Assert::NONE)?;
