@@ -542,3 +542,34 @@ fn request_forms_return_at_once_behind_a_pending_lock() {
     });
     report.assert_success();
 }
+
+/// Serial activation orders the *activation* of epochs, not the closing of one already
+/// active: each of 3 ranks holds the lock on itself and asks (`ilock`) for its right
+/// neighbour's, which that neighbour holds; then it releases its own lock (`iunlock`). The
+/// release is queued after the pending `ilock` but belongs to the older epoch, so it goes
+/// first — otherwise every rank would wait for its neighbour's release, which waits behind
+/// that neighbour's own pending lock: a cycle. Every rank's put then lands.
+#[test]
+fn releasing_a_held_lock_does_not_wait_for_a_later_pending_one() {
+    let report = testing::job(3).timeout(Duration::from_secs(30)).run(|u| {
+        let w = u.world();
+        let (me, n) = (w.rank(), w.size());
+        let right = (me + 1) % n;
+        let win = Window::<u64>::allocate(w, 1)?;
+        win.lock(LockType::Exclusive, me, Assert::NONE)?;
+        w.barrier()?; // every rank holds its own lock
+        win.ilock(LockType::Exclusive, right, Assert::NONE)?
+            .wait()?;
+        win.put(&[100 + me as u64], right, 0)?; // deferred behind the pending lock
+        let released = win.iunlock(me)?;
+        let done = win.iunlock(right)?;
+        wait_all([released, done])?;
+        w.barrier()?;
+        let mut got = [0u64];
+        win.local_read(0, &mut got)?;
+        assert_eq!(got, [100 + ((me + n - 1) % n) as u64]);
+        win.free()?;
+        Ok(())
+    });
+    report.assert_success();
+}

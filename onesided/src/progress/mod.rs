@@ -189,11 +189,20 @@ impl Order {
     }
 
     /// True when `self` may run while `earlier`, queued before it, is still pending.
+    ///
+    /// Serial activation ([Zounmevo14] rule 4) orders the *activation* of epochs: an op of
+    /// an epoch opened later waits for the pending ops of epochs opened before it, unless
+    /// the reorder flags allow it. An op of an epoch opened *earlier* — the `unlock` or
+    /// `flush` of a lock already held, queued behind the pending `lock` of another target —
+    /// passes without flags: it activates nothing, and waiting there would couple
+    /// independent epochs (two threads' locks on different targets) into a cycle across
+    /// processes. Ops of one epoch stay in order; fence and lock_all epochs, flushes of
+    /// everything and collectives pass nothing and are passed by nothing.
     fn may_pass(self, earlier: Order, flags: Reorder) -> bool {
         self.reorderable
             && earlier.reorderable
-            && self.epoch != earlier.epoch
-            && flags.allows(self.side, earlier.side)
+            && (self.epoch < earlier.epoch
+                || self.epoch > earlier.epoch && flags.allows(self.side, earlier.side))
     }
 }
 
@@ -382,7 +391,7 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
     #[inline(never)]
     fn queue_op(&self, core: &C, op: Box<dyn SyncOp<C>>, order: Order) -> Result<Ticket> {
         let ticket = self.enqueue(op, order);
-        if order.reorderable && !core.reorder().is_none() {
+        if order.reorderable {
             // It may pass the pending epochs: give it its first poll now.
             self.drive(core, true)?;
         }
@@ -429,11 +438,7 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
 
     /// True when the reorder flags let an op of epoch `order` pass every op queued now.
     fn passes_all(&self, core: &C, order: Order) -> bool {
-        if !order.reorderable {
-            return false;
-        }
-        let flags = core.reorder();
-        !flags.is_none() && !self.holds_back(order, flags)
+        order.reorderable && !self.holds_back(order, core.reorder())
     }
 
     /// True when a queued op is one that an op of epoch `order` may not pass.
@@ -494,9 +499,6 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
                         _ => continue,
                     }
                 }
-            }
-            if flags.is_none() {
-                break Ok(());
             }
             pending.push(order);
             i += 1;

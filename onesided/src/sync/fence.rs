@@ -54,6 +54,9 @@ impl WinCore {
     /// until then (RMA waits: resolve's gate) — on shared memory a store must not reach a
     /// peer that has not entered the fence yet.
     pub(crate) fn start_fence(&self, assert: Assert) -> Result<Option<(Ticket, Option<CallTag>)>> {
+        // One synchronization call of this window at a time: its epoch transition and the
+        // start of its op happen together (see `WinCore::calls`).
+        let _calls = self.calls.lock();
         assert.only(
             "fence",
             Assert::NOSTORE | Assert::NOPUT | Assert::NOPRECEDE | Assert::NOSUCCEED,

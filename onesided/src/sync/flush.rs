@@ -12,7 +12,7 @@ use std::sync::atomic::{fence, Ordering};
 use bytemuck::Pod;
 
 use crate::error::Result;
-use crate::progress::{Step, SyncOp, Ticket};
+use crate::progress::{Order, Step, SyncOp, Ticket};
 use crate::request::Request;
 use crate::win::core::WinCore;
 use crate::win::Window;
@@ -28,18 +28,21 @@ impl SyncOp<WinCore> for FlushOp {
 }
 
 impl WinCore {
-    /// Makes every operation issued so far complete at its target.
+    /// Makes the operations of epoch `order` issued so far (every operation, for
+    /// [`Order::BARRIER`]) complete at their targets.
     #[inline]
-    fn complete_at_targets(&self) -> Result<()> {
-        match self.start_complete_at_targets()? {
+    fn complete_at_targets(&self, order: Order) -> Result<()> {
+        match self.start_complete_at_targets(order)? {
             None => Ok(()),
             Some(t) => self.engine.wait(self, t, None),
         }
     }
 
-    /// Starts completing every operation issued so far at its target: done at once when no
-    /// synchronization is pending, else a ticket behind the pending ones.
-    fn start_complete_at_targets(&self) -> Result<Option<Ticket>> {
+    /// Starts completing the operations of epoch `order` issued so far at their targets:
+    /// done at once when no synchronization is pending, else a ticket behind the pending
+    /// ones it may not pass. A flush of one target is an op of that target's lock epoch,
+    /// so it does not wait for another target's pending lock.
+    fn start_complete_at_targets(&self, order: Order) -> Result<Option<Ticket>> {
         self.drain_staged()?;
         // Nothing queued here, and no other window asked for attention: one load decides.
         if self.engine.quiet() {
@@ -47,7 +50,7 @@ impl WinCore {
             Ok(None)
         } else {
             // Progresses every window, then completes at once if this one is idle.
-            self.engine.start(self, FlushOp)
+            self.engine.start_ordered(self, FlushOp, order)
         }
     }
 
@@ -55,13 +58,13 @@ impl WinCore {
     pub(crate) fn start_flush(&self, target: usize) -> Result<Option<Ticket>> {
         self.check_rank(target)?;
         self.epoch.check_flush("iflush", target)?;
-        self.start_complete_at_targets()
+        self.start_complete_at_targets(self.epoch.access_order(target))
     }
 
     /// `iflush_all`.
     pub(crate) fn start_flush_all(&self) -> Result<Option<Ticket>> {
         self.epoch.check_flush_all("iflush_all")?;
-        self.start_complete_at_targets()
+        self.start_complete_at_targets(Order::BARRIER)
     }
 
     /// Flush: the common case (target already checked in this epoch, nothing queued in the
@@ -80,13 +83,13 @@ impl WinCore {
     fn flush_slow(&self, target: usize) -> Result<()> {
         self.check_rank(target)?;
         self.epoch.check_flush("flush", target)?;
-        self.complete_at_targets()
+        self.complete_at_targets(self.epoch.access_order(target))
     }
 
     #[inline]
     pub(crate) fn flush_all(&self) -> Result<()> {
         self.epoch.check_flush_all("flush_all")?;
-        self.complete_at_targets()
+        self.complete_at_targets(Order::BARRIER)
     }
 
     #[inline]

@@ -324,6 +324,9 @@ impl WinCore {
         target: usize,
         assert: Assert,
     ) -> Result<Option<Ticket>> {
+        // One synchronization call of this window at a time: its epoch transition and the
+        // start of its op happen together (see `WinCore::calls`).
+        let _calls = self.calls.lock();
         assert.only("lock", Assert::NOCHECK)?;
         self.check_locks_allowed("lock")?;
         self.check_rank(target)?;
@@ -373,6 +376,9 @@ impl WinCore {
 
     /// Closes the epoch to `target` and starts releasing its lock (blocking or not).
     pub(crate) fn start_unlock(&self, target: usize) -> Result<Option<Ticket>> {
+        // One synchronization call of this window at a time: its epoch transition and the
+        // start of its op happen together (see `WinCore::calls`).
+        let _calls = self.calls.lock();
         self.check_rank(target)?;
         self.drain_staged()?;
         let release = self.epoch.unlock(target)?;
@@ -392,6 +398,9 @@ impl WinCore {
 
     /// Opens the lock_all epoch and starts acquiring the global lock (blocking or not).
     pub(crate) fn start_lock_all(&self, assert: Assert) -> Result<Option<Ticket>> {
+        // One synchronization call of this window at a time: its epoch transition and the
+        // start of its op happen together (see `WinCore::calls`).
+        let _calls = self.calls.lock();
         assert.only("lock_all", Assert::NOCHECK)?;
         self.check_locks_allowed("lock_all")?;
         let nocheck = assert.contains(Assert::NOCHECK);
@@ -416,6 +425,9 @@ impl WinCore {
 
     /// Closes the lock_all epoch and starts releasing the global lock (blocking or not).
     pub(crate) fn start_unlock_all(&self) -> Result<Option<Ticket>> {
+        // One synchronization call of this window at a time: its epoch transition and the
+        // start of its op happen together (see `WinCore::calls`).
+        let _calls = self.calls.lock();
         self.drain_staged()?;
         let nocheck = self.epoch.unlock_all()?;
         if nocheck {

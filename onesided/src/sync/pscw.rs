@@ -122,6 +122,9 @@ impl WinCore {
 
     /// Opens the exposure epoch and starts announcing it (blocking or not).
     pub(crate) fn start_post(&self, group: &Group, assert: Assert) -> Result<Option<Ticket>> {
+        // One synchronization call of this window at a time: its epoch transition and the
+        // start of its op happen together (see `WinCore::calls`).
+        let _calls = self.calls.lock();
         assert.only("post", Assert::NOCHECK | Assert::NOSTORE | Assert::NOPUT)?;
         group.check_within(self.size)?;
         self.epoch.post(group.len())?;
@@ -148,6 +151,9 @@ impl WinCore {
     /// Opens the PSCW access epoch and starts waiting for its targets' posts (blocking or
     /// not); while that is pending the epoch is deferred (RMA waits: resolve's gate).
     pub(crate) fn start_start(&self, group: &Group, assert: Assert) -> Result<Option<Ticket>> {
+        // One synchronization call of this window at a time: its epoch transition and the
+        // start of its op happen together (see `WinCore::calls`).
+        let _calls = self.calls.lock();
         assert.only("start", Assert::NOCHECK)?;
         group.check_within(self.size)?;
         self.epoch.start(group)?;
@@ -188,6 +194,9 @@ impl WinCore {
 
     /// Closes the PSCW access epoch and starts signalling its targets (blocking or not).
     pub(crate) fn start_complete(&self) -> Result<Option<Ticket>> {
+        // One synchronization call of this window at a time: its epoch transition and the
+        // start of its op happen together (see `WinCore::calls`).
+        let _calls = self.calls.lock();
         self.drain_staged()?;
         let order = self.epoch.pscw_access_order();
         let group = self.epoch.complete()?;
@@ -195,9 +204,14 @@ impl WinCore {
     }
 
     pub(crate) fn wait(&self) -> Result<()> {
-        let need = self.epoch.exposure_target("wait")?;
-        let order = self.epoch.exposure_order();
-        if let Some(t) = self.engine.start_ordered(self, WaitOp { need }, order)? {
+        let ticket = {
+            // As in the start_* calls, but not held while waiting.
+            let _calls = self.calls.lock();
+            let need = self.epoch.exposure_target("wait")?;
+            let order = self.epoch.exposure_order();
+            self.engine.start_ordered(self, WaitOp { need }, order)?
+        };
+        if let Some(t) = ticket {
             self.engine.wait(self, t, None)?;
         }
         self.epoch.end_exposure();
@@ -208,6 +222,9 @@ impl WinCore {
     /// origin of it has called `complete` (the completion count is cumulative, so a later
     /// `post` waits for its own origins on top).
     pub(crate) fn start_wait(&self) -> Result<Option<Ticket>> {
+        // One synchronization call of this window at a time: its epoch transition and the
+        // start of its op happen together (see `WinCore::calls`).
+        let _calls = self.calls.lock();
         let need = self.epoch.exposure_target("iwait")?;
         let order = self.epoch.exposure_order();
         self.epoch.end_exposure();

@@ -86,6 +86,9 @@ impl<T: Pod> WinBuffer<T> {
 // SAFETY: a WinBuffer owns its memory like a Vec (for `Raw`, by the contract of
 // `from_raw_parts`, which excludes thread-local memory); moving it moves that ownership.
 unsafe impl<T: Pod + Send> Send for WinBuffer<T> {}
+// SAFETY: shared references to a WinBuffer only read its length and pointer (and `Vec`
+// and `AllocMem` are Sync for Sync elements); `Raw` memory is owned as in Send.
+unsafe impl<T: Pod + Sync> Sync for WinBuffer<T> {}
 
 impl<T: Pod> From<Vec<T>> for WinBuffer<T> {
     fn from(v: Vec<T>) -> Self {

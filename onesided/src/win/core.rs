@@ -92,6 +92,13 @@ pub(crate) struct WinCore {
     pub(crate) dynamic: crate::win::regions::DynamicState,
     /// Small cross-memory-attach puts waiting for the next completion point.
     pub(crate) staged: crate::transport::combine::StagedPuts,
+    /// Held by every synchronization call (lock, unlock, lock_all, unlock_all, post, start,
+    /// complete, wait, fence) from its epoch transition until its op has started, not while
+    /// it waits. Threads sharing the window (it is `Sync`) thereby start their
+    /// synchronizations one at a time, in the order the engine then keeps: an `unlock` can
+    /// never overtake the `lock` it closes, and a second exclusive lock queues behind a
+    /// first one that is still registering at the global word. RMA calls never take it.
+    pub(crate) calls: crate::spin::SpinLock<()>,
     /// Bytes of puts queued behind pending synchronizations (rma::DeferredPut).
     pub(crate) deferred_bytes: AtomicUsize,
     /// Buffers of deferred puts that have landed, reused by the next ones.

@@ -178,6 +178,7 @@ fn assemble(
         collectives: Default::default(),
         deferred_bytes: Default::default(),
         spare_copies: Default::default(),
+        calls: Default::default(),
         watch: comm
             .watch()
             .map(|w| w.for_channel(crate::bootstrap::roster::channel_id(segment.tag()))),

@@ -155,7 +155,10 @@ impl<T: Pod> Window<T> {
             addr: ptr as usize,
             len: buffer.len(),
         };
-        self.attached.borrow_mut().push((region.addr, buffer));
+        self.attached
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((region.addr, buffer));
         Ok(region)
     }
 
@@ -164,7 +167,10 @@ impl<T: Pod> Window<T> {
     pub fn detach(&self, addr: usize) -> Result<WinBuffer<T>> {
         self.require_dynamic("detach")?;
         self.core.dynamic_detach(addr)?;
-        let mut attached = self.attached.borrow_mut();
+        let mut attached = self
+            .attached
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let pos = attached
             .iter()
             .position(|(a, _)| *a == addr)
@@ -176,7 +182,8 @@ impl<T: Pod> Window<T> {
     pub fn attached_regions(&self) -> Vec<AttachedRegion> {
         let mut v: Vec<AttachedRegion> = self
             .attached
-            .borrow()
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
             .map(|(addr, b)| AttachedRegion {
                 addr: *addr,

@@ -19,7 +19,6 @@ pub(crate) mod resolve;
 pub use attr::{Flavor, MemoryModel, WindowLayout};
 pub use buffer::WinBuffer;
 
-use std::cell::RefCell;
 use std::marker::PhantomData;
 
 use bytemuck::Pod;
@@ -35,8 +34,30 @@ use info::{WinHints, WinInfo};
 ///
 /// Displacements in RMA calls are in units of the *target's* displacement unit, which is
 /// `size_of::<T>()` unless set with [`WindowBuilder::disp_unit`] — so with the defaults a
-/// displacement is an element index. A window is used by one thread at a time: it can be
-/// moved to another thread (`Send`) but not shared (`!Sync`).
+/// displacement is an element index.
+///
+/// **Threads** (`MPI_THREAD_MULTIPLE`). A window is `Send + Sync`: threads may share it
+/// (`&Window`, or an `Arc`) and call anything on it at once. Its epochs belong to the
+/// process, as in MPI: a `lock` by one thread opens the epoch for all, and locking a target
+/// this process already holds is [`Error::AlreadyLocked`] whichever thread holds it.
+/// Synchronization calls start one at a time per window (briefly serialized, never while
+/// they wait); RMA calls run concurrently. Ordering synchronizations *between* threads —
+/// an `unlock` only after the other threads' operations of that epoch were issued, one
+/// `fence` per process — is the application's part, as in MPI.
+///
+/// ```no_run
+/// use onesided::{Assert, Op, Window};
+/// let world = onesided::init()?.world().clone();
+/// let counter = Window::<u64>::allocate(&world, 1)?;
+/// counter.lock_all(Assert::NONE)?;
+/// std::thread::scope(|s| {
+///     for _ in 0..4 {
+///         s.spawn(|| counter.fetch_and_op(1, 0, 0, Op::Sum).map(drop));
+///     }
+/// });
+/// counter.unlock_all()?;
+/// # Ok::<(), onesided::Error>(())
+/// ```
 ///
 /// ```no_run
 /// use onesided::{Assert, Window};
@@ -59,7 +80,7 @@ pub struct Window<T: Pod> {
     /// `create`: the user's memory.
     buffer: Option<WinBuffer<T>>,
     /// `dynamic`: attached memory by base address.
-    attached: RefCell<Vec<(usize, WinBuffer<T>)>>,
+    attached: std::sync::Mutex<Vec<(usize, WinBuffer<T>)>>,
     freed: bool,
     _elem: PhantomData<T>,
 }
@@ -156,7 +177,7 @@ impl<T: Pod> Window<T> {
         Window {
             core,
             buffer,
-            attached: RefCell::new(Vec::new()),
+            attached: std::sync::Mutex::new(Vec::new()),
             freed: false,
             _elem: PhantomData,
         }
@@ -413,10 +434,22 @@ impl<T: Pod> Window<T> {
         // Everyone has closed its epochs and agreed: no access to our memory remains.
         self.freed = true;
         let mut out: Vec<WinBuffer<T>> = self.buffer.take().into_iter().collect();
-        out.extend(self.attached.borrow_mut().drain(..).map(|(_, b)| b));
+        out.extend(
+            self.attached
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .drain(..)
+                .map(|(_, b)| b),
+        );
         Ok(out)
     }
 }
+
+// Windows are shared by threads (see the type's docs).
+const _: () = {
+    const fn shared_by_threads<T: Send + Sync>() {}
+    shared_by_threads::<Window<u64>>();
+};
 
 impl<T: Pod> Drop for Window<T> {
     /// Dropping a window without [`Window::free`] cannot synchronise with the other
@@ -428,7 +461,12 @@ impl<T: Pod> Drop for Window<T> {
             if let Some(b) = self.buffer.take() {
                 b.leak();
             }
-            for (_, b) in self.attached.borrow_mut().drain(..) {
+            for (_, b) in self
+                .attached
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .drain(..)
+            {
                 b.leak();
             }
         }

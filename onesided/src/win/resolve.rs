@@ -89,10 +89,8 @@ impl WinCore {
             return false;
         }
         let flags = crate::progress::Host::reorder(self);
-        flags.is_none()
-            || self
-                .engine
-                .holds_back(self.epoch.access_order(target), flags)
+        self.engine
+            .holds_back(self.epoch.access_order(target), flags)
     }
 
     /// [`WinCore::resolve`] without waiting for pending synchronizations: every check, and

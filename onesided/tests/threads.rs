@@ -1,0 +1,151 @@
+//! Windows shared by threads (`MPI_THREAD_MULTIPLE`, seed 000 §3): several threads of each
+//! rank call RMA and synchronization on one window at once, and no update is lost.
+
+use std::time::Duration;
+
+use onesided::{testing, Assert, Error, LockType, Op, WinBuffer, Window};
+
+const THREADS: usize = 4;
+const ITERS: u64 = 2000;
+
+/// 2 ranks x 4 threads inside one lock_all epoch: every thread puts to its own slots and
+/// flushes, and increments one counter with fetch_and_op and another with accumulate, all
+/// at the other rank. Afterwards each rank holds both counters at 4 x ITERS and every
+/// thread's last put. Once on an allocate window (CPU atomics, direct stores) and once on a
+/// window over ordinary memory (cross-memory attach: staged puts, lock stripes).
+#[test]
+fn threads_hammer_one_window_and_lose_no_update() {
+    let report = testing::job(2).timeout(Duration::from_secs(120)).run(|u| {
+        let w = u.world();
+        let peer = 1 - w.rank();
+        // [fetch_and_op counter, accumulate counter, one slot per thread]
+        let len = 2 + THREADS;
+        let windows = [
+            Window::<u64>::allocate(w, len)?,
+            Window::<u64>::create(w, WinBuffer::from(vec![0u64; len]))?,
+        ];
+        for win in &windows {
+            win.lock_all(Assert::NONE)?;
+            std::thread::scope(|s| {
+                let handles: Vec<_> = (0..THREADS)
+                    .map(|t| {
+                        s.spawn(move || -> onesided::Result<()> {
+                            for i in 0..ITERS {
+                                win.put(&[i * 10 + t as u64], peer, 2 + t)?;
+                                win.flush(peer)?;
+                                win.fetch_and_op(1, peer, 0, Op::Sum)?;
+                                win.accumulate(&[1], peer, 1, Op::Sum)?;
+                            }
+                            win.flush_all()
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .try_for_each(|h| h.join().expect("thread panicked"))
+            })?;
+            win.unlock_all()?;
+            w.barrier()?;
+            let mut got = vec![0u64; len];
+            win.local_read(0, &mut got)?;
+            let total = THREADS as u64 * ITERS;
+            assert_eq!(
+                got[..2],
+                [total, total],
+                "lost updates ({:?})",
+                win.flavor()
+            );
+            for t in 0..THREADS {
+                assert_eq!(
+                    got[2 + t],
+                    (ITERS - 1) * 10 + t as u64,
+                    "slot of thread {t}"
+                );
+            }
+        }
+        for win in windows {
+            win.free()?;
+        }
+        Ok(())
+    });
+    report.assert_success();
+}
+
+/// 3 ranks x 3 threads: thread t of every rank repeatedly takes an exclusive lock on rank t,
+/// reads, increments and writes back one word, and unlocks — lock and unlock calls of one
+/// process run concurrently on different targets, and exclusive locks of different
+/// processes on the same target exclude each other. Every target ends at 3 x 200.
+#[test]
+fn threads_lock_different_targets_at_once() {
+    const ROUNDS: u64 = 200;
+    let report = testing::job(3).timeout(Duration::from_secs(120)).run(|u| {
+        let w = u.world();
+        let n = w.size();
+        let win = Window::<u64>::allocate(w, 1)?;
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n)
+                .map(|target| {
+                    let win = &win;
+                    s.spawn(move || -> onesided::Result<()> {
+                        for _ in 0..ROUNDS {
+                            win.lock(LockType::Exclusive, target, Assert::NONE)?;
+                            let mut v = [0u64];
+                            win.get(&mut v, target, 0)?;
+                            win.flush(target)?;
+                            win.put(&[v[0] + 1], target, 0)?;
+                            win.unlock(target)?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .try_for_each(|h| h.join().expect("thread panicked"))
+        })?;
+        w.barrier()?;
+        let mut got = [0u64];
+        win.local_read(0, &mut got)?;
+        assert_eq!(
+            got,
+            [n as u64 * ROUNDS],
+            "an exclusive read-modify-write was lost"
+        );
+        win.free()?;
+        Ok(())
+    });
+    report.assert_success();
+}
+
+/// Epochs belong to the process: a lock taken by one thread is held for every thread, so a
+/// second thread locking the same target gets `AlreadyLocked`, and may use the epoch.
+#[test]
+fn a_lock_taken_by_one_thread_is_the_process_lock() {
+    let report = testing::job(2).timeout(Duration::from_secs(60)).run(|u| {
+        let w = u.world();
+        let win = Window::<u64>::allocate(w, 1)?;
+        if w.rank() == 0 {
+            win.lock(LockType::Exclusive, 1, Assert::NONE)?;
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    assert!(matches!(
+                        win.lock(LockType::Shared, 1, Assert::NONE),
+                        Err(Error::AlreadyLocked { target: 1 })
+                    ));
+                    win.put(&[7], 1, 0).expect("inside the process's epoch");
+                    win.flush(1).expect("flush from another thread");
+                });
+            });
+            win.unlock(1)?;
+        }
+        w.barrier()?;
+        if w.rank() == 1 {
+            let mut got = [0u64];
+            win.local_read(0, &mut got)?;
+            assert_eq!(got, [7]);
+        }
+        win.free()?;
+        Ok(())
+    });
+    report.assert_success();
+}
