@@ -59,7 +59,7 @@ mod transport;
 mod universe;
 mod win;
 
-pub use bootstrap::{Bootstrap, Call, CallTag, Comm, ReduceOp, Reducible};
+pub use bootstrap::{Bootstrap, Call, CallTag, Comm, ReduceOp, Reducible, ThreadLevel};
 pub use bytemuck::{Pod, Zeroable};
 pub use error::{Error, Result};
 pub use group::Group;
@@ -81,7 +81,7 @@ pub use shm::segment::{job_segments, sweep_job};
 pub use sync::{Assert, LockType};
 #[cfg(feature = "mpi")]
 pub use universe::init_mpi;
-pub use universe::{init, Universe};
+pub use universe::{init, init_thread, Universe};
 pub use win::dynamic::AttachedRegion;
 pub use win::info::{
     keys as info_keys, AccumulateOps, AccumulateOrdering, MemoryAllocKind, WinHints, WinInfo,

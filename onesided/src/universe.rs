@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::bootstrap::local::LocalBootstrap;
-use crate::bootstrap::{Bootstrap, Comm};
+use crate::bootstrap::{Bootstrap, Comm, ThreadLevel};
 use crate::error::Result;
 
 /// Identity of this process in its job, for code that has no communicator at hand.
@@ -29,6 +29,7 @@ pub(crate) fn identity() -> Option<&'static JobIdentity> {
 #[derive(Debug, Clone)]
 pub struct Universe {
     world: Comm,
+    thread_level: ThreadLevel,
 }
 
 impl Universe {
@@ -46,15 +47,23 @@ impl Universe {
     pub fn size(&self) -> usize {
         self.world.size()
     }
+
+    /// The thread support provided (MPI_Query_thread). Windows are thread-safe
+    /// (`Window: Sync`) whatever the level; it limits the communicator collectives, which
+    /// under `mpiexec` are the host MPI's. Under `osrun` it is [`ThreadLevel::Multiple`]
+    /// (collectives on one communicator must still not overlap, as in MPI).
+    pub fn thread_level(&self) -> ThreadLevel {
+        self.thread_level
+    }
 }
 
 /// Connects this process to its job.
 ///
 /// Under `osrun` (or [`crate::testing`]) this joins the job through the `local` bootstrap.
 /// Built with feature `mpi` and started by `mpiexec`/`srun`, it joins through the host MPI
-/// (initializing it with MPI_THREAD_SERIALIZED unless the application already did, and
-/// finalizing it at exit if it initialized it); use [`init_mpi`] to pass another
-/// communicator. Started any other way the process is a job of one. Calling `init` again
+/// (initializing it with MPI_THREAD_SERIALIZED — [`init_thread`] asks for another level —
+/// unless the application already did, and finalizing it at exit if it initialized it); use
+/// `init_mpi` (feature `mpi`) to pass another communicator. Started any other way the process is a job of one. Calling `init` again
 /// returns the same universe.
 ///
 /// ```no_run
@@ -63,6 +72,22 @@ impl Universe {
 /// # Ok::<(), onesided::Error>(())
 /// ```
 pub fn init() -> Result<Universe> {
+    init_thread(ThreadLevel::Serialized)
+}
+
+/// [`init`], asking for thread support `required` (MPI_Init_thread): under `mpiexec` the
+/// host MPI is initialized with it (unless the application already initialized MPI); see
+/// [`Universe::thread_level`] for what is provided.
+///
+/// ```no_run
+/// use onesided::ThreadLevel;
+/// let universe = onesided::init_thread(ThreadLevel::Multiple)?;
+/// assert!(universe.thread_level() >= ThreadLevel::Serialized);
+/// # Ok::<(), onesided::Error>(())
+/// ```
+pub fn init_thread(required: ThreadLevel) -> Result<Universe> {
+    #[cfg(not(feature = "mpi"))]
+    let _ = required;
     universe_once(|| {
         Ok(match LocalBootstrap::from_env()? {
             Some(b) => {
@@ -76,7 +101,7 @@ pub fn init() -> Result<Universe> {
             None if crate::bootstrap::mpi::launched_by_mpi()
                 || ::mpi::environment::is_initialized() =>
             {
-                let world = crate::bootstrap::mpi::world_initializing_mpi()?;
+                let world = crate::bootstrap::mpi::world_initializing_mpi(required)?;
                 Arc::new(crate::bootstrap::mpi::MpiBootstrap::new(&world)?)
             }
             None => Arc::new(LocalBootstrap::singleton()?),
@@ -103,6 +128,7 @@ pub fn init_mpi<C: ::mpi::topology::Communicator>(comm: &C) -> Result<Universe> 
 /// The process's universe: the existing one, or one connected through the bootstrap
 /// `make` returns.
 fn universe_once(make: impl FnOnce() -> Result<Arc<dyn Bootstrap>>) -> Result<Universe> {
+    // (The thread level is read after `make`: it may have initialized MPI.)
     let mut slot = UNIVERSE.lock().unwrap_or_else(|p| p.into_inner());
     if let Some(u) = slot.as_ref() {
         return Ok(u.clone());
@@ -126,6 +152,7 @@ fn connect(boot: Arc<dyn Bootstrap>) -> Universe {
         rank: boot.rank(),
     });
     Universe {
+        thread_level: boot.thread_level(),
         world: Comm::new(boot),
     }
 }

@@ -346,6 +346,40 @@ fn every_window_kind_under_mpiexec() {
     }
 }
 
+/// `init_thread(Multiple)` initializes the host MPI with MPI_THREAD_MULTIPLE (MPICH and
+/// Open MPI both provide it), and 4 threads of each rank then share one window: every
+/// fetch_and_op on rank 0's counter is counted.
+#[test]
+fn threads_share_a_window_under_mpiexec() {
+    if !under_mpiexec("threads_share_a_window_under_mpiexec") {
+        return;
+    }
+    const THREADS: u64 = 4;
+    const ITERS: u64 = 500;
+    let u = onesided::init_thread(onesided::ThreadLevel::Multiple).unwrap();
+    assert_eq!(u.thread_level(), onesided::ThreadLevel::Multiple);
+    let w = u.world();
+    let win = Window::<u64>::allocate(w, 1).unwrap();
+    win.lock_all(Assert::NONE).unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            s.spawn(|| {
+                for _ in 0..ITERS {
+                    win.fetch_and_op(1, 0, 0, Op::Sum).unwrap();
+                }
+            });
+        }
+    });
+    win.unlock_all().unwrap();
+    w.barrier().unwrap();
+    if w.rank() == 0 {
+        let mut total = [0u64];
+        win.local_read(0, &mut total).unwrap();
+        assert_eq!(total, [w.size() as u64 * THREADS * ITERS]);
+    }
+    win.free().unwrap();
+}
+
 #[test]
 fn windows_over_mpi_subcommunicators() {
     if !under_mpiexec("windows_over_mpi_subcommunicators") {

@@ -122,6 +122,8 @@ fn threads_lock_different_targets_at_once() {
 #[test]
 fn a_lock_taken_by_one_thread_is_the_process_lock() {
     let report = testing::job(2).timeout(Duration::from_secs(60)).run(|u| {
+        // Under osrun the universe supports every thread level.
+        assert_eq!(u.thread_level(), onesided::ThreadLevel::Multiple);
         let w = u.world();
         let win = Window::<u64>::allocate(w, 1)?;
         if w.rank() == 0 {

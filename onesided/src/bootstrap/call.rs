@@ -8,17 +8,17 @@ use crate::error::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Call {
-    /// [`Comm::barrier`].
+    /// [`Comm::barrier`](crate::Comm::barrier).
     Barrier,
-    /// [`Comm::allgather`], [`Comm::allgatherv`], [`Comm::allreduce`].
+    /// [`Comm::allgather`](crate::Comm::allgather), [`Comm::allgatherv`](crate::Comm::allgatherv), [`Comm::allreduce`](crate::Comm::allreduce).
     Allgather,
-    /// [`Comm::alltoall`], [`Comm::alltoallv`].
+    /// [`Comm::alltoall`](crate::Comm::alltoall), [`Comm::alltoallv`](crate::Comm::alltoallv).
     Alltoall,
-    /// [`Comm::bcast`], [`Comm::bcast_vec`].
+    /// [`Comm::bcast`](crate::Comm::bcast), [`Comm::bcast_vec`](crate::Comm::bcast_vec).
     Bcast,
-    /// [`Comm::split`].
+    /// [`Comm::split`](crate::Comm::split).
     Split,
-    /// [`Comm::agree`].
+    /// [`Comm::agree`](crate::Comm::agree).
     Agree,
     /// Window creation by `allocate`.
     Allocate,

@@ -75,6 +75,25 @@ pub trait Bootstrap: Send + Sync + Debug {
     fn watch(&self) -> Option<&PeerWatch> {
         None
     }
+    /// The thread support of its collectives ([`ThreadLevel::Multiple`] unless a host
+    /// library provides less).
+    fn thread_level(&self) -> ThreadLevel {
+        ThreadLevel::Multiple
+    }
+}
+
+/// Levels of thread support (MPI_THREAD_SINGLE … MPI_THREAD_MULTIPLE), ordered: what a
+/// program asks [`init_thread`](crate::init_thread) for, and what its [`Universe`](crate::Universe) provides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ThreadLevel {
+    /// One thread.
+    Single,
+    /// Only the main thread calls the library.
+    Funneled,
+    /// Any thread, one at a time.
+    Serialized,
+    /// Any thread, concurrently.
+    Multiple,
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@ use mpi::traits::Root;
 
 use crate::backoff::Backoff;
 use crate::bootstrap::roster::{channel_id, PeerWatch, Roster};
-use crate::bootstrap::{Bootstrap, Call, CallTag};
+use crate::bootstrap::{Bootstrap, Call, CallTag, ThreadLevel};
 use crate::error::{Error, Result};
 use crate::shm::segment::{random_job_id, random_u64, Segment, NAME_PREFIX};
 
@@ -361,6 +361,15 @@ impl Drop for MpiBootstrap {
 }
 
 impl Bootstrap for MpiBootstrap {
+    fn thread_level(&self) -> ThreadLevel {
+        match mpi::environment::threading_support() {
+            mpi::Threading::Single => ThreadLevel::Single,
+            mpi::Threading::Funneled => ThreadLevel::Funneled,
+            mpi::Threading::Serialized => ThreadLevel::Serialized,
+            mpi::Threading::Multiple => ThreadLevel::Multiple,
+        }
+    }
+
     fn rank(&self) -> usize {
         self.rank
     }
@@ -562,9 +571,15 @@ extern "C" fn finalize_at_exit(status: libc::c_int, _arg: *mut libc::c_void) {
 /// Initializes the host MPI for a process that `init` connects through it, with
 /// MPI_THREAD_SERIALIZED, and finalizes it when the process exits (or, when it exits with a
 /// failing status, aborts the job: see `finalize_at_exit`). Returns the world.
-pub(crate) fn world_initializing_mpi() -> Result<SimpleCommunicator> {
+pub(crate) fn world_initializing_mpi(required: ThreadLevel) -> Result<SimpleCommunicator> {
     if !mpi::environment::is_initialized() {
-        let (universe, _provided) = mpi::initialize_with_threading(mpi::Threading::Serialized)
+        let level = match required {
+            ThreadLevel::Single => mpi::Threading::Single,
+            ThreadLevel::Funneled => mpi::Threading::Funneled,
+            ThreadLevel::Serialized => mpi::Threading::Serialized,
+            ThreadLevel::Multiple => mpi::Threading::Multiple,
+        };
+        let (universe, _provided) = mpi::initialize_with_threading(level)
             .ok_or_else(|| Error::Bootstrap("MPI_Init_thread failed".into()))?;
         // The universe would finalize MPI when dropped; this process keeps MPI up until exit.
         std::mem::forget(universe);

@@ -72,7 +72,7 @@ struct Queued<C> {
 }
 
 /// Which epochs may activate while an earlier epoch of the window is still pending: the
-/// four flags of [Zounmevo14] §VI-B, set with the info keys
+/// four flags of \[Zounmevo14\] §VI-B, set with the info keys
 /// `MPI_WIN_ACCESS_AFTER_ACCESS_REORDER` & co. (all off by default: epochs activate one
 /// after the other). Turning one on promises that the epochs it lets run concurrently touch
 /// disjoint memory. The flags never apply next to fence or lock_all epochs, nor to

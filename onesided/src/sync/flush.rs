@@ -143,7 +143,7 @@ impl<T: Pod> Window<T> {
         self.core.flush_local_all()
     }
 
-    /// Nonblocking [`Window::flush`] (MPI_Win_iflush, [Zounmevo14]): the request completes
+    /// Nonblocking [`Window::flush`] (MPI_Win_iflush, \[Zounmevo14\]): the request completes
     /// once every operation this process issued to `target` *before the call* is complete
     /// at origin and target; operations issued later are not covered. Errors as `flush`.
     ///

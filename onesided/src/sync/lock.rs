@@ -478,7 +478,7 @@ impl<T: Pod> Window<T> {
         self.core.unlock_all()
     }
 
-    /// Nonblocking [`Window::lock`] (MPI_Win_ilock, [Zounmevo14]): never blocks. The epoch
+    /// Nonblocking [`Window::lock`] (MPI_Win_ilock, \[Zounmevo14\]): never blocks. The epoch
     /// is open when the call returns and its request is complete at once; when the lock is
     /// not free the epoch is *deferred*: it activates in call order as the engine is driven
     /// (any later call on the window, or `test`/`wait` of any request of it). Until then
@@ -506,7 +506,7 @@ impl<T: Pod> Window<T> {
         Ok(Request::done())
     }
 
-    /// Nonblocking [`Window::unlock`] (MPI_Win_iunlock, [Zounmevo14]): the epoch to
+    /// Nonblocking [`Window::unlock`] (MPI_Win_iunlock, \[Zounmevo14\]): the epoch to
     /// `target` is closed when the call returns (a new `lock` of `target` may follow at
     /// once and activates after it); the request completes when its operations are
     /// complete at origin and target and the lock is released. Errors as `unlock`.

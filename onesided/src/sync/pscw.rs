@@ -290,7 +290,7 @@ impl<T: Pod> Window<T> {
         self.core.test()
     }
 
-    /// Nonblocking [`Window::post`] (MPI_Win_ipost, [Zounmevo14]): never blocks; the request
+    /// Nonblocking [`Window::post`] (MPI_Win_ipost, \[Zounmevo14\]): never blocks; the request
     /// is complete at once. Behind a pending synchronization the exposure activates in call
     /// order.
     pub fn ipost(&self, group: &Group, assert: Assert) -> Result<Request<'_>> {
@@ -298,7 +298,7 @@ impl<T: Pod> Window<T> {
         Ok(Request::done())
     }
 
-    /// Nonblocking [`Window::start`] (MPI_Win_istart, [Zounmevo14]): never blocks; the
+    /// Nonblocking [`Window::start`] (MPI_Win_istart, \[Zounmevo14\]): never blocks; the
     /// request is complete at once. Until every target has posted, the access epoch is
     /// deferred: an RMA call waits for it instead of touching target memory early.
     pub fn istart(&self, group: &Group, assert: Assert) -> Result<Request<'_>> {
@@ -306,7 +306,7 @@ impl<T: Pod> Window<T> {
         Ok(Request::done())
     }
 
-    /// Nonblocking [`Window::complete`] (MPI_Win_icomplete, [Zounmevo14]): the access epoch
+    /// Nonblocking [`Window::complete`] (MPI_Win_icomplete, \[Zounmevo14\]): the access epoch
     /// is closed when the call returns; the request completes once its targets have been
     /// told (their `wait` may then return).
     pub fn icomplete(&self) -> Result<Request<'_>> {
@@ -314,7 +314,7 @@ impl<T: Pod> Window<T> {
         Ok(Request::started(&self.core, ticket))
     }
 
-    /// Nonblocking [`Window::wait`] (MPI_Win_iwait, [Zounmevo14]): the exposure epoch is
+    /// Nonblocking [`Window::wait`] (MPI_Win_iwait, \[Zounmevo14\]): the exposure epoch is
     /// closed when the call returns (a new `post` may follow and activates after it); the
     /// request completes once every origin of the epoch has called `complete`, and only
     /// then may the exposed memory be read as the epoch's result.

@@ -6,13 +6,13 @@ use std::fmt;
 /// How a window's memory came to be (MPI_WIN_CREATE_FLAVOR).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Flavor {
-    /// [`Window::allocate`]: memory allocated by onesided.
+    /// [`Window::allocate`](crate::Window::allocate): memory allocated by onesided.
     Allocate,
-    /// [`Window::create`]: memory provided by the user.
+    /// [`Window::create`](crate::Window::create): memory provided by the user.
     Create,
-    /// [`Window::create_dynamic`]: memory attached and detached at run time.
+    /// [`Window::create_dynamic`](crate::Window::create_dynamic): memory attached and detached at run time.
     Dynamic,
-    /// [`Window::allocate_shared`]: memory all ranks can load and store directly.
+    /// [`Window::allocate_shared`](crate::Window::allocate_shared): memory all ranks can load and store directly.
     Shared,
 }
 
@@ -43,7 +43,7 @@ pub enum MemoryModel {
     Separate,
 }
 
-/// How a window records where every rank's memory is ([`Window::layout`]).
+/// How a window records where every rank's memory is ([`Window::layout`](crate::Window::layout)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WindowLayout {
     /// Same size and displacement unit everywhere: rank r's memory is at a fixed stride in

@@ -7,8 +7,8 @@ use bytemuck::Pod;
 
 use crate::memory::AllocMem;
 
-/// Memory handed to [`Window::create`] or [`Window::attach`]. The window owns it until
-/// [`Window::free`] / [`Window::detach`] give it back, so no remote access can outlive it.
+/// Memory handed to [`Window::create`](crate::Window::create) or [`Window::attach`](crate::Window::attach). The window owns it until
+/// [`Window::free`](crate::Window::free) / [`Window::detach`](crate::Window::detach) give it back, so no remote access can outlive it.
 #[derive(Debug)]
 pub enum WinBuffer<T: Pod> {
     /// Ordinary heap memory: peers reach it with cross-memory attach.

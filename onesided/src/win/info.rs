@@ -32,7 +32,7 @@ pub mod keys {
     /// `onesided_max_attached_regions` (positive integer, dynamic windows): capacity of each
     /// process's table of attached regions (default 256).
     pub const MAX_ATTACHED_REGIONS: &str = "onesided_max_attached_regions";
-    /// `MPI_WIN_ACCESS_AFTER_ACCESS_REORDER` ("1"/"0", [Zounmevo14] §VI-B): see
+    /// `MPI_WIN_ACCESS_AFTER_ACCESS_REORDER` ("1"/"0", \[Zounmevo14\] §VI-B): see
     /// [`crate::Reorder`].
     pub const ACCESS_AFTER_ACCESS_REORDER: &str = "MPI_WIN_ACCESS_AFTER_ACCESS_REORDER";
     /// `MPI_WIN_ACCESS_AFTER_EXPOSURE_REORDER` ("1"/"0").
