@@ -475,19 +475,17 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
             }
         }
         let mut completed = 0usize;
-        // Serial activation ([Zounmevo14] rule 4): a pending op holds back every op behind
-        // it — unless the reorder flags let a later epoch's op pass every pending op before
-        // it (never one of its own epoch).
+        // An op runs when it may pass every op still queued before it (`Order::may_pass`:
+        // serial activation, [Zounmevo14] rule 4, relaxed for older epochs and by the
+        // reorder flags); the ops before index `i` are exactly those still pending.
         let flags = core.reorder();
-        let mut pending: Vec<Order> = Vec::new();
         let mut i = 0;
         let result = loop {
-            let Some(queued) = q.ops.get_mut(i) else {
+            let Some(order) = q.ops.get(i).map(|queued| queued.order) else {
                 break Ok(());
             };
-            let order = queued.order;
-            if pending.iter().all(|&p| order.may_pass(p, flags)) {
-                let polled = queued.op.poll(core);
+            if q.ops.range(..i).all(|p| order.may_pass(p.order, flags)) {
+                let polled = q.ops[i].op.poll(core);
                 if !matches!(polled, Ok(Step::Blocked)) {
                     q.ops.remove(i);
                     completed += 1;
@@ -500,7 +498,6 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
                     }
                 }
             }
-            pending.push(order);
             i += 1;
         };
         if completed > 0 {

@@ -68,8 +68,8 @@ impl WinCore {
         crate::progress::registry::poke();
         // The RMA ordering gate: behind a pending synchronization (a deferred epoch opened
         // by ilock, istart, ifence, …) an operation must not touch target memory early, so
-        // it waits until nothing it may not pass is pending — everything started before
-        // it, without reorder flags (a put or accumulate that defers instead uses
+        // it waits until nothing it may not pass is pending — the rules of
+        // `Order::may_pass` (a put or accumulate that defers instead uses
         // `resolve_ungated` and queues itself). The fast paths never get here with work
         // pending: a deferred opening clears the access cache, and only a check with the
         // engine idle sets it again.
@@ -80,10 +80,10 @@ impl WinCore {
     }
 
     /// The RMA ordering gate: true when an operation toward `target` must not touch target
-    /// memory yet because a pending synchronization it may not pass is queued — any, without
-    /// reorder flags; with them, only those of its own epoch or of epochs the flags do not
-    /// let it pass (a later epoch that is already active moves its data at once, without a
-    /// copy).
+    /// memory yet because a pending synchronization it may not pass is queued: one of its
+    /// own epoch, of an older epoch, or of an epoch the reorder flags do not let it pass
+    /// (`Order::may_pass`). An operation of an epoch that passes everything pending moves
+    /// its data at once, without a copy.
     pub(crate) fn gated(&self, target: usize) -> bool {
         if self.engine.idle() {
             return false;
