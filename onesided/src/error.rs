@@ -159,6 +159,19 @@ pub enum Error {
         ty: &'static str,
     },
 
+    /// An accumulate-type operation on a window that asserts
+    /// `mpi_assert_accumulate_intrinsic` would not be done by the origin's CPU atomics
+    /// (see [`crate::Window::op_intrinsic`]); nothing was changed.
+    #[error("{call} on rank {target}: not intrinsic ({reason}), but the window asserts mpi_assert_accumulate_intrinsic")]
+    NotIntrinsic {
+        /// The call.
+        call: &'static str,
+        /// Target rank.
+        target: usize,
+        /// Why the target's memory needs more than CPU atomics.
+        reason: &'static str,
+    },
+
     /// Origin and target layouts describe different amounts of data.
     #[error("{op}: the origin layout has {origin} bytes but the target layout {target}")]
     LayoutMismatch {

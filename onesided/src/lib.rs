@@ -85,5 +85,8 @@ pub use universe::{init, init_thread, Universe};
 pub use win::dynamic::AttachedRegion;
 pub use win::info::{
     keys as info_keys, AccumulateOps, AccumulateOrdering, MemoryAllocKind, WinHints, WinInfo,
+    WinScope,
 };
-pub use win::{Flavor, MemoryModel, SharedRegion, WinBuffer, Window, WindowBuilder, WindowLayout};
+pub use win::{
+    Flavor, MemoryModel, SharedRegion, WinBuffer, Window, WindowBuilder, WindowDup, WindowLayout,
+};

@@ -31,7 +31,7 @@ use crate::rma::atomic::{AccElement, ElemType, Op};
 use crate::rma::check_within;
 use crate::transport::{Located, Route};
 use crate::win::control::ACC_STRIPES;
-use crate::win::core::WinCore;
+use crate::win::core::{Flags, WinCore};
 use crate::win::Window;
 
 /// Bytes per lock stripe when the window sets no granularity.
@@ -89,6 +89,8 @@ struct DeferredAccumulate<E> {
     disp: usize,
     data: Vec<E>,
     op: Op,
+    /// The flags of the handle it was issued through.
+    flags: Flags,
 }
 
 impl<E: AccElement + Send> crate::progress::SyncOp<WinCore> for DeferredAccumulate<E> {
@@ -97,21 +99,23 @@ impl<E: AccElement + Send> crate::progress::SyncOp<WinCore> for DeferredAccumula
         // Relaxed: see rma::DeferredPut.
         core.deferred_bytes.fetch_sub(bytes, Ordering::Relaxed);
         let loc = core.locate("accumulate", self.target, self.disp, bytes)?;
-        core.acc_run(self.target, loc, &self.data, self.op, None)?;
+        core.acc_run(self.target, loc, &self.data, self.op, None, self.flags)?;
         Ok(crate::progress::Step::Done)
     }
 }
 
 impl WinCore {
     /// An accumulate behind a pending synchronization: checked now, its data copied (the
-    /// call is locally complete), applied when the engine reaches it.
-    fn defer_accumulate<E: AccElement + Send>(
+    /// call is locally complete), applied when the engine reaches it. Returns its ticket
+    /// (`None`: it ran at once).
+    pub(crate) fn defer_accumulate<E: AccElement + Send>(
         &self,
         origin: &[E],
         target: usize,
         disp: usize,
         op: Op,
-    ) -> Result<()> {
+        flags: Flags,
+    ) -> Result<Option<crate::progress::Ticket>> {
         let bytes = std::mem::size_of_val(origin);
         self.resolve_ungated("accumulate", target, disp, bytes)?;
         // Staged puts were issued earlier: they must not land after this update.
@@ -124,9 +128,10 @@ impl WinCore {
             disp,
             data: origin.to_vec(),
             op,
+            flags,
         };
         let order = self.epoch.access_order(target);
-        self.engine.start_ordered(self, op, order).map(drop)
+        self.engine.start_ordered(self, op, order)
     }
 
     /// Granule in bytes for `size`-byte elements; 0 means "element-wise CPU atomics".
@@ -169,6 +174,38 @@ impl WinCore {
             .then_some(p.cast::<E>())
     }
 
+    /// The error of an operation that a window asserting `mpi_assert_accumulate_intrinsic`
+    /// may not issue: `loc` is not updated with element-wise CPU atomics.
+    #[cold]
+    fn not_intrinsic<E: AccElement>(&self, target: usize, loc: &Located) -> Error {
+        let reason = if !loc.shared {
+            "its memory is reached by a system call (cross-memory attach)"
+        } else if self.granule(std::mem::size_of::<E>()) != 0 {
+            "mpi_accumulate_granularity is coarser than the element"
+        } else {
+            "the element is not aligned"
+        };
+        Error::NotIntrinsic {
+            call: "accumulate",
+            target,
+            reason,
+        }
+    }
+
+    /// Whether every target's window memory is updated by CPU atomics for `size`-byte
+    /// elements (see [`Window::op_intrinsic`]).
+    fn intrinsic_everywhere(&self, size: usize) -> bool {
+        use crate::win::core::Targets;
+        self.granule(size) == 0
+            && match &self.targets {
+                // allocate / allocate_shared: one mapped segment.
+                Targets::Symmetric { .. } => true,
+                Targets::Table(t) => t.iter().all(|r| r.shared || r.bytes == 0),
+                // Regions come and go, each with its own kind of memory.
+                Targets::Dynamic => false,
+            }
+    }
+
     /// Takes lock stripe `granule` of `target`. Gives up with [`Error::JobAborted`] when the
     /// job is aborted meanwhile: the holder may be a rank that died inside its update.
     fn lock_stripe(&self, target: usize, granule: usize) -> Result<StripeGuard<'_>> {
@@ -196,10 +233,11 @@ impl WinCore {
         origin: &[E],
         op: Op,
         mut result: Option<&mut [E]>,
+        flags: Flags,
     ) -> Result<()> {
         let size = std::mem::size_of::<E>();
-        // Staged puts go first: this process's operations reach memory in issue order.
-        self.drain_staged()?;
+        // Staged puts go first: they reach memory in issue order.
+        self.drain_before_op(flags)?;
         if self.elementwise::<E>(&loc) {
             let Route::Direct(base) = loc.route else {
                 unreachable!("element-wise atomics only on mapped memory")
@@ -221,6 +259,9 @@ impl WinCore {
                 }
             }
             return Ok(());
+        }
+        if flags.intrinsic() {
+            return Err(self.not_intrinsic::<E>(target, &loc));
         }
         let granule = match self.granule(size) {
             0 => DEFAULT_GRANULE.next_multiple_of(size),
@@ -260,13 +301,19 @@ impl WinCore {
         loc: Located,
         compare: E,
         value: E,
+        flags: Flags,
     ) -> Result<E> {
+        // Staged puts go first (a put, then a compare-and-swap that signals it).
+        self.drain_before_op(flags)?;
         if self.elementwise::<E>(&loc) {
             let Route::Direct(p) = loc.route else {
                 unreachable!("element-wise atomics only on mapped memory")
             };
             // SAFETY: as in acc_run.
             return Ok(unsafe { E::compare_swap(p.cast::<E>(), compare, value) });
+        }
+        if flags.intrinsic() {
+            return Err(self.not_intrinsic::<E>(target, &loc));
         }
         let size = std::mem::size_of::<E>();
         let granule = match self.granule(size) {
@@ -284,6 +331,51 @@ impl WinCore {
 }
 
 impl<T: AccElement> Window<T> {
+    /// Whether the operations listed in `ops` on up to `max_count` elements of `T` are done
+    /// by the origin's CPU atomics alone, with no system call and no help from the target
+    /// (MPI_Win_op_intrinsic, seed 000 §2.3). `ops` is the paper's comma-separated list of
+    /// operation names: the second half of the predefined `MPI_Op` names (`sum`, `max`,
+    /// `band`, ...), `replace`, `no_op`, and `cas` for compare-and-swap.
+    ///
+    /// True on windows whose memory every process maps (`allocate`, `allocate_shared`,
+    /// `create` over [`crate::alloc_mem`] memory everywhere) unless
+    /// `mpi_accumulate_granularity` asks for coarser granules than `T`; false where some
+    /// target's memory is reached by cross-memory attach, and for dynamic windows (their
+    /// regions can be of either kind; accumulates on them are checked per call when the
+    /// window asserts `mpi_assert_accumulate_intrinsic`). `max_count` does not change the
+    /// answer: onesided applies CPU atomics element by element at any count. Elements must
+    /// be aligned, as they are with the default displacement unit.
+    ///
+    /// Errors: an unknown operation name, or one not defined for `T` (`band` on `f64`).
+    ///
+    /// ```no_run
+    /// # use onesided::{Window, WinInfo};
+    /// # let world = onesided::init()?.world().clone();
+    /// let win = Window::<u64>::allocate(&world, 8)?;
+    /// if win.op_intrinsic("sum,cas", 1)? {
+    ///     // Promise it, e.g. on a duplicate used by the latency-critical part.
+    ///     let fast = win.dup_with_info(&WinInfo::new().accumulate_intrinsic(true))?;
+    ///     # drop(fast);
+    /// }
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    pub fn op_intrinsic(&self, ops: &str, max_count: usize) -> Result<bool> {
+        let _ = max_count;
+        for name in ops.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            if name == "cas" {
+                continue;
+            }
+            let op = Op::ALL
+                .into_iter()
+                .find(|o| o.name() == name)
+                .ok_or_else(|| {
+                    Error::InvalidArgument(format!("op_intrinsic: unknown operation {name:?}"))
+                })?;
+            check_op("op_intrinsic", op, T::TYPE, true)?;
+        }
+        Ok(self.core.intrinsic_everywhere(std::mem::size_of::<T>()))
+    }
+
     /// Combines `origin` element-wise into `target`'s window at `disp` with `op`
     /// (MPI_Accumulate). Element-wise atomic with every other accumulate-type operation of
     /// type `T` on the same elements.
@@ -320,12 +412,16 @@ impl<T: AccElement> Window<T> {
     fn accumulate_slow(&self, origin: &[T], target: usize, disp: usize, op: Op) -> Result<()> {
         check_op("accumulate", op, T::TYPE, false)?;
         if self.core.may_defer(target, std::mem::size_of_val(origin)) {
-            return self.core.defer_accumulate(origin, target, disp, op);
+            return self
+                .core
+                .defer_accumulate(origin, target, disp, op, self.flags.get())
+                .map(drop);
         }
         let loc = self
             .core
             .resolve("accumulate", target, disp, std::mem::size_of_val(origin))?;
-        self.core.acc_run(target, loc, origin, op, None)?;
+        self.core
+            .acc_run(target, loc, origin, op, None, self.flags.get())?;
         self.core.epoch.note_rma();
         Ok(())
     }
@@ -355,7 +451,8 @@ impl<T: AccElement> Window<T> {
             disp,
             std::mem::size_of_val(origin),
         )?;
-        self.core.acc_run(target, loc, origin, op, Some(result))?;
+        self.core
+            .acc_run(target, loc, origin, op, Some(result), self.flags.get())?;
         self.core.epoch.note_rma();
         Ok(())
     }
@@ -394,7 +491,7 @@ impl<T: AccElement> Window<T> {
             .core
             .resolve("fetch_and_op", target, disp, std::mem::size_of::<T>())?;
         self.core
-            .acc_run(target, loc, &[value], op, Some(&mut old))?;
+            .acc_run(target, loc, &[value], op, Some(&mut old), self.flags.get())?;
         self.core.epoch.note_rma();
         Ok(old[0])
     }
@@ -427,7 +524,9 @@ impl<T: AccElement> Window<T> {
         let loc = self
             .core
             .resolve("compare_and_swap", target, disp, std::mem::size_of::<T>())?;
-        let old = self.core.cas_at(target, loc, compare, value)?;
+        let old = self
+            .core
+            .cas_at(target, loc, compare, value, self.flags.get())?;
         self.core.epoch.note_rma();
         Ok(old)
     }
@@ -455,7 +554,8 @@ impl<T: AccElement> Window<T> {
         let size = std::mem::size_of::<T>();
         for ([o, t], len) in pieces([origin_layout.blocks(), target_layout.blocks()]) {
             let run = &origin[o / size..(o + len) / size];
-            self.core.acc_run(target, base.offset(t), run, op, None)?;
+            self.core
+                .acc_run(target, base.offset(t), run, op, None, self.flags.get())?;
         }
         self.core.epoch.note_rma();
         Ok(())
@@ -501,7 +601,7 @@ impl<T: AccElement> Window<T> {
             let run = &origin[o / size..(o + len) / size];
             let out = &mut result[r / size..(r + len) / size];
             self.core
-                .acc_run(target, base.offset(t), run, op, Some(out))?;
+                .acc_run(target, base.offset(t), run, op, Some(out), self.flags.get())?;
         }
         self.core.epoch.note_rma();
         Ok(())

@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::layout::{check_match, pieces, Layout};
 use crate::progress::{Step, SyncOp};
 use crate::transport::{self, combine, Route};
-use crate::win::core::WinCore;
+use crate::win::core::{Flags, HandleFlags, WinCore};
 use crate::win::Window;
 
 /// Bytes of put and accumulate data a window holds for deferred epochs; beyond it an
@@ -59,7 +59,13 @@ impl SyncOp<WinCore> for DeferredPut {
 impl WinCore {
     /// Put: inlined fast path, everything else out of line.
     #[inline(always)]
-    pub(crate) fn put_bytes(&self, src: &[u8], target: usize, disp: usize) -> Result<()> {
+    pub(crate) fn put_bytes(
+        &self,
+        src: &[u8],
+        target: usize,
+        disp: usize,
+        flags: &HandleFlags,
+    ) -> Result<()> {
         if let Some((dst, _)) = self.direct_fast(target, disp, src.len()) {
             // SAFETY: dst..dst+len lies inside the window segment (bounds checked above),
             // which outlives self; src is a distinct Rust slice.
@@ -67,19 +73,27 @@ impl WinCore {
             self.epoch.note_rma();
             return Ok(());
         }
-        self.put_bytes_slow(src, target, disp)
+        self.put_bytes_slow(src, target, disp, flags.get())
     }
 
     #[inline(never)]
-    fn put_bytes_slow(&self, src: &[u8], target: usize, disp: usize) -> Result<()> {
+    fn put_bytes_slow(&self, src: &[u8], target: usize, disp: usize, flags: Flags) -> Result<()> {
         if self.may_defer(target, src.len()) {
-            return self.defer_put(src, target, disp);
+            return self.defer_put(src, target, disp).map(drop);
         }
         match self.resolve("put", target, disp, src.len())?.route {
             Route::Cma { pid, addr } if src.len() <= combine::STAGE_MAX_PUT => {
                 self.stage_put(pid, addr, src)?
             }
-            route => route.write(src)?,
+            route => {
+                // A put that is not staged would overtake the staged ones; only
+                // `mpi_win_order` promises it will not (two puts to the same bytes in one
+                // epoch are otherwise conflicting, and which lands last unspecified).
+                if flags.order() {
+                    self.drain_before_op(flags)?;
+                }
+                route.write(src)?
+            }
         }
         self.epoch.note_rma();
         Ok(())
@@ -88,7 +102,13 @@ impl WinCore {
     /// A put behind a pending synchronization ([Zounmevo14] §VII): checked now (errors are
     /// the caller's), its data copied (the call is locally complete), and written when the
     /// engine reaches it — after the synchronizations before it, before those after it.
-    fn defer_put(&self, src: &[u8], target: usize, disp: usize) -> Result<()> {
+    /// Returns its ticket (`None`: it ran at once), complete once the data is at the target.
+    pub(crate) fn defer_put(
+        &self,
+        src: &[u8],
+        target: usize,
+        disp: usize,
+    ) -> Result<Option<crate::progress::Ticket>> {
         self.resolve_ungated("put", target, disp, src.len())?;
         // Staged puts were issued earlier: they must not land after this one.
         self.drain_staged()?;
@@ -101,7 +121,7 @@ impl WinCore {
             data: self.copy_of(src),
         };
         let order = self.epoch.access_order(target);
-        self.engine.start_ordered(self, op, order).map(drop)
+        self.engine.start_ordered(self, op, order)
     }
 
     /// A copy of `src` for a deferred put, in a buffer of an earlier one if one is spare
@@ -146,21 +166,33 @@ impl WinCore {
 
     /// Get: inlined fast path, everything else out of line.
     #[inline(always)]
-    pub(crate) fn get_bytes(&self, dst: &mut [u8], target: usize, disp: usize) -> Result<()> {
+    pub(crate) fn get_bytes(
+        &self,
+        dst: &mut [u8],
+        target: usize,
+        disp: usize,
+        flags: &HandleFlags,
+    ) -> Result<()> {
         if let Some((src, _)) = self.direct_fast(target, disp, dst.len()) {
             // SAFETY: as in put_bytes.
             unsafe { transport::shm::copy_bytes(src, dst.as_mut_ptr(), dst.len()) };
             self.epoch.note_rma();
             return Ok(());
         }
-        self.get_bytes_slow(dst, target, disp)
+        self.get_bytes_slow(dst, target, disp, flags.get())
     }
 
     #[inline(never)]
-    fn get_bytes_slow(&self, dst: &mut [u8], target: usize, disp: usize) -> Result<()> {
+    fn get_bytes_slow(
+        &self,
+        dst: &mut [u8],
+        target: usize,
+        disp: usize,
+        flags: Flags,
+    ) -> Result<()> {
         let route = self.resolve("get", target, disp, dst.len())?.route;
-        // Staged puts go first: this process's operations reach memory in issue order.
-        self.drain_staged()?;
+        // Staged puts go first: they reach memory in issue order.
+        self.drain_before_op(flags)?;
         route.read(dst)?;
         self.epoch.note_rma();
         Ok(())
@@ -178,7 +210,8 @@ impl<T: Pod> Window<T> {
     /// fit the target's window (or, for dynamic windows, is not attached).
     #[inline(always)]
     pub fn put(&self, src: &[T], target: usize, disp: usize) -> Result<()> {
-        self.core.put_bytes(bytemuck::cast_slice(src), target, disp)
+        self.core
+            .put_bytes(bytemuck::cast_slice(src), target, disp, &self.flags)
     }
 
     /// Reads `dst.len()` elements from `target`'s window at displacement `disp` into `dst`
@@ -186,7 +219,7 @@ impl<T: Pod> Window<T> {
     #[inline(always)]
     pub fn get(&self, dst: &mut [T], target: usize, disp: usize) -> Result<()> {
         self.core
-            .get_bytes(bytemuck::cast_slice_mut(dst), target, disp)
+            .get_bytes(bytemuck::cast_slice_mut(dst), target, disp, &self.flags)
     }
 }
 
@@ -236,7 +269,7 @@ impl<T: Pod> Window<T> {
         let base = self
             .core
             .resolve_layout("put", target, disp, target_layout)?;
-        self.core.drain_staged()?;
+        self.core.drain_before_op(self.flags.get())?;
         let list: Vec<(usize, usize, usize)> =
             pieces([origin_layout.blocks(), target_layout.blocks()])
                 .map(|([o, t], len)| (o, t, len))
@@ -263,7 +296,7 @@ impl<T: Pod> Window<T> {
         let base = self
             .core
             .resolve_layout("get", target, disp, target_layout)?;
-        self.core.drain_staged()?;
+        self.core.drain_before_op(self.flags.get())?;
         let list: Vec<(usize, usize, usize)> =
             pieces([origin_layout.blocks(), target_layout.blocks()])
                 .map(|([o, t], len)| (o, t, len))

@@ -15,6 +15,12 @@
 //! the read ran — its bytes reach the caller's buffer when `wait`/`test`/`.await` sees
 //! that (see `crate::request`).
 //!
+//! **Remote-completing requests** (`rrput`, `rraccumulate`, `rrget_accumulate`; seed 000
+//! §5.2): their request completes only when the data is *at the target*, so a signal may
+//! follow without a flush — also on windows whose small puts are otherwise staged (an
+//! `rrput` is never staged; the calling thread's staged puts go out before it). Behind a
+//! deferred epoch the request completes when the queued operation has run.
+//!
 //! ```compile_fail
 //! # use onesided::{Assert, Window};
 //! # let world = onesided::init()?.world().clone();
@@ -33,7 +39,7 @@ use crate::error::{Error, Result};
 use crate::progress::{Step, SyncOp, Ticket};
 use crate::request::{Delivery, Request};
 use crate::rma::atomic::{AccElement, Op};
-use crate::win::core::WinCore;
+use crate::win::core::{Flags, WinCore};
 use crate::win::Window;
 
 /// An `rget` behind a pending synchronization: reads when the engine reaches it.
@@ -61,6 +67,8 @@ struct DeferredGetAccumulate<E> {
     origin: Vec<E>,
     op: Op,
     slot: Delivery,
+    /// The flags of the handle it was issued through.
+    flags: Flags,
 }
 
 impl<E: AccElement + Send> SyncOp<WinCore> for DeferredGetAccumulate<E> {
@@ -68,7 +76,14 @@ impl<E: AccElement + Send> SyncOp<WinCore> for DeferredGetAccumulate<E> {
         let bytes = std::mem::size_of_val(&self.origin[..]);
         let loc = core.locate("rget_accumulate", self.target, self.disp, bytes)?;
         let mut result = vec![E::zeroed(); self.origin.len()];
-        core.acc_run(self.target, loc, &self.origin, self.op, Some(&mut result))?;
+        core.acc_run(
+            self.target,
+            loc,
+            &self.origin,
+            self.op,
+            Some(&mut result),
+            self.flags,
+        )?;
         *lock(&self.slot) = Some(bytemuck::cast_slice(&result).to_vec());
         Ok(Step::Done)
     }
@@ -164,7 +179,88 @@ impl<T: Pod> Window<T> {
     }
 }
 
+impl<T: Pod> Window<T> {
+    /// Remote-completing put (`MPI_Rrput`, seed 000 §5.2): the request completes when
+    /// `origin` is in `target`'s memory — visible to any process that synchronizes with
+    /// this one afterwards — not just when `origin` may be reused. A signal that follows
+    /// completion (an accumulate, a message) needs no flush in between. Only inside a
+    /// passive-target epoch that includes `target`.
+    ///
+    /// ```no_run
+    /// # use onesided::{Assert, Op, Window};
+    /// # let world = onesided::init()?.world().clone();
+    /// # let win = Window::<u64>::allocate(&world, 8)?;
+    /// win.lock_all(Assert::NONE)?;
+    /// let data = [7u64; 4];
+    /// let req = win.rrput(&data, 1, 0)?;
+    /// // ... useful work ...
+    /// req.wait()?; // the data is at rank 1
+    /// win.accumulate(&[1], 1, 4, Op::Sum)?; // the flag: no flush needed
+    /// win.unlock_all()?;
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    pub fn rrput<'a>(&'a self, origin: &'a [T], target: usize, disp: usize) -> Result<Request<'a>> {
+        self.check_passive("rrput", target)?;
+        let bytes: &[u8] = bytemuck::cast_slice(origin);
+        if self.core.may_defer(target, bytes.len()) {
+            let ticket = self.core.defer_put(bytes, target, disp)?;
+            return Ok(Request::started(&self.core, ticket));
+        }
+        let at = self.core.resolve("rrput", target, disp, bytes.len())?;
+        // This thread's staged puts were issued first; with mpi_win_order and process
+        // scope, every thread's.
+        self.core.drain_before_op(self.flags.get())?;
+        at.route.write(bytes)?;
+        self.core.epoch.note_rma();
+        // As a flush: our stores are ordered before any later load or store of ours.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        Ok(Request::done())
+    }
+}
+
 impl<T: AccElement> Window<T> {
+    /// Remote-completing accumulate (`MPI_Rraccumulate`, seed 000 §5.2): the request
+    /// completes when the update is done in `target`'s memory. Errors as
+    /// [`Window::accumulate`]; only inside a passive-target epoch.
+    pub fn rraccumulate<'a>(
+        &'a self,
+        origin: &'a [T],
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<Request<'a>> {
+        self.check_passive("rraccumulate", target)?;
+        crate::rma::accumulate::check_op("rraccumulate", op, T::TYPE, false)?;
+        if self.core.may_defer(target, std::mem::size_of_val(origin)) {
+            let ticket = self
+                .core
+                .defer_accumulate(origin, target, disp, op, self.flags.get())?;
+            return Ok(Request::started(&self.core, ticket));
+        }
+        // Accumulates are never staged: done at the target when the call returns.
+        self.accumulate(origin, target, disp, op)?;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        Ok(Request::done())
+    }
+
+    /// Remote-completing get_accumulate (`MPI_Rrget_accumulate`, seed 000 §5.2): the
+    /// request completes when the update is done at the target and `result` holds the
+    /// previous values. Errors as [`Window::get_accumulate`].
+    pub fn rrget_accumulate<'a>(
+        &'a self,
+        origin: &'a [T],
+        result: &'a mut [T],
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<Request<'a>> {
+        // A get_accumulate completes at the target before its result exists, so the
+        // request-based form already completes remotely; the fence orders it like a flush.
+        let req = self.rget_accumulate(origin, result, target, disp, op)?;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        Ok(req)
+    }
+
     /// Request-based [`Window::accumulate`] (MPI_Raccumulate).
     pub fn raccumulate<'a>(
         &'a self,
@@ -201,6 +297,7 @@ impl<T: AccElement> Window<T> {
                 origin: origin.to_vec(),
                 op,
                 slot: slot.clone(),
+                flags: self.flags.get(),
             };
             let dst: &'a mut [u8] = bytemuck::cast_slice_mut(result);
             return self.core.queue_read(target, deferred, dst, slot);

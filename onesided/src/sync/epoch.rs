@@ -383,8 +383,8 @@ impl EpochState {
 
     /// Makes the next flush take its slow path (which drains staged puts).
     pub(crate) fn forget_flush_cache(&self) {
-        // Relaxed: see the type's docs.
-        self.fast_flush.store(NONE, Ordering::Relaxed);
+        // SeqCst: one total order with the staging count (WinCore::stage_put).
+        self.fast_flush.store(NONE, Ordering::SeqCst);
     }
 
     /// Makes the next RMA call take its slow path: the epoch just opened is deferred
@@ -399,12 +399,13 @@ impl EpochState {
         let st = self.state();
         // Relaxed stores: under the transition lock, as in check_access_slow.
         match st.access {
+            // SeqCst: ordered with the staging count read after it (WinCore::stage_put).
             Access::LockAll => {
-                self.fast_flush.store(ANY, Ordering::Relaxed);
+                self.fast_flush.store(ANY, Ordering::SeqCst);
                 Ok(())
             }
             Access::Locks if st.locks.iter().any(|l| l.target == target) => {
-                self.fast_flush.store(target, Ordering::Relaxed);
+                self.fast_flush.store(target, Ordering::SeqCst);
                 Ok(())
             }
             Access::Locks => Err(Error::NotLocked { call, target }),

@@ -14,7 +14,7 @@ use bytemuck::Pod;
 use crate::error::Result;
 use crate::progress::{Order, Step, SyncOp, Ticket};
 use crate::request::Request;
-use crate::win::core::WinCore;
+use crate::win::core::{Flags, HandleFlags, WinCore};
 use crate::win::Window;
 
 /// Remote completion behind queued requests.
@@ -31,8 +31,8 @@ impl WinCore {
     /// Makes the operations of epoch `order` issued so far (every operation, for
     /// [`Order::BARRIER`]) complete at their targets.
     #[inline]
-    fn complete_at_targets(&self, order: Order) -> Result<()> {
-        match self.start_complete_at_targets(order)? {
+    fn complete_at_targets(&self, order: Order, flags: Flags) -> Result<()> {
+        match self.start_complete_at_targets(order, flags)? {
             None => Ok(()),
             Some(t) => self.engine.wait(self, t, None),
         }
@@ -42,8 +42,9 @@ impl WinCore {
     /// done at once when no synchronization is pending, else a ticket behind the pending
     /// ones it may not pass. A flush of one target is an op of that target's lock epoch,
     /// so it does not wait for another target's pending lock.
-    fn start_complete_at_targets(&self, order: Order) -> Result<Option<Ticket>> {
-        self.drain_staged()?;
+    /// Staged puts: every thread's, or with `mpi_win_scope=thread` the calling thread's.
+    fn start_complete_at_targets(&self, order: Order, flags: Flags) -> Result<Option<Ticket>> {
+        self.drain_for_flush(flags)?;
         // Nothing queued here, and no other window asked for attention: one load decides.
         if self.engine.quiet() {
             fence(Ordering::SeqCst);
@@ -55,41 +56,41 @@ impl WinCore {
     }
 
     /// `iflush(target)`: the checks of `flush`, then [`Self::start_complete_at_targets`].
-    pub(crate) fn start_flush(&self, target: usize) -> Result<Option<Ticket>> {
+    pub(crate) fn start_flush(&self, target: usize, flags: Flags) -> Result<Option<Ticket>> {
         self.check_rank(target)?;
         self.epoch.check_flush("iflush", target)?;
-        self.start_complete_at_targets(self.epoch.access_order(target))
+        self.start_complete_at_targets(self.epoch.access_order(target), flags)
     }
 
     /// `iflush_all`.
-    pub(crate) fn start_flush_all(&self) -> Result<Option<Ticket>> {
+    pub(crate) fn start_flush_all(&self, flags: Flags) -> Result<Option<Ticket>> {
         self.epoch.check_flush_all("iflush_all")?;
-        self.start_complete_at_targets(Order::BARRIER)
+        self.start_complete_at_targets(Order::BARRIER, flags)
     }
 
     /// Flush: the common case (target already checked in this epoch, nothing queued in the
     /// process) is one comparison and a fence, inlined; everything else — including the
     /// progress of other windows' pending synchronizations — out of line.
     #[inline(always)]
-    pub(crate) fn flush(&self, target: usize) -> Result<()> {
+    pub(crate) fn flush(&self, target: usize, flags: &HandleFlags) -> Result<()> {
         if target < self.size && self.epoch.flush_cached(target) && self.engine.quiet() {
             fence(Ordering::SeqCst);
             return Ok(());
         }
-        self.flush_slow(target)
+        self.flush_slow(target, flags.get())
     }
 
     #[inline(never)]
-    fn flush_slow(&self, target: usize) -> Result<()> {
+    fn flush_slow(&self, target: usize, flags: Flags) -> Result<()> {
         self.check_rank(target)?;
         self.epoch.check_flush("flush", target)?;
-        self.complete_at_targets(self.epoch.access_order(target))
+        self.complete_at_targets(self.epoch.access_order(target), flags)
     }
 
     #[inline]
-    pub(crate) fn flush_all(&self) -> Result<()> {
+    pub(crate) fn flush_all(&self, flags: Flags) -> Result<()> {
         self.epoch.check_flush_all("flush_all")?;
-        self.complete_at_targets(Order::BARRIER)
+        self.complete_at_targets(Order::BARRIER, flags)
     }
 
     #[inline]
@@ -120,14 +121,14 @@ impl<T: Pod> Window<T> {
     /// ```
     #[inline(always)]
     pub fn flush(&self, target: usize) -> Result<()> {
-        self.core.flush(target)
+        self.core.flush(target, &self.flags)
     }
 
     /// Completes every operation this process issued in the window, at origins and targets
     /// (MPI_Win_flush_all).
     #[inline]
     pub fn flush_all(&self) -> Result<()> {
-        self.core.flush_all()
+        self.core.flush_all(self.flags.get())
     }
 
     /// Completes operations to `target` at the origin: buffers may be reused
@@ -160,14 +161,14 @@ impl<T: Pod> Window<T> {
     /// # Ok::<(), onesided::Error>(())
     /// ```
     pub fn iflush(&self, target: usize) -> Result<Request<'_>> {
-        let ticket = self.core.start_flush(target)?;
+        let ticket = self.core.start_flush(target, self.flags.get())?;
         Ok(Request::started(&self.core, ticket))
     }
 
     /// Nonblocking [`Window::flush_all`] (MPI_Win_iflush_all), covering the operations
     /// issued before the call.
     pub fn iflush_all(&self) -> Result<Request<'_>> {
-        let ticket = self.core.start_flush_all()?;
+        let ticket = self.core.start_flush_all(self.flags.get())?;
         Ok(Request::started(&self.core, ticket))
     }
 

@@ -7,9 +7,18 @@
 //! point that must complete them remotely — flush, unlock, fence, complete — or when the
 //! buffer fills. Pieces to one process go out in issue order, so a later put to the same
 //! bytes still wins.
+//!
+//! **Lanes.** Every thread that stages on a window gets its own staging buffer (a *lane*),
+//! so threads never contend to stage. A process-scope completion ([`StagedPuts::drain_all`]:
+//! unlock, fence, a flush with `mpi_win_scope=process`) writes every lane; a thread-scope
+//! flush ([`StagedPuts::drain_own`], seed 000 §2.1) writes only the calling thread's, and
+//! so never waits for another thread's puts. A lane stays marked non-empty until its
+//! pieces are *written*, not merely taken: a completion that finds nothing to do knows that
+//! whatever was staged before has landed, also when another thread's drain carried it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::error::Result;
 use crate::transport::cma;
@@ -20,11 +29,50 @@ pub(crate) const STAGE_MAX_PUT: usize = 256;
 const STAGE_MAX_PIECES: usize = 1024;
 /// Staged bytes that trigger a drain.
 const STAGE_MAX_BYTES: usize = 64 << 10;
+/// Windows whose lane a thread remembers without looking it up.
+const LANE_CACHE: usize = 8;
 
-/// Puts waiting to be written (one window).
-#[derive(Debug, Default)]
+/// Source of the identities of staging sets and threads (never reused in a process).
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+fn fresh_id() -> u64 {
+    // Relaxed: only uniqueness matters.
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+thread_local! {
+    /// This thread's identity among the lanes of every window.
+    static THREAD_ID: u64 = fresh_id();
+    /// The lanes this thread used last: (staging set id, lane).
+    static MY_LANES: RefCell<Vec<(u64, Arc<Lane>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Puts waiting to be written (one window), one lane per thread that staged.
+#[derive(Debug)]
 pub(crate) struct StagedPuts {
-    /// True when `puts` is not empty (checked at every completion point without a borrow).
+    id: u64,
+    /// Lanes holding staged pieces not yet written (checked by every completion point
+    /// without taking a lock).
+    nonempty: AtomicUsize,
+    /// Every lane of the window: (thread id, lane).
+    lanes: Mutex<Vec<(u64, Arc<Lane>)>>,
+}
+
+impl Default for StagedPuts {
+    fn default() -> Self {
+        StagedPuts {
+            id: fresh_id(),
+            nonempty: AtomicUsize::new(0),
+            lanes: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+/// One thread's staged puts.
+#[derive(Debug, Default)]
+struct Lane {
+    /// True from the first staged piece until the pieces are written (set and cleared
+    /// under `inner`).
     pending: AtomicBool,
     inner: Mutex<Staged>,
 }
@@ -37,69 +85,238 @@ struct Staged {
 }
 
 impl StagedPuts {
-    /// Stages `src` for `addr` in process `pid`; drains when the stage is full.
+    /// The calling thread's lane (created on first use).
+    fn my_lane(&self) -> Arc<Lane> {
+        let cached = MY_LANES.with(|c| {
+            c.borrow()
+                .iter()
+                .find(|(id, _)| *id == self.id)
+                .map(|(_, lane)| Arc::clone(lane))
+        });
+        if let Some(lane) = cached {
+            return lane;
+        }
+        let me = THREAD_ID.with(|t| *t);
+        let lane = {
+            let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+            match lanes.iter().find(|(t, _)| *t == me) {
+                Some((_, lane)) => Arc::clone(lane),
+                None => {
+                    let lane = Arc::new(Lane::default());
+                    lanes.push((me, Arc::clone(&lane)));
+                    lane
+                }
+            }
+        };
+        // Forgetting a cached lane is harmless: the window's list keeps it under this
+        // thread's id, and the next lookup finds it there.
+        MY_LANES.with(|c| {
+            let mut c = c.borrow_mut();
+            if c.len() >= LANE_CACHE {
+                c.remove(0);
+            }
+            c.push((self.id, Arc::clone(&lane)));
+        });
+        lane
+    }
+
+    /// Stages `src` for `addr` in process `pid` in the calling thread's lane; drains the
+    /// lane when it is full.
     pub(crate) fn stage(&self, pid: i32, addr: usize, src: &[u8]) -> Result<()> {
+        let lane = self.my_lane();
         let full = {
-            let mut s = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut s = lane.inner.lock().unwrap_or_else(PoisonError::into_inner);
             let offset = s.data.len();
             s.data.extend_from_slice(src);
             s.puts.push((pid, addr, offset, src.len()));
-            // Relaxed: a hint for the completion points of the thread that staged (set
-            // under the mutex, so a concurrent drain cannot clear it after our put).
-            self.pending.store(true, Ordering::Relaxed);
+            if !lane.pending.load(Ordering::Relaxed) {
+                // Relaxed: changed only under the lane's mutex, which we hold.
+                lane.pending.store(true, Ordering::Relaxed);
+                // SeqCst: with the caller's flush-cache reset after it, and a thread-scope
+                // flush's cache set before its load of this count, one total order decides
+                // that either the flush sees our piece or the reset follows its set (see
+                // WinCore::stage_put).
+                self.nonempty.fetch_add(1, Ordering::SeqCst);
+            }
             s.puts.len() >= STAGE_MAX_PIECES || s.data.len() >= STAGE_MAX_BYTES
         };
         if full {
-            self.drain()
+            self.drain_lane(&lane)
         } else {
             Ok(())
         }
     }
 
-    /// Writes every staged put to its target. Every remote-completion point calls it
-    /// before it signals completion.
+    /// Writes every thread's staged puts (process scope). Every remote-completion point of
+    /// the process calls it before it signals completion.
     #[inline]
-    pub(crate) fn drain(&self) -> Result<()> {
-        // Relaxed: see `stage`.
-        if !self.pending.load(Ordering::Relaxed) {
+    pub(crate) fn drain_all(&self) -> Result<()> {
+        if !self.any_staged() {
             return Ok(());
         }
-        self.drain_slow()
+        self.drain_all_slow()
     }
 
     #[inline(never)]
-    fn drain_slow(&self) -> Result<()> {
-        let mut s = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        // Cleared under the mutex, so a put staged by another thread is either drained here
-        // or sets the flag again after we release the lock.
-        self.pending.store(false, Ordering::Relaxed);
-        let Staged { data, puts } = &mut *s;
-        if let [(pid, addr, offset, len)] = puts[..] {
-            // One put (put + flush in a loop): the plain call, no iovec arrays.
-            let result = cma::write(pid, addr, &data[offset..offset + len]);
-            data.clear();
-            puts.clear();
-            return result;
-        }
+    fn drain_all_slow(&self) -> Result<()> {
+        let lanes: Vec<Arc<Lane>> = self
+            .lanes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(_, lane)| Arc::clone(lane))
+            .collect();
         let mut result = Ok(());
-        let mut pieces: Vec<(usize, usize, usize)> = Vec::with_capacity(puts.len());
-        let mut i = 0;
-        while i < puts.len() {
-            let pid = puts[i].0;
-            pieces.clear();
-            while i < puts.len() && puts[i].0 == pid {
-                let (_, addr, offset, len) = puts[i];
-                pieces.push((offset, addr, len));
-                i += 1;
-            }
-            // Remote offsets are absolute addresses (base 0). After an error the remaining
-            // puts are dropped: the error reports that the epoch's data did not arrive.
+        for lane in lanes {
+            let r = self.drain_lane(&lane);
             if result.is_ok() {
-                result = cma::write_pieces(pid, 0, data, &pieces);
+                result = r;
             }
         }
+        result
+    }
+
+    /// Writes the calling thread's staged puts only (thread scope).
+    #[inline]
+    pub(crate) fn drain_own(&self) -> Result<()> {
+        if !self.any_staged() {
+            return Ok(());
+        }
+        let lane = self.my_lane();
+        self.drain_lane(&lane)
+    }
+
+    /// True while some lane holds pieces not yet written.
+    #[inline]
+    pub(crate) fn any_staged(&self) -> bool {
+        // SeqCst (a plain load on x86): pairs with the Release decrement of a drain that
+        // wrote the last pieces, so their data is complete before we report completion,
+        // and takes part in the total order described in `stage`.
+        self.nonempty.load(Ordering::SeqCst) != 0
+    }
+
+    /// Writes the pieces of `lane`; waits for a drain of it already under way.
+    fn drain_lane(&self, lane: &Lane) -> Result<()> {
+        let mut s = lane.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        // Relaxed: changed only under the lane's mutex, which we hold.
+        if !lane.pending.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let result = write_staged(&mut s);
+        // Cleared once the pieces are written (still under the mutex): a completion point
+        // that sees the lane empty knows its earlier puts have landed.
+        lane.pending.store(false, Ordering::Relaxed);
+        // Release: see drain_all.
+        self.nonempty.fetch_sub(1, Ordering::Release);
+        result
+    }
+}
+
+/// Writes and clears `s`. After an error the remaining puts are dropped: the error reports
+/// that the epoch's data did not arrive.
+fn write_staged(s: &mut Staged) -> Result<()> {
+    let Staged { data, puts } = s;
+    if let [(pid, addr, offset, len)] = puts[..] {
+        // One put (put + flush in a loop): the plain call, no iovec arrays.
+        let result = cma::write(pid, addr, &data[offset..offset + len]);
         data.clear();
         puts.clear();
-        result
+        return result;
+    }
+    let mut result = Ok(());
+    let mut pieces: Vec<(usize, usize, usize)> = Vec::with_capacity(puts.len());
+    let mut i = 0;
+    while i < puts.len() {
+        let pid = puts[i].0;
+        pieces.clear();
+        while i < puts.len() && puts[i].0 == pid {
+            let (_, addr, offset, len) = puts[i];
+            pieces.push((offset, addr, len));
+            i += 1;
+        }
+        // Remote offsets are absolute addresses (base 0).
+        if result.is_ok() {
+            result = cma::write_pieces(pid, 0, data, &pieces);
+        }
+    }
+    data.clear();
+    puts.clear();
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Staging toward this very process: cross-memory attach to oneself is allowed.
+    fn own_pid() -> i32 {
+        std::process::id() as i32
+    }
+
+    #[test]
+    fn own_drain_leaves_other_threads_lanes_and_all_drain_takes_them() {
+        let target = Box::new([AtomicU64::new(0), AtomicU64::new(0)]);
+        let addr = |i: usize| &target[i] as *const AtomicU64 as usize;
+        let staged = StagedPuts::default();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                staged
+                    .stage(own_pid(), addr(1), &7u64.to_ne_bytes())
+                    .unwrap()
+            });
+        });
+        staged
+            .stage(own_pid(), addr(0), &5u64.to_ne_bytes())
+            .unwrap();
+        staged.drain_own().unwrap();
+        assert_eq!(target[0].load(Ordering::Relaxed), 5, "own put written");
+        assert_eq!(
+            target[1].load(Ordering::Relaxed),
+            0,
+            "the other thread's put is not ours to write"
+        );
+        staged.drain_all().unwrap();
+        assert_eq!(
+            target[1].load(Ordering::Relaxed),
+            7,
+            "process scope writes every lane"
+        );
+        assert_eq!(staged.nonempty.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn later_put_to_the_same_bytes_wins_and_full_lanes_drain() {
+        let target = Box::new(AtomicU64::new(0));
+        let addr = &*target as *const AtomicU64 as usize;
+        let staged = StagedPuts::default();
+        for v in 1..=(STAGE_MAX_PIECES as u64 + 10) {
+            staged.stage(own_pid(), addr, &v.to_ne_bytes()).unwrap();
+        }
+        assert_eq!(
+            target.load(Ordering::Relaxed),
+            STAGE_MAX_PIECES as u64,
+            "a full lane drained on its own"
+        );
+        staged.drain_all().unwrap();
+        assert_eq!(target.load(Ordering::Relaxed), STAGE_MAX_PIECES as u64 + 10);
+    }
+
+    #[test]
+    fn a_thread_finds_its_lane_again_after_the_cache_forgot_it() {
+        let staged: Vec<StagedPuts> = (0..LANE_CACHE + 2).map(|_| StagedPuts::default()).collect();
+        let target = Box::new(AtomicU64::new(0));
+        let addr = &*target as *const AtomicU64 as usize;
+        for s in &staged {
+            s.stage(own_pid(), addr, &1u64.to_ne_bytes()).unwrap();
+        }
+        // The first window's lane left this thread's cache; staging again must use the
+        // same lane, so one own-drain writes both pieces.
+        staged[0]
+            .stage(own_pid(), addr, &2u64.to_ne_bytes())
+            .unwrap();
+        assert_eq!(staged[0].lanes.lock().unwrap().len(), 1);
+        staged[0].drain_own().unwrap();
+        assert_eq!(target.load(Ordering::Relaxed), 2);
+        assert_eq!(staged[0].nonempty.load(Ordering::Relaxed), 0);
     }
 }

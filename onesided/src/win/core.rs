@@ -64,6 +64,68 @@ unsafe impl Send for LocalRegion {}
 // SAFETY: as for Send.
 unsafe impl Sync for LocalRegion {}
 
+/// The info keys of one window *handle* (seed 000 §2–§3): duplicates of a window share its
+/// core but may each set these differently, so every call that depends on them takes them
+/// from the handle it was made through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Flags(u8);
+
+impl Flags {
+    const THREAD_SCOPE: u8 = 1;
+    const ORDER: u8 = 2;
+    const INTRINSIC: u8 = 4;
+
+    pub(crate) fn from_hints(h: &WinHints) -> Flags {
+        let mut bits = 0;
+        if h.scope == crate::win::info::WinScope::Thread {
+            bits |= Self::THREAD_SCOPE;
+        }
+        if h.order {
+            bits |= Self::ORDER;
+        }
+        if h.accumulate_intrinsic {
+            bits |= Self::INTRINSIC;
+        }
+        Flags(bits)
+    }
+
+    /// `mpi_win_scope=thread`.
+    pub(crate) fn thread_scope(self) -> bool {
+        self.0 & Self::THREAD_SCOPE != 0
+    }
+
+    /// `mpi_win_order=true`.
+    pub(crate) fn order(self) -> bool {
+        self.0 & Self::ORDER != 0
+    }
+
+    /// `mpi_assert_accumulate_intrinsic=true`.
+    pub(crate) fn intrinsic(self) -> bool {
+        self.0 & Self::INTRINSIC != 0
+    }
+}
+
+/// A handle's [`Flags`], changed by `set_info` while other threads may use the handle.
+#[derive(Debug, Default)]
+pub(crate) struct HandleFlags(std::sync::atomic::AtomicU8);
+
+impl HandleFlags {
+    pub(crate) fn new(f: Flags) -> Self {
+        HandleFlags(std::sync::atomic::AtomicU8::new(f.0))
+    }
+
+    #[inline]
+    pub(crate) fn get(&self) -> Flags {
+        // Relaxed: set by set_info, a collective the caller made before this call.
+        Flags(self.0.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    pub(crate) fn set(&self, f: Flags) {
+        // Relaxed: see get.
+        self.0.store(f.0, std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
 /// Everything of a window that does not depend on the element type.
 pub(crate) struct WinCore {
     pub(crate) comm: Comm,
@@ -148,6 +210,14 @@ impl SharedCore {
         SharedCore(std::ptr::NonNull::new(raw).expect("Arc::into_raw is never null"))
     }
 
+    /// A second strong count of the same core (a window duplicate's).
+    pub(crate) fn clone_handle(&self) -> SharedCore {
+        // SAFETY: the pointer came from Arc::into_raw and our strong count keeps it alive;
+        // the new count is given back by the new handle's Drop.
+        unsafe { std::sync::Arc::increment_strong_count(self.0.as_ptr()) };
+        SharedCore(self.0)
+    }
+
     /// Takes the window out of the registry (see `registry::unregister`).
     pub(crate) fn unregister(&self) {
         // SAFETY: the pointer came from Arc::into_raw and our strong count keeps it alive;
@@ -198,16 +268,53 @@ impl WinCore {
 
     /// Stages a small put reached by cross-memory attach (transport::combine).
     pub(crate) fn stage_put(&self, pid: i32, addr: usize, src: &[u8]) -> Result<()> {
+        let staged = self.staged.stage(pid, addr, src);
         // The inlined flush skips straight to its fence; make it take the path that drains.
+        // After staging: a flush of another thread that set the cache meanwhile either saw
+        // our piece counted (and drained it, or reset the cache) or set it before this
+        // reset (both SeqCst).
         self.epoch.forget_flush_cache();
-        self.staged.stage(pid, addr, src)
+        staged
     }
 
-    /// Writes every staged put to its target. Every remote-completion point calls it
+    /// Writes every staged put of every thread to its target. Every point that completes
+    /// the process's operations (unlock, fence, complete, a process-scope flush) calls it
     /// before it signals completion.
     #[inline]
     pub(crate) fn drain_staged(&self) -> Result<()> {
-        self.staged.drain()
+        self.staged.drain_all()
+    }
+
+    /// Writes the staged puts a flush through a handle with `flags` must complete: the
+    /// calling thread's with `mpi_win_scope=thread`, else every thread's.
+    #[inline]
+    pub(crate) fn drain_for_flush(&self, flags: Flags) -> Result<()> {
+        if flags.thread_scope() {
+            self.staged.drain_own()?;
+            // Other threads' pieces stay staged: the next flush (maybe process scope, maybe
+            // through a duplicate) must not take the inlined path that skips draining.
+            if self.staged.any_staged() {
+                self.epoch.forget_flush_cache();
+            }
+            Ok(())
+        } else {
+            self.staged.drain_all()
+        }
+    }
+
+    /// Writes the staged puts that must land before an operation (get, accumulate,
+    /// fetch_and_op, compare_and_swap, a put not staged) reaches its target: always the
+    /// calling thread's own (its operations reach memory in its issue order); with
+    /// `mpi_win_order` and process scope also every other thread's, so an operation that
+    /// happens after another thread's put (the application ordered the two threads) lands
+    /// after it (seed 000 §2.2).
+    #[inline]
+    pub(crate) fn drain_before_op(&self, flags: Flags) -> Result<()> {
+        if flags.order() && !flags.thread_scope() {
+            self.staged.drain_all()
+        } else {
+            self.staged.drain_own()
+        }
     }
 
     #[inline]

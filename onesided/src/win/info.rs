@@ -41,6 +41,36 @@ pub mod keys {
     pub const EXPOSURE_AFTER_EXPOSURE_REORDER: &str = "MPI_WIN_EXPOSURE_AFTER_EXPOSURE_REORDER";
     /// `MPI_WIN_EXPOSURE_AFTER_ACCESS_REORDER` ("1"/"0").
     pub const EXPOSURE_AFTER_ACCESS_REORDER: &str = "MPI_WIN_EXPOSURE_AFTER_ACCESS_REORDER";
+    /// `mpi_win_scope` (`process` or `thread`, seed 000 §2.1): which operations a flush
+    /// completes; see [`crate::WinScope`].
+    pub const SCOPE: &str = "mpi_win_scope";
+    /// `mpi_win_order` (boolean, seed 000 §2.2): operations to one target complete at the
+    /// target in issue order.
+    pub const ORDER: &str = "mpi_win_order";
+    /// `mpi_assert_accumulate_intrinsic` (boolean, seed 000 §2.3): only accumulates done by
+    /// the origin's CPU atomics will be issued (see [`crate::Window::op_intrinsic`]).
+    pub const ASSERT_ACCUMULATE_INTRINSIC: &str = "mpi_assert_accumulate_intrinsic";
+}
+
+/// Which operations a flush completes (`mpi_win_scope`, seed 000 §2.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WinScope {
+    /// Every operation the process issued (MPI's flush; the default).
+    #[default]
+    Process,
+    /// Only the operations the calling thread issued: a flush never waits for (or writes)
+    /// another thread's operations. Synchronizations that end epochs (unlock, fence,
+    /// complete) still complete every operation of the process.
+    Thread,
+}
+
+impl fmt::Display for WinScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WinScope::Process => "process",
+            WinScope::Thread => "thread",
+        })
+    }
 }
 
 /// Default capacity of a process's dynamic-region table.
@@ -138,6 +168,21 @@ impl WinInfo {
     /// Sets `mpi_assert_memory_alloc_kinds` (e.g. `"system,mpi:alloc_mem"`).
     pub fn memory_alloc_kinds(self, kinds: &str) -> Self {
         self.with(keys::MEMORY_ALLOC_KINDS, kinds)
+    }
+
+    /// Sets `mpi_win_scope`.
+    pub fn scope(self, scope: WinScope) -> Self {
+        self.with(keys::SCOPE, scope.to_string())
+    }
+
+    /// Sets `mpi_win_order`.
+    pub fn order(self, on: bool) -> Self {
+        self.with(keys::ORDER, bool_str(on))
+    }
+
+    /// Sets `mpi_assert_accumulate_intrinsic`.
+    pub fn accumulate_intrinsic(self, on: bool) -> Self {
+        self.with(keys::ASSERT_ACCUMULATE_INTRINSIC, bool_str(on))
     }
 
     /// Sets the four reorder keys (`MPI_WIN_*_REORDER`, "1" or "0") from `flags`.
@@ -332,6 +377,12 @@ pub struct WinHints {
     pub max_attached_regions: usize,
     /// The four `MPI_WIN_*_REORDER` keys.
     pub reorder: Reorder,
+    /// `mpi_win_scope` (per window handle: duplicates may differ).
+    pub scope: WinScope,
+    /// `mpi_win_order` (per window handle).
+    pub order: bool,
+    /// `mpi_assert_accumulate_intrinsic` (per window handle).
+    pub accumulate_intrinsic: bool,
 }
 
 impl Default for WinHints {
@@ -347,6 +398,9 @@ impl Default for WinHints {
             alloc_shared_noncontig: false,
             max_attached_regions: DEFAULT_MAX_ATTACHED_REGIONS,
             reorder: Reorder::NONE,
+            scope: WinScope::Process,
+            order: false,
+            accumulate_intrinsic: false,
         }
     }
 }
@@ -457,6 +511,17 @@ impl WinHints {
                 keys::EXPOSURE_AFTER_ACCESS_REORDER => {
                     next.reorder.exposure_after_access = parse_flag(key, value)?
                 }
+                keys::SCOPE => {
+                    next.scope = match value.trim().to_ascii_lowercase().as_str() {
+                        "process" => WinScope::Process,
+                        "thread" => WinScope::Thread,
+                        _ => return Err(invalid(key, value, "expected process or thread")),
+                    }
+                }
+                keys::ORDER => next.order = parse_bool(key, value)?,
+                keys::ASSERT_ACCUMULATE_INTRINSIC => {
+                    next.accumulate_intrinsic = parse_bool(key, value)?
+                }
                 // Unknown keys are ignored (MPI-4.1 §10): they may belong to another library.
                 _ => {}
             }
@@ -474,7 +539,10 @@ impl WinHints {
             .accumulate_granularity(self.accumulate_granularity)
             .same_size(self.same_size)
             .same_disp_unit(self.same_disp_unit)
-            .reorder(self.reorder);
+            .reorder(self.reorder)
+            .scope(self.scope)
+            .order(self.order)
+            .accumulate_intrinsic(self.accumulate_intrinsic);
         if let Some(kinds) = &self.memory_alloc_kinds {
             let s: Vec<String> = kinds
                 .iter()

@@ -11,6 +11,7 @@ mod buffer;
 pub(crate) mod control;
 pub(crate) mod core;
 mod create;
+mod dup;
 pub(crate) mod dynamic;
 pub mod info;
 pub(crate) mod regions;
@@ -18,6 +19,7 @@ pub(crate) mod resolve;
 
 pub use attr::{Flavor, MemoryModel, WindowLayout};
 pub use buffer::WinBuffer;
+pub use dup::WindowDup;
 
 use std::marker::PhantomData;
 
@@ -79,11 +81,18 @@ pub struct Window<T: Pod> {
     pub(crate) core: crate::win::core::SharedCore,
     /// `create`: the user's memory.
     buffer: Option<WinBuffer<T>>,
-    /// `dynamic`: attached memory by base address.
-    attached: std::sync::Mutex<Vec<(usize, WinBuffer<T>)>>,
+    /// `dynamic`: attached memory by base address (shared with the window's duplicates).
+    attached: Attached<T>,
+    /// The info keys of this handle (scope, order, intrinsic assert): see `core::Flags`.
+    pub(crate) flags: crate::win::core::HandleFlags,
+    /// A handle from [`Window::dup_with_info`]: it shares the core and owns nothing.
+    pub(crate) duplicate: bool,
     freed: bool,
     _elem: PhantomData<T>,
 }
+
+/// The memory attached to a dynamic window, by base address (shared by its handles).
+type Attached<T> = std::sync::Arc<std::sync::Mutex<Vec<(usize, WinBuffer<T>)>>>;
 
 /// Options for creating a window: info keys and displacement unit.
 ///
@@ -173,11 +182,14 @@ fn elem_bytes<T>(len: usize) -> Result<usize> {
 
 impl<T: Pod> Window<T> {
     fn from_core(core: WinCore, buffer: Option<WinBuffer<T>>) -> Self {
+        let flags = crate::win::core::Flags::from_hints(&core.hints());
         let core = crate::win::core::SharedCore::new(core);
         Window {
             core,
             buffer,
-            attached: std::sync::Mutex::new(Vec::new()),
+            attached: Default::default(),
+            flags: crate::win::core::HandleFlags::new(flags),
+            duplicate: false,
             freed: false,
             _elem: PhantomData,
         }
@@ -272,23 +284,37 @@ impl<T: Pod> Window<T> {
         self.core.local.disp_unit
     }
 
-    /// The hints in effect (typed form of [`Window::get_info`]).
+    /// The hints in effect through this handle (typed form of [`Window::get_info`]).
     pub fn hints(&self) -> WinHints {
-        self.core.hints().clone()
+        let mut h = self.core.hints().clone();
+        let f = self.flags.get();
+        h.scope = if f.thread_scope() {
+            info::WinScope::Thread
+        } else {
+            info::WinScope::Process
+        };
+        h.order = f.order();
+        h.accumulate_intrinsic = f.intrinsic();
+        h
     }
 
     /// The info keys in effect (MPI_Win_get_info): every hint onesided supports, with its
-    /// current value. Ignored (unknown) keys are not returned, as MPI-4.1 specifies.
+    /// current value — for `mpi_win_scope`, `mpi_win_order` and
+    /// `mpi_assert_accumulate_intrinsic`, the value of this handle (duplicates may differ).
+    /// Ignored (unknown) keys are not returned, as MPI-4.1 specifies.
     pub fn get_info(&self) -> WinInfo {
-        self.core.hints().to_info(self.core.flavor)
+        self.hints().to_info(self.core.flavor)
     }
 
     /// Changes hints (MPI_Win_set_info). Collective. Hints that only apply at creation
     /// (`same_size`, `same_disp_unit`, `mpi_assert_memory_alloc_kinds`,
     /// `alloc_shared_noncontig`, `onesided_max_attached_regions`) are ignored; an invalid
     /// value of any known key is an error at every process and changes nothing.
+    ///
+    /// `mpi_win_scope`, `mpi_win_order` and `mpi_assert_accumulate_intrinsic` change for
+    /// this handle only (see [`Window::dup_with_info`]).
     pub fn set_info(&self, info: &WinInfo) -> Result<()> {
-        let mut next = self.core.hints().clone();
+        let mut next = self.hints();
         let local = next.update(info, false);
         // One agreement carries success (FAILED otherwise) and the granularity, which must
         // be equal everywhere (it is capped far below FAILED).
@@ -322,6 +348,7 @@ impl<T: Pod> Window<T> {
         self.core
             .reorder
             .store(next.reorder.bits(), std::sync::atomic::Ordering::Relaxed);
+        self.flags.set(crate::win::core::Flags::from_hints(&next));
         *self.core.hints() = next;
         Ok(())
     }
@@ -455,6 +482,10 @@ impl<T: Pod> Drop for Window<T> {
     /// Dropping a window without [`Window::free`] cannot synchronise with the other
     /// processes, so user memory they might still access is leaked instead of freed.
     fn drop(&mut self) {
+        if self.duplicate {
+            // The window this duplicates outlives it (WindowDup borrows it) and owns all.
+            return;
+        }
         // After this no other thread polls the core, so it is dropped here, by its owner.
         self.core.unregister();
         if !self.freed {

@@ -1,0 +1,287 @@
+//! Seed 000's per-handle info: `mpi_win_scope`, `mpi_win_order`, intrinsic accumulates,
+//! window duplicates and remote-completing requests.
+
+use std::time::Duration;
+
+use onesided::{
+    testing, Assert, Error, LockType, Op, WinBuffer, WinInfo, WinScope, Window, WindowLayout,
+};
+
+/// A thread-scope flush writes the calling thread's staged puts and leaves another thread's
+/// staged put where it is; a process-scope flush (through a duplicate) writes it. Rank 0
+/// reads rank 1's memory back with gets (which wait only for the reader's own staged puts).
+#[test]
+fn thread_scope_flush_completes_only_the_callers_operations() {
+    testing::run(2, |u| {
+        let w = u.world();
+        let info = WinInfo::new().scope(WinScope::Thread);
+        let win = Window::<u64>::builder(w)
+            .info(&info)
+            .create(WinBuffer::from(vec![0u64; 4]))?;
+        assert_eq!(win.get_info().get("mpi_win_scope"), Some("thread"));
+        let process = win.dup_with_info(&WinInfo::new().scope(WinScope::Process))?;
+        assert_eq!(process.get_info().get("mpi_win_scope"), Some("process"));
+        assert_eq!(
+            win.hints().scope,
+            WinScope::Thread,
+            "the parent keeps its own"
+        );
+        if w.rank() == 0 {
+            win.lock_all(Assert::NONE)?;
+            // Another thread stages a small put (memory reached by cross-memory attach)
+            // and never flushes.
+            std::thread::scope(|s| s.spawn(|| win.put(&[11], 1, 1)).join().unwrap())?;
+            win.put(&[22], 1, 0)?;
+            win.flush(1)?;
+            let mut got = [0u64; 2];
+            win.get(&mut got, 1, 0)?;
+            assert_eq!(
+                got,
+                [22, 0],
+                "thread scope: the other thread's put is not ours"
+            );
+            win.flush_all()?;
+            win.get(&mut got, 1, 0)?;
+            assert_eq!(got, [22, 0], "thread-scope flush_all neither");
+            process.flush(1)?;
+            win.get(&mut got, 1, 0)?;
+            assert_eq!(
+                got,
+                [22, 11],
+                "process scope completes every thread's operations"
+            );
+            // unlock completes everything whatever the scope.
+            std::thread::scope(|s| s.spawn(|| win.put(&[33], 1, 2)).join().unwrap())?;
+            win.unlock_all()?;
+            win.lock_all(Assert::NONE)?;
+            win.get(&mut got, 1, 1)?;
+            assert_eq!(got, [11, 33]);
+            win.unlock_all()?;
+        }
+        w.barrier()?;
+        drop(process);
+        win.free()?;
+        Ok(())
+    });
+}
+
+const SIGNALS: u64 = 1_000_000;
+const DATA: usize = 0;
+const FLAG: usize = 8;
+
+/// Rank 0 writes i into DATA and then raises FLAG to i, `SIGNALS` times, without a flush in
+/// between (ordered put + accumulate, or rrput + wait + accumulate); rank 1 reads FLAG and
+/// then DATA and must never see data older than the flag.
+fn signal_after_data(w: &onesided::Comm, win: &Window<u64>, rrput: bool) -> onesided::Result<()> {
+    win.lock_all(Assert::NONE)?;
+    if w.rank() == 0 {
+        for i in 1..=SIGNALS {
+            if rrput {
+                win.rrput(&[i], 1, DATA)?.wait()?;
+            } else {
+                win.put(&[i], 1, DATA)?;
+            }
+            win.accumulate(&[1], 1, FLAG, Op::Sum)?;
+        }
+    } else {
+        let mut seen = 0;
+        let mut data = [0u64];
+        while seen < SIGNALS {
+            let flag = win.fetch_and_op(0, 1, FLAG, Op::NoOp)?;
+            win.get(&mut data, 1, DATA)?;
+            assert!(
+                data[0] >= flag,
+                "stale data {} behind flag {flag} ({:?}, rrput {rrput})",
+                data[0],
+                win.flavor()
+            );
+            seen = flag;
+        }
+    }
+    win.unlock_all()?;
+    w.barrier()
+}
+
+#[test]
+fn ordered_put_then_flag_never_shows_stale_data() {
+    testing::job(2)
+        .timeout(Duration::from_secs(300))
+        .run(|u| {
+            let w = u.world();
+            let info = WinInfo::new().order(true);
+            let windows = [
+                Window::<u64>::builder(w).info(&info).allocate(16)?,
+                // Small puts are staged here and leave at the next completion point.
+                Window::<u64>::builder(w)
+                    .info(&info)
+                    .create(WinBuffer::from(vec![0u64; 16]))?,
+            ];
+            for win in windows {
+                assert_eq!(win.get_info().get("mpi_win_order"), Some("true"));
+                signal_after_data(w, &win, false)?;
+                win.free()?;
+            }
+            Ok(())
+        })
+        .assert_success();
+}
+
+#[test]
+fn rrput_then_flag_never_shows_stale_data() {
+    testing::job(2)
+        .timeout(Duration::from_secs(300))
+        .run(|u| {
+            let w = u.world();
+            let windows = [
+                Window::<u64>::allocate(w, 16)?,
+                Window::<u64>::create(w, WinBuffer::from(vec![0u64; 16]))?,
+            ];
+            for win in windows {
+                signal_after_data(w, &win, true)?;
+                win.free()?;
+            }
+            Ok(())
+        })
+        .assert_success();
+}
+
+/// With `mpi_win_order` and process scope, a flag raised by one thread lands after a put
+/// another thread staged before handing over (the application orders the two threads).
+#[test]
+fn ordered_flag_of_one_thread_follows_another_threads_put() {
+    testing::run(2, |u| {
+        let w = u.world();
+        let win = Window::<u64>::builder(w)
+            .info(&WinInfo::new().order(true))
+            .create(WinBuffer::from(vec![0u64; 2]))?;
+        if w.rank() == 0 {
+            win.lock_all(Assert::NONE)?;
+            std::thread::scope(|s| s.spawn(|| win.put(&[5], 1, 0)).join().unwrap())?;
+            win.accumulate(&[1], 1, 1, Op::Sum)?;
+            // Read back without any flush: the put went out before the flag.
+            let mut got = [0u64; 2];
+            win.get(&mut got, 1, 0)?;
+            assert_eq!(got, [5, 1]);
+            win.unlock_all()?;
+        }
+        w.barrier()?;
+        win.free()?;
+        Ok(())
+    });
+}
+
+/// A duplicate shares memory, attached regions and synchronization state, and has its own
+/// info.
+#[test]
+fn duplicates_share_memory_and_synchronization() {
+    testing::run(2, |u| {
+        let w = u.world();
+        let peer = 1 - w.rank();
+        let win = Window::<u64>::allocate(w, 4)?;
+        let dup = win.dup_with_info(&WinInfo::new().order(true))?;
+        assert!(dup.is_duplicate() && !win.is_duplicate());
+        assert_eq!(dup.get_info().get("mpi_win_order"), Some("true"));
+        assert_eq!(win.get_info().get("mpi_win_order"), Some("false"));
+        assert_eq!(dup.layout(), WindowLayout::Symmetric);
+        assert!(matches!(
+            win.dup_with_info(&WinInfo::new().with("mpi_win_scope", "galaxy")),
+            Err(Error::InvalidInfo { .. })
+        ));
+        win.fence(Assert::NOPRECEDE)?;
+        dup.put(&[100 + w.rank() as u64], peer, 0)?;
+        // The fence epoch is one epoch whichever handle closes it.
+        dup.fence(Assert::NONE)?;
+        let mut got = [0u64];
+        win.local_read(0, &mut got)?;
+        assert_eq!(got[0], 100 + peer as u64);
+        win.fence(Assert::NOSUCCEED)?;
+
+        win.lock(LockType::Exclusive, peer, Assert::NONE)?;
+        assert!(
+            matches!(
+                dup.lock(LockType::Exclusive, peer, Assert::NONE),
+                Err(Error::AlreadyLocked { .. })
+            ),
+            "locking a duplicate of a locked window is an error"
+        );
+        dup.put(&[7], peer, 1)?;
+        dup.unlock(peer)?; // closes the parent's epoch
+        assert!(matches!(win.unlock(peer), Err(Error::NotLocked { .. })));
+        w.barrier()?;
+        win.local_read(1, &mut got)?;
+        assert_eq!(got[0], 7);
+        w.barrier()?;
+        dup.free()?;
+        win.free()?;
+
+        // Dynamic windows: attached through a duplicate, the region belongs to the window.
+        let dynamic = Window::<u64>::create_dynamic(w)?;
+        let d = dynamic.dup_with_info(&WinInfo::new())?;
+        let region = d.attach(onesided::alloc_mem::<u64>(8)?)?;
+        assert_eq!(dynamic.attached_regions(), vec![region]);
+        let back = dynamic.detach(region.addr)?;
+        assert_eq!(back.len(), 8);
+        drop(d);
+        dynamic.free()?;
+        Ok(())
+    });
+}
+
+/// `op_intrinsic` answers from the kind of memory, and a window asserting intrinsic
+/// accumulates refuses the ones that would need more than CPU atomics.
+#[test]
+fn intrinsic_query_and_assert() {
+    testing::run(2, |u| {
+        let w = u.world();
+        let peer = 1 - w.rank();
+        let shm = Window::<u64>::allocate(w, 2)?;
+        assert!(shm.op_intrinsic("sum,replace,cas,no_op", 1 << 20)?);
+        assert!(matches!(
+            shm.op_intrinsic("sum,frobnicate", 1),
+            Err(Error::InvalidArgument(_))
+        ));
+        let floats = Window::<f64>::allocate(w, 2)?;
+        assert!(floats.op_intrinsic("sum,max", 4)?);
+        assert!(matches!(
+            floats.op_intrinsic("band", 1),
+            Err(Error::InvalidOp { .. })
+        ));
+        let vec = Window::<u64>::create(w, WinBuffer::from(vec![0u64; 2]))?;
+        assert!(
+            !vec.op_intrinsic("sum", 1)?,
+            "cross-memory attach is a system call"
+        );
+
+        let promised = vec.dup_with_info(&WinInfo::new().accumulate_intrinsic(true))?;
+        let fast = shm.dup_with_info(&WinInfo::new().accumulate_intrinsic(true))?;
+        for win in [&shm, &vec] {
+            win.lock_all(Assert::NONE)?;
+        }
+        let not_intrinsic = |r: onesided::Result<()>| matches!(r, Err(Error::NotIntrinsic { .. }));
+        assert!(not_intrinsic(promised.accumulate(&[1], peer, 0, Op::Sum)));
+        assert!(not_intrinsic(
+            promised.fetch_and_op(1, peer, 0, Op::Sum).map(drop)
+        ));
+        assert!(not_intrinsic(
+            promised.compare_and_swap(1, 0, peer, 0).map(drop)
+        ));
+        fast.accumulate(&[1], peer, 0, Op::Sum)?;
+        assert_eq!(fast.fetch_and_op(1, peer, 1, Op::Sum)?, 0);
+        vec.accumulate(&[1], peer, 0, Op::Sum)?; // no promise: done under a lock stripe
+        for win in [&shm, &vec] {
+            win.unlock_all()?;
+        }
+        w.barrier()?;
+        let mut got = [0u64; 2];
+        vec.local_read(0, &mut got)?;
+        assert_eq!(got, [1, 0], "refused operations changed nothing");
+        shm.local_read(0, &mut got)?;
+        assert_eq!(got, [1, 1]);
+        drop((promised, fast));
+        for win in [shm, vec] {
+            win.free()?;
+        }
+        floats.free()?;
+        Ok(())
+    });
+}
