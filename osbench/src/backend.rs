@@ -130,7 +130,7 @@ impl SyncMode {
 /// An RMA implementation over a group of processes.
 pub trait Backend: Sized {
     /// Its windows.
-    type Win<T: Elem>: BenchWin<T>;
+    type Win<T: Elem>: BenchWin<T> + Sync;
     /// Implementation name in tables and JSON (`onesided`, `mpich`, `openmpi`).
     fn name(&self) -> &str;
     /// Out-of-band collectives of the harness (never inside a timed loop).
@@ -157,6 +157,11 @@ pub trait Backend: Sized {
     }
     /// Why `bench` cannot run on `kind` windows of this implementation (a known defect
     /// that would crash the job), if it cannot.
+    /// Whether windows may be used by several threads at once (MPI: initialized with
+    /// `MPI_THREAD_MULTIPLE`).
+    fn threads_supported(&self) -> bool {
+        true
+    }
     fn known_defect(&self, _bench: &str, _kind: WinKind) -> Option<&'static str> {
         None
     }
@@ -211,5 +216,8 @@ pub trait BenchWin<T: Elem> {
     /// Writes this process's window memory from element `elem`.
     fn write_local(&self, elem: usize, src: &[T]) -> BResult<()>;
     /// Collective: frees the window.
+    /// Sets `mpi_win_scope` to `thread` (or back to `process`); collective. True when the
+    /// implementation reports the value in force.
+    fn set_thread_scope(&self, on: bool) -> BResult<bool>;
     fn free(self) -> BResult<()>;
 }

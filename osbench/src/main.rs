@@ -17,6 +17,7 @@ mod os_backend;
 mod patterns;
 mod plot;
 mod report;
+mod threads;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -65,6 +66,8 @@ enum Bench {
     SyncPatterns,
     /// Lock transactions (seed 004 Fig. 12), blocking vs nonblocking (onesided only).
     Transactions,
+    /// Threads each doing put+flush: process vs thread scope vs a mutex (seed 000 Figs. 8-9)
+    ThreadFlush,
     /// Everything above.
     All,
 }
@@ -87,6 +90,7 @@ impl Bench {
             Bench::WinCreate => "win-create",
             Bench::SyncPatterns => "sync-patterns",
             Bench::Transactions => "transactions",
+            Bench::ThreadFlush => "thread-flush",
             Bench::All => "all",
         }
     }
@@ -109,7 +113,7 @@ impl Bench {
         matches!(self, Bench::SyncPatterns | Bench::Transactions)
     }
 
-    const EVERY: [Bench; 15] = [
+    const EVERY: [Bench; 16] = [
         Bench::PutLatency,
         Bench::GetLatency,
         Bench::AccLatency,
@@ -125,6 +129,7 @@ impl Bench {
         Bench::WinCreate,
         Bench::SyncPatterns,
         Bench::Transactions,
+        Bench::ThreadFlush,
     ];
 }
 
@@ -204,12 +209,14 @@ fn plan(cli: &Cli) -> Vec<Step> {
     let mut steps = Vec::new();
     for bench in benches {
         match bench {
-            Bench::SyncLatency | Bench::WinCreate | Bench::SyncPatterns | Bench::Transactions => {
-                steps.push(Step {
-                    bench,
-                    window: None,
-                })
-            }
+            Bench::SyncLatency
+            | Bench::WinCreate
+            | Bench::SyncPatterns
+            | Bench::Transactions
+            | Bench::ThreadFlush => steps.push(Step {
+                bench,
+                window: None,
+            }),
             _ => steps.extend(windows.iter().map(|&w| Step {
                 bench,
                 window: Some(w),
@@ -262,6 +269,7 @@ fn run_step<B: Backend>(b: &B, step: &Step, p: &Params, out: &mut Vec<Record>) -
         Bench::WinCreate => bench::win_create(b, p, out),
         Bench::SyncPatterns => patterns::sync_patterns(b.comm(), p, out),
         Bench::Transactions => patterns::transactions(b.comm(), p, out),
+        Bench::ThreadFlush => threads::thread_flush(b, p, out),
         _ => Ok(()),
     }
 }
@@ -421,7 +429,15 @@ fn start(cli: &Cli) -> BResult<()> {
         let u = onesided::init()?;
         return run(cli, &Impls::Onesided(OsBackend::new(u.world().clone())));
     }
-    let (mpi_universe, _) = mpi::initialize_with_threading(mpi::Threading::Serialized)
+    // Threads share windows only in thread-flush. MPI_THREAD_MULTIPLE makes some MPIs
+    // slower on every call, so only a run that names thread-flush asks for it (`all` keeps
+    // the host MPI at its single-threaded best and measures thread-flush for onesided).
+    let wanted = if cli.bench.contains(&Bench::ThreadFlush) {
+        mpi::Threading::Multiple
+    } else {
+        mpi::Threading::Serialized
+    };
+    let (mpi_universe, provided) = mpi::initialize_with_threading(wanted)
         .ok_or_else(|| BenchError("MPI is already initialized".into()))?;
     let world = mpi_universe.world();
     let u = onesided::init_mpi(&world)?;
@@ -429,7 +445,10 @@ fn start(cli: &Cli) -> BResult<()> {
     let impls = if cli.onesided_only {
         Impls::Onesided(ours)
     } else {
-        Impls::Both(ours, mpi_backend::MpiBackend::new(&world)?)
+        Impls::Both(
+            ours,
+            mpi_backend::MpiBackend::new(&world, provided == mpi::Threading::Multiple)?,
+        )
     };
     let result = run(cli, &impls);
     if let Err(e) = &result {
@@ -464,8 +483,8 @@ mod tests {
         let cli = Cli::parse_from(["osbench", "all"]);
         let steps = plan(&cli);
         // 11 per-window benchmarks x 5 kinds + sync-latency, win-create, sync-patterns,
-        // transactions.
-        assert_eq!(steps.len(), 11 * 5 + 4);
+        // transactions, thread-flush.
+        assert_eq!(steps.len(), 11 * 5 + 5);
         let cli = Cli::parse_from(["osbench", "put-latency", "--window", "allocate,dynamic"]);
         assert_eq!(plan(&cli).len(), 2);
         let p = params(&cli, &plan(&cli)[0]);

@@ -41,15 +41,25 @@ pub struct MpiBackend {
     comm: SimpleCommunicator,
     harness: Comm,
     name: String,
+    /// MPI provided `MPI_THREAD_MULTIPLE`: windows may be shared by threads.
+    multiple: bool,
 }
 
+// SAFETY: an MpiWin is shared by threads only in the thread-flush benchmark, and only when
+// MPI provided MPI_THREAD_MULTIPLE (`Backend::threads_supported`), under which every MPI
+// call on the window may be made from any thread at once; the threads write disjoint
+// slots of the origin buffers they own.
+unsafe impl<T: Elem> Sync for MpiWin<T> {}
+
 impl MpiBackend {
-    /// Collective over `comm`: the backend over a duplicate of it.
-    pub fn new(comm: &SimpleCommunicator) -> BResult<Self> {
+    /// Collective over `comm`: the backend over a duplicate of it. `multiple`: MPI was
+    /// initialized with `MPI_THREAD_MULTIPLE`.
+    pub fn new(comm: &SimpleCommunicator, multiple: bool) -> BResult<Self> {
         Ok(MpiBackend {
             comm: comm.duplicate(),
             harness: Comm::from_mpi(comm)?,
             name: library_name(),
+            multiple,
         })
     }
 }
@@ -114,6 +124,10 @@ impl Backend for MpiBackend {
         &self.harness
     }
 
+    fn threads_supported(&self) -> bool {
+        self.multiple
+    }
+
     fn known_defect(&self, bench: &str, kind: WinKind) -> Option<&'static str> {
         // Open MPI 4.1's osc/rdma (its component for MPI_Win_allocate on one node) crashes
         // the target in btl/vader when it handles an MPI_Compare_and_swap (seen here with
@@ -142,6 +156,7 @@ impl Backend for MpiBackend {
                 harness: Comm::from_mpi(&sub)?,
                 comm: sub,
                 name: self.name.clone(),
+                multiple: self.multiple,
             })),
         }
     }
@@ -546,6 +561,12 @@ impl<T: Elem> BenchWin<T> for MpiWin<T> {
         let put = self.put(src, me, elem);
         self.unlock(me)?;
         put
+    }
+
+    fn set_thread_scope(&self, on: bool) -> BResult<bool> {
+        // No host MPI knows mpi_win_scope (MPI ignores unknown info keys), so its flushes
+        // stay process-wide: only the process scope is in force.
+        Ok(!on)
     }
 
     fn free(mut self) -> BResult<()> {

@@ -207,6 +207,16 @@ impl<T: Elem> BenchWin<T> for OsWin<T> {
             .local_write(self.disp(self.win.rank(), elem), src)?)
     }
 
+    fn set_thread_scope(&self, on: bool) -> BResult<bool> {
+        let scope = if on {
+            onesided::WinScope::Thread
+        } else {
+            onesided::WinScope::Process
+        };
+        self.win.set_info(&onesided::WinInfo::new().scope(scope))?;
+        Ok(self.win.hints().scope == scope)
+    }
+
     fn free(self) -> BResult<()> {
         // Returns (and here drops) the window memory, attached regions included.
         drop(self.win.free()?);

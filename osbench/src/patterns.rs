@@ -300,6 +300,7 @@ fn pattern_record(sync: &str, metric: &str, ranks: usize, us: f64) -> Record {
         role: None,
         delay_us: None,
         stat: Some("median".into()),
+        threads: None,
     }
 }
 

@@ -528,6 +528,40 @@ pub fn plot_all(records: &[Record], dir: &Path) -> Result<Vec<PathBuf>, String> 
         )?;
         written.push(path);
     }
+    // Threads doing put+flush (seed 000 Figs. 8-9): per window kind, a line per
+    // implementation and way of sharing the window.
+    let mut kinds: Vec<&str> = records
+        .iter()
+        .filter(|r| r.bench == "thread-flush")
+        .map(|r| r.window.as_str())
+        .collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    for kind in kinds {
+        let rs = records
+            .iter()
+            .filter(|r| r.bench == "thread-flush" && r.window == kind && r.threads.is_some());
+        let series = series_of(
+            rs,
+            |r| format!("{} {}", r.imp, r.metric),
+            |r| r.metric.clone(),
+            |r| r.threads.unwrap_or(0) as f64,
+        );
+        let path = dir.join(format!("thread-flush_{kind}.svg"));
+        draw(
+            &path,
+            &PlotSpec {
+                title: format!("8-byte put + flush per thread ({kind} window) vs threads"),
+                x_label: "threads per process",
+                y_label: "latency [us]".into(),
+                x_scale: Scale::Log,
+                y_scale: Scale::Log,
+                x_bytes: false,
+            },
+            &series,
+        )?;
+        written.push(path);
+    }
     plot_variants(records, dir, &mut written)?;
     Ok(written)
 }

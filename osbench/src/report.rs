@@ -41,6 +41,9 @@ pub struct Record {
     /// The statistic `value` is, when not the mean (`median`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stat: Option<String>,
+    /// Threads per process that issued operations, where the benchmark varies it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u64>,
 }
 
 impl Record {
@@ -70,6 +73,7 @@ impl Record {
             role: None,
             delay_us: None,
             stat: None,
+            threads: None,
         }
     }
 
@@ -255,10 +259,12 @@ fn row_key(r: &Record) -> (String, String, String, u64, u64, String) {
         r.sync.clone(),
         r.bytes,
         r.ranks,
-        // Records that name the measured process show it next to the metric.
-        match &r.role {
-            Some(role) => format!("{} ({role})", r.metric),
-            None => r.metric.clone(),
+        // Records that name the measured process, or the threads that issued the
+        // operations, show it next to the metric.
+        match (&r.role, r.threads) {
+            (Some(role), _) => format!("{} ({role})", r.metric),
+            (None, Some(t)) => format!("{} ({t} thr)", r.metric),
+            (None, None) => r.metric.clone(),
         },
     )
 }
@@ -482,6 +488,7 @@ mod tests {
             role: None,
             delay_us: None,
             stat: None,
+            threads: None,
         }
     }
 

@@ -69,6 +69,7 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
         "win-create",
         "sync-patterns",
         "transactions",
+        "thread-flush",
     ] {
         assert!(
             stdout.contains(&format!("== {bench} ==")),
@@ -149,6 +150,20 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
             );
         }
     }
+    // Seed 000 Figs. 8-9: every way of sharing, 1 to 8 threads, every window kind.
+    for window in ["allocate", "create", "create-allocmem", "dynamic", "shared"] {
+        for metric in ["process-scope", "thread-scope", "mutex"] {
+            for threads in [1u64, 2, 4, 8] {
+                assert!(
+                    records.iter().any(|r| r["bench"] == "thread-flush"
+                        && r["window"] == window
+                        && r["metric"] == metric
+                        && r["threads"] == threads),
+                    "thread-flush {window} {metric} {threads}"
+                );
+            }
+        }
+    }
     for call in [
         "lock_shared",
         "lock_exclusive",
@@ -170,7 +185,7 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
         assert!(s.starts_with("<svg"), "{}", svg.display());
         // Axes are labelled with what they show.
         assert!(
-            ["message size", "processes", "neighbours"]
+            ["message size", "processes", "neighbours", "threads"]
                 .iter()
                 .any(|axis| s.contains(axis)),
             "{}",

@@ -77,8 +77,12 @@ pub(crate) struct EpochState {
     /// case (one target, many operations) skip the lock-list / group search. Reset by every
     /// transition.
     fast_access: AtomicUsize,
-    /// The same for flush (passive-target epochs only).
+    /// The same for flush (passive-target epochs only); also reset when a put is staged, so
+    /// that the inlined flush, which only fences, is taken only with nothing staged.
     fast_flush: AtomicUsize,
+    /// Target that passed the last full flush check, whatever is staged: the epoch check
+    /// of a thread-scope flush (which drains its own staged puts itself).
+    fast_passive: AtomicUsize,
     /// RMA was issued since the last fence (only meaningful with `Access::Fence`).
     ops_since_fence: AtomicBool,
     transitions: SpinLock<Transitions>,
@@ -110,6 +114,7 @@ impl Default for EpochState {
         EpochState {
             fast_access: AtomicUsize::new(NONE),
             fast_flush: AtomicUsize::new(NONE),
+            fast_passive: AtomicUsize::new(NONE),
             ops_since_fence: AtomicBool::new(false),
             transitions: SpinLock::new(Transitions {
                 access: Access::None,
@@ -198,13 +203,12 @@ impl EpochState {
             },
             Ordering::Relaxed,
         );
-        self.fast_flush.store(
-            match access {
-                Access::LockAll => ANY,
-                _ => NONE,
-            },
-            Ordering::Relaxed,
-        );
+        let passive = match access {
+            Access::LockAll => ANY,
+            _ => NONE,
+        };
+        self.fast_flush.store(passive, Ordering::Relaxed);
+        self.fast_passive.store(passive, Ordering::Relaxed);
     }
 
     /// Records that an RMA operation was issued.
@@ -311,6 +315,7 @@ impl EpochState {
         // Relaxed: see the type's docs.
         self.fast_access.store(target, Ordering::Relaxed);
         self.fast_flush.store(target, Ordering::Relaxed);
+        self.fast_passive.store(target, Ordering::Relaxed);
         let global = kind == LockType::Exclusive && !nocheck && {
             st.exclusive_held += 1;
             st.exclusive_held == 1
@@ -378,13 +383,29 @@ impl EpochState {
         if self.flush_cached(target) {
             return Ok(());
         }
-        self.check_flush_slow(call, target)
+        self.check_flush_slow(call, target, true)
+    }
+
+    /// [`Self::check_flush`] that does not set the flush cache: for callers that do not
+    /// drain every thread's staged puts afterwards (a thread-scope flush), since the cache
+    /// lets the next flush skip draining.
+    pub(crate) fn check_flush_uncached(&self, call: &'static str, target: usize) -> Result<()> {
+        // Relaxed: as in access_cached.
+        let fast = self.fast_passive.load(Ordering::Relaxed);
+        if fast == target || fast == ANY {
+            return Ok(());
+        }
+        self.check_flush_slow(call, target, false)
     }
 
     /// Makes the next flush take its slow path (which drains staged puts).
     pub(crate) fn forget_flush_cache(&self) {
-        // SeqCst: one total order with the staging count (WinCore::stage_put).
-        self.fast_flush.store(NONE, Ordering::SeqCst);
+        // Only when set: threads staging at once would otherwise all write one cache line.
+        // SeqCst (load and store): one total order with the staging count
+        // (WinCore::stage_put).
+        if self.fast_flush.load(Ordering::SeqCst) != NONE {
+            self.fast_flush.store(NONE, Ordering::SeqCst);
+        }
     }
 
     /// Makes the next RMA call take its slow path: the epoch just opened is deferred
@@ -395,17 +416,23 @@ impl EpochState {
     }
 
     #[inline(never)]
-    fn check_flush_slow(&self, call: &'static str, target: usize) -> Result<()> {
+    fn check_flush_slow(&self, call: &'static str, target: usize, remember: bool) -> Result<()> {
         let st = self.state();
         // Relaxed stores: under the transition lock, as in check_access_slow.
         match st.access {
             // SeqCst: ordered with the staging count read after it (WinCore::stage_put).
             Access::LockAll => {
-                self.fast_flush.store(ANY, Ordering::SeqCst);
+                self.fast_passive.store(ANY, Ordering::Relaxed);
+                if remember {
+                    self.fast_flush.store(ANY, Ordering::SeqCst);
+                }
                 Ok(())
             }
             Access::Locks if st.locks.iter().any(|l| l.target == target) => {
-                self.fast_flush.store(target, Ordering::SeqCst);
+                self.fast_passive.store(target, Ordering::Relaxed);
+                if remember {
+                    self.fast_flush.store(target, Ordering::SeqCst);
+                }
                 Ok(())
             }
             Access::Locks => Err(Error::NotLocked { call, target }),
@@ -418,7 +445,8 @@ impl EpochState {
 
     /// True when a passive-target epoch that includes `target` is open.
     pub(crate) fn in_passive_epoch(&self, target: usize) -> bool {
-        self.flush_cached(target) || self.check_flush_slow("", target).is_ok()
+        // Not remembered: the caller drains no staged puts of other threads.
+        self.flush_cached(target) || self.check_flush_slow("", target, false).is_ok()
     }
 
     /// Error unless a passive-target epoch is open (`flush_all`).

@@ -55,10 +55,20 @@ impl WinCore {
         }
     }
 
+    /// The epoch check of a flush; only a process-scope flush (which drains every thread's
+    /// staged puts) may let the next flush take the inlined path.
+    fn check_flush_for(&self, flags: Flags, call: &'static str, target: usize) -> Result<()> {
+        if flags.thread_scope() {
+            self.epoch.check_flush_uncached(call, target)
+        } else {
+            self.epoch.check_flush(call, target)
+        }
+    }
+
     /// `iflush(target)`: the checks of `flush`, then [`Self::start_complete_at_targets`].
     pub(crate) fn start_flush(&self, target: usize, flags: Flags) -> Result<Option<Ticket>> {
         self.check_rank(target)?;
-        self.epoch.check_flush("iflush", target)?;
+        self.check_flush_for(flags, "iflush", target)?;
         self.start_complete_at_targets(self.epoch.access_order(target), flags)
     }
 
@@ -83,7 +93,7 @@ impl WinCore {
     #[inline(never)]
     fn flush_slow(&self, target: usize, flags: Flags) -> Result<()> {
         self.check_rank(target)?;
-        self.epoch.check_flush("flush", target)?;
+        self.check_flush_for(flags, "flush", target)?;
         self.complete_at_targets(self.epoch.access_order(target), flags)
     }
 

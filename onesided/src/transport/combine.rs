@@ -159,19 +159,59 @@ impl StagedPuts {
 
     #[inline(never)]
     fn drain_all_slow(&self) -> Result<()> {
-        let lanes: Vec<Arc<Lane>> = self
-            .lanes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .map(|(_, lane)| Arc::clone(lane))
-            .collect();
-        let mut result = Ok(());
+        let lanes: Vec<Arc<Lane>> = {
+            let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
+            // A lane only this list holds belongs to a thread that has exited (or forgot it
+            // from its cache, and finds it here under this lock): once empty, it goes.
+            // Relaxed: a lane nobody else holds cannot be staged into meanwhile.
+            lanes.retain(|(_, lane)| {
+                Arc::strong_count(lane) > 1 || lane.pending.load(Ordering::Relaxed)
+            });
+            // Relaxed: a lane's flag is set before the SeqCst increment our caller's
+            // SeqCst load saw, so every lane staged into before that load shows it.
+            lanes
+                .iter()
+                .filter(|(_, lane)| lane.pending.load(Ordering::Relaxed))
+                .map(|(_, lane)| Arc::clone(lane))
+                .collect()
+        };
+        match &lanes[..] {
+            [] => Ok(()),
+            [lane] => self.drain_lane(lane),
+            _ => self.drain_lanes_together(&lanes),
+        }
+    }
+
+    /// Writes the pieces of several lanes in one vectored call per target (process-scope
+    /// combining: one flush carries every thread's puts, and the other threads' flushes
+    /// then find their lanes empty). Lanes are locked in list order, as every caller that
+    /// holds more than one does, so two of these never deadlock.
+    fn drain_lanes_together(&self, lanes: &[Arc<Lane>]) -> Result<()> {
+        let mut held = Vec::with_capacity(lanes.len());
+        let mut all = Staged::default();
         for lane in lanes {
-            let r = self.drain_lane(&lane);
-            if result.is_ok() {
-                result = r;
+            let s = lane.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            // Relaxed: changed only under the lane's mutex, which we hold.
+            if !lane.pending.load(Ordering::Relaxed) {
+                continue; // drained by its thread meanwhile
             }
+            let base = all.data.len();
+            all.data.extend_from_slice(&s.data);
+            all.puts.extend(
+                s.puts
+                    .iter()
+                    .map(|&(pid, addr, offset, len)| (pid, addr, base + offset, len)),
+            );
+            held.push((lane, s));
+        }
+        let result = write_staged(&mut all);
+        for (lane, mut s) in held {
+            s.data.clear();
+            s.puts.clear();
+            // Cleared once written, still under the lane's mutex (see drain_lane).
+            lane.pending.store(false, Ordering::Relaxed);
+            // Release: see any_staged.
+            self.nonempty.fetch_sub(1, Ordering::Release);
         }
         result
     }
@@ -257,14 +297,13 @@ mod tests {
     fn own_drain_leaves_other_threads_lanes_and_all_drain_takes_them() {
         let target = Box::new([AtomicU64::new(0), AtomicU64::new(0)]);
         let addr = |i: usize| &target[i] as *const AtomicU64 as usize;
-        let staged = StagedPuts::default();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                staged
-                    .stage(own_pid(), addr(1), &7u64.to_ne_bytes())
-                    .unwrap()
-            });
-        });
+        let staged = Arc::new(StagedPuts::default());
+        // A plain thread: joining it waits until its thread-locals (its lane cache) are gone.
+        let far = addr(1);
+        let other = Arc::clone(&staged);
+        std::thread::spawn(move || other.stage(own_pid(), far, &7u64.to_ne_bytes()).unwrap())
+            .join()
+            .unwrap();
         staged
             .stage(own_pid(), addr(0), &5u64.to_ne_bytes())
             .unwrap();
@@ -281,6 +320,35 @@ mod tests {
             7,
             "process scope writes every lane"
         );
+        assert_eq!(staged.nonempty.load(Ordering::Relaxed), 0);
+        // The next process-scope drain drops the empty lane of the exited thread.
+        staged
+            .stage(own_pid(), addr(0), &6u64.to_ne_bytes())
+            .unwrap();
+        staged.drain_all().unwrap();
+        assert_eq!(target[0].load(Ordering::Relaxed), 6);
+        assert_eq!(
+            staged.lanes.lock().unwrap().len(),
+            1,
+            "the exited thread's lane is gone"
+        );
+    }
+
+    #[test]
+    fn a_process_drain_writes_every_threads_lane_in_one_go() {
+        let target: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
+        let staged = StagedPuts::default();
+        let addr = |i: usize| &target[i] as *const AtomicU64 as usize;
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let staged = &staged;
+                s.spawn(move || staged.stage(own_pid(), addr(t as usize), &(t + 1).to_ne_bytes()));
+            }
+        });
+        assert_eq!(staged.nonempty.load(Ordering::Relaxed), 4);
+        staged.drain_all().unwrap();
+        let got: Vec<u64> = target.iter().map(|w| w.load(Ordering::Relaxed)).collect();
+        assert_eq!(got, [1, 2, 3, 4]);
         assert_eq!(staged.nonempty.load(Ordering::Relaxed), 0);
     }
 

@@ -290,13 +290,10 @@ impl WinCore {
     #[inline]
     pub(crate) fn drain_for_flush(&self, flags: Flags) -> Result<()> {
         if flags.thread_scope() {
-            self.staged.drain_own()?;
-            // Other threads' pieces stay staged: the next flush (maybe process scope, maybe
-            // through a duplicate) must not take the inlined path that skips draining.
-            if self.staged.any_staged() {
-                self.epoch.forget_flush_cache();
-            }
-            Ok(())
+            // Other threads' pieces stay staged; the caller did not set the flush cache
+            // (check_flush_uncached), so the next flush — maybe of process scope, through a
+            // duplicate — still takes the path that drains them.
+            self.staged.drain_own()
         } else {
             self.staged.drain_all()
         }

@@ -1,0 +1,148 @@
+//! `thread-flush`: seed 000 Figs. 8–9 in the style of RMA-MT — several threads of one
+//! process each put 8 bytes to their own slot at another process and flush, over and over.
+//!
+//! Three ways to share the window: `process-scope` (MPI's flush: every thread's operations
+//! complete), `thread-scope` (`mpi_win_scope=thread`: a flush completes the calling
+//! thread's operations only) and `mutex` (process scope, each put+flush under one mutex: what
+//! an application does when its MPI cannot be trusted with concurrent calls). The value is
+//! the mean time of one put+flush as each thread sees it, in µs, with `threads` set. After
+//! every measurement the origin reads each thread's slot back and checks it holds that
+//! thread's last value.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::backend::{BResult, Backend, BenchError, BenchWin};
+use crate::bench::Params;
+use crate::report::Record;
+
+/// Thread counts of Figs. 8–9 that fit a small node.
+pub const THREADS: [usize; 4] = [1, 2, 4, 8];
+/// Words between two threads' slots (a cache line each).
+const STRIDE: usize = 8;
+
+/// The three ways of sharing (see the module docs).
+const MODES: [&str; 3] = ["process-scope", "thread-scope", "mutex"];
+
+pub fn thread_flush<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResult<()>
+where
+    B::Win<u64>: Sync,
+{
+    if !b.threads_supported() {
+        if b.comm().rank() == 0 {
+            eprintln!(
+                "osbench: thread-flush: {} was not initialized with MPI_THREAD_MULTIPLE; skipped",
+                b.name()
+            );
+        }
+        return Ok(());
+    }
+    let Some(pair) = b.prefix(2)? else {
+        return Ok(());
+    };
+    let budget = p.budget.max(Duration::from_millis(50));
+    let max_threads = *THREADS.iter().max().expect("thread counts");
+    for &kind in &p.windows {
+        if let Some(why) = pair.known_defect("thread-flush", kind) {
+            if pair.comm().rank() == 0 {
+                eprintln!("osbench: thread-flush {}: skipped: {why}", kind.name());
+            }
+            continue;
+        }
+        let win = pair.window::<u64>(kind, max_threads * STRIDE)?;
+        for mode in MODES {
+            let in_force = win.set_thread_scope(mode == "thread-scope")?;
+            if !in_force {
+                continue;
+            }
+            for threads in THREADS {
+                let us = measure(&pair, &win, threads, mode == "mutex", budget)?;
+                if pair.comm().rank() == 0 {
+                    let mut r = Record::new(
+                        "thread-flush",
+                        &pair,
+                        kind.name(),
+                        "flush",
+                        8,
+                        mode,
+                        us,
+                        "us",
+                    );
+                    r.threads = Some(threads as u64);
+                    out.push(r);
+                }
+            }
+        }
+        win.set_thread_scope(false)?;
+        win.free()?;
+    }
+    Ok(())
+}
+
+/// One measurement: rank 0 runs `threads` threads for `budget`; returns the mean µs per
+/// put+flush over the threads (rank 1 returns 0 and only waits).
+fn measure<B: Backend>(
+    b: &B,
+    win: &B::Win<u64>,
+    threads: usize,
+    serialize: bool,
+    budget: Duration,
+) -> BResult<f64>
+where
+    B::Win<u64>: Sync,
+{
+    let origin = b.comm().rank() == 0;
+    b.comm().barrier()?;
+    let mut us = 0.0;
+    if origin {
+        win.lock_all()?;
+        let gate = Mutex::new(());
+        let deadline = Instant::now() + budget;
+        let runs: Vec<BResult<(u64, Duration)>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|t| {
+                    let gate = &gate;
+                    s.spawn(move || -> BResult<(u64, Duration)> {
+                        let start = Instant::now();
+                        let mut n = 0u64;
+                        while Instant::now() < deadline {
+                            n += 1;
+                            let value = ((t as u64) << 48) | n;
+                            let _held =
+                                serialize.then(|| gate.lock().unwrap_or_else(|e| e.into_inner()));
+                            win.put(&[value], 1, t * STRIDE)?;
+                            win.flush(1)?;
+                        }
+                        Ok((n, start.elapsed()))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(BenchError("a thread panicked".into())))
+                })
+                .collect()
+        });
+        let mut per_op = Vec::with_capacity(threads);
+        for (t, run) in runs.into_iter().enumerate() {
+            let (n, took) = run?;
+            let mut got = [0u64];
+            win.get(&mut got, 1, t * STRIDE)?;
+            win.flush(1)?;
+            let want = ((t as u64) << 48) | n;
+            if got[0] != want {
+                return Err(BenchError(format!(
+                    "thread-flush: thread {t}'s slot holds {:#x}, its last put was {want:#x}",
+                    got[0]
+                )));
+            }
+            per_op.push(took.as_secs_f64() * 1e6 / n.max(1) as f64);
+        }
+        win.unlock_all()?;
+        us = per_op.iter().sum::<f64>() / per_op.len() as f64;
+    }
+    b.comm().barrier()?;
+    Ok(us)
+}
