@@ -172,6 +172,14 @@ pub enum Error {
         reason: &'static str,
     },
 
+    /// An operation through a window of a memory handle that its owner has released
+    /// (or a second release of it).
+    #[error("the memory handle of rank {target} was released")]
+    MemhandleReleased {
+        /// The owner of the handle.
+        target: usize,
+    },
+
     /// Origin and target layouts describe different amounts of data.
     #[error("{op}: the origin layout has {origin} bytes but the target layout {target}")]
     LayoutMismatch {

@@ -88,5 +88,6 @@ pub use win::info::{
     WinScope,
 };
 pub use win::{
-    Flavor, MemoryModel, SharedRegion, WinBuffer, Window, WindowBuilder, WindowDup, WindowLayout,
+    Flavor, MemHandle, MemWindow, MemoryModel, SharedRegion, WinBuffer, Window, WindowBuilder,
+    WindowDup, WindowLayout, MAX_MEMORY_HANDLE_SIZE,
 };

@@ -285,3 +285,89 @@ fn intrinsic_query_and_assert() {
         Ok(())
     });
 }
+
+/// Memory handles: each rank registers an `alloc_mem` region (mapped by peers) and a `Vec`
+/// region (cross-memory attach) with a dynamic window, sends the handle bytes with an
+/// allgather, and the other rank puts, gets and accumulates through windows built from
+/// them. After release, operations are errors; so is a second release.
+#[test]
+fn memory_handles_expose_regions_until_released() {
+    testing::run(2, |u| {
+        let w = u.world();
+        let me = w.rank();
+        let peer = 1 - me;
+        let win = Window::<u64>::create_dynamic(w)?;
+        let shm = win.memhandle_create(onesided::alloc_mem::<u64>(8)?)?;
+        let vec = win.memhandle_create(WinBuffer::from(vec![0u64; 8]))?;
+        const { assert!(onesided::MemHandle::SIZE <= onesided::MAX_MEMORY_HANDLE_SIZE) };
+        let mut mine = shm.as_bytes().to_vec();
+        mine.extend_from_slice(vec.as_bytes());
+        let all = w.allgather(&mine)?;
+        let size = onesided::MemHandle::SIZE;
+        let theirs: Vec<onesided::MemHandle> = (0..2)
+            .map(|k| onesided::MemHandle::from_bytes(&all[peer * 2 * size + k * size..][..size]))
+            .collect::<onesided::Result<_>>()?;
+        assert!(theirs
+            .iter()
+            .all(|h| h.owner() == peer && h.size_bytes() == 64));
+        assert!(onesided::MemHandle::from_bytes(&[0u8; 48]).is_err());
+        // A handle of another window is refused.
+        let other = Window::<u64>::create_dynamic(w)?;
+        assert!(matches!(
+            other.window_from_memhandle(&theirs[0]),
+            Err(Error::InvalidArgument(_))
+        ));
+        let remote: Vec<_> = theirs
+            .iter()
+            .map(|h| win.window_from_memhandle(h))
+            .collect::<onesided::Result<_>>()?;
+        win.lock_all(Assert::NONE)?;
+        for (k, r) in remote.iter().enumerate() {
+            assert_eq!((r.target(), r.len()), (peer, 8));
+            r.put(&[10 + me as u64, 20 + k as u64], 0)?;
+            r.accumulate(&[5, 5], 2, Op::Sum)?;
+            r.accumulate(&[1], 2, Op::Sum)?;
+            r.flush()?;
+            let mut got = [0u64; 4];
+            r.get(&mut got, 0)?;
+            assert_eq!(got, [10 + me as u64, 20 + k as u64, 6, 5]);
+            assert!(matches!(r.put(&[1], 8), Err(Error::OutOfBounds { .. })));
+        }
+        win.unlock_all()?;
+        assert!(
+            matches!(remote[0].put(&[1], 0), Err(Error::NoAccessEpoch { .. })),
+            "outside the parent's epochs"
+        );
+        w.barrier()?;
+        // The owner releases; the peer's windows then fail instead of writing.
+        assert!(matches!(
+            win.memhandle_release(&theirs[0]),
+            Err(Error::InvalidArgument(_))
+        ));
+        let back = win.memhandle_release(&shm)?;
+        let WinBuffer::AllocMem(mem) = back else {
+            panic!("the alloc_mem region comes back as it went in")
+        };
+        assert_eq!(mem[..4], [10 + peer as u64, 20, 6, 5]);
+        assert!(matches!(
+            win.memhandle_release(&shm),
+            Err(Error::MemhandleReleased { .. })
+        ));
+        w.barrier()?;
+        win.lock_all(Assert::NONE)?;
+        assert!(matches!(
+            remote[0].put(&[1], 0),
+            Err(Error::MemhandleReleased { .. })
+        ));
+        remote[1].put(&[99], 7)?; // the other handle is still live
+        win.unlock_all()?;
+        w.barrier()?;
+        drop(remote);
+        let back = win.memhandle_release(&vec)?.into_vec().expect("a Vec");
+        assert_eq!(back[..3], [10 + peer as u64, 21, 6]);
+        assert_eq!(back[7], 99);
+        other.free()?;
+        win.free()?;
+        Ok(())
+    });
+}

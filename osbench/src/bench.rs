@@ -107,7 +107,7 @@ fn role(me: usize, bidirectional: bool) -> Role {
 /// Runs `run(warmup)` untimed, then `run(n)` timed at rank 0, with `n` picked by rank 0
 /// (see the module docs). Returns seconds per iteration at rank 0 (0 elsewhere) and the
 /// total number of iterations every process ran.
-fn measure<F>(comm: &Comm, p: &Params, mut run: F) -> BResult<(f64, u64)>
+pub(crate) fn measure<F>(comm: &Comm, p: &Params, mut run: F) -> BResult<(f64, u64)>
 where
     F: FnMut(u64) -> BResult<()>,
 {

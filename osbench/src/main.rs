@@ -11,6 +11,7 @@
 
 mod backend;
 mod bench;
+mod memhandle;
 #[cfg(feature = "mpi")]
 mod mpi_backend;
 mod os_backend;
@@ -66,6 +67,9 @@ enum Bench {
     SyncPatterns,
     /// Lock transactions (seed 004 Fig. 12), blocking vs nonblocking (onesided only).
     Transactions,
+    /// Put/get/accumulate latency through memory-handle windows, and the whole handle
+    /// cycle per put (seed 000 Figs. 4 and 12; onesided only)
+    Memhandle,
     /// Threads each doing put+flush: process vs thread scope vs a mutex (seed 000 Figs. 8-9)
     ThreadFlush,
     /// Everything above.
@@ -91,6 +95,7 @@ impl Bench {
             Bench::SyncPatterns => "sync-patterns",
             Bench::Transactions => "transactions",
             Bench::ThreadFlush => "thread-flush",
+            Bench::Memhandle => "memhandle",
             Bench::All => "all",
         }
     }
@@ -110,10 +115,13 @@ impl Bench {
     /// Benchmarks of features only onesided has (run once, also under mpiexec).
     #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     fn onesided_only(self) -> bool {
-        matches!(self, Bench::SyncPatterns | Bench::Transactions)
+        matches!(
+            self,
+            Bench::SyncPatterns | Bench::Transactions | Bench::Memhandle
+        )
     }
 
-    const EVERY: [Bench; 16] = [
+    const EVERY: [Bench; 17] = [
         Bench::PutLatency,
         Bench::GetLatency,
         Bench::AccLatency,
@@ -130,6 +138,7 @@ impl Bench {
         Bench::SyncPatterns,
         Bench::Transactions,
         Bench::ThreadFlush,
+        Bench::Memhandle,
     ];
 }
 
@@ -213,7 +222,8 @@ fn plan(cli: &Cli) -> Vec<Step> {
             | Bench::WinCreate
             | Bench::SyncPatterns
             | Bench::Transactions
-            | Bench::ThreadFlush => steps.push(Step {
+            | Bench::ThreadFlush
+            | Bench::Memhandle => steps.push(Step {
                 bench,
                 window: None,
             }),
@@ -270,6 +280,7 @@ fn run_step<B: Backend>(b: &B, step: &Step, p: &Params, out: &mut Vec<Record>) -
         Bench::SyncPatterns => patterns::sync_patterns(b.comm(), p, out),
         Bench::Transactions => patterns::transactions(b.comm(), p, out),
         Bench::ThreadFlush => threads::thread_flush(b, p, out),
+        Bench::Memhandle => memhandle::memhandle(b.comm(), p, out),
         _ => Ok(()),
     }
 }
@@ -483,8 +494,8 @@ mod tests {
         let cli = Cli::parse_from(["osbench", "all"]);
         let steps = plan(&cli);
         // 11 per-window benchmarks x 5 kinds + sync-latency, win-create, sync-patterns,
-        // transactions, thread-flush.
-        assert_eq!(steps.len(), 11 * 5 + 5);
+        // transactions, thread-flush, memhandle.
+        assert_eq!(steps.len(), 11 * 5 + 6);
         let cli = Cli::parse_from(["osbench", "put-latency", "--window", "allocate,dynamic"]);
         assert_eq!(plan(&cli).len(), 2);
         let p = params(&cli, &plan(&cli)[0]);

@@ -150,6 +150,13 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
             );
         }
     }
+    // Seed 000 Figs. 4 and 12: memory-handle windows in the latency tables, and the cycle.
+    for bench in ["put-latency", "get-latency", "acc-latency"] {
+        for sync in ["flush", "lock"] {
+            assert!(has(bench, "memhandle", sync, "latency"), "{bench} {sync}");
+        }
+    }
+    assert!(has("put-latency", "memhandle", "flush", "create-put-free"));
     // Seed 000 Figs. 8-9: every way of sharing, 1 to 8 threads, every window kind.
     for window in ["allocate", "create", "create-allocmem", "dynamic", "shared"] {
         for metric in ["process-scope", "thread-scope", "mutex"] {

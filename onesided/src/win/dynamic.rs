@@ -117,7 +117,7 @@ impl WinCore {
 }
 
 impl<T: Pod> Window<T> {
-    fn require_dynamic(&self, call: &'static str) -> Result<()> {
+    pub(crate) fn require_dynamic(&self, call: &'static str) -> Result<()> {
         if self.core.flavor == Flavor::Dynamic {
             Ok(())
         } else {

@@ -1,0 +1,377 @@
+//! Memory handles (seed 000 §4, Listing 5): exposing one region of a dynamic window to peers
+//! as a byte string, and windows of one target built from it.
+//!
+//! The owner registers memory with [`Window::memhandle_create`] on a dynamic window (the
+//! *parent*); the region is attached to the parent, so everything a dynamic window does
+//! for it — mapping `alloc_mem` memory, cross-memory attach for other memory, the one-load
+//! check that the table did not change — applies. The returned [`MemHandle`] is at most
+//! [`MAX_MEMORY_HANDLE_SIZE`] bytes and may reach a peer by any means (a message, a file, a
+//! put). A peer turns it into a [`MemWindow`] with [`Window::window_from_memhandle`] on the
+//! same parent: local, one target, displacements relative to the region (no address
+//! exchange, no region search on the way), passive-target synchronization through the
+//! parent's locks, and only put, get, accumulate and flush — as the paper restricts them.
+//! [`Window::memhandle_release`] ends the exposure and gives the memory back.
+//!
+//! **After release.** An operation through a window of a released handle is
+//! [`Error::MemhandleReleased`], not a write into freed memory: every operation compares the
+//! owner's region-table number with the one its window last validated (one load), and
+//! looks the region up again when it changed. An operation that races the release (no
+//! synchronization in between) is erroneous, as an access racing `detach` is; if the same
+//! bytes were registered again meanwhile it may land in them, which is still exposed memory.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytemuck::Pod;
+
+use crate::error::{Error, Result};
+use crate::rma::atomic::{AccElement, Op};
+use crate::transport::{Located, Route};
+use crate::win::{WinBuffer, Window};
+
+/// The most bytes a [`MemHandle`] takes (MPI_MAX_MEMORY_HANDLE_SIZE).
+pub const MAX_MEMORY_HANDLE_SIZE: usize = 64;
+
+/// Identifies memory-handle bytes of onesided ("OSMH", version 1).
+const MAGIC: u64 = 0x4f53_4d48_0000_0001;
+
+/// A registered region of a dynamic window, as bytes that can be sent to any process of
+/// the window (seed 000 §4). Opaque: it names the owner and where the region is.
+///
+/// ```no_run
+/// use onesided::{MemHandle, Window};
+/// let world = onesided::init()?.world().clone();
+/// let win = Window::<u64>::create_dynamic(&world)?;
+/// let mine = win.memhandle_create(onesided::alloc_mem::<u64>(1024)?)?;
+/// // Any means of transport: here an allgather of the bytes.
+/// let all = world.allgather(mine.as_bytes())?;
+/// let left = MemHandle::from_bytes(&all[..mine.as_bytes().len()])?;
+/// # drop(left);
+/// # Ok::<(), onesided::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemHandle {
+    words: [u64; 6],
+}
+
+impl MemHandle {
+    /// Bytes of a handle (at most [`MAX_MEMORY_HANDLE_SIZE`]).
+    pub const SIZE: usize = 48;
+
+    fn new(owner: usize, base: usize, bytes: usize, window: u64, elem: usize) -> MemHandle {
+        MemHandle {
+            words: [
+                MAGIC,
+                owner as u64,
+                base as u64,
+                bytes as u64,
+                window,
+                elem as u64,
+            ],
+        }
+    }
+
+    /// The handle as bytes to send.
+    pub fn as_bytes(&self) -> &[u8] {
+        bytemuck::cast_slice(&self.words)
+    }
+
+    /// A handle from bytes made by [`MemHandle::as_bytes`]. Errors: not a onesided handle
+    /// of this version.
+    pub fn from_bytes(bytes: &[u8]) -> Result<MemHandle> {
+        if bytes.len() != Self::SIZE {
+            return Err(Error::InvalidArgument(format!(
+                "a memory handle has {} bytes, not {}",
+                Self::SIZE,
+                bytes.len()
+            )));
+        }
+        let mut words = [0u64; 6];
+        bytemuck::cast_slice_mut::<u64, u8>(&mut words).copy_from_slice(bytes);
+        if words[0] != MAGIC {
+            return Err(Error::InvalidArgument(
+                "not a memory handle of this onesided version".into(),
+            ));
+        }
+        Ok(MemHandle { words })
+    }
+
+    /// Rank (in the parent window) of the process whose memory the handle exposes.
+    pub fn owner(&self) -> usize {
+        self.words[1] as usize
+    }
+
+    fn base(&self) -> usize {
+        self.words[2] as usize
+    }
+
+    /// Size of the region in bytes.
+    pub fn size_bytes(&self) -> usize {
+        self.words[3] as usize
+    }
+
+    fn window(&self) -> u64 {
+        self.words[4]
+    }
+
+    fn elem(&self) -> usize {
+        self.words[5] as usize
+    }
+}
+
+impl<T: Pod> Window<T> {
+    /// Registers `memory` with this dynamic window and returns a handle to it
+    /// (`MPIX_Memhandle_create`). Local. The window keeps the memory until
+    /// [`Window::memhandle_release`]; the region also counts as attached (peers may reach
+    /// it through this window at its address too).
+    ///
+    /// Errors: not a dynamic window; as [`Window::attach`].
+    pub fn memhandle_create(&self, memory: impl Into<WinBuffer<T>>) -> Result<MemHandle> {
+        self.require_dynamic("memhandle_create")?;
+        let region = self.attach(memory)?;
+        Ok(MemHandle::new(
+            self.core.rank,
+            region.addr,
+            region.len * std::mem::size_of::<T>(),
+            self.core.window_id(),
+            std::mem::size_of::<T>(),
+        ))
+    }
+
+    /// Ends the exposure of `handle`'s memory and gives it back
+    /// (`MPIX_Memhandle_release`). Local; only the owner may release, once. Operations of
+    /// peers must be complete (the application synchronizes, e.g. the peers signal that
+    /// they are done); later operations through windows of the handle fail with
+    /// [`Error::MemhandleReleased`].
+    ///
+    /// Errors: the handle is not this process's, not of this window, or released already.
+    pub fn memhandle_release(&self, handle: &MemHandle) -> Result<WinBuffer<T>> {
+        self.check_handle("memhandle_release", handle)?;
+        if handle.owner() != self.core.rank {
+            return Err(Error::InvalidArgument(format!(
+                "memhandle_release: the handle belongs to rank {}, not to this process ({})",
+                handle.owner(),
+                self.core.rank
+            )));
+        }
+        let live = self
+            .attached_regions()
+            .iter()
+            .any(|r| r.addr == handle.base() && r.len * handle.elem() == handle.size_bytes());
+        if !live {
+            return Err(Error::MemhandleReleased {
+                target: self.core.rank,
+            });
+        }
+        self.detach(handle.base())
+    }
+
+    /// A window of one target built from a handle sent by its owner
+    /// (`MPIX_Win_from_memhandle`). Local; it borrows this (parent) window, whose
+    /// passive-target epochs its operations run in. Displacements are element indices in
+    /// the handle's region.
+    ///
+    /// Errors: not a dynamic window; the handle is of another window or another element
+    /// size; its owner released it already.
+    pub fn window_from_memhandle(&self, handle: &MemHandle) -> Result<MemWindow<'_, T>> {
+        self.require_dynamic("window_from_memhandle")?;
+        self.check_handle("window_from_memhandle", handle)?;
+        if handle.elem() != std::mem::size_of::<T>() {
+            return Err(Error::InvalidArgument(format!(
+                "window_from_memhandle: the handle is of {}-byte elements, the window of {}",
+                handle.elem(),
+                std::mem::size_of::<T>()
+            )));
+        }
+        let target = handle.owner();
+        self.core.check_rank(target)?;
+        let seq = self.core.region_seq(target);
+        let at = self.core.locate_registered(target, handle)?;
+        Ok(MemWindow {
+            parent: self,
+            target,
+            base: handle.base(),
+            bytes: handle.size_bytes(),
+            located: at,
+            seq: AtomicU64::new(seq),
+        })
+    }
+
+    fn check_handle(&self, call: &'static str, handle: &MemHandle) -> Result<()> {
+        if handle.window() != self.core.window_id() {
+            return Err(Error::InvalidArgument(format!(
+                "{call}: the memory handle belongs to another window"
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl crate::win::core::WinCore {
+    /// An identity of this window that every process sees alike: the random tag of the
+    /// node segment they all map.
+    pub(crate) fn window_id(&self) -> u64 {
+        self._segment.tag()
+    }
+
+    /// The sequence number of `target`'s region table.
+    pub(crate) fn region_seq(&self, target: usize) -> u64 {
+        // Acquire: as in resolve_dynamic.
+        self.ctrl.rank(target).dyn_seq.load(Ordering::Acquire)
+    }
+
+    /// Where the registered region of `handle` is, or [`Error::MemhandleReleased`].
+    fn locate_registered(&self, target: usize, handle: &MemHandle) -> Result<Located> {
+        match self.resolve_dynamic("memhandle", target, handle.base(), handle.size_bytes()) {
+            Ok(at) => Ok(at),
+            Err(Error::NotAttached { .. }) => Err(Error::MemhandleReleased { target }),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A window of one target made from a [`MemHandle`] ([`Window::window_from_memhandle`]):
+/// put, get, accumulate and flush to the handle's region, inside a passive-target epoch of
+/// the parent window that includes the owner. Freed by dropping it (local).
+///
+/// ```no_run
+/// # use onesided::{Assert, LockType, MemHandle, Op, Window};
+/// # let world = onesided::init()?.world().clone();
+/// # let win = Window::<u64>::create_dynamic(&world)?;
+/// # let handle: MemHandle = todo!();
+/// let remote = win.window_from_memhandle(&handle)?;
+/// win.lock(LockType::Shared, remote.target(), Assert::NONE)?;
+/// remote.put(&[1, 2, 3], 0)?;
+/// remote.accumulate(&[1], 3, Op::Sum)?;
+/// remote.flush()?;
+/// win.unlock(remote.target())?;
+/// # Ok::<(), onesided::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct MemWindow<'w, T: Pod> {
+    parent: &'w Window<T>,
+    target: usize,
+    base: usize,
+    bytes: usize,
+    /// Where the region starts (fixed: a registration elsewhere is another region).
+    located: Located,
+    /// The owner's region-table number the location was validated at.
+    seq: AtomicU64,
+}
+
+impl<T: Pod> MemWindow<'_, T> {
+    /// The one target: the handle's owner.
+    pub fn target(&self) -> usize {
+        self.target
+    }
+
+    /// Elements in the region.
+    pub fn len(&self) -> usize {
+        self.bytes / std::mem::size_of::<T>().max(1)
+    }
+
+    /// True for an empty region.
+    pub fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+
+    /// Where `len` bytes at element `disp` are: checks the parent's epoch, the bounds and
+    /// that the handle was not released (one load while the owner's table is unchanged).
+    #[inline]
+    fn at(&self, op: &'static str, disp: usize, len: usize) -> Result<Located> {
+        let core = &self.parent.core;
+        core.epoch.check_access(self.target, op)?;
+        if core.gated(self.target) {
+            core.engine
+                .wait_until(core, || !core.gated(self.target), None)?;
+        }
+        let off = crate::win::resolve::checked_offset(
+            op,
+            self.target,
+            disp,
+            std::mem::size_of::<T>().max(1),
+            len,
+            self.bytes,
+        )?;
+        // Relaxed: a hint; the Acquire load of the table number decides.
+        if core.region_seq(self.target) != self.seq.load(Ordering::Relaxed) {
+            self.revalidate()?;
+        }
+        Ok(self.located.offset(off))
+    }
+
+    /// The owner's table changed: the region must still be registered where it was.
+    #[cold]
+    fn revalidate(&self) -> Result<()> {
+        let core = &self.parent.core;
+        let seq = core.region_seq(self.target);
+        let handle = MemHandle::new(
+            self.target,
+            self.base,
+            self.bytes,
+            core.window_id(),
+            std::mem::size_of::<T>(),
+        );
+        let now = core.locate_registered(self.target, &handle)?;
+        if !same_route(now.route, self.located.route) {
+            // Registered again elsewhere (another mapping): not the region of this handle.
+            return Err(Error::MemhandleReleased {
+                target: self.target,
+            });
+        }
+        // Relaxed: see `at`.
+        self.seq.store(seq, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Writes `src` at element `disp` of the region (MPI_Put).
+    pub fn put(&self, src: &[T], disp: usize) -> Result<()> {
+        let bytes: &[u8] = bytemuck::cast_slice(src);
+        let at = self.at("put", disp, bytes.len())?;
+        at.route.write(bytes)?;
+        self.parent.core.epoch.note_rma();
+        Ok(())
+    }
+
+    /// Reads `dst.len()` elements at `disp` (MPI_Get).
+    pub fn get(&self, dst: &mut [T], disp: usize) -> Result<()> {
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(dst);
+        let at = self.at("get", disp, bytes.len())?;
+        at.route.read(bytes)?;
+        self.parent.core.epoch.note_rma();
+        Ok(())
+    }
+
+    /// Completes this process's operations to the target, at origin and target
+    /// (MPI_Win_flush through the parent).
+    pub fn flush(&self) -> Result<()> {
+        self.parent.flush(self.target)
+    }
+
+    /// Completes them at the origin (MPI_Win_flush_local).
+    pub fn flush_local(&self) -> Result<()> {
+        self.parent.flush_local(self.target)
+    }
+}
+
+impl<T: AccElement> MemWindow<'_, T> {
+    /// Combines `src` element-wise into the region at `disp` (MPI_Accumulate): atomic with
+    /// the parent's accumulates on the same memory (same protocol per location).
+    pub fn accumulate(&self, src: &[T], disp: usize, op: Op) -> Result<()> {
+        crate::rma::accumulate::check_op("accumulate", op, T::TYPE, false)?;
+        let at = self.at("accumulate", disp, std::mem::size_of_val(src))?;
+        let flags = self.parent.flags.get();
+        self.parent
+            .core
+            .acc_run(self.target, at, src, op, None, flags)?;
+        self.parent.core.epoch.note_rma();
+        Ok(())
+    }
+}
+
+fn same_route(a: Route, b: Route) -> bool {
+    match (a, b) {
+        (Route::Direct(x), Route::Direct(y)) => x == y,
+        (Route::Cma { pid: p, addr: x }, Route::Cma { pid: q, addr: y }) => p == q && x == y,
+        _ => false,
+    }
+}
