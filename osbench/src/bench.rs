@@ -32,6 +32,8 @@ pub struct Params {
     pub syncs: Vec<SyncMode>,
     /// Window size of the creation benchmark.
     pub create_bytes: usize,
+    /// Thread counts of the thread-flush benchmark.
+    pub threads: Vec<usize>,
 }
 
 /// Communication calls of the latency and bandwidth benchmarks.

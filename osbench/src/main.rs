@@ -172,6 +172,9 @@ struct Cli {
     /// Window size of the win-create benchmark in bytes.
     #[arg(long, default_value = "1M", value_parser = parse_size)]
     create_bytes: usize,
+    /// Threads per process of the thread-flush benchmark (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    threads: Vec<usize>,
     /// Measure only onesided, also under mpiexec.
     #[arg(long)]
     onesided_only: bool,
@@ -264,6 +267,7 @@ fn params(cli: &Cli, step: &Step) -> Params {
         },
         syncs,
         create_bytes: cli.create_bytes,
+        threads: cli.threads.iter().copied().filter(|&t| t > 0).collect(),
     }
 }
 

@@ -16,8 +16,6 @@ use crate::backend::{BResult, Backend, BenchError, BenchWin};
 use crate::bench::Params;
 use crate::report::Record;
 
-/// Thread counts of Figs. 8–9 that fit a small node.
-pub const THREADS: [usize; 4] = [1, 2, 4, 8];
 /// Words between two threads' slots (a cache line each).
 const STRIDE: usize = 8;
 
@@ -41,7 +39,7 @@ where
         return Ok(());
     };
     let budget = p.budget.max(Duration::from_millis(50));
-    let max_threads = *THREADS.iter().max().expect("thread counts");
+    let max_threads = p.threads.iter().copied().max().unwrap_or(1);
     for &kind in &p.windows {
         if let Some(why) = pair.known_defect("thread-flush", kind) {
             if pair.comm().rank() == 0 {
@@ -55,7 +53,7 @@ where
             if !in_force {
                 continue;
             }
-            for threads in THREADS {
+            for &threads in &p.threads {
                 let us = measure(&pair, &win, threads, mode == "mutex", budget)?;
                 if pair.comm().rank() == 0 {
                     let mut r = Record::new(
