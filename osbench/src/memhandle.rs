@@ -17,22 +17,7 @@ use crate::bench::{measure, CommOp, Params};
 use crate::report::Record;
 
 fn record(bench: &str, sync: &str, bytes: usize, metric: &str, us: f64) -> Record {
-    Record {
-        bench: bench.into(),
-        imp: "onesided".into(),
-        window: "memhandle".into(),
-        sync: sync.into(),
-        bytes: bytes as u64,
-        ranks: 2,
-        metric: metric.into(),
-        value: us,
-        unit: "us".into(),
-        neighbours: None,
-        role: None,
-        delay_us: None,
-        stat: None,
-        threads: None,
-    }
+    Record::onesided(bench, "memhandle", sync, bytes, 2, metric, us, "us")
 }
 
 pub fn memhandle(comm: &Comm, p: &Params, out: &mut Vec<Record>) -> BResult<()> {

@@ -286,22 +286,18 @@ fn progress_thread(comm: &Comm, reps: u64, out: &mut Vec<Record>) -> BResult<()>
 }
 
 fn pattern_record(sync: &str, metric: &str, ranks: usize, us: f64) -> Record {
-    Record {
-        bench: "sync-patterns".into(),
-        imp: "onesided".into(),
-        window: "allocate".into(),
-        sync: sync.into(),
-        bytes: PUT_BYTES as u64,
-        ranks: ranks as u64,
-        metric: metric.into(),
-        value: us,
-        unit: "us".into(),
-        neighbours: None,
-        role: None,
-        delay_us: None,
-        stat: Some("median".into()),
-        threads: None,
-    }
+    let mut r = Record::onesided(
+        "sync-patterns",
+        "allocate",
+        sync,
+        PUT_BYTES,
+        ranks,
+        metric,
+        us,
+        "us",
+    );
+    r.stat = Some("median".into());
+    r
 }
 
 /// The early-fence work: the median duration of the origin's 1 MiB put inside the pattern

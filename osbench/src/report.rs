@@ -77,6 +77,36 @@ impl Record {
         }
     }
 
+    /// A record of onesided alone (benchmarks the host MPI has no counterpart for).
+    #[allow(clippy::too_many_arguments)]
+    pub fn onesided(
+        bench: &str,
+        window: &str,
+        sync: &str,
+        bytes: usize,
+        ranks: usize,
+        metric: &str,
+        value: f64,
+        unit: &str,
+    ) -> Record {
+        Record {
+            bench: bench.into(),
+            imp: "onesided".into(),
+            window: window.into(),
+            sync: sync.into(),
+            bytes: bytes as u64,
+            ranks: ranks as u64,
+            metric: metric.into(),
+            value,
+            unit: unit.into(),
+            neighbours: None,
+            role: None,
+            delay_us: None,
+            stat: None,
+            threads: None,
+        }
+    }
+
     /// The same record, naming the process that was measured.
     pub fn with_role(mut self, role: &str) -> Record {
         self.role = Some(role.into());
