@@ -118,6 +118,8 @@ impl WinCore {
 impl<T: Pod> Window<T> {
     /// Completes every operation this process issued to `target`, at the origin and at the
     /// target (MPI_Win_flush). Only inside a passive-target epoch that includes `target`.
+    /// Through a handle with `mpi_win_scope=thread`, only the operations the calling thread
+    /// issued (seed 000 §2.1).
     ///
     /// ```no_run
     /// # use onesided::{Assert, LockType, Window};
@@ -135,7 +137,7 @@ impl<T: Pod> Window<T> {
     }
 
     /// Completes every operation this process issued in the window, at origins and targets
-    /// (MPI_Win_flush_all).
+    /// (MPI_Win_flush_all); with `mpi_win_scope=thread`, the calling thread's.
     #[inline]
     pub fn flush_all(&self) -> Result<()> {
         self.core.flush_all(self.flags.get())
