@@ -59,22 +59,18 @@ impl Record {
         value: f64,
         unit: &str,
     ) -> Record {
-        Record {
-            bench: bench.into(),
-            imp: b.name().into(),
-            window: window.into(),
-            sync: sync.into(),
-            bytes: bytes as u64,
-            ranks: b.comm().size() as u64,
-            metric: metric.into(),
+        let mut r = Record::onesided(
+            bench,
+            window,
+            sync,
+            bytes,
+            b.comm().size(),
+            metric,
             value,
-            unit: unit.into(),
-            neighbours: None,
-            role: None,
-            delay_us: None,
-            stat: None,
-            threads: None,
-        }
+            unit,
+        );
+        r.imp = b.name().into();
+        r
     }
 
     /// A record of onesided alone (benchmarks the host MPI has no counterpart for).

@@ -185,7 +185,9 @@ impl<T: Pod> Window<T> {
         let target = handle.owner();
         self.core.check_rank(target)?;
         let seq = self.core.region_seq(target);
-        let at = self.core.locate_registered(target, handle)?;
+        let at = self
+            .core
+            .locate_registered(target, handle.base(), handle.size_bytes())?;
         Ok(MemWindow {
             parent: self,
             target,
@@ -219,9 +221,10 @@ impl crate::win::core::WinCore {
         self.ctrl.rank(target).dyn_seq.load(Ordering::Acquire)
     }
 
-    /// Where the registered region of `handle` is, or [`Error::MemhandleReleased`].
-    fn locate_registered(&self, target: usize, handle: &MemHandle) -> Result<Located> {
-        match self.resolve_dynamic("memhandle", target, handle.base(), handle.size_bytes()) {
+    /// Where the registered region of `bytes` bytes at `base` in `target` is, or
+    /// [`Error::MemhandleReleased`].
+    fn locate_registered(&self, target: usize, base: usize, bytes: usize) -> Result<Located> {
+        match self.resolve_dynamic("memhandle", target, base, bytes) {
             Ok(at) => Ok(at),
             Err(Error::NotAttached { .. }) => Err(Error::MemhandleReleased { target }),
             Err(e) => Err(e),
@@ -280,10 +283,7 @@ impl<T: Pod> MemWindow<'_, T> {
     fn at(&self, op: &'static str, disp: usize, len: usize) -> Result<Located> {
         let core = &self.parent.core;
         core.epoch.check_access(self.target, op)?;
-        if core.gated(self.target) {
-            core.engine
-                .wait_until(core, || !core.gated(self.target), None)?;
-        }
+        core.pass_gate(self.target)?;
         let off = crate::win::resolve::checked_offset(
             op,
             self.target,
@@ -304,14 +304,7 @@ impl<T: Pod> MemWindow<'_, T> {
     fn revalidate(&self) -> Result<()> {
         let core = &self.parent.core;
         let seq = core.region_seq(self.target);
-        let handle = MemHandle::new(
-            self.target,
-            self.base,
-            self.bytes,
-            core.window_id(),
-            std::mem::size_of::<T>(),
-        );
-        let now = core.locate_registered(self.target, &handle)?;
+        let now = core.locate_registered(self.target, self.base, self.bytes)?;
         if !same_route(now.route, self.located.route) {
             // Registered again elsewhere (another mapping): not the region of this handle.
             return Err(Error::MemhandleReleased {

@@ -73,10 +73,18 @@ impl WinCore {
         // `resolve_ungated` and queues itself). The fast paths never get here with work
         // pending: a deferred opening clears the access cache, and only a check with the
         // engine idle sets it again.
+        self.pass_gate(target)?;
+        self.resolve_ungated(op, target, disp, len)
+    }
+
+    /// Waits until an operation toward `target` may touch target memory (the RMA ordering
+    /// gate, see [`WinCore::gated`]).
+    #[inline]
+    pub(crate) fn pass_gate(&self, target: usize) -> Result<()> {
         if self.gated(target) {
             self.engine.wait_until(self, || !self.gated(target), None)?;
         }
-        self.resolve_ungated(op, target, disp, len)
+        Ok(())
     }
 
     /// The RMA ordering gate: true when an operation toward `target` must not touch target
