@@ -180,6 +180,20 @@ pub enum Error {
         target: usize,
     },
 
+    /// A notified operation (or a counter query) names a notification counter the
+    /// process does not have (see `Window::set_num_notify`).
+    #[error("{op}: rank {target} has {count} notification counters, no index {idx}")]
+    InvalidNotification {
+        /// The call.
+        op: &'static str,
+        /// The rank whose counter was named.
+        target: usize,
+        /// The index given.
+        idx: usize,
+        /// Counters that rank has.
+        count: usize,
+    },
+
     /// Origin and target layouts describe different amounts of data.
     #[error("{op}: the origin layout has {origin} bytes but the target layout {target}")]
     LayoutMismatch {

@@ -28,6 +28,7 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -60,6 +61,12 @@ enum State<'a> {
         ticket: Ticket,
         /// The window collective it is (its waits watch the peers).
         collective: Option<CallTag>,
+    },
+    /// `wait_notify`: a notification counter of `core`'s window reaching `value`.
+    Notify {
+        core: &'a WinCore,
+        counter: &'a AtomicU64,
+        value: u64,
     },
 }
 
@@ -124,6 +131,19 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// The request of `wait_notify`: complete once `counter` is at least `value`.
+    pub(crate) fn notified(core: &'a WinCore, counter: &'a AtomicU64, value: u64) -> Self {
+        Request {
+            state: State::Notify {
+                core,
+                counter,
+                value,
+            },
+            fill: Mutex::new(None),
+            _borrows: PhantomData,
+        }
+    }
+
     /// The request for a deferred read queued as `ticket`, whose op leaves its bytes in
     /// `slot`: they are copied into `dst` when the request sees it complete.
     pub(crate) fn deferred_read(
@@ -172,6 +192,19 @@ impl<'a> Request<'a> {
                     Ok(false)
                 }
             }
+            State::Notify {
+                core,
+                counter,
+                value,
+            } => {
+                core.engine.progress(core)?;
+                if reached(counter, value) {
+                    self.finish();
+                    Ok(true)
+                } else {
+                    Ok(false)
+                }
+            }
         }
     }
 
@@ -180,6 +213,7 @@ impl<'a> Request<'a> {
         let done = match self.state {
             State::Done => true,
             State::Sync { core, ticket, .. } => core.engine.completed(ticket),
+            State::Notify { counter, value, .. } => reached(counter, value),
         };
         if done {
             self.deliver();
@@ -189,17 +223,31 @@ impl<'a> Request<'a> {
 
     /// Blocks until the operation completed, then releases the borrows (MPI_Wait).
     pub fn wait(mut self) -> Result<()> {
-        if let State::Sync {
-            core,
-            ticket,
-            collective,
-        } = self.state
-        {
-            core.engine.wait(core, ticket, collective)?;
+        match self.state {
+            State::Done => {}
+            State::Sync {
+                core,
+                ticket,
+                collective,
+            } => core.engine.wait(core, ticket, collective)?,
+            State::Notify {
+                core,
+                counter,
+                value,
+            } => core
+                .engine
+                .wait_until(core, || reached(counter, value), None)?,
         }
         self.finish();
         Ok(())
     }
+}
+
+/// A notification counter at `value` or beyond.
+fn reached(counter: &AtomicU64, value: u64) -> bool {
+    // Acquire: pairs with the Release of each counted arrival (rma::notify), so the data of
+    // the counted operations is visible once this is seen.
+    counter.load(Ordering::Acquire) >= value
 }
 
 impl Future for Request<'_> {

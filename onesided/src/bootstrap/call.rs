@@ -34,10 +34,12 @@ pub enum Call {
     Free,
     /// `Window::set_info`.
     SetInfo,
+    /// `Window::set_num_notify`.
+    SetNumNotify,
 }
 
 impl Call {
-    const ALL: [Call; 13] = [
+    const ALL: [Call; 14] = [
         Call::Barrier,
         Call::Allgather,
         Call::Alltoall,
@@ -51,6 +53,7 @@ impl Call {
         Call::Fence,
         Call::Free,
         Call::SetInfo,
+        Call::SetNumNotify,
     ];
 
     /// The call's name as users know it.
@@ -69,6 +72,7 @@ impl Call {
             Call::Fence => "fence",
             Call::Free => "free",
             Call::SetInfo => "set_info",
+            Call::SetNumNotify => "set_num_notify",
         }
     }
 

@@ -15,6 +15,7 @@
 
 pub(crate) mod accumulate;
 pub mod atomic;
+pub(crate) mod notify;
 mod request;
 
 use std::sync::atomic::Ordering;

@@ -185,6 +185,7 @@ fn assemble(
         pscw_accesses: Default::default(),
         dynamic: Default::default(),
         staged: Default::default(),
+        notify: Default::default(),
         _peer_segments: peer_segments,
         _segment: segment,
     }

@@ -1,0 +1,410 @@
+//! Notified RMA: operations that count their arrival at the target, and a request that
+//! completes when a count is reached (seed 000 §5.1; the notified-RMA proposal for MPI 5).
+//!
+//! **Counters.** [`Window::set_num_notify`] (collective) gives every process `n`
+//! notification counters (the count may differ between processes; 0 removes them). Each is a
+//! 64-bit word in shared memory at its owner, starting at 0.
+//!
+//! **Operations.** [`Window::put_notify`], [`Window::accumulate_notify`] and
+//! [`Window::get_notify`] do what `put`, `accumulate` and `get` do, then add 1 to counter
+//! `idx` of the target. They are RMA calls like the others (same epochs, same errors) plus
+//! [`Error::InvalidNotification`] for an index the target does not have.
+//!
+//! **What a count means.** When the target sees counter `idx` reach `k` (by
+//! [`Window::notify_value`], [`Window::reset_notify_value`] or a completed
+//! [`Window::wait_notify`] request), the data of the `k` notified operations counted so far
+//! is in its window memory and visible to its own loads: a put's bytes, an accumulate's
+//! update, and for `get_notify`, the origin has read the bytes (the target may overwrite
+//! them). Nothing is promised about the origin's other, un-notified operations — that
+//! needs a flush. Each operation counts exactly once; operations from several origins (and
+//! threads) on one counter add up.
+//!
+//! **Origin completion.** A notified operation is complete at the origin like its plain
+//! twin: `put_notify`'s buffer may be reused when the call returns. Behind a deferred
+//! epoch (seed 004) it is queued like a put and counts when it lands; `get_notify`, like
+//! `get`, waits for the epoch first.
+//!
+//! **At the target.** [`Window::wait_notify`] returns a [`Request`] (the one completion
+//! type) that completes once counter `idx` is at least `value`: it composes with
+//! `wait_all`/`test_any`, other windows' requests and `.await`, which MPI 5's blocking
+//! query does not. Reading or resetting a counter is allowed at any time, in or out of
+//! epochs; a reset concurrent with arriving notifications loses none (it is one atomic
+//! swap: each arrival is in the value returned or in the counter after it).
+//!
+//! ```no_run
+//! use onesided::{Assert, Window};
+//! let world = onesided::init()?.world().clone();
+//! let win = Window::<f64>::allocate(&world, 1024)?;
+//! win.set_num_notify(1)?;
+//! win.lock_all(Assert::NONE)?;
+//! if world.rank() == 0 {
+//!     win.put_notify(&[1.0; 256], 1, 0, 0)?; // no flush: the count says it arrived
+//! } else if world.rank() == 1 {
+//!     win.wait_notify(0, 1)?.wait()?;
+//!     let mut got = [0.0; 256];
+//!     win.local_read(0, &mut got)?;
+//!     assert_eq!(got, [1.0; 256]);
+//! }
+//! win.unlock_all()?;
+//! # Ok::<(), onesided::Error>(())
+//! ```
+//!
+//! **Changing the count.** `set_num_notify` is collective and synchronizing, and gives
+//! fresh counters at 0; notified operations issued before it should be complete (a flush
+//! or the end of their epoch): one still queued behind a deferred epoch counts on the new
+//! counters (or fails if its index is gone). The counters of earlier calls stay mapped until
+//! the window is freed (8 bytes each), so a call racing it from another thread reads stale
+//! counters, never freed memory.
+
+use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use bytemuck::Pod;
+
+use crate::bootstrap::Call;
+use crate::error::{Error, Result};
+use crate::progress::{Step, SyncOp};
+use crate::request::Request;
+use crate::rma::atomic::{AccElement, Op};
+use crate::shm::segment::Segment;
+use crate::win::core::WinCore;
+use crate::win::Window;
+
+/// The most notification counters a process may have (a bound, not a reservation: a
+/// mistaken count should fail, not map gigabytes).
+pub const MAX_NOTIFY: usize = 1 << 24;
+
+/// One `set_num_notify`'s counters: every rank's block in one node segment.
+pub(crate) struct NotifyTable {
+    /// First counter of each rank (null when that rank has none).
+    blocks: Vec<*const AtomicU64>,
+    counts: Vec<usize>,
+    /// Keeps the mapping of `blocks` alive.
+    _segment: Option<Segment>,
+}
+
+// SAFETY: the pointers point into `_segment`, which the table owns; the words are atomics
+// every process of the window updates concurrently by design.
+unsafe impl Send for NotifyTable {}
+// SAFETY: as for Send.
+unsafe impl Sync for NotifyTable {}
+
+impl NotifyTable {
+    /// Counter `idx` of `rank`, if it has one.
+    fn counter(&self, rank: usize, idx: usize) -> Option<&AtomicU64> {
+        if idx >= *self.counts.get(rank)? {
+            return None;
+        }
+        // SAFETY: blocks[rank] has counts[rank] > idx AtomicU64s inside the segment this
+        // table owns, so the reference lives no longer than the mapping.
+        Some(unsafe { &*self.blocks[rank].add(idx) })
+    }
+}
+
+/// A window's notification counters: the table in force, and every earlier one (kept
+/// mapped until the window goes, see the module docs).
+#[derive(Default)]
+pub(crate) struct Notifications {
+    /// The table of the latest `set_num_notify`; null before the first.
+    current: AtomicPtr<NotifyTable>,
+    /// Owns every table `current` ever pointed to (boxed: a table must not move when the
+    /// vector grows, `current` and the references handed out point into it).
+    #[allow(clippy::vec_box)]
+    tables: Mutex<Vec<Box<NotifyTable>>>,
+}
+
+impl std::fmt::Debug for Notifications {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notifications").finish_non_exhaustive()
+    }
+}
+
+impl Notifications {
+    fn table(&self) -> Option<&NotifyTable> {
+        // Acquire: pairs with the Release in `install`, so the table's fields are seen
+        // initialised.
+        let p = self.current.load(Ordering::Acquire);
+        // SAFETY: a non-null `current` points into a Box owned by `tables`, which is never
+        // shrunk while `self` lives.
+        unsafe { p.as_ref() }
+    }
+
+    fn install(&self, table: NotifyTable) {
+        let mut tables = self
+            .tables
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut boxed = Box::new(table);
+        let p: *mut NotifyTable = &mut *boxed;
+        tables.push(boxed);
+        // Release: see `table`.
+        self.current.store(p, Ordering::Release);
+    }
+}
+
+impl WinCore {
+    /// Counter `idx` of `target`, or the error of a notified call `op`.
+    fn notify_counter(&self, op: &'static str, target: usize, idx: usize) -> Result<&AtomicU64> {
+        self.check_rank(target)?;
+        let table = self.notify.table();
+        table
+            .and_then(|t| t.counter(target, idx))
+            .ok_or_else(|| Error::InvalidNotification {
+                op,
+                target,
+                idx,
+                count: table.map_or(0, |t| t.counts[target]),
+            })
+    }
+
+    /// Counts one arrival at counter `idx` of `target`, after the operation it reports.
+    fn notify_arrival(&self, op: &'static str, target: usize, idx: usize) -> Result<()> {
+        // Release: the operation's stores (or reads, for get_notify) happen-before whatever
+        // the target does after its Acquire load sees this increment. Data moved by
+        // cross-memory attach is in the target's memory when the system call returns,
+        // which precedes this store in our program order.
+        self.notify_counter(op, target, idx)?
+            .fetch_add(1, Ordering::Release);
+        Ok(())
+    }
+
+    /// Queues the count of a deferred notified operation behind it (same target, same
+    /// epoch: the engine runs them in order).
+    fn defer_arrival(&self, op: &'static str, target: usize, idx: usize) -> Result<()> {
+        let order = self.epoch.access_order(target);
+        self.engine
+            .start_ordered(self, DeferredArrival { op, target, idx }, order)
+            .map(drop)
+    }
+}
+
+/// The count of a notified put or accumulate that was queued behind a pending epoch.
+struct DeferredArrival {
+    op: &'static str,
+    target: usize,
+    idx: usize,
+}
+
+impl SyncOp<WinCore> for DeferredArrival {
+    fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        core.notify_arrival(self.op, self.target, self.idx)?;
+        Ok(Step::Done)
+    }
+}
+
+impl<T: Pod> Window<T> {
+    /// Gives every process `n` notification counters, all 0, replacing earlier ones
+    /// (MPI_Win_set_num_notify). Collective and synchronizing; `n` may differ between
+    /// processes. Errors at every process together when one passes more than
+    /// [`MAX_NOTIFY`] or cannot map the counters. See the module docs on operations still
+    /// pending.
+    pub fn set_num_notify(&self, n: usize) -> Result<()> {
+        const FAILED: u64 = u64::MAX;
+        let local = if n > MAX_NOTIFY {
+            Err(Error::InvalidArgument(format!(
+                "set_num_notify: {n} counters (at most {MAX_NOTIFY})"
+            )))
+        } else {
+            Ok(())
+        };
+        let word = if local.is_ok() { n as u64 } else { FAILED };
+        let counts = self.core.agree_words(Call::SetNumNotify, word)?;
+        local?;
+        if counts.contains(&FAILED) {
+            return Err(Error::PeerFailed {
+                call: "set_num_notify",
+            });
+        }
+        // Each rank's block on its own cache lines (arrivals at different ranks do not
+        // contend).
+        let words: Vec<usize> = counts
+            .iter()
+            .map(|&c| (c as usize).div_ceil(8) * 8)
+            .collect();
+        let total: usize = words.iter().sum::<usize>() * 8;
+        let comm = &self.core.comm;
+        let me = self.core.rank;
+        let mut msg: Vec<u8> = Vec::new();
+        let mut mine = None;
+        if me == 0 && total > 0 {
+            let seg = Segment::create(comm.job_id(), "notify", total);
+            if let Ok(s) = &seg {
+                msg.extend_from_slice(s.name().as_bytes());
+            }
+            mine = Some(seg);
+        }
+        if total > 0 {
+            comm.bcast_vec_for(Call::SetNumNotify, 0, &mut msg)?;
+        }
+        let segment = match mine {
+            Some(seg) => seg.map(Some),
+            None if total == 0 => Ok(None),
+            None if msg.is_empty() => Err(Error::PeerFailed {
+                call: "set_num_notify",
+            }),
+            None => std::str::from_utf8(&msg)
+                .map_err(|_| Error::Bootstrap("segment name is not UTF-8".into()))
+                .and_then(Segment::open)
+                .and_then(|s| {
+                    if s.len() < total {
+                        Err(Error::Bootstrap(format!(
+                            "set_num_notify: counter segment is {} bytes, expected {total}",
+                            s.len()
+                        )))
+                    } else {
+                        Ok(Some(s))
+                    }
+                }),
+        };
+        let ok = self
+            .core
+            .agree_words(Call::SetNumNotify, u64::from(segment.is_ok()))?;
+        let segment = segment?;
+        if ok.contains(&0) {
+            return Err(Error::PeerFailed {
+                call: "set_num_notify",
+            });
+        }
+        // Everyone has it mapped: the name is no longer needed.
+        if let Some(s) = &segment {
+            s.unlink();
+        }
+        let base = segment
+            .as_ref()
+            .map_or(std::ptr::null(), |s| s.as_ptr().cast_const());
+        let mut at = 0usize;
+        let blocks = words
+            .iter()
+            .map(|&w| {
+                let p = if w == 0 {
+                    std::ptr::null()
+                } else {
+                    // The segment is page aligned and `at` a multiple of 64 bytes inside it.
+                    base.wrapping_add(at).cast::<AtomicU64>()
+                };
+                at += w * 8;
+                p
+            })
+            .collect();
+        self.core.notify.install(NotifyTable {
+            blocks,
+            counts: counts.iter().map(|&c| c as usize).collect(),
+            _segment: segment,
+        });
+        Ok(())
+    }
+
+    /// This process's number of notification counters (0 before `set_num_notify`).
+    pub fn num_notify(&self) -> usize {
+        self.core
+            .notify
+            .table()
+            .map_or(0, |t| t.counts[self.core.rank])
+    }
+
+    /// The value of this process's counter `idx` (MPI_Win_get_notify_value). When it is `k`,
+    /// the data of the `k` notified operations it counts is visible here.
+    pub fn notify_value(&self, idx: usize) -> Result<u64> {
+        let c = self
+            .core
+            .notify_counter("notify_value", self.core.rank, idx)?;
+        // Acquire: pairs with the arrivals' Release (module docs).
+        Ok(c.load(Ordering::Acquire))
+    }
+
+    /// Sets this process's counter `idx` to 0 and returns its value before
+    /// (MPI_Win_reset_notify_value). An arrival at the same time is counted either in the
+    /// returned value or in the counter afterwards, never lost.
+    pub fn reset_notify_value(&self, idx: usize) -> Result<u64> {
+        let c = self
+            .core
+            .notify_counter("reset_notify_value", self.core.rank, idx)?;
+        // AcqRel: acquires the counted arrivals' data (as notify_value); one atomic swap, so
+        // no arrival falls between the read and the reset.
+        Ok(c.swap(0, Ordering::AcqRel))
+    }
+
+    /// A request that completes when this process's counter `idx` is at least `value`:
+    /// then the data of the counted operations is visible here. The counter is not changed
+    /// (reset it with [`Window::reset_notify_value`] to reuse it). Waiting drives the
+    /// process's progress, like every request.
+    ///
+    /// ```no_run
+    /// # use onesided::Window;
+    /// # let world = onesided::init()?.world().clone();
+    /// # let win = Window::<u64>::allocate(&world, 8)?;
+    /// win.set_num_notify(2)?;
+    /// // ... peers put_notify with index 0 (halo from the left) and 1 (from the right)
+    /// let mut halos = [win.wait_notify(0, 1)?, win.wait_notify(1, 1)?];
+    /// let first = onesided::wait_any(&mut halos)?; // work on whichever came first
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    pub fn wait_notify(&self, idx: usize, value: u64) -> Result<Request<'_>> {
+        let counter = self
+            .core
+            .notify_counter("wait_notify", self.core.rank, idx)?;
+        Ok(Request::notified(&self.core, counter, value))
+    }
+
+    /// [`Window::put`], then counter `idx` of `target` counts it (MPI_Put_notify): when the
+    /// target sees the count, the bytes are in its memory. Errors: those of `put`, and
+    /// [`Error::InvalidNotification`] when the target has no counter `idx`.
+    pub fn put_notify(&self, src: &[T], target: usize, disp: usize, idx: usize) -> Result<()> {
+        const OP: &str = "put_notify";
+        self.core.notify_counter(OP, target, idx)?;
+        let bytes: &[u8] = bytemuck::cast_slice(src);
+        if self.core.may_defer(target, bytes.len()) {
+            self.core.defer_put(bytes, target, disp)?;
+            return self.core.defer_arrival(OP, target, idx);
+        }
+        let at = self.core.resolve(OP, target, disp, bytes.len())?;
+        // Never staged: this put must be in place before its count. The thread's staged
+        // puts were issued first and go first (with mpi_win_order, every thread's).
+        self.core.drain_before_op(self.flags.get())?;
+        at.route.write(bytes)?;
+        self.core.epoch.note_rma();
+        self.core.notify_arrival(OP, target, idx)
+    }
+
+    /// [`Window::get`], then counter `idx` of `target` counts it (MPI_Get_notify): when the
+    /// target sees the count, the origin has read the bytes. Errors as for
+    /// [`Window::put_notify`].
+    pub fn get_notify(&self, dst: &mut [T], target: usize, disp: usize, idx: usize) -> Result<()> {
+        const OP: &str = "get_notify";
+        self.core.notify_counter(OP, target, idx)?;
+        // Waits for a deferred epoch, like get; the bytes are here when it returns.
+        self.get(dst, target, disp)?;
+        self.core.notify_arrival(OP, target, idx)
+    }
+}
+
+impl<T: AccElement> Window<T> {
+    /// [`Window::accumulate`], then counter `idx` of `target` counts it
+    /// (MPI_Accumulate_notify): when the target sees the count, the update is done. Errors:
+    /// those of `accumulate`, and [`Error::InvalidNotification`].
+    pub fn accumulate_notify(
+        &self,
+        origin: &[T],
+        target: usize,
+        disp: usize,
+        op: Op,
+        idx: usize,
+    ) -> Result<()> {
+        const OP: &str = "accumulate_notify";
+        self.core.notify_counter(OP, target, idx)?;
+        crate::rma::accumulate::check_op(OP, op, T::TYPE, false)?;
+        if self.core.may_defer(target, std::mem::size_of_val(origin)) {
+            self.core
+                .defer_accumulate(origin, target, disp, op, self.flags.get())?;
+            return self.core.defer_arrival(OP, target, idx);
+        }
+        // Not `accumulate`: it may defer on its own (the budget can free meanwhile), and
+        // the count must follow the update. Accumulates are never staged: done on return.
+        let bytes = std::mem::size_of_val(origin);
+        let loc = self.core.resolve(OP, target, disp, bytes)?;
+        self.core
+            .acc_run(target, loc, origin, op, None, self.flags.get())?;
+        self.core.epoch.note_rma();
+        self.core.notify_arrival(OP, target, idx)
+    }
+}
