@@ -155,13 +155,18 @@ pub trait Backend: Sized {
         let mem = self.memory(kind, len)?;
         self.window_over(kind, len, mem)
     }
-    /// Why `bench` cannot run on `kind` windows of this implementation (a known defect
-    /// that would crash the job), if it cannot.
     /// Whether windows may be used by several threads at once (MPI: initialized with
     /// `MPI_THREAD_MULTIPLE`).
     fn threads_supported(&self) -> bool {
         true
     }
+    /// Collective: a barrier during which the process is inside the library the whole
+    /// time (`MPI_Barrier`), so that an implementation that needs the target's CPU to serve
+    /// RMA gets it — what OSU's target does in its next synchronization call. The harness
+    /// barrier of [`Backend::comm`] may back off outside the library instead.
+    fn library_barrier(&self) -> BResult<()>;
+    /// Why `bench` cannot run on `kind` windows of this implementation (a known defect
+    /// that would crash the job), if it cannot.
     fn known_defect(&self, _bench: &str, _kind: WinKind) -> Option<&'static str> {
         None
     }
@@ -175,11 +180,12 @@ pub trait BenchWin<T: Elem> {
     type Group;
     /// A group of ranks for post/start.
     fn group(&self, ranks: &[usize]) -> BResult<Self::Group>;
-    /// MPI_Put.
+    /// MPI_Put. As in MPI, `src` must stay alive and unchanged until the put completes
+    /// (flush, unlock, complete or fence): an implementation may read it that late.
     fn put(&self, src: &[T], target: usize, elem: usize) -> BResult<()>;
     /// MPI_Get.
     fn get(&self, dst: &mut [T], target: usize, elem: usize) -> BResult<()>;
-    /// MPI_Accumulate with MPI_SUM.
+    /// MPI_Accumulate with MPI_SUM (`src` as for [`BenchWin::put`]).
     fn acc_sum(&self, src: &[T], target: usize, elem: usize) -> BResult<()>;
     /// MPI_Get_accumulate with MPI_SUM.
     fn get_acc_sum(&self, src: &[T], result: &mut [T], target: usize, elem: usize) -> BResult<()>;
@@ -219,5 +225,21 @@ pub trait BenchWin<T: Elem> {
     /// Sets `mpi_win_scope` to `thread` (or back to `process`); collective. True when the
     /// implementation reports the value in force.
     fn set_thread_scope(&self, on: bool) -> BResult<bool>;
+    /// Sets `mpi_win_order` (seed 000 §2.2: operations to one target complete there in
+    /// issue order); collective. True when the implementation reports the value in force.
+    fn set_order(&self, on: bool) -> BResult<bool>;
+    /// Collective: `n` notification counters per process (notified RMA, seed 000 §5.1 and
+    /// MPI 5's proposal). False when the implementation has no notified RMA.
+    fn set_num_notify(&self, _n: usize) -> BResult<bool> {
+        Ok(false)
+    }
+    /// Put, then count it at counter `idx` of the target.
+    fn put_notify(&self, _src: &[T], _target: usize, _elem: usize, _idx: usize) -> BResult<()> {
+        Err(BenchError("no notified RMA".into()))
+    }
+    /// Waits until this process's counter `idx` reached `value`.
+    fn wait_notify(&self, _idx: usize, _value: u64) -> BResult<()> {
+        Err(BenchError("no notified RMA".into()))
+    }
     fn free(self) -> BResult<()>;
 }

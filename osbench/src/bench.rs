@@ -34,6 +34,8 @@ pub struct Params {
     pub create_bytes: usize,
     /// Thread counts of the thread-flush benchmark.
     pub threads: Vec<usize>,
+    /// Busy time of the progress benchmark's target.
+    pub busy: Duration,
 }
 
 /// Communication calls of the latency and bandwidth benchmarks.

@@ -17,7 +17,9 @@ mod mpi_backend;
 mod os_backend;
 mod patterns;
 mod plot;
+mod progress;
 mod report;
+mod signal;
 mod threads;
 
 use std::io::{IsTerminal, Write};
@@ -72,6 +74,13 @@ enum Bench {
     Memhandle,
     /// Threads each doing put+flush: process vs thread scope vs a mutex (seed 000 Figs. 8-9)
     ThreadFlush,
+    /// Put+flush while the target is busy outside the library vs attentive (seed 000 Fig. 5)
+    Progress,
+    /// Put then flag: with a flush between, with mpi_win_order, with neither (seed 000
+    /// Figs. 10-11)
+    OrderFlag,
+    /// Ping-pong latency: put_notify + wait_notify vs put, flush, flag, flush
+    NotifyLatency,
     /// Everything above.
     All,
 }
@@ -96,6 +105,9 @@ impl Bench {
             Bench::Transactions => "transactions",
             Bench::ThreadFlush => "thread-flush",
             Bench::Memhandle => "memhandle",
+            Bench::Progress => "progress",
+            Bench::OrderFlag => "order-flag",
+            Bench::NotifyLatency => "notify-latency",
             Bench::All => "all",
         }
     }
@@ -121,7 +133,7 @@ impl Bench {
         )
     }
 
-    const EVERY: [Bench; 17] = [
+    const EVERY: [Bench; 20] = [
         Bench::PutLatency,
         Bench::GetLatency,
         Bench::AccLatency,
@@ -139,6 +151,9 @@ impl Bench {
         Bench::Transactions,
         Bench::ThreadFlush,
         Bench::Memhandle,
+        Bench::Progress,
+        Bench::OrderFlag,
+        Bench::NotifyLatency,
     ];
 }
 
@@ -175,6 +190,10 @@ struct Cli {
     /// Threads per process of the thread-flush benchmark (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
     threads: Vec<usize>,
+    /// How long the target of the progress benchmark is busy outside the library, in
+    /// milliseconds (origin operations: one per 10 µs of it unless --iters is given).
+    #[arg(long, default_value_t = 1000)]
+    busy_ms: u64,
     /// Measure only onesided, also under mpiexec.
     #[arg(long)]
     onesided_only: bool,
@@ -226,7 +245,10 @@ fn plan(cli: &Cli) -> Vec<Step> {
             | Bench::SyncPatterns
             | Bench::Transactions
             | Bench::ThreadFlush
-            | Bench::Memhandle => steps.push(Step {
+            | Bench::Memhandle
+            | Bench::Progress
+            | Bench::OrderFlag
+            | Bench::NotifyLatency => steps.push(Step {
                 bench,
                 window: None,
             }),
@@ -268,6 +290,7 @@ fn params(cli: &Cli, step: &Step) -> Params {
         syncs,
         create_bytes: cli.create_bytes,
         threads: cli.threads.iter().copied().filter(|&t| t > 0).collect(),
+        busy: Duration::from_millis(cli.busy_ms),
     }
 }
 
@@ -285,6 +308,9 @@ fn run_step<B: Backend>(b: &B, step: &Step, p: &Params, out: &mut Vec<Record>) -
         Bench::Transactions => patterns::transactions(b.comm(), p, out),
         Bench::ThreadFlush => threads::thread_flush(b, p, out),
         Bench::Memhandle => memhandle::memhandle(b.comm(), p, out),
+        Bench::Progress => progress::progress(b, p, out),
+        Bench::OrderFlag => signal::order_flag(b, p, out),
+        Bench::NotifyLatency => signal::notify_latency(b, p, out),
         _ => Ok(()),
     }
 }
@@ -498,8 +524,8 @@ mod tests {
         let cli = Cli::parse_from(["osbench", "all"]);
         let steps = plan(&cli);
         // 11 per-window benchmarks x 5 kinds + sync-latency, win-create, sync-patterns,
-        // transactions, thread-flush, memhandle.
-        assert_eq!(steps.len(), 11 * 5 + 6);
+        // transactions, thread-flush, memhandle, progress, order-flag, notify-latency.
+        assert_eq!(steps.len(), 11 * 5 + 9);
         let cli = Cli::parse_from(["osbench", "put-latency", "--window", "allocate,dynamic"]);
         assert_eq!(plan(&cli).len(), 2);
         let p = params(&cli, &plan(&cli)[0]);

@@ -46,6 +46,11 @@ impl Backend for OsBackend {
         &self.comm
     }
 
+    fn library_barrier(&self) -> BResult<()> {
+        // onesided's own barrier: its waits are inside the library (and need no target CPU).
+        Ok(self.comm.barrier()?)
+    }
+
     fn prefix(&self, ranks: usize) -> BResult<Option<Self>> {
         let me = self.comm.rank();
         let sub = self.comm.split((me < ranks).then_some(0), me)?;
@@ -215,6 +220,27 @@ impl<T: Elem> BenchWin<T> for OsWin<T> {
         };
         self.win.set_info(&onesided::WinInfo::new().scope(scope))?;
         Ok(self.win.hints().scope == scope)
+    }
+
+    fn set_num_notify(&self, n: usize) -> BResult<bool> {
+        self.win.set_num_notify(n)?;
+        Ok(true)
+    }
+
+    #[inline(always)]
+    fn put_notify(&self, src: &[T], target: usize, elem: usize, idx: usize) -> BResult<()> {
+        Ok(self
+            .win
+            .put_notify(src, target, self.disp(target, elem), idx)?)
+    }
+
+    fn wait_notify(&self, idx: usize, value: u64) -> BResult<()> {
+        Ok(self.win.wait_notify(idx, value)?.wait()?)
+    }
+
+    fn set_order(&self, on: bool) -> BResult<bool> {
+        self.win.set_info(&onesided::WinInfo::new().order(on))?;
+        Ok(self.win.hints().order == on)
     }
 
     fn free(self) -> BResult<()> {

@@ -287,10 +287,12 @@ fn row_key(r: &Record) -> (String, String, String, u64, u64, String) {
         r.ranks,
         // Records that name the measured process, or the threads that issued the
         // operations, show it next to the metric.
-        match (&r.role, r.threads) {
-            (Some(role), _) => format!("{} ({role})", r.metric),
-            (None, Some(t)) => format!("{} ({t} thr)", r.metric),
-            (None, None) => r.metric.clone(),
+        match (&r.role, r.threads, r.delay_us) {
+            (Some(role), _, _) => format!("{} ({role})", r.metric),
+            (None, Some(t), _) => format!("{} ({t} thr)", r.metric),
+            // A delay that varies between rows (progress: how long the target was away).
+            (None, None, Some(d)) => format!("{} (delay {} ms)", r.metric, d / 1000.0),
+            (None, None, None) => r.metric.clone(),
         },
     )
 }

@@ -47,6 +47,8 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
             "2",
             "--create-bytes",
             "64K",
+            "--busy-ms",
+            "20",
             "--json",
             json.to_str().unwrap(),
             "--plot",
@@ -70,6 +72,9 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
         "sync-patterns",
         "transactions",
         "thread-flush",
+        "progress",
+        "order-flag",
+        "notify-latency",
     ] {
         assert!(
             stdout.contains(&format!("== {bench} ==")),
@@ -169,6 +174,34 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
                     "thread-flush {window} {metric} {threads}"
                 );
             }
+        }
+    }
+    // Seed 000 Fig. 5: attentive and busy target, every window kind.
+    for window in ["allocate", "create", "create-allocmem", "dynamic", "shared"] {
+        for delay in [0.0, 20_000.0] {
+            assert!(
+                records.iter().any(|r| r["bench"] == "progress"
+                    && r["window"] == window
+                    && r["metric"] == "latency"
+                    && r["delay_us"].as_f64() == Some(delay)
+                    && r["value"].as_f64().is_some_and(|v| v > 0.0)),
+                "progress {window} {delay}"
+            );
+        }
+    }
+    // Seed 000 Figs. 10-11 and notified RMA against flush + flag.
+    for window in ["allocate", "create"] {
+        for metric in ["put-flush-flag", "put-flag-unordered", "put-flag-ordered"] {
+            assert!(
+                has("order-flag", window, "flush", metric),
+                "{window} {metric}"
+            );
+        }
+        for metric in ["flush-flag", "notify"] {
+            assert!(
+                has("notify-latency", window, "lock_all", metric),
+                "{window} {metric}"
+            );
         }
     }
     for call in [

@@ -20,7 +20,7 @@ fn every_benchmark_side_by_side_under_mpiexec() {
         .args(words)
         .args(["-n", "2", env!("CARGO_BIN_EXE_osbench")])
         .args(["all", "--sizes", "8,4K", "--time-ms", "1", "--warmup", "2"])
-        .args(["--create-bytes", "64K", "--json"])
+        .args(["--create-bytes", "64K", "--busy-ms", "20", "--json"])
         .arg(&json)
         // Files, not pipes: the tables are larger than a pipe buffer, and nobody reads a
         // pipe while the test waits.

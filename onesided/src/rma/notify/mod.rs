@@ -56,8 +56,7 @@
 //! the window is freed (8 bytes each), so a call racing it from another thread reads stale
 //! counters, never freed memory.
 
-use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use bytemuck::Pod;
 
@@ -70,77 +69,13 @@ use crate::shm::segment::Segment;
 use crate::win::core::WinCore;
 use crate::win::Window;
 
+pub(crate) mod counters;
+
+use counters::NotifyTable;
+
 /// The most notification counters a process may have (a bound, not a reservation: a
 /// mistaken count should fail, not map gigabytes).
 pub const MAX_NOTIFY: usize = 1 << 24;
-
-/// One `set_num_notify`'s counters: every rank's block in one node segment.
-pub(crate) struct NotifyTable {
-    /// First counter of each rank (null when that rank has none).
-    blocks: Vec<*const AtomicU64>,
-    counts: Vec<usize>,
-    /// Keeps the mapping of `blocks` alive.
-    _segment: Option<Segment>,
-}
-
-// SAFETY: the pointers point into `_segment`, which the table owns; the words are atomics
-// every process of the window updates concurrently by design.
-unsafe impl Send for NotifyTable {}
-// SAFETY: as for Send.
-unsafe impl Sync for NotifyTable {}
-
-impl NotifyTable {
-    /// Counter `idx` of `rank`, if it has one.
-    fn counter(&self, rank: usize, idx: usize) -> Option<&AtomicU64> {
-        if idx >= *self.counts.get(rank)? {
-            return None;
-        }
-        // SAFETY: blocks[rank] has counts[rank] > idx AtomicU64s inside the segment this
-        // table owns, so the reference lives no longer than the mapping.
-        Some(unsafe { &*self.blocks[rank].add(idx) })
-    }
-}
-
-/// A window's notification counters: the table in force, and every earlier one (kept
-/// mapped until the window goes, see the module docs).
-#[derive(Default)]
-pub(crate) struct Notifications {
-    /// The table of the latest `set_num_notify`; null before the first.
-    current: AtomicPtr<NotifyTable>,
-    /// Owns every table `current` ever pointed to (boxed: a table must not move when the
-    /// vector grows, `current` and the references handed out point into it).
-    #[allow(clippy::vec_box)]
-    tables: Mutex<Vec<Box<NotifyTable>>>,
-}
-
-impl std::fmt::Debug for Notifications {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Notifications").finish_non_exhaustive()
-    }
-}
-
-impl Notifications {
-    fn table(&self) -> Option<&NotifyTable> {
-        // Acquire: pairs with the Release in `install`, so the table's fields are seen
-        // initialised.
-        let p = self.current.load(Ordering::Acquire);
-        // SAFETY: a non-null `current` points into a Box owned by `tables`, which is never
-        // shrunk while `self` lives.
-        unsafe { p.as_ref() }
-    }
-
-    fn install(&self, table: NotifyTable) {
-        let mut tables = self
-            .tables
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let mut boxed = Box::new(table);
-        let p: *mut NotifyTable = &mut *boxed;
-        tables.push(boxed);
-        // Release: see `table`.
-        self.current.store(p, Ordering::Release);
-    }
-}
 
 impl WinCore {
     /// Counter `idx` of `target`, or the error of a notified call `op`.
