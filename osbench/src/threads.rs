@@ -7,7 +7,8 @@
 //! an application does when its MPI cannot be trusted with concurrent calls). The value is
 //! the mean time of one put+flush as each thread sees it, in µs, with `threads` set. After
 //! every measurement the origin reads each thread's slot back and checks it holds that
-//! thread's last value.
+//! thread's last value. Seed 000 Fig. 11 adds `process-scope-ordered` (process scope with
+//! `mpi_win_order`: every thread's operations land in issue order; onesided only).
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -19,8 +20,13 @@ use crate::report::Record;
 /// Words between two threads' slots (a cache line each).
 const STRIDE: usize = 8;
 
-/// The three ways of sharing (see the module docs).
-const MODES: [&str; 3] = ["process-scope", "thread-scope", "mutex"];
+/// The ways of sharing (see the module docs).
+const MODES: [&str; 4] = [
+    "process-scope",
+    "thread-scope",
+    "mutex",
+    "process-scope-ordered",
+];
 
 pub fn thread_flush<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResult<()>
 where
@@ -49,7 +55,8 @@ where
         }
         let win = pair.window::<u64>(kind, max_threads * STRIDE)?;
         for mode in MODES {
-            let in_force = win.set_thread_scope(mode == "thread-scope")?;
+            let in_force = win.set_thread_scope(mode == "thread-scope")?
+                && win.set_order(mode == "process-scope-ordered")?;
             if !in_force {
                 continue;
             }
@@ -72,6 +79,7 @@ where
             }
         }
         win.set_thread_scope(false)?;
+        win.set_order(false)?;
         win.free()?;
     }
     Ok(())

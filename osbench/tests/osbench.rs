@@ -164,7 +164,12 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
     assert!(has("put-latency", "memhandle", "flush", "create-put-free"));
     // Seed 000 Figs. 8-9: every way of sharing, 1 to 8 threads, every window kind.
     for window in ["allocate", "create", "create-allocmem", "dynamic", "shared"] {
-        for metric in ["process-scope", "thread-scope", "mutex"] {
+        for metric in [
+            "process-scope",
+            "thread-scope",
+            "mutex",
+            "process-scope-ordered",
+        ] {
             for threads in [1u64, 2, 4, 8] {
                 assert!(
                     records.iter().any(|r| r["bench"] == "thread-flush"

@@ -527,6 +527,10 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
     /// completed.
     pub(crate) fn progress(&self, core: &C) -> Result<bool> {
         self.catch_up();
+        if self.quiet() {
+            // Nothing queued or parked here: skip the queue's lock (waits poll this often).
+            return Ok(false);
+        }
         self.drive(core, true)
     }
 

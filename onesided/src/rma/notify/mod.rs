@@ -286,8 +286,17 @@ impl<T: Pod> Window<T> {
     /// [`Error::InvalidNotification`] when the target has no counter `idx`.
     pub fn put_notify(&self, src: &[T], target: usize, disp: usize, idx: usize) -> Result<()> {
         const OP: &str = "put_notify";
-        self.core.notify_counter(OP, target, idx)?;
+        let counter = self.core.notify_counter(OP, target, idx)?;
         let bytes: &[u8] = bytemuck::cast_slice(src);
+        if let Some((dst, _)) = self.core.direct_fast(target, disp, bytes.len()) {
+            // SAFETY: dst..dst+len lies inside the target's mapped window memory (bounds
+            // checked by direct_fast), which outlives self; src is a distinct Rust slice.
+            unsafe { crate::transport::shm::copy_bytes(bytes.as_ptr(), dst, bytes.len()) };
+            self.core.epoch.note_rma();
+            // Release: as in WinCore::notify_arrival.
+            counter.fetch_add(1, Ordering::Release);
+            return Ok(());
+        }
         if self.core.may_defer(target, bytes.len()) {
             self.core.defer_put(bytes, target, disp)?;
             return self.core.defer_arrival(OP, target, idx);
