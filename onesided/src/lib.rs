@@ -43,6 +43,7 @@
 
 mod backoff;
 pub mod bootstrap;
+mod coll;
 mod error;
 mod group;
 pub mod launch;
@@ -61,6 +62,10 @@ mod win;
 
 pub use bootstrap::{Bootstrap, Call, CallTag, Comm, ReduceOp, Reducible, ThreadLevel};
 pub use bytemuck::{Pod, Zeroable};
+pub use coll::alltoallv::{
+    alltoallv_rma_oneshot, alltoallv_two_sided, Alltoallv, AlltoallvVariant, AutoChoice, BreakEven,
+    NodeSplit, AUTO_PROBES,
+};
 pub use error::{Error, Result};
 pub use group::Group;
 pub use layout::Layout;

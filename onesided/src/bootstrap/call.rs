@@ -36,10 +36,12 @@ pub enum Call {
     SetInfo,
     /// `Window::set_num_notify`.
     SetNumNotify,
+    /// Building or freeing an [`Alltoallv`](crate::Alltoallv) plan.
+    Alltoallv,
 }
 
 impl Call {
-    const ALL: [Call; 14] = [
+    const ALL: [Call; 15] = [
         Call::Barrier,
         Call::Allgather,
         Call::Alltoall,
@@ -54,6 +56,7 @@ impl Call {
         Call::Free,
         Call::SetInfo,
         Call::SetNumNotify,
+        Call::Alltoallv,
     ];
 
     /// The call's name as users know it.
@@ -73,6 +76,7 @@ impl Call {
             Call::Free => "free",
             Call::SetInfo => "set_info",
             Call::SetNumNotify => "set_num_notify",
+            Call::Alltoallv => "alltoallv",
         }
     }
 

@@ -64,6 +64,32 @@ impl<T: Pod> WinBuffer<T> {
         (ptr.cast(), self.len() * std::mem::size_of::<T>())
     }
 
+    /// The elements, for the buffer's owner (a window's memory must not be read this way
+    /// while peers may write it).
+    pub(crate) fn as_slice(&self) -> &[T] {
+        match self {
+            WinBuffer::Vec(v) => v,
+            WinBuffer::AllocMem(m) => m,
+            // SAFETY: the from_raw_parts contract: valid for `len` elements while this
+            // buffer exists, and not reached through other references meanwhile.
+            WinBuffer::Raw { ptr, len } => unsafe {
+                std::slice::from_raw_parts(ptr.as_ptr(), *len)
+            },
+        }
+    }
+
+    /// The elements, mutably (see [`WinBuffer::as_slice`]).
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [T] {
+        match self {
+            WinBuffer::Vec(v) => v,
+            WinBuffer::AllocMem(m) => m,
+            // SAFETY: as in `as_slice`; `&mut self` makes this the only reference.
+            WinBuffer::Raw { ptr, len } => unsafe {
+                std::slice::from_raw_parts_mut(ptr.as_ptr(), *len)
+            },
+        }
+    }
+
     /// The `Vec` inside, if this buffer is one.
     pub fn into_vec(self) -> Option<Vec<T>> {
         match self {

@@ -1,0 +1,675 @@
+//! Persistent RMA Alltoallv ([Namugwanya25], seed 001): a plan built once over fixed counts,
+//! displacements and buffers, then started and completed many times.
+//!
+//! Every rank puts its block for rank `p` (`sendcounts[p]` elements at `sdispls[p]` of the
+//! send buffer) straight into `p`'s receive buffer at `p`'s `rdispls[me]`, through one
+//! window over the receive buffer that lives as long as the plan. Variants:
+//!
+//! - [`AlltoallvVariant::Fence`] (Algorithm 1): `start` opens a fence epoch (a barrier: no
+//!   rank writes into a receive buffer its owner may still read) and issues the puts; the
+//!   request completes the closing fence.
+//! - [`AlltoallvVariant::FenceHierarchical`] (Algorithm 2): the same, with the puts to other
+//!   nodes issued first and those on the node after, so that network transfers overlap the
+//!   on-node copies. The node split comes from the host name, or is emulated
+//!   ([`NodeSplit::RanksPerNode`]) to test it on one machine.
+//! - [`AlltoallvVariant::Lock`] (Algorithm 3): every rank holds an exclusive lock on its own
+//!   window between cycles; `start` releases it, opens `lock_all` and issues the puts; the
+//!   request completes `unlock_all`, **a barrier** (the listing omits it, the text requires
+//!   it: without it a slow origin whose shared lock on me is granted after I re-locked
+//!   writes into a buffer I already read) and the re-taken self lock. Even the paper's
+//!   order races: after that barrier a fast peer's *next* `lock_all` can reach me before my
+//!   self lock does, and its next block lands before I read this one (our tests caught
+//!   it). So `start` begins with a barrier too: no rank opens a new cycle before every rank
+//!   holds its self lock again.
+//! - [`AlltoallvVariant::Auto`] (the paper's future work): the first cycles alternate between
+//!   the fence plan and the two-sided exchange of the communicator, timed; the rank-wide
+//!   maximum decides, the same at every rank, and later cycles use the faster one.
+//!
+//! Pitfalls of the published code this avoids: the window belongs to the plan (a cache keyed
+//! by size alone would expose an old buffer of the same size); displacements travel as
+//! 64-bit element counts of the one element type; init checks at every rank that each
+//! receive count equals what its sender sends, and fails at every rank together.
+//!
+//! Between cycles the plan gives [`Alltoallv::send_mut`] and [`Alltoallv::recv`]; while a
+//! cycle runs its request borrows the plan, so neither buffer can be touched. A request that
+//! is dropped unfinished is completed by the plan's next call.
+
+use std::time::{Duration, Instant};
+
+use bytemuck::Pod;
+
+use crate::bootstrap::{Call, Comm, ReduceOp};
+use crate::error::{Error, Result};
+use crate::request::Request;
+use crate::sync::{Assert, LockType};
+use crate::win::{WinBuffer, Window};
+
+/// Which algorithm a plan runs (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlltoallvVariant {
+    /// Fence epochs (seed 001 Algorithm 1).
+    Fence,
+    /// Fence epochs, puts to other nodes first (Algorithm 2).
+    FenceHierarchical,
+    /// A self lock between cycles, `lock_all` for the puts, a barrier at the end (Algorithm 3).
+    Lock,
+    /// Measures the fence plan against the two-sided exchange and keeps the faster.
+    Auto,
+}
+
+impl AlltoallvVariant {
+    /// The variant's name in benchmark records (`persistent-<name>`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AlltoallvVariant::Fence => "fence",
+            AlltoallvVariant::FenceHierarchical => "hierarchical",
+            AlltoallvVariant::Lock => "lock",
+            AlltoallvVariant::Auto => "auto",
+        }
+    }
+}
+
+/// How a hierarchical plan groups ranks into nodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum NodeSplit {
+    /// The real nodes: ranks whose host names match share a node.
+    #[default]
+    Hosts,
+    /// Emulated nodes of `n` consecutive ranks (rank `r` is on node `r / n`), to exercise
+    /// the hierarchy on one machine.
+    RanksPerNode(usize),
+}
+
+/// What [`AlltoallvVariant::Auto`] settled on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AutoChoice {
+    /// Still measuring.
+    Probing,
+    /// The persistent fence plan won.
+    Persistent,
+    /// The communicator's two-sided alltoallv won.
+    TwoSided,
+}
+
+/// Cycles of each kind an [`AlltoallvVariant::Auto`] plan times before it decides (after one
+/// untimed warm-up cycle of each).
+pub const AUTO_PROBES: usize = 3;
+
+/// One put of a plan: `len` elements from `src` in the send buffer to `disp` at `target`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Put {
+    target: usize,
+    src: usize,
+    len: usize,
+    disp: usize,
+}
+
+/// The counts and displacements of one side of an alltoallv, in elements, per rank.
+#[derive(Debug, Clone)]
+struct Side {
+    counts: Vec<usize>,
+    displs: Vec<usize>,
+}
+
+/// The break-even model of seed 001 §4: a persistent plan pays `t_init` once and saves
+/// `t_baseline - t_persist` per cycle.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BreakEven {
+    /// Plan initialisation plus free.
+    pub t_init: Duration,
+    /// One start + wait of the plan.
+    pub t_persist: Duration,
+    /// One call of the non-persistent exchange it replaces.
+    pub t_baseline: Duration,
+}
+
+impl BreakEven {
+    /// N = ⌈t_init / (t_baseline − t_persist)⌉: cycles after which the plan has paid for
+    /// itself; `None` ("never") when it is not faster per cycle.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use onesided::BreakEven;
+    /// let us = Duration::from_micros;
+    /// let model = BreakEven { t_init: us(100), t_persist: us(30), t_baseline: us(50) };
+    /// assert_eq!(model.iterations(), Some(5));
+    /// let slower = BreakEven { t_persist: us(60), ..model };
+    /// assert_eq!(slower.iterations(), None);
+    /// ```
+    pub fn iterations(&self) -> Option<u64> {
+        let saved = self.t_baseline.checked_sub(self.t_persist)?;
+        if saved.is_zero() {
+            return None;
+        }
+        Some(
+            (self.t_init.as_nanos().div_ceil(saved.as_nanos()))
+                .max(1)
+                .try_into()
+                .unwrap_or(u64::MAX),
+        )
+    }
+}
+
+/// A persistent alltoallv plan (seed 001): init once, [`Alltoallv::start`] + wait many
+/// times, [`Alltoallv::free`] collectively.
+///
+/// ```no_run
+/// use onesided::{Alltoallv, AlltoallvVariant, NodeSplit};
+/// let universe = onesided::init()?;
+/// let world = universe.world();
+/// let n = world.size();
+/// // Two elements for every rank; receive memory from alloc_mem is written with stores.
+/// let counts = vec![2; n];
+/// let displs: Vec<usize> = (0..n).map(|p| 2 * p).collect();
+/// let send = vec![world.rank() as u64; 2 * n];
+/// let recv = onesided::alloc_mem::<u64>(2 * n)?;
+/// let mut plan = Alltoallv::new(
+///     world, AlltoallvVariant::Fence, NodeSplit::Hosts,
+///     send, &counts, &displs, recv, &counts, &displs,
+/// )?;
+/// for step in 0..100u64 {
+///     plan.send_mut()?.fill(step);
+///     plan.start()?.wait()?;
+///     assert!(plan.recv()?.iter().all(|&v| v == step));
+/// }
+/// let (_send, _recv) = plan.free()?;
+/// # Ok::<(), onesided::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct Alltoallv<T: Pod> {
+    comm: Comm,
+    variant: AlltoallvVariant,
+    send: WinBuffer<T>,
+    /// The window over the receive buffer (taken by `free`).
+    win: Option<Window<T>>,
+    /// Puts in issue order (zero-length blocks left out).
+    puts: Vec<Put>,
+    send_side: Side,
+    recv_side: Side,
+    /// A cycle was started and its request may not have been seen complete.
+    in_flight: bool,
+    /// Lock variant: this rank holds the exclusive lock on its own window.
+    self_locked: bool,
+    init_time: Duration,
+    auto: Auto,
+}
+
+/// The measurements of an [`AlltoallvVariant::Auto`] plan.
+#[derive(Debug, Clone)]
+struct Auto {
+    choice: AutoChoice,
+    cycles: usize,
+    persistent: Duration,
+    two_sided: Duration,
+}
+
+impl<T: Pod> Alltoallv<T> {
+    /// Builds a plan (collective over `comm`), in `MPI_Alltoallv` argument order: the send
+    /// buffer, its counts and displacements per rank (elements), the receive buffer, its
+    /// counts and displacements per rank. The plan owns both buffers until
+    /// [`Alltoallv::free`] hands them back. `split` matters to
+    /// [`AlltoallvVariant::FenceHierarchical`] only.
+    ///
+    /// Errors, at every rank together: a count or displacement list whose length is not
+    /// the number of ranks, a block outside its buffer, a receive count that differs from
+    /// what its sender sends ([`Error::InvalidArgument`] where it was found,
+    /// [`Error::PeerFailed`] elsewhere); the errors of window creation.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        comm: &Comm,
+        variant: AlltoallvVariant,
+        split: NodeSplit,
+        send: impl Into<WinBuffer<T>>,
+        sendcounts: &[usize],
+        sdispls: &[usize],
+        recv: impl Into<WinBuffer<T>>,
+        recvcounts: &[usize],
+        rdispls: &[usize],
+    ) -> Result<Self> {
+        let started = Instant::now();
+        let send = send.into();
+        let recv = recv.into();
+        let n = comm.size();
+        let me = comm.rank();
+        let local = check_side("send", n, sendcounts, sdispls, send.len())
+            .and_then(|()| check_side("receive", n, recvcounts, rdispls, recv.len()));
+        comm.agree_on(Call::Alltoallv, local)?;
+        // What each sender sends me, and where my blocks go in each receiver's buffer.
+        let words = |v: &[usize]| v.iter().map(|&x| x as u64).collect::<Vec<u64>>();
+        let incoming = comm.alltoall(&words(sendcounts))?;
+        let put_displs = comm.alltoall(&words(rdispls))?;
+        let local = match (0..n).find(|&p| incoming[p] != recvcounts[p] as u64) {
+            Some(p) => Err(Error::InvalidArgument(format!(
+                "alltoallv: rank {me} expects {} elements from rank {p}, which sends {}",
+                recvcounts[p], incoming[p]
+            ))),
+            None => Ok(()),
+        };
+        comm.agree_on(Call::Alltoallv, local)?;
+        let node_of = match variant {
+            AlltoallvVariant::FenceHierarchical => Some(node_ids(comm, split)?),
+            _ => None,
+        };
+        let puts: Vec<Put> = issue_order(me, n, node_of.as_deref(), |p| Put {
+            target: p,
+            src: sdispls[p],
+            len: sendcounts[p],
+            disp: put_displs[p] as usize,
+        })
+        .into_iter()
+        .filter(|put| put.len > 0)
+        .collect();
+        let win = Window::create(comm, recv)?;
+        let mut plan = Alltoallv {
+            comm: comm.clone(),
+            variant,
+            send,
+            win: Some(win),
+            puts,
+            send_side: Side {
+                counts: sendcounts.to_vec(),
+                displs: sdispls.to_vec(),
+            },
+            recv_side: Side {
+                counts: recvcounts.to_vec(),
+                displs: rdispls.to_vec(),
+            },
+            in_flight: false,
+            self_locked: false,
+            init_time: Duration::ZERO,
+            auto: Auto {
+                choice: AutoChoice::Probing,
+                cycles: 0,
+                persistent: Duration::ZERO,
+                two_sided: Duration::ZERO,
+            },
+        };
+        if variant == AlltoallvVariant::Lock {
+            plan.window()?.lock(LockType::Exclusive, me, Assert::NONE)?;
+            plan.self_locked = true;
+        }
+        plan.init_time = started.elapsed();
+        Ok(plan)
+    }
+
+    /// The plan's variant.
+    pub fn variant(&self) -> AlltoallvVariant {
+        self.variant
+    }
+
+    /// How long building the plan took at this rank.
+    pub fn init_time(&self) -> Duration {
+        self.init_time
+    }
+
+    /// The targets of this rank's puts in the order `start` issues them (blocks of zero
+    /// elements left out).
+    pub fn put_order(&self) -> Vec<usize> {
+        self.puts.iter().map(|p| p.target).collect()
+    }
+
+    /// What an [`AlltoallvVariant::Auto`] plan has chosen so far (`Persistent` for the
+    /// other variants).
+    pub fn auto_choice(&self) -> AutoChoice {
+        match self.variant {
+            AlltoallvVariant::Auto => self.auto.choice,
+            _ => AutoChoice::Persistent,
+        }
+    }
+
+    /// The send buffer, to fill between cycles.
+    pub fn send_mut(&mut self) -> Result<&mut [T]> {
+        self.settle()?;
+        Ok(self.send.as_mut_slice())
+    }
+
+    /// The receive buffer as the last completed cycle left it.
+    pub fn recv(&mut self) -> Result<&[T]> {
+        self.settle()?;
+        let win = self.window()?;
+        // SAFETY: the window's memory is `len` elements at `base` (the receive buffer it
+        // owns); no cycle is in flight (settled above) and no peer can write into it before
+        // this rank starts the next one — a fence plan's opening fence is a barrier, and a
+        // lock plan holds its exclusive self lock. `&mut self` keeps `start` out while the
+        // slice lives.
+        Ok(unsafe { std::slice::from_raw_parts(win.base().cast_const(), win.len()) })
+    }
+
+    /// Starts one exchange (MPI_Start) and returns its request; the receive buffer holds
+    /// the result once the request completed. Collective: every rank starts every cycle.
+    ///
+    /// On one node the puts are done when `start` returns (the fence variants' opening
+    /// fence waits for every rank to start); the request completes the closing
+    /// synchronization.
+    pub fn start(&mut self) -> Result<Request<'_>> {
+        self.settle()?;
+        match self.variant {
+            AlltoallvVariant::Fence | AlltoallvVariant::FenceHierarchical => {
+                self.start_fence(Assert::NOSTORE)
+            }
+            AlltoallvVariant::Lock => self.start_lock(),
+            AlltoallvVariant::Auto => self.start_auto(),
+        }
+    }
+
+    fn window(&self) -> Result<&Window<T>> {
+        self.win
+            .as_ref()
+            .ok_or_else(|| Error::InvalidArgument("alltoallv: the plan was freed".into()))
+    }
+
+    /// Completes a cycle whose request was dropped unfinished.
+    fn settle(&mut self) -> Result<()> {
+        if self.in_flight {
+            let core = &*self.window()?.core;
+            core.engine.wait_until(core, || core.engine.idle(), None)?;
+            self.in_flight = false;
+        }
+        Ok(())
+    }
+
+    fn issue_puts(&self) -> Result<()> {
+        let win = self.window()?;
+        let send = self.send.as_slice();
+        for put in &self.puts {
+            win.put(&send[put.src..put.src + put.len], put.target, put.disp)?;
+        }
+        Ok(())
+    }
+
+    /// `opening`: the assertions of the opening fence besides NOPRECEDE (NOSTORE when the
+    /// receive buffer only changes by the peers' puts).
+    fn start_fence(&mut self, opening: Assert) -> Result<Request<'_>> {
+        self.window()?.fence(Assert::NOPRECEDE | opening)?;
+        self.issue_puts()?;
+        self.in_flight = true;
+        self.window()?.ifence(Assert::NOPUT | Assert::NOSUCCEED)
+    }
+
+    fn start_lock(&mut self) -> Result<Request<'_>> {
+        let me = self.comm.rank();
+        // Every rank holds its self lock again (its last wait completed) before anyone
+        // releases its own: see the module docs.
+        self.comm.barrier()?;
+        let win = self.window()?;
+        if self.self_locked {
+            win.unlock(me)?;
+            self.self_locked = false;
+        }
+        let win = self.window()?;
+        win.lock_all(Assert::NONE)?;
+        self.issue_puts()?;
+        self.in_flight = true;
+        let win = self.window()?;
+        // Queued in order: the engine activates them one after the other.
+        drop(win.iunlock_all()?);
+        // Without NOPRECEDE a fence is a barrier: every origin's unlock_all is complete
+        // before anyone goes on to read or re-lock.
+        drop(win.ifence(Assert::NOSUCCEED | Assert::NOPUT | Assert::NOSTORE)?);
+        self.self_locked = true;
+        self.window()?.ilock(LockType::Exclusive, me, Assert::NONE)
+    }
+
+    fn start_auto(&mut self) -> Result<Request<'_>> {
+        match self.auto.choice {
+            AutoChoice::Persistent => return self.start_fence(Assert::NONE),
+            AutoChoice::TwoSided => {
+                self.two_sided_cycle()?;
+                return Ok(Request::done());
+            }
+            AutoChoice::Probing => {}
+        }
+        // Cycle 2k: persistent, 2k+1: two-sided; cycles 0 and 1 warm up.
+        let cycle = self.auto.cycles;
+        self.auto.cycles += 1;
+        let began = Instant::now();
+        if cycle % 2 == 0 {
+            // A two-sided cycle may have stored into the receive buffer: no NOSTORE.
+            self.start_fence(Assert::NONE)?.wait()?;
+            if cycle >= 2 {
+                self.auto.persistent += began.elapsed();
+            }
+        } else {
+            self.two_sided_cycle()?;
+            if cycle >= 2 {
+                self.auto.two_sided += began.elapsed();
+            }
+        }
+        if self.auto.cycles == 2 * (AUTO_PROBES + 1) {
+            // The slowest rank's view decides, identically everywhere.
+            let mut times = [
+                self.auto.persistent.as_nanos() as u64,
+                self.auto.two_sided.as_nanos() as u64,
+            ];
+            self.comm.allreduce(&mut times, ReduceOp::Max)?;
+            self.auto.choice = if times[0] <= times[1] {
+                AutoChoice::Persistent
+            } else {
+                AutoChoice::TwoSided
+            };
+        }
+        Ok(Request::done())
+    }
+
+    /// The communicator's two-sided alltoallv into the receive buffer.
+    fn two_sided_cycle(&mut self) -> Result<()> {
+        let send = self.send.as_slice();
+        let blocks: Vec<&[T]> = (0..self.comm.size())
+            .map(|p| {
+                let at = self.send_side.displs[p];
+                &send[at..at + self.send_side.counts[p]]
+            })
+            .collect();
+        let got = self.comm.alltoallv(&blocks)?;
+        let win = self.window()?;
+        for (p, block) in got.iter().enumerate() {
+            // Counts were checked at init; a peer that sends otherwise is an error.
+            if block.len() != self.recv_side.counts[p] {
+                return Err(Error::InvalidArgument(format!(
+                    "alltoallv: {} elements arrived from rank {p}, {} expected",
+                    block.len(),
+                    self.recv_side.counts[p]
+                )));
+            }
+            win.local_write(self.recv_side.displs[p], block)?;
+        }
+        Ok(())
+    }
+
+    /// Frees the plan (collective): completes a cycle still in flight, frees the window and
+    /// returns the send and receive buffers.
+    pub fn free(mut self) -> Result<(WinBuffer<T>, WinBuffer<T>)> {
+        self.settle()?;
+        let me = self.comm.rank();
+        if self.self_locked {
+            self.window()?.unlock(me)?;
+            self.self_locked = false;
+        }
+        let win = self
+            .win
+            .take()
+            .ok_or_else(|| Error::InvalidArgument("alltoallv: the plan was freed".into()))?;
+        let mut buffers = win.free()?;
+        let recv = buffers.pop().ok_or_else(|| {
+            Error::InvalidArgument("alltoallv: the window returned no buffer".into())
+        })?;
+        let send = std::mem::replace(&mut self.send, WinBuffer::Vec(Vec::new()));
+        Ok((send, recv))
+    }
+}
+
+/// One exchange through a window created and freed for it (the non-persistent RMA
+/// baseline: what every call of an RMA alltoallv without a plan pays). Collective; takes the
+/// receive buffer and hands it back with the result. Arguments and errors as for
+/// [`Alltoallv::new`].
+#[allow(clippy::too_many_arguments)]
+pub fn alltoallv_rma_oneshot<T: Pod>(
+    comm: &Comm,
+    send: &[T],
+    sendcounts: &[usize],
+    sdispls: &[usize],
+    recv: impl Into<WinBuffer<T>>,
+    recvcounts: &[usize],
+    rdispls: &[usize],
+) -> Result<WinBuffer<T>> {
+    let recv = recv.into();
+    let n = comm.size();
+    let local = check_side("send", n, sendcounts, sdispls, send.len())
+        .and_then(|()| check_side("receive", n, recvcounts, rdispls, recv.len()));
+    comm.agree_on(Call::Alltoallv, local)?;
+    let words = |v: &[usize]| v.iter().map(|&x| x as u64).collect::<Vec<u64>>();
+    let put_displs = comm.alltoall(&words(rdispls))?;
+    let win = Window::create(comm, recv)?;
+    win.fence(Assert::NOPRECEDE)?;
+    for p in issue_order(comm.rank(), n, None, |p| p) {
+        let len = sendcounts[p];
+        if len > 0 {
+            let at = sdispls[p];
+            win.put(&send[at..at + len], p, put_displs[p] as usize)?;
+        }
+    }
+    win.fence(Assert::NOSUCCEED)?;
+    win.free()?
+        .pop()
+        .ok_or_else(|| Error::InvalidArgument("alltoallv: the window returned no buffer".into()))
+}
+
+/// The two-sided alltoallv of the communicator, with `MPI_Alltoallv`'s arguments (the
+/// baseline a plan is measured against). Collective.
+pub fn alltoallv_two_sided<T: Pod>(
+    comm: &Comm,
+    send: &[T],
+    sendcounts: &[usize],
+    sdispls: &[usize],
+    recv: &mut [T],
+    recvcounts: &[usize],
+    rdispls: &[usize],
+) -> Result<()> {
+    let n = comm.size();
+    let local = check_side("send", n, sendcounts, sdispls, send.len())
+        .and_then(|()| check_side("receive", n, recvcounts, rdispls, recv.len()));
+    comm.agree_on(Call::Alltoallv, local)?;
+    let blocks: Vec<&[T]> = (0..n)
+        .map(|p| &send[sdispls[p]..sdispls[p] + sendcounts[p]])
+        .collect();
+    let got = comm.alltoallv(&blocks)?;
+    let mut bad = None;
+    for (p, block) in got.iter().enumerate() {
+        if block.len() == recvcounts[p] {
+            recv[rdispls[p]..rdispls[p] + block.len()].copy_from_slice(block);
+        } else {
+            bad = Some((p, block.len()));
+        }
+    }
+    let local = match bad {
+        Some((p, len)) => Err(Error::InvalidArgument(format!(
+            "alltoallv: {len} elements arrived from rank {p}, {} expected",
+            recvcounts[p]
+        ))),
+        None => Ok(()),
+    };
+    comm.agree_on(Call::Alltoallv, local)
+}
+
+/// Error unless `counts` and `displs` have one entry per rank and every block lies in a
+/// buffer of `len` elements.
+fn check_side(what: &str, n: usize, counts: &[usize], displs: &[usize], len: usize) -> Result<()> {
+    if counts.len() != n || displs.len() != n {
+        return Err(Error::InvalidArgument(format!(
+            "alltoallv: {} {what} counts and {} displacements for {n} ranks",
+            counts.len(),
+            displs.len()
+        )));
+    }
+    for p in 0..n {
+        let end = displs[p].checked_add(counts[p]);
+        if end.is_none_or(|e| e > len) {
+            return Err(Error::InvalidArgument(format!(
+                "alltoallv: the {what} block for rank {p} ({} elements at {}) leaves the \
+                 {len}-element buffer",
+                counts[p], displs[p]
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The ranks in the order this rank serves them: starting after itself and wrapping
+/// around (so that the ranks do not all hit the same target at once), off-node ranks first
+/// when `node_of` is given; `make` builds each entry.
+fn issue_order<P>(
+    me: usize,
+    n: usize,
+    node_of: Option<&[u64]>,
+    make: impl Fn(usize) -> P,
+) -> Vec<P> {
+    let rotated = (1..=n).map(|k| (me + k) % n);
+    let ranks: Vec<usize> = match node_of {
+        None => rotated.collect(),
+        Some(nodes) => {
+            let (local, remote): (Vec<usize>, Vec<usize>) =
+                rotated.partition(|&p| nodes[p] == nodes[me]);
+            remote.into_iter().chain(local).collect()
+        }
+    };
+    ranks.into_iter().map(make).collect()
+}
+
+/// A node identifier for every rank (collective).
+fn node_ids(comm: &Comm, split: NodeSplit) -> Result<Vec<u64>> {
+    match split {
+        NodeSplit::RanksPerNode(0) => Err(Error::InvalidArgument(
+            "alltoallv: an emulated node needs at least one rank".into(),
+        )),
+        NodeSplit::RanksPerNode(k) => Ok((0..comm.size()).map(|r| (r / k) as u64).collect()),
+        NodeSplit::Hosts => {
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+            comm.allgather(&[fnv1a(host.trim().as_bytes())])
+        }
+    }
+}
+
+/// 64-bit FNV-1a: a stable hash of a host name, the same in every process.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issue_order_rotates_and_puts_remote_ranks_first() {
+        assert_eq!(issue_order(1, 4, None, |p| p), vec![2, 3, 0, 1]);
+        // Nodes {0,1} and {2,3}: rank 1 serves 2 and 3 (other node) before 0 and itself.
+        let nodes = [0, 0, 1, 1];
+        assert_eq!(issue_order(1, 4, Some(&nodes), |p| p), vec![2, 3, 0, 1]);
+        assert_eq!(issue_order(2, 4, Some(&nodes), |p| p), vec![0, 1, 3, 2]);
+    }
+
+    #[test]
+    fn sides_are_checked_against_their_buffers() {
+        assert!(check_side("send", 2, &[1, 1], &[0, 1], 2).is_ok());
+        assert!(check_side("send", 2, &[1, 2], &[0, 1], 2).is_err());
+        assert!(check_side("send", 3, &[1, 1], &[0, 1], 2).is_err());
+        assert!(check_side("send", 1, &[1], &[usize::MAX], 2).is_err());
+    }
+
+    #[test]
+    fn break_even_rounds_up_and_never_pays_when_slower() {
+        let us = Duration::from_micros;
+        let m = BreakEven {
+            t_init: us(101),
+            t_persist: us(30),
+            t_baseline: us(50),
+        };
+        assert_eq!(m.iterations(), Some(6));
+        let equal = BreakEven {
+            t_persist: us(50),
+            ..m
+        };
+        assert_eq!(equal.iterations(), None);
+    }
+}

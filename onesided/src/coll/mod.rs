@@ -1,0 +1,3 @@
+//! Persistent collectives built on RMA windows.
+
+pub(crate) mod alltoallv;
