@@ -165,6 +165,35 @@ pub trait Backend: Sized {
     /// RMA gets it — what OSU's target does in its next synchronization call. The harness
     /// barrier of [`Backend::comm`] may back off outside the library instead.
     fn library_barrier(&self) -> BResult<()>;
+    /// Collective: the implementation's two-sided alltoallv of u64 elements (onesided's
+    /// bootstrap exchange; the host's `MPI_Alltoallv`), in `MPI_Alltoallv` argument order.
+    #[allow(clippy::too_many_arguments)]
+    fn alltoallv(
+        &self,
+        send: &[u64],
+        sendcounts: &[usize],
+        sdispls: &[usize],
+        recv: &mut [u64],
+        recvcounts: &[usize],
+        rdispls: &[usize],
+    ) -> BResult<()>;
+    /// Collective: a persistent two-sided alltoallv (`MPI_Alltoallv_init`) over these
+    /// buffers, when the implementation has one: `run` gets the send buffer (to fill before
+    /// the first start) and one start+wait to time, and returns what it measured. `None`
+    /// when there is no such call.
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
+    fn alltoallv_persistent(
+        &self,
+        _send: &mut [u64],
+        _sendcounts: &[usize],
+        _sdispls: &[usize],
+        _recv: &mut [u64],
+        _recvcounts: &[usize],
+        _rdispls: &[usize],
+        _run: &mut dyn FnMut(&mut [u64], &mut dyn FnMut() -> BResult<()>) -> BResult<f64>,
+    ) -> BResult<Option<f64>> {
+        Ok(None)
+    }
     /// Why `bench` cannot run on `kind` windows of this implementation (a known defect
     /// that would crash the job), if it cannot.
     fn known_defect(&self, _bench: &str, _kind: WinKind) -> Option<&'static str> {

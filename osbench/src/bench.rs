@@ -36,6 +36,8 @@ pub struct Params {
     pub threads: Vec<usize>,
     /// Busy time of the progress benchmark's target.
     pub busy: Duration,
+    /// A Matrix Market file whose sparsity defines irregular alltoallv counts.
+    pub matrix: Option<std::path::PathBuf>,
 }
 
 /// Communication calls of the latency and bandwidth benchmarks.

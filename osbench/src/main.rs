@@ -9,6 +9,7 @@
 //! mpiexec -n 2 target/mpich/release/osbench all --json results.json --plot plots
 //! ```
 
+mod alltoallv;
 mod backend;
 mod bench;
 mod memhandle;
@@ -81,6 +82,8 @@ enum Bench {
     OrderFlag,
     /// Ping-pong latency: put_notify + wait_notify vs put, flush, flag, flush
     NotifyLatency,
+    /// Persistent RMA alltoallv plans vs one-shot RMA and two-sided alltoallv (seed 001)
+    Alltoallv,
     /// Everything above.
     All,
 }
@@ -108,6 +111,7 @@ impl Bench {
             Bench::Progress => "progress",
             Bench::OrderFlag => "order-flag",
             Bench::NotifyLatency => "notify-latency",
+            Bench::Alltoallv => "alltoallv",
             Bench::All => "all",
         }
     }
@@ -133,7 +137,7 @@ impl Bench {
         )
     }
 
-    const EVERY: [Bench; 20] = [
+    const EVERY: [Bench; 21] = [
         Bench::PutLatency,
         Bench::GetLatency,
         Bench::AccLatency,
@@ -154,6 +158,7 @@ impl Bench {
         Bench::Progress,
         Bench::OrderFlag,
         Bench::NotifyLatency,
+        Bench::Alltoallv,
     ];
 }
 
@@ -194,6 +199,10 @@ struct Cli {
     /// milliseconds (origin operations: one per 10 µs of it unless --iters is given).
     #[arg(long, default_value_t = 1000)]
     busy_ms: u64,
+    /// A Matrix Market file (coordinate format) whose sparsity adds an irregular pattern to
+    /// the alltoallv benchmark (contiguous block rows per rank).
+    #[arg(long, value_name = "FILE")]
+    matrix: Option<PathBuf>,
     /// Measure only onesided, also under mpiexec.
     #[arg(long)]
     onesided_only: bool,
@@ -248,7 +257,8 @@ fn plan(cli: &Cli) -> Vec<Step> {
             | Bench::Memhandle
             | Bench::Progress
             | Bench::OrderFlag
-            | Bench::NotifyLatency => steps.push(Step {
+            | Bench::NotifyLatency
+            | Bench::Alltoallv => steps.push(Step {
                 bench,
                 window: None,
             }),
@@ -291,6 +301,7 @@ fn params(cli: &Cli, step: &Step) -> Params {
         create_bytes: cli.create_bytes,
         threads: cli.threads.iter().copied().filter(|&t| t > 0).collect(),
         busy: Duration::from_millis(cli.busy_ms),
+        matrix: cli.matrix.clone(),
     }
 }
 
@@ -311,6 +322,7 @@ fn run_step<B: Backend>(b: &B, step: &Step, p: &Params, out: &mut Vec<Record>) -
         Bench::Progress => progress::progress(b, p, out),
         Bench::OrderFlag => signal::order_flag(b, p, out),
         Bench::NotifyLatency => signal::notify_latency(b, p, out),
+        Bench::Alltoallv => alltoallv::alltoallv(b, p, out),
         _ => Ok(()),
     }
 }
@@ -524,8 +536,9 @@ mod tests {
         let cli = Cli::parse_from(["osbench", "all"]);
         let steps = plan(&cli);
         // 11 per-window benchmarks x 5 kinds + sync-latency, win-create, sync-patterns,
-        // transactions, thread-flush, memhandle, progress, order-flag, notify-latency.
-        assert_eq!(steps.len(), 11 * 5 + 9);
+        // transactions, thread-flush, memhandle, progress, order-flag, notify-latency,
+        // alltoallv.
+        assert_eq!(steps.len(), 11 * 5 + 10);
         let cli = Cli::parse_from(["osbench", "put-latency", "--window", "allocate,dynamic"]);
         assert_eq!(plan(&cli).len(), 2);
         let p = params(&cli, &plan(&cli)[0]);

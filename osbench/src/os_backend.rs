@@ -46,6 +46,20 @@ impl Backend for OsBackend {
         &self.comm
     }
 
+    fn alltoallv(
+        &self,
+        send: &[u64],
+        sendcounts: &[usize],
+        sdispls: &[usize],
+        recv: &mut [u64],
+        recvcounts: &[usize],
+        rdispls: &[usize],
+    ) -> BResult<()> {
+        Ok(onesided::alltoallv_two_sided(
+            &self.comm, send, sendcounts, sdispls, recv, recvcounts, rdispls,
+        )?)
+    }
+
     fn library_barrier(&self) -> BResult<()> {
         // onesided's own barrier: its waits are inside the library (and need no target CPU).
         Ok(self.comm.barrier()?)

@@ -562,6 +562,48 @@ pub fn plot_all(records: &[Record], dir: &Path) -> Result<Vec<PathBuf>, String> 
         )?;
         written.push(path);
     }
+    // Seed 001: time per exchange vs bytes per pair, a line per implementation and
+    // variant, one plot per pattern and process count.
+    let mut cases: Vec<(String, u64)> = records
+        .iter()
+        .filter(|r| r.bench == "alltoallv")
+        .filter_map(|r| Some((r.pattern.clone()?, r.ranks)))
+        .collect();
+    cases.sort();
+    cases.dedup();
+    for (pattern, ranks) in cases {
+        let rs = records.iter().filter(|r| {
+            r.bench == "alltoallv"
+                && r.pattern.as_deref() == Some(pattern.as_str())
+                && r.ranks == ranks
+                && r.unit == "us"
+                && !r.metric.starts_with("init-")
+        });
+        let series = series_of(
+            rs,
+            |r| format!("{} {}", r.imp, r.metric),
+            |r| r.metric.clone(),
+            |r| r.bytes as f64,
+        );
+        let file: String = pattern
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        let path = dir.join(format!("alltoallv_{file}_{ranks}.svg"));
+        draw(
+            &path,
+            &PlotSpec {
+                title: format!("alltoallv ({pattern}, {ranks} processes): time per exchange"),
+                x_label: "message size per pair",
+                y_label: "time [us]".into(),
+                x_scale: Scale::Log,
+                y_scale: Scale::Log,
+                x_bytes: true,
+            },
+            &series,
+        )?;
+        written.push(path);
+    }
     plot_variants(records, dir, &mut written)?;
     Ok(written)
 }

@@ -44,6 +44,10 @@ pub struct Record {
     /// Threads per process that issued operations, where the benchmark varies it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub threads: Option<u64>,
+    /// The communication pattern (`alltoallv`: `uniform`, `powerlaw`, `laplace3d`, or a
+    /// matrix file's name).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
 }
 
 impl Record {
@@ -100,6 +104,7 @@ impl Record {
             delay_us: None,
             stat: None,
             threads: None,
+            pattern: None,
         }
     }
 
@@ -287,12 +292,18 @@ fn row_key(r: &Record) -> (String, String, String, u64, u64, String) {
         r.ranks,
         // Records that name the measured process, or the threads that issued the
         // operations, show it next to the metric.
-        match (&r.role, r.threads, r.delay_us) {
-            (Some(role), _, _) => format!("{} ({role})", r.metric),
-            (None, Some(t), _) => format!("{} ({t} thr)", r.metric),
-            // A delay that varies between rows (progress: how long the target was away).
-            (None, None, Some(d)) => format!("{} (delay {} ms)", r.metric, d / 1000.0),
-            (None, None, None) => r.metric.clone(),
+        {
+            let metric = match &r.pattern {
+                Some(pattern) => format!("{} [{pattern}]", r.metric),
+                None => r.metric.clone(),
+            };
+            match (&r.role, r.threads, r.delay_us) {
+                (Some(role), _, _) => format!("{metric} ({role})"),
+                (None, Some(t), _) => format!("{metric} ({t} thr)"),
+                // A delay that varies between rows (progress: how long the target was away).
+                (None, None, Some(d)) => format!("{metric} (delay {} ms)", d / 1000.0),
+                (None, None, None) => metric,
+            }
         },
     )
 }
@@ -517,6 +528,7 @@ mod tests {
             delay_us: None,
             stat: None,
             threads: None,
+            pattern: None,
         }
     }
 

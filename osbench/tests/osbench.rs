@@ -75,6 +75,7 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
         "progress",
         "order-flag",
         "notify-latency",
+        "alltoallv",
     ] {
         assert!(
             stdout.contains(&format!("== {bench} ==")),
@@ -209,6 +210,30 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
             );
         }
     }
+    // Seed 001: every plan, its init cost and break-even, the baselines, every pattern.
+    for pattern in ["uniform", "powerlaw", "laplace3d"] {
+        let rec = |metric: &str| {
+            records.iter().find(|r| {
+                r["bench"] == "alltoallv" && r["pattern"] == pattern && r["metric"] == metric
+            })
+        };
+        for variant in ["fence", "hierarchical", "lock", "auto"] {
+            let t = rec(&format!("persistent-{variant}")).expect("persistent time");
+            assert!(t["value"].as_f64().unwrap() > 0.0, "{t}");
+            assert!(
+                rec(&format!("init-{variant}")).is_some(),
+                "{pattern} init-{variant}"
+            );
+            let n = rec(&format!("breakeven-{variant}")).expect("break-even");
+            assert!(
+                (n["unit"] == "iterations" && n["value"].as_f64().unwrap() >= 1.0)
+                    || (n["unit"] == "never" && n["value"].as_f64() == Some(0.0)),
+                "{n}"
+            );
+        }
+        assert!(rec("rma-oneshot").is_some(), "{pattern} rma-oneshot");
+        assert!(rec("two-sided").is_some(), "{pattern} two-sided");
+    }
     for call in [
         "lock_shared",
         "lock_exclusive",
@@ -304,6 +329,58 @@ fn sync_patterns_on_four_ranks_cover_every_pattern_and_reorder_scenario() {
     // What the progress thread buys while the origin computes: measured without, then with.
     for metric in ["off", "on"] {
         assert!(has("progress-thread", metric, "target"), "{metric}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `alltoallv --matrix FILE`: the sparsity of a Matrix Market file (written here) defines
+/// an irregular pattern named after the file, on 3 ranks.
+#[test]
+fn alltoallv_takes_its_pattern_from_a_matrix_file() {
+    let dir = std::env::temp_dir().join(format!("osbench-a2a-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let matrix = dir.join("band.mtx");
+    // A 30x30 band matrix: each row touches its neighbours up to 4 columns away.
+    let mut text = String::from("%%MatrixMarket matrix coordinate real general\n");
+    let entries: Vec<(usize, usize)> = (1..=30usize)
+        .flat_map(|i| (i.saturating_sub(4).max(1)..=(i + 4).min(30)).map(move |j| (i, j)))
+        .collect();
+    text += &format!("30 30 {}\n", entries.len());
+    for (i, j) in &entries {
+        text += &format!("{i} {j} 1.0\n");
+    }
+    std::fs::write(&matrix, text).unwrap();
+    let json = dir.join("a2a.json");
+    run_osbench(
+        3,
+        &[
+            "alltoallv",
+            "--sizes",
+            "1K",
+            "--time-ms",
+            "1",
+            "--matrix",
+            matrix.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let records: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let records = records.as_array().unwrap();
+    for metric in [
+        "persistent-fence",
+        "persistent-lock",
+        "rma-oneshot",
+        "two-sided",
+    ] {
+        assert!(
+            records.iter().any(|r| r["pattern"] == "band.mtx"
+                && r["metric"] == metric
+                && r["ranks"] == 3
+                && r["value"].as_f64().is_some_and(|v| v > 0.0)),
+            "{metric}"
+        );
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

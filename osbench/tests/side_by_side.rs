@@ -86,5 +86,25 @@ fn every_benchmark_side_by_side_under_mpiexec() {
         )
         .is_some());
     }
+    // Seed 001: onesided's plans and the host's MPI_Alltoallv in the same job (and MPICH's
+    // MPI_Alltoallv_init, which Open MPI 4.1 does not have).
+    let alltoallv = |imp: &str, metric: &str| {
+        records.iter().any(|r| {
+            r["impl"] == imp
+                && r["bench"] == "alltoallv"
+                && r["pattern"] == "uniform"
+                && r["metric"] == metric
+                && r["value"].as_f64().is_some_and(|v| v > 0.0)
+        })
+    };
+    for metric in ["persistent-fence", "persistent-lock", "two-sided"] {
+        assert!(alltoallv("onesided", metric), "onesided {metric}");
+    }
+    assert!(alltoallv(&host, "two-sided"), "{host} two-sided");
+    assert_eq!(
+        alltoallv(&host, "two-sided-persistent"),
+        host == "mpich",
+        "{host} two-sided-persistent"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -22,8 +22,9 @@
 //!   it). So `start` begins with a barrier too: no rank opens a new cycle before every rank
 //!   holds its self lock again.
 //! - [`AlltoallvVariant::Auto`] (the paper's future work): the first cycles alternate between
-//!   the fence plan and the two-sided exchange of the communicator, timed; the rank-wide
-//!   maximum decides, the same at every rank, and later cycles use the faster one.
+//!   the fence plan and the two-sided exchange of the communicator (one warm-up and
+//!   [`AUTO_PROBES`] timed cycles each); each kind's fastest cycle at the slowest rank
+//!   decides, the same at every rank, and later cycles use the faster kind.
 //!
 //! Pitfalls of the published code this avoids: the window belongs to the plan (a cache keyed
 //! by size alone would expose an old buffer of the same size); displacements travel as
@@ -280,8 +281,8 @@ impl<T: Pod> Alltoallv<T> {
             auto: Auto {
                 choice: AutoChoice::Probing,
                 cycles: 0,
-                persistent: Duration::ZERO,
-                two_sided: Duration::ZERO,
+                persistent: Duration::MAX,
+                two_sided: Duration::MAX,
             },
         };
         if variant == AlltoallvVariant::Lock {
@@ -423,24 +424,24 @@ impl<T: Pod> Alltoallv<T> {
         let cycle = self.auto.cycles;
         self.auto.cycles += 1;
         let began = Instant::now();
+        // The fastest probe of each kind: one cycle slowed by the scheduler (2 cores, many
+        // ranks) must not decide.
         if cycle % 2 == 0 {
             // A two-sided cycle may have stored into the receive buffer: no NOSTORE.
             self.start_fence(Assert::NONE)?.wait()?;
             if cycle >= 2 {
-                self.auto.persistent += began.elapsed();
+                self.auto.persistent = self.auto.persistent.min(began.elapsed());
             }
         } else {
             self.two_sided_cycle()?;
             if cycle >= 2 {
-                self.auto.two_sided += began.elapsed();
+                self.auto.two_sided = self.auto.two_sided.min(began.elapsed());
             }
         }
         if self.auto.cycles == 2 * (AUTO_PROBES + 1) {
             // The slowest rank's view decides, identically everywhere.
-            let mut times = [
-                self.auto.persistent.as_nanos() as u64,
-                self.auto.two_sided.as_nanos() as u64,
-            ];
+            let nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+            let mut times = [nanos(self.auto.persistent), nanos(self.auto.two_sided)];
             self.comm.allreduce(&mut times, ReduceOp::Max)?;
             self.auto.choice = if times[0] <= times[1] {
                 AutoChoice::Persistent
