@@ -26,6 +26,12 @@ echo "   checked against a serial LU (2 and 4 ranks)"
 $osrun -n 2 --timeout 300 target/release/examples/lu 512
 $osrun -n 4 --timeout 300 target/release/examples/lu 512
 echo
+echo "== spmv: sparse matrix-vector products, the halo exchanged by a persistent alltoallv"
+echo "   plan (seed 001), checked against a serial computation (4 ranks, each plan variant)"
+for variant in fence hierarchical lock auto; do
+  $osrun -n 4 --timeout 300 target/release/examples/spmv 4000 50 "$variant"
+done
+echo
 echo "== tour: latency of every window kind, cost of every synchronization (2 ranks)"
 $osrun -n 2 --timeout 300 target/release/examples/tour
 echo

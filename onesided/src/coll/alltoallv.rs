@@ -1,4 +1,4 @@
-//! Persistent RMA Alltoallv ([Namugwanya25], seed 001): a plan built once over fixed counts,
+//! Persistent RMA Alltoallv ([Namugwanya26], seed 001): a plan built once over fixed counts,
 //! displacements and buffers, then started and completed many times.
 //!
 //! Every rank puts its block for rank `p` (`sendcounts[p]` elements at `sdispls[p]` of the
