@@ -26,7 +26,7 @@ use onesided::{
 };
 
 use crate::backend::{BResult, Backend, BenchError};
-use crate::bench::Params;
+use crate::bench::{measure, Params};
 use crate::report::Record;
 
 /// Smallest and largest bytes per pair of benchmark 1 (seed 001 Fig. 2 goes to 2 MiB).
@@ -238,26 +238,11 @@ fn slowest(comm: &Comm, secs: f64, ok: bool) -> BResult<f64> {
     Ok(t[0])
 }
 
-/// Times `iters` calls of `once` (after `warm` untimed ones), barrier first.
+/// Mean seconds of one call of `once` ([`measure`]: warm-up, then a barrier before the timed
+/// loop).
 fn timed(comm: &Comm, p: &Params, mut once: impl FnMut() -> BResult<()>) -> BResult<f64> {
-    for _ in 0..p.warmup.clamp(1, 10) {
-        once()?;
-    }
-    comm.barrier()?;
-    let t = Instant::now();
-    once()?;
-    let per = t.elapsed().as_secs_f64();
-    let mut n = [match p.iters {
-        Some(n) => n.max(1),
-        None => ((p.budget.as_secs_f64() / per.max(1e-9)) as u64).clamp(3, 1000),
-    }];
-    comm.bcast(0, &mut n)?;
-    comm.barrier()?;
-    let t = Instant::now();
-    for _ in 0..n[0] {
-        once()?;
-    }
-    Ok(t.elapsed().as_secs_f64() / n[0] as f64)
+    let (secs, _) = measure(comm, p, |iters| (0..iters).try_for_each(|_| once()))?;
+    Ok(secs)
 }
 
 pub fn alltoallv<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResult<()> {

@@ -137,12 +137,11 @@ impl Backend for MpiBackend {
         recvcounts: &[usize],
         rdispls: &[usize],
     ) -> BResult<()> {
-        let ints = |v: &[usize]| v.iter().map(|&x| x as c_int).collect::<Vec<c_int>>();
         let (sc, sd, rc, rd) = (
-            ints(sendcounts),
-            ints(sdispls),
-            ints(recvcounts),
-            ints(rdispls),
+            c_ints(sendcounts),
+            c_ints(sdispls),
+            c_ints(recvcounts),
+            c_ints(rdispls),
         );
         // SAFETY: the count and displacement arrays have one entry per rank and describe
         // blocks inside `send` and `recv` (checked by the caller's shape), which outlive this
@@ -197,12 +196,11 @@ impl Backend for MpiBackend {
         }
         // SAFETY: the symbol is MPI-4's MPI_Alltoallv_init, whose C signature is `Init`.
         let init: Init = unsafe { std::mem::transmute::<*mut libc::c_void, Init>(sym) };
-        let ints = |v: &[usize]| v.iter().map(|&x| x as c_int).collect::<Vec<c_int>>();
         let (sc, sd, rc, rd) = (
-            ints(sendcounts),
-            ints(sdispls),
-            ints(recvcounts),
-            ints(rdispls),
+            c_ints(sendcounts),
+            c_ints(sdispls),
+            c_ints(recvcounts),
+            c_ints(rdispls),
         );
         let mut request: ffi::MPI_Request = unsafe { std::mem::zeroed() };
         let send_ptr = send.as_mut_ptr();
@@ -434,6 +432,11 @@ impl Drop for MpiGroup {
         // SAFETY: a group this process created with MPI_Group_incl and still owns.
         unsafe { ffi::MPI_Group_free(&mut self.0) };
     }
+}
+
+/// Counts or displacements as the C ints of `MPI_Alltoallv`.
+fn c_ints(v: &[usize]) -> Vec<c_int> {
+    v.iter().map(|&x| x as c_int).collect()
 }
 
 fn count(len: usize) -> c_int {

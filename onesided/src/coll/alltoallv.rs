@@ -232,21 +232,11 @@ impl<T: Pod> Alltoallv<T> {
         let recv = recv.into();
         let n = comm.size();
         let me = comm.rank();
-        let local = check_side("send", n, sendcounts, sdispls, send.len())
-            .and_then(|()| check_side("receive", n, recvcounts, rdispls, recv.len()));
-        comm.agree_on(Call::Alltoallv, local)?;
-        // What each sender sends me, and where my blocks go in each receiver's buffer.
-        let words = |v: &[usize]| v.iter().map(|&x| x as u64).collect::<Vec<u64>>();
-        let incoming = comm.alltoall(&words(sendcounts))?;
-        let put_displs = comm.alltoall(&words(rdispls))?;
-        let local = match (0..n).find(|&p| incoming[p] != recvcounts[p] as u64) {
-            Some(p) => Err(Error::InvalidArgument(format!(
-                "alltoallv: rank {me} expects {} elements from rank {p}, which sends {}",
-                recvcounts[p], incoming[p]
-            ))),
-            None => Ok(()),
-        };
-        comm.agree_on(Call::Alltoallv, local)?;
+        let put_displs = exchange_layout(
+            comm,
+            (send.len(), sendcounts, sdispls),
+            (recv.len(), recvcounts, rdispls),
+        )?;
         let node_of = match variant {
             AlltoallvVariant::FenceHierarchical => Some(node_ids(comm, split)?),
             _ => None,
@@ -255,7 +245,7 @@ impl<T: Pod> Alltoallv<T> {
             target: p,
             src: sdispls[p],
             len: sendcounts[p],
-            disp: put_displs[p] as usize,
+            disp: put_displs[p],
         })
         .into_iter()
         .filter(|put| put.len > 0)
@@ -515,18 +505,18 @@ pub fn alltoallv_rma_oneshot<T: Pod>(
 ) -> Result<WinBuffer<T>> {
     let recv = recv.into();
     let n = comm.size();
-    let local = check_side("send", n, sendcounts, sdispls, send.len())
-        .and_then(|()| check_side("receive", n, recvcounts, rdispls, recv.len()));
-    comm.agree_on(Call::Alltoallv, local)?;
-    let words = |v: &[usize]| v.iter().map(|&x| x as u64).collect::<Vec<u64>>();
-    let put_displs = comm.alltoall(&words(rdispls))?;
+    let put_displs = exchange_layout(
+        comm,
+        (send.len(), sendcounts, sdispls),
+        (recv.len(), recvcounts, rdispls),
+    )?;
     let win = Window::create(comm, recv)?;
     win.fence(Assert::NOPRECEDE)?;
     for p in issue_order(comm.rank(), n, None, |p| p) {
         let len = sendcounts[p];
         if len > 0 {
             let at = sdispls[p];
-            win.put(&send[at..at + len], p, put_displs[p] as usize)?;
+            win.put(&send[at..at + len], p, put_displs[p])?;
         }
     }
     win.fence(Assert::NOSUCCEED)?;
@@ -570,6 +560,38 @@ pub fn alltoallv_two_sided<T: Pod>(
         None => Ok(()),
     };
     comm.agree_on(Call::Alltoallv, local)
+}
+
+/// Collective: checks both sides' counts and displacements (`(buffer length, counts,
+/// displacements)`), learns what each sender sends this rank and where this rank's block
+/// goes in each receiver's buffer (one exchange of 64-bit `[count, displacement]` pairs),
+/// checks every receive count against its sender, and returns those displacements. Every
+/// error is returned at every rank together.
+fn exchange_layout(
+    comm: &Comm,
+    send: (usize, &[usize], &[usize]),
+    recv: (usize, &[usize], &[usize]),
+) -> Result<Vec<usize>> {
+    let n = comm.size();
+    let me = comm.rank();
+    let local = check_side("send", n, send.1, send.2, send.0)
+        .and_then(|()| check_side("receive", n, recv.1, recv.2, recv.0));
+    comm.agree_on(Call::Alltoallv, local)?;
+    // To rank p: what I send it, and where p's block goes in my receive buffer.
+    let pairs: Vec<u64> = (0..n)
+        .flat_map(|p| [send.1[p] as u64, recv.2[p] as u64])
+        .collect();
+    let got = comm.alltoall(&pairs)?;
+    let local = match (0..n).find(|&p| got[2 * p] != recv.1[p] as u64) {
+        Some(p) => Err(Error::InvalidArgument(format!(
+            "alltoallv: rank {me} expects {} elements from rank {p}, which sends {}",
+            recv.1[p],
+            got[2 * p]
+        ))),
+        None => Ok(()),
+    };
+    comm.agree_on(Call::Alltoallv, local)?;
+    Ok((0..n).map(|p| got[2 * p + 1] as usize).collect())
 }
 
 /// Error unless `counts` and `displs` have one entry per rank and every block lies in a
