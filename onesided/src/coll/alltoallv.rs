@@ -444,25 +444,17 @@ impl<T: Pod> Alltoallv<T> {
 
     /// The communicator's two-sided alltoallv into the receive buffer.
     fn two_sided_cycle(&mut self) -> Result<()> {
-        let send = self.send.as_slice();
-        let blocks: Vec<&[T]> = (0..self.comm.size())
-            .map(|p| {
-                let at = self.send_side.displs[p];
-                &send[at..at + self.send_side.counts[p]]
-            })
-            .collect();
-        let got = self.comm.alltoallv(&blocks)?;
+        let got = exchange_blocks(
+            &self.comm,
+            self.send.as_slice(),
+            &self.send_side.counts,
+            &self.send_side.displs,
+        )?;
+        // Counts were checked at init; a peer that sends otherwise is an error.
+        check_arrivals(&got, &self.recv_side.counts)?;
         let win = self.window()?;
-        for (p, block) in got.iter().enumerate() {
-            // Counts were checked at init; a peer that sends otherwise is an error.
-            if block.len() != self.recv_side.counts[p] {
-                return Err(Error::InvalidArgument(format!(
-                    "alltoallv: {} elements arrived from rank {p}, {} expected",
-                    block.len(),
-                    self.recv_side.counts[p]
-                )));
-            }
-            win.local_write(self.recv_side.displs[p], block)?;
+        for (block, &at) in got.iter().zip(&self.recv_side.displs) {
+            win.local_write(at, block)?;
         }
         Ok(())
     }
@@ -540,26 +532,46 @@ pub fn alltoallv_two_sided<T: Pod>(
     let local = check_side("send", n, sendcounts, sdispls, send.len())
         .and_then(|()| check_side("receive", n, recvcounts, rdispls, recv.len()));
     comm.agree_on(Call::Alltoallv, local)?;
-    let blocks: Vec<&[T]> = (0..n)
-        .map(|p| &send[sdispls[p]..sdispls[p] + sendcounts[p]])
-        .collect();
-    let got = comm.alltoallv(&blocks)?;
-    let mut bad = None;
-    for (p, block) in got.iter().enumerate() {
-        if block.len() == recvcounts[p] {
-            recv[rdispls[p]..rdispls[p] + block.len()].copy_from_slice(block);
-        } else {
-            bad = Some((p, block.len()));
+    let got = exchange_blocks(comm, send, sendcounts, sdispls)?;
+    let local = check_arrivals(&got, recvcounts);
+    if local.is_ok() {
+        for (block, &at) in got.iter().zip(rdispls) {
+            recv[at..at + block.len()].copy_from_slice(block);
         }
     }
-    let local = match bad {
-        Some((p, len)) => Err(Error::InvalidArgument(format!(
-            "alltoallv: {len} elements arrived from rank {p}, {} expected",
-            recvcounts[p]
+    comm.agree_on(Call::Alltoallv, local)
+}
+
+/// The two-sided exchange itself: block `p` of `send` (`counts[p]` elements at
+/// `displs[p]`) goes to rank `p`; returns the block from each rank.
+fn exchange_blocks<T: Pod>(
+    comm: &Comm,
+    send: &[T],
+    counts: &[usize],
+    displs: &[usize],
+) -> Result<Vec<Vec<T>>> {
+    let blocks: Vec<&[T]> = counts
+        .iter()
+        .zip(displs)
+        .map(|(&len, &at)| &send[at..at + len])
+        .collect();
+    comm.alltoallv(&blocks)
+}
+
+/// Error unless the block from every rank `p` holds `recvcounts[p]` elements.
+fn check_arrivals<T>(got: &[Vec<T>], recvcounts: &[usize]) -> Result<()> {
+    match got
+        .iter()
+        .zip(recvcounts)
+        .enumerate()
+        .find(|(_, (block, &count))| block.len() != count)
+    {
+        Some((p, (block, count))) => Err(Error::InvalidArgument(format!(
+            "alltoallv: {} elements arrived from rank {p}, {count} expected",
+            block.len()
         ))),
         None => Ok(()),
-    };
-    comm.agree_on(Call::Alltoallv, local)
+    }
 }
 
 /// Collective: checks both sides' counts and displacements (`(buffer length, counts,
