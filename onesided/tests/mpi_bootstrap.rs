@@ -296,6 +296,45 @@ fn bootstrap_collectives_through_mpi() {
     for (src, part) in got.iter().enumerate() {
         assert_eq!(part, &vec![src as u8; me + src]);
     }
+    // The two-sided alltoallv moves blocks in place through MPI_Alltoallv: rank s sends
+    // s + d + 1 elements to rank d, packed in rank order.
+    let count = |s: usize, d: usize| s + d + 1;
+    let sendcounts: Vec<usize> = (0..n).map(|d| count(me, d)).collect();
+    let recvcounts: Vec<usize> = (0..n).map(|s| count(s, me)).collect();
+    let packed = |c: &[usize]| -> Vec<usize> {
+        c.iter()
+            .scan(0, |at, &k| Some(std::mem::replace(at, *at + k)))
+            .collect()
+    };
+    let (sdispls, rdispls) = (packed(&sendcounts), packed(&recvcounts));
+    let send: Vec<u64> = (0..n)
+        .flat_map(|d| (0..count(me, d)).map(move |k| (me * 1000 + d * 100 + k) as u64))
+        .collect();
+    let mut recv = vec![0u64; recvcounts.iter().sum()];
+    onesided::alltoallv_two_sided(
+        w,
+        &send,
+        &sendcounts,
+        &sdispls,
+        &mut recv,
+        &recvcounts,
+        &rdispls,
+    )
+    .unwrap();
+    for s in 0..n {
+        for k in 0..count(s, me) {
+            assert_eq!(recv[rdispls[s] + k], (s * 1000 + me * 100 + k) as u64);
+        }
+    }
+    // A receive count that differs from its sender's fails at every rank, before any data
+    // moves.
+    let mut wrong = recvcounts.clone();
+    if me == 0 {
+        wrong[1] -= 1;
+    }
+    let err =
+        onesided::alltoallv_two_sided(w, &send, &sendcounts, &sdispls, &mut recv, &wrong, &rdispls);
+    assert!(err.is_err(), "rank {me}: {err:?}");
     let mut big = if me == 1 { vec![7u8; 1 << 20] } else { vec![] };
     w.bootstrap().bcast(Call::Bcast, 1, &mut big).unwrap();
     assert_eq!(big, vec![7u8; 1 << 20]);

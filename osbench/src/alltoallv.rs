@@ -8,7 +8,8 @@
 //! block rows per rank; the columns a rank's rows touch in another rank's block are the
 //! elements it receives from it).
 //!
-//! Metrics, µs per exchange, the maximum over ranks, a barrier before every timed region:
+//! Metrics, µs per exchange (new send data is written before each exchange, untimed), the
+//! maximum over ranks, a barrier before every timed region:
 //! `persistent-fence|persistent-hierarchical|persistent-lock|persistent-auto` (onesided's
 //! plans, receive memory from `alloc_mem`), `rma-oneshot` (a window per exchange),
 //! `two-sided` (the implementation's two-sided alltoallv: onesided's bootstrap, the host's
@@ -238,11 +239,29 @@ fn slowest(comm: &Comm, secs: f64, ok: bool) -> BResult<f64> {
     Ok(t[0])
 }
 
-/// Mean seconds of one call of `once` ([`measure`]: warm-up, then a barrier before the timed
-/// loop).
-fn timed(comm: &Comm, p: &Params, mut once: impl FnMut() -> BResult<()>) -> BResult<f64> {
-    let (secs, _) = measure(comm, p, |iters| (0..iters).try_for_each(|_| once()))?;
-    Ok(secs)
+/// Mean seconds of the exchange in one call of `round` ([`measure`]: warm-up, then a barrier
+/// before the timed loop). A round writes new send data untimed, then returns how long its
+/// exchange took ([`lap`]), so that every variant times the exchange alone.
+fn timed(comm: &Comm, p: &Params, mut round: impl FnMut() -> BResult<Duration>) -> BResult<f64> {
+    // One entry per call of the loop: measure's warm-up, then its timed run.
+    let mut runs: Vec<(Duration, u64)> = Vec::new();
+    measure(comm, p, |iters| {
+        let mut spent = Duration::ZERO;
+        for _ in 0..iters {
+            spent += round()?;
+        }
+        runs.push((spent, iters));
+        Ok(())
+    })?;
+    let (spent, iters) = runs.last().copied().unwrap_or_default();
+    Ok(spent.as_secs_f64() / iters.max(1) as f64)
+}
+
+/// How long `exchange` took.
+fn lap(exchange: impl FnOnce() -> BResult<()>) -> BResult<Duration> {
+    let t = Instant::now();
+    exchange()?;
+    Ok(t.elapsed())
 }
 
 pub fn alltoallv<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResult<()> {
@@ -309,14 +328,16 @@ fn run_case<B: Backend>(
     let secs = timed(comm, p, || {
         round += 1;
         fill(s, &mut send, round, me);
-        b.alltoallv(
-            &send,
-            &s.sendcounts,
-            &s.sdispls,
-            &mut recv,
-            &s.recvcounts,
-            &s.rdispls,
-        )
+        lap(|| {
+            b.alltoallv(
+                &send,
+                &s.sendcounts,
+                &s.sdispls,
+                &mut recv,
+                &s.recvcounts,
+                &s.rdispls,
+            )
+        })
     })?;
     let baseline = slowest(comm, secs, valid(s, &recv, round, me))?;
     record("none", "none", "two-sided".into(), baseline * 1e6, "us");
@@ -328,12 +349,15 @@ fn run_case<B: Backend>(
         &s.recvcounts,
         &s.rdispls,
         &mut |send: &mut [u64], start: &mut dyn FnMut() -> BResult<()>| {
-            // The send buffer is fixed for the request's life: stamp it once.
-            fill(s, send, 1, me);
-            timed(comm, p, start)
+            // The request's buffers are fixed; their contents may change between cycles.
+            timed(comm, p, || {
+                round += 1;
+                fill(s, send, round, me);
+                lap(&mut *start)
+            })
         },
     )? {
-        let t = slowest(comm, secs, valid(s, &recv, 1, me))?;
+        let t = slowest(comm, secs, valid(s, &recv, round, me))?;
         record("none", "none", "two-sided-persistent".into(), t * 1e6, "us");
     }
     if b.name() != "onesided" {
@@ -371,8 +395,7 @@ fn run_case<B: Backend>(
         let secs = timed(comm, p, || {
             round += 1;
             fill(s, plan.send_mut()?, round, me);
-            plan.start()?.wait()?;
-            Ok(())
+            lap(|| Ok(plan.start()?.wait()?))
         })?;
         let ok = valid(s, plan.recv()?, round, me);
         plan.free()?;
@@ -427,16 +450,18 @@ fn run_case<B: Backend>(
         round += 1;
         fill(s, &mut send, round, me);
         let buf = recv.take().expect("receive buffer");
-        recv = Some(alltoallv_rma_oneshot(
-            comm,
-            &send,
-            &s.sendcounts,
-            &s.sdispls,
-            buf,
-            &s.recvcounts,
-            &s.rdispls,
-        )?);
-        Ok(())
+        lap(|| {
+            recv = Some(alltoallv_rma_oneshot(
+                comm,
+                &send,
+                &s.sendcounts,
+                &s.sdispls,
+                buf,
+                &s.recvcounts,
+                &s.rdispls,
+            )?);
+            Ok(())
+        })
     })?;
     let ok = match recv.as_ref() {
         Some(WinBuffer::AllocMem(m)) => valid(s, m, round, me),

@@ -411,7 +411,8 @@ fn run(cli: &Cli, impls: &Impls) -> BResult<()> {
     if me != 0 {
         return Ok(());
     }
-    let models = report::models(&records);
+    let mut models = report::models(&records);
+    models.extend(report::alltoallv_crossovers(&records));
     let ratios = report::ratios(&records);
     let mut shown = records.clone();
     shown.extend(models.iter().cloned());
@@ -435,7 +436,10 @@ fn run(cli: &Cli, impls: &Impls) -> BResult<()> {
         "\nmodel_a/model_b: P(s) = a*s + b per communication call (b: latency at the \
          smallest size, a: per-byte cost fitted over the larger sizes, in us/B), \
          P(p) = a*log2(p) + b for fence, P(k) = a*k + b for PSCW, constants (b) for the \
-         other synchronization calls; 'x vs' columns: how many times faster onesided is."
+         other synchronization calls; crossover-<plan>-vs-<impl>: smallest bytes per pair \
+         from which onesided's persistent alltoallv plan beats <impl>'s two-sided \
+         alltoallv at every larger size (uniform pattern); 'x vs' columns: how many times \
+         faster onesided is."
     );
     let mut all = shown;
     all.extend(ratios);

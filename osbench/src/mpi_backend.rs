@@ -175,7 +175,8 @@ impl Backend for MpiBackend {
         run: &mut dyn FnMut(&mut [u64], &mut dyn FnMut() -> BResult<()>) -> BResult<f64>,
     ) -> BResult<Option<f64>> {
         // MPI-4's MPI_Alltoallv_init, looked up at run time: MPICH 4.0 has it; Open MPI 4.1
-        // only has MPIX_Alltoallv_init in mpi-ext.h, which the bindings do not cover.
+        // has the same function as MPIX_Alltoallv_init (its pcollreq extension, declared in
+        // mpi-ext.h, which the bindings do not cover).
         type Init = unsafe extern "C" fn(
             *const std::ffi::c_void,
             *const c_int,
@@ -189,12 +190,22 @@ impl Backend for MpiBackend {
             ffi::MPI_Info,
             *mut ffi::MPI_Request,
         ) -> c_int;
-        // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches the loaded MPI.
-        let sym = unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"MPI_Alltoallv_init".as_ptr()) };
-        if sym.is_null() {
+        let Some((sym, name)) = [c"MPI_Alltoallv_init", c"MPIX_Alltoallv_init"]
+            .into_iter()
+            // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches the loaded MPI.
+            .map(|name| {
+                (
+                    unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) },
+                    name,
+                )
+            })
+            .find(|(sym, _)| !sym.is_null())
+        else {
             return Ok(None);
-        }
-        // SAFETY: the symbol is MPI-4's MPI_Alltoallv_init, whose C signature is `Init`.
+        };
+        let name = name.to_str().unwrap_or("MPI_Alltoallv_init");
+        // SAFETY: the symbol is MPI-4's MPI_Alltoallv_init or Open MPI's MPIX_ twin, whose C
+        // signature (mpiext_pcollreq_c.h) is the same `Init`.
         let init: Init = unsafe { std::mem::transmute::<*mut libc::c_void, Init>(sym) };
         let (sc, sd, rc, rd) = (
             c_ints(sendcounts),
@@ -222,7 +233,7 @@ impl Backend for MpiBackend {
                     &mut request,
                 )
             },
-            "MPI_Alltoallv_init",
+            name,
         )?;
         let mut start = || -> BResult<()> {
             // SAFETY: an inactive persistent request of this process.

@@ -333,6 +333,64 @@ pub fn ratios(records: &[Record]) -> Vec<Record> {
         .collect()
 }
 
+/// Where each of onesided's persistent alltoallv plans starts to beat a two-sided
+/// alltoallv (seed 001's crossover), for the `uniform` pattern of `osbench alltoallv`: per
+/// process count, plan and implementation `X` whose `two-sided` exchange was measured in the
+/// same run, a record `crossover-<plan>-vs-<X>` holding the smallest size (bytes per pair)
+/// from which the plan is faster at every larger size measured. When the plan is faster at
+/// every size, that is the smallest size measured (the crossover lies at or below it); when
+/// it is slower at the largest size, the unit is `never` and the value 0.
+pub fn alltoallv_crossovers(records: &[Record]) -> Vec<Record> {
+    let uniform = |r: &&Record| r.bench == "alltoallv" && r.pattern.as_deref() == Some("uniform");
+    // (ranks, impl) -> bytes -> two-sided µs.
+    let mut baselines: BTreeMap<(u64, String), BTreeMap<u64, f64>> = BTreeMap::new();
+    // (ranks, plan) -> bytes -> the plan's record.
+    let mut plans: BTreeMap<(u64, String), BTreeMap<u64, &Record>> = BTreeMap::new();
+    for r in records.iter().filter(uniform) {
+        if r.metric == "two-sided" {
+            baselines
+                .entry((r.ranks, r.imp.clone()))
+                .or_default()
+                .insert(r.bytes, r.value);
+        } else if let Some(plan) = r.metric.strip_prefix("persistent-") {
+            plans
+                .entry((r.ranks, plan.to_owned()))
+                .or_default()
+                .insert(r.bytes, r);
+        }
+    }
+    let mut out = Vec::new();
+    for ((ranks, plan), by_size) in &plans {
+        let Some(any) = by_size.values().next() else {
+            continue;
+        };
+        for ((_, imp), base) in baselines.iter().filter(|((n, _), _)| n == ranks) {
+            // Sizes both measured, largest first: walk down while the plan stays ahead.
+            let mut crossover = None;
+            for (&bytes, r) in by_size.iter().rev() {
+                match base.get(&bytes) {
+                    Some(&t) if r.value < t => crossover = Some(bytes),
+                    Some(_) => break,
+                    None => {}
+                }
+            }
+            out.push(Record {
+                metric: format!("crossover-{plan}-vs-{imp}"),
+                bytes: 0,
+                value: crossover.unwrap_or(0) as f64,
+                unit: if crossover.is_some() {
+                    "bytes"
+                } else {
+                    "never"
+                }
+                .into(),
+                ..(*any).clone()
+            });
+        }
+    }
+    out
+}
+
 /// The headline rows: 8-byte latency of every call with flush synchronization, bandwidth at
 /// the largest size, message rate, every synchronization call, and window creation at the
 /// smallest process count.
@@ -530,6 +588,41 @@ mod tests {
             threads: None,
             pattern: None,
         }
+    }
+
+    #[test]
+    fn crossover_is_where_a_plan_stays_ahead() {
+        let a2a = |imp: &str, metric: &str, bytes: u64, value: f64| Record {
+            bench: "alltoallv".into(),
+            metric: metric.into(),
+            pattern: Some("uniform".into()),
+            ..rec(imp, "alltoallv", "none", bytes, 2, value)
+        };
+        let records = vec![
+            a2a("mpich", "two-sided", 1024, 1.0),
+            a2a("mpich", "two-sided", 32768, 10.0),
+            a2a("mpich", "two-sided", 262144, 50.0),
+            a2a("onesided", "two-sided", 1024, 0.1),
+            a2a("onesided", "two-sided", 32768, 0.1),
+            a2a("onesided", "two-sided", 262144, 0.1),
+            // Behind at 1 KiB, ahead from 32 KiB on.
+            a2a("onesided", "persistent-fence", 1024, 2.0),
+            a2a("onesided", "persistent-fence", 32768, 3.0),
+            a2a("onesided", "persistent-fence", 262144, 20.0),
+            a2a("onesided", "persistent-lock", 1024, 0.5),
+            a2a("onesided", "persistent-lock", 32768, 30.0),
+            a2a("onesided", "persistent-lock", 262144, 40.0),
+        ];
+        let got: BTreeMap<String, (f64, String)> = alltoallv_crossovers(&records)
+            .into_iter()
+            .map(|r| (r.metric, (r.value, r.unit)))
+            .collect();
+        let want = |v: f64, u: &str| (v, u.to_owned());
+        assert_eq!(got["crossover-fence-vs-mpich"], want(32768.0, "bytes"));
+        // Ahead at 1 KiB and 256 KiB but behind at 32 KiB: only the top stretch counts.
+        assert_eq!(got["crossover-lock-vs-mpich"], want(262144.0, "bytes"));
+        assert_eq!(got["crossover-fence-vs-onesided"], want(0.0, "never"));
+        assert_eq!(got.len(), 4);
     }
 
     #[test]

@@ -208,6 +208,37 @@ impl Comm {
             .collect())
     }
 
+    /// Personalised exchange in place (`MPI_Alltoallv`; counts and displacements in elements):
+    /// block `j` of `send` goes to rank `j`, the block from rank `i` lands at `recv_displs[i]`.
+    /// The caller has checked the layout at every process (see
+    /// [`Bootstrap::alltoallv_into`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn alltoallv_into<T: Pod>(
+        &self,
+        call: Call,
+        send: &[T],
+        send_counts: &[usize],
+        send_displs: &[usize],
+        recv: &mut [T],
+        recv_counts: &[usize],
+        recv_displs: &[usize],
+    ) -> Result<()> {
+        let bytes = |a: &[usize]| -> Vec<usize> {
+            a.iter()
+                .map(|&v| v.saturating_mul(size_of::<T>()))
+                .collect()
+        };
+        self.boot.alltoallv_into(
+            call,
+            bytemuck::cast_slice(send),
+            &bytes(send_counts),
+            &bytes(send_displs),
+            bytemuck::cast_slice_mut(recv),
+            &bytes(recv_counts),
+            &bytes(recv_displs),
+        )
+    }
+
     /// Root's `data` overwrites `data` at every process (same length everywhere).
     pub fn bcast<T: Pod>(&self, root: usize, data: &mut [T]) -> Result<()> {
         self.check_rank(root)?;

@@ -21,7 +21,7 @@ pub use roster::PeerWatch;
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Ranks of the group a process lands in when every process `i` passed `(colors[i],
 /// keys[i])` to a split: the members of `colors[me]`'s group ordered by (key, rank).
@@ -61,6 +61,60 @@ pub trait Bootstrap: Send + Sync + Debug {
     fn allgatherv(&self, call: Call, send: &[u8]) -> Result<Vec<Vec<u8>>>;
     /// `send[j]` goes to rank `j`; returns what every rank sent to this one, by source rank.
     fn alltoallv(&self, call: Call, send: &[&[u8]]) -> Result<Vec<Vec<u8>>>;
+    /// Personalised exchange in place, as `MPI_Alltoallv` on bytes: `send_counts[j]` bytes at
+    /// `send_displs[j]` of `send` go to rank `j`, and `recv_counts[i]` bytes from rank `i` land
+    /// at `recv_displs[i]` of `recv`. The caller has checked that every block lies in its
+    /// buffer and that every receive count equals what its sender sends; a block outside its
+    /// buffer or a count mismatch is still an error here, never a write outside a block. The
+    /// default goes through [`alltoallv`](Bootstrap::alltoallv); a host library moves the
+    /// blocks directly.
+    #[allow(clippy::too_many_arguments)]
+    fn alltoallv_into(
+        &self,
+        call: Call,
+        send: &[u8],
+        send_counts: &[usize],
+        send_displs: &[usize],
+        recv: &mut [u8],
+        recv_counts: &[usize],
+        recv_displs: &[usize],
+    ) -> Result<()> {
+        let n = self.size();
+        if [send_counts, send_displs, recv_counts, recv_displs]
+            .iter()
+            .any(|a| a.len() != n)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "alltoallv: counts and displacements must have one entry for each of {n} \
+                 processes"
+            )));
+        }
+        let blocks: Vec<&[u8]> = send_counts
+            .iter()
+            .zip(send_displs)
+            .map(|(&len, &at)| at.checked_add(len).and_then(|end| send.get(at..end)))
+            .collect::<Option<_>>()
+            .ok_or_else(|| {
+                Error::InvalidArgument("alltoallv: a send block leaves the buffer".into())
+            })?;
+        let got = self.alltoallv(call, &blocks)?;
+        if let Some(p) = (0..got.len()).find(|&p| got[p].len() != recv_counts[p]) {
+            return Err(Error::InvalidArgument(format!(
+                "alltoallv: {} bytes arrived from rank {p}, {} expected",
+                got[p].len(),
+                recv_counts[p]
+            )));
+        }
+        for (block, &at) in got.iter().zip(recv_displs) {
+            at.checked_add(block.len())
+                .and_then(|end| recv.get_mut(at..end))
+                .ok_or_else(|| {
+                    Error::InvalidArgument("alltoallv: a receive block leaves the buffer".into())
+                })?
+                .copy_from_slice(block);
+        }
+        Ok(())
+    }
     /// `data` of `root` replaces `data` everywhere (lengths may differ before the call).
     fn bcast(&self, call: Call, root: usize, data: &mut Vec<u8>) -> Result<()>;
     /// Collective: splits the processes by `color` into new groups ordered by (`key`, rank),

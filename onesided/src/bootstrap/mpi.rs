@@ -104,6 +104,14 @@ fn displacements(counts: &[i32]) -> Result<Vec<i32>> {
 }
 
 /// Splits a concatenation back into per-rank parts.
+/// True when every block (`counts[p]` bytes at `displs[p]`) lies in a buffer of `len` bytes.
+fn blocks_inside(counts: &[usize], displs: &[usize], len: usize) -> bool {
+    counts
+        .iter()
+        .zip(displs)
+        .all(|(&c, &d)| d.checked_add(c).is_some_and(|end| end <= len))
+}
+
 fn split_parts(buf: &[u8], counts: &[i32]) -> Vec<Vec<u8>> {
     let mut at = 0;
     counts
@@ -440,6 +448,65 @@ impl Bootstrap for MpiBootstrap {
             comm.all_to_all_varcount_into(&out, &mut inp);
         }
         Ok(split_parts(&buf, &recv_counts))
+    }
+
+    fn alltoallv_into(
+        &self,
+        call: Call,
+        send: &[u8],
+        send_counts: &[usize],
+        send_displs: &[usize],
+        recv: &mut [u8],
+        recv_counts: &[usize],
+        recv_displs: &[usize],
+    ) -> Result<()> {
+        let n = self.size;
+        if [send_counts, send_displs, recv_counts, recv_displs]
+            .iter()
+            .any(|a| a.len() != n)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "alltoallv: counts and displacements must have one entry for each of {n} \
+                 processes"
+            )));
+        }
+        let ints = |a: &[usize]| a.iter().map(|&v| i32::try_from(v).ok()).collect();
+        let arrays: Option<Vec<Vec<i32>>> = [send_counts, send_displs, recv_counts, recv_displs]
+            .iter()
+            .map(|a| ints(a))
+            .collect();
+        let inside = blocks_inside(send_counts, send_displs, send.len())
+            && blocks_inside(recv_counts, recv_displs, recv.len());
+        // Every process learns whether all have blocks inside their buffers that MPI's ints
+        // can describe, so that all fail together instead of some entering the exchange.
+        let (ch, fits) = self.enter(call, u64::from(arrays.is_some() && inside))?;
+        let (Some(a), true) = (arrays, fits.iter().all(|&f| f == 1)) else {
+            return Err(Error::InvalidArgument(
+                "alltoallv: a block leaves its buffer or exceeds MPI's int range".into(),
+            ));
+        };
+        // SAFETY: every array has one entry per process and every block lies inside `send`
+        // or `recv` (checked above at every process); a receive count that differs from its
+        // sender's is MPI's truncation error, never a write outside the block. Both buffers
+        // outlive this blocking call, and the mutex we hold serializes calls on the
+        // communicator. Every process has entered the call, so it cannot block for long.
+        let rc = unsafe {
+            mpi::ffi::MPI_Alltoallv(
+                send.as_ptr().cast(),
+                a[0].as_ptr(),
+                a[1].as_ptr(),
+                mpi::ffi::RSMPI_UINT8_T,
+                recv.as_mut_ptr().cast(),
+                a[2].as_ptr(),
+                a[3].as_ptr(),
+                mpi::ffi::RSMPI_UINT8_T,
+                ch.comm.as_raw(),
+            )
+        };
+        if rc != mpi::ffi::MPI_SUCCESS as i32 {
+            return Err(Error::Bootstrap(format!("MPI_Alltoallv failed ({rc})")));
+        }
+        Ok(())
     }
 
     fn bcast(&self, call: Call, root: usize, data: &mut Vec<u8>) -> Result<()> {

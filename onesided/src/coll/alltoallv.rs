@@ -444,19 +444,23 @@ impl<T: Pod> Alltoallv<T> {
 
     /// The communicator's two-sided alltoallv into the receive buffer.
     fn two_sided_cycle(&mut self) -> Result<()> {
-        let got = exchange_blocks(
-            &self.comm,
+        let win = self.window()?;
+        let (base, len) = (win.base(), win.len());
+        // SAFETY: the window's memory is `len` elements at `base` (the receive buffer it
+        // owns). No peer writes into it during a two-sided cycle: every persistent cycle
+        // before it was waited for (its closing fence), and the next one opens with a fence
+        // this rank has not entered yet. `&mut self` keeps `recv()` out meanwhile.
+        let recv = unsafe { std::slice::from_raw_parts_mut(base, len) };
+        // Counts were checked at init; the exchange fails on a peer that sends otherwise.
+        self.comm.alltoallv_into(
+            Call::Alltoallv,
             self.send.as_slice(),
             &self.send_side.counts,
             &self.send_side.displs,
-        )?;
-        // Counts were checked at init; a peer that sends otherwise is an error.
-        check_arrivals(&got, &self.recv_side.counts)?;
-        let win = self.window()?;
-        for (block, &at) in got.iter().zip(&self.recv_side.displs) {
-            win.local_write(at, block)?;
-        }
-        Ok(())
+            recv,
+            &self.recv_side.counts,
+            &self.recv_side.displs,
+        )
     }
 
     /// Frees the plan (collective): completes a cycle still in flight, frees the window and
@@ -529,49 +533,36 @@ pub fn alltoallv_two_sided<T: Pod>(
     rdispls: &[usize],
 ) -> Result<()> {
     let n = comm.size();
+    let me = comm.rank();
     let local = check_side("send", n, sendcounts, sdispls, send.len())
         .and_then(|()| check_side("receive", n, recvcounts, rdispls, recv.len()));
-    comm.agree_on(Call::Alltoallv, local)?;
-    let got = exchange_blocks(comm, send, sendcounts, sdispls)?;
-    let local = check_arrivals(&got, recvcounts);
-    if local.is_ok() {
-        for (block, &at) in got.iter().zip(rdispls) {
-            recv[at..at + block.len()].copy_from_slice(block);
-        }
-    }
-    comm.agree_on(Call::Alltoallv, local)
-}
-
-/// The two-sided exchange itself: block `p` of `send` (`counts[p]` elements at
-/// `displs[p]`) goes to rank `p`; returns the block from each rank.
-fn exchange_blocks<T: Pod>(
-    comm: &Comm,
-    send: &[T],
-    counts: &[usize],
-    displs: &[usize],
-) -> Result<Vec<Vec<T>>> {
-    let blocks: Vec<&[T]> = counts
-        .iter()
-        .zip(displs)
-        .map(|(&len, &at)| &send[at..at + len])
+    // To rank p: what I send it, and whether my own layout is sound. Each receiver checks
+    // its counts against its senders; then all agree before any data moves.
+    let ok = u64::from(local.is_ok());
+    let pairs: Vec<u64> = (0..n)
+        .flat_map(|p| [sendcounts.get(p).map_or(0, |&c| c as u64), ok])
         .collect();
-    comm.alltoallv(&blocks)
-}
-
-/// Error unless the block from every rank `p` holds `recvcounts[p]` elements.
-fn check_arrivals<T>(got: &[Vec<T>], recvcounts: &[usize]) -> Result<()> {
-    match got
-        .iter()
-        .zip(recvcounts)
-        .enumerate()
-        .find(|(_, (block, &count))| block.len() != count)
-    {
-        Some((p, (block, count))) => Err(Error::InvalidArgument(format!(
-            "alltoallv: {} elements arrived from rank {p}, {count} expected",
-            block.len()
-        ))),
-        None => Ok(()),
-    }
+    let got = comm.alltoall(&pairs)?;
+    let local = local.and_then(|()| {
+        match (0..n).find(|&p| got[2 * p + 1] == 1 && got[2 * p] != recvcounts[p] as u64) {
+            Some(p) => Err(Error::InvalidArgument(format!(
+                "alltoallv: rank {me} expects {} elements from rank {p}, which sends {}",
+                recvcounts[p],
+                got[2 * p]
+            ))),
+            None => Ok(()),
+        }
+    });
+    comm.agree_on(Call::Alltoallv, local)?;
+    comm.alltoallv_into(
+        Call::Alltoallv,
+        send,
+        sendcounts,
+        sdispls,
+        recv,
+        recvcounts,
+        rdispls,
+    )
 }
 
 /// Collective: checks both sides' counts and displacements (`(buffer length, counts,
