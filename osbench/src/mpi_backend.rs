@@ -8,7 +8,9 @@
 use std::ffi::c_int;
 use std::marker::PhantomData;
 use std::ptr;
+use std::sync::Arc;
 
+use onesided::bootstrap::mpi::MpiBootstrap;
 use onesided::mpi::ffi;
 use onesided::mpi::raw::AsRaw;
 use onesided::mpi::topology::{Color, Communicator, SimpleCommunicator};
@@ -57,7 +59,9 @@ impl MpiBackend {
     pub fn new(comm: &SimpleCommunicator, multiple: bool) -> BResult<Self> {
         Ok(MpiBackend {
             comm: comm.duplicate(),
-            harness: Comm::from_mpi(comm)?,
+            // The harness waits inside MPI, as OSU's processes do: a passive target that
+            // needs its CPU (MPICH over UCX) must progress while it sits in a harness barrier.
+            harness: Comm::new(Arc::new(MpiBootstrap::new(comm)?.attentive())),
             name: library_name(),
             multiple,
         })

@@ -55,6 +55,8 @@ pub struct MpiBootstrap {
     job: String,
     /// The members on this node in the node's roster (and this process's index there).
     watch: PeerWatch,
+    /// Waits poll the host MPI without sleeping (see [`MpiBootstrap::attentive`]).
+    attentive: bool,
 }
 
 // SAFETY: the communicator handle is only used under the mutex, so MPI sees serialized calls,
@@ -137,6 +139,17 @@ impl MpiBootstrap {
         Self::from_owned(comm.duplicate(), None)
     }
 
+    /// The same bootstrap, whose waits keep calling into the host MPI (yielding the core
+    /// between calls, never sleeping), as a process blocked inside an MPI collective would.
+    /// For programs that also use the host MPI's own RMA: an implementation whose passive
+    /// target needs the target's CPU (MPICH over UCX, for one) then progresses while this
+    /// process waits in one of our collectives. The default backs off to sleeps instead,
+    /// which costs the host MPI's RMA up to a sleep per round trip.
+    pub fn attentive(mut self) -> MpiBootstrap {
+        self.attentive = true;
+        self
+    }
+
     /// `parent`: the job's id, node roster and this process's index there, for a
     /// communicator split from another one (a new job otherwise).
     fn from_owned(
@@ -199,6 +212,7 @@ impl MpiBootstrap {
             node_size,
             job,
             watch,
+            attentive: false,
         })
     }
 
@@ -255,7 +269,11 @@ impl MpiBootstrap {
                 std::mem::forget(recv);
                 return Err(e);
             }
-            backoff.snooze();
+            if self.attentive {
+                rustix::thread::sched_yield();
+            } else {
+                backoff.snooze();
+            }
         }
         for (r, pair) in recv.chunks_exact(2).enumerate() {
             tag.check(r, pair[0])?;
@@ -543,10 +561,9 @@ impl Bootstrap for MpiBootstrap {
         drop(ch);
         let Some(c) = sub else { return Ok(None) };
         let (roster, index) = self.watch.roster();
-        Ok(Some(Arc::new(Self::from_owned(
-            c,
-            Some((self.job.clone(), roster, index)),
-        )?)))
+        let mut sub = Self::from_owned(c, Some((self.job.clone(), roster, index)))?;
+        sub.attentive = self.attentive;
+        Ok(Some(Arc::new(sub)))
     }
 
     fn watch(&self) -> Option<&PeerWatch> {
