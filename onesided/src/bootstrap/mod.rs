@@ -129,6 +129,11 @@ pub trait Bootstrap: Send + Sync + Debug {
     fn watch(&self) -> Option<&PeerWatch> {
         None
     }
+    /// The heap of window control blocks of this communicator, if it keeps one (windows
+    /// get a segment each otherwise). Every process of the communicator must answer alike.
+    fn control_heap(&self) -> Option<&Arc<crate::shm::heap::ControlHeap>> {
+        None
+    }
     /// The thread support of its collectives ([`ThreadLevel::Multiple`] unless a host
     /// library provides less).
     fn thread_level(&self) -> ThreadLevel {

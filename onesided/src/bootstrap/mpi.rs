@@ -21,6 +21,7 @@ use crate::backoff::Backoff;
 use crate::bootstrap::roster::{channel_id, PeerWatch, Roster};
 use crate::bootstrap::{Bootstrap, Call, CallTag, ThreadLevel};
 use crate::error::{Error, Result};
+use crate::shm::heap::ControlHeap;
 use crate::shm::segment::{random_job_id, random_u64, Segment, NAME_PREFIX};
 
 /// The communicator and the number of collective calls made on it so far.
@@ -57,6 +58,8 @@ pub struct MpiBootstrap {
     watch: PeerWatch,
     /// Waits poll the host MPI without sleeping (see [`MpiBootstrap::attentive`]).
     attentive: bool,
+    /// Control blocks of this communicator's windows.
+    heap: Arc<ControlHeap>,
 }
 
 // SAFETY: the communicator handle is only used under the mutex, so MPI sees serialized calls,
@@ -213,6 +216,7 @@ impl MpiBootstrap {
             job,
             watch,
             attentive: false,
+            heap: Arc::default(),
         })
     }
 
@@ -387,6 +391,10 @@ impl Drop for MpiBootstrap {
 }
 
 impl Bootstrap for MpiBootstrap {
+    fn control_heap(&self) -> Option<&Arc<ControlHeap>> {
+        Some(&self.heap)
+    }
+
     fn thread_level(&self) -> ThreadLevel {
         match mpi::environment::threading_support() {
             mpi::Threading::Single => ThreadLevel::Single,

@@ -1,5 +1,6 @@
 //! Shared-memory primitives: segments, job liveness and the dissemination barrier.
 
 pub(crate) mod barrier;
+pub mod heap;
 pub(crate) mod liveness;
 pub(crate) mod segment;

@@ -282,3 +282,38 @@ mod tests {
         }
     }
 }
+
+/// The shared memory a window's control words live in: a segment of its own (`allocate`
+/// and `shared` windows, whose data follows the control words) or a block of the
+/// communicator's control heap (`create` and `dynamic` windows).
+#[derive(Debug)]
+pub(crate) enum ControlMemory {
+    Segment(crate::shm::segment::Segment),
+    Block(crate::shm::heap::ControlBlock),
+}
+
+impl ControlMemory {
+    /// Start of the control words (page aligned, zero when the window was created).
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        match self {
+            ControlMemory::Segment(s) => s.as_ptr(),
+            ControlMemory::Block(b) => b.as_ptr(),
+        }
+    }
+
+    /// Random bits every process of the window sees alike.
+    pub(crate) fn tag(&self) -> u64 {
+        match self {
+            ControlMemory::Segment(s) => s.tag(),
+            ControlMemory::Block(b) => b.tag(),
+        }
+    }
+
+    /// The window was freed collectively: a heap block may be handed out again once this
+    /// memory is dropped (a segment is unmapped anyway).
+    pub(crate) fn release_on_drop(&self) {
+        if let ControlMemory::Block(b) = self {
+            b.release_on_drop();
+        }
+    }
+}

@@ -169,8 +169,8 @@ pub(crate) struct WinCore {
     pub(crate) spare_copies: Mutex<Vec<Vec<u8>>>,
     /// Peers' shared-heap segments mapped for `create` windows.
     pub(crate) _peer_segments: Vec<Segment>,
-    /// The node segment; the pointers above point into it.
-    pub(crate) _segment: Segment,
+    /// The node segment or control block; the pointers above point into it.
+    pub(crate) _segment: crate::win::control::ControlMemory,
 }
 
 const _: () = {

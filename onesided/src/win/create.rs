@@ -13,9 +13,10 @@ use crate::bootstrap::{Call, Comm, ReduceOp};
 use crate::error::{Error, Result};
 use crate::memory;
 use crate::shm::barrier::Barrier;
+use crate::shm::heap::{CHUNK_BYTES, MAX_BLOCK};
 use crate::shm::segment::Segment;
 use crate::transport::Route;
-use crate::win::control::{Control, ControlLayout, WIN_MAGIC};
+use crate::win::control::{Control, ControlLayout, ControlMemory, WIN_MAGIC};
 use crate::win::core::{LocalRegion, TargetRegion, Targets, WinCore};
 use crate::win::info::{keys, WinHints, WinInfo};
 use crate::win::Flavor;
@@ -141,19 +142,165 @@ fn map_node_segment(
     Ok(seg)
 }
 
+/// The control words of a `create` or `dynamic` window: a block of the communicator's
+/// control heap (`shm::heap`) where it keeps one, a segment of their own otherwise. The heap
+/// path is one reduction: every process picks the same free block without talking, writes
+/// its identity words into it, and the reduction compares the picks, `params` (which fix the
+/// layout) and `prior` (the caller's local outcome), failing everywhere together.
+fn control_memory(
+    comm: &Comm,
+    call: Call,
+    layout: &ControlLayout,
+    params: &[u64],
+    prior: Result<()>,
+) -> Result<ControlMemory> {
+    let boot = comm.bootstrap();
+    let heap = match boot.control_heap() {
+        Some(h) if layout.total <= MAX_BLOCK && boot.node_size() == boot.size() => {
+            std::sync::Arc::clone(h)
+        }
+        _ => {
+            return map_node_segment(comm, call, layout, params, prior).map(ControlMemory::Segment)
+        }
+    };
+    let me = comm.rank();
+    // Held across the collectives: window creation on one communicator is serialized anyway.
+    let mut state = heap.lock();
+    if state.pick(layout.total).is_none() {
+        // Every process's state is the same, so all grow together.
+        let chunk = grow_heap(comm, call, layout.total.max(CHUNK_BYTES))?;
+        state.add_chunk(chunk);
+    }
+    let span = state
+        .pick(layout.total)
+        .expect("a chunk that holds the block");
+    let base = state.span_ptr(span);
+    // The words this process owns until the agreement below publishes the window: its
+    // rank's control block, and for rank 0 the header and barrier (see `shm::heap`).
+    let block = layout.blocks_off + me * layout.block_stride;
+    // SAFETY: both ranges lie inside the span (`blocks_off + n * block_stride <=
+    // layout.total <= span.len`), which lies inside a chunk the heap keeps mapped; nobody else
+    // accesses them: the block's previous window was freed everywhere before the agreement
+    // that recycled it, and peers touch this window's words only after the agreement below.
+    unsafe {
+        std::ptr::write_bytes(base.wrapping_add(block), 0, layout.block_stride);
+        if me == 0 {
+            std::ptr::write_bytes(base, 0, layout.blocks_off);
+        }
+    }
+    // SAFETY: the span lies inside a chunk every process of `comm` mapped and keeps mapped
+    // (the heap owns it), holds `layout.total` bytes, is page aligned, zero where this process
+    // reads before the agreement (zeroed above), and laid out identically by every process.
+    let ctrl = unsafe { Control::new(base, *layout) };
+    let write_identity = |pid: u64, job_rank: u64, magic: u64| {
+        let ident = &ctrl.rank(me).ident;
+        // Relaxed: published to the peers by the reduction below.
+        ident.pid.store(pid, std::sync::atomic::Ordering::Relaxed);
+        ident
+            .job_rank
+            .store(job_rank, std::sync::atomic::Ordering::Relaxed);
+        if me == 0 {
+            ctrl.header()
+                .magic
+                .store(magic, std::sync::atomic::Ordering::Relaxed);
+        }
+    };
+    write_identity(
+        u64::from(std::process::id()),
+        crate::universe::identity().map_or(me, |i| i.rank) as u64,
+        WIN_MAGIC,
+    );
+    let pick = state.fingerprint(span);
+    let mut v = vec![u64::from(prior.is_err()), pick, !pick];
+    for &p in params {
+        v.extend([p, !p]);
+    }
+    let reduced = comm.allreduce_for(call, &mut v, ReduceOp::Max);
+    if reduced.is_ok() {
+        // Every process has entered this creation, so it left every earlier free.
+        state.take(span);
+        state.recycle();
+    }
+    let same = |i: usize| v[i] == !v[i + 1];
+    let reduced_ok = reduced.is_ok();
+    let outcome = match reduced {
+        Err(e) => Err(e),
+        Ok(()) => match prior {
+            Err(e) => Err(e),
+            Ok(()) if v[0] != 0 => Err(Error::PeerFailed { call: call.name() }),
+            Ok(()) if !(0..params.len()).all(|k| same(3 + 2 * k)) => {
+                Err(Error::InvalidArgument(format!(
+                    "{call}: the processes passed different parameters {params:?} (info keys \
+                     that fix the layout must be equal everywhere)"
+                )))
+            }
+            Ok(()) if !same(1) => Err(Error::Bootstrap(format!(
+                "{call}: the processes' control heaps are out of step (windows of this \
+                 communicator were created or freed in different orders)"
+            ))),
+            Ok(()) => Ok(()),
+        },
+    };
+    if let Err(e) = outcome {
+        if reduced_ok {
+            // Taken everywhere (the reduction completed at every process): free it again.
+            state.give_back(span);
+        }
+        write_identity(0, 0, 0);
+        return Err(e);
+    }
+    Ok(ControlMemory::Block(state.block(&heap, span)))
+}
+
+/// Collective: a new chunk of at least `len` bytes for the control heap, created by rank 0
+/// and mapped by every process (its name removed once all have).
+fn grow_heap(comm: &Comm, call: Call, len: usize) -> Result<Segment> {
+    let len = len.next_multiple_of(PAGE);
+    let mut name = Vec::new();
+    let mut created = None;
+    if comm.rank() == 0 {
+        let seg = Segment::create(comm.job_id(), "0", len);
+        if let Ok(s) = &seg {
+            name = s.name().as_bytes().to_vec();
+        }
+        created = Some(seg);
+    }
+    comm.bcast_vec_for(call, 0, &mut name)?;
+    let seg = match created {
+        Some(seg) => seg,
+        None if name.is_empty() => Err(Error::PeerFailed { call: call.name() }),
+        None => std::str::from_utf8(&name)
+            .map_err(|_| Error::Bootstrap("heap segment name is not UTF-8".into()))
+            .and_then(Segment::open),
+    };
+    let seg = seg.and_then(|s| {
+        if s.len() < len {
+            Err(Error::Bootstrap(format!(
+                "{call}: heap segment is {} bytes, expected {len}",
+                s.len()
+            )))
+        } else {
+            Ok(s)
+        }
+    });
+    let seg = comm.agree_on(call, seg)?;
+    seg.unlink();
+    Ok(seg)
+}
+
 #[allow(clippy::too_many_arguments)]
 fn assemble(
     comm: &Comm,
     flavor: Flavor,
-    segment: Segment,
+    segment: ControlMemory,
     layout: ControlLayout,
     targets: impl FnOnce(&Control) -> Targets,
     local: impl FnOnce(&Control) -> LocalRegion,
     hints: WinHints,
     peer_segments: Vec<Segment>,
 ) -> WinCore {
-    // SAFETY: `segment` was mapped and checked by map_node_segment with this layout; the
-    // WinCore keeps it alive as long as `ctrl`.
+    // SAFETY: `segment` was mapped and checked by map_node_segment or control_memory with
+    // this layout; the WinCore keeps it alive as long as `ctrl`.
     let ctrl = unsafe { Control::new(segment.as_ptr(), layout) };
     // SAFETY: the barrier area lies inside the segment, 64-byte aligned, zero-initialised,
     // and is laid out identically at every rank.
@@ -268,7 +415,7 @@ pub(crate) fn allocate(
     let layout = ControlLayout::new(n, 0, data_bytes);
     // MPI requires the same granularity everywhere; it picks the accumulate protocol.
     let gran = hints.accumulate_granularity as u64;
-    let segment = map_node_segment(comm, call, &layout, &[gran], Ok(()))?;
+    let segment = ControlMemory::Segment(map_node_segment(comm, call, &layout, &[gran], Ok(()))?);
     let flavor = if shared {
         Flavor::Shared
     } else {
@@ -442,7 +589,7 @@ pub(crate) fn create(
     }
     let layout = ControlLayout::new(comm.size(), 0, 0);
     let gran = hints.accumulate_granularity as u64;
-    let segment = map_node_segment(comm, call, &layout, &[gran], prior)?;
+    let segment = control_memory(comm, call, &layout, &[gran], prior)?;
     Ok(assemble(
         comm,
         Flavor::Create,
@@ -472,7 +619,7 @@ pub(crate) fn create_dynamic(comm: &Comm, info: &WinInfo) -> Result<WinCore> {
     let layout = ControlLayout::new(comm.size(), cap, 0);
     // With `prior` an error, map_node_segment returns it: `hints` is only used when valid.
     let gran = hints.accumulate_granularity as u64;
-    let segment = map_node_segment(comm, call, &layout, &[cap as u64, gran], prior)?;
+    let segment = control_memory(comm, call, &layout, &[cap as u64, gran], prior)?;
     Ok(assemble(
         comm,
         Flavor::Dynamic,

@@ -460,8 +460,10 @@ impl<T: Pod> Window<T> {
         if all.contains(&0) {
             return Err(Error::PeerFailed { call: "free" });
         }
-        // Everyone has closed its epochs and agreed: no access to our memory remains.
+        // Everyone has closed its epochs and agreed: no access to our memory remains, and
+        // none to the control words (a heap block may be handed out again once dropped).
         self.freed = true;
+        self.core._segment.release_on_drop();
         let mut out: Vec<WinBuffer<T>> = self.buffer.take().into_iter().collect();
         out.extend(
             self.attached

@@ -14,6 +14,7 @@ use crate::bootstrap::roster::{channel_id, PeerWatch, Roster};
 use crate::bootstrap::Bootstrap;
 use crate::error::{Error, Result};
 use crate::shm::barrier::Barrier;
+use crate::shm::heap::ControlHeap;
 use crate::shm::liveness;
 use crate::shm::segment::{random_job_id, Segment};
 
@@ -40,6 +41,8 @@ pub struct LocalBootstrap {
     ancestors: Vec<Arc<Segment>>,
     /// The members in the job's roster (the first boot segment's).
     watch: PeerWatch,
+    /// Control blocks of this communicator's windows.
+    heap: Arc<ControlHeap>,
 }
 
 impl LocalBootstrap {
@@ -142,6 +145,7 @@ impl LocalBootstrap {
             state: Mutex::new(Collectives { barrier, calls: 0 }),
             ancestors: Vec::new(),
             watch,
+            heap: Arc::default(),
         })
     }
 
@@ -282,6 +286,10 @@ impl LocalBootstrap {
 }
 
 impl Bootstrap for LocalBootstrap {
+    fn control_heap(&self) -> Option<&Arc<ControlHeap>> {
+        Some(&self.heap)
+    }
+
     fn rank(&self) -> usize {
         self.rank
     }
