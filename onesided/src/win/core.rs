@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use crate::bootstrap::Comm;
@@ -48,6 +48,70 @@ pub(crate) struct TargetRegion {
     pub disp_unit: usize,
     /// Mapped by every process (shared memory): accumulates may use CPU atomics on it.
     pub shared: bool,
+    /// The memory lives in the target's shared heap and is mapped here at the first access:
+    /// index into `WinCore::peer_mappings` (`route` is unused then).
+    pub lazy: Option<u32>,
+}
+
+/// A peer's shared-heap segment holding its window memory, mapped at the first access
+/// rather than at creation (mapping costs an `shm_open`, an `fstat` and an `mmap`, more than
+/// the rest of creating a `create` window). The peer's memory and its name live as long as
+/// the window, so the mapping cannot fail for a live peer.
+#[derive(Debug)]
+pub(crate) struct PeerMapping {
+    name: String,
+    /// Where the window memory starts in the segment.
+    offset: usize,
+    /// The window memory in our mapping, null until mapped. Acquire/Release: a thread that
+    /// sees the pointer also sees the mapping made before it was stored.
+    direct: std::sync::atomic::AtomicPtr<u8>,
+    segment: Mutex<Option<Segment>>,
+}
+
+impl PeerMapping {
+    pub(crate) fn new(name: String, offset: usize) -> Self {
+        PeerMapping {
+            name,
+            offset,
+            direct: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+            segment: Mutex::new(None),
+        }
+    }
+
+    /// The window memory, if already mapped.
+    #[inline]
+    pub(crate) fn mapped(&self) -> Option<*mut u8> {
+        let p = self.direct.load(Ordering::Acquire);
+        (!p.is_null()).then_some(p)
+    }
+
+    /// The window memory (`bytes` long), mapping the segment now if needed.
+    pub(crate) fn map(&self, bytes: usize) -> Result<*mut u8> {
+        if let Some(p) = self.mapped() {
+            return Ok(p);
+        }
+        let mut seg = self.segment.lock().unwrap_or_else(|e| e.into_inner());
+        if seg.is_none() {
+            let s = Segment::open(&self.name)?;
+            if self
+                .offset
+                .checked_add(bytes)
+                .is_none_or(|end| end > s.len())
+            {
+                return Err(crate::error::Error::Bootstrap(format!(
+                    "window memory at {} (+{bytes} bytes) lies outside its {}-byte segment",
+                    self.offset,
+                    s.len()
+                )));
+            }
+            *seg = Some(s);
+        }
+        let p = seg.as_ref().map_or(std::ptr::null_mut(), |s| {
+            s.as_ptr().wrapping_add(self.offset)
+        });
+        self.direct.store(p, Ordering::Release);
+        Ok(p)
+    }
 }
 
 /// This process's own window memory.
@@ -167,8 +231,8 @@ pub(crate) struct WinCore {
     pub(crate) deferred_bytes: AtomicUsize,
     /// Buffers of deferred puts that have landed, reused by the next ones.
     pub(crate) spare_copies: Mutex<Vec<Vec<u8>>>,
-    /// Peers' shared-heap segments mapped for `create` windows.
-    pub(crate) _peer_segments: Vec<Segment>,
+    /// Peers' shared-heap memory of `create` windows, mapped at the first access.
+    pub(crate) peer_mappings: Vec<PeerMapping>,
     /// The node segment or control block; the pointers above point into it.
     pub(crate) _segment: crate::win::control::ControlMemory,
 }

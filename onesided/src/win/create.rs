@@ -7,8 +7,6 @@
 //! A local error at any rank (bad argument or info, failed system call) makes every rank
 //! return an error instead of leaving the others waiting.
 
-use std::collections::HashMap;
-
 use crate::bootstrap::{Call, Comm, ReduceOp};
 use crate::error::{Error, Result};
 use crate::memory;
@@ -17,7 +15,7 @@ use crate::shm::heap::{CHUNK_BYTES, MAX_BLOCK};
 use crate::shm::segment::Segment;
 use crate::transport::Route;
 use crate::win::control::{Control, ControlLayout, ControlMemory, WIN_MAGIC};
-use crate::win::core::{LocalRegion, TargetRegion, Targets, WinCore};
+use crate::win::core::{LocalRegion, PeerMapping, TargetRegion, Targets, WinCore};
 use crate::win::info::{keys, WinHints, WinInfo};
 use crate::win::Flavor;
 
@@ -297,7 +295,7 @@ fn assemble(
     targets: impl FnOnce(&Control) -> Targets,
     local: impl FnOnce(&Control) -> LocalRegion,
     hints: WinHints,
-    peer_segments: Vec<Segment>,
+    peer_mappings: Vec<PeerMapping>,
 ) -> WinCore {
     // SAFETY: `segment` was mapped and checked by map_node_segment or control_memory with
     // this layout; the WinCore keeps it alive as long as `ctrl`.
@@ -333,7 +331,7 @@ fn assemble(
         dynamic: Default::default(),
         staged: Default::default(),
         notify: Default::default(),
-        _peer_segments: peer_segments,
+        peer_mappings,
         _segment: segment,
     }
 }
@@ -442,6 +440,7 @@ pub(crate) fn allocate(
                         bytes,
                         disp_unit,
                         shared: true,
+                        lazy: None,
                     })
                     .collect(),
             ),
@@ -542,51 +541,35 @@ pub(crate) fn create(
         .iter()
         .map(|r| CreateRecord::decode(r).ok_or_else(|| Error::PeerFailed { call: call.name() }))
         .collect::<Result<_>>()?;
-    // Map the peers' shared-heap segments; everything else is reached with CMA.
-    let mut peer_segments: Vec<Segment> = Vec::new();
-    let mut by_name: HashMap<&str, usize> = HashMap::new();
+    // Peers' shared-heap memory is mapped at the first access (`PeerMapping`); everything
+    // else is reached with CMA.
+    let mut peer_mappings: Vec<PeerMapping> = Vec::new();
     let mut table = Vec::with_capacity(records.len());
-    let mut prior = Ok(());
     for (rank, r) in records.iter().enumerate() {
-        let route = if rank == me {
-            Route::Direct(base)
-        } else if let Some((name, offset)) = &r.shared {
-            let idx = match by_name.get(name.as_str()) {
-                Some(&i) => Some(i),
-                None => match Segment::open(name) {
-                    Ok(s) => {
-                        peer_segments.push(s);
-                        by_name.insert(name, peer_segments.len() - 1);
-                        Some(peer_segments.len() - 1)
-                    }
-                    Err(e) => {
-                        prior = Err(e);
-                        None
-                    }
-                },
-            };
-            match idx {
-                Some(i) => Route::Direct(peer_segments[i].as_ptr().wrapping_add(*offset)),
-                None => Route::Cma {
-                    pid: r.pid,
-                    addr: r.addr,
-                },
+        let cma = Route::Cma {
+            pid: r.pid,
+            addr: r.addr,
+        };
+        let (route, lazy) = match &r.shared {
+            _ if rank == me => (Route::Direct(base), None),
+            Some((name, offset)) if r.bytes > 0 => {
+                peer_mappings.push(PeerMapping::new(name.clone(), *offset));
+                let index = u32::try_from(peer_mappings.len() - 1)
+                    .map_err(|_| Error::InvalidArgument(format!("{call}: too many processes")))?;
+                (cma, Some(index))
             }
-        } else {
-            Route::Cma {
-                pid: r.pid,
-                addr: r.addr,
-            }
+            _ => (cma, None),
         };
         table.push(TargetRegion {
             route,
             bytes: r.bytes,
             disp_unit: r.disp_unit,
-            // Mapped by everyone exactly when it lives in the owner's shared heap (a peer
-            // that could not map it failed the creation above).
+            // Mapped by everyone exactly when it lives in the owner's shared heap.
             shared: r.shared.is_some(),
+            lazy,
         });
     }
+    let prior = Ok(());
     let layout = ControlLayout::new(comm.size(), 0, 0);
     let gran = hints.accumulate_granularity as u64;
     let segment = control_memory(comm, call, &layout, &[gran], prior)?;
@@ -602,7 +585,7 @@ pub(crate) fn create(
             disp_unit,
         },
         hints,
-        peer_segments,
+        peer_mappings,
     ))
 }
 

@@ -432,7 +432,14 @@ impl<T: Pod> Window<T> {
                 *bytes,
                 *disp_unit,
             ),
-            Targets::Table(t) => (t[rank].route, t[rank].bytes, t[rank].disp_unit),
+            Targets::Table(t) => {
+                let r = t[rank];
+                let route = match r.lazy {
+                    Some(i) => Route::Direct(self.core.peer_mappings[i as usize].map(r.bytes)?),
+                    None => r.route,
+                };
+                (route, r.bytes, r.disp_unit)
+            }
             Targets::Dynamic => return Ok(None),
         };
         match route {

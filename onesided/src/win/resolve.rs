@@ -151,8 +151,12 @@ impl WinCore {
             Targets::Table(table) => {
                 let t = &table[target];
                 let off = checked_offset(op, target, disp, t.disp_unit, len, t.bytes)?;
+                let route = match t.lazy {
+                    Some(i) => Route::Direct(self.peer_mappings[i as usize].map(t.bytes)?),
+                    None => t.route,
+                };
                 Ok(Located {
-                    route: t.route.offset(off),
+                    route: route.offset(off),
                     shared: t.shared,
                     key: off,
                 })
@@ -188,7 +192,20 @@ impl WinCore {
                     bytes,
                     disp_unit,
                     shared,
+                    lazy: None,
                 } => (p, bytes, disp_unit, shared),
+                TargetRegion {
+                    lazy: Some(i),
+                    bytes,
+                    disp_unit,
+                    shared,
+                    ..
+                } => (
+                    self.peer_mappings[i as usize].mapped()?,
+                    bytes,
+                    disp_unit,
+                    shared,
+                ),
                 _ => return None,
             },
             Targets::Dynamic => return self.dynamic_fast(target, disp, len),
