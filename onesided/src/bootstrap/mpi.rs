@@ -90,6 +90,11 @@ fn mpi_finalized() -> bool {
     flag != 0
 }
 
+/// Words each process contributes on entering a collective: tag, one word, inline payload.
+const ENTRY_WORDS: usize = 8;
+/// Bytes of payload that travel with the tag.
+const INLINE_BYTES: usize = (ENTRY_WORDS - 2) * 8;
+
 fn count(len: usize, what: &str) -> Result<i32> {
     i32::try_from(len)
         .map_err(|_| Error::Bootstrap(format!("{what}: {len} bytes exceed MPI's int count")))
@@ -231,6 +236,20 @@ impl MpiBootstrap {
     /// to exchange anyway), returned by rank. The communicator is returned for the call's
     /// own transfer, which cannot block for long: every process has entered it.
     fn enter(&self, call: Call, word: u64) -> Result<(MutexGuard<'_, Channel>, Vec<u64>)> {
+        self.enter_inline(call, word, &[])
+            .map(|(ch, words, _)| (ch, words))
+    }
+
+    /// [`enter`](Self::enter), carrying up to [`INLINE_BYTES`] of `inline` payload with the
+    /// tag (a small collective then needs no second MPI call); returns every process's
+    /// payload slot too (`ENTRY_WORDS` per process, the payload from word 2 on).
+    #[allow(clippy::type_complexity)]
+    fn enter_inline(
+        &self,
+        call: Call,
+        word: u64,
+        inline: &[u8],
+    ) -> Result<(MutexGuard<'_, Channel>, Vec<u64>, Box<[u64]>)> {
         let mut ch = self.channel();
         let tag = CallTag {
             call,
@@ -240,20 +259,25 @@ impl MpiBootstrap {
         self.watch.note_entered(tag);
         // Heap buffers: if the wait fails they are leaked with the request (a collective
         // request cannot be cancelled, and MPI may still write them).
-        let send = Box::new([tag.pack(), word]);
-        let mut recv = vec![0u64; 2 * self.size].into_boxed_slice();
+        let mut send = Box::new([0u64; ENTRY_WORDS]);
+        send[0] = tag.pack();
+        send[1] = word;
+        let payload: &mut [u8] = bytemuck::cast_slice_mut(&mut send[2..]);
+        let n = inline.len().min(INLINE_BYTES);
+        payload[..n].copy_from_slice(&inline[..n]);
+        let mut recv = vec![0u64; ENTRY_WORDS * self.size].into_boxed_slice();
         // SAFETY: reads the link-time constant of the MPI library.
         let mut request = unsafe { mpi::ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: both buffers hold what the counts say (2 u64 sent, two per process
-        // received), stay allocated until the request completes (or are leaked), and calls
-        // on this communicator are serialized by the mutex we hold.
+        // SAFETY: both buffers hold what the counts say (ENTRY_WORDS u64 sent, as many per
+        // process received), stay allocated until the request completes (or are leaked), and
+        // calls on this communicator are serialized by the mutex we hold.
         unsafe {
             mpi::ffi::MPI_Iallgather(
                 send.as_ptr().cast(),
-                2,
+                ENTRY_WORDS as i32,
                 mpi::ffi::RSMPI_UINT64_T,
                 recv.as_mut_ptr().cast(),
-                2,
+                ENTRY_WORDS as i32,
                 mpi::ffi::RSMPI_UINT64_T,
                 ch.comm.as_raw(),
                 &mut request,
@@ -279,10 +303,11 @@ impl MpiBootstrap {
                 backoff.snooze();
             }
         }
-        for (r, pair) in recv.chunks_exact(2).enumerate() {
-            tag.check(r, pair[0])?;
+        for (r, entry) in recv.chunks_exact(ENTRY_WORDS).enumerate() {
+            tag.check(r, entry[0])?;
         }
-        Ok((ch, recv.chunks_exact(2).map(|p| p[1]).collect()))
+        let words = recv.chunks_exact(ENTRY_WORDS).map(|e| e[1]).collect();
+        Ok((ch, words, recv))
     }
 }
 
@@ -431,8 +456,17 @@ impl Bootstrap for MpiBootstrap {
 
     fn allgatherv(&self, call: Call, send: &[u8]) -> Result<Vec<Vec<u8>>> {
         count(send.len(), "allgatherv")?;
-        // The lengths travel with the tags.
-        let (ch, lens) = self.enter(call, send.len() as u64)?;
+        // The lengths travel with the tags, and so do contributions that fit: when every
+        // process's does, the exchange is done (every process sees every length, so all
+        // take the same branch).
+        let (ch, lens, entries) = self.enter_inline(call, send.len() as u64, send)?;
+        if lens.iter().all(|&l| l as usize <= INLINE_BYTES) {
+            return Ok(entries
+                .chunks_exact(ENTRY_WORDS)
+                .zip(&lens)
+                .map(|(e, &l)| bytemuck::cast_slice::<u64, u8>(&e[2..])[..l as usize].to_vec())
+                .collect());
+        }
         let comm = &ch.comm;
         let counts = lens
             .iter()

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::memory;
 use crate::shm::barrier::Barrier;
 use crate::shm::heap::{CHUNK_BYTES, MAX_BLOCK};
-use crate::shm::segment::Segment;
+use crate::shm::segment::{segment_name, Segment};
 use crate::transport::Route;
 use crate::win::control::{Control, ControlLayout, ControlMemory, WIN_MAGIC};
 use crate::win::core::{LocalRegion, PeerMapping, TargetRegion, Targets, WinCore};
@@ -461,48 +461,61 @@ pub(crate) fn allocate(
     ))
 }
 
-/// What every rank publishes about its memory for MPI_Win_create.
+/// What every rank publishes about its memory for MPI_Win_create: six words, so that the
+/// exchange fits in the tag exchange of a host-MPI bootstrap (no second MPI call).
 struct CreateRecord {
     pid: i32,
     addr: usize,
     bytes: usize,
     disp_unit: usize,
-    /// Shared-heap segment holding the memory, and the offset in it.
-    shared: Option<(String, usize)>,
+    /// The memory lives in the owner's shared heap: the segment's owner (job rank) and
+    /// random tag, which name it, and the offset in it.
+    shared: Option<SharedAt>,
 }
+
+#[derive(Clone, Copy)]
+struct SharedAt {
+    owner: u32,
+    tag: u64,
+    offset: usize,
+}
+
+/// Bit of the first record word that says the memory is in the shared heap.
+const SHARED_BIT: u64 = 1 << 63;
 
 impl CreateRecord {
     fn encode(&self) -> Vec<u8> {
-        let (name, offset) = match &self.shared {
-            Some((n, o)) => (n.as_bytes(), *o as u64),
-            None => (&[][..], 0),
+        let (owner, tag, offset, flag) = match self.shared {
+            Some(s) => (s.owner, s.tag, s.offset, SHARED_BIT),
+            None => (0, 0, 0, 0),
         };
-        let mut out = Vec::with_capacity(40 + name.len());
-        for w in [
-            self.pid as u64,
+        let words = [
+            u64::from(self.pid as u32) | (u64::from(owner) << 32) | flag,
             self.addr as u64,
             self.bytes as u64,
             self.disp_unit as u64,
-            offset,
-        ] {
-            out.extend_from_slice(&w.to_le_bytes());
-        }
-        out.extend_from_slice(name);
-        out
+            offset as u64,
+            tag,
+        ];
+        bytemuck::cast_slice(&words).to_vec()
     }
 
     fn decode(b: &[u8]) -> Option<CreateRecord> {
-        if b.len() < 40 {
+        if b.len() != 48 {
             return None;
         }
         let w = |i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
-        let name = std::str::from_utf8(&b[40..]).ok()?;
+        let first = w(0);
         Some(CreateRecord {
-            pid: w(0) as i32,
+            pid: first as u32 as i32,
             addr: w(1) as usize,
             bytes: w(2) as usize,
             disp_unit: w(3) as usize,
-            shared: (!name.is_empty()).then(|| (name.to_owned(), w(4) as usize)),
+            shared: (first & SHARED_BIT != 0).then(|| SharedAt {
+                owner: ((first & !SHARED_BIT) >> 32) as u32,
+                tag: w(5),
+                offset: w(4) as usize,
+            }),
         })
     }
 }
@@ -526,7 +539,15 @@ pub(crate) fn create(
         shared: (bytes > 0)
             .then(|| memory::lookup(base as usize, bytes))
             .flatten()
-            .map(|l| (l.name, l.offset)),
+            .zip(crate::universe::identity())
+            .and_then(|(l, id)| {
+                Some(SharedAt {
+                    // Job ranks beyond 2^31 do not exist; such memory would go by CMA.
+                    owner: u32::try_from(id.rank).ok().filter(|&r| r < 1 << 31)?,
+                    tag: l.tag,
+                    offset: l.offset,
+                })
+            }),
     });
     // An empty record tells the others that this rank failed.
     let records = comm.allgatherv_for(
@@ -552,8 +573,11 @@ pub(crate) fn create(
         };
         let (route, lazy) = match &r.shared {
             _ if rank == me => (Route::Direct(base), None),
-            Some((name, offset)) if r.bytes > 0 => {
-                peer_mappings.push(PeerMapping::new(name.clone(), *offset));
+            Some(at) if r.bytes > 0 => {
+                // alloc_mem names its segments after the job, the owner's job rank and a tag.
+                let job = crate::universe::identity().map_or("", |id| id.job.as_str());
+                let name = segment_name(job, &at.owner.to_string(), at.tag);
+                peer_mappings.push(PeerMapping::new(name, at.offset));
                 let index = u32::try_from(peer_mappings.len() - 1)
                     .map_err(|_| Error::InvalidArgument(format!("{call}: too many processes")))?;
                 (cma, Some(index))
