@@ -38,6 +38,16 @@ pub(crate) fn split_members(
     Some(members)
 }
 
+/// Error unless every count or displacement array of an alltoallv has `n` entries.
+pub(crate) fn one_entry_per_process(n: usize, arrays: &[&[usize]]) -> Result<()> {
+    if arrays.iter().any(|a| a.len() != n) {
+        return Err(Error::InvalidArgument(format!(
+            "alltoallv: counts and displacements must have one entry for each of {n} processes"
+        )));
+    }
+    Ok(())
+}
+
 /// Who this process is and how it talks to its peers out of band.
 ///
 /// Implementations must be usable from any thread, but collectives are called by one thread
@@ -79,16 +89,10 @@ pub trait Bootstrap: Send + Sync + Debug {
         recv_counts: &[usize],
         recv_displs: &[usize],
     ) -> Result<()> {
-        let n = self.size();
-        if [send_counts, send_displs, recv_counts, recv_displs]
-            .iter()
-            .any(|a| a.len() != n)
-        {
-            return Err(Error::InvalidArgument(format!(
-                "alltoallv: counts and displacements must have one entry for each of {n} \
-                 processes"
-            )));
-        }
+        one_entry_per_process(
+            self.size(),
+            &[send_counts, send_displs, recv_counts, recv_displs],
+        )?;
         let blocks: Vec<&[u8]> = send_counts
             .iter()
             .zip(send_displs)

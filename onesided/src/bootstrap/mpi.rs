@@ -19,7 +19,7 @@ use mpi::traits::Root;
 
 use crate::backoff::Backoff;
 use crate::bootstrap::roster::{channel_id, PeerWatch, Roster};
-use crate::bootstrap::{Bootstrap, Call, CallTag, ThreadLevel};
+use crate::bootstrap::{one_entry_per_process, Bootstrap, Call, CallTag, ThreadLevel};
 use crate::error::{Error, Result};
 use crate::shm::heap::ControlHeap;
 use crate::shm::segment::{random_job_id, random_u64, Segment, NAME_PREFIX};
@@ -520,16 +520,10 @@ impl Bootstrap for MpiBootstrap {
         recv_counts: &[usize],
         recv_displs: &[usize],
     ) -> Result<()> {
-        let n = self.size;
-        if [send_counts, send_displs, recv_counts, recv_displs]
-            .iter()
-            .any(|a| a.len() != n)
-        {
-            return Err(Error::InvalidArgument(format!(
-                "alltoallv: counts and displacements must have one entry for each of {n} \
-                 processes"
-            )));
-        }
+        one_entry_per_process(
+            self.size,
+            &[send_counts, send_displs, recv_counts, recv_displs],
+        )?;
         let ints = |a: &[usize]| a.iter().map(|&v| i32::try_from(v).ok()).collect();
         let arrays: Option<Vec<Vec<i32>>> = [send_counts, send_displs, recv_counts, recv_displs]
             .iter()
