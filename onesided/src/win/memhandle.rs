@@ -299,6 +299,28 @@ impl<T: Pod> MemWindow<'_, T> {
         Ok(self.located.offset(off))
     }
 
+    /// Where `len` bytes at element `disp` are when the common case applies — mapped
+    /// region, access epoch already checked (which also means no synchronization is pending
+    /// that the operation must wait behind), in bounds, handle unchanged — without
+    /// constructing any error. `None`: take [`at`](Self::at).
+    #[inline(always)]
+    fn direct(&self, disp: usize, len: usize) -> Option<*mut u8> {
+        let core = &self.parent.core;
+        if !core.epoch.access_cached(self.target) {
+            return None;
+        }
+        let Route::Direct(base) = self.located.route else {
+            return None;
+        };
+        let off = disp.checked_mul(std::mem::size_of::<T>())?;
+        if off > self.bytes || len > self.bytes - off {
+            return None;
+        }
+        // Relaxed: see `at`.
+        (core.region_seq(self.target) == self.seq.load(Ordering::Relaxed))
+            .then(|| base.wrapping_add(off))
+    }
+
     /// The owner's table changed: the region must still be registered where it was.
     #[cold]
     fn revalidate(&self) -> Result<()> {
@@ -319,6 +341,14 @@ impl<T: Pod> MemWindow<'_, T> {
     /// Writes `src` at element `disp` of the region (MPI_Put).
     pub fn put(&self, src: &[T], disp: usize) -> Result<()> {
         let bytes: &[u8] = bytemuck::cast_slice(src);
+        if let Some(dst) = self.direct(disp, bytes.len()) {
+            // SAFETY: dst..dst+len lies inside the registered region (bounds checked in
+            // `direct`), which the owner keeps mapped while the handle is unreleased (the
+            // table number did not move); src is a distinct Rust slice.
+            unsafe { crate::transport::shm::copy_bytes(bytes.as_ptr(), dst, bytes.len()) };
+            self.parent.core.epoch.note_rma();
+            return Ok(());
+        }
         let at = self.at("put", disp, bytes.len())?;
         at.route.write(bytes)?;
         self.parent.core.epoch.note_rma();
@@ -328,6 +358,12 @@ impl<T: Pod> MemWindow<'_, T> {
     /// Reads `dst.len()` elements at `disp` (MPI_Get).
     pub fn get(&self, dst: &mut [T], disp: usize) -> Result<()> {
         let bytes: &mut [u8] = bytemuck::cast_slice_mut(dst);
+        if let Some(src) = self.direct(disp, bytes.len()) {
+            // SAFETY: as in `put`, reading; dst is a distinct Rust slice.
+            unsafe { crate::transport::shm::copy_bytes(src, bytes.as_mut_ptr(), bytes.len()) };
+            self.parent.core.epoch.note_rma();
+            return Ok(());
+        }
         let at = self.at("get", disp, bytes.len())?;
         at.route.read(bytes)?;
         self.parent.core.epoch.note_rma();
