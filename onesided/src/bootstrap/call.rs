@@ -38,10 +38,14 @@ pub enum Call {
     SetNumNotify,
     /// Building or freeing an [`Alltoallv`](crate::Alltoallv) plan.
     Alltoallv,
+    /// Growing the control heap of a communicator's windows (during `create` or
+    /// `create_dynamic`): its own call, so that a process that grows while another does not
+    /// (their layouts differ) gets a mismatch instead of pairing with the creation.
+    ControlHeap,
 }
 
 impl Call {
-    const ALL: [Call; 15] = [
+    const ALL: [Call; 16] = [
         Call::Barrier,
         Call::Allgather,
         Call::Alltoall,
@@ -57,6 +61,7 @@ impl Call {
         Call::SetInfo,
         Call::SetNumNotify,
         Call::Alltoallv,
+        Call::ControlHeap,
     ];
 
     /// The call's name as users know it.
@@ -77,6 +82,7 @@ impl Call {
             Call::SetInfo => "set_info",
             Call::SetNumNotify => "set_num_notify",
             Call::Alltoallv => "alltoallv",
+            Call::ControlHeap => "control heap",
         }
     }
 

@@ -166,7 +166,7 @@ fn control_memory(
     let mut state = heap.lock();
     if state.pick(layout.total).is_none() {
         // Every process's state is the same, so all grow together.
-        let chunk = grow_heap(comm, call, layout.total.max(CHUNK_BYTES))?;
+        let chunk = grow_heap(comm, layout.total.max(CHUNK_BYTES))?;
         state.add_chunk(chunk);
     }
     let span = state
@@ -252,7 +252,8 @@ fn control_memory(
 
 /// Collective: a new chunk of at least `len` bytes for the control heap, created by rank 0
 /// and mapped by every process (its name removed once all have).
-fn grow_heap(comm: &Comm, call: Call, len: usize) -> Result<Segment> {
+fn grow_heap(comm: &Comm, len: usize) -> Result<Segment> {
+    let call = Call::ControlHeap;
     let len = len.next_multiple_of(PAGE);
     let mut name = Vec::new();
     let mut created = None;
