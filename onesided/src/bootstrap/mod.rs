@@ -48,6 +48,47 @@ pub(crate) fn one_entry_per_process(n: usize, arrays: &[&[usize]]) -> Result<()>
     Ok(())
 }
 
+/// [`Bootstrap::alltoallv_into`] through [`Bootstrap::alltoallv`]: the blocks are gathered
+/// into vectors, exchanged, and copied into place.
+pub(crate) fn alltoallv_into_by_copies<B: Bootstrap + ?Sized>(
+    boot: &B,
+    call: Call,
+    send: &[u8],
+    (send_counts, send_displs): (&[usize], &[usize]),
+    recv: &mut [u8],
+    (recv_counts, recv_displs): (&[usize], &[usize]),
+) -> Result<()> {
+    one_entry_per_process(
+        boot.size(),
+        &[send_counts, send_displs, recv_counts, recv_displs],
+    )?;
+    let blocks: Vec<&[u8]> = send_counts
+        .iter()
+        .zip(send_displs)
+        .map(|(&len, &at)| at.checked_add(len).and_then(|end| send.get(at..end)))
+        .collect::<Option<_>>()
+        .ok_or_else(|| {
+            Error::InvalidArgument("alltoallv: a send block leaves the buffer".into())
+        })?;
+    let got = boot.alltoallv(call, &blocks)?;
+    if let Some(p) = (0..got.len()).find(|&p| got[p].len() != recv_counts[p]) {
+        return Err(Error::InvalidArgument(format!(
+            "alltoallv: {} bytes arrived from rank {p}, {} expected",
+            got[p].len(),
+            recv_counts[p]
+        )));
+    }
+    for (block, &at) in got.iter().zip(recv_displs) {
+        at.checked_add(block.len())
+            .and_then(|end| recv.get_mut(at..end))
+            .ok_or_else(|| {
+                Error::InvalidArgument("alltoallv: a receive block leaves the buffer".into())
+            })?
+            .copy_from_slice(block);
+    }
+    Ok(())
+}
+
 /// Who this process is and how it talks to its peers out of band.
 ///
 /// Implementations must be usable from any thread, but collectives are called by one thread
@@ -89,35 +130,14 @@ pub trait Bootstrap: Send + Sync + Debug {
         recv_counts: &[usize],
         recv_displs: &[usize],
     ) -> Result<()> {
-        one_entry_per_process(
-            self.size(),
-            &[send_counts, send_displs, recv_counts, recv_displs],
-        )?;
-        let blocks: Vec<&[u8]> = send_counts
-            .iter()
-            .zip(send_displs)
-            .map(|(&len, &at)| at.checked_add(len).and_then(|end| send.get(at..end)))
-            .collect::<Option<_>>()
-            .ok_or_else(|| {
-                Error::InvalidArgument("alltoallv: a send block leaves the buffer".into())
-            })?;
-        let got = self.alltoallv(call, &blocks)?;
-        if let Some(p) = (0..got.len()).find(|&p| got[p].len() != recv_counts[p]) {
-            return Err(Error::InvalidArgument(format!(
-                "alltoallv: {} bytes arrived from rank {p}, {} expected",
-                got[p].len(),
-                recv_counts[p]
-            )));
-        }
-        for (block, &at) in got.iter().zip(recv_displs) {
-            at.checked_add(block.len())
-                .and_then(|end| recv.get_mut(at..end))
-                .ok_or_else(|| {
-                    Error::InvalidArgument("alltoallv: a receive block leaves the buffer".into())
-                })?
-                .copy_from_slice(block);
-        }
-        Ok(())
+        alltoallv_into_by_copies(
+            self,
+            call,
+            send,
+            (send_counts, send_displs),
+            recv,
+            (recv_counts, recv_displs),
+        )
     }
     /// `data` of `root` replaces `data` everywhere (lengths may differ before the call).
     fn bcast(&self, call: Call, root: usize, data: &mut Vec<u8>) -> Result<()>;

@@ -11,12 +11,13 @@ use crate::bootstrap::local::{
     OFF_BARRIER, OFF_HEADER, SLOT_TAGS, VERSION,
 };
 use crate::bootstrap::roster::{channel_id, PeerWatch, Roster};
-use crate::bootstrap::Bootstrap;
+use crate::bootstrap::{alltoallv_into_by_copies, one_entry_per_process, Bootstrap};
 use crate::error::{Error, Result};
 use crate::shm::barrier::Barrier;
 use crate::shm::heap::ControlHeap;
 use crate::shm::liveness;
 use crate::shm::segment::{random_job_id, Segment};
+use crate::transport::cma;
 
 /// Collective state of one process on one boot segment.
 #[derive(Debug)]
@@ -392,6 +393,95 @@ impl Bootstrap for LocalBootstrap {
                 return Ok(out);
             }
         }
+    }
+
+    /// Every process publishes where its send blocks are (pid, base address, and per
+    /// destination displacement and count) and pulls its own block from each peer with one
+    /// `process_vm_readv`, straight into `recv`; a last barrier keeps the send buffers
+    /// untouched until every process has read. One copy per block, where the slot exchange
+    /// of `alltoallv` makes three.
+    fn alltoallv_into(
+        &self,
+        call: Call,
+        send: &[u8],
+        send_counts: &[usize],
+        send_displs: &[usize],
+        recv: &mut [u8],
+        recv_counts: &[usize],
+        recv_displs: &[usize],
+    ) -> Result<()> {
+        let n = self.size;
+        let me = self.rank;
+        one_entry_per_process(n, &[send_counts, send_displs, recv_counts, recv_displs])?;
+        if 8 * (2 + 2 * n) > self.payload_size() {
+            return alltoallv_into_by_copies(
+                self,
+                call,
+                send,
+                (send_counts, send_displs),
+                recv,
+                (recv_counts, recv_displs),
+            );
+        }
+        let inside = |counts: &[usize], displs: &[usize], len: usize| {
+            counts
+                .iter()
+                .zip(displs)
+                .all(|(&c, &d)| d.checked_add(c).is_some_and(|end| end <= len))
+        };
+        let mut state = self.lock();
+        let tag = self.enter(&mut state, call);
+        // Relaxed: published by the barrier's release increments. A process whose send
+        // blocks leave its buffer publishes none (counts u64::MAX): its peers fail.
+        let valid = inside(send_counts, send_displs, send.len());
+        self.slot_word(me, 0)
+            .store(u64::from(std::process::id()), Ordering::Relaxed);
+        self.slot_word(me, 1)
+            .store(send.as_ptr() as u64, Ordering::Relaxed);
+        for j in 0..n {
+            self.slot_word(me, 2 + 2 * j)
+                .store(send_displs[j] as u64, Ordering::Relaxed);
+            let count = if valid {
+                send_counts[j] as u64
+            } else {
+                u64::MAX
+            };
+            self.slot_word(me, 3 + 2 * j)
+                .store(count, Ordering::Relaxed);
+        }
+        self.round_sync(&state, tag, 0)?;
+        let mut outcome = if inside(recv_counts, recv_displs, recv.len()) {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(
+                "alltoallv: a receive block leaves the buffer".into(),
+            ))
+        };
+        for j in 0..n {
+            if outcome.is_err() {
+                break;
+            }
+            // Relaxed: ordered by the barrier's acquire.
+            let word = |i: usize| self.slot_word(j, i).load(Ordering::Relaxed);
+            let (displ, count) = (word(2 + 2 * me) as usize, word(3 + 2 * me));
+            if count != recv_counts[j] as u64 {
+                outcome = Err(Error::InvalidArgument(format!(
+                    "alltoallv: rank {me} expects {} bytes from rank {j}, which sends {}",
+                    recv_counts[j], count as i64
+                )));
+                break;
+            }
+            let dst = &mut recv[recv_displs[j]..recv_displs[j] + recv_counts[j]];
+            outcome = if j == me {
+                dst.copy_from_slice(&send[displ..displ + dst.len()]);
+                Ok(())
+            } else {
+                cma::read(word(0) as i32, word(1) as usize + displ, dst)
+            };
+        }
+        // The senders' buffers stay untouched until every process has read.
+        self.sync(&state, tag)?;
+        outcome
     }
 
     fn bcast(&self, call: Call, root: usize, data: &mut Vec<u8>) -> Result<()> {
