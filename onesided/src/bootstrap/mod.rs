@@ -38,6 +38,14 @@ pub(crate) fn split_members(
     Some(members)
 }
 
+/// True when every block (`counts[p]` bytes at `displs[p]`) lies in a buffer of `len` bytes.
+pub(crate) fn blocks_inside(counts: &[usize], displs: &[usize], len: usize) -> bool {
+    counts
+        .iter()
+        .zip(displs)
+        .all(|(&c, &d)| d.checked_add(c).is_some_and(|end| end <= len))
+}
+
 /// Error unless every count or displacement array of an alltoallv has `n` entries.
 pub(crate) fn one_entry_per_process(n: usize, arrays: &[&[usize]]) -> Result<()> {
     if arrays.iter().any(|a| a.len() != n) {

@@ -19,7 +19,9 @@ use mpi::traits::Root;
 
 use crate::backoff::Backoff;
 use crate::bootstrap::roster::{channel_id, PeerWatch, Roster};
-use crate::bootstrap::{one_entry_per_process, Bootstrap, Call, CallTag, ThreadLevel};
+use crate::bootstrap::{
+    blocks_inside, one_entry_per_process, Bootstrap, Call, CallTag, ThreadLevel,
+};
 use crate::error::{Error, Result};
 use crate::shm::heap::ControlHeap;
 use crate::shm::segment::{random_job_id, random_u64, Segment, NAME_PREFIX};
@@ -114,14 +116,6 @@ fn displacements(counts: &[i32]) -> Result<Vec<i32>> {
 }
 
 /// Splits a concatenation back into per-rank parts.
-/// True when every block (`counts[p]` bytes at `displs[p]`) lies in a buffer of `len` bytes.
-fn blocks_inside(counts: &[usize], displs: &[usize], len: usize) -> bool {
-    counts
-        .iter()
-        .zip(displs)
-        .all(|(&c, &d)| d.checked_add(c).is_some_and(|end| end <= len))
-}
-
 fn split_parts(buf: &[u8], counts: &[i32]) -> Vec<Vec<u8>> {
     let mut at = 0;
     counts

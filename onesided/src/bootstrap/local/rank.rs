@@ -11,7 +11,7 @@ use crate::bootstrap::local::{
     OFF_BARRIER, OFF_HEADER, SLOT_TAGS, VERSION,
 };
 use crate::bootstrap::roster::{channel_id, PeerWatch, Roster};
-use crate::bootstrap::{alltoallv_into_by_copies, one_entry_per_process, Bootstrap};
+use crate::bootstrap::{alltoallv_into_by_copies, blocks_inside, one_entry_per_process, Bootstrap};
 use crate::error::{Error, Result};
 use crate::shm::barrier::Barrier;
 use crate::shm::heap::ControlHeap;
@@ -423,17 +423,11 @@ impl Bootstrap for LocalBootstrap {
                 (recv_counts, recv_displs),
             );
         }
-        let inside = |counts: &[usize], displs: &[usize], len: usize| {
-            counts
-                .iter()
-                .zip(displs)
-                .all(|(&c, &d)| d.checked_add(c).is_some_and(|end| end <= len))
-        };
         let mut state = self.lock();
         let tag = self.enter(&mut state, call);
         // Relaxed: published by the barrier's release increments. A process whose send
         // blocks leave its buffer publishes none (counts u64::MAX): its peers fail.
-        let valid = inside(send_counts, send_displs, send.len());
+        let valid = blocks_inside(send_counts, send_displs, send.len());
         self.slot_word(me, 0)
             .store(u64::from(std::process::id()), Ordering::Relaxed);
         self.slot_word(me, 1)
@@ -450,7 +444,7 @@ impl Bootstrap for LocalBootstrap {
                 .store(count, Ordering::Relaxed);
         }
         self.round_sync(&state, tag, 0)?;
-        let mut outcome = if inside(recv_counts, recv_displs, recv.len()) {
+        let mut outcome = if blocks_inside(recv_counts, recv_displs, recv.len()) {
             Ok(())
         } else {
             Err(Error::InvalidArgument(
