@@ -21,7 +21,6 @@ use crate::universe::identity;
 struct Registered {
     base: usize,
     len: usize,
-    name: String,
     tag: u64,
 }
 
@@ -31,11 +30,10 @@ fn registry() -> std::sync::MutexGuard<'static, Vec<Registered>> {
     REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Where a byte range lies inside the shared heap.
+/// Where a byte range lies inside the shared heap. Peers name the segment from the owner's
+/// job rank and this tag (`segment_name`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SharedLocation {
-    /// Segment name (for peers to map).
-    pub name: String,
     /// Random tag of the segment (last part of the name).
     pub tag: u64,
     /// Offset of the range inside the segment.
@@ -48,7 +46,6 @@ pub(crate) fn lookup(addr: usize, len: usize) -> Option<SharedLocation> {
         .iter()
         .find(|r| addr >= r.base && addr.saturating_add(len) <= r.base + r.len)
         .map(|r| SharedLocation {
-            name: r.name.clone(),
             tag: r.tag,
             offset: addr - r.base,
         })
@@ -105,7 +102,6 @@ impl<T: Pod> AllocMem<T> {
         registry().push(Registered {
             base: seg.as_ptr() as usize,
             len: seg.len(),
-            name: seg.name().to_owned(),
             tag: seg.tag(),
         });
         Ok(AllocMem {

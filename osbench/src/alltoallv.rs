@@ -243,18 +243,17 @@ fn slowest(comm: &Comm, secs: f64, ok: bool) -> BResult<f64> {
 /// before the timed loop). A round writes new send data untimed, then returns how long its
 /// exchange took ([`lap`]), so that every variant times the exchange alone.
 fn timed(comm: &Comm, p: &Params, mut round: impl FnMut() -> BResult<Duration>) -> BResult<f64> {
-    // One entry per call of the loop: measure's warm-up, then its timed run.
-    let mut runs: Vec<(Duration, u64)> = Vec::new();
+    // Overwritten by each call of the loop: measure's warm-up, then its timed run.
+    let mut last = (Duration::ZERO, 0u64);
     measure(comm, p, |iters| {
         let mut spent = Duration::ZERO;
         for _ in 0..iters {
             spent += round()?;
         }
-        runs.push((spent, iters));
+        last = (spent, iters);
         Ok(())
     })?;
-    let (spent, iters) = runs.last().copied().unwrap_or_default();
-    Ok(spent.as_secs_f64() / iters.max(1) as f64)
+    Ok(last.0.as_secs_f64() / last.1.max(1) as f64)
 }
 
 /// How long `exchange` took.

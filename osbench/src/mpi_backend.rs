@@ -196,12 +196,11 @@ impl Backend for MpiBackend {
         ) -> c_int;
         let Some((sym, name)) = [c"MPI_Alltoallv_init", c"MPIX_Alltoallv_init"]
             .into_iter()
-            // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches the loaded MPI.
             .map(|name| {
-                (
-                    unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) },
-                    name,
-                )
+                // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches the
+                // loaded MPI.
+                let sym = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
+                (sym, name)
             })
             .find(|(sym, _)| !sym.is_null())
         else {
@@ -217,7 +216,8 @@ impl Backend for MpiBackend {
             c_ints(recvcounts),
             c_ints(rdispls),
         );
-        let mut request: ffi::MPI_Request = unsafe { std::mem::zeroed() };
+        // SAFETY: reads the link-time constant of the MPI library.
+        let mut request = unsafe { ffi::RSMPI_REQUEST_NULL };
         let send_ptr = send.as_mut_ptr();
         // SAFETY: as for MPI_Alltoallv; the buffers and count arrays outlive the request,
         // which is freed below before this function returns.

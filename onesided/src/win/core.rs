@@ -90,25 +90,26 @@ impl PeerMapping {
         if let Some(p) = self.mapped() {
             return Ok(p);
         }
-        let mut seg = self.segment.lock().unwrap_or_else(|e| e.into_inner());
-        if seg.is_none() {
-            let s = Segment::open(&self.name)?;
-            if self
-                .offset
-                .checked_add(bytes)
-                .is_none_or(|end| end > s.len())
-            {
-                return Err(crate::error::Error::Bootstrap(format!(
-                    "window memory at {} (+{bytes} bytes) lies outside its {}-byte segment",
-                    self.offset,
-                    s.len()
-                )));
+        let mut slot = self.segment.lock().unwrap_or_else(|e| e.into_inner());
+        let seg = match &mut *slot {
+            Some(seg) => seg,
+            empty => {
+                let s = Segment::open(&self.name)?;
+                if self
+                    .offset
+                    .checked_add(bytes)
+                    .is_none_or(|end| end > s.len())
+                {
+                    return Err(crate::error::Error::Bootstrap(format!(
+                        "window memory at {} (+{bytes} bytes) lies outside its {}-byte segment",
+                        self.offset,
+                        s.len()
+                    )));
+                }
+                empty.insert(s)
             }
-            *seg = Some(s);
-        }
-        let p = seg.as_ref().map_or(std::ptr::null_mut(), |s| {
-            s.as_ptr().wrapping_add(self.offset)
-        });
+        };
+        let p = seg.as_ptr().wrapping_add(self.offset);
         self.direct.store(p, Ordering::Release);
         Ok(p)
     }

@@ -214,13 +214,13 @@ fn control_memory(
         v.extend([p, !p]);
     }
     let reduced = comm.allreduce_for(call, &mut v, ReduceOp::Max);
-    if reduced.is_ok() {
+    let reduced_ok = reduced.is_ok();
+    if reduced_ok {
         // Every process has entered this creation, so it left every earlier free.
         state.take(span);
         state.recycle();
     }
     let same = |i: usize| v[i] == !v[i + 1];
-    let reduced_ok = reduced.is_ok();
     let outcome = match reduced {
         Err(e) => Err(e),
         Ok(()) => match prior {
