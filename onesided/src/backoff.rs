@@ -48,6 +48,9 @@ pub(crate) struct Backoff {
     yielding_since: Option<Instant>,
     /// Sleeps so far (each doubles the next, up to the cap).
     sleeps: u32,
+    /// Marks this process attentive to request rings while the wait polls (not while it
+    /// sleeps): origins then hand it requests rather than use system calls.
+    attending: Option<crate::attention::Attending>,
 }
 
 impl Backoff {
@@ -58,11 +61,27 @@ impl Backoff {
 
     /// Start over after progress was made.
     pub(crate) fn reset(&mut self) {
-        *self = Backoff::default();
+        self.round = 0;
+        self.yielding_since = None;
+        self.sleeps = 0;
+    }
+
+    /// Serves requests posted to this process (transport::ring) and marks it attentive
+    /// until this wait ends or sleeps. Every wait loop calls it, through `snooze` or, if
+    /// it waits otherwise, directly.
+    #[inline]
+    pub(crate) fn attend(&mut self) {
+        if crate::attention::any_server() {
+            if self.attending.is_none() {
+                self.attending = crate::attention::Attending::begin();
+            }
+            crate::attention::serve_pending();
+        }
     }
 
     /// Wait a little; each call waits at least as long as the previous one, up to a cap.
     pub(crate) fn snooze(&mut self) {
+        self.attend();
         if self.round < SPIN_ROUNDS {
             for _ in 0..(1u32 << self.round) {
                 std::hint::spin_loop();
@@ -75,6 +94,8 @@ impl Backoff {
         if since.elapsed() < budget {
             rustix::thread::sched_yield();
         } else {
+            // Asleep, the process serves nobody: origins should not wait for it.
+            self.attending = None;
             std::thread::sleep((FIRST_SLEEP * (1 << self.sleeps.min(8))).min(MAX_SLEEP));
             self.sleeps += 1;
         }

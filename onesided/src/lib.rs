@@ -41,6 +41,7 @@
 #![warn(missing_docs)]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod attention;
 mod backoff;
 pub mod bootstrap;
 mod coll;

@@ -292,6 +292,7 @@ impl MpiBootstrap {
                 return Err(e);
             }
             if self.attentive {
+                backoff.attend();
                 rustix::thread::sched_yield();
             } else {
                 backoff.snooze();

@@ -29,13 +29,14 @@ use crate::error::{Error, Result};
 use crate::layout::{check_match, pieces, Layout};
 use crate::rma::atomic::{AccElement, ElemType, Op};
 use crate::rma::check_within;
+use crate::transport::ring::Kind;
 use crate::transport::{Located, Route};
 use crate::win::control::ACC_STRIPES;
 use crate::win::core::{Flags, WinCore};
 use crate::win::Window;
 
 /// Bytes per lock stripe when the window sets no granularity.
-const DEFAULT_GRANULE: usize = 64;
+pub(crate) const DEFAULT_GRANULE: usize = 64;
 
 /// A held accumulate lock stripe; released on drop.
 struct StripeGuard<'a>(&'a AtomicU64);
@@ -136,7 +137,7 @@ impl WinCore {
 
     /// Granule in bytes for `size`-byte elements; 0 means "element-wise CPU atomics".
     #[inline(always)]
-    fn granule(&self, size: usize) -> usize {
+    pub(crate) fn granule(&self, size: usize) -> usize {
         // A granule beyond any address range acts like one granule for the whole window;
         // the cap keeps the rounding below from overflowing for absurd hint values.
         // Relaxed: set by set_info, a collective this window's caller made before.
@@ -148,6 +149,31 @@ impl WinCore {
             0
         } else {
             g.next_multiple_of(size)
+        }
+    }
+
+    /// An accumulate-type request for `origin.len()` elements of `E` at `addr` (stripe key
+    /// `key`).
+    pub(crate) fn acc_request<E: AccElement>(
+        &self,
+        kind: Kind,
+        addr: usize,
+        key: usize,
+        op: Op,
+        bytes: usize,
+    ) -> crate::transport::ring::Request {
+        let size = std::mem::size_of::<E>();
+        crate::transport::ring::Request {
+            kind,
+            elem: E::TYPE,
+            op,
+            addr,
+            len: bytes,
+            key,
+            granule: match self.granule(size) {
+                0 => DEFAULT_GRANULE.next_multiple_of(size),
+                g => g,
+            },
         }
     }
 
@@ -263,6 +289,23 @@ impl WinCore {
         if flags.intrinsic() {
             return Err(self.not_intrinsic::<E>(target, &loc));
         }
+        let bytes = std::mem::size_of_val(origin);
+        if let Route::Cma { addr, .. } = loc.route {
+            if let Some(rings) = self.ring_toward(target, bytes) {
+                return match result {
+                    Some(out) => {
+                        let req = self.acc_request::<E>(Kind::FetchAcc, addr, loc.key, op, bytes);
+                        let out: &mut [u8] = bytemuck::cast_slice_mut(out);
+                        self.ring_call(rings, target, &req, bytemuck::cast_slice(origin), out, flags)
+                    }
+                    None => {
+                        let req = self.acc_request::<E>(Kind::Acc, addr, loc.key, op, bytes);
+                        self.ring_post(rings, target, &req, bytemuck::cast_slice(origin), flags)
+                    }
+                };
+            }
+        }
+        self.ring_gate(target)?;
         let granule = match self.granule(size) {
             0 => DEFAULT_GRANULE.next_multiple_of(size),
             g => g,
@@ -316,6 +359,22 @@ impl WinCore {
             return Err(self.not_intrinsic::<E>(target, &loc));
         }
         let size = std::mem::size_of::<E>();
+        if let Route::Cma { addr, .. } = loc.route {
+            if let Some(rings) = self.ring_toward(target, 2 * size) {
+                let req = self.acc_request::<E>(Kind::Cas, addr, loc.key, Op::Replace, 2 * size);
+                let mut old = [E::zeroed()];
+                self.ring_call(
+                    rings,
+                    target,
+                    &req,
+                    bytemuck::cast_slice(&[compare, value]),
+                    bytemuck::cast_slice_mut(&mut old),
+                    flags,
+                )?;
+                return Ok(old[0]);
+            }
+        }
+        self.ring_gate(target)?;
         let granule = match self.granule(size) {
             0 => DEFAULT_GRANULE.next_multiple_of(size),
             g => g,

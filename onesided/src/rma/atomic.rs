@@ -117,6 +117,20 @@ pub enum ElemType {
 }
 
 impl ElemType {
+    /// Every element type (their positions are the codes request rings carry).
+    pub(crate) const ALL: [ElemType; 10] = [
+        ElemType::I8,
+        ElemType::I16,
+        ElemType::I32,
+        ElemType::I64,
+        ElemType::U8,
+        ElemType::U16,
+        ElemType::U32,
+        ElemType::U64,
+        ElemType::F32,
+        ElemType::F64,
+    ];
+
     /// True for the integer types.
     pub fn is_integer(self) -> bool {
         !matches!(self, ElemType::F32 | ElemType::F64)
@@ -392,4 +406,54 @@ mod tests {
         check::<f32>(1.25, -3.5);
         check::<f64>(2.5, 0.125);
     }
+}
+
+/// Runs `$body` with `$E` bound to the Rust type of the runtime element type `$ty`.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_elem_type {
+    ($ty:expr, $E:ident => $body:expr) => {
+        match $ty {
+            $crate::ElemType::I8 => {
+                type $E = i8;
+                $body
+            }
+            $crate::ElemType::I16 => {
+                type $E = i16;
+                $body
+            }
+            $crate::ElemType::I32 => {
+                type $E = i32;
+                $body
+            }
+            $crate::ElemType::I64 => {
+                type $E = i64;
+                $body
+            }
+            $crate::ElemType::U8 => {
+                type $E = u8;
+                $body
+            }
+            $crate::ElemType::U16 => {
+                type $E = u16;
+                $body
+            }
+            $crate::ElemType::U32 => {
+                type $E = u32;
+                $body
+            }
+            $crate::ElemType::U64 => {
+                type $E = u64;
+                $body
+            }
+            $crate::ElemType::F32 => {
+                type $E = f32;
+                $body
+            }
+            $crate::ElemType::F64 => {
+                type $E = f64;
+                $body
+            }
+        }
+    };
 }

@@ -17,6 +17,7 @@ pub(crate) mod accumulate;
 pub mod atomic;
 pub(crate) mod notify;
 mod request;
+mod served;
 
 use std::sync::atomic::Ordering;
 
@@ -25,7 +26,7 @@ use bytemuck::Pod;
 use crate::error::{Error, Result};
 use crate::layout::{check_match, pieces, Layout};
 use crate::progress::{Step, SyncOp};
-use crate::transport::{self, combine, Route};
+use crate::transport::{self, combine, ring, Route};
 use crate::win::core::{Flags, HandleFlags, WinCore};
 use crate::win::Window;
 
@@ -51,6 +52,7 @@ impl SyncOp<WinCore> for DeferredPut {
         // Located again now: a dynamic window's regions may have changed since the call
         // (the call already reported any error it could see then).
         let at = core.locate("put", self.target, self.disp, self.data.len())?;
+        core.ring_gate(self.target)?;
         at.route.write(&self.data)?;
         core.recycle_copy(std::mem::take(&mut self.data));
         Ok(Step::Done)
@@ -82,11 +84,20 @@ impl WinCore {
         if self.may_defer(target, src.len()) {
             return self.defer_put(src, target, disp).map(drop);
         }
-        match self.resolve("put", target, disp, src.len())?.route {
+        let route = self.resolve("put", target, disp, src.len())?.route;
+        if let Route::Cma { addr, .. } = route {
+            if let Some(rings) = self.ring_toward(target, src.len()) {
+                let req = served::byte_request(ring::Kind::Put, addr, src.len());
+                return self.ring_post(rings, target, &req, src, flags);
+            }
+        }
+        match route {
             Route::Cma { pid, addr } if src.len() <= combine::STAGE_MAX_PUT => {
+                self.ring_gate(target)?;
                 self.stage_put(pid, addr, src)?
             }
             route => {
+                self.ring_gate(target)?;
                 // A put that is not staged would overtake the staged ones; only
                 // `mpi_win_order` promises it will not (two puts to the same bytes in one
                 // epoch are otherwise conflicting, and which lands last unspecified).
@@ -192,6 +203,13 @@ impl WinCore {
         flags: Flags,
     ) -> Result<()> {
         let route = self.resolve("get", target, disp, dst.len())?.route;
+        if let Route::Cma { addr, .. } = route {
+            if let Some(rings) = self.ring_toward(target, dst.len()) {
+                let req = served::byte_request(ring::Kind::Get, addr, dst.len());
+                return self.ring_call(rings, target, &req, &[], dst, flags);
+            }
+        }
+        self.ring_gate(target)?;
         // Staged puts go first: they reach memory in issue order.
         self.drain_before_op(flags)?;
         route.read(dst)?;
@@ -270,6 +288,7 @@ impl<T: Pod> Window<T> {
         let base = self
             .core
             .resolve_layout("put", target, disp, target_layout)?;
+        self.core.ring_gate(target)?;
         self.core.drain_before_op(self.flags.get())?;
         let list: Vec<(usize, usize, usize)> =
             pieces([origin_layout.blocks(), target_layout.blocks()])
@@ -297,6 +316,7 @@ impl<T: Pod> Window<T> {
         let base = self
             .core
             .resolve_layout("get", target, disp, target_layout)?;
+        self.core.ring_gate(target)?;
         self.core.drain_before_op(self.flags.get())?;
         let list: Vec<(usize, usize, usize)> =
             pieces([origin_layout.blocks(), target_layout.blocks()])

@@ -53,6 +53,7 @@ struct DeferredGet {
 impl SyncOp<WinCore> for DeferredGet {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         let at = core.locate("rget", self.target, self.disp, self.len)?;
+        core.ring_gate(self.target)?;
         let mut bytes = vec![0u8; self.len];
         at.route.read(&mut bytes)?;
         *lock(&self.slot) = Some(bytes);
@@ -209,6 +210,7 @@ impl<T: Pod> Window<T> {
         let at = self.core.resolve("rrput", target, disp, bytes.len())?;
         // This thread's staged puts were issued first; with mpi_win_order and process
         // scope, every thread's.
+        self.core.ring_gate(target)?;
         self.core.drain_before_op(self.flags.get())?;
         at.route.write(bytes)?;
         self.core.epoch.note_rma();
@@ -237,8 +239,10 @@ impl<T: AccElement> Window<T> {
                 .defer_accumulate(origin, target, disp, op, self.flags.get())?;
             return Ok(Request::started(&self.core, ticket));
         }
-        // Accumulates are never staged: done at the target when the call returns.
+        // Accumulates are never staged.
         self.accumulate(origin, target, disp, op)?;
+        // An update handed to the target's ring is done once the ring is empty.
+        self.core.ring_gate(target)?;
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         Ok(Request::done())
     }

@@ -11,6 +11,7 @@
 
 pub(crate) mod cma;
 pub(crate) mod combine;
+pub(crate) mod ring;
 pub(crate) mod shm;
 
 use crate::error::Result;

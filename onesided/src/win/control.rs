@@ -106,6 +106,8 @@ pub(crate) struct ControlLayout {
     pub stripes_off: usize,
     pub regions_off: usize,
     pub region_cap: usize,
+    /// Offset of the rank's request-ring area in its block (transport::ring), if any.
+    pub rings_off: Option<usize>,
     pub data_off: usize,
     pub total: usize,
 }
@@ -114,6 +116,11 @@ impl ControlLayout {
     /// Layout for `n` ranks, `region_cap` dynamic regions per rank and `data_bytes` of
     /// window memory.
     pub(crate) fn new(n: usize, region_cap: usize, data_bytes: usize) -> Self {
+        Self::with_rings(n, region_cap, data_bytes, false)
+    }
+
+    /// Like [`ControlLayout::new`], with a request-ring area in every block when `rings`.
+    pub(crate) fn with_rings(n: usize, region_cap: usize, data_bytes: usize, rings: bool) -> Self {
         let line = std::mem::align_of::<CachePadded<AtomicU64>>();
         let barrier = BarrierLayout::new(n);
         let barrier_off = std::mem::size_of::<WinHeader>();
@@ -121,8 +128,13 @@ impl ControlLayout {
         let posts_off = std::mem::size_of::<RankControl>();
         let stripes_off = (posts_off + n * 8).next_multiple_of(64);
         let regions_off = stripes_off + ACC_STRIPES * 8;
-        let block_stride =
+        let regions_end =
             (regions_off + region_cap * std::mem::size_of::<RegionSlot>()).next_multiple_of(line);
+        let rings_off = rings.then_some(regions_end);
+        let block_stride = match rings_off {
+            Some(off) => (off + crate::transport::ring::area_bytes(n)).next_multiple_of(line),
+            None => regions_end,
+        };
         let data_off = (blocks_off + n * block_stride).next_multiple_of(PAGE);
         ControlLayout {
             n,
@@ -134,6 +146,7 @@ impl ControlLayout {
             stripes_off,
             regions_off,
             region_cap,
+            rings_off,
             data_off,
             // Saturating: a total beyond the address space fails at segment creation.
             total: data_off.saturating_add(data_bytes),
@@ -247,6 +260,13 @@ impl Control {
                 )
                 .cast::<RegionSlot>()
         }
+    }
+
+    /// Start of rank 0's request-ring area and the distance between two ranks' areas.
+    pub(crate) fn rings(&self) -> Option<(*mut u8, usize)> {
+        let off = self.layout.rings_off?;
+        // SAFETY: block 0's ring area lies inside the mapping (with_rings sized the block).
+        Some((unsafe { self.base.add(self.layout.blocks_off + off) }, self.layout.block_stride))
     }
 
     /// Start of the fence barrier's counters.

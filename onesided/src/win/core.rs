@@ -234,6 +234,9 @@ pub(crate) struct WinCore {
     pub(crate) spare_copies: Mutex<Vec<Vec<u8>>>,
     /// Peers' shared-heap memory of `create` windows, mapped at the first access.
     pub(crate) peer_mappings: Vec<PeerMapping>,
+    /// Request rings toward targets whose memory is reached by cross-memory attach
+    /// (`create` windows over ordinary memory), and this process's side as their server.
+    pub(crate) rings: Option<crate::transport::ring::Rings>,
     /// The node segment or control block; the pointers above point into it.
     pub(crate) _segment: crate::win::control::ControlMemory,
 }
@@ -349,7 +352,8 @@ impl WinCore {
     /// before it signals completion.
     #[inline]
     pub(crate) fn drain_staged(&self) -> Result<()> {
-        self.staged.drain_all()
+        self.staged.drain_all()?;
+        self.complete_rings()
     }
 
     /// Writes the staged puts a flush through a handle with `flags` must complete: the
@@ -360,10 +364,13 @@ impl WinCore {
             // Other threads' pieces stay staged; the caller did not set the flush cache
             // (check_flush_uncached), so the next flush — maybe of process scope, through a
             // duplicate — still takes the path that drains them.
-            self.staged.drain_own()
+            self.staged.drain_own()?;
         } else {
-            self.staged.drain_all()
+            self.staged.drain_all()?;
         }
+        // Requests in rings: their order is the ring's, so a flush of either scope waits
+        // for the ones posted before it, other threads' included.
+        self.complete_rings()
     }
 
     /// Writes the staged puts that must land before an operation (get, accumulate,

@@ -306,6 +306,12 @@ fn assemble(
     let barrier = unsafe { Barrier::new(ctrl.barrier_base(), layout.barrier, comm.rank()) };
     let targets = targets(&ctrl);
     let local = local(&ctrl);
+    // This process serves requests when its memory is reached by cross-memory attach.
+    let served = match &targets {
+        Targets::Table(t) => t.get(comm.rank()).is_some_and(|r| !r.shared && r.bytes > 0),
+        _ => false,
+    };
+    let rings = make_rings(comm, &ctrl, &local, served);
     WinCore {
         rank: comm.rank(),
         size: comm.size(),
@@ -333,8 +339,29 @@ fn assemble(
         staged: Default::default(),
         notify: Default::default(),
         peer_mappings,
+        rings,
         _segment: segment,
     }
+}
+
+/// The request rings of a window whose layout has them (transport::ring).
+fn make_rings(
+    comm: &Comm,
+    ctrl: &Control,
+    local: &LocalRegion,
+    served: bool,
+) -> Option<crate::transport::ring::Rings> {
+    let (base, stride) = ctrl.rings()?;
+    let me = comm.rank();
+    let serve = served.then(|| {
+        let stripes: *const std::sync::atomic::AtomicU64 = ctrl.stripe(me, 0);
+        let stripes = (stripes, crate::win::control::ACC_STRIPES);
+        (local.base as usize, local.bytes, stripes, comm.clone())
+    });
+    // SAFETY: the ring areas lie in the control memory, zeroed by each owner before the
+    // creation's agreement and kept mapped by the WinCore, whose `rings` field drops before
+    // its `_segment`; the local memory and the stripes live as long as the window.
+    Some(unsafe { crate::transport::ring::Rings::new(base, stride, comm.size(), me, serve) })
 }
 
 /// MPI_Win_allocate / MPI_Win_allocate_shared.
@@ -595,7 +622,11 @@ pub(crate) fn create(
         });
     }
     let prior = Ok(());
-    let layout = ControlLayout::new(comm.size(), 0, 0);
+    // Request rings when some rank's memory is reached by cross-memory attach (every rank
+    // has the same table, so all agree on the layout).
+    let rings = comm.size() <= crate::transport::ring::MAX_RANKS
+        && table.iter().any(|r| !r.shared && r.bytes > 0);
+    let layout = ControlLayout::with_rings(comm.size(), 0, 0, rings);
     let gran = hints.accumulate_granularity as u64;
     let segment = control_memory(comm, call, &layout, &[gran], prior)?;
     Ok(assemble(

@@ -304,6 +304,7 @@ impl<T: Pod> Window<T> {
         let at = self.core.resolve(OP, target, disp, bytes.len())?;
         // Never staged: this put must be in place before its count. The thread's staged
         // puts were issued first and go first (with mpi_win_order, every thread's).
+        self.core.ring_gate(target)?;
         self.core.drain_before_op(self.flags.get())?;
         at.route.write(bytes)?;
         self.core.epoch.note_rma();
@@ -348,6 +349,8 @@ impl<T: AccElement> Window<T> {
         let loc = self.core.resolve(OP, target, disp, bytes)?;
         self.core
             .acc_run(target, loc, origin, op, None, self.flags.get())?;
+        // An update handed to the target's ring must be done before it is counted.
+        self.core.ring_gate(target)?;
         self.core.epoch.note_rma();
         self.core.notify_arrival(OP, target, idx)
     }

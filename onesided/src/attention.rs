@@ -1,0 +1,121 @@
+//! Attention: which of this process's threads wait inside the library, and the work they
+//! do for other processes meanwhile.
+//!
+//! Parts of the library that other processes hand work to (the request rings of
+//! `transport::ring`) register a [`Served`] here. Every wait loop of the library (through
+//! `backoff::Backoff`) calls [`serve_pending`] and holds an [`Attending`] while it polls,
+//! which counts it in every registered attention word: origins read that word to decide
+//! whether the target will pick their request up soon.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
+
+/// Work other processes hand to this one.
+pub(crate) trait Served: Send + Sync {
+    /// The shared word origins read: how many threads of this process attend right now.
+    fn attention(&self) -> &AtomicU64;
+    /// Does the work handed over so far (must not block for long).
+    fn serve(&self);
+}
+
+/// Every server of this process.
+static SERVERS: RwLock<Vec<Arc<dyn Served>>> = RwLock::new(Vec::new());
+/// `SERVERS.len()`, read without the lock by every wait.
+static SERVER_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Threads of this process inside an [`Attending`] wait.
+static ATTENDING: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// True while this thread serves (an executor's own waits must not serve again).
+    static SERVING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Serves `server` from every wait of this process from now on.
+pub(crate) fn register(server: &Arc<dyn Served>) {
+    let mut list = SERVERS.write().unwrap_or_else(PoisonError::into_inner);
+    // Relaxed: under the lock every attending thread takes to change the count.
+    let attending = ATTENDING.load(Ordering::Relaxed) as u64;
+    // Relaxed: the area is published to peers by the window creation's agreement.
+    server.attention().store(attending, Ordering::Relaxed);
+    list.push(Arc::clone(server));
+    // Relaxed: a hint for the waits' fast check.
+    SERVER_COUNT.store(list.len(), Ordering::Relaxed);
+}
+
+/// Stops serving `server`; returns once no thread serves it any more.
+pub(crate) fn unregister(server: &Arc<dyn Served>) {
+    let mut list = SERVERS.write().unwrap_or_else(PoisonError::into_inner);
+    list.retain(|s| !Arc::ptr_eq(s, server));
+    // Relaxed: see register.
+    SERVER_COUNT.store(list.len(), Ordering::Relaxed);
+}
+
+/// Does the work handed to this process. Called by every wait of the library.
+#[inline]
+pub(crate) fn serve_pending() {
+    // Relaxed: a window registered meanwhile is served by the next call.
+    if SERVER_COUNT.load(Ordering::Relaxed) == 0 {
+        return;
+    }
+    serve_slow();
+}
+
+#[inline(never)]
+fn serve_slow() {
+    if SERVING.with(|s| s.replace(true)) {
+        return;
+    }
+    {
+        let list = SERVERS.read().unwrap_or_else(PoisonError::into_inner);
+        for server in list.iter() {
+            server.serve();
+        }
+    }
+    SERVING.with(|s| s.set(false));
+}
+
+/// Marks this process attentive (a thread of it waits inside the library and serves)
+/// while it lives. Waits create one when they start to wait and drop it when they go to
+/// sleep or return.
+#[derive(Debug)]
+pub(crate) struct Attending(());
+
+impl Attending {
+    /// `None` inside an executor (which holds the registry's lock and must not take it
+    /// again).
+    pub(crate) fn begin() -> Option<Attending> {
+        if SERVING.with(Cell::get) {
+            return None;
+        }
+        let list = SERVERS.read().unwrap_or_else(PoisonError::into_inner);
+        // Relaxed: changes under the lock (read side: every change of the words below is
+        // one atomic RMW; register stores the count under the write side).
+        ATTENDING.fetch_add(1, Ordering::Relaxed);
+        for server in list.iter() {
+            // Relaxed: a hint for origins.
+            server.attention().fetch_add(1, Ordering::Relaxed);
+        }
+        Some(Attending(()))
+    }
+}
+
+impl Drop for Attending {
+    fn drop(&mut self) {
+        let list = SERVERS.read().unwrap_or_else(PoisonError::into_inner);
+        // Relaxed: see begin.
+        ATTENDING.fetch_sub(1, Ordering::Relaxed);
+        for server in list.iter() {
+            // Relaxed: see begin. A server registered after our begin was initialised with
+            // our count included, so every server sees one decrement per increment.
+            server.attention().fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// True when something is registered (waits then serve and mark themselves attentive).
+#[inline]
+pub(crate) fn any_server() -> bool {
+    // Relaxed: a hint.
+    SERVER_COUNT.load(Ordering::Relaxed) != 0
+}

@@ -1,0 +1,141 @@
+//! Which path an operation on memory reached by cross-memory attach takes: a request the
+//! target serves (transport::ring) or a system call of the origin's own.
+//!
+//! An operation goes through the target's ring when the target waits inside the library
+//! right now, or when earlier requests to it are still in its ring (so that it lands after
+//! them: rings execute in order). Otherwise — and for operations too large for a ring — it
+//! first waits until the ring toward that target is empty (the *ring gate*), then uses
+//! cross-memory attach. Both paths take the target's accumulate lock stripes, so
+//! accumulates stay element-wise atomic whichever path each one takes, and every ordering
+//! MPI promises (accumulates to the same location; everything with `mpi_win_order`) holds
+//! across them.
+
+use std::sync::atomic::AtomicU64;
+
+use crate::error::Result;
+use crate::rma::atomic::{ElemType, Op};
+use crate::transport::ring::{Fallback, Kind, Request, Rings, MAX_PAYLOAD};
+use crate::transport::Route;
+use crate::win::core::{Flags, Targets, WinCore};
+
+impl WinCore {
+    /// The rings, if `target` should get the next request of `bytes` payload through its
+    /// ring.
+    #[inline]
+    pub(crate) fn ring_toward(&self, target: usize, bytes: usize) -> Option<&Rings> {
+        let rings = self.rings.as_ref()?;
+        (bytes <= MAX_PAYLOAD && (rings.attentive(target) || rings.outstanding(target)))
+            .then_some(rings)
+    }
+
+    /// Runs `f` with what this process needs to execute requests to `target` itself.
+    fn with_fallback<R>(&self, target: usize, f: impl FnOnce(&Fallback<'_>) -> R) -> Option<R> {
+        let pid = match &self.targets {
+            Targets::Table(t) => match t.get(target)?.route {
+                Route::Cma { pid, .. } => pid,
+                Route::Direct(_) => return None,
+            },
+            _ => return None,
+        };
+        let stripe =
+            |i: usize| -> &AtomicU64 { self.ctrl.stripe(target, i % crate::win::control::ACC_STRIPES) };
+        let aborted = || self.comm.aborted();
+        Some(f(&Fallback {
+            pid,
+            stripe: &stripe,
+            aborted: &aborted,
+        }))
+    }
+
+    /// The ring gate: before an operation toward `target` that does not go through its
+    /// ring touches its memory, every request to it already in the ring is executed.
+    #[inline]
+    pub(crate) fn ring_gate(&self, target: usize) -> Result<()> {
+        match &self.rings {
+            Some(rings) if rings.outstanding(target) => self
+                .with_fallback(target, |fb| rings.complete_all_to(target, fb))
+                .unwrap_or(Ok(())),
+            _ => Ok(()),
+        }
+    }
+
+    /// Every request this process posted to any target is executed when this returns
+    /// (every completion point: flush, unlock, fence, complete).
+    #[inline]
+    pub(crate) fn complete_rings(&self) -> Result<()> {
+        match &self.rings {
+            Some(rings) if rings.dirty() => self.complete_rings_slow(rings),
+            _ => Ok(()),
+        }
+    }
+
+    #[inline(never)]
+    fn complete_rings_slow(&self, rings: &Rings) -> Result<()> {
+        // The fallbacks borrow closures per target: complete each target in its own scope.
+        let mut result = Ok(());
+        rings.complete_everything(|target| {
+            if let Some(Err(e)) =
+                self.with_fallback(target, |fb| rings.complete_all_to(target, fb))
+            {
+                result = Err(e);
+            }
+        });
+        result
+    }
+
+    /// Posts a request without result (put, accumulate) to `target`'s ring.
+    pub(crate) fn ring_post(
+        &self,
+        rings: &Rings,
+        target: usize,
+        req: &Request,
+        data: &[u8],
+        flags: Flags,
+    ) -> Result<()> {
+        // This thread's staged puts were issued first.
+        self.drain_before_op(flags)?;
+        self.with_fallback(target, |fb| rings.post(target, req, data, fb))
+            .unwrap_or_else(|| Err(not_ringed()))?;
+        // The inlined flush goes straight to its fence: make it take the path that waits
+        // for rings.
+        self.epoch.forget_flush_cache();
+        self.epoch.note_rma();
+        Ok(())
+    }
+
+    /// Sends a request with result (get, fetching accumulate, compare-and-swap) through
+    /// `target`'s ring and waits for it.
+    pub(crate) fn ring_call(
+        &self,
+        rings: &Rings,
+        target: usize,
+        req: &Request,
+        data: &[u8],
+        out: &mut [u8],
+        flags: Flags,
+    ) -> Result<()> {
+        self.drain_before_op(flags)?;
+        self.with_fallback(target, |fb| rings.call(target, req, data, out, fb))
+            .unwrap_or_else(|| Err(not_ringed()))?;
+        self.epoch.note_rma();
+        Ok(())
+    }
+}
+
+/// A plain byte request (put, get).
+pub(crate) fn byte_request(kind: Kind, addr: usize, len: usize) -> Request {
+    Request {
+        kind,
+        elem: ElemType::U8,
+        op: Op::Replace,
+        addr,
+        len,
+        key: 0,
+        granule: 0,
+    }
+}
+
+#[cold]
+fn not_ringed() -> crate::error::Error {
+    crate::error::Error::InvalidArgument("target has no request ring".into())
+}

@@ -1,0 +1,789 @@
+//! Request rings: operations on memory reached by cross-memory attach, carried out by the
+//! target itself while it is inside the library.
+//!
+//! One `process_vm_writev` costs 0.5–2.4 µs depending on the machine, and an accumulate on
+//! such memory needs two of them under a lock stripe. A target that waits inside onesided
+//! (in a flush, a barrier, a lock: where latency benchmarks and most applications wait) can
+//! do the same work with plain loads and stores in a tenth of the time, as MPICH's
+//! shared-memory active messages do. Unlike those, an origin never depends on it: a
+//! request the target does not pick up within [`PICKUP_WAIT`] is claimed back and done by
+//! cross-memory attach, and a target that is not waiting is not asked at all.
+//!
+//! **Layout.** Every rank of a window with rings owns, in its control block, one *area*: an
+//! attention word (how many of its threads wait inside the library right now) and one
+//! ring per origin. A ring is three counters on lines of their own — `tail` (slots
+//! reserved by the origin's threads), `head` (slots claimed for execution), `served` (slots
+//! executed, in order) — and [`SLOTS`] slots of 64 bytes. A request fills 1–[`MAX_SLOTS`]
+//! consecutive slots: a 40-byte header in the first (state, kind, address, stripe key,
+//! granule) and its payload (put data, get result, accumulate operands and results) after
+//! it. A request never wraps around the end; the slots before the end are then filled by a
+//! padding request.
+//!
+//! **Slot states** (`lap << 2 | phase`, lap = position / [`SLOTS`]): free for this lap (0),
+//! published (1), done with a result to collect (2). Whoever executes a request without
+//! result frees its slots at once (next lap); a request with a result is freed by the thread
+//! that waits for it, after copying the result out.
+//!
+//! **Exactly once, in order.** Requests are claimed by advancing `head` with a
+//! compare-and-swap, by the target (serving) or by the origin (taking over); whoever wins a
+//! batch waits until `served` reaches the batch's start, executes it, and stores `served =`
+//! its end. So every request runs exactly once, in the order it was posted, whichever side
+//! runs it — which keeps MPI's accumulate ordering and `mpi_win_order` across both paths.
+//! Both sides update accumulate elements under the same lock stripes of the target, so
+//! accumulates stay element-wise atomic against ones done by cross-memory attach directly.
+
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::backoff::Backoff;
+use crate::error::{Error, Result};
+use crate::rma::atomic::{AccElement, ElemType, Op};
+use crate::transport::Route;
+
+/// Slots per ring (a power of two).
+pub(crate) const SLOTS: usize = 32;
+/// Bytes per slot (one cache line).
+const SLOT_BYTES: usize = 64;
+/// Header bytes in a request's first slot.
+const HEADER_BYTES: usize = 40;
+/// Most slots one request fills.
+pub(crate) const MAX_SLOTS: usize = SLOTS / 2;
+/// Largest payload of one request.
+pub(crate) const MAX_PAYLOAD: usize = MAX_SLOTS * SLOT_BYTES - HEADER_BYTES;
+/// Spacing of the ring's counters (two lines: the adjacent-line prefetcher pairs lines).
+const COUNTER_STRIDE: usize = 128;
+/// Bytes of one ring.
+const RING_BYTES: usize = 3 * COUNTER_STRIDE + SLOTS * SLOT_BYTES;
+/// Bytes of the attention word's line at the start of an area.
+const ATTENTION_BYTES: usize = COUNTER_STRIDE;
+/// Windows with more ranks get no rings (n² rings would cost too much memory to create).
+pub(crate) const MAX_RANKS: usize = 16;
+/// How long an origin waits for the target to pick its requests up before it takes them
+/// back. Ten cross-memory-attach calls' worth: long enough for an attentive target on a
+/// core of its own, short enough that a target that just left the library costs little.
+const PICKUP_WAIT: Duration = Duration::from_micros(10);
+
+const PHASE_FREE: u64 = 0;
+const PHASE_PUBLISHED: u64 = 1;
+const PHASE_DONE: u64 = 2;
+/// Executed with an error (the requester reports it).
+const PHASE_FAILED: u64 = 3;
+
+/// What a request does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Kind {
+    /// Fills the slots before the ring's end; does nothing.
+    Pad = 1,
+    /// Writes the payload to the address.
+    Put = 2,
+    /// Reads `len` bytes at the address into the payload.
+    Get = 3,
+    /// Combines the payload into the elements at the address.
+    Acc = 4,
+    /// Like `Acc`, and returns the previous elements in the payload.
+    FetchAcc = 5,
+    /// Compare-and-swap of one element: payload = compare, value; returns the previous.
+    Cas = 6,
+}
+
+impl Kind {
+    fn from_u8(v: u8) -> Option<Kind> {
+        Some(match v {
+            1 => Kind::Pad,
+            2 => Kind::Put,
+            3 => Kind::Get,
+            4 => Kind::Acc,
+            5 => Kind::FetchAcc,
+            6 => Kind::Cas,
+            _ => return None,
+        })
+    }
+
+    /// The requester collects a result (and frees the slots itself).
+    fn has_result(self) -> bool {
+        matches!(self, Kind::Get | Kind::FetchAcc | Kind::Cas)
+    }
+}
+
+fn elem_code(ty: ElemType) -> u8 {
+    ElemType::ALL
+        .iter()
+        .position(|&t| t == ty)
+        .expect("every element type is listed") as u8
+}
+
+fn op_code(op: Op) -> u8 {
+    Op::ALL
+        .iter()
+        .position(|&o| o == op)
+        .expect("every op is listed") as u8
+}
+
+/// Bytes of the ring area of one rank of a window of `n` ranks.
+pub(crate) fn area_bytes(n: usize) -> usize {
+    ATTENTION_BYTES + n * RING_BYTES
+}
+
+/// The header of a request as posted.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Request {
+    pub kind: Kind,
+    /// Element type (accumulates); ignored otherwise.
+    pub elem: ElemType,
+    /// Operation (accumulates); ignored otherwise.
+    pub op: Op,
+    /// Target address (in the target's address space).
+    pub addr: usize,
+    /// Payload bytes (put data, get length, operands).
+    pub len: usize,
+    /// Stripe key of the first byte (see `transport::Located::key`).
+    pub key: usize,
+    /// Bytes per lock stripe granule (accumulates).
+    pub granule: usize,
+}
+
+/// One ring: the words of one (origin, target) pair.
+#[derive(Clone, Copy)]
+struct Ring {
+    base: *mut u8,
+}
+
+impl Ring {
+    fn counter(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: three counters at 128-byte spacing at the start of a live ring (8-aligned:
+        // areas are 64-byte aligned); every access is atomic.
+        unsafe { &*self.base.add(i * COUNTER_STRIDE).cast::<AtomicU64>() }
+    }
+    fn tail(&self) -> &AtomicU64 {
+        self.counter(0)
+    }
+    fn head(&self) -> &AtomicU64 {
+        self.counter(1)
+    }
+    fn served(&self) -> &AtomicU64 {
+        self.counter(2)
+    }
+    fn slot(&self, pos: u64) -> *mut u8 {
+        let i = (pos as usize) % SLOTS;
+        // SAFETY: slot i lies inside the ring.
+        unsafe { self.base.add(3 * COUNTER_STRIDE + i * SLOT_BYTES) }
+    }
+    /// Word `w` of the slot at `pos` (0 = state, 1 = meta, 2 = address, 3 = key, 4 =
+    /// granule).
+    fn word(&self, pos: u64, w: usize) -> &AtomicU64 {
+        // SAFETY: words 0..5 of a 64-byte, 8-aligned slot.
+        unsafe { &*self.slot(pos).add(w * 8).cast::<AtomicU64>() }
+    }
+    fn state(&self, pos: u64) -> &AtomicU64 {
+        self.word(pos, 0)
+    }
+    fn payload(&self, pos: u64) -> *mut u8 {
+        // SAFETY: the payload follows the header inside the request's slots (a request
+        // never wraps).
+        unsafe { self.slot(pos).add(HEADER_BYTES) }
+    }
+}
+
+fn lap(pos: u64) -> u64 {
+    pos / SLOTS as u64
+}
+
+fn state_of(pos: u64, phase: u64) -> u64 {
+    lap(pos) << 2 | phase
+}
+
+/// Slots a request of `len` payload bytes fills.
+fn slots_for(len: usize) -> usize {
+    (HEADER_BYTES + len).div_ceil(SLOT_BYTES).max(1)
+}
+
+/// A request read back from its slots.
+struct Posted {
+    kind: Kind,
+    elem: u8,
+    op: u8,
+    slots: u64,
+    len: usize,
+    addr: usize,
+    key: usize,
+    granule: usize,
+}
+
+fn read_posted(ring: &Ring, pos: u64) -> Option<Posted> {
+    // Relaxed: written before the Release store of the published state, which the caller
+    // loaded with Acquire.
+    let meta = ring.word(pos, 1).load(Ordering::Relaxed);
+    let kind = Kind::from_u8(meta as u8)?;
+    Some(Posted {
+        kind,
+        elem: (meta >> 8) as u8,
+        op: (meta >> 16) as u8,
+        slots: (meta >> 24) as u8 as u64,
+        len: (meta >> 32) as usize,
+        addr: ring.word(pos, 2).load(Ordering::Relaxed) as usize,
+        key: ring.word(pos, 3).load(Ordering::Relaxed) as usize,
+        granule: ring.word(pos, 4).load(Ordering::Relaxed) as usize,
+    })
+}
+
+/// How a request's target memory is reached and locked by whoever executes it.
+pub(crate) struct Executor<'a> {
+    /// `Direct` for the target itself (after checking the address lies in its window), or
+    /// `Cma` for an origin taking a request back (address 0: requests carry absolute ones).
+    pub route_base: Route,
+    /// The target's accumulate lock stripe for a granule number (reduced as the target's
+    /// stripes are counted).
+    pub stripe: &'a dyn Fn(usize) -> &'a AtomicU64,
+    /// Bounds every address must fall in (the target's own window memory), for `Direct`.
+    pub bounds: Option<(usize, usize)>,
+    /// True once the job was aborted (a dead rank may hold a stripe).
+    pub aborted: &'a dyn Fn() -> bool,
+}
+
+impl Executor<'_> {
+    fn run(&self, ring: &Ring, pos: u64, req: &Posted) -> Result<()> {
+        if req.kind == Kind::Pad || req.len == 0 {
+            return Ok(());
+        }
+        // Target bytes touched: a compare-and-swap's payload holds two elements.
+        let touched = if req.kind == Kind::Cas { req.len / 2 } else { req.len };
+        if let Some((lo, hi)) = self.bounds {
+            if req.addr < lo || req.addr.checked_add(touched).is_none_or(|end| end > hi) {
+                return Err(Error::InvalidArgument(format!(
+                    "ring request for {touched} bytes at {:#x} outside the window",
+                    req.addr
+                )));
+            }
+        }
+        let route = self.route_base.offset(req.addr);
+        // SAFETY: the payload of a request this executor claimed (head CAS) lies inside its
+        // slots, and nobody else touches them until it marks them done or free.
+        let payload = unsafe { std::slice::from_raw_parts_mut(ring.payload(pos), req.len) };
+        match req.kind {
+            Kind::Pad => Ok(()),
+            Kind::Put => route.write(payload),
+            Kind::Get => route.read(payload),
+            Kind::Acc | Kind::FetchAcc | Kind::Cas => {
+                let ty = *ElemType::ALL.get(req.elem as usize).ok_or_else(bad_request)?;
+                let op = *Op::ALL.get(req.op as usize).ok_or_else(bad_request)?;
+                crate::with_elem_type!(ty, E => self.typed::<E>(route, req, op, payload))
+            }
+        }
+    }
+
+    fn lock(&self, stripe: usize) -> Result<StripeHeld<'_>> {
+        let word = (self.stripe)(stripe);
+        let mut backoff = Backoff::new();
+        // Acquire: the previous holder's element updates are visible to us.
+        while word
+            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            if (self.aborted)() {
+                return Err(Error::JobAborted);
+            }
+            backoff.snooze();
+        }
+        Ok(StripeHeld(word))
+    }
+
+    fn typed<E: AccElement>(
+        &self,
+        route: Route,
+        req: &Posted,
+        op: Op,
+        payload: &mut [u8],
+    ) -> Result<()> {
+        let size = std::mem::size_of::<E>();
+        let data: &mut [E] =
+            bytemuck::try_cast_slice_mut(payload).map_err(|_| bad_request())?;
+        let granule = req.granule.max(size);
+        if req.kind == Kind::Cas {
+            let [compare, value] = data else {
+                return Err(bad_request());
+            };
+            let _held = self.lock(req.key / granule)?;
+            let mut current = [E::zeroed()];
+            route.read(bytemuck::cast_slice_mut(&mut current))?;
+            if bytemuck::bytes_of(&current[0]) == bytemuck::bytes_of(compare) {
+                route.write(bytemuck::bytes_of(value))?;
+            }
+            *compare = current[0];
+            return Ok(());
+        }
+        // At most MAX_PAYLOAD bytes: a stack buffer for the current elements.
+        let mut buf = [0u64; MAX_PAYLOAD.div_ceil(8)];
+        let mut i = 0;
+        while i < data.len() {
+            let g = (req.key + i * size) / granule;
+            let j = (i + 1..data.len())
+                .find(|&j| (req.key + j * size) / granule != g)
+                .unwrap_or(data.len());
+            let here = route.offset(i * size);
+            let current: &mut [E] =
+                bytemuck::cast_slice_mut(&mut bytemuck::cast_slice_mut::<u64, u8>(&mut buf)
+                    [..(j - i) * size]);
+            let _held = self.lock(g)?;
+            here.read(bytemuck::cast_slice_mut(current))?;
+            for (c, d) in current.iter_mut().zip(&mut data[i..j]) {
+                let old = *c;
+                if op != Op::NoOp {
+                    *c = E::combine(op, old, *d);
+                }
+                if req.kind == Kind::FetchAcc {
+                    *d = old;
+                }
+            }
+            if op != Op::NoOp {
+                here.write(bytemuck::cast_slice(current))?;
+            }
+            i = j;
+        }
+        Ok(())
+    }
+}
+
+/// A held lock stripe; released on drop.
+struct StripeHeld<'a>(&'a AtomicU64);
+
+impl Drop for StripeHeld<'_> {
+    fn drop(&mut self) {
+        // Release: our element updates are visible to the stripe's next holder.
+        self.0.store(0, Ordering::Release);
+    }
+}
+
+#[cold]
+fn bad_request() -> Error {
+    Error::InvalidArgument("malformed ring request".into())
+}
+
+/// Claims and executes the published requests of `ring` from its head on. Returns how many
+/// slots were executed (0: nothing published, or another executor claimed them first).
+fn claim_and_run(ring: &Ring, exec: &Executor<'_>, limit: Option<u64>) -> Result<u64> {
+    // Acquire: pairs with the Release of the previous claimer's head update.
+    let h = ring.head().load(Ordering::Acquire);
+    let mut e = h;
+    while e < h + SLOTS as u64 && limit.is_none_or(|l| e < l) {
+        // Acquire: the header and payload written before the publication are visible.
+        if ring.state(e).load(Ordering::Acquire) != state_of(e, PHASE_PUBLISHED) {
+            break;
+        }
+        let Some(req) = read_posted(ring, e) else {
+            return Err(bad_request());
+        };
+        e += req.slots.max(1);
+    }
+    if e == h {
+        return Ok(0);
+    }
+    // AcqRel: a claim is a handover of the slots' contents to us.
+    if ring
+        .head()
+        .compare_exchange(h, e, Ordering::AcqRel, Ordering::Relaxed)
+        .is_err()
+    {
+        return Ok(0);
+    }
+    // The batch before ours may still be running on the other side.
+    let mut backoff = Backoff::new();
+    // Acquire: the previous batch's effects happen before ours.
+    while ring.served().load(Ordering::Acquire) != h {
+        if (exec.aborted)() {
+            return Err(Error::JobAborted);
+        }
+        backoff.snooze();
+    }
+    let mut result = Ok(());
+    let mut pos = h;
+    while pos < e {
+        let req = read_posted(ring, pos).ok_or_else(bad_request)?;
+        let slots = req.slots.max(1);
+        let ran = if result.is_ok() {
+            exec.run(ring, pos, &req)
+        } else {
+            Err(bad_request())
+        };
+        if req.kind.has_result() {
+            let phase = if ran.is_ok() { PHASE_DONE } else { PHASE_FAILED };
+            // Release: the result in the payload is visible to the waiting requester.
+            ring.state(pos).store(state_of(pos, phase), Ordering::Release);
+        } else {
+            free_slots(ring, pos, slots);
+            if result.is_ok() {
+                result = ran;
+            }
+        }
+        pos += slots;
+    }
+    // Release: everything executed is visible to whoever sees the new count.
+    ring.served().store(e, Ordering::Release);
+    result.map(|()| e - h)
+}
+
+fn free_slots(ring: &Ring, pos: u64, slots: u64) {
+    for p in pos..pos + slots {
+        // Release: our reads of the slot happen before the next lap's writes to it.
+        ring.state(p)
+            .store(state_of(p + SLOTS as u64, PHASE_FREE), Ordering::Release);
+    }
+}
+
+/// The rings of one window as seen by one process: it posts into the areas of its targets
+/// and serves the rings in its own area.
+pub(crate) struct Rings {
+    /// Start of rank 0's area; rank r's at `base + r * stride`.
+    base: *mut u8,
+    stride: usize,
+    n: usize,
+    me: usize,
+    /// Set when this process posted requests a completion point has not waited for yet.
+    dirty: AtomicUsize,
+    server: Option<Arc<dyn crate::attention::Served>>,
+}
+
+// SAFETY: `base` points into the window's control memory, which outlives the Rings (a
+// WinCore field dropped before the memory); every word other threads or processes share
+// is reached as an atomic, and slot payloads are handed over by the state protocol.
+unsafe impl Send for Rings {}
+// SAFETY: as for Send.
+unsafe impl Sync for Rings {}
+
+impl std::fmt::Debug for Rings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rings")
+            .field("n", &self.n)
+            .field("me", &self.me)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What an origin needs to execute requests itself.
+pub(crate) struct Fallback<'a> {
+    /// The target's process id.
+    pub pid: i32,
+    /// The target's accumulate lock stripes.
+    pub stripe: &'a dyn Fn(usize) -> &'a AtomicU64,
+    /// True once the job was aborted.
+    pub aborted: &'a dyn Fn() -> bool,
+}
+
+impl Rings {
+    /// The rings of a window of `n` ranks whose areas start at `base` and lie `stride`
+    /// bytes apart; this process is rank `me`. `serve` = `Some((window memory base,
+    /// bytes, stripes of me))` registers this process as the server of its own area (its
+    /// window memory is reached by cross-memory attach).
+    ///
+    /// # Safety
+    /// The areas must be zero-initialised (or left by a finished window), 64-byte aligned,
+    /// `area_bytes(n)` long and stay mapped, like the window memory and stripes passed in
+    /// `serve`, until the returned value is dropped.
+    pub(crate) unsafe fn new(
+        base: *mut u8,
+        stride: usize,
+        n: usize,
+        me: usize,
+        serve: Option<(usize, usize, (*const AtomicU64, usize), crate::bootstrap::Comm)>,
+    ) -> Rings {
+        let server = serve.map(|(lo, bytes, stripes, comm)| {
+            let server: Arc<dyn crate::attention::Served> = Arc::new(Server {
+                area: base.wrapping_add(me * stride),
+                n,
+                me,
+                bounds: (lo, lo + bytes),
+                stripes,
+                comm,
+            });
+            crate::attention::register(&server);
+            server
+        });
+        Rings {
+            base,
+            stride,
+            n,
+            me,
+            dirty: AtomicUsize::new(0),
+            server,
+        }
+    }
+
+    fn area(&self, rank: usize) -> *mut u8 {
+        self.base.wrapping_add(rank * self.stride)
+    }
+
+    fn ring(&self, target: usize) -> Ring {
+        Ring {
+            base: self
+                .area(target)
+                .wrapping_add(ATTENTION_BYTES + self.me * RING_BYTES),
+        }
+    }
+
+    fn attention(&self, target: usize) -> &AtomicU64 {
+        // SAFETY: the first word of a live area.
+        unsafe { &*self.area(target).cast::<AtomicU64>() }
+    }
+
+    /// True when `target` has a thread waiting inside the library (it will serve soon).
+    #[inline]
+    pub(crate) fn attentive(&self, target: usize) -> bool {
+        // Relaxed: a hint; a stale answer costs one pickup wait or one system call.
+        target != self.me && self.attention(target).load(Ordering::Relaxed) != 0
+    }
+
+    /// True while requests of ours to `target` are not executed yet.
+    #[inline]
+    pub(crate) fn outstanding(&self, target: usize) -> bool {
+        let ring = self.ring(target);
+        // Relaxed: only decides whether to wait, and the wait loads `served` with Acquire.
+        ring.tail().load(Ordering::Relaxed) != ring.served().load(Ordering::Relaxed)
+    }
+
+    /// True when some completion point must wait for our requests.
+    #[inline]
+    pub(crate) fn dirty(&self) -> bool {
+        // SeqCst: with the poster's SeqCst increment after its publication (see post).
+        self.dirty.load(Ordering::SeqCst) != 0
+    }
+
+    /// Posts a request to `target`: payload `data` (for a get: `len` zero bytes are
+    /// reserved). Returns its position. With `fb`, a full ring is made room in by taking
+    /// requests back when the target does not serve them.
+    pub(crate) fn post(&self, target: usize, req: &Request, data: &[u8], fb: &Fallback<'_>) -> Result<u64> {
+        debug_assert!(req.len <= MAX_PAYLOAD && target != self.me);
+        let ring = self.ring(target);
+        let n = slots_for(req.len) as u64;
+        // Reserve [t, t + pad + n): pad fills the slots before the end when n would wrap.
+        let (t, pad) = loop {
+            // Relaxed: the CAS below orders nothing but the reservation itself.
+            let t = ring.tail().load(Ordering::Relaxed);
+            let room = SLOTS as u64 - t % SLOTS as u64;
+            let pad = if room < n { room } else { 0 };
+            if ring
+                .tail()
+                .compare_exchange_weak(t, t + pad + n, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                break (t, pad);
+            }
+        };
+        let pos = t + pad;
+        // Wait until the slots' previous lap is over, executing old requests ourselves
+        // when the target does not.
+        self.wait_free(&ring, t, pos + n, fb)?;
+        if pad > 0 {
+            write_header(&ring, t, &Request { kind: Kind::Pad, elem: ElemType::U8, op: Op::Sum, addr: 0, len: 0, key: 0, granule: 0 }, pad);
+            // Release: publishes the header.
+            ring.state(t).store(state_of(t, PHASE_PUBLISHED), Ordering::Release);
+        }
+        write_header(&ring, pos, req, n);
+        if req.kind != Kind::Get {
+            // SAFETY: the reserved slots are ours until published; the payload fits them.
+            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), ring.payload(pos), req.len) };
+        }
+        // Release: publishes header and payload to the executor.
+        ring.state(pos)
+            .store(state_of(pos, PHASE_PUBLISHED), Ordering::Release);
+        // SeqCst: a completion point that swaps the flag afterwards waits for this request
+        // (it loads the tail after its swap).
+        self.dirty.fetch_add(1, Ordering::SeqCst);
+        Ok(pos)
+    }
+
+    fn wait_free(&self, ring: &Ring, from: u64, to: u64, fb: &Fallback<'_>) -> Result<()> {
+        for p in from..to {
+            let mut backoff = Backoff::new();
+            let since = Instant::now();
+            // Acquire: the previous lap's readers are done with the slot.
+            while ring.state(p).load(Ordering::Acquire) != state_of(p, PHASE_FREE) {
+                if since.elapsed() > PICKUP_WAIT {
+                    // The request before us in this slot may be stuck unserved.
+                    self.take_back(ring, p.saturating_sub(SLOTS as u64) + 1, fb)?;
+                }
+                if (fb.aborted)() {
+                    return Err(Error::JobAborted);
+                }
+                backoff.snooze();
+            }
+        }
+        Ok(())
+    }
+
+    /// Executes ourselves, by cross-memory attach, the requests before position `upto`
+    /// nobody claimed yet; waits for the ones claimed by the target.
+    fn take_back(&self, ring: &Ring, upto: u64, fb: &Fallback<'_>) -> Result<()> {
+        let exec = Executor {
+            route_base: Route::Cma { pid: fb.pid, addr: 0 },
+            stripe: fb.stripe,
+            bounds: None,
+            aborted: fb.aborted,
+        };
+        // Acquire: see claim_and_run.
+        while ring.head().load(Ordering::Acquire) < upto {
+            if claim_and_run(ring, &exec, Some(upto))? == 0 {
+                // Another thread of ours is still writing the request at the head, or the
+                // target claimed it meanwhile.
+                std::thread::yield_now();
+                if (fb.aborted)() {
+                    return Err(Error::JobAborted);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until the requests to `target` before position `upto` are executed, taking
+    /// them back when the target does not pick them up within [`PICKUP_WAIT`].
+    pub(crate) fn complete(&self, target: usize, upto: u64, fb: &Fallback<'_>) -> Result<()> {
+        let ring = self.ring(target);
+        let mut backoff = Backoff::new();
+        let since = Instant::now();
+        // Acquire: the executed requests' effects are visible (and complete at the target).
+        while ring.served().load(Ordering::Acquire) < upto {
+            if (fb.aborted)() {
+                return Err(Error::JobAborted);
+            }
+            if since.elapsed() > PICKUP_WAIT {
+                self.take_back(&ring, upto, fb)?;
+            }
+            backoff.snooze();
+        }
+        Ok(())
+    }
+
+    /// Everything posted to `target` so far is executed when this returns.
+    pub(crate) fn complete_all_to(&self, target: usize, fb: &Fallback<'_>) -> Result<()> {
+        // Relaxed: our own threads' reservations; a request published after this load is
+        // not ours to wait for.
+        let upto = self.ring(target).tail().load(Ordering::Relaxed);
+        self.complete(target, upto, fb)
+    }
+
+    /// Every request posted so far to any target is executed when this returns, provided
+    /// `complete(target)` completes everything posted to `target` (see
+    /// [`Rings::complete_all_to`]); it is called for every target with requests in its
+    /// ring.
+    pub(crate) fn complete_everything(&self, mut complete: impl FnMut(usize)) {
+        // SeqCst: see post.
+        if self.dirty.swap(0, Ordering::SeqCst) == 0 {
+            return;
+        }
+        for target in (0..self.n).filter(|&t| t != self.me) {
+            if self.outstanding(target) {
+                complete(target);
+            }
+        }
+    }
+
+    /// Posts a request with a result and waits for it: the result (`out.len()` bytes of the
+    /// payload) is copied into `out`.
+    pub(crate) fn call(
+        &self,
+        target: usize,
+        req: &Request,
+        data: &[u8],
+        out: &mut [u8],
+        fb: &Fallback<'_>,
+    ) -> Result<()> {
+        debug_assert!(req.kind.has_result() && out.len() <= req.len);
+        let pos = self.post(target, req, data, fb)?;
+        let ring = self.ring(target);
+        let n = slots_for(req.len) as u64;
+        let done = self.complete(target, pos + n, fb);
+        // Acquire: the executor's result stores happen before its done state.
+        let state = ring.state(pos).load(Ordering::Acquire);
+        let ok = state == state_of(pos, PHASE_DONE);
+        if ok {
+            // SAFETY: our request is done and its slots are ours until we free them.
+            unsafe { std::ptr::copy_nonoverlapping(ring.payload(pos), out.as_mut_ptr(), out.len()) };
+        }
+        if done.is_ok() || ok || state == state_of(pos, PHASE_FAILED) {
+            free_slots(&ring, pos, n);
+        }
+        done?;
+        if ok {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(
+                "a request the target executed for us failed (address outside its window)"
+                    .into(),
+            ))
+        }
+    }
+}
+
+fn write_header(ring: &Ring, pos: u64, req: &Request, slots: u64) {
+    let meta = req.kind as u64
+        | (elem_code(req.elem) as u64) << 8
+        | (op_code(req.op) as u64) << 16
+        | slots << 24
+        | (req.len as u64) << 32;
+    // Relaxed: published by the Release store of the state.
+    ring.word(pos, 1).store(meta, Ordering::Relaxed);
+    ring.word(pos, 2).store(req.addr as u64, Ordering::Relaxed);
+    ring.word(pos, 3).store(req.key as u64, Ordering::Relaxed);
+    ring.word(pos, 4).store(req.granule as u64, Ordering::Relaxed);
+}
+
+impl Drop for Rings {
+    fn drop(&mut self) {
+        if let Some(server) = self.server.take() {
+            crate::attention::unregister(&server);
+        }
+    }
+}
+
+/// This process's side of one window's rings: the area it serves.
+struct Server {
+    area: *mut u8,
+    n: usize,
+    me: usize,
+    /// The window memory requests may touch.
+    bounds: (usize, usize),
+    /// The lock stripes of this process's window memory, and how many there are.
+    stripes: (*const AtomicU64, usize),
+    /// The window's communicator (an executor stops waiting once the job is aborted).
+    comm: crate::bootstrap::Comm,
+}
+
+// SAFETY: the pointers point into the window's control memory and the process's window
+// memory, which stay mapped until the server is unregistered (Rings::drop), which waits for
+// every serve in progress (the registry's lock).
+unsafe impl Send for Server {}
+// SAFETY: as for Send.
+unsafe impl Sync for Server {}
+
+impl crate::attention::Served for Server {
+    fn attention(&self) -> &AtomicU64 {
+        // SAFETY: the first word of our live area.
+        unsafe { &*self.area.cast::<AtomicU64>() }
+    }
+
+    fn serve(&self) {
+        let stripe = |i: usize| -> &AtomicU64 {
+            // SAFETY: `stripe_count` words of our control block (i is reduced modulo it).
+            unsafe { &*self.stripes.0.add(i % self.stripes.1) }
+        };
+        let aborted = || self.comm.aborted();
+        let exec = Executor {
+            route_base: Route::Direct(std::ptr::null_mut()),
+            stripe: &stripe,
+            bounds: Some(self.bounds),
+            aborted: &aborted,
+        };
+        for origin in (0..self.n).filter(|&o| o != self.me) {
+            let ring = Ring {
+                base: self.area.wrapping_add(ATTENTION_BYTES + origin * RING_BYTES),
+            };
+            // Relaxed: a hint that something was posted; claim_and_run checks properly.
+            if ring.tail().load(Ordering::Relaxed) != ring.head().load(Ordering::Relaxed) {
+                // An error (a request outside our window) is the origin's: it finds its
+                // request executed without effect. Nothing to report here.
+                let _ = claim_and_run(&ring, &exec, None);
+            }
+        }
+    }
+}
+
