@@ -25,6 +25,10 @@ const YIELD_MICROS_DEDICATED: u32 = 1000;
 /// The yield budget in effect. Relaxed: a tuning knob set once at start-up; a stale value
 /// only changes how long one wait yields before sleeping.
 static YIELD_MICROS: AtomicU32 = AtomicU32::new(YIELD_MICROS_SHARED);
+/// A serving waiter with a core of its own yields once per this many polls.
+const SERVING_POLLS_PER_YIELD: u32 = 64;
+/// `pause` instructions between two polls of a serving waiter.
+const SERVING_SPIN: u32 = 8;
 /// First sleep, doubled each round up to [`MAX_SLEEP`].
 const FIRST_SLEEP: Duration = Duration::from_micros(20);
 /// Longest sleep between two polls: bounds the latency a sleeping waiter adds.
@@ -51,6 +55,8 @@ pub(crate) struct Backoff {
     /// Marks this process attentive to request rings while the wait polls (not while it
     /// sleeps): origins then hand it requests rather than use system calls.
     attending: Option<crate::attention::Attending>,
+    /// Polls while serving (every [`SERVING_POLLS_PER_YIELD`]th yields).
+    polls: u32,
 }
 
 impl Backoff {
@@ -90,8 +96,23 @@ impl Backoff {
             return;
         }
         let since = *self.yielding_since.get_or_insert_with(Instant::now);
-        let budget = Duration::from_micros(u64::from(YIELD_MICROS.load(Ordering::Relaxed)));
-        if since.elapsed() < budget {
+        let micros = YIELD_MICROS.load(Ordering::Relaxed);
+        let budget = Duration::from_micros(u64::from(micros));
+        // With a core of its own, a process that serves other processes' requests keeps
+        // polling, as an MPI library's progress loop does: asleep it would serve nobody.
+        let serving = micros == YIELD_MICROS_DEDICATED && self.attending.is_some();
+        if serving {
+            // A yield costs a system call, and requests wait that long for the next poll:
+            // poll again after a short spin, and yield only now and then.
+            self.polls = self.polls.wrapping_add(1);
+            if self.polls % SERVING_POLLS_PER_YIELD == 0 {
+                rustix::thread::sched_yield();
+            } else {
+                for _ in 0..SERVING_SPIN {
+                    std::hint::spin_loop();
+                }
+            }
+        } else if since.elapsed() < budget {
             rustix::thread::sched_yield();
         } else {
             // Asleep, the process serves nobody: origins should not wait for it.

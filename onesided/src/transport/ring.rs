@@ -62,7 +62,15 @@ pub(crate) const MAX_RANKS: usize = 16;
 /// How long an origin waits for the target to pick its requests up before it takes them
 /// back. Ten cross-memory-attach calls' worth: long enough for an attentive target on a
 /// core of its own, short enough that a target that just left the library costs little.
-const PICKUP_WAIT: Duration = Duration::from_micros(10);
+const PICKUP_WAIT: Duration = Duration::from_micros(50);
+/// How long an origin bypasses the ring of a target that left its requests unserved.
+const SNUB: Duration = Duration::from_millis(1);
+
+/// Nanoseconds since the first call in this process (never 0 after it).
+fn clock_ns() -> u64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64 + 1
+}
 
 const PHASE_FREE: u64 = 0;
 const PHASE_PUBLISHED: u64 = 1;
@@ -441,6 +449,9 @@ pub(crate) struct Rings {
     me: usize,
     /// Set when this process posted requests a completion point has not waited for yet.
     dirty: AtomicUsize,
+    /// Per target: until when (ns on [`clock_ns`]) to bypass its ring because it left
+    /// requests of ours unserved (it may look attentive and still be descheduled).
+    snubbed_until: Vec<AtomicU64>,
     server: Option<Arc<dyn crate::attention::Served>>,
 }
 
@@ -505,6 +516,7 @@ impl Rings {
             n,
             me,
             dirty: AtomicUsize::new(0),
+            snubbed_until: (0..n).map(|_| AtomicU64::new(0)).collect(),
             server,
         }
     }
@@ -530,7 +542,15 @@ impl Rings {
     #[inline]
     pub(crate) fn attentive(&self, target: usize) -> bool {
         // Relaxed: a hint; a stale answer costs one pickup wait or one system call.
-        target != self.me && self.attention(target).load(Ordering::Relaxed) != 0
+        target != self.me
+            && self.attention(target).load(Ordering::Relaxed) != 0
+            && !self.snubbed(target)
+    }
+
+    fn snubbed(&self, target: usize) -> bool {
+        // Relaxed: a hint owned by this process.
+        let until = self.snubbed_until[target].load(Ordering::Relaxed);
+        until != 0 && clock_ns() < until
     }
 
     /// True while requests of ours to `target` are not executed yet.
@@ -572,7 +592,7 @@ impl Rings {
         let pos = t + pad;
         // Wait until the slots' previous lap is over, executing old requests ourselves
         // when the target does not.
-        self.wait_free(&ring, t, pos + n, fb)?;
+        self.wait_free(target, &ring, t, pos + n, fb)?;
         if pad > 0 {
             write_header(&ring, t, &Request { kind: Kind::Pad, elem: ElemType::U8, op: Op::Sum, addr: 0, len: 0, key: 0, granule: 0 }, pad);
             // Release: publishes the header.
@@ -592,15 +612,22 @@ impl Rings {
         Ok(pos)
     }
 
-    fn wait_free(&self, ring: &Ring, from: u64, to: u64, fb: &Fallback<'_>) -> Result<()> {
+    fn wait_free(
+        &self,
+        target: usize,
+        ring: &Ring,
+        from: u64,
+        to: u64,
+        fb: &Fallback<'_>,
+    ) -> Result<()> {
         for p in from..to {
             let mut backoff = Backoff::new();
             let since = Instant::now();
             // Acquire: the previous lap's readers are done with the slot.
             while ring.state(p).load(Ordering::Acquire) != state_of(p, PHASE_FREE) {
                 if since.elapsed() > PICKUP_WAIT {
-                    // The request before us in this slot may be stuck unserved.
-                    self.take_back(ring, p.saturating_sub(SLOTS as u64) + 1, fb)?;
+                    // The target does not serve: take back everything before us.
+                    self.take_back(target, ring, from, fb)?;
                 }
                 if (fb.aborted)() {
                     return Err(Error::JobAborted);
@@ -613,7 +640,7 @@ impl Rings {
 
     /// Executes ourselves, by cross-memory attach, the requests before position `upto`
     /// nobody claimed yet; waits for the ones claimed by the target.
-    fn take_back(&self, ring: &Ring, upto: u64, fb: &Fallback<'_>) -> Result<()> {
+    fn take_back(&self, target: usize, ring: &Ring, upto: u64, fb: &Fallback<'_>) -> Result<()> {
         let exec = Executor {
             route_base: Route::Cma { pid: fb.pid, addr: 0 },
             stripe: fb.stripe,
@@ -622,7 +649,11 @@ impl Rings {
         };
         // Acquire: see claim_and_run.
         while ring.head().load(Ordering::Acquire) < upto {
-            if claim_and_run(ring, &exec, Some(upto))? == 0 {
+            let taken = claim_and_run(ring, &exec, Some(upto))?;
+            if taken > 0 {
+                // Relaxed: see snubbed.
+                self.snubbed_until[target].store(clock_ns() + SNUB.as_nanos() as u64, Ordering::Relaxed);
+            } else {
                 // Another thread of ours is still writing the request at the head, or the
                 // target claimed it meanwhile.
                 std::thread::yield_now();
@@ -646,7 +677,7 @@ impl Rings {
                 return Err(Error::JobAborted);
             }
             if since.elapsed() > PICKUP_WAIT {
-                self.take_back(&ring, upto, fb)?;
+                self.take_back(target, &ring, upto, fb)?;
             }
             backoff.snooze();
         }
