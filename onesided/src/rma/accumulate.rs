@@ -296,7 +296,14 @@ impl WinCore {
                     Some(out) => {
                         let req = self.acc_request::<E>(Kind::FetchAcc, addr, loc.key, op, bytes);
                         let out: &mut [u8] = bytemuck::cast_slice_mut(out);
-                        self.ring_call(rings, target, &req, bytemuck::cast_slice(origin), out, flags)
+                        self.ring_call(
+                            rings,
+                            target,
+                            &req,
+                            bytemuck::cast_slice(origin),
+                            out,
+                            flags,
+                        )
                     }
                     None => {
                         let req = self.acc_request::<E>(Kind::Acc, addr, loc.key, op, bytes);

@@ -343,6 +343,56 @@ float_element! {
     f64 => u64, AtomicU64, F64;
 }
 
+/// Runs `$body` with `$E` bound to the Rust type of the runtime element type `$ty`.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! with_elem_type {
+    ($ty:expr, $E:ident => $body:expr) => {
+        match $ty {
+            $crate::ElemType::I8 => {
+                type $E = i8;
+                $body
+            }
+            $crate::ElemType::I16 => {
+                type $E = i16;
+                $body
+            }
+            $crate::ElemType::I32 => {
+                type $E = i32;
+                $body
+            }
+            $crate::ElemType::I64 => {
+                type $E = i64;
+                $body
+            }
+            $crate::ElemType::U8 => {
+                type $E = u8;
+                $body
+            }
+            $crate::ElemType::U16 => {
+                type $E = u16;
+                $body
+            }
+            $crate::ElemType::U32 => {
+                type $E = u32;
+                $body
+            }
+            $crate::ElemType::U64 => {
+                type $E = u64;
+                $body
+            }
+            $crate::ElemType::F32 => {
+                type $E = f32;
+                $body
+            }
+            $crate::ElemType::F64 => {
+                type $E = f64;
+                $body
+            }
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -406,54 +456,4 @@ mod tests {
         check::<f32>(1.25, -3.5);
         check::<f64>(2.5, 0.125);
     }
-}
-
-/// Runs `$body` with `$E` bound to the Rust type of the runtime element type `$ty`.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! with_elem_type {
-    ($ty:expr, $E:ident => $body:expr) => {
-        match $ty {
-            $crate::ElemType::I8 => {
-                type $E = i8;
-                $body
-            }
-            $crate::ElemType::I16 => {
-                type $E = i16;
-                $body
-            }
-            $crate::ElemType::I32 => {
-                type $E = i32;
-                $body
-            }
-            $crate::ElemType::I64 => {
-                type $E = i64;
-                $body
-            }
-            $crate::ElemType::U8 => {
-                type $E = u8;
-                $body
-            }
-            $crate::ElemType::U16 => {
-                type $E = u16;
-                $body
-            }
-            $crate::ElemType::U32 => {
-                type $E = u32;
-                $body
-            }
-            $crate::ElemType::U64 => {
-                type $E = u64;
-                $body
-            }
-            $crate::ElemType::F32 => {
-                type $E = f32;
-                $body
-            }
-            $crate::ElemType::F64 => {
-                type $E = f64;
-                $body
-            }
-        }
-    };
 }

@@ -37,8 +37,10 @@ impl WinCore {
             },
             _ => return None,
         };
-        let stripe =
-            |i: usize| -> &AtomicU64 { self.ctrl.stripe(target, i % crate::win::control::ACC_STRIPES) };
+        let stripe = |i: usize| -> &AtomicU64 {
+            self.ctrl
+                .stripe(target, i % crate::win::control::ACC_STRIPES)
+        };
         let aborted = || self.comm.aborted();
         Some(f(&Fallback {
             pid,
@@ -74,8 +76,7 @@ impl WinCore {
         // The fallbacks borrow closures per target: complete each target in its own scope.
         let mut result = Ok(());
         rings.complete_everything(|target| {
-            if let Some(Err(e)) =
-                self.with_fallback(target, |fb| rings.complete_all_to(target, fb))
+            if let Some(Err(e)) = self.with_fallback(target, |fb| rings.complete_all_to(target, fb))
             {
                 result = Err(e);
             }

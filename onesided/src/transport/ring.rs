@@ -256,7 +256,11 @@ impl Executor<'_> {
             return Ok(());
         }
         // Target bytes touched: a compare-and-swap's payload holds two elements.
-        let touched = if req.kind == Kind::Cas { req.len / 2 } else { req.len };
+        let touched = if req.kind == Kind::Cas {
+            req.len / 2
+        } else {
+            req.len
+        };
         if let Some((lo, hi)) = self.bounds {
             if req.addr < lo || req.addr.checked_add(touched).is_none_or(|end| end > hi) {
                 return Err(Error::InvalidArgument(format!(
@@ -274,7 +278,9 @@ impl Executor<'_> {
             Kind::Put => route.write(payload),
             Kind::Get => route.read(payload),
             Kind::Acc | Kind::FetchAcc | Kind::Cas => {
-                let ty = *ElemType::ALL.get(req.elem as usize).ok_or_else(bad_request)?;
+                let ty = *ElemType::ALL
+                    .get(req.elem as usize)
+                    .ok_or_else(bad_request)?;
                 let op = *Op::ALL.get(req.op as usize).ok_or_else(bad_request)?;
                 crate::with_elem_type!(ty, E => self.typed::<E>(route, req, op, payload))
             }
@@ -305,8 +311,7 @@ impl Executor<'_> {
         payload: &mut [u8],
     ) -> Result<()> {
         let size = std::mem::size_of::<E>();
-        let data: &mut [E] =
-            bytemuck::try_cast_slice_mut(payload).map_err(|_| bad_request())?;
+        let data: &mut [E] = bytemuck::try_cast_slice_mut(payload).map_err(|_| bad_request())?;
         let granule = req.granule.max(size);
         if req.kind == Kind::Cas {
             let [compare, value] = data else {
@@ -330,9 +335,9 @@ impl Executor<'_> {
                 .find(|&j| (req.key + j * size) / granule != g)
                 .unwrap_or(data.len());
             let here = route.offset(i * size);
-            let current: &mut [E] =
-                bytemuck::cast_slice_mut(&mut bytemuck::cast_slice_mut::<u64, u8>(&mut buf)
-                    [..(j - i) * size]);
+            let current: &mut [E] = bytemuck::cast_slice_mut(
+                &mut bytemuck::cast_slice_mut::<u64, u8>(&mut buf)[..(j - i) * size],
+            );
             let _held = self.lock(g)?;
             here.read(bytemuck::cast_slice_mut(current))?;
             for (c, d) in current.iter_mut().zip(&mut data[i..j]) {
@@ -415,9 +420,14 @@ fn claim_and_run(ring: &Ring, exec: &Executor<'_>, limit: Option<u64>) -> Result
             Err(bad_request())
         };
         if req.kind.has_result() {
-            let phase = if ran.is_ok() { PHASE_DONE } else { PHASE_FAILED };
+            let phase = if ran.is_ok() {
+                PHASE_DONE
+            } else {
+                PHASE_FAILED
+            };
             // Release: the result in the payload is visible to the waiting requester.
-            ring.state(pos).store(state_of(pos, phase), Ordering::Release);
+            ring.state(pos)
+                .store(state_of(pos, phase), Ordering::Release);
         } else {
             free_slots(ring, pos, slots);
             if result.is_ok() {
@@ -471,6 +481,25 @@ impl std::fmt::Debug for Rings {
     }
 }
 
+/// Batches of requests this process served as a target.
+static SERVED_BATCHES: AtomicU64 = AtomicU64::new(0);
+
+/// Batches of requests this process has served as a target so far.
+pub(crate) fn served_batches() -> u64 {
+    // Relaxed: a statistic.
+    SERVED_BATCHES.load(Ordering::Relaxed)
+}
+
+/// What a process needs to serve the requests to its window memory.
+pub(crate) struct ServeSpec {
+    /// Start address and length of the window memory requests may touch.
+    pub memory: (usize, usize),
+    /// The lock stripes of that memory, and how many there are.
+    pub stripes: (*const AtomicU64, usize),
+    /// True once the job is aborted.
+    pub aborted: Box<dyn Fn() -> bool + Send + Sync>,
+}
+
 /// What an origin needs to execute requests itself.
 pub(crate) struct Fallback<'a> {
     /// The target's process id.
@@ -483,9 +512,8 @@ pub(crate) struct Fallback<'a> {
 
 impl Rings {
     /// The rings of a window of `n` ranks whose areas start at `base` and lie `stride`
-    /// bytes apart; this process is rank `me`. `serve` = `Some((window memory base,
-    /// bytes, stripes of me))` registers this process as the server of its own area (its
-    /// window memory is reached by cross-memory attach).
+    /// bytes apart; this process is rank `me`. `serve` registers this process as the
+    /// server of its own area (its window memory is reached by cross-memory attach).
     ///
     /// # Safety
     /// The areas must be zero-initialised (or left by a finished window), 64-byte aligned,
@@ -496,16 +524,21 @@ impl Rings {
         stride: usize,
         n: usize,
         me: usize,
-        serve: Option<(usize, usize, (*const AtomicU64, usize), crate::bootstrap::Comm)>,
+        serve: Option<ServeSpec>,
     ) -> Rings {
-        let server = serve.map(|(lo, bytes, stripes, comm)| {
+        let server = serve.map(|spec| {
+            let ServeSpec {
+                memory: (lo, bytes),
+                stripes,
+                aborted,
+            } = spec;
             let server: Arc<dyn crate::attention::Served> = Arc::new(Server {
                 area: base.wrapping_add(me * stride),
                 n,
                 me,
                 bounds: (lo, lo + bytes),
                 stripes,
-                comm,
+                aborted,
             });
             crate::attention::register(&server);
             server
@@ -571,7 +604,13 @@ impl Rings {
     /// Posts a request to `target`: payload `data` (for a get: `len` zero bytes are
     /// reserved). Returns its position. With `fb`, a full ring is made room in by taking
     /// requests back when the target does not serve them.
-    pub(crate) fn post(&self, target: usize, req: &Request, data: &[u8], fb: &Fallback<'_>) -> Result<u64> {
+    pub(crate) fn post(
+        &self,
+        target: usize,
+        req: &Request,
+        data: &[u8],
+        fb: &Fallback<'_>,
+    ) -> Result<u64> {
         debug_assert!(req.len <= MAX_PAYLOAD && target != self.me);
         let ring = self.ring(target);
         let n = slots_for(req.len) as u64;
@@ -594,9 +633,23 @@ impl Rings {
         // when the target does not.
         self.wait_free(target, &ring, t, pos + n, fb)?;
         if pad > 0 {
-            write_header(&ring, t, &Request { kind: Kind::Pad, elem: ElemType::U8, op: Op::Sum, addr: 0, len: 0, key: 0, granule: 0 }, pad);
+            write_header(
+                &ring,
+                t,
+                &Request {
+                    kind: Kind::Pad,
+                    elem: ElemType::U8,
+                    op: Op::Sum,
+                    addr: 0,
+                    len: 0,
+                    key: 0,
+                    granule: 0,
+                },
+                pad,
+            );
             // Release: publishes the header.
-            ring.state(t).store(state_of(t, PHASE_PUBLISHED), Ordering::Release);
+            ring.state(t)
+                .store(state_of(t, PHASE_PUBLISHED), Ordering::Release);
         }
         write_header(&ring, pos, req, n);
         if req.kind != Kind::Get {
@@ -642,7 +695,10 @@ impl Rings {
     /// nobody claimed yet; waits for the ones claimed by the target.
     fn take_back(&self, target: usize, ring: &Ring, upto: u64, fb: &Fallback<'_>) -> Result<()> {
         let exec = Executor {
-            route_base: Route::Cma { pid: fb.pid, addr: 0 },
+            route_base: Route::Cma {
+                pid: fb.pid,
+                addr: 0,
+            },
             stripe: fb.stripe,
             bounds: None,
             aborted: fb.aborted,
@@ -652,7 +708,8 @@ impl Rings {
             let taken = claim_and_run(ring, &exec, Some(upto))?;
             if taken > 0 {
                 // Relaxed: see snubbed.
-                self.snubbed_until[target].store(clock_ns() + SNUB.as_nanos() as u64, Ordering::Relaxed);
+                self.snubbed_until[target]
+                    .store(clock_ns() + SNUB.as_nanos() as u64, Ordering::Relaxed);
             } else {
                 // Another thread of ours is still writing the request at the head, or the
                 // target claimed it meanwhile.
@@ -728,7 +785,9 @@ impl Rings {
         let ok = state == state_of(pos, PHASE_DONE);
         if ok {
             // SAFETY: our request is done and its slots are ours until we free them.
-            unsafe { std::ptr::copy_nonoverlapping(ring.payload(pos), out.as_mut_ptr(), out.len()) };
+            unsafe {
+                std::ptr::copy_nonoverlapping(ring.payload(pos), out.as_mut_ptr(), out.len())
+            };
         }
         if done.is_ok() || ok || state == state_of(pos, PHASE_FAILED) {
             free_slots(&ring, pos, n);
@@ -738,8 +797,7 @@ impl Rings {
             Ok(())
         } else {
             Err(Error::InvalidArgument(
-                "a request the target executed for us failed (address outside its window)"
-                    .into(),
+                "a request the target executed for us failed (address outside its window)".into(),
             ))
         }
     }
@@ -755,7 +813,8 @@ fn write_header(ring: &Ring, pos: u64, req: &Request, slots: u64) {
     ring.word(pos, 1).store(meta, Ordering::Relaxed);
     ring.word(pos, 2).store(req.addr as u64, Ordering::Relaxed);
     ring.word(pos, 3).store(req.key as u64, Ordering::Relaxed);
-    ring.word(pos, 4).store(req.granule as u64, Ordering::Relaxed);
+    ring.word(pos, 4)
+        .store(req.granule as u64, Ordering::Relaxed);
 }
 
 impl Drop for Rings {
@@ -775,8 +834,8 @@ struct Server {
     bounds: (usize, usize),
     /// The lock stripes of this process's window memory, and how many there are.
     stripes: (*const AtomicU64, usize),
-    /// The window's communicator (an executor stops waiting once the job is aborted).
-    comm: crate::bootstrap::Comm,
+    /// True once the job is aborted (an executor then stops waiting).
+    aborted: Box<dyn Fn() -> bool + Send + Sync>,
 }
 
 // SAFETY: the pointers point into the window's control memory and the process's window
@@ -797,7 +856,7 @@ impl crate::attention::Served for Server {
             // SAFETY: `stripe_count` words of our control block (i is reduced modulo it).
             unsafe { &*self.stripes.0.add(i % self.stripes.1) }
         };
-        let aborted = || self.comm.aborted();
+        let aborted = || (self.aborted)();
         let exec = Executor {
             route_base: Route::Direct(std::ptr::null_mut()),
             stripe: &stripe,
@@ -806,15 +865,286 @@ impl crate::attention::Served for Server {
         };
         for origin in (0..self.n).filter(|&o| o != self.me) {
             let ring = Ring {
-                base: self.area.wrapping_add(ATTENTION_BYTES + origin * RING_BYTES),
+                base: self
+                    .area
+                    .wrapping_add(ATTENTION_BYTES + origin * RING_BYTES),
             };
             // Relaxed: a hint that something was posted; claim_and_run checks properly.
             if ring.tail().load(Ordering::Relaxed) != ring.head().load(Ordering::Relaxed) {
                 // An error (a request outside our window) is the origin's: it finds its
                 // request executed without effect. Nothing to report here.
-                let _ = claim_and_run(&ring, &exec, None);
+                if claim_and_run(&ring, &exec, None).is_ok_and(|n| n > 0) {
+                    // Relaxed: a statistic.
+                    SERVED_BATCHES.fetch_add(1, Ordering::Relaxed);
+                }
             }
         }
     }
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attention::Served;
+
+    /// Two ranks' ring areas in this process's memory: rank 0 the origin, rank 1 the
+    /// target, whose window memory is `memory` (reached by the origin with cross-memory
+    /// attach to itself, by the server directly).
+    struct Pair {
+        _areas: Vec<u64>,
+        origin: Rings,
+        server: Arc<Server>,
+        memory: Vec<u64>,
+        stripes: Vec<AtomicU64>,
+    }
+
+    impl Pair {
+        fn new(words: usize) -> Box<Pair> {
+            let stride = area_bytes(2).next_multiple_of(64);
+            // u64s, 64-byte aligned by over-allocating and rounding the start up.
+            let mut areas = vec![0u64; (2 * stride + 64) / 8];
+            let base = (areas.as_mut_ptr() as usize).next_multiple_of(64) as *mut u8;
+            // Room behind the window: a request past its end must not hit other heap data
+            // whichever side runs it.
+            let mut memory = vec![0u64; words + 8];
+            let stripes: Vec<AtomicU64> = (0..8).map(|_| AtomicU64::new(0)).collect();
+            let server = Arc::new(Server {
+                area: base.wrapping_add(stride),
+                n: 2,
+                me: 1,
+                bounds: (
+                    memory.as_mut_ptr() as usize,
+                    memory.as_ptr() as usize + words * 8,
+                ),
+                stripes: (stripes.as_ptr(), stripes.len()),
+                aborted: Box::new(|| false),
+            });
+            // SAFETY: zeroed, aligned areas that the Pair keeps alive with the Rings.
+            let origin = unsafe { Rings::new(base, stride, 2, 0, None) };
+            Box::new(Pair {
+                _areas: areas,
+                origin,
+                server,
+                memory,
+                stripes,
+            })
+        }
+
+        fn addr(&self, i: usize) -> usize {
+            self.memory.as_ptr() as usize + i * 8
+        }
+
+        fn with_fb<R>(&self, f: impl FnOnce(&Fallback<'_>) -> R) -> R {
+            let stripe = |i: usize| -> &AtomicU64 { &self.stripes[i % self.stripes.len()] };
+            let aborted = || false;
+            f(&Fallback {
+                pid: std::process::id() as i32,
+                stripe: &stripe,
+                aborted: &aborted,
+            })
+        }
+
+        fn acc(&self, at: usize, data: &[u64], op: Op, kind: Kind) -> Request {
+            Request {
+                kind,
+                elem: ElemType::U64,
+                op,
+                addr: self.addr(at),
+                len: data.len() * 8,
+                key: at * 8,
+                granule: 64,
+            }
+        }
+    }
+
+    /// Serves until told to stop, pausing now and then longer than the pickup wait (so the
+    /// origin takes requests back meanwhile).
+    fn serve_until(server: &Server, stop: &std::sync::atomic::AtomicBool) {
+        let mut i = 0u64;
+        while !stop.load(Ordering::Relaxed) {
+            server.serve();
+            i += 1;
+            if i % 1000 == 0 {
+                std::thread::sleep(PICKUP_WAIT * 3);
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    #[test]
+    fn every_request_runs_once_in_issue_order_on_either_side() {
+        let pair = Pair::new(64);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let mut expect = vec![0u64; 64];
+        std::thread::scope(|s| {
+            s.spawn(|| serve_until(&pair.server, &stop));
+            let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+            for step in 0..20_000u64 {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                // 1..=60 elements: one to eight slots, so requests wrap and get padded.
+                let len = 1 + (rng % 60) as usize;
+                let at = (rng >> 8) as usize % (64 - len + 1);
+                let data: Vec<u64> = (0..len as u64).map(|k| step + k).collect();
+                match step % 4 {
+                    0 | 1 => {
+                        let req = pair.acc(at, &data, Op::Sum, Kind::Acc);
+                        pair.with_fb(|fb| {
+                            pair.origin.post(1, &req, bytemuck::cast_slice(&data), fb)
+                        })
+                        .unwrap();
+                        for (e, d) in expect[at..at + len].iter_mut().zip(&data) {
+                            *e += d;
+                        }
+                    }
+                    2 => {
+                        // Fetching: the result shows every earlier request applied.
+                        let req = pair.acc(at, &data, Op::Sum, Kind::FetchAcc);
+                        let mut out = vec![0u64; len];
+                        pair.with_fb(|fb| {
+                            pair.origin.call(
+                                1,
+                                &req,
+                                bytemuck::cast_slice(&data),
+                                bytemuck::cast_slice_mut(&mut out),
+                                fb,
+                            )
+                        })
+                        .unwrap();
+                        assert_eq!(out, expect[at..at + len], "step {step}");
+                        for (e, d) in expect[at..at + len].iter_mut().zip(&data) {
+                            *e += d;
+                        }
+                    }
+                    _ => {
+                        // A put, then a compare-and-swap that must see it.
+                        let v = [step * 3 + 1];
+                        let req = Request {
+                            kind: Kind::Put,
+                            elem: ElemType::U8,
+                            op: Op::Replace,
+                            addr: pair.addr(at),
+                            len: 8,
+                            key: 0,
+                            granule: 0,
+                        };
+                        pair.with_fb(|fb| pair.origin.post(1, &req, bytemuck::cast_slice(&v), fb))
+                            .unwrap();
+                        let req = pair.acc(at, &[0, 0], Op::Replace, Kind::Cas);
+                        let cas = [v[0], v[0] + 1];
+                        let mut old = [0u64];
+                        pair.with_fb(|fb| {
+                            pair.origin.call(
+                                1,
+                                &req,
+                                bytemuck::cast_slice(&cas),
+                                bytemuck::cast_slice_mut(&mut old),
+                                fb,
+                            )
+                        })
+                        .unwrap();
+                        assert_eq!(old[0], v[0], "step {step}: the put landed first");
+                        expect[at] = v[0] + 1;
+                    }
+                }
+            }
+            pair.with_fb(|fb| pair.origin.complete_all_to(1, fb))
+                .unwrap();
+            stop.store(true, Ordering::Relaxed);
+        });
+        assert_eq!(pair.memory[..64], expect);
+        assert!(!pair.server_ran_last(), "some requests were taken back");
+        assert!(served_batches() > 0, "some were served");
+        assert!(pair.stripes.iter().all(|s| s.load(Ordering::Relaxed) == 0));
+    }
+
+    #[test]
+    fn threads_of_one_origin_share_a_ring_without_losing_updates() {
+        let pair = Pair::new(8);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        const PER_THREAD: u64 = 5_000;
+        std::thread::scope(|s| {
+            let server = s.spawn(|| serve_until(&pair.server, &stop));
+            let workers: Vec<_> = (0..4u64)
+                .map(|t| {
+                    let pair = &pair;
+                    s.spawn(move || {
+                        for i in 0..PER_THREAD {
+                            let data = [1u64, t];
+                            let req = pair.acc(0, &data, Op::Sum, Kind::Acc);
+                            if i % 7 == 0 {
+                                let mut out = [0u64; 2];
+                                let req = pair.acc(2 + t as usize, &[1], Op::Sum, Kind::FetchAcc);
+                                pair.with_fb(|fb| {
+                                    pair.origin.call(
+                                        1,
+                                        &req,
+                                        bytemuck::cast_slice(&[1u64]),
+                                        bytemuck::cast_slice_mut(&mut out[..1]),
+                                        fb,
+                                    )
+                                })
+                                .unwrap();
+                            } else {
+                                pair.with_fb(|fb| {
+                                    pair.origin.post(1, &req, bytemuck::cast_slice(&data), fb)
+                                })
+                                .unwrap();
+                            }
+                        }
+                    })
+                })
+                .collect();
+            for w in workers {
+                w.join().unwrap();
+            }
+            pair.with_fb(|fb| pair.origin.complete_all_to(1, fb))
+                .unwrap();
+            stop.store(true, Ordering::Relaxed);
+            server.join().unwrap();
+        });
+        let fetches = PER_THREAD.div_ceil(7);
+        let posts = PER_THREAD - fetches;
+        assert_eq!(pair.memory[0], 4 * posts);
+        assert_eq!(pair.memory[1], (0..4).map(|t| t * posts).sum::<u64>());
+        for t in 0..4 {
+            assert_eq!(pair.memory[2 + t], fetches);
+        }
+    }
+
+    #[test]
+    fn a_request_outside_the_window_fails_and_the_requester_hears_of_it() {
+        let pair = Pair::new(4);
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| serve_until(&pair.server, &stop));
+            let mut req = pair.acc(0, &[1], Op::Sum, Kind::FetchAcc);
+            req.addr = pair.addr(4); // one past the end
+            let mut out = [0u64];
+            // Either side may run it: the server refuses it; a takeover (the origin checks
+            // bounds before it posts, not here) writes into the room behind the window.
+            let r = pair.with_fb(|fb| {
+                pair.origin.call(
+                    1,
+                    &req,
+                    bytemuck::cast_slice(&[1u64]),
+                    bytemuck::cast_slice_mut(&mut out),
+                    fb,
+                )
+            });
+            stop.store(true, Ordering::Relaxed);
+            if pair.server_ran_last() {
+                assert!(r.is_err());
+            }
+        });
+    }
+
+    impl Pair {
+        /// Whether the last request was executed by the server (no snub recorded).
+        fn server_ran_last(&self) -> bool {
+            self.origin.snubbed_until[1].load(Ordering::Relaxed) == 0
+        }
+    }
+}

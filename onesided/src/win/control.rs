@@ -266,7 +266,10 @@ impl Control {
     pub(crate) fn rings(&self) -> Option<(*mut u8, usize)> {
         let off = self.layout.rings_off?;
         // SAFETY: block 0's ring area lies inside the mapping (with_rings sized the block).
-        Some((unsafe { self.base.add(self.layout.blocks_off + off) }, self.layout.block_stride))
+        Some((
+            unsafe { self.base.add(self.layout.blocks_off + off) },
+            self.layout.block_stride,
+        ))
     }
 
     /// Start of the fence barrier's counters.

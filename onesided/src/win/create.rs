@@ -354,9 +354,12 @@ fn make_rings(
     let (base, stride) = ctrl.rings()?;
     let me = comm.rank();
     let serve = served.then(|| {
-        let stripes: *const std::sync::atomic::AtomicU64 = ctrl.stripe(me, 0);
-        let stripes = (stripes, crate::win::control::ACC_STRIPES);
-        (local.base as usize, local.bytes, stripes, comm.clone())
+        let comm = comm.clone();
+        crate::transport::ring::ServeSpec {
+            memory: (local.base as usize, local.bytes),
+            stripes: (ctrl.stripe(me, 0), crate::win::control::ACC_STRIPES),
+            aborted: Box::new(move || comm.aborted()),
+        }
     });
     // SAFETY: the ring areas lie in the control memory, zeroed by each owner before the
     // creation's agreement and kept mapped by the WinCore, whose `rings` field drops before
