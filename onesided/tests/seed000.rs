@@ -56,7 +56,18 @@ fn thread_scope_flush_completes_only_the_callers_operations() {
             win.lock_all(Assert::NONE)?;
             win.get(&mut got, 1, 1)?;
             assert_eq!(got, [11, 33]);
+            // Let rank 1 go on.
+            win.put(&[1], 1, 3)?;
             win.unlock_all()?;
+        } else {
+            // Outside the library until rank 0 is done: a target waiting inside it would
+            // serve rank 0's puts from its request ring at once, and none would stay
+            // pending for the test to see.
+            let mut go = [0u64];
+            while go[0] == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+                win.local_read(3, &mut go)?;
+            }
         }
         w.barrier()?;
         drop(process);

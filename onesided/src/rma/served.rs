@@ -84,6 +84,21 @@ impl WinCore {
         result
     }
 
+    /// The calling thread's requests in rings are executed when this returns, and other
+    /// threads' later ones need not be (a flush with `mpi_win_scope=thread`).
+    pub(crate) fn complete_own_rings(&self) -> Result<()> {
+        let Some(rings) = &self.rings else {
+            return Ok(());
+        };
+        let mut result = Ok(());
+        for target in rings.own_targets() {
+            if let Some(Err(e)) = self.with_fallback(target, |fb| rings.complete_own(target, fb)) {
+                result = Err(e);
+            }
+        }
+        result
+    }
+
     /// Posts a request without result (put, accumulate) to `target`'s ring.
     pub(crate) fn ring_post(
         &self,

@@ -33,7 +33,7 @@
 //! accumulates stay element-wise atomic against ones done by cross-memory attach directly.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
@@ -65,6 +65,19 @@ pub(crate) const MAX_RANKS: usize = 16;
 const PICKUP_WAIT: Duration = Duration::from_micros(50);
 /// How long an origin bypasses the ring of a target that left its requests unserved.
 const SNUB: Duration = Duration::from_millis(1);
+
+/// Source of [`Rings`] ids.
+static NEXT_RINGS_ID: AtomicU64 = AtomicU64::new(1);
+/// Records of own requests beyond which a thread drops those of freed windows.
+const OWN_POSTS_PRUNE_AT: usize = 64;
+/// Ids of the rings of live windows.
+static LIVE_RINGS: std::sync::Mutex<Vec<u64>> = std::sync::Mutex::new(Vec::new());
+
+thread_local! {
+    /// Where the calling thread's requests end, per rings and target.
+    static OWN_POSTS: std::cell::RefCell<Vec<(u64, usize, u64)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
 
 /// Nanoseconds since the first call in this process (never 0 after it).
 fn clock_ns() -> u64 {
@@ -452,6 +465,8 @@ fn free_slots(ring: &Ring, pos: u64, slots: u64) {
 /// The rings of one window as seen by one process: it posts into the areas of its targets
 /// and serves the rings in its own area.
 pub(crate) struct Rings {
+    /// Names these rings in the threads' records of their own requests.
+    id: u64,
     /// Start of rank 0's area; rank r's at `base + r * stride`.
     base: *mut u8,
     stride: usize,
@@ -543,7 +558,14 @@ impl Rings {
             crate::attention::register(&server);
             server
         });
+        // Relaxed: only uniqueness matters.
+        let id = NEXT_RINGS_ID.fetch_add(1, Ordering::Relaxed);
+        LIVE_RINGS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(id);
         Rings {
+            id,
             base,
             stride,
             n,
@@ -662,6 +684,7 @@ impl Rings {
         // SeqCst: a completion point that swaps the flag afterwards waits for this request
         // (it loads the tail after its swap).
         self.dirty.fetch_add(1, Ordering::SeqCst);
+        self.note_own(target, pos + n);
         Ok(pos)
     }
 
@@ -758,11 +781,58 @@ impl Rings {
         if self.dirty.swap(0, Ordering::SeqCst) == 0 {
             return;
         }
+        // Everything of ours will be complete: our records of these rings are done with.
+        OWN_POSTS.with(|own| own.borrow_mut().retain(|e| e.0 != self.id));
         for target in (0..self.n).filter(|&t| t != self.me) {
             if self.outstanding(target) {
                 complete(target);
             }
         }
+    }
+
+    /// Records that the calling thread's requests to `target` end at `end` (for
+    /// [`Rings::complete_own`]).
+    fn note_own(&self, target: usize, end: u64) {
+        OWN_POSTS.with(|own| {
+            let mut own = own.borrow_mut();
+            if let Some(e) = own.iter_mut().find(|e| e.0 == self.id && e.1 == target) {
+                e.2 = e.2.max(end);
+                return;
+            }
+            if own.len() >= OWN_POSTS_PRUNE_AT {
+                // Records of freed windows go (those of live ones must stay: a thread-scope
+                // flush relies on them).
+                let live = LIVE_RINGS.lock().unwrap_or_else(PoisonError::into_inner);
+                own.retain(|e| live.contains(&e.0));
+            }
+            own.push((self.id, target, end));
+        });
+    }
+
+    /// Waits until every request the calling thread posted to `target` is executed, and
+    /// not for the other threads' later ones (a thread-scope flush, seed 000 §2.1). The
+    /// ring runs in order, so other threads' requests from before ours run first.
+    pub(crate) fn complete_own(&self, target: usize, fb: &Fallback<'_>) -> Result<()> {
+        let end = OWN_POSTS.with(|own| {
+            let mut own = own.borrow_mut();
+            let i = own.iter().position(|e| e.0 == self.id && e.1 == target)?;
+            Some(own.remove(i).2)
+        });
+        match end {
+            Some(end) => self.complete(target, end, fb),
+            None => Ok(()),
+        }
+    }
+
+    /// The targets the calling thread has requests of record to.
+    pub(crate) fn own_targets(&self) -> Vec<usize> {
+        OWN_POSTS.with(|own| {
+            own.borrow()
+                .iter()
+                .filter(|e| e.0 == self.id)
+                .map(|e| e.1)
+                .collect()
+        })
     }
 
     /// Posts a request with a result and waits for it: the result (`out.len()` bytes of the
@@ -819,6 +889,10 @@ fn write_header(ring: &Ring, pos: u64, req: &Request, slots: u64) {
 
 impl Drop for Rings {
     fn drop(&mut self) {
+        LIVE_RINGS
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|&id| id != self.id);
         if let Some(server) = self.server.take() {
             crate::attention::unregister(&server);
         }

@@ -365,12 +365,13 @@ impl WinCore {
             // (check_flush_uncached), so the next flush — maybe of process scope, through a
             // duplicate — still takes the path that drains them.
             self.staged.drain_own()?;
+            // Requests in rings run in order: up to our own last one (other threads' from
+            // before it included, none from after it).
+            self.complete_own_rings()
         } else {
             self.staged.drain_all()?;
+            self.complete_rings()
         }
-        // Requests in rings: their order is the ring's, so a flush of either scope waits
-        // for the ones posted before it, other threads' included.
-        self.complete_rings()
     }
 
     /// Writes the staged puts that must land before an operation (get, accumulate,
