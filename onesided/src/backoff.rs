@@ -29,6 +29,8 @@ static YIELD_MICROS: AtomicU32 = AtomicU32::new(YIELD_MICROS_SHARED);
 const SERVING_POLLS_PER_YIELD: u32 = 64;
 /// `pause` instructions between two polls of a serving waiter.
 const SERVING_SPIN: u32 = 8;
+/// Serving polls between two polls of the host MPI in an attentive wait.
+const SERVES_PER_HOST_POLL: u32 = 16;
 /// First sleep, doubled each round up to [`MAX_SLEEP`].
 const FIRST_SLEEP: Duration = Duration::from_micros(20);
 /// Longest sleep between two polls: bounds the latency a sleeping waiter adds.
@@ -85,6 +87,43 @@ impl Backoff {
         }
     }
 
+    /// With a core of its own, a process that serves other processes' requests keeps
+    /// polling, as an MPI library's progress loop does: asleep it would serve nobody.
+    fn serving(&self, yield_micros: u32) -> bool {
+        yield_micros == YIELD_MICROS_DEDICATED && self.attending.is_some()
+    }
+
+    /// A yield costs a system call, and requests wait that long for the next poll: poll
+    /// again after a short spin, and yield only now and then.
+    fn serving_pause(&mut self) {
+        self.polls = self.polls.wrapping_add(1);
+        if self.polls % SERVING_POLLS_PER_YIELD == 0 {
+            rustix::thread::sched_yield();
+        } else {
+            for _ in 0..SERVING_SPIN {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// The pause of a wait that must keep polling something else (the host MPI's
+    /// progress): serves as [`Backoff::attend`] does, then yields — or, while serving with
+    /// a core of its own, spins briefly.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn attentive_pause(&mut self) {
+        self.attend();
+        if self.serving(YIELD_MICROS.load(Ordering::Relaxed)) {
+            // The host MPI's progress call can cost a microsecond: serve several times
+            // between two of them.
+            for _ in 0..SERVES_PER_HOST_POLL {
+                self.serving_pause();
+                self.attend();
+            }
+        } else {
+            rustix::thread::sched_yield();
+        }
+    }
+
     /// Wait a little; each call waits at least as long as the previous one, up to a cap.
     pub(crate) fn snooze(&mut self) {
         self.attend();
@@ -98,20 +137,8 @@ impl Backoff {
         let since = *self.yielding_since.get_or_insert_with(Instant::now);
         let micros = YIELD_MICROS.load(Ordering::Relaxed);
         let budget = Duration::from_micros(u64::from(micros));
-        // With a core of its own, a process that serves other processes' requests keeps
-        // polling, as an MPI library's progress loop does: asleep it would serve nobody.
-        let serving = micros == YIELD_MICROS_DEDICATED && self.attending.is_some();
-        if serving {
-            // A yield costs a system call, and requests wait that long for the next poll:
-            // poll again after a short spin, and yield only now and then.
-            self.polls = self.polls.wrapping_add(1);
-            if self.polls % SERVING_POLLS_PER_YIELD == 0 {
-                rustix::thread::sched_yield();
-            } else {
-                for _ in 0..SERVING_SPIN {
-                    std::hint::spin_loop();
-                }
-            }
+        if self.serving(micros) {
+            self.serving_pause();
         } else if since.elapsed() < budget {
             rustix::thread::sched_yield();
         } else {

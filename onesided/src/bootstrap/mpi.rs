@@ -292,8 +292,7 @@ impl MpiBootstrap {
                 return Err(e);
             }
             if self.attentive {
-                backoff.attend();
-                rustix::thread::sched_yield();
+                backoff.attentive_pause();
             } else {
                 backoff.snooze();
             }
