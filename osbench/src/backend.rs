@@ -155,6 +155,12 @@ pub trait Backend: Sized {
         let mem = self.memory(kind, len)?;
         self.window_over(kind, len, mem)
     }
+    /// Collective: a `create` window over ordinary memory whose operations are always the
+    /// origin's own cross-memory-attach calls (onesided's `onesided_target_service=false`),
+    /// the reference of `progress`; `None` where the implementation has no such mode.
+    fn plain_cma_window<T: Elem>(&self, _len: usize) -> BResult<Option<Self::Win<T>>> {
+        Ok(None)
+    }
     /// Whether windows may be used by several threads at once (MPI: initialized with
     /// `MPI_THREAD_MULTIPLE`).
     fn threads_supported(&self) -> bool {

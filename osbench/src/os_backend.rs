@@ -81,6 +81,18 @@ impl Backend for OsBackend {
         })
     }
 
+    fn plain_cma_window<T: Elem>(&self, len: usize) -> BResult<Option<OsWin<T>>> {
+        let info = onesided::WinInfo::new().target_service(false);
+        let win = Window::builder(&self.comm)
+            .info(&info)
+            .create(WinBuffer::from(vec![T::default(); len]))?;
+        Ok(Some(OsWin {
+            win,
+            bases: vec![0; self.comm.size()],
+            scale: 1,
+        }))
+    }
+
     fn window_over<T: Elem>(
         &self,
         kind: WinKind,

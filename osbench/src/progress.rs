@@ -8,7 +8,10 @@
 //! only finish once the target enters the library shows an average latency above
 //! busy / n = 10 µs. Records: `bench` = `progress`, `metric` = `latency` (mean µs of one
 //! put+flush at the origin), `sync` = `flush`, `bytes` = 1, `delay_us`.
-//! After each measurement the target checks that the last byte arrived.
+//! After each measurement the target checks that the last byte arrived. On `create`
+//! windows onesided adds `metric` = `cma-latency`: the attentive loop on a window whose
+//! operations never go through the target (`onesided_target_service=false`), the plain
+//! cross-memory-attach put+flush a busy target's latency is held against.
 
 use std::time::{Duration, Instant};
 
@@ -53,6 +56,28 @@ pub fn progress<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResult
             }
         }
         win.free()?;
+        // The reference of [Zounmevo14]-style progress on memory reached by cross-memory
+        // attach: the same loop with every operation the origin's own system call.
+        if kind == crate::backend::WinKind::Create {
+            if let Some(plain) = pair.plain_cma_window::<u8>(8)? {
+                let us = measure(&pair, &plain, n, Duration::ZERO)?;
+                if pair.comm().rank() == 0 {
+                    let mut r = Record::new(
+                        "progress",
+                        &pair,
+                        kind.name(),
+                        "flush",
+                        1,
+                        "cma-latency",
+                        us,
+                        "us",
+                    );
+                    r.delay_us = Some(0.0);
+                    out.push(r);
+                }
+                plain.free()?;
+            }
+        }
     }
     Ok(())
 }

@@ -627,11 +627,12 @@ pub(crate) fn create(
     let prior = Ok(());
     // Request rings when some rank's memory is reached by cross-memory attach (every rank
     // has the same table, so all agree on the layout).
-    let rings = comm.size() <= crate::transport::ring::MAX_RANKS
+    let rings = hints.target_service
+        && comm.size() <= crate::transport::ring::MAX_RANKS
         && table.iter().any(|r| !r.shared && r.bytes > 0);
     let layout = ControlLayout::with_rings(comm.size(), 0, 0, rings);
     let gran = hints.accumulate_granularity as u64;
-    let segment = control_memory(comm, call, &layout, &[gran], prior)?;
+    let segment = control_memory(comm, call, &layout, &[gran, u64::from(rings)], prior)?;
     Ok(assemble(
         comm,
         Flavor::Create,

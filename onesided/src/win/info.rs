@@ -32,6 +32,12 @@ pub mod keys {
     /// `onesided_max_attached_regions` (positive integer, dynamic windows): capacity of each
     /// process's table of attached regions (default 256).
     pub const MAX_ATTACHED_REGIONS: &str = "onesided_max_attached_regions";
+    /// `onesided_target_service` (boolean, `create` windows, default true): origins may
+    /// hand small operations on memory reached by cross-memory attach to a target that
+    /// waits inside the library (request rings), and a waiting process with a core of its
+    /// own keeps polling for them. `false`: every such operation is the origin's own system
+    /// call, and waits may sleep. Every process must pass the same value.
+    pub const TARGET_SERVICE: &str = "onesided_target_service";
     /// `MPI_WIN_ACCESS_AFTER_ACCESS_REORDER` ("1"/"0", \[Zounmevo14\] §VI-B): see
     /// [`crate::Reorder`].
     pub const ACCESS_AFTER_ACCESS_REORDER: &str = "MPI_WIN_ACCESS_AFTER_ACCESS_REORDER";
@@ -183,6 +189,11 @@ impl WinInfo {
     /// Sets `mpi_assert_accumulate_intrinsic`.
     pub fn accumulate_intrinsic(self, on: bool) -> Self {
         self.with(keys::ASSERT_ACCUMULATE_INTRINSIC, bool_str(on))
+    }
+
+    /// Sets `onesided_target_service`.
+    pub fn target_service(self, on: bool) -> Self {
+        self.with(keys::TARGET_SERVICE, bool_str(on))
     }
 
     /// Sets the four reorder keys (`MPI_WIN_*_REORDER`, "1" or "0") from `flags`.
@@ -383,6 +394,8 @@ pub struct WinHints {
     pub order: bool,
     /// `mpi_assert_accumulate_intrinsic` (per window handle).
     pub accumulate_intrinsic: bool,
+    /// `onesided_target_service` (`create` windows).
+    pub target_service: bool,
 }
 
 impl Default for WinHints {
@@ -401,6 +414,7 @@ impl Default for WinHints {
             scope: WinScope::Process,
             order: false,
             accumulate_intrinsic: false,
+            target_service: true,
         }
     }
 }
@@ -499,6 +513,12 @@ impl WinHints {
                         next.max_attached_regions = v;
                     }
                 }
+                keys::TARGET_SERVICE => {
+                    let v = parse_bool(key, value)?;
+                    if at_creation {
+                        next.target_service = v;
+                    }
+                }
                 keys::ACCESS_AFTER_ACCESS_REORDER => {
                     next.reorder.access_after_access = parse_flag(key, value)?
                 }
@@ -567,6 +587,9 @@ impl WinHints {
                     keys::MAX_ATTACHED_REGIONS,
                     self.max_attached_regions.to_string(),
                 );
+            }
+            super::Flavor::Create => {
+                info.set(keys::TARGET_SERVICE, bool_str(self.target_service));
             }
             _ => {}
         }
