@@ -59,12 +59,25 @@ pub(crate) struct Backoff {
     attending: Option<crate::attention::Attending>,
     /// Polls while serving (every [`SERVING_POLLS_PER_YIELD`]th yields).
     polls: u32,
+    /// Never poll without yielding: the wait is for another process's service, which
+    /// needs a core (see [`Backoff::for_service`]).
+    yields: bool,
 }
 
 impl Backoff {
     /// A fresh backoff that starts by spinning.
     pub(crate) fn new() -> Self {
         Backoff::default()
+    }
+
+    /// A backoff for waiting on another process to serve us: it serves and yields but
+    /// never keeps a core busy, since the process it waits for may need that core (threads
+    /// of this process waiting alike would otherwise crowd the server out).
+    pub(crate) fn for_service() -> Self {
+        Backoff {
+            yields: true,
+            ..Backoff::default()
+        }
     }
 
     /// Start over after progress was made.
@@ -90,7 +103,7 @@ impl Backoff {
     /// With a core of its own, a process that serves other processes' requests keeps
     /// polling, as an MPI library's progress loop does: asleep it would serve nobody.
     fn serving(&self, yield_micros: u32) -> bool {
-        yield_micros == YIELD_MICROS_DEDICATED && self.attending.is_some()
+        !self.yields && yield_micros == YIELD_MICROS_DEDICATED && self.attending.is_some()
     }
 
     /// A yield costs a system call, and requests wait that long for the next poll: poll

@@ -291,7 +291,7 @@ impl WinCore {
         }
         let bytes = std::mem::size_of_val(origin);
         if let Route::Cma { addr, .. } = loc.route {
-            if let Some(rings) = self.ring_toward(target, bytes) {
+            if let Some(rings) = self.ring_toward(target, bytes, flags) {
                 return match result {
                     Some(out) => {
                         let req = self.acc_request::<E>(Kind::FetchAcc, addr, loc.key, op, bytes);
@@ -312,7 +312,7 @@ impl WinCore {
                 };
             }
         }
-        self.ring_gate(target)?;
+        self.ring_gate_for(target, flags)?;
         let granule = match self.granule(size) {
             0 => DEFAULT_GRANULE.next_multiple_of(size),
             g => g,
@@ -367,7 +367,7 @@ impl WinCore {
         }
         let size = std::mem::size_of::<E>();
         if let Route::Cma { addr, .. } = loc.route {
-            if let Some(rings) = self.ring_toward(target, 2 * size) {
+            if let Some(rings) = self.ring_toward(target, 2 * size, flags) {
                 let req = self.acc_request::<E>(Kind::Cas, addr, loc.key, Op::Replace, 2 * size);
                 let mut old = [E::zeroed()];
                 self.ring_call(
@@ -381,7 +381,7 @@ impl WinCore {
                 return Ok(old[0]);
             }
         }
-        self.ring_gate(target)?;
+        self.ring_gate_for(target, flags)?;
         let granule = match self.granule(size) {
             0 => DEFAULT_GRANULE.next_multiple_of(size),
             g => g,

@@ -86,18 +86,18 @@ impl WinCore {
         }
         let route = self.resolve("put", target, disp, src.len())?.route;
         if let Route::Cma { addr, .. } = route {
-            if let Some(rings) = self.ring_toward(target, src.len()) {
+            if let Some(rings) = self.ring_toward(target, src.len(), flags) {
                 let req = served::byte_request(ring::Kind::Put, addr, src.len());
                 return self.ring_post(rings, target, &req, src, flags);
             }
         }
         match route {
             Route::Cma { pid, addr } if src.len() <= combine::STAGE_MAX_PUT => {
-                self.ring_gate(target)?;
+                self.ring_gate_for(target, flags)?;
                 self.stage_put(pid, addr, src)?
             }
             route => {
-                self.ring_gate(target)?;
+                self.ring_gate_for(target, flags)?;
                 // A put that is not staged would overtake the staged ones; only
                 // `mpi_win_order` promises it will not (two puts to the same bytes in one
                 // epoch are otherwise conflicting, and which lands last unspecified).
@@ -204,12 +204,12 @@ impl WinCore {
     ) -> Result<()> {
         let route = self.resolve("get", target, disp, dst.len())?.route;
         if let Route::Cma { addr, .. } = route {
-            if let Some(rings) = self.ring_toward(target, dst.len()) {
+            if let Some(rings) = self.ring_toward(target, dst.len(), flags) {
                 let req = served::byte_request(ring::Kind::Get, addr, dst.len());
                 return self.ring_call(rings, target, &req, &[], dst, flags);
             }
         }
-        self.ring_gate(target)?;
+        self.ring_gate_for(target, flags)?;
         // Staged puts go first: they reach memory in issue order.
         self.drain_before_op(flags)?;
         route.read(dst)?;
@@ -288,7 +288,7 @@ impl<T: Pod> Window<T> {
         let base = self
             .core
             .resolve_layout("put", target, disp, target_layout)?;
-        self.core.ring_gate(target)?;
+        self.core.ring_gate_for(target, self.flags.get())?;
         self.core.drain_before_op(self.flags.get())?;
         let list: Vec<(usize, usize, usize)> =
             pieces([origin_layout.blocks(), target_layout.blocks()])
@@ -316,7 +316,7 @@ impl<T: Pod> Window<T> {
         let base = self
             .core
             .resolve_layout("get", target, disp, target_layout)?;
-        self.core.ring_gate(target)?;
+        self.core.ring_gate_for(target, self.flags.get())?;
         self.core.drain_before_op(self.flags.get())?;
         let list: Vec<(usize, usize, usize)> =
             pieces([origin_layout.blocks(), target_layout.blocks()])

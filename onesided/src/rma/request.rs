@@ -210,7 +210,7 @@ impl<T: Pod> Window<T> {
         let at = self.core.resolve("rrput", target, disp, bytes.len())?;
         // This thread's staged puts were issued first; with mpi_win_order and process
         // scope, every thread's.
-        self.core.ring_gate(target)?;
+        self.core.ring_gate_for(target, self.flags.get())?;
         self.core.drain_before_op(self.flags.get())?;
         at.route.write(bytes)?;
         self.core.epoch.note_rma();
@@ -242,7 +242,7 @@ impl<T: AccElement> Window<T> {
         // Accumulates are never staged.
         self.accumulate(origin, target, disp, op)?;
         // An update handed to the target's ring is done once the ring is empty.
-        self.core.ring_gate(target)?;
+        self.core.ring_gate_for(target, self.flags.get())?;
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         Ok(Request::done())
     }

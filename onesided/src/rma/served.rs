@@ -19,13 +19,24 @@ use crate::transport::Route;
 use crate::win::core::{Flags, Targets, WinCore};
 
 impl WinCore {
-    /// The rings, if `target` should get the next request of `bytes` payload through its
-    /// ring.
+    /// The rings, if `target` should get the next request of `bytes` payload (issued
+    /// through a handle with `flags`) through its ring: when the calling thread's earlier
+    /// requests to it may still be there (the new one must land after them; with
+    /// `mpi_win_order` and process scope, any thread's), or when the target waits inside
+    /// the library and no other thread of ours is in a ring operation (see
+    /// [`Rings::crowded`]).
     #[inline]
-    pub(crate) fn ring_toward(&self, target: usize, bytes: usize) -> Option<&Rings> {
+    pub(crate) fn ring_toward(&self, target: usize, bytes: usize, flags: Flags) -> Option<&Rings> {
         let rings = self.rings.as_ref()?;
-        (bytes <= MAX_PAYLOAD && (rings.attentive(target) || rings.outstanding(target)))
-            .then_some(rings)
+        if bytes > MAX_PAYLOAD {
+            return None;
+        }
+        let behind = if flags.order() && !flags.thread_scope() {
+            rings.outstanding(target)
+        } else {
+            rings.own_outstanding(target)
+        };
+        (behind || (rings.attentive(target) && !rings.crowded())).then_some(rings)
     }
 
     /// Runs `f` with what this process needs to execute requests to `target` itself.
@@ -49,14 +60,37 @@ impl WinCore {
         }))
     }
 
-    /// The ring gate: before an operation toward `target` that does not go through its
-    /// ring touches its memory, every request to it already in the ring is executed.
+    /// The full ring gate: before an operation toward `target` that does not go through its
+    /// ring touches its memory, every request to it already in the ring is executed (for
+    /// operations the engine runs, maybe on another thread than the one that issued them).
     #[inline]
     pub(crate) fn ring_gate(&self, target: usize) -> Result<()> {
         match &self.rings {
-            Some(rings) if rings.outstanding(target) => self
-                .with_fallback(target, |fb| rings.complete_all_to(target, fb))
-                .unwrap_or(Ok(())),
+            Some(rings) if rings.outstanding(target) => {
+                let _busy = rings.enter();
+                self.with_fallback(target, |fb| rings.complete_all_to(target, fb))
+                    .unwrap_or(Ok(()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The ring gate of an operation the calling thread issues through a handle with
+    /// `flags`: its own earlier requests to `target` are executed first (its operations
+    /// reach memory in its issue order); with `mpi_win_order` and process scope every
+    /// thread's (see [`WinCore::drain_before_op`]). Other threads' requests may still be
+    /// in the ring otherwise: operations of concurrent threads are unordered.
+    #[inline]
+    pub(crate) fn ring_gate_for(&self, target: usize, flags: Flags) -> Result<()> {
+        match &self.rings {
+            Some(rings) if rings.outstanding(target) => {
+                if flags.order() && !flags.thread_scope() {
+                    return self.ring_gate(target);
+                }
+                let _busy = rings.enter();
+                self.with_fallback(target, |fb| rings.complete_own(target, fb))
+                    .unwrap_or(Ok(()))
+            }
             _ => Ok(()),
         }
     }
@@ -66,13 +100,14 @@ impl WinCore {
     #[inline]
     pub(crate) fn complete_rings(&self) -> Result<()> {
         match &self.rings {
-            Some(rings) if rings.dirty() => self.complete_rings_slow(rings),
-            _ => Ok(()),
+            Some(rings) => self.complete_rings_slow(rings),
+            None => Ok(()),
         }
     }
 
     #[inline(never)]
     fn complete_rings_slow(&self, rings: &Rings) -> Result<()> {
+        let _busy = rings.enter();
         // The fallbacks borrow closures per target: complete each target in its own scope.
         let mut result = Ok(());
         rings.complete_everything(|target| {
@@ -90,6 +125,7 @@ impl WinCore {
         let Some(rings) = &self.rings else {
             return Ok(());
         };
+        let _busy = rings.enter();
         let mut result = Ok(());
         for target in rings.own_targets() {
             if let Some(Err(e)) = self.with_fallback(target, |fb| rings.complete_own(target, fb)) {
@@ -110,6 +146,7 @@ impl WinCore {
     ) -> Result<()> {
         // This thread's staged puts were issued first.
         self.drain_before_op(flags)?;
+        let _busy = rings.enter();
         self.with_fallback(target, |fb| rings.post(target, req, data, fb))
             .unwrap_or_else(|| Err(not_ringed()))?;
         // The inlined flush goes straight to its fence: make it take the path that waits
@@ -131,6 +168,7 @@ impl WinCore {
         flags: Flags,
     ) -> Result<()> {
         self.drain_before_op(flags)?;
+        let _busy = rings.enter();
         self.with_fallback(target, |fb| rings.call(target, req, data, out, fb))
             .unwrap_or_else(|| Err(not_ringed()))?;
         self.epoch.note_rma();

@@ -32,7 +32,7 @@
 //! Both sides update accumulate elements under the same lock stripes of the target, so
 //! accumulates stay element-wise atomic against ones done by cross-memory attach directly.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -472,11 +472,11 @@ pub(crate) struct Rings {
     stride: usize,
     n: usize,
     me: usize,
-    /// Set when this process posted requests a completion point has not waited for yet.
-    dirty: AtomicUsize,
     /// Per target: until when (ns on [`clock_ns`]) to bypass its ring because it left
     /// requests of ours unserved (it may look attentive and still be descheduled).
     snubbed_until: Vec<AtomicU64>,
+    /// Threads of this process inside a ring operation (posting or waiting) right now.
+    busy: AtomicU64,
     server: Option<Arc<dyn crate::attention::Served>>,
 }
 
@@ -570,8 +570,8 @@ impl Rings {
             stride,
             n,
             me,
-            dirty: AtomicUsize::new(0),
             snubbed_until: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            busy: AtomicU64::new(0),
             server,
         }
     }
@@ -608,19 +608,29 @@ impl Rings {
         until != 0 && clock_ns() < until
     }
 
+    /// True while another thread of this process is inside a ring operation. Origins with
+    /// several threads that post and wait at once would keep more threads spinning than
+    /// there are cores, and the target's server would lose its core to them; each such
+    /// thread does its operation by cross-memory attach instead (after the ring gate).
+    #[inline]
+    pub(crate) fn crowded(&self) -> bool {
+        // Relaxed: a hint.
+        self.busy.load(Ordering::Relaxed) != 0
+    }
+
+    /// Counts the calling thread as inside a ring operation until the guard drops.
+    pub(crate) fn enter(&self) -> Busy<'_> {
+        // Relaxed: a hint (see crowded).
+        self.busy.fetch_add(1, Ordering::Relaxed);
+        Busy(&self.busy)
+    }
+
     /// True while requests of ours to `target` are not executed yet.
     #[inline]
     pub(crate) fn outstanding(&self, target: usize) -> bool {
         let ring = self.ring(target);
         // Relaxed: only decides whether to wait, and the wait loads `served` with Acquire.
         ring.tail().load(Ordering::Relaxed) != ring.served().load(Ordering::Relaxed)
-    }
-
-    /// True when some completion point must wait for our requests.
-    #[inline]
-    pub(crate) fn dirty(&self) -> bool {
-        // SeqCst: with the poster's SeqCst increment after its publication (see post).
-        self.dirty.load(Ordering::SeqCst) != 0
     }
 
     /// Posts a request to `target`: payload `data` (for a get: `len` zero bytes are
@@ -681,9 +691,6 @@ impl Rings {
         // Release: publishes header and payload to the executor.
         ring.state(pos)
             .store(state_of(pos, PHASE_PUBLISHED), Ordering::Release);
-        // SeqCst: a completion point that swaps the flag afterwards waits for this request
-        // (it loads the tail after its swap).
-        self.dirty.fetch_add(1, Ordering::SeqCst);
         self.note_own(target, pos + n);
         Ok(pos)
     }
@@ -697,7 +704,7 @@ impl Rings {
         fb: &Fallback<'_>,
     ) -> Result<()> {
         for p in from..to {
-            let mut backoff = Backoff::new();
+            let mut backoff = Backoff::for_service();
             let since = Instant::now();
             // Acquire: the previous lap's readers are done with the slot.
             while ring.state(p).load(Ordering::Acquire) != state_of(p, PHASE_FREE) {
@@ -749,7 +756,7 @@ impl Rings {
     /// them back when the target does not pick them up within [`PICKUP_WAIT`].
     pub(crate) fn complete(&self, target: usize, upto: u64, fb: &Fallback<'_>) -> Result<()> {
         let ring = self.ring(target);
-        let mut backoff = Backoff::new();
+        let mut backoff = Backoff::for_service();
         let since = Instant::now();
         // Acquire: the executed requests' effects are visible (and complete at the target).
         while ring.served().load(Ordering::Acquire) < upto {
@@ -777,17 +784,13 @@ impl Rings {
     /// [`Rings::complete_all_to`]); it is called for every target with requests in its
     /// ring.
     pub(crate) fn complete_everything(&self, mut complete: impl FnMut(usize)) {
-        // SeqCst: see post.
-        if self.dirty.swap(0, Ordering::SeqCst) == 0 {
-            return;
-        }
-        // Everything of ours will be complete: our records of these rings are done with.
-        OWN_POSTS.with(|own| own.borrow_mut().retain(|e| e.0 != self.id));
         for target in (0..self.n).filter(|&t| t != self.me) {
             if self.outstanding(target) {
                 complete(target);
             }
         }
+        // Everything of ours is complete: our records of these rings are done with.
+        OWN_POSTS.with(|own| own.borrow_mut().retain(|e| e.0 != self.id));
     }
 
     /// Records that the calling thread's requests to `target` end at `end` (for
@@ -822,6 +825,21 @@ impl Rings {
             Some(end) => self.complete(target, end, fb),
             None => Ok(()),
         }
+    }
+
+    /// True while requests the calling thread posted to `target` may not be executed yet.
+    #[inline]
+    pub(crate) fn own_outstanding(&self, target: usize) -> bool {
+        let Some(end) = OWN_POSTS.with(|own| {
+            own.borrow()
+                .iter()
+                .find(|e| e.0 == self.id && e.1 == target)
+                .map(|e| e.2)
+        }) else {
+            return false;
+        };
+        // Relaxed: only decides whether to queue behind them; the wait loads with Acquire.
+        self.ring(target).served().load(Ordering::Relaxed) < end
     }
 
     /// The targets the calling thread has requests of record to.
@@ -870,6 +888,16 @@ impl Rings {
                 "a request the target executed for us failed (address outside its window)".into(),
             ))
         }
+    }
+}
+
+/// A thread inside a ring operation (see [`Rings::enter`]).
+pub(crate) struct Busy<'a>(&'a AtomicU64);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        // Relaxed: see Rings::crowded.
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -304,7 +304,7 @@ impl<T: Pod> Window<T> {
         let at = self.core.resolve(OP, target, disp, bytes.len())?;
         // Never staged: this put must be in place before its count. The thread's staged
         // puts were issued first and go first (with mpi_win_order, every thread's).
-        self.core.ring_gate(target)?;
+        self.core.ring_gate_for(target, self.flags.get())?;
         self.core.drain_before_op(self.flags.get())?;
         at.route.write(bytes)?;
         self.core.epoch.note_rma();
@@ -350,7 +350,7 @@ impl<T: AccElement> Window<T> {
         self.core
             .acc_run(target, loc, origin, op, None, self.flags.get())?;
         // An update handed to the target's ring must be done before it is counted.
-        self.core.ring_gate(target)?;
+        self.core.ring_gate_for(target, self.flags.get())?;
         self.core.epoch.note_rma();
         self.core.notify_arrival(OP, target, idx)
     }
