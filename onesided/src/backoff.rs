@@ -36,6 +36,21 @@ const FIRST_SLEEP: Duration = Duration::from_micros(20);
 /// Longest sleep between two polls: bounds the latency a sleeping waiter adds.
 const MAX_SLEEP: Duration = Duration::from_micros(500);
 
+/// Whether the node has a second core per rank (for helper threads that poll).
+static SPARE_CORES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Tells whether the node has at least two cores per rank.
+pub(crate) fn set_spare_cores(spare: bool) {
+    // Relaxed: a tuning knob set once at start-up.
+    SPARE_CORES.store(spare, Ordering::Relaxed);
+}
+
+/// True when the node has at least two cores per rank: a helper thread may poll.
+pub(crate) fn spare_cores() -> bool {
+    // Relaxed: see set_spare_cores.
+    SPARE_CORES.load(Ordering::Relaxed)
+}
+
 /// Tells every later wait whether the ranks of this node share cores.
 pub(crate) fn set_oversubscribed(oversubscribed: bool) {
     let micros = if oversubscribed {

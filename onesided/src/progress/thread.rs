@@ -7,6 +7,10 @@
 //! work done. With nothing queued it parks; the first op queued anywhere wakes it. While ops
 //! wait on other processes it backs off like every wait in onesided (spin, yield, then
 //! sleeps up to 0.5 ms), so on a machine with fewer cores than ranks it costs little.
+//! While the process has windows over ordinary memory (request rings, `transport::ring`)
+//! and the node has two cores per rank, it never parks: it serves the operations origins
+//! hand over, so they find the process attentive even while the application computes, on
+//! the second core. With fewer cores it would take the application's core: it parks.
 //!
 //! ```text
 //! ONESIDED_PROGRESS_THREAD=1 osrun -n 4 ./app
@@ -92,10 +96,17 @@ fn run() {
     // Relaxed: see `stop`.
     while !STOP.load(Ordering::Relaxed) {
         if !registry::anything_pending() {
+            if crate::attention::any_server() && crate::backoff::spare_cores() {
+                // Requests of other processes may come at any time (request rings): poll
+                // for them, which also marks the process attentive to its origins.
+                backoff.snooze();
+                continue;
+            }
             // A wake-up between the check and the park is not lost: unpark before park
-            // makes park return at once. The timeout only bounds a missed corner.
+            // makes park return at once. The timeout only bounds a missed corner. A fresh
+            // backoff: parked, the process serves nobody.
             thread::park_timeout(Duration::from_millis(50));
-            backoff.reset();
+            backoff = Backoff::new();
             continue;
         }
         if registry::progress_all() {
