@@ -5,7 +5,9 @@
 //! complete), `thread-scope` (`mpi_win_scope=thread`: a flush completes the calling
 //! thread's operations only) and `mutex` (process scope, each put+flush under one mutex: what
 //! an application does when its MPI cannot be trusted with concurrent calls). The value is
-//! the mean time of one put+flush as each thread sees it, in µs, with `threads` set. After
+//! the mean time of one put+flush as each thread sees it, in µs, with `threads` set: the
+//! threads' busy time over all their operations, so that a thread the mutex starves (it is
+//! not fair) weighs by the few operations it did rather than as much as the others. After
 //! every measurement the origin reads each thread's slot back and checks it holds that
 //! thread's last value. Seed 000 Fig. 11 adds `process-scope-ordered` (process scope with
 //! `mpi_win_order`: every thread's operations land in issue order; onesided only).
@@ -135,7 +137,7 @@ where
                 })
                 .collect()
         });
-        let mut per_op = Vec::with_capacity(threads);
+        let (mut ops, mut busy) = (0u64, 0.0f64);
         for (t, run) in runs.into_iter().enumerate() {
             let (n, took) = run?;
             let mut got = [0u64];
@@ -148,10 +150,11 @@ where
                     got[0]
                 )));
             }
-            per_op.push(took.as_secs_f64() * 1e6 / n.max(1) as f64);
+            ops += n;
+            busy += took.as_secs_f64() * 1e6;
         }
         win.unlock_all()?;
-        us = per_op.iter().sum::<f64>() / per_op.len() as f64;
+        us = busy / ops.max(1) as f64;
     }
     // The target waits inside the library, as OSU's does in its next synchronization: an
     // implementation that needs the target's CPU to serve RMA gets it.

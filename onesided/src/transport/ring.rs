@@ -608,10 +608,11 @@ impl Rings {
         until != 0 && clock_ns() < until
     }
 
-    /// True while another thread of this process is inside a ring operation. Origins with
-    /// several threads that post and wait at once would keep more threads spinning than
-    /// there are cores, and the target's server would lose its core to them; each such
-    /// thread does its operation by cross-memory attach instead (after the ring gate).
+    /// True while another thread of this process is inside a ring operation or a flush of
+    /// this window. Origins with several threads that post and wait at once keep more
+    /// threads running than there are cores, and the target's server would lose its core
+    /// to them (each preemption of it stalls every waiting origin for a time slice); each
+    /// such thread does its operation by cross-memory attach instead (after the ring gate).
     #[inline]
     pub(crate) fn crowded(&self) -> bool {
         // Relaxed: a hint.
