@@ -855,12 +855,15 @@ pub fn win_create<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResu
                 let mut delta = [rss_bytes().saturating_sub(before) as f64];
                 w.free()?;
                 c.allreduce(&mut delta, ReduceOp::Sum)?;
-                // Time: the slowest process's creation (and free), averaged over repetitions.
+                // Time: the slowest process's creation (and free), the median over
+                // repetitions. Not the mean: on a machine with as many cores as processes, a
+                // process the scheduler parks in one repetition costs a time slice, a thousand
+                // times the creation, and would decide the mean alone.
                 let reps = match p.iters {
-                    Some(n) => n.clamp(1, 50),
-                    None => 20,
+                    Some(n) => n.clamp(1, 100),
+                    None => 60,
                 };
-                let (mut t_create, mut t_free) = (0.0, 0.0);
+                let (mut t_create, mut t_free) = (Vec::new(), Vec::new());
                 for _ in 0..reps {
                     // The application's allocation is not part of window creation.
                     let mem = s.memory::<u8>(kind, len)?;
@@ -874,16 +877,25 @@ pub fn win_create<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResu
                     let mut freed = [t.elapsed().as_secs_f64()];
                     c.allreduce(&mut created, ReduceOp::Max)?;
                     c.allreduce(&mut freed, ReduceOp::Max)?;
-                    t_create += created[0];
-                    t_free += freed[0];
+                    t_create.push(created[0]);
+                    t_free.push(freed[0]);
                 }
                 if me == 0 {
                     let rec = |metric: &str, v: f64, unit: &str| {
                         Record::new("win-create", b, kind.name(), "none", len, metric, v, unit)
                             .with_ranks(ranks)
                     };
-                    out.push(rec("create_time", t_create / reps as f64 * 1e6, "us"));
-                    out.push(rec("free_time", t_free / reps as f64 * 1e6, "us"));
+                    let median = |v: &mut Vec<f64>| {
+                        v.sort_by(f64::total_cmp);
+                        v[v.len() / 2]
+                    };
+                    let mut timed = |metric: &str, v: &mut Vec<f64>| {
+                        let mut r = rec(metric, median(v) * 1e6, "us");
+                        r.stat = Some("median".into());
+                        out.push(r);
+                    };
+                    timed("create_time", &mut t_create);
+                    timed("free_time", &mut t_free);
                     out.push(rec("rss_delta", delta[0] / ranks as f64 / 1024.0, "KiB"));
                 }
             }

@@ -152,6 +152,13 @@ impl ControlLayout {
             total: data_off.saturating_add(data_bytes),
         }
     }
+
+    /// Offsets, within a rank's block, of its dynamic region table (empty for other
+    /// flavors); the rest of the block follows it.
+    pub(crate) fn region_slots(&self) -> std::ops::Range<usize> {
+        let end = self.rings_off.unwrap_or(self.block_stride);
+        self.regions_off..end
+    }
 }
 
 /// Typed access to the control words of a mapped window segment.
@@ -298,6 +305,11 @@ mod tests {
                 assert!(l.posts_off + 8 * n <= l.stripes_off);
                 assert!(l.stripes_off + 8 * ACC_STRIPES <= l.regions_off);
                 assert!(l.regions_off + 32 * cap <= l.block_stride);
+                let slots = l.region_slots();
+                assert_eq!(slots.start, l.regions_off);
+                assert!(slots.start + 32 * cap <= slots.end && slots.end <= l.block_stride);
+                let r = ControlLayout::with_rings(n, cap, 1000, true);
+                assert_eq!(r.region_slots().end, r.rings_off.unwrap());
                 assert!(l.blocks_off + n * l.block_stride <= l.data_off);
                 assert_eq!(l.data_off % PAGE, 0);
                 assert_eq!(l.total, l.data_off + 1000);

@@ -176,12 +176,21 @@ fn control_memory(
     // The words this process owns until the agreement below publishes the window: its
     // rank's control block, and for rank 0 the header and barrier (see `shm::heap`).
     let block = layout.blocks_off + me * layout.block_stride;
-    // SAFETY: both ranges lie inside the span (`blocks_off + n * block_stride <=
+    // SAFETY: all three ranges lie inside the span (`blocks_off + n * block_stride <=
     // layout.total <= span.len`), which lies inside a chunk the heap keeps mapped; nobody else
     // accesses them: the block's previous window was freed everywhere before the agreement
     // that recycled it, and peers touch this window's words only after the agreement below.
     unsafe {
-        std::ptr::write_bytes(base.wrapping_add(block), 0, layout.block_stride);
+        // The region table (dynamic windows: 8 KiB a rank by default) is left as the last
+        // window had it: readers read only the slots below the region count, which is
+        // zeroed here, and the owner writes a slot before it counts it (win::dynamic).
+        let slots = layout.region_slots();
+        std::ptr::write_bytes(base.wrapping_add(block), 0, slots.start);
+        std::ptr::write_bytes(
+            base.wrapping_add(block + slots.end),
+            0,
+            layout.block_stride - slots.end,
+        );
         if me == 0 {
             std::ptr::write_bytes(base, 0, layout.blocks_off);
         }
