@@ -5,7 +5,8 @@
 //! complete), `thread-scope` (`mpi_win_scope=thread`: a flush completes the calling
 //! thread's operations only) and `mutex` (process scope, each put+flush under one mutex: what
 //! an application does when its MPI cannot be trusted with concurrent calls). The value is
-//! the mean time of one put+flush as each thread sees it, in µs, with `threads` set: the
+//! the mean time of one put+flush as each thread sees it, in µs, with `threads` set (the
+//! median of three measurements, the modes taking turns): the
 //! threads' busy time over all their operations, so that a thread the mutex starves (it is
 //! not fair) weighs by the few operations it did rather than as much as the others. After
 //! every measurement the origin reads each thread's slot back and checks it holds that
@@ -21,6 +22,9 @@ use crate::report::Record;
 
 /// Words between two threads' slots (a cache line each).
 const STRIDE: usize = 8;
+
+/// Measurements of every mode at every thread count (the median is reported).
+const ROUNDS: usize = 3;
 
 /// The ways of sharing (see the module docs).
 const MODES: [&str; 4] = [
@@ -46,7 +50,7 @@ where
     let Some(pair) = b.prefix(2)? else {
         return Ok(());
     };
-    let budget = p.budget.max(Duration::from_millis(50));
+    let budget = p.budget.max(Duration::from_millis(50)) / ROUNDS as u32;
     let max_threads = p.threads.iter().copied().max().unwrap_or(1);
     for &kind in &p.windows {
         if let Some(why) = pair.known_defect("thread-flush", kind) {
@@ -56,28 +60,39 @@ where
             continue;
         }
         let win = pair.window::<u64>(kind, max_threads * STRIDE)?;
-        for mode in MODES {
-            let in_force = win.set_thread_scope(mode == "thread-scope")?
-                && win.set_order(mode == "process-scope-ordered")?;
-            if !in_force {
-                continue;
-            }
-            for &threads in &p.threads {
-                let us = measure(&pair, &win, threads, mode == "mutex", budget)?;
-                if pair.comm().rank() == 0 {
-                    let mut r = Record::new(
-                        "thread-flush",
-                        &pair,
-                        kind.name(),
-                        "flush",
-                        8,
-                        mode,
-                        us,
-                        "us",
-                    );
-                    r.threads = Some(threads as u64);
-                    out.push(r);
+        for &threads in &p.threads {
+            // The modes take turns, ROUNDS times, and each reports its median: a machine
+            // whose speed drifts during the run (a shared 2-core VM does) then skews no mode
+            // against another.
+            let mut times: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
+            for _ in 0..ROUNDS {
+                for (m, mode) in MODES.iter().enumerate() {
+                    let in_force = win.set_thread_scope(*mode == "thread-scope")?
+                        && win.set_order(*mode == "process-scope-ordered")?;
+                    if in_force {
+                        let serialize = *mode == "mutex";
+                        times[m].push(measure(&pair, &win, threads, serialize, budget)?);
+                    }
                 }
+            }
+            for (mode, mut t) in MODES.iter().zip(times) {
+                if pair.comm().rank() != 0 || t.is_empty() {
+                    continue;
+                }
+                t.sort_by(f64::total_cmp);
+                let mut r = Record::new(
+                    "thread-flush",
+                    &pair,
+                    kind.name(),
+                    "flush",
+                    8,
+                    mode,
+                    t[t.len() / 2],
+                    "us",
+                );
+                r.threads = Some(threads as u64);
+                r.stat = Some("median".into());
+                out.push(r);
             }
         }
         win.set_thread_scope(false)?;

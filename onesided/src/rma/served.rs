@@ -23,8 +23,7 @@ impl WinCore {
     /// through a handle with `flags`) through its ring: when the calling thread's earlier
     /// requests to it may still be there (the new one must land after them; with
     /// `mpi_win_order` and process scope, any thread's), or when the target waits inside
-    /// the library and no other thread of ours is in a ring operation (see
-    /// [`Rings::crowded`]).
+    /// the library.
     #[inline]
     pub(crate) fn ring_toward(&self, target: usize, bytes: usize, flags: Flags) -> Option<&Rings> {
         let rings = self.rings.as_ref()?;
@@ -36,7 +35,7 @@ impl WinCore {
         } else {
             rings.own_outstanding(target)
         };
-        (behind || (rings.attentive(target) && !rings.crowded())).then_some(rings)
+        (behind || rings.attentive(target)).then_some(rings)
     }
 
     /// Runs `f` with what this process needs to execute requests to `target` itself.
@@ -66,11 +65,9 @@ impl WinCore {
     #[inline]
     pub(crate) fn ring_gate(&self, target: usize) -> Result<()> {
         match &self.rings {
-            Some(rings) if rings.outstanding(target) => {
-                let _busy = rings.enter();
-                self.with_fallback(target, |fb| rings.complete_all_to(target, fb))
-                    .unwrap_or(Ok(()))
-            }
+            Some(rings) if rings.outstanding(target) => self
+                .with_fallback(target, |fb| rings.complete_all_to(target, fb))
+                .unwrap_or(Ok(())),
             _ => Ok(()),
         }
     }
@@ -87,7 +84,6 @@ impl WinCore {
                 if flags.order() && !flags.thread_scope() {
                     return self.ring_gate(target);
                 }
-                let _busy = rings.enter();
                 self.with_fallback(target, |fb| rings.complete_own(target, fb))
                     .unwrap_or(Ok(()))
             }
@@ -107,7 +103,6 @@ impl WinCore {
 
     #[inline(never)]
     fn complete_rings_slow(&self, rings: &Rings) -> Result<()> {
-        let _busy = rings.enter();
         // The fallbacks borrow closures per target: complete each target in its own scope.
         let mut result = Ok(());
         rings.complete_everything(|target| {
@@ -125,7 +120,6 @@ impl WinCore {
         let Some(rings) = &self.rings else {
             return Ok(());
         };
-        let _busy = rings.enter();
         let mut result = Ok(());
         for target in rings.own_targets() {
             if let Some(Err(e)) = self.with_fallback(target, |fb| rings.complete_own(target, fb)) {
@@ -146,7 +140,6 @@ impl WinCore {
     ) -> Result<()> {
         // This thread's staged puts were issued first.
         self.drain_before_op(flags)?;
-        let _busy = rings.enter();
         self.with_fallback(target, |fb| rings.post(target, req, data, fb))
             .unwrap_or_else(|| Err(not_ringed()))?;
         // The inlined flush goes straight to its fence: make it take the path that waits
@@ -168,7 +161,6 @@ impl WinCore {
         flags: Flags,
     ) -> Result<()> {
         self.drain_before_op(flags)?;
-        let _busy = rings.enter();
         self.with_fallback(target, |fb| rings.call(target, req, data, out, fb))
             .unwrap_or_else(|| Err(not_ringed()))?;
         self.epoch.note_rma();

@@ -475,8 +475,6 @@ pub(crate) struct Rings {
     /// Per target: until when (ns on [`clock_ns`]) to bypass its ring because it left
     /// requests of ours unserved (it may look attentive and still be descheduled).
     snubbed_until: Vec<AtomicU64>,
-    /// Threads of this process inside a ring operation (posting or waiting) right now.
-    busy: AtomicU64,
     server: Option<Arc<dyn crate::attention::Served>>,
 }
 
@@ -571,7 +569,6 @@ impl Rings {
             n,
             me,
             snubbed_until: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            busy: AtomicU64::new(0),
             server,
         }
     }
@@ -606,24 +603,6 @@ impl Rings {
         // Relaxed: a hint owned by this process.
         let until = self.snubbed_until[target].load(Ordering::Relaxed);
         until != 0 && clock_ns() < until
-    }
-
-    /// True while another thread of this process is inside a ring operation or a flush of
-    /// this window. Origins with several threads that post and wait at once keep more
-    /// threads running than there are cores, and the target's server would lose its core
-    /// to them (each preemption of it stalls every waiting origin for a time slice); each
-    /// such thread does its operation by cross-memory attach instead (after the ring gate).
-    #[inline]
-    pub(crate) fn crowded(&self) -> bool {
-        // Relaxed: a hint.
-        self.busy.load(Ordering::Relaxed) != 0
-    }
-
-    /// Counts the calling thread as inside a ring operation until the guard drops.
-    pub(crate) fn enter(&self) -> Busy<'_> {
-        // Relaxed: a hint (see crowded).
-        self.busy.fetch_add(1, Ordering::Relaxed);
-        Busy(&self.busy)
     }
 
     /// True while requests of ours to `target` are not executed yet.
@@ -889,16 +868,6 @@ impl Rings {
                 "a request the target executed for us failed (address outside its window)".into(),
             ))
         }
-    }
-}
-
-/// A thread inside a ring operation (see [`Rings::enter`]).
-pub(crate) struct Busy<'a>(&'a AtomicU64);
-
-impl Drop for Busy<'_> {
-    fn drop(&mut self) {
-        // Relaxed: see Rings::crowded.
-        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 

@@ -360,9 +360,6 @@ impl WinCore {
     /// calling thread's with `mpi_win_scope=thread`, else every thread's.
     #[inline]
     pub(crate) fn drain_for_flush(&self, flags: Flags) -> Result<()> {
-        // A flush is where a thread of a multi-threaded origin spends its time: while one
-        // runs, the others keep off the rings (see transport::ring::Rings::crowded).
-        let _busy = self.rings.as_ref().map(|r| r.enter());
         if flags.thread_scope() {
             // Other threads' pieces stay staged; the caller did not set the flush cache
             // (check_flush_uncached), so the next flush — maybe of process scope, through a
