@@ -15,8 +15,9 @@ use std::sync::{Arc, PoisonError, RwLock};
 pub(crate) trait Served: Send + Sync {
     /// The shared word origins read: how many threads of this process attend right now.
     fn attention(&self) -> &AtomicU64;
-    /// Does the work handed over so far (must not block for long).
-    fn serve(&self);
+    /// Does the work handed over so far (must not block for long); true when there was
+    /// some.
+    fn serve(&self) -> bool;
 }
 
 /// Every server of this process.
@@ -53,26 +54,28 @@ pub(crate) fn unregister(server: &Arc<dyn Served>) {
 
 /// Does the work handed to this process. Called by every wait of the library.
 #[inline]
-pub(crate) fn serve_pending() {
+pub(crate) fn serve_pending() -> bool {
     // Relaxed: a window registered meanwhile is served by the next call.
     if SERVER_COUNT.load(Ordering::Relaxed) == 0 {
-        return;
+        return false;
     }
-    serve_slow();
+    serve_slow()
 }
 
 #[inline(never)]
-fn serve_slow() {
+fn serve_slow() -> bool {
     if SERVING.with(|s| s.replace(true)) {
-        return;
+        return false;
     }
+    let mut served = false;
     {
         let list = SERVERS.read().unwrap_or_else(PoisonError::into_inner);
         for server in list.iter() {
-            server.serve();
+            served |= server.serve();
         }
     }
     SERVING.with(|s| s.set(false));
+    served
 }
 
 /// Marks this process attentive (a thread of it waits inside the library and serves)

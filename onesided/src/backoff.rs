@@ -111,7 +111,13 @@ impl Backoff {
             if self.attending.is_none() {
                 self.attending = crate::attention::Attending::begin();
             }
-            crate::attention::serve_pending();
+            if crate::attention::serve_pending() {
+                // Origins are using us: serving is progress, so stay awake (and attentive)
+                // as long as they do, as an MPI library's progress loop would; the wait
+                // sleeps only once nobody has needed it for the yield budget.
+                self.yielding_since = None;
+                self.sleeps = 0;
+            }
         }
     }
 

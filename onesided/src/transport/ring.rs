@@ -923,7 +923,8 @@ impl crate::attention::Served for Server {
         unsafe { &*self.area.cast::<AtomicU64>() }
     }
 
-    fn serve(&self) {
+    fn serve(&self) -> bool {
+        let mut served = false;
         let stripe = |i: usize| -> &AtomicU64 {
             // SAFETY: `stripe_count` words of our control block (i is reduced modulo it).
             unsafe { &*self.stripes.0.add(i % self.stripes.1) }
@@ -948,9 +949,11 @@ impl crate::attention::Served for Server {
                 if claim_and_run(&ring, &exec, None).is_ok_and(|n| n > 0) {
                     // Relaxed: a statistic.
                     SERVED_BATCHES.fetch_add(1, Ordering::Relaxed);
+                    served = true;
                 }
             }
         }
+        served
     }
 }
 
