@@ -3,7 +3,7 @@
 # (Debian's), each run one mpiexec job in which every benchmark runs through onesided and
 # through the host MPI's own RMA. Installs the MPIs if they are missing.
 #
-#   bash scripts/bench.sh            # everything, into results/ (about 10 minutes)
+#   bash scripts/bench.sh            # everything, into results/ (about 11 minutes)
 #   bash scripts/bench.sh --quick    # fewer sizes, shorter loops (about 2 minutes)
 #
 # Writes results/{mpich,openmpi}.txt (the tables), .json (records) and plots-*/ (SVG),
