@@ -37,23 +37,18 @@ pub fn progress<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResult
             }
             continue;
         }
-        let win = pair.window::<u8>(kind, 8)?;
-        for busy in [Duration::ZERO, p.busy] {
-            let us = measure(&pair, &win, n, busy)?;
+        let record = |out: &mut Vec<Record>, metric: &str, us: f64, busy: Duration| {
             if pair.comm().rank() == 0 {
-                let mut r = Record::new(
-                    "progress",
-                    &pair,
-                    kind.name(),
-                    "flush",
-                    1,
-                    "latency",
-                    us,
-                    "us",
-                );
+                let mut r =
+                    Record::new("progress", &pair, kind.name(), "flush", 1, metric, us, "us");
                 r.delay_us = Some(busy.as_secs_f64() * 1e6);
                 out.push(r);
             }
+        };
+        let win = pair.window::<u8>(kind, 8)?;
+        for busy in [Duration::ZERO, p.busy] {
+            let us = measure(&pair, &win, n, busy)?;
+            record(out, "latency", us, busy);
         }
         win.free()?;
         // The reference of [Zounmevo14]-style progress on memory reached by cross-memory
@@ -61,20 +56,7 @@ pub fn progress<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResult
         if kind == crate::backend::WinKind::Create {
             if let Some(plain) = pair.plain_cma_window::<u8>(8)? {
                 let us = measure(&pair, &plain, n, Duration::ZERO)?;
-                if pair.comm().rank() == 0 {
-                    let mut r = Record::new(
-                        "progress",
-                        &pair,
-                        kind.name(),
-                        "flush",
-                        1,
-                        "cma-latency",
-                        us,
-                        "us",
-                    );
-                    r.delay_us = Some(0.0);
-                    out.push(r);
-                }
+                record(out, "cma-latency", us, Duration::ZERO);
                 plain.free()?;
             }
         }
