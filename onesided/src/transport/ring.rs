@@ -32,7 +32,7 @@
 //! Both sides update accumulate elements under the same lock stripes of the target, so
 //! accumulates stay element-wise atomic against ones done by cross-memory attach directly.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -63,8 +63,13 @@ pub(crate) const MAX_RANKS: usize = 16;
 /// back. Ten cross-memory-attach calls' worth: long enough for an attentive target on a
 /// core of its own, short enough that a target that just left the library costs little.
 const PICKUP_WAIT: Duration = Duration::from_micros(50);
-/// How long an origin bypasses the ring of a target that left its requests unserved.
-const SNUB: Duration = Duration::from_millis(1);
+/// How long an origin bypasses the ring of a target that left its requests unserved, the
+/// first time: a hypervisor or the scheduler parking the target for a moment should cost
+/// little (the bypassed operations take system calls, 3–4× a ring's cost).
+const SNUB: Duration = Duration::from_micros(100);
+/// Each further take-back in a row doubles the bypass, up to 100 µs × 2^5 = 3.2 ms: a target
+/// that stays away costs its origins at most a pickup wait per 3.2 ms.
+const MAX_SNUB_DOUBLINGS: u32 = 5;
 
 /// Source of [`Rings`] ids.
 static NEXT_RINGS_ID: AtomicU64 = AtomicU64::new(1);
@@ -475,6 +480,8 @@ pub(crate) struct Rings {
     /// Per target: until when (ns on [`clock_ns`]) to bypass its ring because it left
     /// requests of ours unserved (it may look attentive and still be descheduled).
     snubbed_until: Vec<AtomicU64>,
+    /// Per target: take-backs in a row (reset by a request it executed in time).
+    snubs: Vec<AtomicU32>,
     server: Option<Arc<dyn crate::attention::Served>>,
 }
 
@@ -569,6 +576,7 @@ impl Rings {
             n,
             me,
             snubbed_until: (0..n).map(|_| AtomicU64::new(0)).collect(),
+            snubs: (0..n).map(|_| AtomicU32::new(0)).collect(),
             server,
         }
     }
@@ -717,9 +725,12 @@ impl Rings {
         while ring.head().load(Ordering::Acquire) < upto {
             let taken = claim_and_run(ring, &exec, Some(upto))?;
             if taken > 0 {
-                // Relaxed: see snubbed.
-                self.snubbed_until[target]
-                    .store(clock_ns() + SNUB.as_nanos() as u64, Ordering::Relaxed);
+                // Relaxed: hints owned by this process (see snubbed).
+                let doublings = self.snubs[target]
+                    .fetch_add(1, Ordering::Relaxed)
+                    .min(MAX_SNUB_DOUBLINGS);
+                let snub = SNUB.as_nanos() as u64 * (1 << doublings);
+                self.snubbed_until[target].store(clock_ns() + snub, Ordering::Relaxed);
             } else {
                 // Another thread of ours is still writing the request at the head, or the
                 // target claimed it meanwhile.
@@ -738,6 +749,7 @@ impl Rings {
         let ring = self.ring(target);
         let mut backoff = Backoff::for_service();
         let since = Instant::now();
+        let mut took_back = false;
         // Acquire: the executed requests' effects are visible (and complete at the target).
         while ring.served().load(Ordering::Acquire) < upto {
             if (fb.aborted)() {
@@ -745,8 +757,14 @@ impl Rings {
             }
             if since.elapsed() > PICKUP_WAIT {
                 self.take_back(target, &ring, upto, fb)?;
+                took_back = true;
             }
             backoff.snooze();
+        }
+        // Relaxed: a hint owned by this process. The target served in time: its next
+        // absence is a first one again.
+        if !took_back && self.snubs[target].load(Ordering::Relaxed) != 0 {
+            self.snubs[target].store(0, Ordering::Relaxed);
         }
         Ok(())
     }
