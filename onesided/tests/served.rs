@@ -9,6 +9,10 @@ use onesided::{testing, Assert, LockType, Op, WinInfo, Window};
 const SLOTS: usize = 16;
 const ROUNDS: u64 = 300;
 
+/// Tries of the serving phase until rank 0 has served a request: with more ranks than
+/// cores its wait may sleep through a whole phase (asleep it is not attentive).
+const SERVING_TRIES: usize = 20;
+
 /// Ranks 1.. update rank 0's counters with accumulate, fetch_and_op and compare_and_swap,
 /// while rank 0 first waits inside the library (it serves them) and then sleeps outside it
 /// (they fall back to cross-memory attach): every update counts exactly once.
@@ -18,7 +22,15 @@ fn updates_count_once_whether_the_target_serves_or_sleeps() {
         let w = u.world();
         let (me, n) = (w.rank(), w.size());
         let win = Window::<u64>::create(w, vec![0u64; SLOTS])?;
-        for phase in ["serving", "asleep"] {
+        let mut phases = 0;
+        let mut served = false;
+        let mut schedule = vec!["serving"; SERVING_TRIES];
+        schedule.push("asleep");
+        for phase in schedule {
+            if phase == "serving" && served {
+                continue;
+            }
+            phases += 1;
             w.barrier()?;
             let served_before = testing::requests_served();
             if me == 0 {
@@ -51,19 +63,21 @@ fn updates_count_once_whether_the_target_serves_or_sleeps() {
                 win.unlock_all()?;
                 w.barrier()?;
             }
-            if me == 0 && phase == "serving" {
-                assert!(
-                    testing::requests_served() > served_before,
-                    "rank 0 served no request while it waited"
-                );
+            if phase == "serving" {
+                let mut flag = [u8::from(testing::requests_served() > served_before)];
+                w.bcast(0, &mut flag)?;
+                served = flag[0] == 1;
             }
         }
+        assert!(
+            served,
+            "rank 0 served no request while it waited, in {SERVING_TRIES} tries"
+        );
         w.barrier()?;
         if me == 0 {
             let mut got = vec![0u64; SLOTS];
             win.local_read(0, &mut got)?;
             let origins = (n - 1) as u64;
-            let phases = 2;
             let mut expect = vec![0u64; SLOTS];
             for o in 1..n {
                 for i in 0..ROUNDS {
