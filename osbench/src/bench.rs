@@ -831,6 +831,12 @@ fn rss_bytes() -> u64 {
     pages * 4096
 }
 
+/// The median of `v` (the upper middle for an even count; 0 when empty), which it sorts.
+pub(crate) fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
 /// Window creation time and per-process memory versus process count, for every kind.
 pub fn win_create<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResult<()> {
     let comm = b.comm();
@@ -885,10 +891,6 @@ pub fn win_create<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResu
                         Record::new("win-create", b, kind.name(), "none", len, metric, v, unit)
                             .with_ranks(ranks)
                     };
-                    let median = |v: &mut Vec<f64>| {
-                        v.sort_by(f64::total_cmp);
-                        v[v.len() / 2]
-                    };
                     let mut timed = |metric: &str, v: &mut Vec<f64>| {
                         let mut r = rec(metric, median(v) * 1e6, "us");
                         r.stat = Some("median".into());
@@ -908,6 +910,13 @@ pub fn win_create<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn median_takes_the_upper_middle_and_zero_when_empty() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 3.0);
+        assert_eq!(median(&mut []), 0.0);
+    }
 
     #[test]
     fn rank_counts_are_powers_of_two_and_the_size() {

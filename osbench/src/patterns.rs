@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use onesided::{Assert, Comm, Group, LockType, Request, Window};
 
 use crate::backend::{BResult, BenchError};
-use crate::bench::Params;
+use crate::bench::{median, Params};
 use crate::report::Record;
 
 /// Bytes of the put of every epoch.
@@ -101,9 +101,7 @@ fn first(comm: &Comm, n: usize) -> BResult<Option<Comm>> {
 /// median, not the mean: on a shared 2-core machine one descheduled repetition in twenty
 /// can move a mean of ~100 µs epochs by half (records say `stat` = `median`).
 fn median_at(comm: &Comm, rank: usize, mine: &[f64]) -> BResult<f64> {
-    let mut sorted = mine.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let mut v = [sorted.get(sorted.len() / 2).copied().unwrap_or(0.0)];
+    let mut v = [median(&mut mine.to_vec())];
     comm.bcast(rank, &mut v)?;
     Ok(v[0])
 }

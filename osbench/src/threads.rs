@@ -17,7 +17,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::backend::{BResult, Backend, BenchError, BenchWin};
-use crate::bench::Params;
+use crate::bench::{median, Params};
 use crate::report::Record;
 
 /// Words between two threads' slots (a cache line each).
@@ -79,7 +79,6 @@ where
                 if pair.comm().rank() != 0 || t.is_empty() {
                     continue;
                 }
-                t.sort_by(f64::total_cmp);
                 let mut r = Record::new(
                     "thread-flush",
                     &pair,
@@ -87,7 +86,7 @@ where
                     "flush",
                     8,
                     mode,
-                    t[t.len() / 2],
+                    median(&mut t),
                     "us",
                 );
                 r.threads = Some(threads as u64);
