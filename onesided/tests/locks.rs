@@ -167,6 +167,52 @@ fn lock_all_excludes_exclusive() {
     });
 }
 
+/// A process's last exclusive unlock parks its membership of the global word (see
+/// sync::lock); a lock_all of another process must take it back on its own while the owner
+/// sleeps outside the library, not wait for the owner's next call.
+#[test]
+fn lock_all_takes_back_a_parked_exclusive_membership() {
+    testing::run(2, |u| {
+        let w = u.world();
+        let win = Window::<u64>::allocate(w, 2)?;
+        if w.rank() == 0 {
+            win.lock(LockType::Exclusive, 1, Assert::NONE)?;
+            win.put(&[7], 1, 0)?;
+            win.unlock(1)?;
+        }
+        w.barrier()?;
+        if w.rank() == 0 {
+            // Outside the library: nothing here can release a parked membership.
+            std::thread::sleep(Duration::from_millis(1000));
+            win.local_write(1, &[1])?;
+        } else {
+            win.lock_all(Assert::NONE)?;
+            let mut awake = [9u64];
+            win.get(&mut awake, 0, 1)?;
+            let mut put = [0u64];
+            win.get(&mut put, 1, 0)?;
+            win.unlock_all()?;
+            assert_eq!(
+                awake[0], 0,
+                "lock_all waited for the sleeping exclusive locker"
+            );
+            assert_eq!(
+                put[0], 7,
+                "the exclusive epoch's put is visible to lock_all"
+            );
+        }
+        w.barrier()?;
+        // The membership is back in the class's hands: exclusive locks work as before.
+        win.lock(LockType::Exclusive, 1 - w.rank(), Assert::NONE)?;
+        win.unlock(1 - w.rank())?;
+        w.barrier()?;
+        win.lock_all(Assert::NONE)?;
+        win.unlock_all()?;
+        win.free()?;
+        Ok(())
+    });
+}
+
 /// NOCHECK locks touch no lock word but still open the epoch.
 #[test]
 fn nocheck_locks() {

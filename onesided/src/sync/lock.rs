@@ -23,6 +23,22 @@
 //! behind a reader head enter back to back. Every waiter is bounded by the requests ahead of
 //! it: no writer (or lock_all) starves under a stream of shared lockers, and vice versa.
 //! Waiting is polling with exponential backoff (`backoff`).
+//!
+//! **Parked memberships.** In the protocol above every exclusive lock of a process that held
+//! none writes the global word twice (join the exclusive class, leave it), and every process
+//! doing exclusive epochs to anyone writes that one line: under a stream of exclusive
+//! epochs it is the hottest line of the window although lock_all, the only thing it guards
+//! against, never comes. So the last exclusive unlock of a process *parks* its membership
+//! instead of leaving: it stays counted in the global word and the process sets its own
+//! `parked_exclusive` word (its own cache line) to 1. Its next first exclusive lock takes the
+//! membership back with one swap of that word and one plain load of the global word — no
+//! write to a shared line. A lock_all that finds exclusive members takes parked ones back on
+//! their owners' behalf (swap the owner's word 1 → 0, then leave the class for it); the
+//! swap decides who owns a parked membership, so it is used exactly once. A process that
+//! takes its membership back while a lock_all waits or holds (the global word shows a head
+//! mark or lock_all holders) gives it up and queues as before, so lock_all is not starved:
+//! per process, the global word counts the exclusive locks that joined the class plus the
+//! parked membership.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -216,6 +232,9 @@ struct LockOp {
 impl SyncOp<WinCore> for LockOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         if let Some(g) = &mut self.global {
+            if *g == Phase::Fast && core.unpark_exclusive() {
+                *g = Phase::Acquired;
+            }
             if !poll_acquire(core.global_lock_words(), Mode::EXCLUSIVE, g) {
                 return Ok(Step::Blocked);
             }
@@ -240,13 +259,16 @@ struct LockAllOp {
 
 impl SyncOp<WinCore> for LockAllOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
-        Ok(
-            if poll_acquire(core.global_lock_words(), Mode::LOCK_ALL, &mut self.phase) {
-                Step::Done
-            } else {
-                Step::Blocked
-            },
-        )
+        if poll_acquire(core.global_lock_words(), Mode::LOCK_ALL, &mut self.phase) {
+            return Ok(Step::Done);
+        }
+        // Exclusive members are in the way: some may only be parked.
+        if core.take_parked_exclusive()
+            && poll_acquire(core.global_lock_words(), Mode::LOCK_ALL, &mut self.phase)
+        {
+            return Ok(Step::Done);
+        }
+        Ok(Step::Blocked)
     }
 }
 
@@ -268,7 +290,7 @@ impl SyncOp<WinCore> for UnlockOp {
                     );
                 }
                 if r.global {
-                    release(core.global_lock_words(), Mode::EXCLUSIVE);
+                    core.park_exclusive();
                 }
             }
             UnlockOp::All => release(core.global_lock_words(), Mode::LOCK_ALL),
@@ -285,6 +307,71 @@ impl WinCore {
             next: &h.global_next,
             serving: &h.global_serving,
         }
+    }
+
+    /// This process's parked exclusive-class membership (see the module docs).
+    fn parked_exclusive(&self) -> &AtomicU64 {
+        &self.ctrl.rank(self.rank).parked_exclusive
+    }
+
+    /// Takes this process's parked membership of the exclusive class back; true when it
+    /// now holds the class without touching the global word. False when nothing was parked
+    /// (a lock_all took it) or when a lock_all waits or holds: then the membership is given
+    /// up and the caller queues as any exclusive locker does.
+    #[inline(never)]
+    fn unpark_exclusive(&self) -> bool {
+        let parked = self.parked_exclusive();
+        // Relaxed: a look at our own line first, then the swap that decides who owns the
+        // membership. No data is ordered by it: exclusive epochs order each other through
+        // the local words, and a lock_all epoch that ran since we parked must have taken
+        // the membership back (then the swap finds 0 and we join through the global word).
+        if parked.load(Ordering::Relaxed) == 0 || parked.swap(0, Ordering::Relaxed) == 0 {
+            return false;
+        }
+        // Relaxed: a lock_all that joins after this load waits for our membership to leave,
+        // as it would for any exclusive holder; this look only keeps us from starving one.
+        let global = self.global_lock_words();
+        if global.word.load(Ordering::Relaxed) & (LOCK_ALL_MASK | HEAD_MASK) == 0 {
+            return true;
+        }
+        release(global, Mode::EXCLUSIVE);
+        false
+    }
+
+    /// The last exclusive unlock of this process: keeps the exclusive-class membership,
+    /// parked, unless a lock_all is waiting for the class to empty. A membership parked
+    /// before (the unlock of an earlier epoch that ran after this epoch joined) leaves.
+    #[inline(never)]
+    fn park_exclusive(&self) {
+        let global = self.global_lock_words();
+        // Relaxed: a hint; a lock_all that comes later takes the parked membership back.
+        if global.word.load(Ordering::Relaxed) & (LOCK_ALL_MASK | HEAD_MASK) != 0 {
+            release(global, Mode::EXCLUSIVE);
+            return;
+        }
+        // Release: the epoch's RMA is complete before a lock_all that takes the membership
+        // (Acquire swap) goes on — the local word's release orders it for exclusive lockers.
+        if self.parked_exclusive().swap(1, Ordering::Release) == 1 {
+            release(global, Mode::EXCLUSIVE);
+        }
+    }
+
+    /// A lock_all waiting for the exclusive class to empty takes every parked membership
+    /// back on its owner's behalf; true when it took any.
+    #[inline(never)]
+    fn take_parked_exclusive(&self) -> bool {
+        let mut took = false;
+        for rank in 0..self.size {
+            let parked = &self.ctrl.rank(rank).parked_exclusive;
+            // Relaxed load: skip the swap (a write to the owner's line) when nothing is
+            // parked. Acquire swap: pairs with the owner's Release park, so its epochs'
+            // writes happen before our lock_all epoch.
+            if parked.load(Ordering::Relaxed) == 1 && parked.swap(0, Ordering::Acquire) == 1 {
+                release(self.global_lock_words(), Mode::EXCLUSIVE);
+                took = true;
+            }
+        }
+        took
     }
 
     pub(crate) fn local_lock_words(&self, rank: usize) -> LockWords<'_> {

@@ -71,6 +71,10 @@ pub(crate) struct RankControl {
     pub lock_serving: CachePadded<AtomicU64>,
     /// Number of `complete` calls that targeted this rank (cumulative).
     pub completions: CachePadded<AtomicU64>,
+    /// 1 while this rank keeps an exclusive-class membership of the global lock word
+    /// without holding an exclusive lock (*parked* by its last exclusive unlock, see
+    /// sync::lock); written by the rank itself and, to take it back, by a lock_all waiter.
+    pub parked_exclusive: CachePadded<AtomicU64>,
     /// Sequence number (seqlock) of the dynamic-region table; odd while it changes.
     pub dyn_seq: CachePadded<AtomicU64>,
     /// Process identity and region count.
