@@ -38,6 +38,8 @@ pub struct Params {
     pub busy: Duration,
     /// A Matrix Market file whose sparsity defines irregular alltoallv counts.
     pub matrix: Option<std::path::PathBuf>,
+    /// Rounds of the latency and message-rate benchmarks (median reported).
+    pub rounds: u32,
 }
 
 /// Communication calls of the latency and bandwidth benchmarks.

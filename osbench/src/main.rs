@@ -189,6 +189,12 @@ struct Cli {
     /// Warm-up iterations before every timed loop.
     #[arg(long, default_value_t = 10)]
     warmup: u64,
+    /// Rounds of the latency and message-rate benchmarks: each round measures every cell
+    /// with 1/rounds of --time-ms, onesided and the host MPI taking turns, and the median
+    /// round is reported (stat = median), so that a slow phase of a shared machine shifts
+    /// one round of one implementation rather than a whole same-run ratio.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    rounds: u32,
     /// Window size of the win-create benchmark in bytes.
     #[arg(long, default_value = "1M", value_parser = parse_size)]
     create_bytes: usize,
@@ -302,7 +308,51 @@ fn params(cli: &Cli, step: &Step) -> Params {
         threads: cli.threads.iter().copied().filter(|&t| t > 0).collect(),
         busy: Duration::from_millis(cli.busy_ms),
         matrix: cli.matrix.clone(),
+        rounds: cli.rounds,
     }
+}
+
+/// The parameters of one round: the time budget split between the rounds.
+fn round_params(p: &Params) -> Params {
+    Params {
+        budget: (p.budget / p.rounds).max(Duration::from_millis(1)),
+        ..p.clone()
+    }
+}
+
+/// True for the benchmarks measured in rounds (see `--rounds`).
+fn in_rounds(bench: Bench) -> bool {
+    bench.comm_op().is_some() || bench == Bench::MsgRate
+}
+
+/// One record per cell from several rounds of the same step: the median value of each
+/// cell (records of every round come in the same order). A cell missing from some round
+/// keeps the first round's value.
+fn median_of_rounds(mut rounds: Vec<Vec<Record>>) -> Vec<Record> {
+    if rounds.len() < 2 {
+        return rounds.pop().unwrap_or_default();
+    }
+    let same = |a: &Record, b: &Record| {
+        (
+            &a.bench, &a.imp, &a.window, &a.sync, a.bytes, a.ranks, &a.metric,
+        ) == (
+            &b.bench, &b.imp, &b.window, &b.sync, b.bytes, b.ranks, &b.metric,
+        )
+    };
+    let mut merged = rounds[0].clone();
+    for (i, rec) in merged.iter_mut().enumerate() {
+        let mut values: Vec<f64> = rounds
+            .iter()
+            .filter_map(|r| r.get(i))
+            .filter(|r| same(r, rec))
+            .map(|r| r.value)
+            .collect();
+        if values.len() == rounds.len() {
+            rec.value = bench::median(&mut values);
+            rec.stat = Some("median".into());
+        }
+    }
+    merged
 }
 
 fn run_step<B: Backend>(b: &B, step: &Step, p: &Params, out: &mut Vec<Record>) -> BResult<()> {
@@ -345,8 +395,36 @@ impl Impls {
 
     fn run(&self, step: &Step, p: &Params, out: &mut Vec<Record>, tick: &dyn Fn()) -> BResult<()> {
         match self {
+            Impls::Onesided(o) if in_rounds(step.bench) && p.rounds > 1 => {
+                let per_round = round_params(p);
+                let mut ours = Vec::new();
+                for _ in 0..p.rounds {
+                    let mut v = Vec::new();
+                    run_step(o, step, &per_round, &mut v)?;
+                    ours.push(v);
+                }
+                out.extend(median_of_rounds(ours));
+                tick();
+            }
             Impls::Onesided(o) => {
                 run_step(o, step, p, out)?;
+                tick();
+            }
+            #[cfg(feature = "mpi")]
+            Impls::Both(o, m) if in_rounds(step.bench) && p.rounds > 1 => {
+                let per_round = round_params(p);
+                let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+                for _ in 0..p.rounds {
+                    let mut v = Vec::new();
+                    run_step(o, step, &per_round, &mut v)?;
+                    ours.push(v);
+                    let mut v = Vec::new();
+                    run_step(m, step, &per_round, &mut v)?;
+                    theirs.push(v);
+                }
+                out.extend(median_of_rounds(ours));
+                tick();
+                out.extend(median_of_rounds(theirs));
                 tick();
             }
             #[cfg(feature = "mpi")]
@@ -549,5 +627,38 @@ mod tests {
         assert_eq!(p.syncs.len(), 5);
         assert_eq!(p.sizes.first(), Some(&1));
         assert_eq!(p.sizes.last(), Some(&(4 << 20)));
+        assert_eq!(p.rounds, 3);
+        assert_eq!(
+            round_params(&p).budget,
+            Duration::from_nanos(20_000_000 / 3)
+        );
+    }
+
+    #[test]
+    fn rounds_report_the_median_of_each_cell() {
+        let rec = |bytes: usize, value: f64| {
+            Record::onesided(
+                "put-latency",
+                "allocate",
+                "flush",
+                bytes,
+                2,
+                "latency",
+                value,
+                "us",
+            )
+        };
+        let rounds = vec![
+            vec![rec(8, 5.0), rec(64, 1.0)],
+            vec![rec(8, 1.0), rec(64, 2.0)],
+            vec![rec(8, 2.0), rec(64, 9.0)],
+        ];
+        let merged = median_of_rounds(rounds);
+        assert_eq!(merged.len(), 2);
+        assert_eq!((merged[0].value, merged[1].value), (2.0, 2.0));
+        assert_eq!(merged[0].stat.as_deref(), Some("median"));
+        // A cell one round lacks keeps the first round's value, not a median of others.
+        let uneven = median_of_rounds(vec![vec![rec(8, 5.0)], vec![rec(64, 1.0)], vec![]]);
+        assert_eq!((uneven[0].value, uneven[0].stat.as_deref()), (5.0, None));
     }
 }
