@@ -393,49 +393,41 @@ impl Impls {
         }
     }
 
+    /// Runs `step` for every implementation: in `--rounds` turns for the benchmarks measured
+    /// in rounds (each implementation in turn per round, the median cell reported), once
+    /// otherwise. Ticks once per implementation name, also for one the step skips.
     fn run(&self, step: &Step, p: &Params, out: &mut Vec<Record>, tick: &dyn Fn()) -> BResult<()> {
+        type Runner<'a> = Box<dyn Fn(&Params, &mut Vec<Record>) -> BResult<()> + 'a>;
+        let mut runners: Vec<Runner<'_>> = Vec::new();
         match self {
-            Impls::Onesided(o) if in_rounds(step.bench) && p.rounds > 1 => {
-                let per_round = round_params(p);
-                let mut ours = Vec::new();
-                for _ in 0..p.rounds {
-                    let mut v = Vec::new();
-                    run_step(o, step, &per_round, &mut v)?;
-                    ours.push(v);
-                }
-                out.extend(median_of_rounds(ours));
-                tick();
-            }
-            Impls::Onesided(o) => {
-                run_step(o, step, p, out)?;
-                tick();
-            }
-            #[cfg(feature = "mpi")]
-            Impls::Both(o, m) if in_rounds(step.bench) && p.rounds > 1 => {
-                let per_round = round_params(p);
-                let (mut ours, mut theirs) = (Vec::new(), Vec::new());
-                for _ in 0..p.rounds {
-                    let mut v = Vec::new();
-                    run_step(o, step, &per_round, &mut v)?;
-                    ours.push(v);
-                    let mut v = Vec::new();
-                    run_step(m, step, &per_round, &mut v)?;
-                    theirs.push(v);
-                }
-                out.extend(median_of_rounds(ours));
-                tick();
-                out.extend(median_of_rounds(theirs));
-                tick();
-            }
+            Impls::Onesided(o) => runners.push(Box::new(move |p, v| run_step(o, step, p, v))),
             #[cfg(feature = "mpi")]
             Impls::Both(o, m) => {
-                run_step(o, step, p, out)?;
-                tick();
+                runners.push(Box::new(move |p, v| run_step(o, step, p, v)));
                 if !step.bench.onesided_only() {
-                    run_step(m, step, p, out)?;
+                    runners.push(Box::new(move |p, v| run_step(m, step, p, v)));
                 }
-                tick();
             }
+        }
+        let (rounds, per_round) = if in_rounds(step.bench) {
+            (p.rounds, round_params(p))
+        } else {
+            (1, p.clone())
+        };
+        let mut results: Vec<Vec<Vec<Record>>> = runners.iter().map(|_| Vec::new()).collect();
+        for _ in 0..rounds {
+            for (runner, rounds_of) in runners.iter().zip(&mut results) {
+                let mut v = Vec::new();
+                runner(&per_round, &mut v)?;
+                rounds_of.push(v);
+            }
+        }
+        for rounds_of in results {
+            out.extend(median_of_rounds(rounds_of));
+            tick();
+        }
+        for _ in runners.len()..self.names().len() {
+            tick();
         }
         Ok(())
     }
