@@ -7,6 +7,9 @@
 //! [`Comm`] adds typed helpers on top (`comm`), and every collective carries its [`Call`]
 //! (`call`).
 
+// Used by the `mpi` bootstrap; compiled (and unit-tested) without it too.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) mod board;
 pub(crate) mod call;
 pub(crate) mod comm;
 pub(crate) mod local;

@@ -18,6 +18,7 @@ use mpi::topology::{Color, Communicator, SimpleCommunicator};
 use mpi::traits::Root;
 
 use crate::backoff::Backoff;
+use crate::bootstrap::board::{EntryBoard, ENTRY_WORDS};
 use crate::bootstrap::roster::{channel_id, PeerWatch, Roster};
 use crate::bootstrap::{
     blocks_inside, one_entry_per_process, Bootstrap, Call, CallTag, ThreadLevel,
@@ -62,6 +63,9 @@ pub struct MpiBootstrap {
     attentive: bool,
     /// Control blocks of this communicator's windows.
     heap: Arc<ControlHeap>,
+    /// Where collectives exchange their entries when every process shares this node
+    /// (through the host MPI otherwise).
+    board: Option<EntryBoard>,
 }
 
 // SAFETY: the communicator handle is only used under the mutex, so MPI sees serialized calls,
@@ -92,8 +96,6 @@ fn mpi_finalized() -> bool {
     flag != 0
 }
 
-/// Words each process contributes on entering a collective: tag, one word, inline payload.
-const ENTRY_WORDS: usize = 8;
 /// Bytes of payload that travel with the tag.
 const INLINE_BYTES: usize = (ENTRY_WORDS - 2) * 8;
 
@@ -203,6 +205,11 @@ impl MpiBootstrap {
         comm.process_at_rank(0).broadcast_into(&mut channel);
         let watch = PeerWatch::new(roster, members, rank, channel_id(channel));
         drop(node);
+        let board = if node_size == size && size > 1 {
+            entry_board(&comm, &job)?
+        } else {
+            None
+        };
         Ok(MpiBootstrap {
             comm: Mutex::new(Channel {
                 comm: ManuallyDrop::new(comm),
@@ -216,6 +223,7 @@ impl MpiBootstrap {
             watch,
             attentive: false,
             heap: Arc::default(),
+            board,
         })
     }
 
@@ -259,6 +267,10 @@ impl MpiBootstrap {
         let payload: &mut [u8] = bytemuck::cast_slice_mut(&mut send[2..]);
         let n = inline.len().min(INLINE_BYTES);
         payload[..n].copy_from_slice(&inline[..n]);
+        if let Some(board) = &self.board {
+            let recv = self.exchange_on_board(board, &ch, tag, &send)?;
+            return Self::entered(ch, tag, recv);
+        }
         let mut recv = vec![0u64; ENTRY_WORDS * self.size].into_boxed_slice();
         // SAFETY: reads the link-time constant of the MPI library.
         let mut request = unsafe { mpi::ffi::RSMPI_REQUEST_NULL };
@@ -297,12 +309,99 @@ impl MpiBootstrap {
                 backoff.snooze();
             }
         }
+        Self::entered(ch, tag, recv)
+    }
+
+    /// The end of [`enter_inline`](Self::enter_inline): every process's entry in `recv`.
+    #[allow(clippy::type_complexity)]
+    fn entered(
+        ch: MutexGuard<'_, Channel>,
+        tag: CallTag,
+        recv: Box<[u64]>,
+    ) -> Result<(MutexGuard<'_, Channel>, Vec<u64>, Box<[u64]>)> {
         for (r, entry) in recv.chunks_exact(ENTRY_WORDS).enumerate() {
             tag.check(r, entry[0])?;
         }
         let words = recv.chunks_exact(ENTRY_WORDS).map(|e| e[1]).collect();
         Ok((ch, words, recv))
     }
+
+    /// The entry exchange of `enter_inline` through shared memory. Its wait watches the
+    /// peers like the MPI one and keeps the host MPI progressing as the MPI one does: a peer
+    /// may need this process's progress for the host's own RMA (MPICH's passive target,
+    /// for one) before it can arrive.
+    fn exchange_on_board(
+        &self,
+        board: &EntryBoard,
+        ch: &Channel,
+        tag: CallTag,
+        send: &[u64; ENTRY_WORDS],
+    ) -> Result<Box<[u64]>> {
+        let mut wait = board.post(tag, send);
+        let mut vigil = self.watch.vigil(tag);
+        let mut backoff = Backoff::new();
+        while !board.poll(&mut wait) {
+            vigil.check(|_| None)?;
+            let mut flag = 0;
+            // SAFETY: a probe on the live duplicated communicator (calls on it are serialized
+            // by the channel mutex the caller holds); it matches nothing (no point-to-point
+            // message is ever sent on it) and only drives the host's progress.
+            unsafe {
+                mpi::ffi::MPI_Iprobe(
+                    mpi::ffi::RSMPI_ANY_SOURCE,
+                    mpi::ffi::RSMPI_ANY_TAG,
+                    ch.comm.as_raw(),
+                    &mut flag,
+                    mpi::ffi::RSMPI_STATUS_IGNORE,
+                )
+            };
+            if self.attentive {
+                backoff.attentive_pause();
+            } else {
+                backoff.snooze();
+            }
+        }
+        Ok(board.read(tag.seq))
+    }
+}
+
+/// Collective over a communicator whose processes all share this node: its entry board,
+/// made by rank 0 and mapped by everyone; `None` everywhere (collectives then exchange their
+/// entries through the host MPI) when any process could not map it.
+fn entry_board(comm: &SimpleCommunicator, job: &str) -> Result<Option<EntryBoard>> {
+    let n = comm.size() as usize;
+    let me = comm.rank() as usize;
+    let bytes = EntryBoard::bytes(n).ok_or_else(|| Error::Bootstrap("board too large".into()))?;
+    let root = comm.process_at_rank(0);
+    let mut name = Vec::new();
+    let created = (me == 0).then(|| Segment::create(job, "B", bytes));
+    if let Some(Ok(seg)) = &created {
+        name = seg.name().as_bytes().to_vec();
+    }
+    let mut len = name.len() as u64;
+    root.broadcast_into(&mut len);
+    name.resize(len as usize, 0);
+    root.broadcast_into(&mut name[..]);
+    let board = match created {
+        Some(seg) => seg,
+        None if name.is_empty() => Err(Error::PeerFailed { call: "init" }),
+        None => std::str::from_utf8(&name)
+            .map_err(|_| Error::Bootstrap("board name is not UTF-8".into()))
+            .and_then(Segment::open),
+    }
+    .and_then(|seg| EntryBoard::new(seg, n, me));
+    let ok = board.is_ok();
+    let mut all_ok = false;
+    comm.all_reduce_into(
+        &ok,
+        &mut all_ok,
+        mpi::collective::SystemOperation::logical_and(),
+    );
+    // Everyone mapped it (or gave up): the name is no longer needed.
+    if let Ok(b) = &board {
+        b.unlink();
+    }
+    Ok(board.ok().filter(|_| all_ok))
 }
 
 /// The roster of this node's processes of a new job: made by the node's first process,
