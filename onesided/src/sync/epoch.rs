@@ -320,7 +320,7 @@ impl EpochState {
             st.exclusive_held += 1;
             st.exclusive_held == 1
         };
-        Ok((global, Order::access(epoch)))
+        Ok((global, Order::lock(epoch, target)))
     }
 
     /// `unlock(target)`: forgets the lock; returns what to release.
@@ -496,7 +496,7 @@ impl EpochState {
                 .locks
                 .iter()
                 .find(|l| l.target == target)
-                .map_or(Order::BARRIER, |l| Order::access(l.epoch)),
+                .map_or(Order::BARRIER, |l| Order::lock(l.epoch, target)),
             _ => Order::BARRIER,
         }
     }

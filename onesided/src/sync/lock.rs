@@ -469,7 +469,7 @@ impl WinCore {
         self.check_rank(target)?;
         self.drain_staged()?;
         let release = self.epoch.unlock(target)?;
-        let order = Order::access(release.lock.epoch);
+        let order = Order::lock(release.lock.epoch, target);
         self.engine
             .start_ordered(self, UnlockOp::One(release), order)
     }
