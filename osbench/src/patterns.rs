@@ -596,15 +596,18 @@ fn late_unlock(
 /// rank 0. Blocking epochs wait for each lock; nonblocking ones (`ilock`, `iunlock`) are
 /// issued back to back with at most 8 in flight (more let a rank hold tickets in many
 /// lock queues at once, and with more ranks than cores a descheduled rank then stalls every
-/// queue it heads), so an origin queues its next updates
-/// (their accumulates copied) while a lock is held elsewhere; `nonblocking-aaar` does the
-/// same on a window with `MPI_WIN_ACCESS_AFTER_ACCESS_REORDER`, so a transaction whose
-/// lock is free goes ahead of one waiting for a busy lock. Every update adds 1: at the end
-/// the window sums to the number of transactions, checked.
+/// queue it heads), so an origin queues its next updates (their accumulates copied) while a
+/// lock is held elsewhere, and any completed epoch frees its place (MPI_Waitany);
+/// `nonblocking-aaar` does the same on a window with `MPI_WIN_ACCESS_AFTER_ACCESS_REORDER`,
+/// so a transaction whose lock is free goes ahead of, and completes before, one waiting for
+/// a busy lock ("some can even complete out of order", [Zounmevo14] §IV-B). The three
+/// variants take turns in `--rounds` rounds of `--time-ms / rounds` each and the median
+/// round is reported, so a slow phase of the machine moves one round, not one variant.
+/// Every update adds 1: after every round the window sums to the number of transactions,
+/// checked.
 pub fn transactions(comm: &Comm, p: &Params, out: &mut Vec<Record>) -> BResult<()> {
-    const SLOTS: usize = 1024;
-    const IN_FLIGHT: usize = 8;
-    let budget = p.budget.max(Duration::from_millis(100));
+    let rounds = p.rounds.max(1);
+    let budget = (p.budget.max(Duration::from_millis(100)) / rounds).max(Duration::from_millis(20));
     for ranks in crate::bench::rank_counts(comm.size()) {
         if ranks < 2 {
             continue;
@@ -612,77 +615,34 @@ pub fn transactions(comm: &Comm, p: &Params, out: &mut Vec<Record>) -> BResult<(
         let Some(sub) = first(comm, ranks)? else {
             continue;
         };
-        let plain = Window::<u64>::allocate(&sub, SLOTS)?;
+        let plain = Window::<u64>::allocate(&sub, TRANSACTION_SLOTS)?;
         let aaar = Window::<u64>::builder(&sub)
             .info(&onesided::WinInfo::new().reorder(onesided::Reorder {
                 access_after_access: true,
                 ..onesided::Reorder::NONE
             }))
-            .allocate(SLOTS)?;
+            .allocate(TRANSACTION_SLOTS)?;
         let variants = [
             ("blocking", Style::Blocking, &plain),
             ("nonblocking", Style::Nonblocking, &plain),
             ("nonblocking-aaar", Style::Nonblocking, &aaar),
         ];
-        for pattern in ["uniform", "hotspot"] {
-            for (metric, style, win) in variants {
-                win.fence(Assert::NOPRECEDE)?;
-                win.local_write(0, &[0u64; SLOTS])?;
-                win.fence(Assert::NOSUCCEED)?;
-                let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ ((sub.rank() as u64 + 1) * 7919));
-                let mut pending: std::collections::VecDeque<Request<'_>> = Default::default();
-                let mut done = 0u64;
-                sub.barrier()?;
-                let t0 = Instant::now();
-                while t0.elapsed() < budget {
-                    for _ in 0..16 {
-                        let target = if pattern == "hotspot" && done % 2 == 0 {
-                            0
-                        } else {
-                            (rng.next() % ranks as u64) as usize
-                        };
-                        let slot = (rng.next() % SLOTS as u64) as usize;
-                        match style {
-                            Style::Blocking => {
-                                win.lock(LockType::Exclusive, target, Assert::NONE)?;
-                                win.accumulate(&[1u64], target, slot, onesided::Op::Sum)?;
-                                win.unlock(target)?;
-                            }
-                            Style::Nonblocking => {
-                                let opened =
-                                    win.ilock(LockType::Exclusive, target, Assert::NONE)?;
-                                drop(opened); // complete at once (opening calls never block)
-                                win.accumulate(&[1u64], target, slot, onesided::Op::Sum)?;
-                                pending.push_back(win.iunlock(target)?);
-                                while pending.len() >= IN_FLIGHT {
-                                    let mut front = pending.pop_front().expect("non-empty");
-                                    if !front.test()? {
-                                        front.wait()?;
-                                    }
-                                }
-                            }
-                        }
-                        done += 1;
-                    }
+        for hotspot in [false, true] {
+            let mut rates = vec![Vec::new(); variants.len()];
+            for round in 0..rounds {
+                for ((_, style, win), rates) in variants.iter().zip(&mut rates) {
+                    let seed = u64::from(round) << 32 | sub.rank() as u64;
+                    rates.push(transaction_round(&sub, win, *style, hotspot, seed, budget)?);
                 }
-                onesided::wait_all(pending.drain(..))?;
-                let secs = t0.elapsed().as_secs_f64();
-                // Throughput: all transactions over the slowest rank's time.
-                let counts = sub.allgather(&[done])?;
-                let times = sub.allgather(&[secs])?;
-                let total: u64 = counts.iter().sum();
-                let slowest = times.iter().cloned().fold(0.0, f64::max);
-                sub.barrier()?;
-                let mut local = vec![0u64; SLOTS];
-                win.local_read(0, &mut local)?;
-                let sums = sub.allgather(&[local.iter().sum::<u64>()])?;
-                check(&sub, sums.iter().sum::<u64>() == total, "transactions")?;
-                if sub.rank() == 0 {
-                    let mut r = pattern_record(pattern, metric, ranks, total as f64 / slowest);
+            }
+            if sub.rank() == 0 {
+                for ((metric, ..), mut rates) in variants.iter().zip(rates) {
+                    let pattern = if hotspot { "hotspot" } else { "uniform" };
+                    let rate = crate::bench::median(&mut rates);
+                    let mut r = pattern_record(pattern, metric, ranks, rate);
                     r.bench = "transactions".into();
                     r.bytes = 8;
                     r.unit = "tx/s".into();
-                    r.stat = None; // one throughput over the whole run
                     out.push(r);
                 }
             }
@@ -692,6 +652,75 @@ pub fn transactions(comm: &Comm, p: &Params, out: &mut Vec<Record>) -> BResult<(
     }
     comm.barrier()?;
     Ok(())
+}
+
+/// Window length (u64 slots per rank) of `transactions`.
+const TRANSACTION_SLOTS: usize = 1024;
+
+/// One timed round of `transactions` on `win`: transactions per second over all ranks (all
+/// transactions over the slowest rank's time), the same at every rank; the updates are
+/// checked against the transaction count.
+fn transaction_round(
+    sub: &Comm,
+    win: &Window<u64>,
+    style: Style,
+    hotspot: bool,
+    seed: u64,
+    budget: Duration,
+) -> BResult<f64> {
+    const IN_FLIGHT: usize = 8;
+    let slots = TRANSACTION_SLOTS;
+    let ranks = sub.size();
+    win.fence(Assert::NOPRECEDE)?;
+    win.local_write(0, &vec![0u64; slots])?;
+    win.fence(Assert::NOSUCCEED)?;
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d ^ ((seed + 1) * 7919));
+    let mut pending: Vec<Request<'_>> = Vec::with_capacity(IN_FLIGHT);
+    let mut done = 0u64;
+    sub.barrier()?;
+    let t0 = Instant::now();
+    while t0.elapsed() < budget {
+        for _ in 0..16 {
+            let target = if hotspot && done % 2 == 0 {
+                0
+            } else {
+                (rng.next() % ranks as u64) as usize
+            };
+            let slot = (rng.next() % slots as u64) as usize;
+            match style {
+                Style::Blocking => {
+                    win.lock(LockType::Exclusive, target, Assert::NONE)?;
+                    win.accumulate(&[1u64], target, slot, onesided::Op::Sum)?;
+                    win.unlock(target)?;
+                }
+                Style::Nonblocking => {
+                    let opened = win.ilock(LockType::Exclusive, target, Assert::NONE)?;
+                    drop(opened); // complete at once (opening calls never block)
+                    win.accumulate(&[1u64], target, slot, onesided::Op::Sum)?;
+                    pending.push(win.iunlock(target)?);
+                    if pending.len() >= IN_FLIGHT {
+                        // Any completed epoch frees its place (MPI_Waitany): with
+                        // A_A_A_R they complete out of order.
+                        let i = onesided::wait_any(&mut pending)?;
+                        drop(pending.swap_remove(i));
+                    }
+                }
+            }
+            done += 1;
+        }
+    }
+    onesided::wait_all(pending.drain(..))?;
+    let secs = t0.elapsed().as_secs_f64();
+    let counts = sub.allgather(&[done])?;
+    let times = sub.allgather(&[secs])?;
+    let total: u64 = counts.iter().sum();
+    let slowest = times.iter().cloned().fold(0.0, f64::max);
+    sub.barrier()?;
+    let mut local = vec![0u64; slots];
+    win.local_read(0, &mut local)?;
+    let sums = sub.allgather(&[local.iter().sum::<u64>()])?;
+    check(sub, sums.iter().sum::<u64>() == total, "transactions")?;
+    Ok(total as f64 / slowest)
 }
 
 /// xorshift64: a reproducible stream of random numbers per rank.
