@@ -602,3 +602,54 @@ fn accumulate_errors() {
         Ok(())
     });
 }
+
+/// Long accumulates on ordinary memory (reached by cross-memory attach or served by the
+/// target) take every lock stripe of a chunk at once: runs that wrap around the stripe
+/// numbers, runs that need all of them, and runs longer than one chunk race each other and
+/// single-element fetch_and_ops from 4 ranks, and no update is lost (a deadlock between two
+/// holders of several stripes would time the test out).
+#[test]
+fn long_runs_take_their_stripes_together_and_lose_no_update() {
+    testing::run(4, |u| {
+        let w = u.world();
+        // 10,000 u64: 1,250 granules of 64 bytes, ~20 times round the 64 stripes; the
+        // longest run (~80 KB) is more than one chunk.
+        const LEN: usize = 10_000;
+        const ROUNDS: usize = 24;
+        let win = Window::<u64>::create(w, vec![0u64; LEN])?;
+        let mut rng = Rng::new(7 + w.rank() as u64);
+        let mut expected = vec![0u64; LEN * w.size()];
+        win.lock_all(Assert::NONE)?;
+        for round in 0..ROUNDS {
+            let target = rng.below(w.size());
+            let (at, len) = match round % 3 {
+                // Across stripe 63 -> 0 (granule 63 is stripe 63).
+                0 => (63 * 8 - 3 + rng.below(8), 16 + rng.below(32)),
+                // More than 64 granules: every stripe.
+                1 => (rng.below(LEN / 2), 64 * 8 + rng.below(LEN / 2 - 64 * 8)),
+                // Short runs anywhere.
+                _ => (rng.below(LEN - 64), 1 + rng.below(63)),
+            };
+            let ones = vec![1u64 + round as u64; len];
+            win.accumulate(&ones, target, at, Op::Sum)?;
+            for e in &mut expected[target * LEN + at..target * LEN + at + len] {
+                *e += 1 + round as u64;
+            }
+            for _ in 0..8 {
+                let (t, i) = (rng.below(w.size()), rng.below(LEN));
+                win.fetch_and_op(1, t, i, Op::Sum)?;
+                expected[t * LEN + i] += 1;
+            }
+        }
+        win.unlock_all()?;
+        w.barrier()?;
+        let mut mine = vec![0u64; LEN];
+        win.local_read(0, &mut mine)?;
+        let mut total = expected;
+        w.allreduce(&mut total, onesided::ReduceOp::Sum)?;
+        let me = w.rank();
+        assert_eq!(mine, total[me * LEN..(me + 1) * LEN], "rank {me}'s window");
+        win.free()?;
+        Ok(())
+    });
+}

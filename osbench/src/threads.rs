@@ -11,7 +11,11 @@
 //! not fair) weighs by the few operations it did rather than as much as the others. After
 //! every measurement the origin reads each thread's slot back and checks it holds that
 //! thread's last value. Seed 000 Fig. 11 adds `process-scope-ordered` (process scope with
-//! `mpi_win_order`: every thread's operations land in issue order; onesided only).
+//! `mpi_win_order`: every thread's operations land in issue order; onesided only). On
+//! `create` windows every mode is measured a second time with the target asleep outside
+//! the library for the whole loop (records with `delay_us`): there nothing serves the
+//! origin's requests, small puts are staged per thread and flushes write them by
+//! cross-memory attach.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -60,38 +64,56 @@ where
             continue;
         }
         let win = pair.window::<u64>(kind, max_threads * STRIDE)?;
-        for &threads in &p.threads {
-            // The modes take turns, ROUNDS times, and each reports its median: a machine
-            // whose speed drifts during the run (a shared 2-core VM does) then skews no mode
-            // against another.
-            let mut times: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
-            for _ in 0..ROUNDS {
-                for (m, mode) in MODES.iter().enumerate() {
-                    let in_force = win.set_thread_scope(*mode == "thread-scope")?
-                        && win.set_order(*mode == "process-scope-ordered")?;
-                    if in_force {
-                        let serialize = *mode == "mutex";
-                        times[m].push(measure(&pair, &win, threads, serialize, budget)?);
+        // Over ordinary memory (`create`), where the target is matters: inside the library
+        // it can serve the origin's requests; away from it (asleep, as in `progress`), small
+        // puts are staged and a flush writes them with cross-memory attach — the windows
+        // "where operations are staged" of seed 000's thread-scope claim.
+        let aways: &[Option<Duration>] = if kind.name() == "create" {
+            &[None, Some(budget)]
+        } else {
+            &[None]
+        };
+        for &away in aways {
+            for &threads in &p.threads {
+                // The modes take turns, ROUNDS times, and each reports its median: a machine
+                // whose speed drifts during the run (a shared 2-core VM does) then skews no
+                // mode against another.
+                let mut times: Vec<Vec<f64>> = vec![Vec::new(); MODES.len()];
+                for _ in 0..ROUNDS {
+                    for (m, mode) in MODES.iter().enumerate() {
+                        let in_force = win.set_thread_scope(*mode == "thread-scope")?
+                            && win.set_order(*mode == "process-scope-ordered")?;
+                        if in_force {
+                            let serialize = *mode == "mutex";
+                            let run = Run {
+                                threads,
+                                serialize,
+                                budget,
+                                away,
+                            };
+                            times[m].push(measure(&pair, &win, run)?);
+                        }
                     }
                 }
-            }
-            for (mode, mut t) in MODES.iter().zip(times) {
-                if pair.comm().rank() != 0 || t.is_empty() {
-                    continue;
+                for (mode, mut t) in MODES.iter().zip(times) {
+                    if pair.comm().rank() != 0 || t.is_empty() {
+                        continue;
+                    }
+                    let mut r = Record::new(
+                        "thread-flush",
+                        &pair,
+                        kind.name(),
+                        "flush",
+                        8,
+                        mode,
+                        median(&mut t),
+                        "us",
+                    );
+                    r.threads = Some(threads as u64);
+                    r.stat = Some("median".into());
+                    r.delay_us = away.map(|d| d.as_secs_f64() * 1e6);
+                    out.push(r);
                 }
-                let mut r = Record::new(
-                    "thread-flush",
-                    &pair,
-                    kind.name(),
-                    "flush",
-                    8,
-                    mode,
-                    median(&mut t),
-                    "us",
-                );
-                r.threads = Some(threads as u64);
-                r.stat = Some("median".into());
-                out.push(r);
             }
         }
         win.set_thread_scope(false)?;
@@ -101,18 +123,31 @@ where
     Ok(())
 }
 
+/// One measurement's settings.
+#[derive(Clone, Copy)]
+struct Run {
+    /// Threads at the origin.
+    threads: usize,
+    /// Each put+flush under one mutex.
+    serialize: bool,
+    /// How long the threads go on.
+    budget: Duration,
+    /// The target stays out of the library this long (asleep) instead of waiting in it.
+    away: Option<Duration>,
+}
+
 /// One measurement: rank 0 runs `threads` threads for `budget`; returns the mean µs per
 /// put+flush over the threads (rank 1 returns 0 and only waits).
-fn measure<B: Backend>(
-    b: &B,
-    win: &B::Win<u64>,
-    threads: usize,
-    serialize: bool,
-    budget: Duration,
-) -> BResult<f64>
+fn measure<B: Backend>(b: &B, win: &B::Win<u64>, run: Run) -> BResult<f64>
 where
     B::Win<u64>: Sync,
 {
+    let Run {
+        threads,
+        serialize,
+        budget,
+        away,
+    } = run;
     let origin = b.comm().rank() == 0;
     b.comm().barrier()?;
     let mut us = 0.0;
@@ -170,8 +205,17 @@ where
         win.unlock_all()?;
         us = busy / ops.max(1) as f64;
     }
-    // The target waits inside the library, as OSU's does in its next synchronization: an
-    // implementation that needs the target's CPU to serve RMA gets it.
+    if !origin {
+        if let Some(away) = away {
+            // Outside the library: no call into it until the origin's loop is over.
+            let until = Instant::now() + away;
+            while Instant::now() < until {
+                std::thread::sleep(until.saturating_duration_since(Instant::now()));
+            }
+        }
+    }
+    // Otherwise the target waits inside the library, as OSU's does in its next
+    // synchronization: an implementation that needs the target's CPU to serve RMA gets it.
     b.library_barrier()?;
     Ok(us)
 }

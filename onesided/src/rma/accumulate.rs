@@ -13,8 +13,12 @@
 //! element: concurrent single- and multi-element operations of one type on one location
 //! are element-wise atomic, whichever synchronization mode each process uses.
 //!
-//! A multi-element operation holds one stripe at a time (element-wise atomicity does not
-//! need more), so stripes never deadlock.
+//! A multi-element operation on such memory takes every stripe of a chunk (up to
+//! [`ACC_CHUNK`](crate::win::control::ACC_CHUNK) bytes) at once, in ascending stripe order (`win::control::stripes_for`), and moves the
+//! chunk with one read and one write: on memory reached by cross-memory attach that is two
+//! system calls per chunk instead of two per 64-byte granule. Holders of several stripes
+//! take them in one global order and holders of one never wait while holding it, so
+//! stripes never deadlock.
 //!
 //! **Hints.** `mpi_accumulate_granularity` selects the protocol as above (coarser granules
 //! trade per-element atomics for one lock per granule). Operations complete before the call
@@ -31,7 +35,7 @@ use crate::rma::atomic::{AccElement, ElemType, Op};
 use crate::rma::check_within;
 use crate::transport::ring::Kind;
 use crate::transport::{Located, Route};
-use crate::win::control::ACC_STRIPES;
+use crate::win::control::{acc_chunk, stripes_for, ACC_STRIPES};
 use crate::win::core::{Flags, WinCore};
 use crate::win::Window;
 
@@ -320,15 +324,16 @@ impl WinCore {
         let mut current: Vec<E> = Vec::new();
         let mut i = 0;
         while i < origin.len() {
-            // Elements i..j start in the same granule (keyed by their first byte).
-            let g = (loc.key + i * size) / granule;
-            let j = (i + 1..origin.len())
-                .find(|&j| (loc.key + j * size) / granule != g)
-                .unwrap_or(origin.len());
+            // Elements i..j in one read and one write, under the stripes of every granule
+            // their first bytes fall in (keyed as single-element operations key them).
+            let (j, first, last) = acc_chunk(loc.key, i, origin.len(), size, granule);
             let here = loc.route.offset(i * size);
             current.clear();
             current.resize(j - i, E::zeroed());
-            let _stripe = self.lock_stripe(target, g)?;
+            let _stripes = stripes_for(first, last, ACC_STRIPES)
+                .into_iter()
+                .map(|stripe| self.lock_stripe(target, stripe))
+                .collect::<Result<Vec<_>>>()?;
             here.read(bytemuck::cast_slice_mut(&mut current))?;
             if let Some(out) = result.as_deref_mut() {
                 out[i..j].copy_from_slice(&current);

@@ -55,6 +55,7 @@ impl WinCore {
         Some(f(&Fallback {
             pid,
             stripe: &stripe,
+            stripe_count: crate::win::control::ACC_STRIPES,
             aborted: &aborted,
         }))
     }

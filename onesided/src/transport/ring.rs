@@ -262,6 +262,8 @@ pub(crate) struct Executor<'a> {
     /// The target's accumulate lock stripe for a granule number (reduced as the target's
     /// stripes are counted).
     pub stripe: &'a dyn Fn(usize) -> &'a AtomicU64,
+    /// How many stripes the target has.
+    pub stripe_count: usize,
     /// Bounds every address must fall in (the target's own window memory), for `Direct`.
     pub bounds: Option<(usize, usize)>,
     /// True once the job was aborted (a dead rank may hold a stripe).
@@ -344,19 +346,21 @@ impl Executor<'_> {
             *compare = current[0];
             return Ok(());
         }
-        // At most MAX_PAYLOAD bytes: a stack buffer for the current elements.
+        // At most MAX_PAYLOAD bytes (one chunk, see rma::accumulate): a stack buffer for
+        // the current elements, read and written at once under every stripe they need.
         let mut buf = [0u64; MAX_PAYLOAD.div_ceil(8)];
         let mut i = 0;
         while i < data.len() {
-            let g = (req.key + i * size) / granule;
-            let j = (i + 1..data.len())
-                .find(|&j| (req.key + j * size) / granule != g)
-                .unwrap_or(data.len());
+            let (j, first, last) =
+                crate::win::control::acc_chunk(req.key, i, data.len(), size, granule);
             let here = route.offset(i * size);
             let current: &mut [E] = bytemuck::cast_slice_mut(
                 &mut bytemuck::cast_slice_mut::<u64, u8>(&mut buf)[..(j - i) * size],
             );
-            let _held = self.lock(g)?;
+            let _held = crate::win::control::stripes_for(first, last, self.stripe_count)
+                .into_iter()
+                .map(|stripe| self.lock(stripe))
+                .collect::<Result<Vec<_>>>()?;
             here.read(bytemuck::cast_slice_mut(current))?;
             for (c, d) in current.iter_mut().zip(&mut data[i..j]) {
                 let old = *c;
@@ -526,6 +530,8 @@ pub(crate) struct Fallback<'a> {
     pub pid: i32,
     /// The target's accumulate lock stripes.
     pub stripe: &'a dyn Fn(usize) -> &'a AtomicU64,
+    /// How many stripes the target has.
+    pub stripe_count: usize,
     /// True once the job was aborted.
     pub aborted: &'a dyn Fn() -> bool,
 }
@@ -718,6 +724,7 @@ impl Rings {
                 addr: 0,
             },
             stripe: fb.stripe,
+            stripe_count: fb.stripe_count,
             bounds: None,
             aborted: fb.aborted,
         };
@@ -951,6 +958,7 @@ impl crate::attention::Served for Server {
         let exec = Executor {
             route_base: Route::Direct(std::ptr::null_mut()),
             stripe: &stripe,
+            stripe_count: self.stripes.1,
             bounds: Some(self.bounds),
             aborted: &aborted,
         };
@@ -1033,6 +1041,7 @@ mod tests {
             f(&Fallback {
                 pid: std::process::id() as i32,
                 stripe: &stripe,
+                stripe_count: self.stripes.len(),
                 aborted: &aborted,
             })
         }
