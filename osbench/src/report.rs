@@ -299,7 +299,9 @@ fn row_key(r: &Record) -> (String, String, String, u64, u64, String) {
             };
             match (&r.role, r.threads, r.delay_us) {
                 (Some(role), _, _) => format!("{metric} ({role})"),
-                (None, Some(t), _) => format!("{metric} ({t} thr)"),
+                (None, Some(t), None) => format!("{metric} ({t} thr)"),
+                // thread-flush with the target away from the library.
+                (None, Some(t), Some(_)) => format!("{metric} ({t} thr, target away)"),
                 // A delay that varies between rows (progress: how long the target was away).
                 (None, None, Some(d)) => format!("{metric} (delay {} ms)", d / 1000.0),
                 (None, None, None) => metric,

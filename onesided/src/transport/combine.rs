@@ -56,6 +56,8 @@ pub(crate) struct StagedPuts {
     nonempty: AtomicUsize,
     /// Every lane of the window: (thread id, lane).
     lanes: Mutex<Vec<(u64, Arc<Lane>)>>,
+    /// A process-scope drain is under way (one at a time: see `drain_all`).
+    draining: AtomicBool,
 }
 
 impl Default for StagedPuts {
@@ -64,6 +66,7 @@ impl Default for StagedPuts {
             id: fresh_id(),
             nonempty: AtomicUsize::new(0),
             lanes: Mutex::new(Vec::new()),
+            draining: AtomicBool::new(false),
         }
     }
 }
@@ -157,8 +160,38 @@ impl StagedPuts {
         self.drain_all_slow()
     }
 
+    /// One process-scope drain at a time writes every pending lane (flat combining); a
+    /// flush that finds one under way waits for it, polling, then looks again: what it took
+    /// is written when it ends, and whatever is still pending then (staged after it looked)
+    /// this flush writes itself. Without this, concurrent flushes of many threads queue on
+    /// each other's lane mutexes, and every hand-over is a futex sleep and wake-up.
     #[inline(never)]
     fn drain_all_slow(&self) -> Result<()> {
+        let mut backoff = crate::backoff::Backoff::new();
+        loop {
+            // Acquire: the previous combiner's writes (and its Release decrements) are
+            // complete before we look at what is still staged.
+            if self
+                .draining
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                let result = self.drain_every_lane();
+                // Release: pairs with the Acquire above and below.
+                self.draining.store(false, Ordering::Release);
+                return result;
+            }
+            // Acquire: pairs with the combiner's Release.
+            while self.draining.load(Ordering::Acquire) {
+                backoff.snooze();
+            }
+            if !self.any_staged() {
+                return Ok(());
+            }
+        }
+    }
+
+    fn drain_every_lane(&self) -> Result<()> {
         let lanes: Vec<Arc<Lane>> = {
             let mut lanes = self.lanes.lock().unwrap_or_else(PoisonError::into_inner);
             // A lane only this list holds belongs to a thread that has exited (or forgot it
@@ -350,6 +383,30 @@ mod tests {
         let got: Vec<u64> = target.iter().map(|w| w.load(Ordering::Relaxed)).collect();
         assert_eq!(got, [1, 2, 3, 4]);
         assert_eq!(staged.nonempty.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn concurrent_process_drains_each_leave_their_callers_puts_written() {
+        // Four threads stage and drain with process scope at once: most drains find
+        // another under way and wait for it. Each must still return only once the calling
+        // thread's put has landed.
+        let target: Vec<AtomicU64> = (0..4).map(|_| AtomicU64::new(0)).collect();
+        let staged = StagedPuts::default();
+        let addr = |i: usize| &target[i] as *const AtomicU64 as usize;
+        std::thread::scope(|s| {
+            for t in 0..4usize {
+                let (staged, target) = (&staged, &target);
+                s.spawn(move || {
+                    for v in 1..=2000u64 {
+                        staged.stage(own_pid(), addr(t), &v.to_ne_bytes()).unwrap();
+                        staged.drain_all().unwrap();
+                        assert_eq!(target[t].load(Ordering::Relaxed), v, "thread {t}");
+                    }
+                });
+            }
+        });
+        assert_eq!(staged.nonempty.load(Ordering::Relaxed), 0);
+        assert!(!staged.draining.load(Ordering::Relaxed));
     }
 
     #[test]
