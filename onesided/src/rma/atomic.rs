@@ -17,6 +17,41 @@ use std::sync::atomic::{
 
 use bytemuck::Pod;
 
+/// Most bytes one multi-element update moves under its stripes: bounds how long it keeps
+/// other accumulates to the same target waiting.
+pub(crate) const ACC_CHUNK: usize = 64 << 10;
+
+/// The stripes (of `stripes`) that granules `first..=last` map to, each once, in ascending
+/// order: the order in which every holder of several stripes takes them.
+pub(crate) fn stripes_for(first: usize, last: usize, stripes: usize) -> Vec<usize> {
+    let count = last - first + 1;
+    if count >= stripes {
+        return (0..stripes).collect();
+    }
+    let start = first % stripes;
+    let mut v: Vec<usize> = (start..start + count).map(|g| g % stripes).collect();
+    v.sort_unstable();
+    v
+}
+
+/// Elements `i..j` of a run of `n` elements of `size` bytes starting at stripe key `key`
+/// that one stripe-locked update moves: as many as fit in [`ACC_CHUNK`] (at least one), and
+/// the granules `first..=last` their first bytes fall in.
+pub(crate) fn acc_chunk(
+    key: usize,
+    i: usize,
+    n: usize,
+    size: usize,
+    granule: usize,
+) -> (usize, usize, usize) {
+    let j = (i + (ACC_CHUNK / size).max(1)).min(n);
+    (
+        j,
+        (key + i * size) / granule,
+        (key + (j - 1) * size) / granule,
+    )
+}
+
 /// Accumulate operations (MPI_Op predefined for RMA).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Op {
@@ -396,6 +431,44 @@ macro_rules! with_elem_type {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stripes_of_a_run_are_distinct_and_ascending() {
+        assert_eq!(stripes_for(5, 5, 64), [5]);
+        assert_eq!(
+            stripes_for(62, 65, 64),
+            [0, 1, 62, 63],
+            "wraps, still ascending"
+        );
+        assert_eq!(stripes_for(3, 3 + 63, 64), (0..64).collect::<Vec<_>>());
+        assert_eq!(stripes_for(0, 1000, 8), (0..8).collect::<Vec<_>>());
+        // Every granule of the run maps to a listed stripe, each listed once.
+        for (first, last) in [(0, 0), (10, 40), (60, 70), (100, 163)] {
+            let s = stripes_for(first, last, 64);
+            assert!(s.windows(2).all(|w| w[0] < w[1]));
+            assert!((first..=last).all(|g| s.contains(&(g % 64))));
+        }
+    }
+
+    #[test]
+    fn chunks_cover_a_run_and_name_their_granules() {
+        // 8-byte elements from key 56 with 64-byte granules: element 0 in granule 0,
+        // element 1 in granule 1.
+        assert_eq!(acc_chunk(56, 0, 2, 8, 64), (2, 0, 1));
+        let n = 3 * ACC_CHUNK / 8 + 5;
+        let mut i = 0;
+        let mut chunks = 0;
+        while i < n {
+            let (j, first, last) = acc_chunk(0, i, n, 8, 64);
+            assert!(j > i && j - i <= ACC_CHUNK / 8);
+            assert_eq!((first, last), (i * 8 / 64, (j - 1) * 8 / 64));
+            i = j;
+            chunks += 1;
+        }
+        assert_eq!(chunks, 4);
+        // An element larger than a chunk still moves, alone.
+        assert_eq!(acc_chunk(0, 0, 2, ACC_CHUNK * 2, 64).0, 1);
+    }
 
     #[test]
     fn validity_follows_mpi() {

@@ -352,12 +352,12 @@ impl Executor<'_> {
         let mut i = 0;
         while i < data.len() {
             let (j, first, last) =
-                crate::win::control::acc_chunk(req.key, i, data.len(), size, granule);
+                crate::rma::atomic::acc_chunk(req.key, i, data.len(), size, granule);
             let here = route.offset(i * size);
             let current: &mut [E] = bytemuck::cast_slice_mut(
                 &mut bytemuck::cast_slice_mut::<u64, u8>(&mut buf)[..(j - i) * size],
             );
-            let _held = crate::win::control::stripes_for(first, last, self.stripe_count)
+            let _held = crate::rma::atomic::stripes_for(first, last, self.stripe_count)
                 .into_iter()
                 .map(|stripe| self.lock(stripe))
                 .collect::<Result<Vec<_>>>()?;
