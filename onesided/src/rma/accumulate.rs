@@ -14,9 +14,10 @@
 //! are element-wise atomic, whichever synchronization mode each process uses.
 //!
 //! A multi-element operation on such memory takes every stripe of a chunk (up to
-//! [`ACC_CHUNK`](crate::rma::atomic::ACC_CHUNK) bytes) at once, in ascending stripe order (`rma::atomic::stripes_for`), and moves the
-//! chunk with one read and one write: on memory reached by cross-memory attach that is two
-//! system calls per chunk instead of two per 64-byte granule. Holders of several stripes
+//! `rma::atomic::ACC_CHUNK` bytes) at once, in ascending stripe order
+//! (`rma::atomic::stripes_for`), and moves the chunk with one read and one write: on memory
+//! reached by cross-memory attach that is two system calls per chunk instead of two per
+//! 64-byte granule. Holders of several stripes
 //! take them in one global order and holders of one never wait while holding it, so
 //! stripes never deadlock.
 //!
@@ -31,8 +32,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::layout::{check_match, pieces, Layout};
-use crate::rma::atomic::{acc_chunk, stripes_for};
-use crate::rma::atomic::{AccElement, ElemType, Op};
+use crate::rma::atomic::{acc_chunk, stripes_for, AccElement, ElemType, Op};
 use crate::rma::check_within;
 use crate::transport::ring::Kind;
 use crate::transport::{Located, Route};
