@@ -365,16 +365,18 @@ impl MpiBootstrap {
     }
 }
 
-/// Collective over a communicator whose processes all share this node: its entry board,
-/// made by rank 0 and mapped by everyone; `None` everywhere (collectives then exchange their
-/// entries through the host MPI) when any process could not map it.
-fn entry_board(comm: &SimpleCommunicator, job: &str) -> Result<Option<EntryBoard>> {
-    let n = comm.size() as usize;
-    let me = comm.rank() as usize;
-    let bytes = EntryBoard::bytes(n).ok_or_else(|| Error::Bootstrap("board too large".into()))?;
+/// Collective: a segment of `bytes` named for `job` and `tag`, created by rank 0 of `comm`
+/// (whose processes share one node) and opened by the others from the name it broadcasts.
+/// `PeerFailed` where rank 0 could not create it; each process's own result otherwise.
+fn shared_segment(
+    comm: &SimpleCommunicator,
+    job: &str,
+    tag: &str,
+    bytes: usize,
+) -> Result<Segment> {
     let root = comm.process_at_rank(0);
     let mut name = Vec::new();
-    let created = (me == 0).then(|| Segment::create(job, "B", bytes));
+    let created = (comm.rank() == 0).then(|| Segment::create(job, tag, bytes));
     if let Some(Ok(seg)) = &created {
         name = seg.name().as_bytes().to_vec();
     }
@@ -382,21 +384,35 @@ fn entry_board(comm: &SimpleCommunicator, job: &str) -> Result<Option<EntryBoard
     root.broadcast_into(&mut len);
     name.resize(len as usize, 0);
     root.broadcast_into(&mut name[..]);
-    let board = match created {
+    match created {
         Some(seg) => seg,
         None if name.is_empty() => Err(Error::PeerFailed { call: "init" }),
         None => std::str::from_utf8(&name)
-            .map_err(|_| Error::Bootstrap("board name is not UTF-8".into()))
+            .map_err(|_| Error::Bootstrap(format!("segment name {tag} is not UTF-8")))
             .and_then(Segment::open),
     }
-    .and_then(|seg| EntryBoard::new(seg, n, me));
-    let ok = board.is_ok();
-    let mut all_ok = false;
+}
+
+/// Collective: true at every process when `ok` is true at every process of `comm`.
+fn all_true(comm: &SimpleCommunicator, ok: bool) -> bool {
+    let mut all = false;
     comm.all_reduce_into(
         &ok,
-        &mut all_ok,
+        &mut all,
         mpi::collective::SystemOperation::logical_and(),
     );
+    all
+}
+
+/// Collective over a communicator whose processes all share this node: its entry board,
+/// made by rank 0 and mapped by everyone; `None` everywhere (collectives then exchange their
+/// entries through the host MPI) when any process could not map it.
+fn entry_board(comm: &SimpleCommunicator, job: &str) -> Result<Option<EntryBoard>> {
+    let n = comm.size() as usize;
+    let me = comm.rank() as usize;
+    let bytes = EntryBoard::bytes(n).ok_or_else(|| Error::Bootstrap("board too large".into()))?;
+    let board = shared_segment(comm, job, "B", bytes).and_then(|seg| EntryBoard::new(seg, n, me));
+    let all_ok = all_true(comm, board.is_ok());
     // Everyone mapped it (or gave up): the name is no longer needed.
     if let Ok(b) = &board {
         b.unlink();
@@ -409,37 +425,8 @@ fn entry_board(comm: &SimpleCommunicator, job: &str) -> Result<Option<EntryBoard
 fn node_roster(node: &SimpleCommunicator, job: &str) -> Result<Roster> {
     let n = node.size() as usize;
     let bytes = Roster::bytes(n).ok_or_else(|| Error::Bootstrap("node too large".into()))?;
-    let root = node.process_at_rank(0);
-    let mut name = Vec::new();
-    let created = if node.rank() == 0 {
-        let seg = Segment::create(job, "R", bytes);
-        if let Ok(s) = &seg {
-            name = s.name().as_bytes().to_vec();
-        }
-        Some(seg)
-    } else {
-        None
-    };
-    let mut len = name.len() as u64;
-    root.broadcast_into(&mut len);
-    name.resize(len as usize, 0);
-    root.broadcast_into(&mut name[..]);
-    let seg = match created {
-        Some(seg) => seg,
-        None if name.is_empty() => return Err(Error::PeerFailed { call: "init" }),
-        None => {
-            let name = std::str::from_utf8(&name)
-                .map_err(|_| Error::Bootstrap("roster name is not UTF-8".into()))?;
-            Segment::open(name)
-        }
-    };
-    let ok = seg.is_ok();
-    let mut all_ok = false;
-    node.all_reduce_into(
-        &ok,
-        &mut all_ok,
-        mpi::collective::SystemOperation::logical_and(),
-    );
+    let seg = shared_segment(node, job, "R", bytes);
+    let all_ok = all_true(node, seg.is_ok());
     let seg = seg?;
     if !all_ok {
         return Err(Error::PeerFailed { call: "init" });
