@@ -833,6 +833,16 @@ fn rss_bytes() -> u64 {
     pages * 4096
 }
 
+/// Stays away from the library for `d`: sleeps, with no call into it, until the time is up
+/// (a sleep may end early on a signal). A process doing this is the target that "computes
+/// elsewhere" of seed 000's progress and thread-scope measurements.
+pub(crate) fn sleep_outside_library(d: Duration) {
+    let until = Instant::now() + d;
+    while Instant::now() < until {
+        std::thread::sleep(until.saturating_duration_since(Instant::now()));
+    }
+}
+
 /// The median of `v` (the upper middle for an even count; 0 when empty), which it sorts.
 pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);

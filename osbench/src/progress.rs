@@ -81,13 +81,7 @@ fn measure<B: Backend>(b: &B, win: &B::Win<u8>, n: u64, busy: Duration) -> BResu
         win.unlock(1)?;
         b.library_barrier()?;
     } else {
-        if !busy.is_zero() {
-            // Outside the library: no call into it until the time is up.
-            let until = Instant::now() + busy;
-            while Instant::now() < until {
-                std::thread::sleep(until.saturating_duration_since(Instant::now()));
-            }
-        }
+        crate::bench::sleep_outside_library(busy);
         b.library_barrier()?;
         let mut got = [0u8];
         win.read_local(0, &mut got)?;

@@ -205,14 +205,9 @@ where
         win.unlock_all()?;
         us = busy / ops.max(1) as f64;
     }
-    if !origin {
-        if let Some(away) = away {
-            // Outside the library: no call into it until the origin's loop is over.
-            let until = Instant::now() + away;
-            while Instant::now() < until {
-                std::thread::sleep(until.saturating_duration_since(Instant::now()));
-            }
-        }
+    if let (false, Some(away)) = (origin, away) {
+        // Away until the origin's loop is over.
+        crate::bench::sleep_outside_library(away);
     }
     // Otherwise the target waits inside the library, as OSU's does in its next
     // synchronization: an implementation that needs the target's CPU to serve RMA gets it.
