@@ -77,6 +77,9 @@ pub(crate) struct Backoff {
     /// Never poll without yielding: the wait is for another process's service, which
     /// needs a core (see [`Backoff::for_service`]).
     yields: bool,
+    /// Never serve: the waiter holds a lock a served request may need (see
+    /// [`Backoff::holding_a_lock`]).
+    holds_lock: bool,
 }
 
 impl Backoff {
@@ -95,6 +98,16 @@ impl Backoff {
         }
     }
 
+    /// A backoff for a thread that waits while it holds a lock that requests of other
+    /// processes may need (accumulate lock stripes): it never serves, since the request it
+    /// would serve could wait for that very lock, held further up its own stack.
+    pub(crate) fn holding_a_lock() -> Self {
+        Backoff {
+            holds_lock: true,
+            ..Backoff::default()
+        }
+    }
+
     /// Start over after progress was made.
     pub(crate) fn reset(&mut self) {
         self.round = 0;
@@ -107,7 +120,7 @@ impl Backoff {
     /// it waits otherwise, directly.
     #[inline]
     pub(crate) fn attend(&mut self) {
-        if crate::attention::any_server() {
+        if !self.holds_lock && crate::attention::any_server() {
             if self.attending.is_none() {
                 self.attending = crate::attention::Attending::begin();
             }

@@ -27,12 +27,13 @@
 //! `accumulate_ops=same_op` leaves nothing faster to choose: on coherent shared memory each
 //! operation already takes the cheapest atomic that is correct with concurrent `no_op`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
-use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::layout::{check_match, pieces, Layout};
-use crate::rma::atomic::{acc_chunk, stripes_for, AccElement, ElemType, Op};
+use crate::rma::atomic::{
+    acc_chunk, lock_stripes, stripes_for, AccElement, ElemType, Op, StripeHeld,
+};
 use crate::rma::check_within;
 use crate::transport::ring::Kind;
 use crate::transport::{Located, Route};
@@ -42,16 +43,6 @@ use crate::win::Window;
 
 /// Bytes per lock stripe when the window sets no granularity.
 pub(crate) const DEFAULT_GRANULE: usize = 64;
-
-/// A held accumulate lock stripe; released on drop.
-struct StripeGuard<'a>(&'a AtomicU64);
-
-impl Drop for StripeGuard<'_> {
-    fn drop(&mut self) {
-        // Release: the element updates made under the stripe are visible to its next holder.
-        self.0.store(0, Ordering::Release);
-    }
-}
 
 pub(crate) fn check_op(call: &'static str, op: Op, ty: ElemType, fetching: bool) -> Result<()> {
     if op.valid_for(ty) && (fetching || op != Op::NoOp) {
@@ -237,22 +228,18 @@ impl WinCore {
             }
     }
 
-    /// Takes lock stripe `granule` of `target`. Gives up with [`Error::JobAborted`] when the
-    /// job is aborted meanwhile: the holder may be a rank that died inside its update.
-    fn lock_stripe(&self, target: usize, granule: usize) -> Result<StripeGuard<'_>> {
-        let word = self.ctrl.stripe(target, granule % ACC_STRIPES);
-        let mut backoff = Backoff::new();
-        // Acquire: the previous holder's element updates are visible to us.
-        while word
-            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            if self.comm.aborted() {
-                return Err(Error::JobAborted);
-            }
-            backoff.snooze();
-        }
-        Ok(StripeGuard(word))
+    /// Takes lock stripes `stripes` of `target` (see [`lock_stripes`]).
+    fn lock_target_stripes(
+        &self,
+        target: usize,
+        stripes: impl IntoIterator<Item = usize>,
+    ) -> Result<Vec<StripeHeld<'_>>> {
+        lock_stripes(
+            stripes
+                .into_iter()
+                .map(|stripe| self.ctrl.stripe(target, stripe % ACC_STRIPES)),
+            &|| self.comm.aborted(),
+        )
     }
 
     /// Applies `op` with `origin` to consecutive elements at `loc` (of `target`), storing
@@ -331,10 +318,8 @@ impl WinCore {
             let here = loc.route.offset(i * size);
             current.clear();
             current.resize(j - i, E::zeroed());
-            let _stripes = stripes_for(first, last, ACC_STRIPES)
-                .into_iter()
-                .map(|stripe| self.lock_stripe(target, stripe))
-                .collect::<Result<Vec<_>>>()?;
+            let _stripes =
+                self.lock_target_stripes(target, stripes_for(first, last, ACC_STRIPES))?;
             here.read(bytemuck::cast_slice_mut(&mut current))?;
             if let Some(out) = result.as_deref_mut() {
                 out[i..j].copy_from_slice(&current);
@@ -392,7 +377,7 @@ impl WinCore {
             0 => DEFAULT_GRANULE.next_multiple_of(size),
             g => g,
         };
-        let _stripe = self.lock_stripe(target, loc.key / granule)?;
+        let _stripe = self.lock_target_stripes(target, [loc.key / granule])?;
         let mut current = [E::zeroed()];
         loc.route.read(bytemuck::cast_slice_mut(&mut current))?;
         if bytemuck::bytes_of(&current[0]) == bytemuck::bytes_of(&compare) {

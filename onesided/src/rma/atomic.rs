@@ -12,10 +12,13 @@
 
 use std::sync::atomic::{
     AtomicI16, AtomicI32, AtomicI64, AtomicI8, AtomicU16, AtomicU32, AtomicU64, AtomicU8,
-    Ordering::{AcqRel, Acquire, Release},
+    Ordering::{AcqRel, Acquire, Relaxed, Release},
 };
 
 use bytemuck::Pod;
+
+use crate::backoff::Backoff;
+use crate::error::{Error, Result};
 
 /// Most bytes one multi-element update moves under its stripes: bounds how long it keeps
 /// other accumulates to the same target waiting.
@@ -32,6 +35,47 @@ pub(crate) fn stripes_for(first: usize, last: usize, stripes: usize) -> Vec<usiz
     let mut v: Vec<usize> = (start..start + count).map(|g| g % stripes).collect();
     v.sort_unstable();
     v
+}
+
+/// A held accumulate lock stripe; released on drop.
+pub(crate) struct StripeHeld<'a>(&'a AtomicU64);
+
+impl Drop for StripeHeld<'_> {
+    fn drop(&mut self) {
+        // Release: the element updates made under the stripe are visible to its next holder.
+        self.0.store(0, Release);
+    }
+}
+
+/// Takes the lock stripes `words` (in the order of [`stripes_for`]) one after the other.
+/// Gives up with [`Error::JobAborted`] once `aborted` says so: the holder may be a rank that
+/// died inside its update.
+///
+/// Deadlock-free because a holder never waits for anything but a later stripe: every
+/// holder of several stripes takes them in one order, and a thread that holds one does not
+/// serve other processes' requests while it waits for the next (a served accumulate could
+/// need a stripe this very thread holds). Holding nothing, a waiter serves as any wait does.
+pub(crate) fn lock_stripes<'a>(
+    words: impl IntoIterator<Item = &'a AtomicU64>,
+    aborted: &dyn Fn() -> bool,
+) -> Result<Vec<StripeHeld<'a>>> {
+    let mut held: Vec<StripeHeld<'a>> = Vec::new();
+    for word in words {
+        let mut backoff = if held.is_empty() {
+            Backoff::new()
+        } else {
+            Backoff::holding_a_lock()
+        };
+        // Acquire: the previous holder's element updates are visible to us.
+        while word.compare_exchange_weak(0, 1, Acquire, Relaxed).is_err() {
+            if aborted() {
+                return Err(Error::JobAborted);
+            }
+            backoff.snooze();
+        }
+        held.push(StripeHeld(word));
+    }
+    Ok(held)
 }
 
 /// Elements `i..j` of a run of `n` elements of `size` bytes starting at stripe key `key`
@@ -431,6 +475,87 @@ macro_rules! with_elem_type {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Stripes taken by `lock_stripes` on one thread, with a server that records whether
+    /// that thread served while it held one.
+    struct Watch {
+        attention: AtomicU64,
+        stripes: [AtomicU64; 2],
+        thread: std::thread::ThreadId,
+        served_while_holding: std::sync::atomic::AtomicBool,
+        served_at_all: std::sync::atomic::AtomicBool,
+    }
+
+    impl crate::attention::Served for Watch {
+        fn attention(&self) -> &AtomicU64 {
+            &self.attention
+        }
+        fn serve(&self) -> bool {
+            if std::thread::current().id() == self.thread {
+                self.served_at_all.store(true, Relaxed);
+                if self.stripes[0].load(Relaxed) == 1 {
+                    self.served_while_holding.store(true, Relaxed);
+                }
+            }
+            false
+        }
+    }
+
+    #[test]
+    fn a_thread_holding_a_stripe_serves_nobody_while_it_waits_for_the_next() {
+        let watch = std::sync::Arc::new(Watch {
+            attention: AtomicU64::new(0),
+            // Stripe 1 is held by "another process" (this test) at first.
+            stripes: [AtomicU64::new(0), AtomicU64::new(1)],
+            thread: std::thread::current().id(),
+            served_while_holding: Default::default(),
+            served_at_all: Default::default(),
+        });
+        let server: std::sync::Arc<dyn crate::attention::Served> = watch.clone();
+        crate::attention::register(&server);
+        let held = std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                watch.stripes[1].store(0, Release);
+            });
+            // Waiting for stripe 0 in another test's way first: stripe 1 only after it.
+            lock_stripes(&watch.stripes, &|| false)
+        })
+        .expect("both stripes");
+        crate::attention::unregister(&server);
+        assert!(watch.stripes.iter().all(|w| w.load(Relaxed) == 1));
+        drop(held);
+        assert!(watch.stripes.iter().all(|w| w.load(Relaxed) == 0));
+        assert!(
+            !watch.served_while_holding.load(Relaxed),
+            "served requests while holding stripe 0: one could wait for it forever"
+        );
+        // The waits for a first stripe do serve (checked with a held first stripe).
+        watch.stripes[0].store(1, Relaxed);
+        let first = &watch.stripes[0];
+        crate::attention::register(&server);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                first.store(0, Release);
+            });
+            drop(lock_stripes([first], &|| false).expect("stripe 0"));
+        });
+        crate::attention::unregister(&server);
+        assert!(
+            watch.served_at_all.load(Relaxed),
+            "a wait holding nothing serves"
+        );
+    }
+
+    #[test]
+    fn an_aborted_job_ends_the_wait_for_a_stripe() {
+        let held = AtomicU64::new(1);
+        assert!(matches!(
+            lock_stripes([&held], &|| true),
+            Err(Error::JobAborted)
+        ));
+    }
 
     #[test]
     fn stripes_of_a_run_are_distinct_and_ascending() {

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
-use crate::rma::atomic::{AccElement, ElemType, Op};
+use crate::rma::atomic::{AccElement, ElemType, Op, StripeHeld};
 use crate::transport::Route;
 
 /// Slots per ring (a power of two).
@@ -307,20 +307,11 @@ impl Executor<'_> {
         }
     }
 
-    fn lock(&self, stripe: usize) -> Result<StripeHeld<'_>> {
-        let word = (self.stripe)(stripe);
-        let mut backoff = Backoff::new();
-        // Acquire: the previous holder's element updates are visible to us.
-        while word
-            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            if (self.aborted)() {
-                return Err(Error::JobAborted);
-            }
-            backoff.snooze();
-        }
-        Ok(StripeHeld(word))
+    fn lock(&self, stripes: impl IntoIterator<Item = usize>) -> Result<Vec<StripeHeld<'_>>> {
+        crate::rma::atomic::lock_stripes(
+            stripes.into_iter().map(|stripe| (self.stripe)(stripe)),
+            self.aborted,
+        )
     }
 
     fn typed<E: AccElement>(
@@ -337,7 +328,7 @@ impl Executor<'_> {
             let [compare, value] = data else {
                 return Err(bad_request());
             };
-            let _held = self.lock(req.key / granule)?;
+            let _held = self.lock([req.key / granule])?;
             let mut current = [E::zeroed()];
             route.read(bytemuck::cast_slice_mut(&mut current))?;
             if bytemuck::bytes_of(&current[0]) == bytemuck::bytes_of(compare) {
@@ -357,10 +348,11 @@ impl Executor<'_> {
             let current: &mut [E] = bytemuck::cast_slice_mut(
                 &mut bytemuck::cast_slice_mut::<u64, u8>(&mut buf)[..(j - i) * size],
             );
-            let _held = crate::rma::atomic::stripes_for(first, last, self.stripe_count)
-                .into_iter()
-                .map(|stripe| self.lock(stripe))
-                .collect::<Result<Vec<_>>>()?;
+            let _held = self.lock(crate::rma::atomic::stripes_for(
+                first,
+                last,
+                self.stripe_count,
+            ))?;
             here.read(bytemuck::cast_slice_mut(current))?;
             for (c, d) in current.iter_mut().zip(&mut data[i..j]) {
                 let old = *c;
@@ -377,16 +369,6 @@ impl Executor<'_> {
             i = j;
         }
         Ok(())
-    }
-}
-
-/// A held lock stripe; released on drop.
-struct StripeHeld<'a>(&'a AtomicU64);
-
-impl Drop for StripeHeld<'_> {
-    fn drop(&mut self) {
-        // Release: our element updates are visible to the stripe's next holder.
-        self.0.store(0, Ordering::Release);
     }
 }
 
