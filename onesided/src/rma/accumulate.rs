@@ -134,13 +134,13 @@ impl WinCore {
     /// Granule in bytes for `size`-byte elements; 0 means "element-wise CPU atomics".
     #[inline(always)]
     pub(crate) fn granule(&self, size: usize) -> usize {
-        // A granule beyond any address range acts like one granule for the whole window;
-        // the cap keeps the rounding below from overflowing for absurd hint values.
+        // The hint only coarsens synchronization: a cap keeps the rounding below from
+        // overflowing for absurd values and fits the 32 bits a ring request carries it in.
         // Relaxed: set by set_info, a collective this window's caller made before.
         let g = self
             .acc_granularity
             .load(std::sync::atomic::Ordering::Relaxed)
-            .min(1 << 48);
+            .min(crate::transport::ring::MAX_GRANULE);
         if g <= size {
             0
         } else {

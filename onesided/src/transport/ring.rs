@@ -57,6 +57,9 @@ const COUNTER_STRIDE: usize = 128;
 const RING_BYTES: usize = 3 * COUNTER_STRIDE + SLOTS * SLOT_BYTES;
 /// Bytes of the attention word's line at the start of an area.
 const ATTENTION_BYTES: usize = COUNTER_STRIDE;
+/// Largest accumulate granule a request carries (32 bits of a header word; the rest holds
+/// the origin's CPU).
+pub(crate) const MAX_GRANULE: usize = 1 << 31;
 /// Windows with more ranks get no rings (n² rings would cost too much memory to create).
 pub(crate) const MAX_RANKS: usize = 16;
 /// How long an origin waits for the target to pick its requests up before it takes them
@@ -235,6 +238,8 @@ struct Posted {
     addr: usize,
     key: usize,
     granule: usize,
+    /// The CPU the origin thread ran on when it posted, plus one (0: unknown).
+    origin_cpu: u32,
 }
 
 fn read_posted(ring: &Ring, pos: u64) -> Option<Posted> {
@@ -250,7 +255,8 @@ fn read_posted(ring: &Ring, pos: u64) -> Option<Posted> {
         len: (meta >> 32) as usize,
         addr: ring.word(pos, 2).load(Ordering::Relaxed) as usize,
         key: ring.word(pos, 3).load(Ordering::Relaxed) as usize,
-        granule: ring.word(pos, 4).load(Ordering::Relaxed) as usize,
+        granule: ring.word(pos, 4).load(Ordering::Relaxed) as u32 as usize,
+        origin_cpu: (ring.word(pos, 4).load(Ordering::Relaxed) >> 32) as u32,
     })
 }
 
@@ -377,12 +383,20 @@ fn bad_request() -> Error {
     Error::InvalidArgument("malformed ring request".into())
 }
 
-/// Claims and executes the published requests of `ring` from its head on. Returns how many
-/// slots were executed (0: nothing published, or another executor claimed them first).
-fn claim_and_run(ring: &Ring, exec: &Executor<'_>, limit: Option<u64>) -> Result<u64> {
+/// What one claim executed.
+struct Claimed {
+    /// Slots executed (0: nothing published, or another executor claimed them first).
+    slots: u64,
+    /// The CPU (plus one; 0: unknown) the origin of the batch's last request posted from.
+    origin_cpu: u32,
+}
+
+/// Claims and executes the published requests of `ring` from its head on.
+fn claim_and_run(ring: &Ring, exec: &Executor<'_>, limit: Option<u64>) -> Result<Claimed> {
     // Acquire: pairs with the Release of the previous claimer's head update.
     let h = ring.head().load(Ordering::Acquire);
     let mut e = h;
+    let mut origin_cpu = 0;
     while e < h + SLOTS as u64 && limit.is_none_or(|l| e < l) {
         // Acquire: the header and payload written before the publication are visible.
         if ring.state(e).load(Ordering::Acquire) != state_of(e, PHASE_PUBLISHED) {
@@ -392,9 +406,14 @@ fn claim_and_run(ring: &Ring, exec: &Executor<'_>, limit: Option<u64>) -> Result
             return Err(bad_request());
         };
         e += req.slots.max(1);
+        origin_cpu = req.origin_cpu;
     }
+    let nothing = Claimed {
+        slots: 0,
+        origin_cpu: 0,
+    };
     if e == h {
-        return Ok(0);
+        return Ok(nothing);
     }
     // AcqRel: a claim is a handover of the slots' contents to us.
     if ring
@@ -402,7 +421,7 @@ fn claim_and_run(ring: &Ring, exec: &Executor<'_>, limit: Option<u64>) -> Result
         .compare_exchange(h, e, Ordering::AcqRel, Ordering::Relaxed)
         .is_err()
     {
-        return Ok(0);
+        return Ok(nothing);
     }
     // The batch before ours may still be running on the other side.
     let mut backoff = Backoff::new();
@@ -442,7 +461,10 @@ fn claim_and_run(ring: &Ring, exec: &Executor<'_>, limit: Option<u64>) -> Result
     }
     // Release: everything executed is visible to whoever sees the new count.
     ring.served().store(e, Ordering::Release);
-    result.map(|()| e - h)
+    result.map(|()| Claimed {
+        slots: e - h,
+        origin_cpu,
+    })
 }
 
 fn free_slots(ring: &Ring, pos: u64, slots: u64) {
@@ -468,6 +490,10 @@ pub(crate) struct Rings {
     snubbed_until: Vec<AtomicU64>,
     /// Per target: take-backs in a row (reset by a request it executed in time).
     snubs: Vec<AtomicU32>,
+    /// Per target: a position up to which this process saw its requests executed — a
+    /// local lower bound of the ring's `served`, so checks whether requests are still
+    /// outstanding need not pull the line the target writes for every batch.
+    executed: Vec<AtomicU64>,
     server: Option<Arc<dyn crate::attention::Served>>,
 }
 
@@ -565,6 +591,7 @@ impl Rings {
             me,
             snubbed_until: (0..n).map(|_| AtomicU64::new(0)).collect(),
             snubs: (0..n).map(|_| AtomicU32::new(0)).collect(),
+            executed: (0..n).map(|_| AtomicU64::new(0)).collect(),
             server,
         }
     }
@@ -606,7 +633,19 @@ impl Rings {
     pub(crate) fn outstanding(&self, target: usize) -> bool {
         let ring = self.ring(target);
         // Relaxed: only decides whether to wait, and the wait loads `served` with Acquire.
-        ring.tail().load(Ordering::Relaxed) != ring.served().load(Ordering::Relaxed)
+        let tail = ring.tail().load(Ordering::Relaxed);
+        // Acquire (on `executed`): a caller that skips the wait sees the effects of what
+        // was executed, as the wait's Acquire load of `served` would have made visible.
+        tail > self.executed[target].load(Ordering::Acquire)
+            && tail != ring.served().load(Ordering::Relaxed)
+    }
+
+    /// Records that requests to `target` before `upto` are executed, as seen by a thread
+    /// whose Acquire load observed it.
+    fn saw_executed(&self, target: usize, upto: u64) {
+        // Release: passes the executor's effects on to threads that skip waiting after an
+        // Acquire load of the bound (see outstanding).
+        self.executed[target].fetch_max(upto, Ordering::Release);
     }
 
     /// Posts a request to `target`: payload `data` (for a get: `len` zero bytes are
@@ -712,7 +751,7 @@ impl Rings {
         };
         // Acquire: see claim_and_run.
         while ring.head().load(Ordering::Acquire) < upto {
-            let taken = claim_and_run(ring, &exec, Some(upto))?;
+            let taken = claim_and_run(ring, &exec, Some(upto))?.slots;
             if taken > 0 {
                 // Relaxed: hints owned by this process (see snubbed).
                 let doublings = self.snubs[target]
@@ -739,8 +778,14 @@ impl Rings {
         let mut backoff = Backoff::for_service();
         let since = Instant::now();
         let mut took_back = false;
-        // Acquire: the executed requests' effects are visible (and complete at the target).
-        while ring.served().load(Ordering::Acquire) < upto {
+        loop {
+            // Acquire: the executed requests' effects are visible (and complete at the
+            // target).
+            let served = ring.served().load(Ordering::Acquire);
+            if served >= upto {
+                self.saw_executed(target, served);
+                break;
+            }
             if (fb.aborted)() {
                 return Err(Error::JobAborted);
             }
@@ -756,6 +801,42 @@ impl Rings {
             self.snubs[target].store(0, Ordering::Relaxed);
         }
         Ok(())
+    }
+
+    /// Waits until the request at `pos` (`n` slots, with a result) is executed. Its own
+    /// state word says so, on the line that also holds the result: one line comes back
+    /// from the target instead of two (`served`, then the slot). A request the target does
+    /// not pick up in time is taken back as in [`Rings::complete`].
+    fn await_result(
+        &self,
+        target: usize,
+        ring: &Ring,
+        pos: u64,
+        n: u64,
+        fb: &Fallback<'_>,
+    ) -> Result<()> {
+        let mut backoff = Backoff::for_service();
+        let since = Instant::now();
+        loop {
+            // Acquire: the executor's effects (ours and, executed in order before it, every
+            // earlier request's) happen before its done state.
+            let state = ring.state(pos).load(Ordering::Acquire);
+            if state == state_of(pos, PHASE_DONE) || state == state_of(pos, PHASE_FAILED) {
+                self.saw_executed(target, pos + n);
+                // Relaxed: a hint owned by this process (see complete).
+                if self.snubs[target].load(Ordering::Relaxed) != 0 {
+                    self.snubs[target].store(0, Ordering::Relaxed);
+                }
+                return Ok(());
+            }
+            if (fb.aborted)() {
+                return Err(Error::JobAborted);
+            }
+            if since.elapsed() > PICKUP_WAIT {
+                return self.complete(target, pos + n, fb);
+            }
+            backoff.snooze();
+        }
     }
 
     /// Everything posted to `target` so far is executed when this returns.
@@ -825,8 +906,10 @@ impl Rings {
         }) else {
             return false;
         };
-        // Relaxed: only decides whether to queue behind them; the wait loads with Acquire.
-        self.ring(target).served().load(Ordering::Relaxed) < end
+        // Acquire: as in outstanding. Relaxed (served): only decides whether to queue behind
+        // them; the wait loads with Acquire.
+        end > self.executed[target].load(Ordering::Acquire)
+            && self.ring(target).served().load(Ordering::Relaxed) < end
     }
 
     /// The targets the calling thread has requests of record to.
@@ -854,7 +937,7 @@ impl Rings {
         let pos = self.post(target, req, data, fb)?;
         let ring = self.ring(target);
         let n = slots_for(req.len) as u64;
-        let done = self.complete(target, pos + n, fb);
+        let done = self.await_result(target, &ring, pos, n, fb);
         // Acquire: the executor's result stores happen before its done state.
         let state = ring.state(pos).load(Ordering::Acquire);
         let ok = state == state_of(pos, PHASE_DONE);
@@ -888,8 +971,11 @@ fn write_header(ring: &Ring, pos: u64, req: &Request, slots: u64) {
     ring.word(pos, 1).store(meta, Ordering::Relaxed);
     ring.word(pos, 2).store(req.addr as u64, Ordering::Relaxed);
     ring.word(pos, 3).store(req.key as u64, Ordering::Relaxed);
+    // The origin's CPU: a target that serves from the same one yields right away.
+    debug_assert!(req.granule <= MAX_GRANULE);
+    let cpu = rustix::thread::sched_getcpu() as u64 + 1;
     ring.word(pos, 4)
-        .store(req.granule as u64, Ordering::Relaxed);
+        .store(req.granule as u64 | cpu << 32, Ordering::Relaxed);
 }
 
 impl Drop for Rings {
@@ -932,6 +1018,7 @@ impl crate::attention::Served for Server {
 
     fn serve(&self) -> bool {
         let mut served = false;
+        let mut origin_shares_our_cpu = None;
         let stripe = |i: usize| -> &AtomicU64 {
             // SAFETY: `stripe_count` words of our control block (i is reduced modulo it).
             unsafe { &*self.stripes.0.add(i % self.stripes.1) }
@@ -954,12 +1041,23 @@ impl crate::attention::Served for Server {
             if ring.tail().load(Ordering::Relaxed) != ring.head().load(Ordering::Relaxed) {
                 // An error (a request outside our window) is the origin's: it finds its
                 // request executed without effect. Nothing to report here.
-                if claim_and_run(&ring, &exec, None).is_ok_and(|n| n > 0) {
-                    // Relaxed: a statistic.
-                    SERVED_BATCHES.fetch_add(1, Ordering::Relaxed);
-                    served = true;
+                if let Ok(claimed) = claim_and_run(&ring, &exec, None) {
+                    if claimed.slots > 0 {
+                        // Relaxed: a statistic.
+                        SERVED_BATCHES.fetch_add(1, Ordering::Relaxed);
+                        served = true;
+                        let cpu = rustix::thread::sched_getcpu();
+                        if claimed.origin_cpu == cpu as u32 + 1 {
+                            origin_shares_our_cpu = Some(cpu);
+                        }
+                    }
                 }
             }
+        }
+        if let Some(cpu) = origin_shares_our_cpu {
+            // The origin waits for its request on our CPU: it runs only once we give the
+            // CPU up, and our wait would poll on for a while first (serving_pause).
+            crate::backoff::make_way_on_this_cpu(cpu);
         }
         served
     }
@@ -1142,6 +1240,48 @@ mod tests {
         assert!(!pair.server_ran_last(), "some requests were taken back");
         assert!(served_batches() > 0, "some were served");
         assert!(pair.stripes.iter().all(|s| s.load(Ordering::Relaxed) == 0));
+    }
+
+    #[test]
+    fn the_local_bound_of_executed_requests_never_covers_a_pending_one() {
+        // No server: every request is taken back after the pickup wait.
+        let pair = Pair::new(8);
+        let put = |i: usize, v: u64| {
+            let req = Request {
+                kind: Kind::Put,
+                elem: ElemType::U8,
+                op: Op::Replace,
+                addr: pair.addr(i),
+                len: 8,
+                key: 0,
+                granule: 0,
+            };
+            pair.with_fb(|fb| pair.origin.post(1, &req, &v.to_ne_bytes(), fb))
+                .unwrap();
+        };
+        put(0, 7);
+        assert!(pair.origin.outstanding(1));
+        let req = pair.acc(0, &[1], Op::Sum, Kind::FetchAcc);
+        let mut old = [0u64];
+        pair.with_fb(|fb| {
+            pair.origin.call(
+                1,
+                &req,
+                bytemuck::bytes_of(&1u64),
+                bytemuck::cast_slice_mut(&mut old),
+                fb,
+            )
+        })
+        .unwrap();
+        assert_eq!(old[0], 7, "the put ran before the fetch");
+        assert!(!pair.origin.outstanding(1), "everything up to the call ran");
+        put(1, 9);
+        assert!(pair.origin.outstanding(1), "a later put is still pending");
+        assert!(pair.origin.own_outstanding(1), "and it is this thread's");
+        pair.with_fb(|fb| pair.origin.complete_all_to(1, fb))
+            .unwrap();
+        assert!(!pair.origin.outstanding(1));
+        assert_eq!(pair.memory[..2], [8, 9]);
     }
 
     #[test]
