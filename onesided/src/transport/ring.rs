@@ -1037,8 +1037,12 @@ impl crate::attention::Served for Server {
                     .area
                     .wrapping_add(ATTENTION_BYTES + origin * RING_BYTES),
             };
-            // Relaxed: a hint that something was posted; claim_and_run checks properly.
-            if ring.tail().load(Ordering::Relaxed) != ring.head().load(Ordering::Relaxed) {
+            // The state of the slot at the head, not the origin's tail: the line that says a
+            // request is there also holds it (one line to fetch per request, not two), and
+            // the tail stays on the origin's core for its next reservation. Relaxed: a
+            // hint; claim_and_run checks properly.
+            let head = ring.head().load(Ordering::Relaxed);
+            if ring.state(head).load(Ordering::Relaxed) == state_of(head, PHASE_PUBLISHED) {
                 // An error (a request outside our window) is the origin's: it finds its
                 // request executed without effect. Nothing to report here.
                 if let Ok(claimed) = claim_and_run(&ring, &exec, None) {
