@@ -31,9 +31,7 @@ use std::sync::atomic::Ordering;
 
 use crate::error::{Error, Result};
 use crate::layout::{check_match, pieces, Layout};
-use crate::rma::atomic::{
-    acc_chunk, lock_stripes, stripes_for, AccElement, ElemType, Op, StripeHeld,
-};
+use crate::rma::atomic::{acc_chunk, lock_stripes, stripes_for, AccElement, ElemType, Op};
 use crate::rma::check_within;
 use crate::transport::ring::Kind;
 use crate::transport::{Located, Route};
@@ -229,15 +227,13 @@ impl WinCore {
     }
 
     /// Takes lock stripes `stripes` of `target` (see [`lock_stripes`]).
-    fn lock_target_stripes(
-        &self,
+    fn lock_target_stripes<'a, S: Iterator<Item = usize> + Clone + 'a>(
+        &'a self,
         target: usize,
-        stripes: impl IntoIterator<Item = usize>,
-    ) -> Result<Vec<StripeHeld<'_>>> {
+        stripes: S,
+    ) -> Result<impl Drop + 'a> {
         lock_stripes(
-            stripes
-                .into_iter()
-                .map(|stripe| self.ctrl.stripe(target, stripe % ACC_STRIPES)),
+            stripes.map(move |stripe| self.ctrl.stripe(target, stripe % ACC_STRIPES)),
             &|| self.comm.aborted(),
         )
     }
@@ -377,7 +373,7 @@ impl WinCore {
             0 => DEFAULT_GRANULE.next_multiple_of(size),
             g => g,
         };
-        let _stripe = self.lock_target_stripes(target, [loc.key / granule])?;
+        let _stripe = self.lock_target_stripes(target, std::iter::once(loc.key / granule))?;
         let mut current = [E::zeroed()];
         loc.route.read(bytemuck::cast_slice_mut(&mut current))?;
         if bytemuck::bytes_of(&current[0]) == bytemuck::bytes_of(&compare) {

@@ -25,43 +25,65 @@ use crate::error::{Error, Result};
 pub(crate) const ACC_CHUNK: usize = 64 << 10;
 
 /// The stripes (of `stripes`) that granules `first..=last` map to, each once, in ascending
-/// order: the order in which every holder of several stripes takes them.
-pub(crate) fn stripes_for(first: usize, last: usize, stripes: usize) -> Vec<usize> {
+/// order: the order in which every holder of several stripes takes them. A wrapping run
+/// gives its low stripes first (`0..end`), then its high ones (`start..stripes`).
+pub(crate) fn stripes_for(
+    first: usize,
+    last: usize,
+    stripes: usize,
+) -> std::iter::Chain<std::ops::Range<usize>, std::ops::Range<usize>> {
     let count = last - first + 1;
     if count >= stripes {
-        return (0..stripes).collect();
+        return (0..0).chain(0..stripes);
     }
     let start = first % stripes;
-    let mut v: Vec<usize> = (start..start + count).map(|g| g % stripes).collect();
-    v.sort_unstable();
-    v
+    let end = start + count;
+    if end <= stripes {
+        (0..0).chain(start..end)
+    } else {
+        (0..end - stripes).chain(start..stripes)
+    }
 }
 
-/// A held accumulate lock stripe; released on drop.
-pub(crate) struct StripeHeld<'a>(&'a AtomicU64);
+/// Held accumulate lock stripes; released on drop. Keeps the words' iterator (a clone of
+/// the one they were taken by) instead of a list: taking stripes is on the path of every
+/// accumulate a target serves, and allocates nothing.
+pub(crate) struct StripesHeld<'a, I: Iterator<Item = &'a AtomicU64> + Clone> {
+    words: I,
+    count: usize,
+}
 
-impl Drop for StripeHeld<'_> {
+impl<'a, I: Iterator<Item = &'a AtomicU64> + Clone> Drop for StripesHeld<'a, I> {
     fn drop(&mut self) {
-        // Release: the element updates made under the stripe are visible to its next holder.
-        self.0.store(0, Release);
+        for word in self.words.clone().take(self.count) {
+            // Release: the element updates made under the stripe are visible to its next
+            // holder.
+            word.store(0, Release);
+        }
     }
 }
 
 /// Takes the lock stripes `words` (in the order of [`stripes_for`]) one after the other.
-/// Gives up with [`Error::JobAborted`] once `aborted` says so: the holder may be a rank that
-/// died inside its update.
+/// Gives up with [`Error::JobAborted`] once `aborted` says so (releasing what it took): the
+/// holder may be a rank that died inside its update.
 ///
 /// Deadlock-free because a holder never waits for anything but a later stripe: every
 /// holder of several stripes takes them in one order, and a thread that holds one does not
 /// serve other processes' requests while it waits for the next (a served accumulate could
 /// need a stripe this very thread holds). Holding nothing, a waiter serves as any wait does.
-pub(crate) fn lock_stripes<'a>(
-    words: impl IntoIterator<Item = &'a AtomicU64>,
+pub(crate) fn lock_stripes<'a, I>(
+    words: I,
     aborted: &dyn Fn() -> bool,
-) -> Result<Vec<StripeHeld<'a>>> {
-    let mut held: Vec<StripeHeld<'a>> = Vec::new();
+) -> Result<StripesHeld<'a, I>>
+where
+    I: Iterator<Item = &'a AtomicU64> + Clone,
+{
+    let mut held = StripesHeld {
+        words: words.clone(),
+        count: 0,
+    };
     for word in words {
-        let mut backoff = if held.is_empty() {
+        let mut backoff = if held.count == 0 {
             Backoff::new()
         } else {
             Backoff::holding_a_lock()
@@ -73,7 +95,7 @@ pub(crate) fn lock_stripes<'a>(
             }
             backoff.snooze();
         }
-        held.push(StripeHeld(word));
+        held.count += 1;
     }
     Ok(held)
 }
@@ -518,8 +540,8 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(50));
                 watch.stripes[1].store(0, Release);
             });
-            // Waiting for stripe 0 in another test's way first: stripe 1 only after it.
-            lock_stripes(&watch.stripes, &|| false)
+            // Stripe 0 is free and taken at once; the wait is for stripe 1, holding 0.
+            lock_stripes(watch.stripes.iter(), &|| false)
         })
         .expect("both stripes");
         crate::attention::unregister(&server);
@@ -539,7 +561,7 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(50));
                 first.store(0, Release);
             });
-            drop(lock_stripes([first], &|| false).expect("stripe 0"));
+            drop(lock_stripes(std::iter::once(first), &|| false).expect("stripe 0"));
         });
         crate::attention::unregister(&server);
         assert!(
@@ -550,26 +572,30 @@ mod tests {
 
     #[test]
     fn an_aborted_job_ends_the_wait_for_a_stripe() {
+        let free = AtomicU64::new(0);
         let held = AtomicU64::new(1);
         assert!(matches!(
-            lock_stripes([&held], &|| true),
+            lock_stripes([&free, &held].into_iter(), &|| true),
             Err(Error::JobAborted)
         ));
+        assert_eq!(free.load(Relaxed), 0, "what it took is released again");
     }
 
     #[test]
     fn stripes_of_a_run_are_distinct_and_ascending() {
-        assert_eq!(stripes_for(5, 5, 64), [5]);
+        let of = |first, last, n| stripes_for(first, last, n).collect::<Vec<_>>();
+        assert_eq!(of(5, 5, 64), [5]);
+        assert_eq!(of(62, 65, 64), [0, 1, 62, 63], "wraps, still ascending");
         assert_eq!(
-            stripes_for(62, 65, 64),
-            [0, 1, 62, 63],
-            "wraps, still ascending"
+            of(64 + 60, 64 + 63, 64),
+            [60, 61, 62, 63],
+            "ends at the last stripe"
         );
-        assert_eq!(stripes_for(3, 3 + 63, 64), (0..64).collect::<Vec<_>>());
-        assert_eq!(stripes_for(0, 1000, 8), (0..8).collect::<Vec<_>>());
+        assert_eq!(of(3, 3 + 63, 64), (0..64).collect::<Vec<_>>());
+        assert_eq!(of(0, 1000, 8), (0..8).collect::<Vec<_>>());
         // Every granule of the run maps to a listed stripe, each listed once.
         for (first, last) in [(0, 0), (10, 40), (60, 70), (100, 163)] {
-            let s = stripes_for(first, last, 64);
+            let s = of(first, last, 64);
             assert!(s.windows(2).all(|w| w[0] < w[1]));
             assert!((first..=last).all(|g| s.contains(&(g % 64))));
         }

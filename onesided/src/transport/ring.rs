@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
-use crate::rma::atomic::{AccElement, ElemType, Op, StripeHeld};
+use crate::rma::atomic::{AccElement, ElemType, Op};
 use crate::transport::Route;
 
 /// Slots per ring (a power of two).
@@ -283,7 +283,7 @@ pub(crate) struct Executor<'a> {
     pub aborted: &'a dyn Fn() -> bool,
 }
 
-impl Executor<'_> {
+impl<'x> Executor<'x> {
     fn run(&self, ring: &Ring, pos: u64, req: &Posted) -> Result<()> {
         if req.kind == Kind::Pad || req.len == 0 {
             return Ok(());
@@ -320,11 +320,8 @@ impl Executor<'_> {
         }
     }
 
-    fn lock(&self, stripes: impl IntoIterator<Item = usize>) -> Result<Vec<StripeHeld<'_>>> {
-        crate::rma::atomic::lock_stripes(
-            stripes.into_iter().map(|stripe| (self.stripe)(stripe)),
-            self.aborted,
-        )
+    fn lock<S: Iterator<Item = usize> + Clone + 'x>(&self, stripes: S) -> Result<impl Drop + 'x> {
+        crate::rma::atomic::lock_stripes(stripes.map(self.stripe), self.aborted)
     }
 
     fn typed<E: AccElement>(
@@ -341,7 +338,7 @@ impl Executor<'_> {
             let [compare, value] = data else {
                 return Err(bad_request());
             };
-            let _held = self.lock([req.key / granule])?;
+            let _held = self.lock(std::iter::once(req.key / granule))?;
             let mut current = [E::zeroed()];
             route.read(bytemuck::cast_slice_mut(&mut current))?;
             if bytemuck::bytes_of(&current[0]) == bytemuck::bytes_of(compare) {
