@@ -1293,6 +1293,28 @@ mod tests {
     }
 
     #[test]
+    fn a_request_names_the_cpu_it_was_posted_from_and_keeps_its_granule() {
+        let pair = Pair::new(8);
+        let req = pair.acc(0, &[1], Op::Sum, Kind::Acc);
+        let (pos, cpu) = loop {
+            let before = rustix::thread::sched_getcpu();
+            let pos = pair
+                .with_fb(|fb| pair.origin.post(1, &req, bytemuck::bytes_of(&1u64), fb))
+                .unwrap();
+            let after = rustix::thread::sched_getcpu();
+            if before == after {
+                break (pos, before);
+            }
+            // Migrated while posting: the CPU in the header is either; post again.
+        };
+        let posted = read_posted(&pair.origin.ring(1), pos).expect("a request");
+        assert_eq!(posted.origin_cpu, cpu as u32 + 1);
+        assert_eq!(posted.granule, 64);
+        pair.with_fb(|fb| pair.origin.complete_all_to(1, fb))
+            .unwrap();
+    }
+
+    #[test]
     fn threads_of_one_origin_share_a_ring_without_losing_updates() {
         let pair = Pair::new(8);
         let stop = std::sync::atomic::AtomicBool::new(false);
