@@ -799,12 +799,19 @@ impl Rings {
             }
             backoff.snooze();
         }
-        // Relaxed: a hint owned by this process. The target served in time: its next
-        // absence is a first one again.
-        if !took_back && self.snubs[target].load(Ordering::Relaxed) != 0 {
-            self.snubs[target].store(0, Ordering::Relaxed);
+        if !took_back {
+            self.served_in_time(target);
         }
         Ok(())
+    }
+
+    /// `target` served our requests in time: its next absence is a first one again.
+    fn served_in_time(&self, target: usize) {
+        // Relaxed: a hint owned by this process; loaded first so the common case writes
+        // nothing.
+        if self.snubs[target].load(Ordering::Relaxed) != 0 {
+            self.snubs[target].store(0, Ordering::Relaxed);
+        }
     }
 
     /// Waits until the request at `pos` (`n` slots, with a result) is executed. Its own
@@ -827,10 +834,7 @@ impl Rings {
             let state = ring.state(pos).load(Ordering::Acquire);
             if state == state_of(pos, PHASE_DONE) || state == state_of(pos, PHASE_FAILED) {
                 self.saw_executed(target, pos + n);
-                // Relaxed: a hint owned by this process (see complete).
-                if self.snubs[target].load(Ordering::Relaxed) != 0 {
-                    self.snubs[target].store(0, Ordering::Relaxed);
-                }
+                self.served_in_time(target);
                 return Ok(());
             }
             if (fb.aborted)() {
