@@ -159,11 +159,18 @@ impl Backoff {
         self.sleeps = 0;
     }
 
-    /// Serves requests posted to this process (transport::ring) and marks it attentive
-    /// until this wait ends or sleeps. Every wait loop calls it, through `snooze` or, if
-    /// it waits otherwise, directly.
+    /// Advances the pending synchronizations of every window of the process, serves
+    /// requests posted to this process (transport::ring) and marks it attentive until this
+    /// wait ends or sleeps. Every wait loop calls it, through `snooze` or, if it waits
+    /// otherwise, directly: a process blocked in any call of the library — a communicator
+    /// barrier included — makes progress on its deferred epochs, which a peer it waits for
+    /// may be waiting for in turn (MPI's progress rule). A thread holding accumulate
+    /// stripes does neither: what it would run may need those stripes.
     #[inline]
     pub(crate) fn attend(&mut self) {
+        if !self.holds_lock {
+            crate::progress::registry::poke();
+        }
         if !self.holds_lock && crate::attention::any_server() {
             if self.attending.is_none() {
                 self.attending = crate::attention::Attending::begin();

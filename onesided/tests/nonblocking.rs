@@ -573,3 +573,44 @@ fn releasing_a_held_lock_does_not_wait_for_a_later_pending_one() {
     });
     report.assert_success();
 }
+
+/// A deferred epoch advances while its process waits in a communicator collective (MPI's
+/// progress rule: a process blocked in a library call makes progress on its pending
+/// communication). Rank 0's `ilock` heads the lock queue of rank 1's window behind rank 1's
+/// shared lock; rank 0 puts, closes with `iunlock` and enters a barrier without testing its
+/// request. Rank 1 then unlocks and locks again, which queues behind rank 0's lock: only rank
+/// 0's library, from inside its barrier, can take, use and release that lock before rank 1
+/// gets in, reads the put and joins the barrier.
+#[test]
+fn a_deferred_epoch_advances_while_its_process_waits_in_a_barrier() {
+    testing::job(2)
+        .timeout(Duration::from_secs(30))
+        .run(|u| {
+            let w = u.world();
+            let win = Window::<u64>::allocate(w, 1)?;
+            if w.rank() == 1 {
+                win.lock(LockType::Shared, 1, Assert::NONE)?;
+                w.barrier()?; // rank 0 may ilock now
+                w.barrier()?; // rank 0's lock is queued
+                win.unlock(1)?;
+                win.lock(LockType::Shared, 1, Assert::NONE)?;
+                let mut got = [0u64];
+                win.get(&mut got, 1, 0)?;
+                win.unlock(1)?;
+                assert_eq!(got, [42], "rank 0's epoch ran before this one");
+                w.barrier()?;
+            } else {
+                w.barrier()?;
+                drop(win.ilock(LockType::Exclusive, 1, Assert::NONE)?);
+                win.put(&[42], 1, 0)?; // deferred: copied
+                let closing = win.iunlock(1)?;
+                assert!(!closing.is_complete(), "rank 1 still holds its shared lock");
+                w.barrier()?;
+                w.barrier()?; // rank 1 arrives only after rank 0's epoch ran
+                closing.wait()?;
+            }
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}
