@@ -168,10 +168,11 @@ impl Backoff {
     /// stripes does neither: what it would run may need those stripes.
     #[inline]
     pub(crate) fn attend(&mut self) {
-        if !self.holds_lock {
-            crate::progress::registry::poke();
+        if self.holds_lock {
+            return;
         }
-        if !self.holds_lock && crate::attention::any_server() {
+        crate::progress::registry::poke();
+        if crate::attention::any_server() {
             if self.attending.is_none() {
                 self.attending = crate::attention::Attending::begin();
             }
