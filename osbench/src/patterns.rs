@@ -132,23 +132,28 @@ impl Tally {
 }
 
 /// Runs `reps` repetitions of a pattern, each after a barrier; `rep` records its times and
-/// checks in the tally. A failed check at any rank is an error at every rank.
-fn repeat(
+/// checks in the tally. A failed check at any rank is an error at every rank. `prepare`
+/// makes a repetition's data before the barriers: generating 1 MiB takes ~0.5 ms of CPU
+/// here, and done after them by ranks that share cores, one rank's generation delayed
+/// another's measured epoch (the reorder victims took 0.6–1.5 ms instead of 0.1).
+fn repeat<D>(
     comm: &Comm,
     reps: u64,
     what: &str,
-    mut rep: impl FnMut(u64, &mut Tally) -> BResult<()>,
+    mut prepare: impl FnMut(u64) -> D,
+    mut rep: impl FnMut(u64, D, &mut Tally) -> BResult<()>,
 ) -> BResult<Tally> {
     let mut tally = Tally {
         times: Default::default(),
         ok: true,
     };
     for i in 0..reps {
+        let data = prepare(i);
         // Twice: a rank that waited long in the first (for another's validation) may be
         // in a backoff sleep and leave it late; the second starts everyone together.
         comm.barrier()?;
         comm.barrier()?;
-        rep(i, &mut tally)?;
+        rep(i, data, &mut tally)?;
     }
     check(comm, tally.ok, what)?;
     Ok(tally)
@@ -247,26 +252,31 @@ fn progress_thread(comm: &Comm, reps: u64, out: &mut Vec<Record>) -> BResult<()>
             onesided::start_progress_thread();
         }
         // One untimed repetition first.
-        let tally = repeat(&sub, reps + 1, "progress-thread", |rep, t| {
-            let data = payload(rep + 2000, 1);
-            if sub.rank() == 0 {
-                pause(DELAY);
-                let t0 = Instant::now();
-                win.post(&Group::single(1), Assert::NONE)?;
-                settle(win.iwait()?)?;
-                if rep > 0 {
-                    t.times[0].push(since(t0));
+        let tally = repeat(
+            &sub,
+            reps + 1,
+            "progress-thread",
+            |rep| payload(rep + 2000, 1),
+            |rep, data, t| {
+                if sub.rank() == 0 {
+                    pause(DELAY);
+                    let t0 = Instant::now();
+                    win.post(&Group::single(1), Assert::NONE)?;
+                    settle(win.iwait()?)?;
+                    if rep > 0 {
+                        t.times[0].push(since(t0));
+                    }
+                    t.ok &= holds(&win, 0, &data)?;
+                } else {
+                    win.istart(&Group::single(0), Assert::NONE)?.wait()?;
+                    win.put(&data, 0, 0)?;
+                    let closing = win.icomplete()?;
+                    std::thread::sleep(COMPUTE); // computing: no library call
+                    closing.wait()?;
                 }
-                t.ok &= holds(&win, 0, &data)?;
-            } else {
-                win.istart(&Group::single(0), Assert::NONE)?.wait()?;
-                win.put(&data, 0, 0)?;
-                let closing = win.icomplete()?;
-                std::thread::sleep(COMPUTE); // computing: no library call
-                closing.wait()?;
-            }
-            Ok(())
-        })?;
+                Ok(())
+            },
+        )?;
         let us = tally.median(&sub, 0, 0)?;
         if sub.rank() == 0 {
             out.push(
@@ -302,22 +312,27 @@ fn pattern_record(sync: &str, metric: &str, ranks: usize, us: f64) -> Record {
 /// itself (fence epochs, the target validating in between), measured before the timed runs
 /// after two untimed repetitions (the first touches of a new window fault its pages in).
 fn fence_put_time(comm: &Comm, a: &Window<u8>, reps: u64) -> BResult<Duration> {
-    let tally = repeat(comm, reps, "early-fence calibration", |rep, t| {
-        let data = payload(rep, 1);
-        open_fence(a)?;
-        if comm.rank() == 1 {
-            let t0 = Instant::now();
-            a.put(&data, 0, 0)?;
-            if rep >= 2 {
-                t.times[0].push(since(t0));
+    let tally = repeat(
+        comm,
+        reps,
+        "early-fence calibration",
+        |rep| payload(rep, 1),
+        |rep, data, t| {
+            open_fence(a)?;
+            if comm.rank() == 1 {
+                let t0 = Instant::now();
+                a.put(&data, 0, 0)?;
+                if rep >= 2 {
+                    t.times[0].push(since(t0));
+                }
             }
-        }
-        a.fence(Assert::NOSUCCEED)?;
-        if comm.rank() == 0 {
-            t.ok &= holds(a, 0, &data)?;
-        }
-        Ok(())
-    })?;
+            a.fence(Assert::NOSUCCEED)?;
+            if comm.rank() == 0 {
+                t.ok &= holds(a, 0, &data)?;
+            }
+            Ok(())
+        },
+    )?;
     Ok(Duration::from_secs_f64(tally.median(comm, 0, 1)? * 1e-6))
 }
 
@@ -332,39 +347,44 @@ fn late_post(
     let me = comm.rank();
     let activity = payload(7, 2);
     b.lock_all(Assert::NONE)?;
-    let tally = repeat(comm, reps, "late-post", |rep, t| {
-        let data = payload(rep, 2);
-        match me {
-            0 => {
-                pause(DELAY);
-                a.post(&Group::single(2), Assert::NONE)?;
-                a.wait()?;
-                t.ok &= holds(a, 0, &data)?;
+    let tally = repeat(
+        comm,
+        reps,
+        "late-post",
+        |rep| payload(rep, 2),
+        |_, data, t| {
+            match me {
+                0 => {
+                    pause(DELAY);
+                    a.post(&Group::single(2), Assert::NONE)?;
+                    a.wait()?;
+                    t.ok &= holds(a, 0, &data)?;
+                }
+                2 => {
+                    let t0 = Instant::now();
+                    let closing = match style {
+                        Style::Blocking => {
+                            a.start(&Group::single(0), Assert::NONE)?;
+                            a.put(&data, 0, 0)?;
+                            a.complete()?;
+                            None
+                        }
+                        Style::Nonblocking => {
+                            a.istart(&Group::single(0), Assert::NONE)?.wait()?;
+                            a.put(&data, 0, 0)?; // deferred: copied
+                            Some(a.icomplete()?)
+                        }
+                    };
+                    b.put(&activity, 1, 0)?;
+                    b.flush(1)?;
+                    t.times[0].push(since(t0));
+                    finish(closing)?;
+                }
+                _ => {}
             }
-            2 => {
-                let t0 = Instant::now();
-                let closing = match style {
-                    Style::Blocking => {
-                        a.start(&Group::single(0), Assert::NONE)?;
-                        a.put(&data, 0, 0)?;
-                        a.complete()?;
-                        None
-                    }
-                    Style::Nonblocking => {
-                        a.istart(&Group::single(0), Assert::NONE)?.wait()?;
-                        a.put(&data, 0, 0)?; // deferred: copied
-                        Some(a.icomplete()?)
-                    }
-                };
-                b.put(&activity, 1, 0)?;
-                b.flush(1)?;
-                t.times[0].push(since(t0));
-                finish(closing)?;
-            }
-            _ => {}
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     b.unlock_all()?;
     comm.barrier()?;
     let ok = me != 1 || holds(b, 0, &activity)?;
@@ -381,34 +401,39 @@ fn late_complete(
     _work: Duration,
 ) -> BResult<f64> {
     let me = comm.rank();
-    let tally = repeat(comm, reps, "late-complete", |rep, t| {
-        let data = payload(rep, 1);
-        if me == 0 {
-            let t0 = Instant::now();
-            a.post(&Group::single(1), Assert::NONE)?;
-            match style {
-                Style::Blocking => a.wait()?,
-                Style::Nonblocking => a.iwait()?.wait()?,
-            }
-            t.times[0].push(t0.elapsed().as_secs_f64() * 1e6);
-            t.ok &= holds(a, 0, &data)?;
-        } else {
-            a.start(&Group::single(0), Assert::NONE)?;
-            a.put(&data, 0, 0)?;
-            match style {
-                Style::Blocking => {
-                    pause(DELAY);
-                    a.complete()?;
+    let tally = repeat(
+        comm,
+        reps,
+        "late-complete",
+        |rep| payload(rep, 1),
+        |_, data, t| {
+            if me == 0 {
+                let t0 = Instant::now();
+                a.post(&Group::single(1), Assert::NONE)?;
+                match style {
+                    Style::Blocking => a.wait()?,
+                    Style::Nonblocking => a.iwait()?.wait()?,
                 }
-                Style::Nonblocking => {
-                    let closing = a.icomplete()?;
-                    pause(DELAY);
-                    closing.wait()?;
+                t.times[0].push(t0.elapsed().as_secs_f64() * 1e6);
+                t.ok &= holds(a, 0, &data)?;
+            } else {
+                a.start(&Group::single(0), Assert::NONE)?;
+                a.put(&data, 0, 0)?;
+                match style {
+                    Style::Blocking => {
+                        pause(DELAY);
+                        a.complete()?;
+                    }
+                    Style::Nonblocking => {
+                        let closing = a.icomplete()?;
+                        pause(DELAY);
+                        closing.wait()?;
+                    }
                 }
             }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     tally.median(comm, 0, 0)
 }
 
@@ -416,29 +441,34 @@ fn late_complete(
 /// `iwait` call itself takes (the request is completed afterwards).
 fn close_call(comm: &Comm, a: &Window<u8>, style: Style, reps: u64) -> BResult<f64> {
     let me = comm.rank();
-    let tally = repeat(comm, reps, "close-call", |rep, t| {
-        let data = payload(rep + 1000, 1);
-        if me == 0 {
-            a.post(&Group::single(1), Assert::NONE)?;
-            let t0 = Instant::now();
-            let closing = match style {
-                Style::Blocking => {
-                    a.wait()?;
-                    None
-                }
-                Style::Nonblocking => Some(a.iwait()?),
-            };
-            t.times[0].push(t0.elapsed().as_secs_f64() * 1e6);
-            finish(closing)?;
-            t.ok &= holds(a, 0, &data)?;
-        } else {
-            pause(LATE_PEER);
-            a.start(&Group::single(0), Assert::NONE)?;
-            a.put(&data, 0, 0)?;
-            a.complete()?;
-        }
-        Ok(())
-    })?;
+    let tally = repeat(
+        comm,
+        reps,
+        "close-call",
+        |rep| payload(rep + 1000, 1),
+        |_, data, t| {
+            if me == 0 {
+                a.post(&Group::single(1), Assert::NONE)?;
+                let t0 = Instant::now();
+                let closing = match style {
+                    Style::Blocking => {
+                        a.wait()?;
+                        None
+                    }
+                    Style::Nonblocking => Some(a.iwait()?),
+                };
+                t.times[0].push(t0.elapsed().as_secs_f64() * 1e6);
+                finish(closing)?;
+                t.ok &= holds(a, 0, &data)?;
+            } else {
+                pause(LATE_PEER);
+                a.start(&Group::single(0), Assert::NONE)?;
+                a.put(&data, 0, 0)?;
+                a.complete()?;
+            }
+            Ok(())
+        },
+    )?;
     tally.median(comm, 0, 0)
 }
 
@@ -476,22 +506,27 @@ fn early_fence(
     work: Duration,
 ) -> BResult<f64> {
     let me = comm.rank();
-    let tally = repeat(comm, reps, "early-fence", |rep, t| {
-        let data = payload(rep, 1);
-        open_fence(a)?;
-        if me == 0 {
-            let t0 = Instant::now();
-            let closing = close_fence(a, style)?;
-            pause(work);
-            finish(closing)?;
-            t.times[0].push(t0.elapsed().as_secs_f64() * 1e6);
-            t.ok &= holds(a, 0, &data)?;
-        } else {
-            a.put(&data, 0, 0)?;
-            finish(close_fence(a, style)?)?;
-        }
-        Ok(())
-    })?;
+    let tally = repeat(
+        comm,
+        reps,
+        "early-fence",
+        |rep| payload(rep, 1),
+        |_, data, t| {
+            open_fence(a)?;
+            if me == 0 {
+                let t0 = Instant::now();
+                let closing = close_fence(a, style)?;
+                pause(work);
+                finish(closing)?;
+                t.times[0].push(t0.elapsed().as_secs_f64() * 1e6);
+                t.ok &= holds(a, 0, &data)?;
+            } else {
+                a.put(&data, 0, 0)?;
+                finish(close_fence(a, style)?)?;
+            }
+            Ok(())
+        },
+    )?;
     tally.median(comm, 0, 0)
 }
 
@@ -504,30 +539,35 @@ fn wait_at_fence(
     _work: Duration,
 ) -> BResult<f64> {
     let me = comm.rank();
-    let tally = repeat(comm, reps, "wait-at-fence", |rep, t| {
-        let data = payload(rep, 1);
-        open_fence(a)?;
-        if me == 0 {
-            let t0 = Instant::now();
-            finish(close_fence(a, style)?)?;
-            t.times[0].push(t0.elapsed().as_secs_f64() * 1e6);
-            t.ok &= holds(a, 0, &data)?;
-        } else {
-            a.put(&data, 0, 0)?;
-            match style {
-                Style::Blocking => {
-                    pause(DELAY);
-                    a.fence(Assert::NOSUCCEED)?;
-                }
-                Style::Nonblocking => {
-                    let closing = a.ifence(Assert::NOSUCCEED)?;
-                    pause(DELAY);
-                    closing.wait()?;
+    let tally = repeat(
+        comm,
+        reps,
+        "wait-at-fence",
+        |rep| payload(rep, 1),
+        |_, data, t| {
+            open_fence(a)?;
+            if me == 0 {
+                let t0 = Instant::now();
+                finish(close_fence(a, style)?)?;
+                t.times[0].push(t0.elapsed().as_secs_f64() * 1e6);
+                t.ok &= holds(a, 0, &data)?;
+            } else {
+                a.put(&data, 0, 0)?;
+                match style {
+                    Style::Blocking => {
+                        pause(DELAY);
+                        a.fence(Assert::NOSUCCEED)?;
+                    }
+                    Style::Nonblocking => {
+                        let closing = a.ifence(Assert::NOSUCCEED)?;
+                        pause(DELAY);
+                        closing.wait()?;
+                    }
                 }
             }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     tally.median(comm, 0, 0)
 }
 
@@ -540,52 +580,56 @@ fn late_unlock(
     _work: Duration,
 ) -> BResult<f64> {
     let me = comm.rank();
-    let tally = repeat(comm, reps, "late-unlock", |rep, t| {
-        let first = payload(rep, 1);
-        let second = payload(rep, 2);
-        match me {
-            1 => {
-                // O0 holds the lock before O1 asks for it.
-                a.lock(LockType::Exclusive, 0, Assert::NONE)?;
-                comm.barrier()?;
-                a.put(&first, 0, 0)?;
-                match style {
-                    Style::Blocking => {
-                        pause(DELAY);
-                        a.unlock(0)?;
-                    }
-                    Style::Nonblocking => {
-                        let closing = a.iunlock(0)?;
-                        pause(DELAY);
-                        closing.wait()?;
-                    }
-                }
-            }
-            2 => {
-                comm.barrier()?;
-                let t0 = Instant::now();
-                match style {
-                    Style::Blocking => {
-                        a.lock(LockType::Exclusive, 0, Assert::NONE)?;
-                        a.put(&second, 0, PUT_BYTES)?;
-                        a.unlock(0)?;
-                    }
-                    Style::Nonblocking => {
-                        a.ilock(LockType::Exclusive, 0, Assert::NONE)?.wait()?;
-                        a.put(&second, 0, PUT_BYTES)?;
-                        a.iunlock(0)?.wait()?;
+    let tally = repeat(
+        comm,
+        reps,
+        "late-unlock",
+        |rep| (payload(rep, 1), payload(rep, 2)),
+        |_, (first, second), t| {
+            match me {
+                1 => {
+                    // O0 holds the lock before O1 asks for it.
+                    a.lock(LockType::Exclusive, 0, Assert::NONE)?;
+                    comm.barrier()?;
+                    a.put(&first, 0, 0)?;
+                    match style {
+                        Style::Blocking => {
+                            pause(DELAY);
+                            a.unlock(0)?;
+                        }
+                        Style::Nonblocking => {
+                            let closing = a.iunlock(0)?;
+                            pause(DELAY);
+                            closing.wait()?;
+                        }
                     }
                 }
-                t.times[0].push(t0.elapsed().as_secs_f64() * 1e6);
+                2 => {
+                    comm.barrier()?;
+                    let t0 = Instant::now();
+                    match style {
+                        Style::Blocking => {
+                            a.lock(LockType::Exclusive, 0, Assert::NONE)?;
+                            a.put(&second, 0, PUT_BYTES)?;
+                            a.unlock(0)?;
+                        }
+                        Style::Nonblocking => {
+                            a.ilock(LockType::Exclusive, 0, Assert::NONE)?.wait()?;
+                            a.put(&second, 0, PUT_BYTES)?;
+                            a.iunlock(0)?.wait()?;
+                        }
+                    }
+                    t.times[0].push(t0.elapsed().as_secs_f64() * 1e6);
+                }
+                _ => comm.barrier()?,
             }
-            _ => comm.barrier()?,
-        }
-        comm.barrier()?;
-        if me == 0 {
-            t.ok &= holds(a, 0, &first)? && holds(a, PUT_BYTES, &second)?;
-        }
-        Ok(())
-    })?;
+            comm.barrier()?;
+            if me == 0 {
+                t.ok &= holds(a, 0, &first)? && holds(a, PUT_BYTES, &second)?;
+            }
+            Ok(())
+        },
+    )?;
     tally.median(comm, 0, 2)
 }
 
@@ -866,31 +910,36 @@ fn since(t: Instant) -> f64 {
 /// Fig. 7: origin 0 opens access epochs toward target 1 (2 ms late) and then target 2.
 /// Victim: target 2's exposure epoch; origin: both of rank 0's epochs.
 fn aaar_pscw(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
-    let tally = repeat(comm, reps, "reorder-aaar-pscw", |rep, t| {
-        let (d1, d2) = (payload(rep, 1), payload(rep, 2));
-        match comm.rank() {
-            0 => {
-                let t0 = Instant::now();
-                let first = access(win, 1, &d1, 0)?;
-                let second = access(win, 2, &d2, 0)?;
-                settle(first)?;
-                settle(second)?;
-                t.times[1].push(since(t0));
+    let tally = repeat(
+        comm,
+        reps,
+        "reorder-aaar-pscw",
+        |rep| (payload(rep, 1), payload(rep, 2)),
+        |_, (d1, d2), t| {
+            match comm.rank() {
+                0 => {
+                    let t0 = Instant::now();
+                    let first = access(win, 1, &d1, 0)?;
+                    let second = access(win, 2, &d2, 0)?;
+                    settle(first)?;
+                    settle(second)?;
+                    t.times[1].push(since(t0));
+                }
+                1 => {
+                    pause(DELAY);
+                    expose(win, 0)?.wait()?;
+                    t.ok &= holds(win, 0, &d1)?;
+                }
+                _ => {
+                    let t0 = Instant::now();
+                    settle(expose(win, 0)?)?;
+                    t.times[0].push(since(t0));
+                    t.ok &= holds(win, 0, &d2)?;
+                }
             }
-            1 => {
-                pause(DELAY);
-                expose(win, 0)?.wait()?;
-                t.ok &= holds(win, 0, &d1)?;
-            }
-            _ => {
-                let t0 = Instant::now();
-                settle(expose(win, 0)?)?;
-                t.times[0].push(since(t0));
-                t.ok &= holds(win, 0, &d2)?;
-            }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     Ok((tally.median(comm, 0, 2)?, tally.median(comm, 1, 0)?))
 }
 
@@ -898,131 +947,151 @@ fn aaar_pscw(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
 /// then opens a second lock epoch toward target 3. Victim: O1's second epoch; origin: both
 /// of O1's epochs.
 fn aaar_lock(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
-    let tally = repeat(comm, reps, "reorder-aaar-lock", |rep, t| {
-        let (d0, d1) = (payload(rep, 0), payload(rep, 1));
-        match comm.rank() {
-            0 => {
-                win.lock(LockType::Exclusive, 2, Assert::NONE)?;
-                comm.barrier()?;
-                win.put(&d0, 2, 0)?;
-                pause(DELAY);
-                win.unlock(2)?;
+    let tally = repeat(
+        comm,
+        reps,
+        "reorder-aaar-lock",
+        |rep| (payload(rep, 0), payload(rep, 1)),
+        |_, (d0, d1), t| {
+            match comm.rank() {
+                0 => {
+                    win.lock(LockType::Exclusive, 2, Assert::NONE)?;
+                    comm.barrier()?;
+                    win.put(&d0, 2, 0)?;
+                    pause(DELAY);
+                    win.unlock(2)?;
+                }
+                1 => {
+                    comm.barrier()?;
+                    let t0 = Instant::now();
+                    win.ilock(LockType::Exclusive, 2, Assert::NONE)?.wait()?;
+                    win.put(&d1, 2, PUT_BYTES)?;
+                    let first = win.iunlock(2)?;
+                    let t1 = Instant::now();
+                    win.ilock(LockType::Exclusive, 3, Assert::NONE)?.wait()?;
+                    win.put(&d1, 3, 0)?;
+                    settle(win.iunlock(3)?)?;
+                    t.times[0].push(since(t1));
+                    first.wait()?;
+                    t.times[1].push(since(t0));
+                }
+                _ => comm.barrier()?,
             }
-            1 => {
-                comm.barrier()?;
-                let t0 = Instant::now();
-                win.ilock(LockType::Exclusive, 2, Assert::NONE)?.wait()?;
-                win.put(&d1, 2, PUT_BYTES)?;
-                let first = win.iunlock(2)?;
-                let t1 = Instant::now();
-                win.ilock(LockType::Exclusive, 3, Assert::NONE)?.wait()?;
-                win.put(&d1, 3, 0)?;
-                settle(win.iunlock(3)?)?;
-                t.times[0].push(since(t1));
-                first.wait()?;
-                t.times[1].push(since(t0));
+            comm.barrier()?;
+            match comm.rank() {
+                2 => t.ok &= holds(win, 0, &d0)? && holds(win, PUT_BYTES, &d1)?,
+                3 => t.ok &= holds(win, 0, &d1)?,
+                _ => {}
             }
-            _ => comm.barrier()?,
-        }
-        comm.barrier()?;
-        match comm.rank() {
-            2 => t.ok &= holds(win, 0, &d0)? && holds(win, PUT_BYTES, &d1)?,
-            3 => t.ok &= holds(win, 0, &d1)?,
-            _ => {}
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     Ok((tally.median(comm, 0, 1)?, tally.median(comm, 1, 1)?))
 }
 
 /// Fig. 9: rank 2 exposes to origin 0 (2 ms late), then opens an access epoch toward
 /// target 1. Victim: target 1's exposure epoch; origin: rank 2's two epochs.
 fn aaer(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
-    let tally = repeat(comm, reps, "reorder-aaer", |rep, t| {
-        let (d0, d2) = (payload(rep, 0), payload(rep, 2));
-        match comm.rank() {
-            0 => {
-                pause(DELAY);
-                access(win, 2, &d0, 0)?.wait()?;
+    let tally = repeat(
+        comm,
+        reps,
+        "reorder-aaer",
+        |rep| (payload(rep, 0), payload(rep, 2)),
+        |_, (d0, d2), t| {
+            match comm.rank() {
+                0 => {
+                    pause(DELAY);
+                    access(win, 2, &d0, 0)?.wait()?;
+                }
+                1 => {
+                    let t0 = Instant::now();
+                    settle(expose(win, 2)?)?;
+                    t.times[0].push(since(t0));
+                    t.ok &= holds(win, 0, &d2)?;
+                }
+                _ => {
+                    let t0 = Instant::now();
+                    let exposed = expose(win, 0)?;
+                    let accessed = access(win, 1, &d2, 0)?;
+                    settle(exposed)?;
+                    settle(accessed)?;
+                    t.times[1].push(since(t0));
+                    t.ok &= holds(win, 0, &d0)?;
+                }
             }
-            1 => {
-                let t0 = Instant::now();
-                settle(expose(win, 2)?)?;
-                t.times[0].push(since(t0));
-                t.ok &= holds(win, 0, &d2)?;
-            }
-            _ => {
-                let t0 = Instant::now();
-                let exposed = expose(win, 0)?;
-                let accessed = access(win, 1, &d2, 0)?;
-                settle(exposed)?;
-                settle(accessed)?;
-                t.times[1].push(since(t0));
-                t.ok &= holds(win, 0, &d0)?;
-            }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     Ok((tally.median(comm, 0, 1)?, tally.median(comm, 1, 2)?))
 }
 
 /// Fig. 10: target 0 exposes to origin 1 (2 ms late), then to origin 2. Victim: origin 2's
 /// access epoch; origin: target 0's two epochs.
 fn eaer(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
-    let tally = repeat(comm, reps, "reorder-eaer", |rep, t| {
-        let (d1, d2) = (payload(rep, 1), payload(rep, 2));
-        match comm.rank() {
-            0 => {
-                let t0 = Instant::now();
-                let first = expose(win, 1)?;
-                let second = expose(win, 2)?;
-                settle(first)?;
-                settle(second)?;
-                t.times[1].push(since(t0));
-                t.ok &= holds(win, 0, &d1)? && holds(win, PUT_BYTES, &d2)?;
+    let tally = repeat(
+        comm,
+        reps,
+        "reorder-eaer",
+        |rep| (payload(rep, 1), payload(rep, 2)),
+        |_, (d1, d2), t| {
+            match comm.rank() {
+                0 => {
+                    let t0 = Instant::now();
+                    let first = expose(win, 1)?;
+                    let second = expose(win, 2)?;
+                    settle(first)?;
+                    settle(second)?;
+                    t.times[1].push(since(t0));
+                    t.ok &= holds(win, 0, &d1)? && holds(win, PUT_BYTES, &d2)?;
+                }
+                1 => {
+                    pause(DELAY);
+                    access(win, 0, &d1, 0)?.wait()?;
+                }
+                _ => {
+                    let t0 = Instant::now();
+                    settle(access(win, 0, &d2, PUT_BYTES)?)?;
+                    t.times[0].push(since(t0));
+                }
             }
-            1 => {
-                pause(DELAY);
-                access(win, 0, &d1, 0)?.wait()?;
-            }
-            _ => {
-                let t0 = Instant::now();
-                settle(access(win, 0, &d2, PUT_BYTES)?)?;
-                t.times[0].push(since(t0));
-            }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     Ok((tally.median(comm, 0, 2)?, tally.median(comm, 1, 0)?))
 }
 
 /// Fig. 11: rank 2 accesses target 0 (2 ms late), then exposes to origin 1. Victim: origin
 /// 1's access epoch; origin: rank 2's two epochs.
 fn eaar(comm: &Comm, win: &Window<u8>, reps: u64) -> BResult<(f64, f64)> {
-    let tally = repeat(comm, reps, "reorder-eaar", |rep, t| {
-        let (d1, d2) = (payload(rep, 1), payload(rep, 2));
-        match comm.rank() {
-            0 => {
-                pause(DELAY);
-                expose(win, 2)?.wait()?;
-                t.ok &= holds(win, 0, &d2)?;
+    let tally = repeat(
+        comm,
+        reps,
+        "reorder-eaar",
+        |rep| (payload(rep, 1), payload(rep, 2)),
+        |_, (d1, d2), t| {
+            match comm.rank() {
+                0 => {
+                    pause(DELAY);
+                    expose(win, 2)?.wait()?;
+                    t.ok &= holds(win, 0, &d2)?;
+                }
+                1 => {
+                    let t0 = Instant::now();
+                    settle(access(win, 2, &d1, 0)?)?;
+                    t.times[0].push(since(t0));
+                }
+                _ => {
+                    let t0 = Instant::now();
+                    let accessed = access(win, 0, &d2, 0)?;
+                    let exposed = expose(win, 1)?;
+                    settle(accessed)?;
+                    settle(exposed)?;
+                    t.times[1].push(since(t0));
+                    t.ok &= holds(win, 0, &d1)?;
+                }
             }
-            1 => {
-                let t0 = Instant::now();
-                settle(access(win, 2, &d1, 0)?)?;
-                t.times[0].push(since(t0));
-            }
-            _ => {
-                let t0 = Instant::now();
-                let accessed = access(win, 0, &d2, 0)?;
-                let exposed = expose(win, 1)?;
-                settle(accessed)?;
-                settle(exposed)?;
-                t.times[1].push(since(t0));
-                t.ok &= holds(win, 0, &d1)?;
-            }
-        }
-        Ok(())
-    })?;
+            Ok(())
+        },
+    )?;
     Ok((tally.median(comm, 0, 1)?, tally.median(comm, 1, 2)?))
 }
