@@ -303,9 +303,9 @@ impl WinCore {
     pub(crate) fn global_lock_words(&self) -> LockWords<'_> {
         let h = self.ctrl.header();
         LockWords {
-            word: &h.global_lock,
-            next: &h.global_next,
-            serving: &h.global_serving,
+            word: &h.global_lock.word,
+            next: &h.global_lock.next,
+            serving: &h.global_lock.serving,
         }
     }
 
@@ -377,9 +377,9 @@ impl WinCore {
     pub(crate) fn local_lock_words(&self, rank: usize) -> LockWords<'_> {
         let c = self.ctrl.rank(rank);
         LockWords {
-            word: &c.lock,
-            next: &c.lock_next,
-            serving: &c.lock_serving,
+            word: &c.lock.word,
+            next: &c.lock.next,
+            serving: &c.lock.serving,
         }
     }
 

@@ -31,12 +31,9 @@ pub(crate) const WIN_MAGIC: u64 = 0x6f73_7769_6e64_6f77;
 pub(crate) struct WinHeader {
     /// [`WIN_MAGIC`] once the creator initialised the segment.
     pub magic: CachePadded<AtomicU64>,
-    /// Global lock word ([Gerstenberger13]): lock_all holders and exclusive lockers (sync::lock).
-    pub global_lock: CachePadded<AtomicU64>,
-    /// Next ticket of the global lock's FIFO slow path.
-    pub global_next: CachePadded<AtomicU64>,
-    /// Ticket now served by the global lock's slow path.
-    pub global_serving: CachePadded<AtomicU64>,
+    /// Global lock ([Gerstenberger13]): lock_all holders and exclusive lockers (sync::lock),
+    /// with its FIFO slow path.
+    pub global_lock: CachePadded<LockLine>,
 }
 
 /// Identity words of a rank.
@@ -60,15 +57,25 @@ pub(crate) struct CollectiveWords {
     pub words: [AtomicU64; 2],
 }
 
+/// A lock word and its FIFO slow-path counters, on one cache line: a queued acquisition
+/// takes a ticket, sets the head mark, acquires and serves the next ticket, and on one
+/// line that is one transfer of the line instead of up to three (hot-spot transactions at
+/// 2 ranks, blocking: 4.7 → 5.6 M/s in a phase of the VM where a transfer costs ~170 ns).
+#[repr(C)]
+pub(crate) struct LockLine {
+    /// The reader-writer lock word ([Gerstenberger13]).
+    pub word: AtomicU64,
+    /// Next ticket of the slow path.
+    pub next: AtomicU64,
+    /// Ticket now served by the slow path.
+    pub serving: AtomicU64,
+}
+
 /// Fixed-size part of a rank's control block.
 #[repr(C)]
 pub(crate) struct RankControl {
-    /// Local reader-writer lock word ([Gerstenberger13]).
-    pub lock: CachePadded<AtomicU64>,
-    /// Next ticket of the local lock's FIFO slow path.
-    pub lock_next: CachePadded<AtomicU64>,
-    /// Ticket now served by the local lock's slow path.
-    pub lock_serving: CachePadded<AtomicU64>,
+    /// Local reader-writer lock ([Gerstenberger13]) with its FIFO slow path.
+    pub lock: CachePadded<LockLine>,
     /// Number of `complete` calls that targeted this rank (cumulative).
     pub completions: CachePadded<AtomicU64>,
     /// 1 while this rank keeps an exclusive-class membership of the global lock word
