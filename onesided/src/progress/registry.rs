@@ -7,7 +7,7 @@
 //! zero, the registry sets the attention bit in every engine's own counter (see
 //! `progress::ATTENTION`), which those paths read anyway.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 /// Something with an engine that any thread may drive (a window's core).
@@ -25,9 +25,18 @@ static QUEUED: AtomicUsize = AtomicUsize::new(0);
 /// The thread to wake when an op is queued (the progress thread, when it runs).
 static WAKE: Mutex<Option<std::thread::Thread>> = Mutex::new(None);
 
+/// Whether [`WAKE`] names a thread: only then does `note_queued` take its lock (two atomic
+/// writes on every transition of the count out of zero otherwise). Relaxed: another
+/// thread's transition racing with the naming may miss the new thread, exactly as it
+/// would had it run just before the naming; the progress thread's park timeout bounds
+/// that corner (progress::thread).
+static WAKE_NAMED: AtomicBool = AtomicBool::new(false);
+
 /// Names the thread that `note_queued` wakes (once per process).
 pub(crate) fn wake_on_queue(thread: Option<std::thread::Thread>) {
-    *WAKE.lock().unwrap_or_else(PoisonError::into_inner) = thread;
+    let mut wake = WAKE.lock().unwrap_or_else(PoisonError::into_inner);
+    WAKE_NAMED.store(thread.is_some(), Ordering::Relaxed);
+    *wake = thread;
 }
 
 /// The engine of every window of the process (registered at creation, removed at drop).
@@ -80,8 +89,10 @@ pub(crate) fn note_queued(delta: isize) {
         }
         drop(all);
         // The progress thread parks only when nothing is queued: wake it now.
-        if let Some(t) = WAKE.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
-            t.unpark();
+        if WAKE_NAMED.load(Ordering::Relaxed) {
+            if let Some(t) = WAKE.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+                t.unpark();
+            }
         }
     }
 }
