@@ -49,6 +49,7 @@ use crate::progress::{Order, Step, SyncOp, Ticket};
 use crate::request::Request;
 use crate::sync::epoch::Release;
 use crate::sync::{Assert, LockType};
+use crate::win::control::LockLine;
 use crate::win::core::WinCore;
 use crate::win::Window;
 
@@ -68,6 +69,17 @@ pub(crate) struct LockWords<'a> {
     pub word: &'a AtomicU64,
     pub next: &'a AtomicU64,
     pub serving: &'a AtomicU64,
+}
+
+impl<'a> LockWords<'a> {
+    /// The words of a lock in a window segment.
+    fn of(line: &'a LockLine) -> Self {
+        LockWords {
+            word: &line.word,
+            next: &line.next,
+            serving: &line.serving,
+        }
+    }
 }
 
 /// How a request uses a lock word.
@@ -301,12 +313,7 @@ impl SyncOp<WinCore> for UnlockOp {
 
 impl WinCore {
     pub(crate) fn global_lock_words(&self) -> LockWords<'_> {
-        let h = self.ctrl.header();
-        LockWords {
-            word: &h.global_lock.word,
-            next: &h.global_lock.next,
-            serving: &h.global_lock.serving,
-        }
+        LockWords::of(&self.ctrl.header().global_lock)
     }
 
     /// This process's parked exclusive-class membership (see the module docs).
@@ -375,12 +382,7 @@ impl WinCore {
     }
 
     pub(crate) fn local_lock_words(&self, rank: usize) -> LockWords<'_> {
-        let c = self.ctrl.rank(rank);
-        LockWords {
-            word: &c.lock.word,
-            next: &c.lock.next,
-            serving: &c.lock.serving,
-        }
+        LockWords::of(&self.ctrl.rank(rank).lock)
     }
 
     fn check_locks_allowed(&self, call: &'static str) -> Result<()> {
