@@ -576,11 +576,11 @@ fn releasing_a_held_lock_does_not_wait_for_a_later_pending_one() {
 
 /// A deferred epoch advances while its process waits in a communicator collective (MPI's
 /// progress rule: a process blocked in a library call makes progress on its pending
-/// communication). Rank 0's `ilock` heads the lock queue of rank 1's window behind rank 1's
-/// shared lock; rank 0 puts, closes with `iunlock` and enters a barrier without testing its
-/// request. Rank 1 then unlocks and locks again, which queues behind rank 0's lock: only rank
-/// 0's library, from inside its barrier, can take, use and release that lock before rank 1
-/// gets in, reads the put and joins the barrier.
+/// communication). Rank 0's `ilock` waits behind rank 1's shared lock; rank 0 puts, closes
+/// with `iunlock` and enters a barrier without testing its request. Rank 1 then unlocks and
+/// reads its window under shared locks until the put shows: only rank 0's library, from
+/// inside its barrier, can take, use and release that lock, so without progress in the
+/// barrier rank 1 never sees it (10 s, then the test fails).
 #[test]
 fn a_deferred_epoch_advances_while_its_process_waits_in_a_barrier() {
     testing::job(2)
@@ -593,11 +593,19 @@ fn a_deferred_epoch_advances_while_its_process_waits_in_a_barrier() {
                 w.barrier()?; // rank 0 may ilock now
                 w.barrier()?; // rank 0's lock is queued
                 win.unlock(1)?;
-                win.lock(LockType::Shared, 1, Assert::NONE)?;
+                let until = std::time::Instant::now() + Duration::from_secs(10);
                 let mut got = [0u64];
-                win.get(&mut got, 1, 0)?;
-                win.unlock(1)?;
-                assert_eq!(got, [42], "rank 0's epoch ran before this one");
+                while got != [42] && std::time::Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(1));
+                    win.lock(LockType::Shared, 1, Assert::NONE)?;
+                    win.get(&mut got, 1, 0)?;
+                    win.unlock(1)?;
+                }
+                assert_eq!(
+                    got,
+                    [42],
+                    "rank 0's epoch ran while rank 0 was in the barrier"
+                );
                 w.barrier()?;
             } else {
                 w.barrier()?;
@@ -607,6 +615,7 @@ fn a_deferred_epoch_advances_while_its_process_waits_in_a_barrier() {
                 assert!(!closing.is_complete(), "rank 1 still holds its shared lock");
                 w.barrier()?;
                 w.barrier()?; // rank 1 arrives only after rank 0's epoch ran
+                assert!(closing.is_complete(), "the barrier completed the epoch");
                 closing.wait()?;
             }
             win.free()?;

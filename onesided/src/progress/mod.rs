@@ -804,7 +804,13 @@ mod tests {
             .start_ordered(&f, op(4, &gate3, 1), Order::access(3));
         let a3 = a3.unwrap().expect("queued");
         gate3.store(1, Ordering::Release);
-        f.engine.progress(&f).unwrap();
+        // The engine is registered: another test's thread may be driving it right now (then
+        // our drive skips), so drive for a while rather than once.
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !f.engine.completed(a3) && std::time::Instant::now() < until {
+            f.engine.progress(&f).unwrap();
+            std::thread::yield_now();
+        }
         assert!(
             f.engine.completed(a3),
             "a later ticket completes out of order"
