@@ -240,13 +240,8 @@ pub(crate) fn poll_acquire(words: LockWords<'_>, mode: Mode, phase: &mut Phase) 
 fn poll_contended(words: LockWords<'_>, mode: Mode, phase: &mut Phase) -> bool {
     loop {
         match *phase {
-            Phase::Fast => {
-                if !mode.try_fast(words.word) {
-                    *phase = Phase::Retry(PATIENCE);
-                    return false;
-                }
-                *phase = Phase::Acquired;
-            }
+            // The first attempt is poll_acquire's own.
+            Phase::Fast => return poll_acquire(words, mode, phase),
             Phase::Retry(left) => {
                 if mode.looks_free(words.word) && mode.try_fast(words.word) {
                     *phase = Phase::Acquired;
