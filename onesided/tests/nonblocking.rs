@@ -591,7 +591,7 @@ fn a_deferred_epoch_advances_while_its_process_waits_in_a_barrier() {
             if w.rank() == 1 {
                 win.lock(LockType::Shared, 1, Assert::NONE)?;
                 w.barrier()?; // rank 0 may ilock now
-                w.barrier()?; // rank 0's lock is queued
+                w.barrier()?; // rank 0's lock waits
                 win.unlock(1)?;
                 let until = std::time::Instant::now() + Duration::from_secs(10);
                 let mut got = [0u64];
