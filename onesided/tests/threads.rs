@@ -151,3 +151,50 @@ fn a_lock_taken_by_one_thread_is_the_process_lock() {
     });
     report.assert_success();
 }
+
+/// A blocking call blocks the calling thread only (MPI-4.1 §11.6): while thread T1 of rank
+/// 0 waits in `lock(Exclusive, 1)` — rank 1 holds that lock until a barrier — the main
+/// thread locks a free target, puts, unlocks, and joins a window collective (`set_info`)
+/// that rank 1 enters while still holding the lock. Serial activation of epochs is a rule
+/// of one thread's epochs: before, the main thread's lock and `set_info` queued behind
+/// T1's pending lock and the job deadlocked.
+#[test]
+fn a_pending_blocking_lock_of_one_thread_holds_back_no_other_thread() {
+    let report = testing::job(2).timeout(Duration::from_secs(30)).run(|u| {
+        let w = u.world();
+        let win = Window::<u64>::allocate(w, 4)?;
+        let mut info = onesided::WinInfo::new();
+        info.set("mpi_accumulate_granularity", "16");
+        if w.rank() == 1 {
+            win.lock(LockType::Exclusive, 1, Assert::NONE)?;
+            w.barrier()?; // rank 0's T1 may ask for our lock now
+            win.set_info(&info)?;
+            w.barrier()?; // rank 0's main thread got through
+            win.unlock(1)?;
+        } else {
+            w.barrier()?;
+            std::thread::scope(|s| -> onesided::Result<()> {
+                let t1 = s.spawn(|| -> onesided::Result<()> {
+                    win.lock(LockType::Exclusive, 1, Assert::NONE)?;
+                    win.put(&[5], 1, 0)?;
+                    win.unlock(1)
+                });
+                // Let T1's lock request queue first.
+                std::thread::sleep(Duration::from_millis(50));
+                win.lock(LockType::Exclusive, 0, Assert::NONE)?;
+                win.put(&[7], 0, 1)?;
+                win.unlock(0)?;
+                win.set_info(&info)?;
+                w.barrier()?;
+                t1.join().expect("T1 panicked")
+            })?;
+        }
+        w.barrier()?;
+        let mut got = [0u64; 2];
+        win.local_read(0, &mut got)?;
+        assert_eq!(got, if w.rank() == 1 { [5, 0] } else { [0, 7] });
+        win.free()?;
+        Ok(())
+    });
+    report.assert_success();
+}

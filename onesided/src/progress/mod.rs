@@ -24,6 +24,7 @@ pub(crate) mod thread;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::thread::ThreadId;
 
 use crate::backoff::Backoff;
 use crate::bootstrap::call::CallTag;
@@ -42,6 +43,33 @@ pub(crate) trait Host {
     fn reorder(&self) -> Reorder {
         Reorder::NONE
     }
+    /// Completes at their targets the operations issued so far that `scope` covers (see
+    /// [`SyncOp::completes`]): whatever route carried them, they have taken effect in the
+    /// target's memory when this returns.
+    fn complete_issued(&self, scope: Completes) -> Result<()> {
+        let _ = scope;
+        Ok(())
+    }
+}
+
+/// Which operations issued before an op must be complete at their targets before the op
+/// takes effect: the completion points of MPI's RMA (MPI-4.1 §12.5) — the calls that close
+/// or flush epochs, window collectives, the count of a notified operation.
+///
+/// The engine asks the host for that completion ([`Host::complete_issued`]) right before an
+/// op's first poll, wherever that poll happens (inline in the call, or later behind pending
+/// synchronizations, on any thread). So an operation deferred behind a pending epoch —
+/// handed to a target's request ring only when the engine reached it — is complete before
+/// the call that closes its epoch signals anything: the guarantee lives here, once, not at
+/// each closing call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Completes {
+    /// Nothing: the op opens an epoch, waits for peers, or is itself an operation.
+    Nothing,
+    /// Everything issued to this target.
+    Target(usize),
+    /// Everything issued to any target.
+    All,
 }
 
 /// Result of polling an op.
@@ -60,6 +88,12 @@ const WATCH_AFTER_POLLS: u32 = 64;
 pub(crate) trait SyncOp<C>: Send + 'static {
     /// Advances as far as possible without blocking.
     fn poll(&mut self, core: &C) -> Result<Step>;
+
+    /// What must be complete at the targets before this op's first poll (see
+    /// [`Completes`]).
+    fn completes(&self) -> Completes {
+        Completes::Nothing
+    }
 }
 
 /// Identifies a queued op.
@@ -69,6 +103,31 @@ struct Queued<C> {
     ticket: Ticket,
     order: Order,
     op: Box<dyn SyncOp<C>>,
+    /// The completion its [`SyncOp::completes`] asks for is done (before its first poll).
+    settled: bool,
+    /// The thread that started it.
+    issuer: ThreadId,
+    /// Set while the thread that started it waits for it inside a blocking call
+    /// ([`Engine::wait_call`]): nothing that thread does later can be ordered after it
+    /// yet, so it holds back no other thread's op (see [`Queued::holds_back`]).
+    in_blocking_call: bool,
+}
+
+impl<C> Queued<C> {
+    /// True when this op, queued earlier, keeps an op of epoch `later` started by thread
+    /// `by` from running (or an operation of that epoch from touching target memory).
+    ///
+    /// Serial activation orders one thread's epochs ([Zounmevo14] rule 4, and
+    /// [`Order::may_pass`]). Across threads only happens-before orders them: an op of a
+    /// blocking call that has not returned yet happens-before nothing another thread does,
+    /// so it holds back no op of another thread — a thread waiting in `lock` does not make
+    /// every other thread of its process wait with it (MPI-4.1 §11.6: a blocking call
+    /// blocks the calling thread only). Ops of calls that returned (nonblocking ones) keep
+    /// their place: the application may have ordered other threads after them.
+    fn holds_back(&self, later: Order, by: ThreadId, flags: Reorder) -> bool {
+        let concurrent = self.in_blocking_call && self.issuer != by;
+        !(concurrent || later.may_pass(self.order, flags))
+    }
 }
 
 /// Which epochs may activate while an earlier epoch of the window is still pending: the
@@ -401,18 +460,27 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
             self.take_parked()?;
             self.idle() || self.passes_all(core, order)
         };
-        if inline && op.poll(core)? == Step::Done {
-            return Ok(None);
+        if inline {
+            settle_before_poll(core, &op)?;
+            if op.poll(core)? == Step::Done {
+                return Ok(None);
+            }
         }
-        self.queue_op(core, Box::new(op), order).map(Some)
+        self.queue_op(core, Box::new(op), order, inline).map(Some)
     }
 
     /// The part of `start_ordered` for an op that must wait: out of line, so that the inline
     /// fast path stays small.
     #[cold]
     #[inline(never)]
-    fn queue_op(&self, core: &C, op: Box<dyn SyncOp<C>>, order: Order) -> Result<Ticket> {
-        let ticket = self.enqueue(op, order);
+    fn queue_op(
+        &self,
+        core: &C,
+        op: Box<dyn SyncOp<C>>,
+        order: Order,
+        settled: bool,
+    ) -> Result<Ticket> {
+        let ticket = self.enqueue(op, order, settled);
         if order.reorderable {
             // It may pass the pending epochs: give it its first poll now.
             self.drive(core, true)?;
@@ -421,12 +489,19 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
     }
 
     #[inline(never)]
-    fn enqueue(&self, op: Box<dyn SyncOp<C>>, order: Order) -> Ticket {
+    fn enqueue(&self, op: Box<dyn SyncOp<C>>, order: Order, settled: bool) -> Ticket {
         let ticket = {
             let mut q = self.lock();
             // Relaxed: tickets are handed out under the queue lock.
             let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
-            q.ops.push_back(Queued { ticket, order, op });
+            q.ops.push_back(Queued {
+                ticket,
+                order,
+                op,
+                settled,
+                issuer: std::thread::current().id(),
+                in_blocking_call: false,
+            });
             // Relaxed: only read as "nonzero"; the ops it counts are reached under the lock.
             self.queued.fetch_add(1, Ordering::Relaxed);
             ticket
@@ -441,7 +516,7 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
     pub(crate) fn run_collective<O: SyncOp<C>>(&self, core: &C, op: O, tag: CallTag) -> Result<()> {
         match self.start(core, op)? {
             None => Ok(()),
-            Some(t) => self.wait(core, t, Some(tag)),
+            Some(t) => self.wait_call(core, t, Some(tag)),
         }
     }
 
@@ -463,12 +538,14 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         order.reorderable && !self.holds_back(order, core.reorder())
     }
 
-    /// True when a queued op is one that an op of epoch `order` may not pass.
+    /// True when a queued op is one that an op of epoch `order`, started by the calling
+    /// thread, may not pass.
     pub(crate) fn holds_back(&self, order: Order, flags: Reorder) -> bool {
+        let me = std::thread::current().id();
         self.lock()
             .ops
             .iter()
-            .any(|q| !order.may_pass(q.order, flags))
+            .any(|q| q.holds_back(order, me, flags))
     }
 
     /// The error an op left when another thread polled it.
@@ -503,11 +580,18 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         let flags = core.reorder();
         let mut i = 0;
         let result = loop {
-            let Some(order) = q.ops.get(i).map(|queued| queued.order) else {
+            let Some((order, issuer)) = q.ops.get(i).map(|queued| (queued.order, queued.issuer))
+            else {
                 break Ok(());
             };
-            if q.ops.range(..i).all(|p| order.may_pass(p.order, flags)) {
-                let polled = q.ops[i].op.poll(core);
+            if !q.ops.range(..i).any(|p| p.holds_back(order, issuer, flags)) {
+                let queued = &mut q.ops[i];
+                let polled = if queued.settled {
+                    queued.op.poll(core)
+                } else {
+                    queued.settled = true;
+                    settle_before_poll(core, &*queued.op).and_then(|()| queued.op.poll(core))
+                };
                 if !matches!(polled, Ok(Step::Blocked)) {
                     q.ops.remove(i);
                     completed += 1;
@@ -564,6 +648,20 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         self.drive(core, false).unwrap_or(true)
     }
 
+    /// [`Engine::wait`] for the op a blocking call of the calling thread just started: while
+    /// it waits, the op holds back no other thread's ops ([`Queued::holds_back`]).
+    pub(crate) fn wait_call(
+        &self,
+        core: &C,
+        ticket: Ticket,
+        collective: Option<CallTag>,
+    ) -> Result<()> {
+        if let Some(q) = self.lock().ops.iter_mut().find(|q| q.ticket == ticket) {
+            q.in_blocking_call = true;
+        }
+        self.wait(core, ticket, collective)
+    }
+
     /// Drives the queue until `ticket` completed, backing off while nothing moves; with
     /// `collective`, watches the peers of that window collective meanwhile.
     pub(crate) fn wait(&self, core: &C, ticket: Ticket, collective: Option<CallTag>) -> Result<()> {
@@ -604,6 +702,15 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
             }
             backoff.snooze();
         }
+    }
+}
+
+/// Completes what `op` needs complete before its first poll ([`SyncOp::completes`]).
+#[inline]
+fn settle_before_poll<C: Host, O: SyncOp<C> + ?Sized>(core: &C, op: &O) -> Result<()> {
+    match op.completes() {
+        Completes::Nothing => Ok(()),
+        scope => core.complete_issued(scope),
     }
 }
 

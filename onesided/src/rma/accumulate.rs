@@ -86,6 +86,9 @@ struct DeferredAccumulate<E> {
     op: Op,
     /// The flags of the handle it was issued through.
     flags: Flags,
+    /// Remote-completing (`rraccumulate`): its request completes only when the update is
+    /// in the target's memory, not when it was handed to the target's request ring.
+    remote: bool,
 }
 
 impl<E: AccElement + Send> crate::progress::SyncOp<WinCore> for DeferredAccumulate<E> {
@@ -95,6 +98,10 @@ impl<E: AccElement + Send> crate::progress::SyncOp<WinCore> for DeferredAccumula
         core.deferred_bytes.fetch_sub(bytes, Ordering::Relaxed);
         let loc = core.locate("accumulate", self.target, self.disp, bytes)?;
         core.acc_run(self.target, loc, &self.data, self.op, None, self.flags)?;
+        if self.remote {
+            core.ring_gate(self.target)?;
+            std::sync::atomic::fence(Ordering::SeqCst);
+        }
         Ok(crate::progress::Step::Done)
     }
 }
@@ -110,6 +117,7 @@ impl WinCore {
         disp: usize,
         op: Op,
         flags: Flags,
+        remote: bool,
     ) -> Result<Option<crate::progress::Ticket>> {
         let bytes = std::mem::size_of_val(origin);
         self.resolve_ungated("accumulate", target, disp, bytes)?;
@@ -124,6 +132,7 @@ impl WinCore {
             data: origin.to_vec(),
             op,
             flags,
+            remote,
         };
         let order = self.epoch.access_order(target);
         self.engine.start_ordered(self, op, order)
@@ -467,7 +476,7 @@ impl<T: AccElement> Window<T> {
         if self.core.may_defer(target, std::mem::size_of_val(origin)) {
             return self
                 .core
-                .defer_accumulate(origin, target, disp, op, self.flags.get())
+                .defer_accumulate(origin, target, disp, op, self.flags.get(), false)
                 .map(drop);
         }
         let loc = self

@@ -234,9 +234,9 @@ impl<T: AccElement> Window<T> {
         self.check_passive("rraccumulate", target)?;
         crate::rma::accumulate::check_op("rraccumulate", op, T::TYPE, false)?;
         if self.core.may_defer(target, std::mem::size_of_val(origin)) {
-            let ticket = self
-                .core
-                .defer_accumulate(origin, target, disp, op, self.flags.get())?;
+            let ticket =
+                self.core
+                    .defer_accumulate(origin, target, disp, op, self.flags.get(), true)?;
             return Ok(Request::started(&self.core, ticket));
         }
         // Accumulates are never staged.

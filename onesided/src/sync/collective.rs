@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use crate::bootstrap::roster::PeerWatch;
 use crate::bootstrap::{Call, CallTag};
 use crate::error::{Error, Result};
-use crate::progress::{Host, Step, SyncOp};
+use crate::progress::{Completes, Host, Step, SyncOp};
 use crate::shm::barrier::BarrierWait;
 use crate::win::core::WinCore;
 
@@ -118,6 +118,18 @@ impl Host for WinCore {
         self.watch.as_ref()
     }
 
+    fn complete_issued(&self, scope: Completes) -> Result<()> {
+        match scope {
+            Completes::Nothing => Ok(()),
+            // Staged puts are kept per thread, not per target: all of them go.
+            Completes::Target(t) => {
+                self.staged.drain_all()?;
+                self.ring_gate(t)
+            }
+            Completes::All => self.drain_staged(),
+        }
+    }
+
     /// Any call with the sequence number of `tag` counts: a different call is reported when
     /// the barrier completes.
     fn arrived(&self, tag: CallTag, rank: usize) -> bool {
@@ -135,6 +147,11 @@ struct AgreeOp {
 }
 
 impl SyncOp<WinCore> for AgreeOp {
+    /// Window collectives (free, set_info, …) run after everything issued before them.
+    fn completes(&self) -> Completes {
+        Completes::All
+    }
+
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         let Some(a) = self.agreement.as_mut() else {
             return Ok(Step::Done);

@@ -12,7 +12,7 @@ use bytemuck::Pod;
 use crate::bootstrap::call::CallTag;
 use crate::bootstrap::Call;
 use crate::error::Result;
-use crate::progress::{Step, SyncOp, Ticket};
+use crate::progress::{Completes, Step, SyncOp, Ticket};
 use crate::request::Request;
 use crate::sync::collective::Agreement;
 use crate::sync::Assert;
@@ -27,6 +27,11 @@ struct FenceOp {
 }
 
 impl SyncOp<WinCore> for FenceOp {
+    /// The epoch it closes is complete at every target before anyone passes the barrier.
+    fn completes(&self) -> Completes {
+        Completes::All
+    }
+
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         if std::mem::take(&mut self.flush) {
             // Completes our stores before anyone passes the barrier (the barrier's release
@@ -45,7 +50,7 @@ impl WinCore {
     pub(crate) fn fence(&self, assert: Assert) -> Result<()> {
         match self.start_fence(assert)? {
             None => Ok(()),
-            Some((t, tag)) => self.engine.wait(self, t, tag),
+            Some((t, tag)) => self.engine.wait_call(self, t, tag),
         }
     }
 
@@ -61,8 +66,6 @@ impl WinCore {
             "fence",
             Assert::NOSTORE | Assert::NOPUT | Assert::NOPRECEDE | Assert::NOSUCCEED,
         )?;
-        // Staged puts land before anyone can pass the barrier.
-        self.drain_staged()?;
         let plan = self.epoch.fence(
             assert.contains(Assert::NOPRECEDE),
             assert.contains(Assert::NOSUCCEED),

@@ -12,7 +12,7 @@ use std::sync::atomic::{fence, Ordering};
 use bytemuck::Pod;
 
 use crate::error::Result;
-use crate::progress::{Order, Step, SyncOp, Ticket};
+use crate::progress::{Completes, Order, Step, SyncOp, Ticket};
 use crate::request::Request;
 use crate::win::core::{Flags, HandleFlags, WinCore};
 use crate::win::Window;
@@ -21,6 +21,12 @@ use crate::win::Window;
 struct FlushOp;
 
 impl SyncOp<WinCore> for FlushOp {
+    /// What was deferred behind the synchronizations it waited for went out after the
+    /// flush's own call: it completes here.
+    fn completes(&self) -> Completes {
+        Completes::All
+    }
+
     fn poll(&mut self, _core: &WinCore) -> Result<Step> {
         fence(Ordering::SeqCst);
         Ok(Step::Done)
@@ -34,7 +40,7 @@ impl WinCore {
     fn complete_at_targets(&self, order: Order, flags: Flags) -> Result<()> {
         match self.start_complete_at_targets(order, flags)? {
             None => Ok(()),
-            Some(t) => self.engine.wait(self, t, None),
+            Some(t) => self.engine.wait_call(self, t, None),
         }
     }
 

@@ -53,7 +53,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
-use crate::progress::{Order, Step, SyncOp, Ticket};
+use crate::progress::{Completes, Order, Step, SyncOp, Ticket};
 use crate::request::Request;
 use crate::sync::epoch::Release;
 use crate::sync::{Assert, LockType};
@@ -332,13 +332,24 @@ impl SyncOp<WinCore> for LockAllOp {
 }
 
 /// unlock(target) / unlock_all: never waits, but goes through the engine so that it stays
-/// ordered after requests started before it.
+/// ordered after requests started before it, and completes what they issued first.
 enum UnlockOp {
     One(Release),
-    All,
+    /// unlock_all; `nocheck`: the epoch took no global lock (`lock_all(NOCHECK)`).
+    All {
+        nocheck: bool,
+    },
 }
 
 impl SyncOp<WinCore> for UnlockOp {
+    /// The epoch's operations are in the target's memory before its lock is released.
+    fn completes(&self) -> Completes {
+        match *self {
+            UnlockOp::One(r) => Completes::Target(r.lock.target),
+            UnlockOp::All { .. } => Completes::All,
+        }
+    }
+
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         match *self {
             UnlockOp::One(r) => {
@@ -352,7 +363,9 @@ impl SyncOp<WinCore> for UnlockOp {
                     core.park_exclusive();
                 }
             }
-            UnlockOp::All => release(core.global_lock_words(), Mode::LOCK_ALL),
+            UnlockOp::All { nocheck: false } => release(core.global_lock_words(), Mode::LOCK_ALL),
+            // Our stores are ordered before any later load or store of ours (as a flush).
+            UnlockOp::All { nocheck: true } => std::sync::atomic::fence(Ordering::SeqCst),
         }
         Ok(Step::Done)
     }
@@ -444,7 +457,7 @@ impl WinCore {
         let ticket = self.start_lock(kind, target, assert)?;
         match ticket {
             None => Ok(()),
-            Some(t) => self.engine.wait(self, t, None).inspect_err(|_| {
+            Some(t) => self.engine.wait_call(self, t, None).inspect_err(|_| {
                 // The lock was not taken: forget it again (cannot fail, it was just
                 // recorded).
                 let _ = self.epoch.unlock(target);
@@ -506,7 +519,7 @@ impl WinCore {
     pub(crate) fn unlock(&self, target: usize) -> Result<()> {
         match self.start_unlock(target)? {
             None => Ok(()),
-            Some(t) => self.engine.wait(self, t, None),
+            Some(t) => self.engine.wait_call(self, t, None),
         }
     }
 
@@ -516,7 +529,6 @@ impl WinCore {
         // start of its op happen together (see `WinCore::calls`).
         let _calls = self.calls.lock();
         self.check_rank(target)?;
-        self.drain_staged()?;
         let release = self.epoch.unlock(target)?;
         let order = Order::lock(release.lock.epoch, target);
         self.engine
@@ -526,7 +538,7 @@ impl WinCore {
     pub(crate) fn lock_all(&self, assert: Assert) -> Result<()> {
         match self.start_lock_all(assert)? {
             None => Ok(()),
-            Some(t) => self.engine.wait(self, t, None).inspect_err(|_| {
+            Some(t) => self.engine.wait_call(self, t, None).inspect_err(|_| {
                 let _ = self.epoch.unlock_all();
             }),
         }
@@ -555,7 +567,7 @@ impl WinCore {
     pub(crate) fn unlock_all(&self) -> Result<()> {
         match self.start_unlock_all()? {
             None => Ok(()),
-            Some(t) => self.engine.wait(self, t, None),
+            Some(t) => self.engine.wait_call(self, t, None),
         }
     }
 
@@ -564,13 +576,8 @@ impl WinCore {
         // One synchronization call of this window at a time: its epoch transition and the
         // start of its op happen together (see `WinCore::calls`).
         let _calls = self.calls.lock();
-        self.drain_staged()?;
         let nocheck = self.epoch.unlock_all()?;
-        if nocheck {
-            std::sync::atomic::fence(Ordering::SeqCst);
-            return Ok(None);
-        }
-        self.engine.start(self, UnlockOp::All)
+        self.engine.start(self, UnlockOp::All { nocheck })
     }
 }
 

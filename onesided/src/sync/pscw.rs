@@ -20,7 +20,7 @@ use bytemuck::Pod;
 
 use crate::error::Result;
 use crate::group::Group;
-use crate::progress::{Step, SyncOp, Ticket};
+use crate::progress::{Completes, Step, SyncOp, Ticket};
 use crate::request::Request;
 use crate::sync::Assert;
 use crate::win::core::WinCore;
@@ -75,6 +75,11 @@ struct CompleteOp {
 }
 
 impl SyncOp<WinCore> for CompleteOp {
+    /// The epoch's operations are in the targets' memory before any target is told.
+    fn completes(&self) -> Completes {
+        Completes::All
+    }
+
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         for &t in self.group.ranks() {
             // Release: every RMA operation of the epoch (stores into the target's memory, or
@@ -116,7 +121,7 @@ impl WinCore {
     pub(crate) fn post(&self, group: &Group, assert: Assert) -> Result<()> {
         match self.start_post(group, assert)? {
             None => Ok(()),
-            Some(t) => self.engine.wait(self, t, None),
+            Some(t) => self.engine.wait_call(self, t, None),
         }
     }
 
@@ -144,7 +149,7 @@ impl WinCore {
     pub(crate) fn start(&self, group: &Group, assert: Assert) -> Result<()> {
         match self.start_start(group, assert)? {
             None => Ok(()),
-            Some(t) => self.engine.wait(self, t, None),
+            Some(t) => self.engine.wait_call(self, t, None),
         }
     }
 
@@ -188,7 +193,7 @@ impl WinCore {
     pub(crate) fn complete(&self) -> Result<()> {
         match self.start_complete()? {
             None => Ok(()),
-            Some(t) => self.engine.wait(self, t, None),
+            Some(t) => self.engine.wait_call(self, t, None),
         }
     }
 
@@ -197,7 +202,6 @@ impl WinCore {
         // One synchronization call of this window at a time: its epoch transition and the
         // start of its op happen together (see `WinCore::calls`).
         let _calls = self.calls.lock();
-        self.drain_staged()?;
         let order = self.epoch.pscw_access_order();
         let group = self.epoch.complete()?;
         self.engine.start_ordered(self, CompleteOp { group }, order)
@@ -212,7 +216,7 @@ impl WinCore {
             self.engine.start_ordered(self, WaitOp { need }, order)?
         };
         if let Some(t) = ticket {
-            self.engine.wait(self, t, None)?;
+            self.engine.wait_call(self, t, None)?;
         }
         self.epoch.end_exposure();
         Ok(())

@@ -62,7 +62,7 @@ use bytemuck::Pod;
 
 use crate::bootstrap::Call;
 use crate::error::{Error, Result};
-use crate::progress::{Step, SyncOp};
+use crate::progress::{Completes, Step, SyncOp};
 use crate::request::Request;
 use crate::rma::atomic::{AccElement, Op};
 use crate::shm::segment::Segment;
@@ -121,6 +121,12 @@ struct DeferredArrival {
 }
 
 impl SyncOp<WinCore> for DeferredArrival {
+    /// The notified operation ran before it (same epoch, in order) — maybe only handed to
+    /// the target's request ring: it is in the target's memory before the count says so.
+    fn completes(&self) -> Completes {
+        Completes::Target(self.target)
+    }
+
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         core.notify_arrival(self.op, self.target, self.idx)?;
         Ok(Step::Done)
@@ -340,7 +346,7 @@ impl<T: AccElement> Window<T> {
         crate::rma::accumulate::check_op(OP, op, T::TYPE, false)?;
         if self.core.may_defer(target, std::mem::size_of_val(origin)) {
             self.core
-                .defer_accumulate(origin, target, disp, op, self.flags.get())?;
+                .defer_accumulate(origin, target, disp, op, self.flags.get(), false)?;
             return self.core.defer_arrival(OP, target, idx);
         }
         // Not `accumulate`: it may defer on its own (the budget can free meanwhile), and
