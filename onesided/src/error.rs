@@ -294,6 +294,15 @@ pub enum Error {
         other: &'static str,
     },
 
+    /// A member of the window exited while this process waited in a synchronization that
+    /// did not complete within a second of it (an origin's completion, a post, a lock it
+    /// held, a notification): the wait could never end.
+    #[error("rank {rank} exited while this process waited on a synchronization of the window")]
+    PeerGone {
+        /// The rank (in the window) that exited.
+        rank: usize,
+    },
+
     /// A process that a collective waits for has exited without entering it.
     #[error("{call}: rank {rank} exited without entering this collective call")]
     PeerExited {

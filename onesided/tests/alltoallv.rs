@@ -370,3 +370,42 @@ fn mismatched_counts_fail_at_every_rank() {
         })
         .assert_success();
 }
+
+/// Mismatched plans (erroneous): rank 0 builds a lock plan, the others a fence plan. Some
+/// ranks get errors and leave; nobody may wait forever. Before, rank 0's `free` waited for
+/// ranks that had exited: their earlier collective had the same sequence number, so they
+/// counted as arrived. Every call of rank 0 must return (an error naming an exited peer is
+/// fine) within a few seconds.
+#[test]
+fn mismatched_plans_never_leave_a_rank_waiting_for_exited_peers() {
+    testing::job(3)
+        .timeout(Duration::from_secs(30))
+        .run(|u| {
+            let w = u.world();
+            let me = w.rank();
+            let s = shape("uniform", me, w.size());
+            let variant = if me == 0 {
+                AlltoallvVariant::Lock
+            } else {
+                AlltoallvVariant::Fence
+            };
+            let started = std::time::Instant::now();
+            let outcome =
+                plan(w, variant, &s, recv_buffer("vec", s.recv_len)?).and_then(|mut p| {
+                    let run = p.start().and_then(|r| r.wait());
+                    let freed = p.free();
+                    run.and(freed)
+                });
+            if me == 0 {
+                // Whatever the outcome, it came: peers that exited were noticed.
+                assert!(
+                    started.elapsed() < Duration::from_secs(10),
+                    "rank 0 took {:?} ({outcome:?})",
+                    started.elapsed()
+                );
+            }
+            drop(outcome);
+            Ok(())
+        })
+        .assert_success();
+}

@@ -1,5 +1,6 @@
 //! Mismatched collective calls are errors at every rank, never a hang or a silent pairing;
-//! a rank that exits while its peers wait for it in a collective ends the job.
+//! a rank that exits while its peers wait for it — in a collective, or point to point — is
+//! an error at those peers, never a wait until the launcher's timeout.
 //!
 //! The same scenarios run under a host `mpiexec` in `mpi_bootstrap.rs`.
 
@@ -87,5 +88,90 @@ fn a_rank_exiting_inside_a_collective_ends_the_job() {
             out.contains("rank 1 exited without entering this collective call"),
             "{out}"
         );
+    }
+}
+
+/// After `barrier` against `fence` failed everywhere (as above), every rank frees the
+/// window and leaves. The ranks whose failed fence took a window sequence number free
+/// under the next one, and exit; rank 0's `free` takes the number of their fence. Before,
+/// that `free` waited forever: peers whose fence had the same number counted as arrived
+/// even after they exited. Every rank must be back within a few seconds (an error is fine:
+/// the job is erroneous).
+#[test]
+fn free_after_a_failed_collective_notices_peers_that_left() {
+    let report = testing::job(3).timeout(Duration::from_secs(60)).run(|u| {
+        let w = u.world();
+        let win = Window::<u64>::allocate(w, 8)?;
+        let r = if w.rank() == 0 {
+            w.barrier()
+        } else {
+            win.fence(Assert::NONE)
+        };
+        assert!(r.is_err(), "rank {}: {r:?}", w.rank());
+        let started = std::time::Instant::now();
+        let freed = win.free();
+        println!("rank {}: free gave {:?}", w.rank(), freed.as_ref().err());
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "rank {}: free took {:?}",
+            w.rank(),
+            started.elapsed()
+        );
+        Ok(())
+    });
+    report.assert_success();
+}
+
+/// A rank that exits with status 0 while a peer waits on it point to point — for its
+/// origin's completion (`iwait`), its post (an `istart` epoch's `icomplete`), a
+/// notification (`wait_notify`), or
+/// the lock it holds — makes that wait fail with `PeerGone` naming it within a few
+/// seconds, as collective waits do. Before, each waited until the launcher's timeout.
+#[test]
+fn a_rank_exiting_leaves_no_peer_waiting_on_it_point_to_point() {
+    for scenario in ["iwait", "istart", "wait_notify", "lock"] {
+        let report = testing::job(2).timeout(Duration::from_secs(20)).run(|u| {
+            let w = u.world();
+            let win = Window::<u64>::allocate(w, 8)?;
+            win.set_num_notify(1)?;
+            let peer = onesided::Group::new([1 - w.rank()])?;
+            if w.rank() == 1 {
+                if scenario == "lock" {
+                    win.lock(onesided::LockType::Exclusive, 1, Assert::NONE)?;
+                }
+                w.barrier()?;
+                std::process::exit(0);
+            }
+            w.barrier()?;
+            let started = std::time::Instant::now();
+            let r = match scenario {
+                "iwait" => win
+                    .post(&peer, Assert::NONE)
+                    .and_then(|()| win.iwait()?.wait()),
+                // The opening request completes at once; the epoch waits for the post.
+                "istart" => win.istart(&peer, Assert::NONE).and_then(|_| {
+                    win.put(&[1], 1, 0)?;
+                    win.icomplete()?.wait()
+                }),
+                "wait_notify" => win.wait_notify(0, 1).and_then(|r| r.wait()),
+                _ => win.lock(onesided::LockType::Exclusive, 1, Assert::NONE),
+            };
+            assert!(
+                matches!(r, Err(Error::PeerGone { rank: 1 })),
+                "{scenario}: {r:?}"
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{scenario}: took {:?}",
+                started.elapsed()
+            );
+            println!("{scenario}: {}", r.unwrap_err());
+            std::mem::forget(win);
+            Ok(())
+        });
+        if report.statuses.is_empty() {
+            continue; // a rank of another job of this test
+        }
+        report.assert_success();
     }
 }

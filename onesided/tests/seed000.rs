@@ -321,7 +321,7 @@ fn memory_handles_expose_regions_until_released() {
         assert!(theirs
             .iter()
             .all(|h| h.owner() == peer && h.size_bytes() == 64));
-        assert!(onesided::MemHandle::from_bytes(&[0u8; 48]).is_err());
+        assert!(onesided::MemHandle::from_bytes(&[0u8; 56]).is_err());
         // A handle of another window is refused.
         let other = Window::<u64>::create_dynamic(w)?;
         assert!(matches!(
@@ -378,6 +378,60 @@ fn memory_handles_expose_regions_until_released() {
         assert_eq!(back[..3], [10 + peer as u64, 21, 6]);
         assert_eq!(back[7], 99);
         other.free()?;
+        win.free()?;
+        Ok(())
+    });
+}
+
+/// A released memory handle stays released: the owner releases a region and attaches the
+/// very same memory again with a plain `attach` (what an allocator handing the address
+/// back amounts to). The peer's old handle must not build a window over the new region, a
+/// window built from it before the release must not write into it, and a second release of
+/// the old handle must fail and leave the new region attached. Before, all three succeeded
+/// (the handle named only the address).
+#[test]
+fn a_released_memory_handle_stays_released_when_its_bytes_are_attached_again() {
+    testing::run(2, |u| {
+        let w = u.world();
+        let peer = 1 - w.rank();
+        let size = onesided::MemHandle::SIZE;
+        let win = Window::<u64>::create_dynamic(w)?;
+        for memory in [
+            WinBuffer::from(onesided::alloc_mem::<u64>(4)?),
+            WinBuffer::from(vec![0u64; 4]),
+        ] {
+            let mine = win.memhandle_create(memory)?;
+            let all = w.allgather(mine.as_bytes())?;
+            let theirs = onesided::MemHandle::from_bytes(&all[peer * size..][..size])?;
+            let early = win.window_from_memhandle(&theirs)?;
+            w.barrier()?;
+            let again = win.attach(win.memhandle_release(&mine)?)?;
+            w.barrier()?;
+            assert!(
+                matches!(
+                    win.window_from_memhandle(&theirs),
+                    Err(Error::MemhandleReleased { .. })
+                ),
+                "a released handle built a window over a later attach"
+            );
+            win.lock_all(Assert::NONE)?;
+            assert!(
+                matches!(early.put(&[7], 0), Err(Error::MemhandleReleased { .. })),
+                "a window of a released handle wrote into a later attach"
+            );
+            win.unlock_all()?;
+            w.barrier()?;
+            assert!(matches!(
+                win.memhandle_release(&mine),
+                Err(Error::MemhandleReleased { .. })
+            ));
+            assert_eq!(win.attached_regions(), [again], "the later attach stays");
+            let mut got = [1u64];
+            win.local_read(again.addr, &mut got)?;
+            assert_eq!(got, [0], "nothing landed in the later attach");
+            win.detach(again.addr)?;
+            w.barrier()?;
+        }
         win.free()?;
         Ok(())
     });

@@ -297,6 +297,15 @@ impl PeerWatch {
             .store(tag.seq + 1, Ordering::Relaxed);
     }
 
+    /// A member other than this process that has exited, if any (by rank in the channel).
+    pub(crate) fn exited_member(&self) -> Option<usize> {
+        self.members
+            .iter()
+            .enumerate()
+            .find(|&(rank, index)| rank != self.me && index.is_some_and(|i| self.roster.exited(i)))
+            .map(|(rank, _)| rank)
+    }
+
     /// The roster index of this process.
     fn my_index(&self) -> Option<usize> {
         self.members[self.me]

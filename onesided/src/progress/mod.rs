@@ -28,7 +28,7 @@ use std::thread::ThreadId;
 
 use crate::backoff::Backoff;
 use crate::bootstrap::call::CallTag;
-use crate::bootstrap::roster::PeerWatch;
+use crate::bootstrap::roster::{PeerWatch, CONFIRM};
 use crate::error::{Error, Result};
 
 /// What the engine needs from the object whose synchronizations it runs (a window).
@@ -681,6 +681,8 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         // within a few polls pays no clock read and publishes no wait.
         let mut polls = 0u32;
         let mut vigil = None;
+        // A member seen exited during a point-to-point wait, and since when.
+        let mut exit_seen: Option<(usize, std::time::Instant)> = None;
         loop {
             if self.progress(core)? {
                 backoff.reset();
@@ -699,10 +701,37 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
                 if let Some(v) = vigil.as_mut() {
                     v.check(|r| Some(core.arrived(tag, r)))?;
                 }
+            } else if polls < WATCH_AFTER_POLLS {
+                polls += 1;
+            } else {
+                check_exits(core, &mut exit_seen)?;
             }
             backoff.snooze();
         }
     }
+}
+
+/// The peer check of a wait that is not a collective (a post, an origin's completion, a
+/// lock, a notification): once a member of the window has exited and the wait still has
+/// not ended [`CONFIRM`] later, it never will — the member cannot post, complete, unlock or
+/// notify any more. (A wait the exited member had already satisfied ends before that.)
+fn check_exits<C: Host>(
+    core: &C,
+    exit_seen: &mut Option<(usize, std::time::Instant)>,
+) -> Result<()> {
+    match *exit_seen {
+        Some((rank, since)) => {
+            if since.elapsed() >= CONFIRM {
+                return Err(Error::PeerGone { rank });
+            }
+        }
+        None => {
+            if let Some(rank) = core.watch().and_then(PeerWatch::exited_member) {
+                *exit_seen = Some((rank, std::time::Instant::now()));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Completes what `op` needs complete before its first poll ([`SyncOp::completes`]).

@@ -130,13 +130,15 @@ impl Host for WinCore {
         }
     }
 
-    /// Any call with the sequence number of `tag` counts: a different call is reported when
-    /// the barrier completes.
+    /// Asked about a member that exited: it counts as arrived only if it entered this very
+    /// call under this sequence number. A different call under the same number (a fence
+    /// that failed against our `free`, say) is not an arrival: its agreement ended without
+    /// ours, and the member is gone, so waiting for it would never end.
     fn arrived(&self, tag: CallTag, rank: usize) -> bool {
         // Relaxed: a hint for a waiter, read after the roster's Acquire of an exit mark.
         let theirs =
             self.ctrl.rank(rank).collective.tags[(tag.seq & 1) as usize].load(Ordering::Relaxed);
-        CallTag::unpack(theirs).is_some_and(|t| t.seq == tag.seq)
+        CallTag::unpack(theirs).is_some_and(|t| t.seq == tag.seq && t.call == tag.call)
     }
 }
 

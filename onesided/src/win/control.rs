@@ -101,6 +101,10 @@ pub(crate) struct RegionSlot {
     pub seg_tag: AtomicU64,
     /// Offset of the region in that segment.
     pub seg_offset: AtomicU64,
+    /// The attach that made it, numbered by the owner from 1 and never reused: memory
+    /// handles name it, so a handle released once stays released even when the same
+    /// bytes are attached again (win::memhandle).
+    pub registration: AtomicU64,
 }
 
 const PAGE: usize = 4096;
@@ -266,7 +270,8 @@ impl Control {
     #[inline]
     pub(crate) fn region(&self, rank: usize, index: usize) -> &RegionSlot {
         assert!(rank < self.layout.n && index < self.layout.region_cap);
-        // SAFETY: inside block `rank` (regions_off + cap*32 <= block_stride), 8-aligned.
+        // SAFETY: inside block `rank` (regions_off + cap * size_of::<RegionSlot>() <=
+        // block_stride), 8-aligned.
         unsafe {
             &*self
                 .base

@@ -32,7 +32,9 @@ pub struct AttachedRegion {
 }
 
 impl WinCore {
-    fn dynamic_attach(&self, base: usize, len: usize) -> Result<()> {
+    /// Attaches `len` bytes at `base`; returns the attach's registration number.
+    fn dynamic_attach(&self, base: usize, len: usize) -> Result<u64> {
+        let registration;
         if len == 0 {
             return Err(Error::InvalidArgument("attach of zero bytes".into()));
         }
@@ -55,6 +57,8 @@ impl WinCore {
             let (seg_tag, seg_offset) =
                 memory::lookup(base, len).map_or((0, 0), |l| (l.tag, l.offset));
             let at = owned.partition_point(|r| r.base < base);
+            // Relaxed: only uniqueness matters (the table's seqlock publishes it).
+            registration = self.dynamic.registrations.fetch_add(1, Ordering::Relaxed) + 1;
             owned.insert(
                 at,
                 OwnedRegion {
@@ -62,11 +66,12 @@ impl WinCore {
                     len,
                     seg_tag,
                     seg_offset,
+                    registration,
                 },
             );
         }
         self.publish_regions();
-        Ok(())
+        Ok(registration)
     }
 
     fn dynamic_detach(&self, base: usize) -> Result<()> {
@@ -107,6 +112,7 @@ impl WinCore {
             slot.seg_tag.store(r.seg_tag, Ordering::Relaxed);
             slot.seg_offset
                 .store(r.seg_offset as u64, Ordering::Relaxed);
+            slot.registration.store(r.registration, Ordering::Relaxed);
         }
         ctl.ident
             .region_count
@@ -147,10 +153,18 @@ impl<T: Pod> Window<T> {
     /// # Ok::<(), onesided::Error>(())
     /// ```
     pub fn attach(&self, buffer: impl Into<WinBuffer<T>>) -> Result<AttachedRegion> {
+        self.attach_registered(buffer).map(|(region, _)| region)
+    }
+
+    /// [`Window::attach`], also returning the attach's registration number.
+    pub(crate) fn attach_registered(
+        &self,
+        buffer: impl Into<WinBuffer<T>>,
+    ) -> Result<(AttachedRegion, u64)> {
         self.require_dynamic("attach")?;
         let mut buffer = buffer.into();
         let (ptr, bytes) = buffer.raw_bytes();
-        self.core.dynamic_attach(ptr as usize, bytes)?;
+        let registration = self.core.dynamic_attach(ptr as usize, bytes)?;
         let region = AttachedRegion {
             addr: ptr as usize,
             len: buffer.len(),
@@ -159,7 +173,7 @@ impl<T: Pod> Window<T> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push((region.addr, buffer));
-        Ok(region)
+        Ok((region, registration))
     }
 
     /// Detaches the region attached at `addr` and gives its memory back (MPI_Win_detach).

@@ -15,9 +15,11 @@
 //! **After release.** An operation through a window of a released handle is
 //! [`Error::MemhandleReleased`], not a write into freed memory: every operation compares the
 //! owner's region-table number with the one its window last validated (one load), and
-//! looks the region up again when it changed. An operation that races the release (no
-//! synchronization in between) is erroneous, as an access racing `detach` is; if the same
-//! bytes were registered again meanwhile it may land in them, which is still exposed memory.
+//! looks the region up again when it changed — and checks that the region there is still
+//! the one the handle registered: a handle carries the owner's number of its attach, which
+//! a release retires for good, so a handle never revives when the allocator hands the same
+//! bytes to a later attach. An operation that races the release (no synchronization in
+//! between) is erroneous, as an access racing `detach` is.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -31,8 +33,8 @@ use crate::win::{WinBuffer, Window};
 /// The most bytes a [`MemHandle`] takes (MPI_MAX_MEMORY_HANDLE_SIZE).
 pub const MAX_MEMORY_HANDLE_SIZE: usize = 64;
 
-/// Identifies memory-handle bytes of onesided ("OSMH", version 1).
-const MAGIC: u64 = 0x4f53_4d48_0000_0001;
+/// Identifies memory-handle bytes of onesided ("OSMH", version 2: with the registration).
+const MAGIC: u64 = 0x4f53_4d48_0000_0002;
 
 /// A registered region of a dynamic window, as bytes that can be sent to any process of
 /// the window (seed 000 §4). Opaque: it names the owner and where the region is.
@@ -50,14 +52,21 @@ const MAGIC: u64 = 0x4f53_4d48_0000_0001;
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemHandle {
-    words: [u64; 6],
+    words: [u64; 7],
 }
 
 impl MemHandle {
     /// Bytes of a handle (at most [`MAX_MEMORY_HANDLE_SIZE`]).
-    pub const SIZE: usize = 48;
+    pub const SIZE: usize = 56;
 
-    fn new(owner: usize, base: usize, bytes: usize, window: u64, elem: usize) -> MemHandle {
+    fn new(
+        owner: usize,
+        base: usize,
+        bytes: usize,
+        window: u64,
+        elem: usize,
+        registration: u64,
+    ) -> MemHandle {
         MemHandle {
             words: [
                 MAGIC,
@@ -66,6 +75,7 @@ impl MemHandle {
                 bytes as u64,
                 window,
                 elem as u64,
+                registration,
             ],
         }
     }
@@ -85,7 +95,7 @@ impl MemHandle {
                 bytes.len()
             )));
         }
-        let mut words = [0u64; 6];
+        let mut words = [0u64; 7];
         bytemuck::cast_slice_mut::<u64, u8>(&mut words).copy_from_slice(bytes);
         if words[0] != MAGIC {
             return Err(Error::InvalidArgument(
@@ -116,6 +126,12 @@ impl MemHandle {
     fn elem(&self) -> usize {
         self.words[5] as usize
     }
+
+    /// The owner's number of the attach that registered the region: a release retires it
+    /// for good, while the same bytes may be attached again under a new number.
+    fn registration(&self) -> u64 {
+        self.words[6]
+    }
 }
 
 impl<T: Pod> Window<T> {
@@ -127,13 +143,14 @@ impl<T: Pod> Window<T> {
     /// Errors: not a dynamic window; as [`Window::attach`].
     pub fn memhandle_create(&self, memory: impl Into<WinBuffer<T>>) -> Result<MemHandle> {
         self.require_dynamic("memhandle_create")?;
-        let region = self.attach(memory)?;
+        let (region, registration) = self.attach_registered(memory)?;
         Ok(MemHandle::new(
             self.core.rank,
             region.addr,
             region.len * std::mem::size_of::<T>(),
             self.core.window_id(),
             std::mem::size_of::<T>(),
+            registration,
         ))
     }
 
@@ -153,10 +170,12 @@ impl<T: Pod> Window<T> {
                 self.core.rank
             )));
         }
+        // The registration, not the address: the allocator may have handed the same bytes to
+        // a later plain attach, which this handle must not detach.
         let live = self
-            .attached_regions()
-            .iter()
-            .any(|r| r.addr == handle.base() && r.len * handle.elem() == handle.size_bytes());
+            .core
+            .registration_at(self.core.rank, handle.base(), handle.size_bytes())
+            == Some(handle.registration());
         if !live {
             return Err(Error::MemhandleReleased {
                 target: self.core.rank,
@@ -185,14 +204,18 @@ impl<T: Pod> Window<T> {
         let target = handle.owner();
         self.core.check_rank(target)?;
         let seq = self.core.region_seq(target);
-        let at = self
-            .core
-            .locate_registered(target, handle.base(), handle.size_bytes())?;
+        let at = self.core.locate_registered(
+            target,
+            handle.base(),
+            handle.size_bytes(),
+            handle.registration(),
+        )?;
         Ok(MemWindow {
             parent: self,
             target,
             base: handle.base(),
             bytes: handle.size_bytes(),
+            registration: handle.registration(),
             located: at,
             seq: AtomicU64::new(seq),
         })
@@ -221,14 +244,27 @@ impl crate::win::core::WinCore {
         self.ctrl.rank(target).dyn_seq.load(Ordering::Acquire)
     }
 
-    /// Where the registered region of `bytes` bytes at `base` in `target` is, or
-    /// [`Error::MemhandleReleased`].
-    fn locate_registered(&self, target: usize, base: usize, bytes: usize) -> Result<Located> {
-        match self.resolve_dynamic("memhandle", target, base, bytes) {
-            Ok(at) => Ok(at),
-            Err(Error::NotAttached { .. }) => Err(Error::MemhandleReleased { target }),
-            Err(e) => Err(e),
+    /// Where the region of `bytes` bytes at `base` in `target`, registered by the attach
+    /// numbered `registration`, is; [`Error::MemhandleReleased`] once that attach was
+    /// undone (even if the same bytes were attached again since).
+    fn locate_registered(
+        &self,
+        target: usize,
+        base: usize,
+        bytes: usize,
+        registration: u64,
+    ) -> Result<Located> {
+        let at = match self.resolve_dynamic("memhandle", target, base, bytes) {
+            Ok(at) => at,
+            Err(Error::NotAttached { .. }) => return Err(Error::MemhandleReleased { target }),
+            Err(e) => return Err(e),
+        };
+        // Read after the lookup: a release between the two shows here, a later one moves
+        // the table number that every operation compares.
+        if self.registration_at(target, base, bytes) != Some(registration) {
+            return Err(Error::MemhandleReleased { target });
         }
+        Ok(at)
     }
 }
 
@@ -255,6 +291,8 @@ pub struct MemWindow<'w, T: Pod> {
     target: usize,
     base: usize,
     bytes: usize,
+    /// The handle's registration number (see [`MemHandle`]).
+    registration: u64,
     /// Where the region starts (fixed: a registration elsewhere is another region).
     located: Located,
     /// The owner's region-table number the location was validated at.
@@ -326,7 +364,7 @@ impl<T: Pod> MemWindow<'_, T> {
     fn revalidate(&self) -> Result<()> {
         let core = &self.parent.core;
         let seq = core.region_seq(self.target);
-        let now = core.locate_registered(self.target, self.base, self.bytes)?;
+        let now = core.locate_registered(self.target, self.base, self.bytes, self.registration)?;
         if !same_route(now.route, self.located.route) {
             // Registered again elsewhere (another mapping): not the region of this handle.
             return Err(Error::MemhandleReleased {

@@ -16,6 +16,8 @@ pub(crate) struct OwnedRegion {
     pub len: usize,
     pub seg_tag: u64,
     pub seg_offset: usize,
+    /// Its attach's number (see `RegionSlot::registration`).
+    pub registration: u64,
 }
 
 /// A region of a target, as cached by an origin.
@@ -177,6 +179,8 @@ pub(crate) struct DynamicState {
     pub caches: Mutex<HashMap<usize, TargetCache>>,
     /// Last region hit (see [`LastHit`]).
     pub last: LastHitSlot,
+    /// Attaches so far (the last registration number handed out).
+    pub registrations: AtomicU64,
 }
 
 #[cfg(test)]

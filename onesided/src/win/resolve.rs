@@ -337,12 +337,12 @@ impl WinCore {
         }
     }
 
-    /// Re-reads `target`'s region table one-sidedly (seqlock read).
-    fn refresh(&self, target: usize, cache: &mut TargetCache) {
+    /// `target`'s region table as it is now, with its sequence number (seqlock read).
+    fn read_table(&self, target: usize) -> (u64, Vec<OwnedRegion>) {
         let ctl = self.ctrl.rank(target);
         let cap = self.ctrl.layout().region_cap;
         let mut backoff = Backoff::new();
-        let (seq, raw) = loop {
+        loop {
             let s1 = ctl.dyn_seq.load(Ordering::Acquire);
             if s1 & 1 == 0 {
                 let count = (ctl.ident.region_count.load(Ordering::Relaxed) as usize).min(cap);
@@ -354,6 +354,7 @@ impl WinCore {
                             len: s.len.load(Ordering::Relaxed) as usize,
                             seg_tag: s.seg_tag.load(Ordering::Relaxed),
                             seg_offset: s.seg_offset.load(Ordering::Relaxed) as usize,
+                            registration: s.registration.load(Ordering::Relaxed),
                         }
                     })
                     .collect();
@@ -365,7 +366,31 @@ impl WinCore {
                 }
             }
             backoff.snooze();
+        }
+    }
+
+    /// The registration number of the region of `bytes` bytes attached at `base` in
+    /// `target`'s table now, if there is one.
+    pub(crate) fn registration_at(&self, target: usize, base: usize, bytes: usize) -> Option<u64> {
+        let regions = if target == self.rank {
+            self.dynamic
+                .owned
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
+        } else {
+            self.read_table(target).1
         };
+        regions
+            .iter()
+            .find(|r| r.base == base && r.len == bytes)
+            .map(|r| r.registration)
+    }
+
+    /// Re-reads `target`'s region table one-sidedly (seqlock read).
+    fn refresh(&self, target: usize, cache: &mut TargetCache) {
+        let ctl = self.ctrl.rank(target);
+        let (seq, raw) = self.read_table(target);
         let pid = ctl.ident.pid.load(Ordering::Relaxed) as i32;
         let owner = ctl.ident.job_rank.load(Ordering::Relaxed).to_string();
         let mut segments = std::mem::take(&mut cache.segments);
