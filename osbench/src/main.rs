@@ -70,6 +70,9 @@ enum Bench {
     SyncPatterns,
     /// Lock transactions (seed 004 Fig. 12), blocking vs nonblocking (onesided only).
     Transactions,
+    /// Rate of nonblocking calls (ilock, accumulate, iunlock) issued behind 10, 1000 and
+    /// 10000 epochs queued behind a held lock (onesided only).
+    NbIssue,
     /// Put/get/accumulate latency through memory-handle windows, and the whole handle
     /// cycle per put (seed 000 Figs. 4 and 12; onesided only)
     Memhandle,
@@ -106,6 +109,7 @@ impl Bench {
             Bench::WinCreate => "win-create",
             Bench::SyncPatterns => "sync-patterns",
             Bench::Transactions => "transactions",
+            Bench::NbIssue => "nb-issue",
             Bench::ThreadFlush => "thread-flush",
             Bench::Memhandle => "memhandle",
             Bench::Progress => "progress",
@@ -133,11 +137,11 @@ impl Bench {
     fn onesided_only(self) -> bool {
         matches!(
             self,
-            Bench::SyncPatterns | Bench::Transactions | Bench::Memhandle
+            Bench::SyncPatterns | Bench::Transactions | Bench::NbIssue | Bench::Memhandle
         )
     }
 
-    const EVERY: [Bench; 21] = [
+    const EVERY: [Bench; 22] = [
         Bench::PutLatency,
         Bench::GetLatency,
         Bench::AccLatency,
@@ -153,6 +157,7 @@ impl Bench {
         Bench::WinCreate,
         Bench::SyncPatterns,
         Bench::Transactions,
+        Bench::NbIssue,
         Bench::ThreadFlush,
         Bench::Memhandle,
         Bench::Progress,
@@ -259,6 +264,7 @@ fn plan(cli: &Cli) -> Vec<Step> {
             | Bench::WinCreate
             | Bench::SyncPatterns
             | Bench::Transactions
+            | Bench::NbIssue
             | Bench::ThreadFlush
             | Bench::Memhandle
             | Bench::Progress
@@ -367,6 +373,7 @@ fn run_step<B: Backend>(b: &B, step: &Step, p: &Params, out: &mut Vec<Record>) -
         Bench::WinCreate => bench::win_create(b, p, out),
         Bench::SyncPatterns => patterns::sync_patterns(b.comm(), p, out),
         Bench::Transactions => patterns::transactions(b.comm(), p, out),
+        Bench::NbIssue => patterns::nb_issue(b.comm(), p, out),
         Bench::ThreadFlush => threads::thread_flush(b, p, out),
         Bench::Memhandle => memhandle::memhandle(b.comm(), p, out),
         Bench::Progress => progress::progress(b, p, out),
@@ -610,9 +617,9 @@ mod tests {
         let cli = Cli::parse_from(["osbench", "all"]);
         let steps = plan(&cli);
         // 11 per-window benchmarks x 5 kinds + sync-latency, win-create, sync-patterns,
-        // transactions, thread-flush, memhandle, progress, order-flag, notify-latency,
-        // alltoallv.
-        assert_eq!(steps.len(), 11 * 5 + 10);
+        // transactions, nb-issue, thread-flush, memhandle, progress, order-flag,
+        // notify-latency, alltoallv.
+        assert_eq!(steps.len(), 11 * 5 + 11);
         let cli = Cli::parse_from(["osbench", "put-latency", "--window", "allocate,dynamic"]);
         assert_eq!(plan(&cli).len(), 2);
         let p = params(&cli, &plan(&cli)[0]);

@@ -767,6 +767,85 @@ fn transaction_round(
     Ok(total as f64 / slowest)
 }
 
+/// Queue lengths at which `nb-issue` measures.
+const NB_ISSUE_PENDING: [u64; 3] = [10, 1000, 10_000];
+/// Epochs issued (and timed) at each queue length.
+const NB_ISSUE_TIMED: u64 = 200;
+
+/// `nb-issue`: how fast nonblocking calls are issued while many epochs are queued. Rank 1
+/// holds the exclusive lock of its own window; rank 0 queues `pending` epochs (`ilock` of
+/// rank 1, an accumulate of 1 — copied and deferred — and `iunlock`), then times
+/// [`NB_ISSUE_TIMED`] more of them: three calls each, metric `calls-per-s`, with the queue
+/// length in `pending`. The rate should not depend on `pending` (a call that walks the
+/// whole queue makes issuing quadratic). Then rank 1 unlocks, every request completes, and
+/// its counter must equal the epochs issued (checked).
+pub fn nb_issue(comm: &Comm, _p: &Params, out: &mut Vec<Record>) -> BResult<()> {
+    let Some(sub) = first(comm, 2)? else {
+        comm.barrier()?;
+        return Ok(());
+    };
+    let win = Window::<u64>::allocate(&sub, 1)?;
+    for pending in NB_ISSUE_PENDING {
+        let mut requests: Vec<Request<'_>> = Vec::new();
+        let mut rate = 0.0;
+        if sub.rank() == 1 {
+            win.lock(LockType::Exclusive, 1, Assert::NONE)?;
+            sub.barrier()?; // rank 0 queues behind our lock
+            sub.barrier()?; // and has measured
+            win.unlock(1)?;
+        } else {
+            sub.barrier()?;
+            for _ in 0..pending {
+                nb_epoch(&win, &mut requests)?;
+            }
+            let t0 = Instant::now();
+            for _ in 0..NB_ISSUE_TIMED {
+                nb_epoch(&win, &mut requests)?;
+            }
+            rate = (3 * NB_ISSUE_TIMED) as f64 / t0.elapsed().as_secs_f64();
+            sub.barrier()?;
+            onesided::wait_all(requests.drain(..))?;
+        }
+        sub.barrier()?;
+        let mut got = [0u64];
+        win.local_read(0, &mut got)?;
+        let issued = pending + NB_ISSUE_TIMED;
+        // Rank 1's counter gains every epoch of this level; rank 0's stays 0.
+        let before: u64 = NB_ISSUE_PENDING
+            .iter()
+            .take_while(|&&p| p != pending)
+            .map(|p| p + NB_ISSUE_TIMED)
+            .sum();
+        let expect = if sub.rank() == 1 { before + issued } else { 0 };
+        check(&sub, got[0] == expect, "nb-issue")?;
+        if sub.rank() == 0 {
+            let mut r = Record::onesided(
+                "nb-issue",
+                "allocate",
+                "lock",
+                8,
+                2,
+                "calls-per-s",
+                rate,
+                "calls/s",
+            );
+            r.pending = Some(pending);
+            out.push(r);
+        }
+    }
+    win.free()?;
+    comm.barrier()?;
+    Ok(())
+}
+
+/// One epoch of `nb-issue`: `ilock` of rank 1, an accumulate of 1, `iunlock`.
+fn nb_epoch<'w>(win: &'w Window<u64>, requests: &mut Vec<Request<'w>>) -> BResult<()> {
+    drop(win.ilock(LockType::Exclusive, 1, Assert::NONE)?);
+    win.accumulate(&[1], 1, 0, onesided::Op::Sum)?;
+    requests.push(win.iunlock(1)?);
+    Ok(())
+}
+
 /// xorshift64: a reproducible stream of random numbers per rank.
 struct Rng(u64);
 

@@ -48,6 +48,9 @@ pub struct Record {
     /// matrix file's name).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pattern: Option<String>,
+    /// Epochs queued behind a held lock while the calls were issued (`nb-issue`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending: Option<u64>,
 }
 
 impl Record {
@@ -105,6 +108,7 @@ impl Record {
             stat: None,
             threads: None,
             pattern: None,
+            pending: None,
         }
     }
 
@@ -296,6 +300,10 @@ fn row_key(r: &Record) -> (String, String, String, u64, u64, String) {
             let metric = match &r.pattern {
                 Some(pattern) => format!("{} [{pattern}]", r.metric),
                 None => r.metric.clone(),
+            };
+            let metric = match r.pending {
+                Some(p) => format!("{metric} ({p} pending)"),
+                None => metric,
             };
             match (&r.role, r.threads, r.delay_us) {
                 (Some(role), _, _) => format!("{metric} ({role})"),
@@ -589,6 +597,7 @@ mod tests {
             stat: None,
             threads: None,
             pattern: None,
+            pending: None,
         }
     }
 

@@ -71,6 +71,7 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
         "win-create",
         "sync-patterns",
         "transactions",
+        "nb-issue",
         "thread-flush",
         "progress",
         "order-flag",
@@ -90,7 +91,7 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
         "bench", "impl", "window", "sync", "bytes", "ranks", "metric", "value", "unit",
     ];
     // Optional fields DESIGN.md allows (consumers ignore them when unknown).
-    let optional = ["threads", "delay_us", "role", "stat", "pattern"];
+    let optional = ["threads", "delay_us", "role", "stat", "pattern", "pending"];
     for r in records {
         let o = r.as_object().expect("object");
         for k in o.keys() {
@@ -155,6 +156,16 @@ fn every_benchmark_runs_and_writes_schema_json_and_plots() {
                 "{sync} {metric}"
             );
         }
+    }
+    // Issue rate behind 10, 1000 and 10000 queued epochs (validated counts).
+    for pending in [10u64, 1000, 10_000] {
+        assert!(
+            records.iter().any(|r| r["bench"] == "nb-issue"
+                && r["metric"] == "calls-per-s"
+                && r["pending"] == pending
+                && r["value"].as_f64().is_some_and(|v| v > 0.0)),
+            "nb-issue {pending}"
+        );
     }
     // Seed 000 Figs. 4 and 12: memory-handle windows in the latency tables, and the cycle.
     for bench in ["put-latency", "get-latency", "acc-latency"] {

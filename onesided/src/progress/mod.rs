@@ -287,6 +287,54 @@ impl Order {
     }
 }
 
+/// What a run of pending ops holds back when no reorder flag is set, summed up so that
+/// [`Engine::drive`] decides in O(1) per op: with the flags off, an op passes an earlier
+/// one only when both are reorderable and the earlier one belongs to a later epoch
+/// ([`Order::may_pass`]), or when the earlier one is in a blocking call of another thread
+/// ([`Queued::holds_back`]) — and such an op holds back nothing queued after it, since its
+/// own thread issues nothing while it waits.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    /// Some op of the run counts.
+    any: bool,
+    /// Every op that counts is reorderable.
+    all_reorderable: bool,
+    /// The least epoch of the ops that count.
+    min_epoch: u64,
+}
+
+impl Default for Pending {
+    fn default() -> Self {
+        Pending {
+            any: false,
+            all_reorderable: true,
+            min_epoch: u64::MAX,
+        }
+    }
+}
+
+impl Pending {
+    fn add<C>(&mut self, q: &Queued<C>) {
+        if q.in_blocking_call {
+            return;
+        }
+        self.any = true;
+        self.all_reorderable &= q.order.reorderable;
+        self.min_epoch = self.min_epoch.min(q.order.epoch);
+    }
+
+    /// True when an op of epoch `later` may pass every op of the run.
+    fn lets_pass(&self, later: Order) -> bool {
+        !self.any || later.reorderable && self.all_reorderable && later.epoch < self.min_epoch
+    }
+
+    /// True when no op at all may pass the run (it holds a fence, lock_all, flush or
+    /// collective).
+    fn holds_back_everything(&self) -> bool {
+        self.any && !self.all_reorderable
+    }
+}
+
 /// The queue and what its pollers leave for the owner.
 struct Queue<C> {
     ops: VecDeque<Queued<C>>,
@@ -483,7 +531,7 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         let ticket = self.enqueue(op, order, settled);
         if order.reorderable {
             // It may pass the pending epochs: give it its first poll now.
-            self.drive(core, true)?;
+            self.poll_newest(core)?;
         }
         Ok(ticket)
     }
@@ -548,6 +596,30 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
             .any(|q| q.holds_back(order, me, flags))
     }
 
+    /// Drives the queue if its newest op may pass every op before it. Deciding that is
+    /// O(1) in the common case — the first pending op holds it back — so issuing calls
+    /// behind thousands of queued epochs costs no walk over them (`osbench nb-issue`).
+    fn poll_newest(&self, core: &C) -> Result<()> {
+        let runs = {
+            let Ok(q) = self.queue.try_lock() else {
+                // Another thread is driving this queue right now.
+                return Ok(());
+            };
+            let flags = core.reorder();
+            match q.ops.back() {
+                Some(newest) => !q
+                    .ops
+                    .range(..q.ops.len() - 1)
+                    .any(|p| p.holds_back(newest.order, newest.issuer, flags)),
+                None => false,
+            }
+        };
+        if runs {
+            self.drive(core, true)?;
+        }
+        Ok(())
+    }
+
     /// The error an op left when another thread polled it.
     fn take_parked(&self) -> Result<()> {
         // Relaxed: set under the queue lock, which we take before reading the error.
@@ -578,13 +650,24 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         // serial activation, [Zounmevo14] rule 4, relaxed for older epochs and by the
         // reorder flags); the ops before index `i` are exactly those still pending.
         let flags = core.reorder();
+        // Without reorder flags, what the ops before `i` hold back is summed up as it grows:
+        // O(1) per op, and the walk stops where nothing later can run.
+        let mut before = Pending::default();
         let mut i = 0;
         let result = loop {
             let Some((order, issuer)) = q.ops.get(i).map(|queued| (queued.order, queued.issuer))
             else {
                 break Ok(());
             };
-            if !q.ops.range(..i).any(|p| p.holds_back(order, issuer, flags)) {
+            let may_run = if flags.is_none() {
+                if before.holds_back_everything() {
+                    break Ok(());
+                }
+                before.lets_pass(order)
+            } else {
+                !q.ops.range(..i).any(|p| p.holds_back(order, issuer, flags))
+            };
+            if may_run {
                 let queued = &mut q.ops[i];
                 let polled = if queued.settled {
                     queued.op.poll(core)
@@ -604,6 +687,7 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
                     }
                 }
             }
+            before.add(&q.ops[i]);
             i += 1;
         };
         if completed > 0 {
@@ -769,6 +853,16 @@ mod tests {
         }
         fn reorder(&self) -> Reorder {
             *self.reorder.lock().unwrap()
+        }
+        /// Logs 1000 (everything) or 2000 + target.
+        fn complete_issued(&self, scope: Completes) -> Result<()> {
+            let code = match scope {
+                Completes::Nothing => unreachable!("never asked for nothing"),
+                Completes::Target(t) => 2000 + t as u32,
+                Completes::All => 1000,
+            };
+            self.log.lock().unwrap().push(code);
+            Ok(())
         }
     }
 
@@ -1023,5 +1117,124 @@ mod tests {
         // count itself is not checked here.)
         // Polling everything no longer reaches it (and does not crash).
         registry::progress_all();
+    }
+
+    /// An op that completes what was issued before it, as closing calls do.
+    struct ClosingOp {
+        id: u32,
+        scope: Completes,
+    }
+
+    impl SyncOp<Fake> for ClosingOp {
+        fn completes(&self) -> Completes {
+            self.scope
+        }
+        fn poll(&mut self, host: &Fake) -> Result<Step> {
+            host.log.lock().unwrap().push(self.id);
+            Ok(Step::Done)
+        }
+    }
+
+    /// The completion a closing op asks for happens right before its first poll — after the
+    /// ops queued before it ran (a deferred accumulate handed to a ring), not when it was
+    /// started — whether it is polled inline or from the queue, and only once.
+    #[test]
+    fn a_closing_op_completes_what_ran_before_it_right_before_its_first_poll() {
+        let f = fake();
+        let closing = |id, scope| ClosingOp { id, scope };
+        // Inline: nothing pending.
+        assert_eq!(
+            f.engine.start(&f, closing(1, Completes::All)).unwrap(),
+            None
+        );
+        assert_eq!(*f.log.lock().unwrap(), [1000, 1]);
+        f.log.lock().unwrap().clear();
+        // Queued behind a blocked op (the deferred operation of a pending epoch).
+        let gate = Arc::new(AtomicU32::new(0));
+        f.engine.start(&f, op(2, &gate, 1)).unwrap().unwrap();
+        let t = f
+            .engine
+            .start(&f, closing(3, Completes::Target(5)))
+            .unwrap()
+            .unwrap();
+        f.engine.progress(&f).unwrap();
+        assert!(
+            f.log.lock().unwrap().is_empty(),
+            "nothing completes at start"
+        );
+        gate.store(1, Ordering::Release);
+        f.engine.wait(&f, t, None).unwrap();
+        assert_eq!(*f.log.lock().unwrap(), [2, 2005, 3]);
+        // An op that completes nothing asks for nothing.
+        f.log.lock().unwrap().clear();
+        assert_eq!(
+            f.engine.start(&f, closing(4, Completes::Nothing)).unwrap(),
+            None
+        );
+        assert_eq!(*f.log.lock().unwrap(), [4]);
+    }
+
+    /// Without reorder flags, the summary `Engine::drive` keeps of the pending ops before
+    /// an op decides exactly as asking every one of them (`Queued::holds_back`), for random
+    /// queues of fence, lock and PSCW ops of random epochs, some in blocking calls of
+    /// other threads.
+    #[test]
+    fn the_pending_summary_decides_as_the_ops_themselves() {
+        let other = std::thread::spawn(|| std::thread::current().id())
+            .join()
+            .unwrap();
+        let me = std::thread::current().id();
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..2000 {
+            let len = (next() % 8) as usize;
+            let queue: Vec<Queued<Fake>> = (0..len)
+                .map(|i| {
+                    let epoch = next() % 6;
+                    let order = match next() % 4 {
+                        0 => Order::BARRIER,
+                        1 => Order::lock(epoch, (next() % 3) as usize),
+                        2 => Order::access(epoch),
+                        _ => Order::exposure(epoch),
+                    };
+                    let blocking = next() % 5 == 0;
+                    Queued {
+                        ticket: i as u64,
+                        order,
+                        op: Box::new(ClosingOp {
+                            id: 0,
+                            scope: Completes::Nothing,
+                        }),
+                        settled: false,
+                        issuer: if blocking { other } else { me },
+                        in_blocking_call: blocking,
+                    }
+                })
+                .collect();
+            let later = match next() % 3 {
+                0 => Order::BARRIER,
+                1 => Order::lock(next() % 6, (next() % 3) as usize),
+                _ => Order::access(next() % 6),
+            };
+            let mut summary = Pending::default();
+            for q in &queue {
+                summary.add(q);
+            }
+            let asked = !queue.iter().any(|q| q.holds_back(later, me, Reorder::NONE));
+            assert_eq!(summary.lets_pass(later), asked, "{later:?} after {:?}", {
+                queue
+                    .iter()
+                    .map(|q| (q.order, q.in_blocking_call))
+                    .collect::<Vec<_>>()
+            });
+            if summary.holds_back_everything() {
+                assert!(!asked);
+            }
+        }
     }
 }
