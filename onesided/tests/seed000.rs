@@ -436,3 +436,126 @@ fn a_released_memory_handle_stays_released_when_its_bytes_are_attached_again() {
         Ok(())
     });
 }
+
+/// `mpi_win_order` across threads on memory reached by cross-memory attach: thread A puts
+/// the data, then hands over to thread B (a join: A's put happens-before B's), which puts
+/// 1023 small fillers and then the flag — the flag fills B's staging lane, which goes out
+/// at once. The target waits for the flag without any flush of the origin and must then
+/// see the data. Before, A's data still sat in A's lane when B's lane (with the flag) was
+/// written: stale in every round.
+#[test]
+fn ordered_flag_put_of_one_thread_lands_after_another_threads_staged_put() {
+    const ROUNDS: u64 = 50;
+    const FILLERS: usize = 1023;
+    testing::job(2)
+        .timeout(std::time::Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            let win = Window::<u64>::builder(w)
+                .info(&WinInfo::new().order(true))
+                .create(WinBuffer::from(vec![0u64; 2 + FILLERS]))?;
+            let mut stale = 0;
+            if w.rank() == 0 {
+                win.lock_all(Assert::NONE)?;
+            }
+            for round in 1..=ROUNDS {
+                if w.rank() == 0 {
+                    std::thread::scope(|s| s.spawn(|| win.put(&[round], 1, 0)).join().unwrap())?;
+                    std::thread::scope(|s| {
+                        s.spawn(|| -> onesided::Result<()> {
+                            for k in 0..FILLERS {
+                                win.put(&[round], 1, 2 + k)?;
+                            }
+                            win.put(&[round], 1, 1)
+                        })
+                        .join()
+                        .unwrap()
+                    })?;
+                    win.flush_all()?;
+                } else {
+                    let since = std::time::Instant::now();
+                    let mut got = [0u64; 2];
+                    while got[1] != round {
+                        assert!(since.elapsed().as_secs() < 20, "the flag never came");
+                        std::thread::yield_now();
+                        win.local_read(0, &mut got)?;
+                    }
+                    if got[0] != round {
+                        stale += 1;
+                    }
+                }
+                w.barrier()?;
+            }
+            if w.rank() == 0 {
+                win.unlock_all()?;
+            }
+            assert_eq!(
+                stale, 0,
+                "the flag landed before the data in {stale} of {ROUNDS}"
+            );
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}
+
+/// The same across routes of one target: rank 1 attaches a `Vec` region (cross-memory
+/// attach: small puts are staged) and an `alloc_mem` region (mapped: puts are plain
+/// stores) to a dynamic window. Through a handle with `mpi_win_order`, thread A puts the
+/// data into the first, then thread B puts the flag into the second; the target waits for
+/// the flag without any flush and must then see the data.
+#[test]
+fn ordered_flag_store_lands_after_another_threads_staged_put_to_the_same_target() {
+    const ROUNDS: u64 = 50;
+    testing::job(2)
+        .timeout(std::time::Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            let win = Window::<u64>::builder(w)
+                .info(&WinInfo::new().order(true))
+                .create_dynamic()?;
+            let data = win.attach(WinBuffer::from(vec![0u64; 1]))?;
+            let flag = win.attach(onesided::alloc_mem::<u64>(1)?)?;
+            let addrs = w.allgather(&[data.addr as u64, flag.addr as u64])?;
+            let (data_at, flag_at) = (addrs[2] as usize, addrs[3] as usize);
+            let mut stale = 0;
+            if w.rank() == 0 {
+                win.lock_all(Assert::NONE)?;
+            }
+            for round in 1..=ROUNDS {
+                if w.rank() == 0 {
+                    std::thread::scope(|s| {
+                        s.spawn(|| win.put(&[round], 1, data_at)).join().unwrap()
+                    })?;
+                    std::thread::scope(|s| {
+                        s.spawn(|| win.put(&[round], 1, flag_at)).join().unwrap()
+                    })?;
+                    win.flush_all()?;
+                } else {
+                    let since = std::time::Instant::now();
+                    let mut seen = [0u64];
+                    while seen[0] != round {
+                        assert!(since.elapsed().as_secs() < 20, "the flag never came");
+                        std::thread::yield_now();
+                        win.local_read(flag.addr, &mut seen)?;
+                    }
+                    let mut got = [0u64];
+                    win.local_read(data.addr, &mut got)?;
+                    if got[0] != round {
+                        stale += 1;
+                    }
+                }
+                w.barrier()?;
+            }
+            if w.rank() == 0 {
+                win.unlock_all()?;
+            }
+            assert_eq!(
+                stale, 0,
+                "the flag landed before the data in {stale} of {ROUNDS}"
+            );
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}

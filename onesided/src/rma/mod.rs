@@ -94,7 +94,7 @@ impl WinCore {
         match route {
             Route::Cma { pid, addr } if src.len() <= combine::STAGE_MAX_PUT => {
                 self.ring_gate_for(target, flags)?;
-                self.stage_put(pid, addr, src)?
+                self.stage_put(pid, addr, src, flags)?
             }
             route => {
                 self.ring_gate_for(target, flags)?;

@@ -150,6 +150,40 @@ impl StagedPuts {
         }
     }
 
+    /// [`StagedPuts::stage`] for a handle with `mpi_win_order` and process scope: whatever
+    /// other threads staged goes out first. Their puts may happen-before this one (the
+    /// application ordered the threads), and lanes are written independently — this lane
+    /// may fill and go out at once, or be written ahead of theirs in a combined drain — so
+    /// without this the later put could land first (seed 000 §2.2: the order follows the
+    /// issuing calls, whatever thread made them).
+    pub(crate) fn stage_ordered(&self, pid: i32, addr: usize, src: &[u8]) -> Result<()> {
+        if self.others_staged() {
+            self.drain_all()?;
+        }
+        self.stage(pid, addr, src)
+    }
+
+    /// True when a lane other than the calling thread's holds pieces not yet written (or
+    /// may: a drain under way still counts its lanes).
+    fn others_staged(&self) -> bool {
+        // SeqCst: as in any_staged — a put of another thread that happens-before our call
+        // counted its lane before it returned.
+        let nonempty = self.nonempty.load(Ordering::SeqCst);
+        if nonempty == 0 {
+            return false;
+        }
+        // Relaxed: our own lane's flag, changed only by drains, which only make it false
+        // (then the count above includes a lane that is not ours, or is stale-high: a
+        // drain that costs nothing).
+        let mine = MY_LANES.with(|c| {
+            c.borrow()
+                .iter()
+                .find(|(id, _)| *id == self.id)
+                .is_some_and(|(_, lane)| lane.pending.load(Ordering::Relaxed))
+        });
+        nonempty > usize::from(mine)
+    }
+
     /// Writes every thread's staged puts (process scope). Every remote-completion point of
     /// the process calls it before it signals completion.
     #[inline]

@@ -336,9 +336,19 @@ impl WinCore {
         self.hints.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Stages a small put reached by cross-memory attach (transport::combine).
-    pub(crate) fn stage_put(&self, pid: i32, addr: usize, src: &[u8]) -> Result<()> {
-        let staged = self.staged.stage(pid, addr, src);
+    /// Stages a small put reached by cross-memory attach (transport::combine), issued
+    /// through a handle with `flags`: with `mpi_win_order` and process scope, behind every
+    /// other thread's staged puts.
+    pub(crate) fn stage_put(&self, pid: i32, addr: usize, src: &[u8], flags: Flags) -> Result<()> {
+        let staged = if flags.order() && !flags.thread_scope() {
+            // A later put of this target to mapped memory (another region of a dynamic
+            // window) would take the inlined path, which writes at once: send it through
+            // the path that drains staged pieces of ordered handles first.
+            self.epoch.forget_access_cache();
+            self.staged.stage_ordered(pid, addr, src)
+        } else {
+            self.staged.stage(pid, addr, src)
+        };
         // The inlined flush skips straight to its fence; make it take the path that drains.
         // After staging: a flush of another thread that set the cache meanwhile either saw
         // our piece counted (and drained it, or reset the cache) or set it before this
