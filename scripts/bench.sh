@@ -5,6 +5,14 @@
 #
 #   bash scripts/bench.sh            # everything, into results/ (about 11 minutes)
 #   bash scripts/bench.sh --quick    # fewer sizes, shorter loops (about 2 minutes)
+#   bash scripts/bench.sh --baseline REV [--rounds N]
+#                                    # same-run A/B of this tree against revision REV
+#
+# --baseline builds REV in a git worktree (its own target directory), then runs the cells
+# below under osrun with 2 processes, alternating the two builds for N rounds (default 5),
+# and reports per cell the median of each build and their ratio (this tree / REV) in
+# results/ab-REV.txt and .json: a slow phase of the machine then moves one round of one
+# build, not a whole side. Every later issue shows "no slowdown" with it.
 #
 # Writes results/{mpich,openmpi}.txt (the tables), .json (records) and plots-*/ (SVG),
 # results/openmpi-osc-sm.* (Open MPI with its shared-memory component on allocate windows),
@@ -13,6 +21,76 @@
 # results/large-copy.txt (scripts/large-copy.sh: large put/get vs Open MPI, median of 3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [[ "${1:-}" == "--baseline" ]]; then
+  rev="${2:?--baseline needs a revision}"
+  rounds=5
+  if [[ "${3:-}" == "--rounds" ]]; then rounds="${4:?--rounds needs a number}"; fi
+  sha=$(git rev-parse --short "$rev^{commit}")
+  src="target/baseline-src-$sha"
+  if [[ ! -d "$src" ]]; then
+    git worktree add --detach "$src" "$sha" >/dev/null
+  fi
+  echo "== building this tree and $rev ($sha)"
+  cargo build --release -p osbench -p osrun
+  (cd "$src" && CARGO_TARGET_DIR="$PWD/../baseline-$sha" cargo build --release -p osbench -p osrun)
+  new_bin=target/release
+  old_bin="target/baseline-$sha/release"
+  mkdir -p results/ab
+  # The cells: 8-byte communication calls with flush on allocate and create windows (the
+  # bench.sh headline cells), message rate, synchronization calls, and seed 004's
+  # transactions. Two processes; each run is one osrun job.
+  cells=(put-latency get-latency acc-latency get-acc-latency fop-latency cas-latency msg-rate
+         --window allocate,create --sync flush --sizes 8 --time-ms 20 --rounds 1)
+  for ((r = 1; r <= rounds; r++)); do
+    for side in new old; do
+      bin=$new_bin; [[ $side == old ]] && bin=$old_bin
+      echo "== round $r/$rounds: $side"
+      timeout 900 "$bin/osrun" -n 2 --timeout 800 "$bin/osbench" "${cells[@]}" \
+        --json "results/ab/$side-cells-$r.json" >/dev/null
+      timeout 900 "$bin/osrun" -n 2 --timeout 800 "$bin/osbench" sync-latency transactions \
+        --time-ms 50 --rounds 1 --json "results/ab/$side-sync-$r.json" >/dev/null
+    done
+  done
+  python3 - "$sha" "$rounds" <<'PY'
+import glob, json, statistics, sys
+sha, rounds = sys.argv[1], int(sys.argv[2])
+HIGHER = ("tx/s", "calls/s", "Mmsg/s", "msg/s", "MB/s", "GB/s")
+def load(side):
+    cells = {}
+    for f in sorted(glob.glob(f"results/ab/{side}-*.json")):
+        for r in json.load(open(f)):
+            if r["impl"] != "onesided" or r["metric"].startswith("model"):
+                continue
+            key = (r["bench"], r["window"], r["sync"], r["bytes"], r["ranks"], r["metric"],
+                   r.get("pattern", ""), r.get("threads", ""), r["unit"])
+            cells.setdefault(key, []).append(r["value"])
+    return cells
+new, old = load("new"), load("old")
+rows, out = [], []
+for key in sorted(set(new) & set(old)):
+    a, b = statistics.median(new[key]), statistics.median(old[key])
+    if b == 0:
+        continue
+    ratio = a / b
+    better = ratio > 1 if key[-1] in HIGHER else ratio < 1
+    rows.append((key, a, b, ratio, better))
+    out.append({"bench": key[0], "window": key[1], "sync": key[2], "bytes": key[3],
+                "ranks": key[4], "metric": key[5], "unit": key[-1], "new": a, "old": b,
+                "ratio_new_over_old": ratio, "rounds": rounds, "baseline": sha})
+w = max((len(f"{k[0]} {k[1]} {k[2]} {k[5]}") for k, *_ in rows), default=10)
+lines = [f"Same-run A/B, 2 processes, median of {rounds} alternating rounds: this tree (new) vs {sha} (old)",
+         f"{'cell':<{w}}  {'unit':>7}  {'new':>12}  {'old':>12}  {'new/old':>7}"]
+for k, a, b, ratio, better in rows:
+    cell = f"{k[0]} {k[1]} {k[2]} {k[5]}" + (f" [{k[6]}]" if k[6] else "")
+    lines.append(f"{cell:<{w}}  {k[-1]:>7}  {a:12.4g}  {b:12.4g}  {ratio:7.3f}" + ("" if abs(ratio - 1) < 0.05 else ("  better" if better else "  worse")))
+text = "\n".join(lines)
+print(text)
+open(f"results/ab-{sha}.txt", "w").write(text + "\n")
+json.dump(out, open(f"results/ab-{sha}.json", "w"), indent=1)
+PY
+  exit 0
+fi
 
 args=()
 # Oversubscribed runs (4 processes on 2 cores) get longer loops: a short one measures

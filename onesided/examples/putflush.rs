@@ -88,6 +88,16 @@ fn onesided_bench_lock_unlock(win: &Window<u64>, iters: u64) -> onesided::Result
 
 #[no_mangle]
 #[inline(never)]
+fn onesided_bench_lock_all_unlock_all(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
+    for _ in 0..iters {
+        win.lock_all(Assert::NONE)?;
+        win.unlock_all()?;
+    }
+    Ok(())
+}
+
+#[no_mangle]
+#[inline(never)]
 fn onesided_bench_empty(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
     for i in 0..iters {
         black_box((win, i));
@@ -121,6 +131,7 @@ fn main() -> onesided::Result<()> {
         win.put(&[ITERS - 1], 1, 0)?;
         win.unlock(1)?;
         onesided_bench_lock_unlock(&win, ITERS)?;
+        onesided_bench_lock_all_unlock_all(&win, ITERS)?;
     }
     world.barrier()?;
     if world.rank() == 1 {
