@@ -36,7 +36,7 @@ if [[ "${1:-}" == "--baseline" ]]; then
   (cd "$src" && CARGO_TARGET_DIR="$PWD/../baseline-$sha" cargo build --release -p osbench -p osrun)
   new_bin=target/release
   old_bin="target/baseline-$sha/release"
-  mkdir -p results/ab
+  rm -rf results/ab && mkdir -p results/ab
   # The cells: 8-byte communication calls with flush on allocate and create windows (the
   # bench.sh headline cells), message rate, synchronization calls, and seed 004's
   # transactions. Two processes; each run is one osrun job.

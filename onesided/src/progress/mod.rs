@@ -24,7 +24,6 @@ pub(crate) mod thread;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
-use std::thread::ThreadId;
 
 use crate::backoff::Backoff;
 use crate::bootstrap::call::CallTag;
@@ -106,10 +105,10 @@ struct Queued<C> {
     /// The completion its [`SyncOp::completes`] asks for is done (before its first poll).
     settled: bool,
     /// The thread that started it.
-    issuer: ThreadId,
-    /// Set while the thread that started it waits for it inside a blocking call
-    /// ([`Engine::wait_call`]): nothing that thread does later can be ordered after it
-    /// yet, so it holds back no other thread's op (see [`Queued::holds_back`]).
+    issuer: ThreadTag,
+    /// Started by a blocking call, which waits for it before it returns ([`blocking_start`]):
+    /// nothing its thread does later can be ordered after it yet, so it holds back no other
+    /// thread's op (see [`Queued::holds_back`]).
     in_blocking_call: bool,
 }
 
@@ -124,8 +123,13 @@ impl<C> Queued<C> {
     /// every other thread of its process wait with it (MPI-4.1 §11.6: a blocking call
     /// blocks the calling thread only). Ops of calls that returned (nonblocking ones) keep
     /// their place: the application may have ordered other threads after them.
-    fn holds_back(&self, later: Order, by: ThreadId, flags: Reorder) -> bool {
-        let concurrent = self.in_blocking_call && self.issuer != by;
+    ///
+    /// Except for its own epoch: an operation of the epoch a blocking call of another
+    /// thread is still opening (a put to the target whose `lock` that thread waits for)
+    /// cannot have been ordered after that call's return, so it is erroneous — and waits
+    /// behind it, as before, rather than touch the target early.
+    fn holds_back(&self, later: Order, by: ThreadTag, flags: Reorder) -> bool {
+        let concurrent = self.in_blocking_call && self.issuer != by && self.order != later;
         !(concurrent || later.may_pass(self.order, flags))
     }
 }
@@ -287,51 +291,86 @@ impl Order {
     }
 }
 
+thread_local! {
+    /// True while the calling thread runs the starting half of a blocking call.
+    static IN_BLOCKING_START: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `start`, the starting half of a blocking synchronization call (whose other half
+/// waits for the op it starts): an op it queues is marked as one a blocking call waits
+/// for, which holds back no other thread's ops ([`Queued::holds_back`]). Marking it when it
+/// is queued costs one thread-local store, where marking it in the wait would take the
+/// queue's lock once more.
+#[inline]
+pub(crate) fn blocking_start<R>(start: impl FnOnce() -> R) -> R {
+    IN_BLOCKING_START.with(|b| b.set(true));
+    let r = start();
+    IN_BLOCKING_START.with(|b| b.set(false));
+    r
+}
+
+/// Identifies a thread of this process for the engine (never reused). Cheaper than
+/// `std::thread::current().id()`, which clones the thread handle (two atomics) on every
+/// call — and the RMA gate asks on every operation behind a pending epoch.
+pub(crate) type ThreadTag = u64;
+
+/// The calling thread's [`ThreadTag`].
+#[inline]
+pub(crate) fn thread_tag() -> ThreadTag {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        // Relaxed: only uniqueness matters.
+        static TAG: ThreadTag = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    TAG.with(|t| *t)
+}
+
 /// What a run of pending ops holds back when no reorder flag is set, summed up so that
 /// [`Engine::drive`] decides in O(1) per op: with the flags off, an op passes an earlier
 /// one only when both are reorderable and the earlier one belongs to a later epoch
 /// ([`Order::may_pass`]), or when the earlier one is in a blocking call of another thread
 /// ([`Queued::holds_back`]) — and such an op holds back nothing queued after it, since its
 /// own thread issues nothing while it waits.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Default)]
 struct Pending {
     /// Some op of the run counts.
     any: bool,
-    /// Every op that counts is reorderable.
-    all_reorderable: bool,
-    /// The least epoch of the ops that count.
-    min_epoch: u64,
-}
-
-impl Default for Pending {
-    fn default() -> Self {
-        Pending {
-            any: false,
-            all_reorderable: true,
-            min_epoch: u64::MAX,
-        }
-    }
+    /// The epochs of the ops of blocking calls in the run: they hold back only ops of their
+    /// own epoch (rare: another thread waits in a blocking call).
+    blocking: Vec<Order>,
+    /// Some op that counts is not reorderable.
+    any_unreorderable: bool,
+    /// The least epoch of the ops that count, plus one (0: none yet).
+    min_epoch_plus_one: u64,
 }
 
 impl Pending {
     fn add<C>(&mut self, q: &Queued<C>) {
         if q.in_blocking_call {
+            self.blocking.push(q.order);
             return;
         }
         self.any = true;
-        self.all_reorderable &= q.order.reorderable;
-        self.min_epoch = self.min_epoch.min(q.order.epoch);
+        self.any_unreorderable |= !q.order.reorderable;
+        let plus_one = q.order.epoch.saturating_add(1);
+        if self.min_epoch_plus_one == 0 || plus_one < self.min_epoch_plus_one {
+            self.min_epoch_plus_one = plus_one;
+        }
     }
 
     /// True when an op of epoch `later` may pass every op of the run.
     fn lets_pass(&self, later: Order) -> bool {
-        !self.any || later.reorderable && self.all_reorderable && later.epoch < self.min_epoch
+        let by_counted = !self.any
+            || later.reorderable
+                && !self.any_unreorderable
+                && later.epoch.saturating_add(1) < self.min_epoch_plus_one;
+        by_counted && !self.blocking.contains(&later)
     }
 
     /// True when no op at all may pass the run (it holds a fence, lock_all, flush or
     /// collective).
     fn holds_back_everything(&self) -> bool {
-        self.any && !self.all_reorderable
+        self.any && self.any_unreorderable
     }
 }
 
@@ -340,6 +379,14 @@ struct Queue<C> {
     ops: VecDeque<Queued<C>>,
     /// The error of an op that another thread polled, for the owner's next call.
     parked: Option<Error>,
+    /// Ops queued with an epoch below that of some reorderable op queued before them: the
+    /// only ones that may ever pass a pending op without reorder flags ([`Order::may_pass`]).
+    /// Counted at enqueue and reset when the queue empties; an op that was not one when
+    /// queued never becomes one (the ops before it only go), so the count never falls
+    /// short. With none, [`Engine::drive`] stops at the first op that stays pending.
+    passers: usize,
+    /// The greatest epoch of the reorderable ops queued since the queue was last empty.
+    max_epoch: u64,
 }
 
 /// Bit of an engine's `queued` word: another engine of the process has ops queued. Set by
@@ -376,6 +423,8 @@ impl<C> Default for Engine<C> {
             queue: Mutex::new(Queue {
                 ops: VecDeque::new(),
                 parked: None,
+                passers: 0,
+                max_epoch: 0,
             }),
             queued: AtomicUsize::new(0),
             next_ticket: AtomicU64::new(0),
@@ -492,7 +541,7 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
 
     /// [`Engine::start`] for an op of the epoch `order`: with reorder flags it may run
     /// while earlier epochs are still pending.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn start_ordered<O: SyncOp<C>>(
         &self,
         core: &C,
@@ -530,8 +579,10 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
     ) -> Result<Ticket> {
         let ticket = self.enqueue(op, order, settled);
         if order.reorderable {
-            // It may pass the pending epochs: give it its first poll now.
-            self.poll_newest(core)?;
+            // It may pass the pending epochs: give it its first poll now (and advance the
+            // head meanwhile; without reorder flags the walk stops at the first op that
+            // stays pending when nothing queued can pass it).
+            self.drive(core, true)?;
         }
         Ok(ticket)
     }
@@ -542,13 +593,23 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
             let mut q = self.lock();
             // Relaxed: tickets are handed out under the queue lock.
             let ticket = self.next_ticket.fetch_add(1, Ordering::Relaxed);
+            if q.ops.is_empty() {
+                q.passers = 0;
+                q.max_epoch = 0;
+            }
+            if order.reorderable {
+                if order.epoch < q.max_epoch {
+                    q.passers += 1;
+                }
+                q.max_epoch = q.max_epoch.max(order.epoch);
+            }
             q.ops.push_back(Queued {
                 ticket,
                 order,
                 op,
                 settled,
-                issuer: std::thread::current().id(),
-                in_blocking_call: false,
+                issuer: thread_tag(),
+                in_blocking_call: IN_BLOCKING_START.with(std::cell::Cell::get),
             });
             // Relaxed: only read as "nonzero"; the ops it counts are reached under the lock.
             self.queued.fetch_add(1, Ordering::Relaxed);
@@ -562,9 +623,9 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
     /// (an exited peer or one blocked in another of our collectives is an error, see
     /// `bootstrap::roster`).
     pub(crate) fn run_collective<O: SyncOp<C>>(&self, core: &C, op: O, tag: CallTag) -> Result<()> {
-        match self.start(core, op)? {
+        match blocking_start(|| self.start(core, op))? {
             None => Ok(()),
-            Some(t) => self.wait_call(core, t, Some(tag)),
+            Some(t) => self.wait(core, t, Some(tag)),
         }
     }
 
@@ -589,35 +650,11 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
     /// True when a queued op is one that an op of epoch `order`, started by the calling
     /// thread, may not pass.
     pub(crate) fn holds_back(&self, order: Order, flags: Reorder) -> bool {
-        let me = std::thread::current().id();
+        let me = thread_tag();
         self.lock()
             .ops
             .iter()
             .any(|q| q.holds_back(order, me, flags))
-    }
-
-    /// Drives the queue if its newest op may pass every op before it. Deciding that is
-    /// O(1) in the common case — the first pending op holds it back — so issuing calls
-    /// behind thousands of queued epochs costs no walk over them (`osbench nb-issue`).
-    fn poll_newest(&self, core: &C) -> Result<()> {
-        let runs = {
-            let Ok(q) = self.queue.try_lock() else {
-                // Another thread is driving this queue right now.
-                return Ok(());
-            };
-            let flags = core.reorder();
-            match q.ops.back() {
-                Some(newest) => !q
-                    .ops
-                    .range(..q.ops.len() - 1)
-                    .any(|p| p.holds_back(newest.order, newest.issuer, flags)),
-                None => false,
-            }
-        };
-        if runs {
-            self.drive(core, true)?;
-        }
-        Ok(())
     }
 
     /// The error an op left when another thread polled it.
@@ -660,7 +697,7 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
                 break Ok(());
             };
             let may_run = if flags.is_none() {
-                if before.holds_back_everything() {
+                if before.holds_back_everything() || before.any && q.passers == 0 {
                     break Ok(());
                 }
                 before.lets_pass(order)
@@ -730,20 +767,6 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
             return false;
         }
         self.drive(core, false).unwrap_or(true)
-    }
-
-    /// [`Engine::wait`] for the op a blocking call of the calling thread just started: while
-    /// it waits, the op holds back no other thread's ops ([`Queued::holds_back`]).
-    pub(crate) fn wait_call(
-        &self,
-        core: &C,
-        ticket: Ticket,
-        collective: Option<CallTag>,
-    ) -> Result<()> {
-        if let Some(q) = self.lock().ops.iter_mut().find(|q| q.ticket == ticket) {
-            q.in_blocking_call = true;
-        }
-        self.wait(core, ticket, collective)
     }
 
     /// Drives the queue until `ticket` completed, backing off while nothing moves; with
@@ -1180,10 +1203,8 @@ mod tests {
     /// other threads.
     #[test]
     fn the_pending_summary_decides_as_the_ops_themselves() {
-        let other = std::thread::spawn(|| std::thread::current().id())
-            .join()
-            .unwrap();
-        let me = std::thread::current().id();
+        let other = std::thread::spawn(thread_tag).join().unwrap();
+        let me = thread_tag();
         let mut seed = 0x9E37_79B9_7F4A_7C15u64;
         let mut next = move || {
             seed ^= seed << 13;

@@ -12,7 +12,7 @@ use bytemuck::Pod;
 use crate::bootstrap::call::CallTag;
 use crate::bootstrap::Call;
 use crate::error::Result;
-use crate::progress::{Completes, Step, SyncOp, Ticket};
+use crate::progress::{blocking_start, Completes, Step, SyncOp, Ticket};
 use crate::request::Request;
 use crate::sync::collective::Agreement;
 use crate::sync::Assert;
@@ -48,9 +48,9 @@ impl SyncOp<WinCore> for FenceOp {
 
 impl WinCore {
     pub(crate) fn fence(&self, assert: Assert) -> Result<()> {
-        match self.start_fence(assert)? {
+        match blocking_start(|| self.start_fence(assert))? {
             None => Ok(()),
-            Some((t, tag)) => self.engine.wait_call(self, t, tag),
+            Some((t, tag)) => self.engine.wait(self, t, tag),
         }
     }
 

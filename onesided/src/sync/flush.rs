@@ -12,7 +12,7 @@ use std::sync::atomic::{fence, Ordering};
 use bytemuck::Pod;
 
 use crate::error::Result;
-use crate::progress::{Completes, Order, Step, SyncOp, Ticket};
+use crate::progress::{blocking_start, Completes, Order, Step, SyncOp, Ticket};
 use crate::request::Request;
 use crate::win::core::{Flags, HandleFlags, WinCore};
 use crate::win::Window;
@@ -38,9 +38,9 @@ impl WinCore {
     /// [`Order::BARRIER`]) complete at their targets.
     #[inline]
     fn complete_at_targets(&self, order: Order, flags: Flags) -> Result<()> {
-        match self.start_complete_at_targets(order, flags)? {
+        match blocking_start(|| self.start_complete_at_targets(order, flags))? {
             None => Ok(()),
-            Some(t) => self.engine.wait_call(self, t, None),
+            Some(t) => self.engine.wait(self, t, None),
         }
     }
 

@@ -53,7 +53,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
-use crate::progress::{Completes, Order, Step, SyncOp, Ticket};
+use crate::progress::{blocking_start, Completes, Order, Step, SyncOp, Ticket};
 use crate::request::Request;
 use crate::sync::epoch::Release;
 use crate::sync::{Assert, LockType};
@@ -454,10 +454,10 @@ impl WinCore {
     }
 
     pub(crate) fn lock(&self, kind: LockType, target: usize, assert: Assert) -> Result<()> {
-        let ticket = self.start_lock(kind, target, assert)?;
+        let ticket = blocking_start(|| self.start_lock(kind, target, assert))?;
         match ticket {
             None => Ok(()),
-            Some(t) => self.engine.wait_call(self, t, None).inspect_err(|_| {
+            Some(t) => self.engine.wait(self, t, None).inspect_err(|_| {
                 // The lock was not taken: forget it again (cannot fail, it was just
                 // recorded).
                 let _ = self.epoch.unlock(target);
@@ -517,9 +517,9 @@ impl WinCore {
     }
 
     pub(crate) fn unlock(&self, target: usize) -> Result<()> {
-        match self.start_unlock(target)? {
+        match blocking_start(|| self.start_unlock(target))? {
             None => Ok(()),
-            Some(t) => self.engine.wait_call(self, t, None),
+            Some(t) => self.engine.wait(self, t, None),
         }
     }
 
@@ -536,9 +536,9 @@ impl WinCore {
     }
 
     pub(crate) fn lock_all(&self, assert: Assert) -> Result<()> {
-        match self.start_lock_all(assert)? {
+        match blocking_start(|| self.start_lock_all(assert))? {
             None => Ok(()),
-            Some(t) => self.engine.wait_call(self, t, None).inspect_err(|_| {
+            Some(t) => self.engine.wait(self, t, None).inspect_err(|_| {
                 let _ = self.epoch.unlock_all();
             }),
         }
@@ -565,9 +565,9 @@ impl WinCore {
     }
 
     pub(crate) fn unlock_all(&self) -> Result<()> {
-        match self.start_unlock_all()? {
+        match blocking_start(|| self.start_unlock_all())? {
             None => Ok(()),
-            Some(t) => self.engine.wait_call(self, t, None),
+            Some(t) => self.engine.wait(self, t, None),
         }
     }
 

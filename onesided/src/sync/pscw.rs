@@ -20,7 +20,7 @@ use bytemuck::Pod;
 
 use crate::error::Result;
 use crate::group::Group;
-use crate::progress::{Completes, Step, SyncOp, Ticket};
+use crate::progress::{blocking_start, Completes, Step, SyncOp, Ticket};
 use crate::request::Request;
 use crate::sync::Assert;
 use crate::win::core::WinCore;
@@ -119,9 +119,9 @@ impl WinCore {
     }
 
     pub(crate) fn post(&self, group: &Group, assert: Assert) -> Result<()> {
-        match self.start_post(group, assert)? {
+        match blocking_start(|| self.start_post(group, assert))? {
             None => Ok(()),
-            Some(t) => self.engine.wait_call(self, t, None),
+            Some(t) => self.engine.wait(self, t, None),
         }
     }
 
@@ -147,9 +147,9 @@ impl WinCore {
     }
 
     pub(crate) fn start(&self, group: &Group, assert: Assert) -> Result<()> {
-        match self.start_start(group, assert)? {
+        match blocking_start(|| self.start_start(group, assert))? {
             None => Ok(()),
-            Some(t) => self.engine.wait_call(self, t, None),
+            Some(t) => self.engine.wait(self, t, None),
         }
     }
 
@@ -191,9 +191,9 @@ impl WinCore {
     }
 
     pub(crate) fn complete(&self) -> Result<()> {
-        match self.start_complete()? {
+        match blocking_start(|| self.start_complete())? {
             None => Ok(()),
-            Some(t) => self.engine.wait_call(self, t, None),
+            Some(t) => self.engine.wait(self, t, None),
         }
     }
 
@@ -213,10 +213,10 @@ impl WinCore {
             let _calls = self.calls.lock();
             let need = self.epoch.exposure_target("wait")?;
             let order = self.epoch.exposure_order();
-            self.engine.start_ordered(self, WaitOp { need }, order)?
+            blocking_start(|| self.engine.start_ordered(self, WaitOp { need }, order))?
         };
         if let Some(t) = ticket {
-            self.engine.wait_call(self, t, None)?;
+            self.engine.wait(self, t, None)?;
         }
         self.epoch.end_exposure();
         Ok(())
