@@ -303,10 +303,16 @@ thread_local! {
 /// queue's lock once more.
 #[inline]
 pub(crate) fn blocking_start<R>(start: impl FnOnce() -> R) -> R {
+    /// Clears the mark also when `start` unwinds.
+    struct Started;
+    impl Drop for Started {
+        fn drop(&mut self) {
+            IN_BLOCKING_START.with(|b| b.set(false));
+        }
+    }
     IN_BLOCKING_START.with(|b| b.set(true));
-    let r = start();
-    IN_BLOCKING_START.with(|b| b.set(false));
-    r
+    let _started = Started;
+    start()
 }
 
 /// Identifies a thread of this process for the engine (never reused). Cheaper than
