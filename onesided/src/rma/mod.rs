@@ -16,6 +16,7 @@
 pub(crate) mod accumulate;
 pub mod atomic;
 pub(crate) mod notify;
+mod outbox;
 mod request;
 mod served;
 

@@ -39,7 +39,11 @@ impl WinCore {
     }
 
     /// Runs `f` with what this process needs to execute requests to `target` itself.
-    fn with_fallback<R>(&self, target: usize, f: impl FnOnce(&Fallback<'_>) -> R) -> Option<R> {
+    pub(crate) fn with_fallback<R>(
+        &self,
+        target: usize,
+        f: impl FnOnce(&Fallback<'_>) -> R,
+    ) -> Option<R> {
         let pid = match &self.targets {
             Targets::Table(t) => match t.get(target)?.route {
                 Route::Cma { pid, .. } => pid,
@@ -58,76 +62,6 @@ impl WinCore {
             stripe_count: crate::win::control::ACC_STRIPES,
             aborted: &aborted,
         }))
-    }
-
-    /// The full ring gate: before an operation toward `target` that does not go through its
-    /// ring touches its memory, every request to it already in the ring is executed (for
-    /// operations the engine runs, maybe on another thread than the one that issued them).
-    #[inline]
-    pub(crate) fn ring_gate(&self, target: usize) -> Result<()> {
-        match &self.rings {
-            Some(rings) if rings.outstanding(target) => self
-                .with_fallback(target, |fb| rings.complete_all_to(target, fb))
-                .unwrap_or(Ok(())),
-            _ => Ok(()),
-        }
-    }
-
-    /// The ring gate of an operation the calling thread issues through a handle with
-    /// `flags`: its own earlier requests to `target` are executed first (its operations
-    /// reach memory in its issue order); with `mpi_win_order` and process scope every
-    /// thread's (see [`WinCore::drain_before_op`]). Other threads' requests may still be
-    /// in the ring otherwise: operations of concurrent threads are unordered.
-    #[inline]
-    pub(crate) fn ring_gate_for(&self, target: usize, flags: Flags) -> Result<()> {
-        match &self.rings {
-            Some(rings) if rings.outstanding(target) => {
-                if flags.order() && !flags.thread_scope() {
-                    return self.ring_gate(target);
-                }
-                self.with_fallback(target, |fb| rings.complete_own(target, fb))
-                    .unwrap_or(Ok(()))
-            }
-            _ => Ok(()),
-        }
-    }
-
-    /// Every request this process posted to any target is executed when this returns
-    /// (every completion point: flush, unlock, fence, complete).
-    #[inline]
-    pub(crate) fn complete_rings(&self) -> Result<()> {
-        match &self.rings {
-            Some(rings) => self.complete_rings_slow(rings),
-            None => Ok(()),
-        }
-    }
-
-    #[inline(never)]
-    fn complete_rings_slow(&self, rings: &Rings) -> Result<()> {
-        // The fallbacks borrow closures per target: complete each target in its own scope.
-        let mut result = Ok(());
-        rings.complete_everything(|target| {
-            if let Some(Err(e)) = self.with_fallback(target, |fb| rings.complete_all_to(target, fb))
-            {
-                result = Err(e);
-            }
-        });
-        result
-    }
-
-    /// The calling thread's requests in rings are executed when this returns, and other
-    /// threads' later ones need not be (a flush with `mpi_win_scope=thread`).
-    pub(crate) fn complete_own_rings(&self) -> Result<()> {
-        let Some(rings) = &self.rings else {
-            return Ok(());
-        };
-        let mut result = Ok(());
-        for target in rings.own_targets() {
-            if let Some(Err(e)) = self.with_fallback(target, |fb| rings.complete_own(target, fb)) {
-                result = Err(e);
-            }
-        }
-        result
     }
 
     /// Posts a request without result (put, accumulate) to `target`'s ring.

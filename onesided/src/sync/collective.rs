@@ -140,22 +140,6 @@ impl Host for WinCore {
     }
 }
 
-impl WinCore {
-    /// [`Host::complete_issued`] when something may be outstanding.
-    #[inline(never)]
-    fn complete_issued_slow(&self, scope: Completes) -> Result<()> {
-        match scope {
-            Completes::Nothing => Ok(()),
-            // Staged puts are kept per thread, not per target: all of them go.
-            Completes::Target(t) => {
-                self.staged.drain_all()?;
-                self.ring_gate(t)
-            }
-            Completes::All => self.drain_staged(),
-        }
-    }
-}
-
 /// The blocking agreement as a queued op (it activates after earlier synchronizations).
 struct AgreeOp {
     agreement: Option<Agreement>,

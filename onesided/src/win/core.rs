@@ -357,48 +357,6 @@ impl WinCore {
         staged
     }
 
-    /// Writes every staged put of every thread to its target. Every point that completes
-    /// the process's operations (unlock, fence, complete, a process-scope flush) calls it
-    /// before it signals completion.
-    #[inline]
-    pub(crate) fn drain_staged(&self) -> Result<()> {
-        self.staged.drain_all()?;
-        self.complete_rings()
-    }
-
-    /// Writes the staged puts a flush through a handle with `flags` must complete: the
-    /// calling thread's with `mpi_win_scope=thread`, else every thread's.
-    #[inline]
-    pub(crate) fn drain_for_flush(&self, flags: Flags) -> Result<()> {
-        if flags.thread_scope() {
-            // Other threads' pieces stay staged; the caller did not set the flush cache
-            // (check_flush_uncached), so the next flush — maybe of process scope, through a
-            // duplicate — still takes the path that drains them.
-            self.staged.drain_own()?;
-            // Requests in rings run in order: up to our own last one (other threads' from
-            // before it included, none from after it).
-            self.complete_own_rings()
-        } else {
-            self.staged.drain_all()?;
-            self.complete_rings()
-        }
-    }
-
-    /// Writes the staged puts that must land before an operation (get, accumulate,
-    /// fetch_and_op, compare_and_swap, a put not staged) reaches its target: always the
-    /// calling thread's own (its operations reach memory in its issue order); with
-    /// `mpi_win_order` and process scope also every other thread's, so an operation that
-    /// happens after another thread's put (the application ordered the two threads) lands
-    /// after it (seed 000 §2.2).
-    #[inline]
-    pub(crate) fn drain_before_op(&self, flags: Flags) -> Result<()> {
-        if flags.order() && !flags.thread_scope() {
-            self.staged.drain_all()
-        } else {
-            self.staged.drain_own()
-        }
-    }
-
     #[inline]
     pub(crate) fn check_rank(&self, rank: usize) -> Result<()> {
         if rank < self.size {

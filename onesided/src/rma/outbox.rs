@@ -1,0 +1,168 @@
+//! The outbox: what this process issued that has not taken effect at its targets yet, per
+//! route, and the one place that completes it.
+//!
+//! Every operation leaves through one of these routes (picked in `rma`, `rma::served` and
+//! `rma::accumulate`), and each route keeps its own issued/completed counts:
+//!
+//! | route | issued | completed |
+//! |---|---|---|
+//! | load/store or CPU atomics on mapped memory | complete when the call returns | — |
+//! | cross-memory attach (`process_vm_*`) | complete when the call returns | — |
+//! | staged small puts (`transport::combine`) | a piece in the calling thread's lane | the lane written (`nonempty` counts lanes not yet written) |
+//! | request ring (`transport::ring`) | the ring's `tail`, per target | the ring's `served`, per target (the target or a take-back executes in order) |
+//! | deferred behind a pending epoch (`progress`) | an op in the window's engine queue | the op done — it then took one of the routes above |
+//!
+//! **Completion points.** A call that closes or flushes epochs does not drain anything
+//! itself: its op declares what it completes (`progress::Completes`: one target, or all)
+//! and the engine calls [`WinCore::complete_issued_slow`] (through
+//! `Host::complete_issued`, which skips it with one load when nothing is staged and the
+//! window has no rings) right before the op's first poll. The ops before it in the queue
+//! have run by then — a deferred accumulate handed to a ring only when its epoch activated
+//! is in the ring's `tail` — so the closing call never completes before what it closes.
+//! Flushes that complete inline (nothing queued) complete here too
+//! ([`WinCore::drain_for_flush`]), with the thread scope of `mpi_win_scope=thread`.
+//!
+//! **Ordering gates.** Before an operation that does not go through a target's ring
+//! touches its memory, the ring's requests run ([`WinCore::ring_gate`]); before an
+//! operation overtakes staged puts, they are written ([`WinCore::drain_before_op`]) — the
+//! calling thread's, or with `mpi_win_order` and process scope every thread's.
+//!
+//! A network route (issue "Windows across nodes") adds its own counts here — puts and
+//! atomics posted to the provider, and their completions on a counter — and the same
+//! completion points wait on them.
+
+use crate::error::Result;
+use crate::progress::Completes;
+use crate::transport::ring::Rings;
+use crate::win::core::{Flags, WinCore};
+
+impl WinCore {
+    /// Completes at their targets the operations issued so far that `scope` covers: the
+    /// one routine behind every completion point ([`crate::progress::Host::complete_issued`],
+    /// called by the engine right before a closing op's first poll), when something may be
+    /// outstanding.
+    #[inline(never)]
+    pub(crate) fn complete_issued_slow(&self, scope: Completes) -> Result<()> {
+        match scope {
+            Completes::Nothing => Ok(()),
+            // Staged puts are kept per thread, not per target: all of them go.
+            Completes::Target(t) => {
+                self.staged.drain_all()?;
+                self.ring_gate(t)
+            }
+            Completes::All => self.drain_staged(),
+        }
+    }
+
+    /// Completes everything issued to every target: every thread's staged puts written,
+    /// every ring request executed (`Completes::All`; also what a deferred operation that
+    /// must follow staged puts waits for).
+    #[inline]
+    pub(crate) fn drain_staged(&self) -> Result<()> {
+        self.staged.drain_all()?;
+        self.complete_rings()
+    }
+
+    /// Writes the staged puts a flush through a handle with `flags` must complete: the
+    /// calling thread's with `mpi_win_scope=thread`, else every thread's.
+    #[inline]
+    pub(crate) fn drain_for_flush(&self, flags: Flags) -> Result<()> {
+        if flags.thread_scope() {
+            // Other threads' pieces stay staged; the caller did not set the flush cache
+            // (check_flush_uncached), so the next flush — maybe of process scope, through a
+            // duplicate — still takes the path that drains them.
+            self.staged.drain_own()?;
+            // Requests in rings run in order: up to our own last one (other threads' from
+            // before it included, none from after it).
+            self.complete_own_rings()
+        } else {
+            self.staged.drain_all()?;
+            self.complete_rings()
+        }
+    }
+
+    /// Writes the staged puts that must land before an operation (get, accumulate,
+    /// fetch_and_op, compare_and_swap, a put not staged) reaches its target: always the
+    /// calling thread's own (its operations reach memory in its issue order); with
+    /// `mpi_win_order` and process scope also every other thread's, so an operation that
+    /// happens after another thread's put (the application ordered the two threads) lands
+    /// after it (seed 000 §2.2).
+    #[inline]
+    pub(crate) fn drain_before_op(&self, flags: Flags) -> Result<()> {
+        if flags.order() && !flags.thread_scope() {
+            self.staged.drain_all()
+        } else {
+            self.staged.drain_own()
+        }
+    }
+
+    /// The full ring gate: before an operation toward `target` that does not go through its
+    /// ring touches its memory, every request to it already in the ring is executed (for
+    /// operations the engine runs, maybe on another thread than the one that issued them).
+    #[inline]
+    pub(crate) fn ring_gate(&self, target: usize) -> Result<()> {
+        match &self.rings {
+            Some(rings) if rings.outstanding(target) => self
+                .with_fallback(target, |fb| rings.complete_all_to(target, fb))
+                .unwrap_or(Ok(())),
+            _ => Ok(()),
+        }
+    }
+
+    /// The ring gate of an operation the calling thread issues through a handle with
+    /// `flags`: its own earlier requests to `target` are executed first (its operations
+    /// reach memory in its issue order); with `mpi_win_order` and process scope every
+    /// thread's (see [`WinCore::drain_before_op`]). Other threads' requests may still be
+    /// in the ring otherwise: operations of concurrent threads are unordered.
+    #[inline]
+    pub(crate) fn ring_gate_for(&self, target: usize, flags: Flags) -> Result<()> {
+        match &self.rings {
+            Some(rings) if rings.outstanding(target) => {
+                if flags.order() && !flags.thread_scope() {
+                    return self.ring_gate(target);
+                }
+                self.with_fallback(target, |fb| rings.complete_own(target, fb))
+                    .unwrap_or(Ok(()))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Every request this process posted to any target is executed when this returns
+    /// (every completion point: flush, unlock, fence, complete).
+    #[inline]
+    pub(crate) fn complete_rings(&self) -> Result<()> {
+        match &self.rings {
+            Some(rings) => self.complete_rings_slow(rings),
+            None => Ok(()),
+        }
+    }
+
+    #[inline(never)]
+    fn complete_rings_slow(&self, rings: &Rings) -> Result<()> {
+        // The fallbacks borrow closures per target: complete each target in its own scope.
+        let mut result = Ok(());
+        rings.complete_everything(|target| {
+            if let Some(Err(e)) = self.with_fallback(target, |fb| rings.complete_all_to(target, fb))
+            {
+                result = Err(e);
+            }
+        });
+        result
+    }
+
+    /// The calling thread's requests in rings are executed when this returns, and other
+    /// threads' later ones need not be (a flush with `mpi_win_scope=thread`).
+    pub(crate) fn complete_own_rings(&self) -> Result<()> {
+        let Some(rings) = &self.rings else {
+            return Ok(());
+        };
+        let mut result = Ok(());
+        for target in rings.own_targets() {
+            if let Some(Err(e)) = self.with_fallback(target, |fb| rings.complete_own(target, fb)) {
+                result = Err(e);
+            }
+        }
+        result
+    }
+}
