@@ -19,6 +19,15 @@ fn mismatched_window_collectives_fail_at_every_rank() {
         .assert_success();
 }
 
+/// Rank 0 waits in `Comm::barrier`, the others in `fence` of `win` (erroneous).
+fn barrier_against_fence(w: &onesided::Comm, win: &Window<u64>) -> onesided::Result<()> {
+    if w.rank() == 0 {
+        w.barrier()
+    } else {
+        win.fence(Assert::NONE)
+    }
+}
+
 /// `Comm::barrier` at rank 0 against `fence` elsewhere wait on different channels: every
 /// rank returns an error instead of hanging. The ranks that see the deadlock first (after
 /// about a second) report it; one that is left waiting for them once they returned learns
@@ -28,11 +37,7 @@ fn barrier_against_fence_is_an_error_at_every_rank() {
     let report = testing::job(3).timeout(Duration::from_secs(60)).run(|u| {
         let w = u.world();
         let win = Window::<u64>::allocate(w, 8)?;
-        let r = if w.rank() == 0 {
-            w.barrier()
-        } else {
-            win.fence(Assert::NONE)
-        };
+        let r = barrier_against_fence(w, &win);
         assert!(
             matches!(
                 r,
@@ -102,11 +107,7 @@ fn free_after_a_failed_collective_notices_peers_that_left() {
     let report = testing::job(3).timeout(Duration::from_secs(60)).run(|u| {
         let w = u.world();
         let win = Window::<u64>::allocate(w, 8)?;
-        let r = if w.rank() == 0 {
-            w.barrier()
-        } else {
-            win.fence(Assert::NONE)
-        };
+        let r = barrier_against_fence(w, &win);
         assert!(r.is_err(), "rank {}: {r:?}", w.rank());
         let started = std::time::Instant::now();
         let freed = win.free();

@@ -437,6 +437,51 @@ fn a_released_memory_handle_stays_released_when_its_bytes_are_attached_again() {
     });
 }
 
+/// Rounds of "data, then flag" without a flush in between: rank 0 runs `origin(round)`
+/// (which puts `round` as the data and then as the flag at rank 1) inside a lock_all epoch,
+/// then flushes; rank 1 waits for the flag at local displacement `at.0` and counts the
+/// rounds whose data at `at.1` was not there yet. Fails unless none was stale.
+fn flag_after_data_rounds(
+    w: &onesided::Comm,
+    win: &Window<u64>,
+    rounds: u64,
+    at: (usize, usize),
+    origin: impl Fn(u64) -> onesided::Result<()>,
+) -> onesided::Result<()> {
+    let mut stale = 0;
+    if w.rank() == 0 {
+        win.lock_all(Assert::NONE)?;
+    }
+    for round in 1..=rounds {
+        if w.rank() == 0 {
+            origin(round)?;
+            win.flush_all()?;
+        } else {
+            let since = std::time::Instant::now();
+            let mut seen = [0u64];
+            while seen[0] != round {
+                assert!(since.elapsed().as_secs() < 20, "the flag never came");
+                std::thread::yield_now();
+                win.local_read(at.0, &mut seen)?;
+            }
+            let mut got = [0u64];
+            win.local_read(at.1, &mut got)?;
+            if got[0] != round {
+                stale += 1;
+            }
+        }
+        w.barrier()?;
+    }
+    if w.rank() == 0 {
+        win.unlock_all()?;
+    }
+    assert_eq!(
+        stale, 0,
+        "the flag landed before the data in {stale} of {rounds}"
+    );
+    Ok(())
+}
+
 /// `mpi_win_order` across threads on memory reached by cross-memory attach: thread A puts
 /// the data, then hands over to thread B (a join: A's put happens-before B's), which puts
 /// 1023 small fillers and then the flag — the flag fills B's staging lane, which goes out
@@ -454,45 +499,19 @@ fn ordered_flag_put_of_one_thread_lands_after_another_threads_staged_put() {
             let win = Window::<u64>::builder(w)
                 .info(&WinInfo::new().order(true))
                 .create(WinBuffer::from(vec![0u64; 2 + FILLERS]))?;
-            let mut stale = 0;
-            if w.rank() == 0 {
-                win.lock_all(Assert::NONE)?;
-            }
-            for round in 1..=ROUNDS {
-                if w.rank() == 0 {
-                    std::thread::scope(|s| s.spawn(|| win.put(&[round], 1, 0)).join().unwrap())?;
-                    std::thread::scope(|s| {
-                        s.spawn(|| -> onesided::Result<()> {
-                            for k in 0..FILLERS {
-                                win.put(&[round], 1, 2 + k)?;
-                            }
-                            win.put(&[round], 1, 1)
-                        })
-                        .join()
-                        .unwrap()
-                    })?;
-                    win.flush_all()?;
-                } else {
-                    let since = std::time::Instant::now();
-                    let mut got = [0u64; 2];
-                    while got[1] != round {
-                        assert!(since.elapsed().as_secs() < 20, "the flag never came");
-                        std::thread::yield_now();
-                        win.local_read(0, &mut got)?;
-                    }
-                    if got[0] != round {
-                        stale += 1;
-                    }
-                }
-                w.barrier()?;
-            }
-            if w.rank() == 0 {
-                win.unlock_all()?;
-            }
-            assert_eq!(
-                stale, 0,
-                "the flag landed before the data in {stale} of {ROUNDS}"
-            );
+            flag_after_data_rounds(w, &win, ROUNDS, (1, 0), |round| {
+                std::thread::scope(|s| s.spawn(|| win.put(&[round], 1, 0)).join().unwrap())?;
+                std::thread::scope(|s| {
+                    s.spawn(|| -> onesided::Result<()> {
+                        for k in 0..FILLERS {
+                            win.put(&[round], 1, 2 + k)?;
+                        }
+                        win.put(&[round], 1, 1)
+                    })
+                    .join()
+                    .unwrap()
+                })
+            })?;
             win.free()?;
             Ok(())
         })
@@ -518,42 +537,11 @@ fn ordered_flag_store_lands_after_another_threads_staged_put_to_the_same_target(
             let flag = win.attach(onesided::alloc_mem::<u64>(1)?)?;
             let addrs = w.allgather(&[data.addr as u64, flag.addr as u64])?;
             let (data_at, flag_at) = (addrs[2] as usize, addrs[3] as usize);
-            let mut stale = 0;
-            if w.rank() == 0 {
-                win.lock_all(Assert::NONE)?;
-            }
-            for round in 1..=ROUNDS {
-                if w.rank() == 0 {
-                    std::thread::scope(|s| {
-                        s.spawn(|| win.put(&[round], 1, data_at)).join().unwrap()
-                    })?;
-                    std::thread::scope(|s| {
-                        s.spawn(|| win.put(&[round], 1, flag_at)).join().unwrap()
-                    })?;
-                    win.flush_all()?;
-                } else {
-                    let since = std::time::Instant::now();
-                    let mut seen = [0u64];
-                    while seen[0] != round {
-                        assert!(since.elapsed().as_secs() < 20, "the flag never came");
-                        std::thread::yield_now();
-                        win.local_read(flag.addr, &mut seen)?;
-                    }
-                    let mut got = [0u64];
-                    win.local_read(data.addr, &mut got)?;
-                    if got[0] != round {
-                        stale += 1;
-                    }
-                }
-                w.barrier()?;
-            }
-            if w.rank() == 0 {
-                win.unlock_all()?;
-            }
-            assert_eq!(
-                stale, 0,
-                "the flag landed before the data in {stale} of {ROUNDS}"
-            );
+            let here = (flag.addr, data.addr);
+            flag_after_data_rounds(w, &win, ROUNDS, here, |round| {
+                std::thread::scope(|s| s.spawn(|| win.put(&[round], 1, data_at)).join().unwrap())?;
+                std::thread::scope(|s| s.spawn(|| win.put(&[round], 1, flag_at)).join().unwrap())
+            })?;
             win.free()?;
             Ok(())
         })
