@@ -335,19 +335,17 @@ pub(crate) fn thread_tag() -> ThreadTag {
 /// [`Engine::drive`] decides in O(1) per op: with the flags off, an op passes an earlier
 /// one only when both are reorderable and the earlier one belongs to a later epoch
 /// ([`Order::may_pass`]), or when the earlier one is in a blocking call of another thread
-/// ([`Queued::holds_back`]) — and such an op holds back nothing queued after it, since its
-/// own thread issues nothing while it waits.
+/// ([`Queued::holds_back`]) — and such an op holds back only ops of its own epoch, since
+/// its own thread issues nothing while it waits.
 #[derive(Debug, Clone, Default)]
 struct Pending {
-    /// Some op of the run counts.
-    any: bool,
+    /// The least epoch of the ops that count (`None`: no op counts yet).
+    min_epoch: Option<u64>,
+    /// Some op that counts is not reorderable.
+    any_unreorderable: bool,
     /// The epochs of the ops of blocking calls in the run: they hold back only ops of their
     /// own epoch (rare: another thread waits in a blocking call).
     blocking: Vec<Order>,
-    /// Some op that counts is not reorderable.
-    any_unreorderable: bool,
-    /// The least epoch of the ops that count, plus one (0: none yet).
-    min_epoch_plus_one: u64,
 }
 
 impl Pending {
@@ -356,27 +354,31 @@ impl Pending {
             self.blocking.push(q.order);
             return;
         }
-        self.any = true;
         self.any_unreorderable |= !q.order.reorderable;
-        let plus_one = q.order.epoch.saturating_add(1);
-        if self.min_epoch_plus_one == 0 || plus_one < self.min_epoch_plus_one {
-            self.min_epoch_plus_one = plus_one;
-        }
+        self.min_epoch = Some(
+            self.min_epoch
+                .map_or(q.order.epoch, |m| m.min(q.order.epoch)),
+        );
+    }
+
+    /// True when some op of the run counts.
+    fn counts_any(&self) -> bool {
+        self.min_epoch.is_some()
     }
 
     /// True when an op of epoch `later` may pass every op of the run.
     fn lets_pass(&self, later: Order) -> bool {
-        let by_counted = !self.any
-            || later.reorderable
-                && !self.any_unreorderable
-                && later.epoch.saturating_add(1) < self.min_epoch_plus_one;
+        let by_counted = match self.min_epoch {
+            None => true,
+            Some(min) => later.reorderable && !self.any_unreorderable && later.epoch < min,
+        };
         by_counted && !self.blocking.contains(&later)
     }
 
     /// True when no op at all may pass the run (it holds a fence, lock_all, flush or
     /// collective).
     fn holds_back_everything(&self) -> bool {
-        self.any && self.any_unreorderable
+        self.any_unreorderable
     }
 }
 
@@ -703,7 +705,7 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
                 break Ok(());
             };
             let may_run = if flags.is_none() {
-                if before.holds_back_everything() || before.any && q.passers == 0 {
+                if before.holds_back_everything() || before.counts_any() && q.passers == 0 {
                     break Ok(());
                 }
                 before.lets_pass(order)
