@@ -223,6 +223,17 @@ pub enum Error {
     #[error("unsupported: {0}")]
     Unsupported(String),
 
+    /// A libfabric call or a network operation failed (feature `ofi`).
+    #[error("{call}: {text} (libfabric error {code})")]
+    Network {
+        /// The libfabric call, or `operation` for an operation that completed in error.
+        call: &'static str,
+        /// The libfabric error number (positive; 0 where libfabric gave none).
+        code: i32,
+        /// `fi_strerror`'s text.
+        text: String,
+    },
+
     /// A collective call failed at another process; this process returns without effect.
     #[error("{call}: failed at another process of the group")]
     PeerFailed {

@@ -1,0 +1,952 @@
+//! libfabric, safely: the resources of one network interface of this process (fabric,
+//! domain, reliable-datagram endpoint, address vector, completion queue, completion
+//! counters) and memory registrations, with one-sided writes, reads and atomics whose
+//! completion a flush waits for (feature `ofi`; raw bindings in `onesided-ofi-sys`).
+//!
+//! **What the provider asks for is honoured, not assumed** (`fi_getinfo` answers with mode
+//! and registration bits): with `FI_CONTEXT`/`FI_CONTEXT2` every operation carries a
+//! context that lives until its completion (here: until the flush that completes it); with
+//! `FI_MR_ENDPOINT` a registration is bound to the endpoint and enabled; with
+//! `FI_MR_PROV_KEY` the provider picks the key, otherwise we request one; with
+//! `FI_MR_VIRT_ADDR` a remote address is the target's virtual address, otherwise an offset
+//! into the registration; with `FI_MR_LOCAL` local buffers need a descriptor, which
+//! [`Nic::write`] and friends take from a registration of the caller's or register on the
+//! fly.
+//!
+//! **Completion.** Writes are posted with `FI_DELIVERY_COMPLETE`: a write's default
+//! completion is only local (the data may still sit in a socket buffer), and a flush must
+//! mean *visible at the target*. Every posted operation counts one in `issued`; the
+//! endpoint's counters (bound for `FI_WRITE | FI_READ`) count the completions, and
+//! [`Nic::flush`] waits until they catch up, reading the completion queue meanwhile —
+//! every provider here progresses manually, so an endpoint that is not read moves nothing
+//! (its peers included: a target that never calls in blocks its origins). Failed
+//! operations surface as `Error::Network` from the queue's error entries.
+//!
+//! **Which interface.** A provider lists every interface of the machine; the endpoint is
+//! opened for the node address the caller names (`FI_SOURCE`), never the first entry.
+
+// The window layer does not route through it yet (the ofi transport of "Windows across
+// nodes" builds on this layer); until then its own tests are its only users.
+#![allow(dead_code)]
+
+use std::ffi::{CStr, CString};
+use std::os::raw::{c_int, c_void};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use onesided_ofi_sys as sys;
+
+use crate::error::{Error, Result};
+
+/// The libfabric API version we program against.
+const API_VERSION: u32 = sys::FI_VERSION(1, 17);
+
+/// Completion-queue entries read per call.
+const CQ_BATCH: usize = 16;
+
+/// Providers that advertise RMA but cannot serve it here: `sockets` never completes an
+/// origin's operations, bare `net` has no atomics.
+const REFUSED: [&str; 2] = ["sockets", "net"];
+
+/// A libfabric return code as an error (`fi_strerror`).
+fn check(call: &'static str, rc: impl Into<i64>) -> Result<()> {
+    let rc = rc.into();
+    if rc >= 0 {
+        return Ok(());
+    }
+    Err(network_error(call, rc))
+}
+
+#[cold]
+fn network_error(call: &'static str, rc: i64) -> Error {
+    let code = rc.unsigned_abs() as c_int;
+    // SAFETY: fi_strerror returns a static NUL-terminated string for any code.
+    let text = unsafe { CStr::from_ptr(sys::fi_strerror(code)) }
+        .to_string_lossy()
+        .into_owned();
+    Error::Network { call, code, text }
+}
+
+/// True for the "try again" answer of a post or a queue read.
+fn again(rc: isize) -> bool {
+    rc == -(sys::FI_EAGAIN as isize)
+}
+
+/// The provider and interface a [`Nic`] runs on, as `fi_getinfo` described them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Described {
+    /// Provider name (`tcp;ofi_rxm`, `shm`, …).
+    pub provider: String,
+    /// Registration-mode bits (`FI_MR_*`).
+    pub mr_mode: u64,
+    /// Mode bits the application must honour (`FI_CONTEXT`, …).
+    pub mode: u64,
+    /// True when the provider progresses data transfers only inside calls into it.
+    pub manual_progress: bool,
+}
+
+/// An owned `fi_info` list (freed on drop) and the entry chosen from it.
+struct InfoList {
+    head: NonNull<sys::fi_info>,
+    chosen: NonNull<sys::fi_info>,
+}
+
+impl Drop for InfoList {
+    fn drop(&mut self) {
+        // SAFETY: the list fi_getinfo returned, freed once.
+        unsafe { sys::fi_freeinfo(self.head.as_ptr()) };
+    }
+}
+
+/// The entries of provider `provider` for RMA and atomics on a reliable-datagram endpoint
+/// at node address `node`, the first chosen.
+fn getinfo(provider: &str, node: &str) -> Result<InfoList> {
+    if REFUSED.contains(&provider) {
+        return Err(Error::Unsupported(format!(
+            "libfabric provider {provider:?}: cannot serve one-sided communication here \
+             (use tcp;ofi_rxm, udp;ofi_rxd or shm)"
+        )));
+    }
+    let prov = CString::new(provider).map_err(|_| bad_name("provider", provider))?;
+    let node_c = CString::new(node).map_err(|_| bad_name("node", node))?;
+    // SAFETY: fi_allocinfo returns a zeroed fi_info with its attribute structs allocated
+    // (or null); it is freed below whatever happens.
+    let hints = unsafe { sys::fi_allocinfo() };
+    let Some(hints) = NonNull::new(hints) else {
+        return Err(Error::Network {
+            call: "fi_allocinfo",
+            code: 0,
+            text: "out of memory".into(),
+        });
+    };
+    let mut info: *mut sys::fi_info = ptr::null_mut();
+    // SAFETY: hints is a valid fi_info from fi_allocinfo; its attribute pointers are valid.
+    // The provider name is strdup'ed so that fi_freeinfo can free it.
+    let rc = unsafe {
+        let h = hints.as_ptr();
+        (*h).caps = u64::from(sys::FI_RMA | sys::FI_ATOMIC)
+            | u64::from(sys::FI_READ | sys::FI_WRITE)
+            | u64::from(sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE);
+        (*h).mode = sys::FI_CONTEXT | sys::FI_CONTEXT2;
+        (*(*h).ep_attr).type_ = sys::fi_ep_type_FI_EP_RDM;
+        (*(*h).tx_attr).op_flags = u64::from(sys::FI_DELIVERY_COMPLETE);
+        let d = (*h).domain_attr;
+        (*d).mr_mode = (sys::FI_MR_LOCAL
+            | sys::FI_MR_VIRT_ADDR
+            | sys::FI_MR_ALLOCATED
+            | sys::FI_MR_PROV_KEY
+            | sys::FI_MR_ENDPOINT) as c_int;
+        (*d).threading = sys::fi_threading_FI_THREAD_SAFE;
+        (*(*h).fabric_attr).prov_name = libc_strdup(&prov);
+        let rc = sys::fi_getinfo(
+            API_VERSION,
+            node_c.as_ptr(),
+            ptr::null(),
+            sys::FI_SOURCE,
+            h,
+            &mut info,
+        );
+        sys::fi_freeinfo(h);
+        rc
+    };
+    if rc == -(sys::FI_ENODATA as c_int) || (rc >= 0 && info.is_null()) {
+        return Err(Error::Unsupported(format!(
+            "libfabric provider {provider:?} offers no RMA + atomics endpoint at {node}"
+        )));
+    }
+    check("fi_getinfo", rc)?;
+    let head = NonNull::new(info).expect("fi_getinfo succeeded with an entry");
+    Ok(InfoList { head, chosen: head })
+}
+
+/// `strdup` through libfabric's allocator's libc: the string fi_freeinfo will free.
+///
+/// # Safety
+/// The caller hands the result to a structure that fi_freeinfo frees.
+unsafe fn libc_strdup(s: &CStr) -> *mut std::os::raw::c_char {
+    extern "C" {
+        fn strdup(s: *const std::os::raw::c_char) -> *mut std::os::raw::c_char;
+    }
+    // SAFETY: s is NUL-terminated.
+    unsafe { strdup(s.as_ptr()) }
+}
+
+#[cold]
+fn bad_name(what: &str, name: &str) -> Error {
+    Error::InvalidArgument(format!("libfabric {what} {name:?} contains a NUL byte"))
+}
+
+/// A libfabric object closed on drop (`fi_close` on its `fid`).
+#[derive(Debug)]
+struct Fid<T> {
+    ptr: NonNull<T>,
+}
+
+impl<T> Fid<T> {
+    /// Takes ownership of `ptr`, a libfabric object whose first member is its `fid`.
+    ///
+    /// # Safety
+    /// `ptr` must be a live object created by libfabric, closed by nobody else.
+    unsafe fn own(call: &'static str, ptr: *mut T) -> Result<Fid<T>> {
+        NonNull::new(ptr)
+            .map(|ptr| Fid { ptr })
+            .ok_or(Error::Network {
+                call,
+                code: 0,
+                text: "no object returned".into(),
+            })
+    }
+
+    fn as_ptr(&self) -> *mut T {
+        self.ptr.as_ptr()
+    }
+
+    fn fid(&self) -> *mut sys::fid {
+        // Every libfabric object (fid_fabric, fid_domain, fid_ep, …) starts with its fid.
+        self.ptr.as_ptr().cast()
+    }
+}
+
+impl<T> Drop for Fid<T> {
+    fn drop(&mut self) {
+        // SAFETY: a live object we own; closed once. Objects are dropped in the reverse
+        // order of their creation (field order of Nic), as libfabric requires.
+        unsafe { sys::fi_close(self.fid()) };
+    }
+}
+
+/// The per-operation context that `FI_CONTEXT`/`FI_CONTEXT2` providers write into until
+/// the operation completes, with the operation's place among those its counter counts.
+struct OpContext {
+    /// Completed by the read counter (reads, fetching atomics) or the write counter.
+    read: bool,
+    /// Operations of its kind issued before it.
+    ticket: u64,
+    /// Boxed: the provider holds its address.
+    ctx: Box<sys::fi_context2>,
+}
+
+/// Operations of one kind (counted by one completion counter).
+#[derive(Default)]
+struct Issued {
+    /// Posted, or being posted (a ticket is taken before the post).
+    posted: AtomicU64,
+    /// Taken tickets whose post failed: they will never complete.
+    failed: AtomicU64,
+}
+
+/// One network interface of this process: an RDM endpoint with its address vector,
+/// completion queue and completion counters. `Sync`: the domain is opened
+/// `FI_THREAD_SAFE`, and our own bookkeeping is atomic or behind a mutex.
+pub(crate) struct Nic {
+    // Field order is drop order: the endpoint before what it is bound to, the domain and
+    // fabric last.
+    ep: Fid<sys::fid_ep>,
+    cq: Fid<sys::fid_cq>,
+    /// Completed writes and atomics (`FI_WRITE`).
+    write_cntr: Fid<sys::fid_cntr>,
+    /// Completed reads and fetching atomics (`FI_READ`).
+    read_cntr: Fid<sys::fid_cntr>,
+    av: Fid<sys::fid_av>,
+    domain: Fid<sys::fid_domain>,
+    _fabric: Fid<sys::fid_fabric>,
+    info: InfoList,
+    described: Described,
+    /// Operations `write_cntr` and `read_cntr` count.
+    writes: Issued,
+    reads: Issued,
+    /// Contexts of posted operations, freed by the flush that sees them complete.
+    contexts: Mutex<Vec<OpContext>>,
+    /// Requested keys of our registrations (providers without FI_MR_PROV_KEY).
+    next_key: AtomicU64,
+}
+
+// SAFETY: the domain is FI_THREAD_SAFE (libfabric serializes inside); every field of ours
+// is atomic or behind a mutex; the raw pointers are owned handles.
+unsafe impl Send for Nic {}
+// SAFETY: as for Send.
+unsafe impl Sync for Nic {}
+
+impl std::fmt::Debug for Nic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Nic")
+            .field("described", &self.described)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A registered memory region: its key and local descriptor, and how peers address it.
+#[derive(Debug)]
+pub(crate) struct Registration {
+    mr: Fid<sys::fid_mr>,
+    /// The key peers name it with.
+    pub key: u64,
+    /// The address a peer puts in its operations for the first byte (the virtual address
+    /// with FI_MR_VIRT_ADDR, else 0).
+    pub remote_base: u64,
+    base: usize,
+    len: usize,
+}
+
+// SAFETY: a registration is an owned handle; libfabric's domain is thread-safe.
+unsafe impl Send for Registration {}
+// SAFETY: as for Send.
+unsafe impl Sync for Registration {}
+
+impl Registration {
+    fn desc(&self) -> *mut c_void {
+        // SAFETY: a live registration.
+        unsafe { sys::fi_mr_desc(self.mr.as_ptr()) }
+    }
+
+    /// True when `len` bytes at `ptr` lie inside the registered memory.
+    fn covers(&self, ptr: usize, len: usize) -> bool {
+        ptr >= self.base && ptr - self.base <= self.len && len <= self.len - (ptr - self.base)
+    }
+}
+
+/// Where an operation goes: a peer's address in our address vector, the remote address of
+/// the first byte and the registration key.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Remote {
+    pub peer: sys::fi_addr_t,
+    pub addr: u64,
+    pub key: u64,
+}
+
+impl Nic {
+    /// Opens provider `provider` on the interface with node address `node` (for instance
+    /// `127.0.0.1`): `Error::Unsupported` when the provider cannot serve one-sided
+    /// communication there.
+    pub(crate) fn open(provider: &str, node: &str) -> Result<Nic> {
+        let info = getinfo(provider, node)?;
+        let i = info.chosen.as_ptr();
+        // SAFETY: `i` is a valid entry of the list `info` owns; every call gets valid
+        // out-pointers, and each object is owned by a Fid right after it is created.
+        unsafe {
+            let mut fabric = ptr::null_mut();
+            check(
+                "fi_fabric",
+                sys::fi_fabric((*i).fabric_attr, &mut fabric, ptr::null_mut()),
+            )?;
+            let fabric = Fid::own("fi_fabric", fabric)?;
+            let mut domain = ptr::null_mut();
+            check(
+                "fi_domain",
+                sys::fi_domain(fabric.as_ptr(), i, &mut domain, ptr::null_mut()),
+            )?;
+            let domain = Fid::own("fi_domain", domain)?;
+            let mut av_attr = sys::fi_av_attr {
+                type_: sys::fi_av_type_FI_AV_TABLE,
+                ..Default::default()
+            };
+            let mut av = ptr::null_mut();
+            check(
+                "fi_av_open",
+                sys::fi_av_open(domain.as_ptr(), &mut av_attr, &mut av, ptr::null_mut()),
+            )?;
+            let av = Fid::own("fi_av_open", av)?;
+            let mut cq_attr = sys::fi_cq_attr {
+                format: sys::fi_cq_format_FI_CQ_FORMAT_CONTEXT,
+                wait_obj: sys::fi_wait_obj_FI_WAIT_NONE,
+                ..Default::default()
+            };
+            let mut cq = ptr::null_mut();
+            check(
+                "fi_cq_open",
+                sys::fi_cq_open(domain.as_ptr(), &mut cq_attr, &mut cq, ptr::null_mut()),
+            )?;
+            let cq = Fid::own("fi_cq_open", cq)?;
+            let open_cntr = |what| -> Result<Fid<sys::fid_cntr>> {
+                let mut attr = sys::fi_cntr_attr {
+                    events: sys::fi_cntr_events_FI_CNTR_EVENTS_COMP,
+                    wait_obj: sys::fi_wait_obj_FI_WAIT_NONE,
+                    ..Default::default()
+                };
+                let mut c = ptr::null_mut();
+                check(
+                    what,
+                    sys::fi_cntr_open(domain.as_ptr(), &mut attr, &mut c, ptr::null_mut()),
+                )?;
+                Fid::own(what, c)
+            };
+            let write_cntr = open_cntr("fi_cntr_open")?;
+            let read_cntr = open_cntr("fi_cntr_open")?;
+            let mut ep = ptr::null_mut();
+            check(
+                "fi_endpoint",
+                sys::fi_endpoint(domain.as_ptr(), i, &mut ep, ptr::null_mut()),
+            )?;
+            let ep = Fid::own("fi_endpoint", ep)?;
+            check("fi_ep_bind(av)", sys::fi_ep_bind(ep.as_ptr(), av.fid(), 0))?;
+            // Successful operations complete through the counters; the queue carries
+            // errors (and is what drives a manual-progress provider).
+            check(
+                "fi_ep_bind(cq)",
+                sys::fi_ep_bind(
+                    ep.as_ptr(),
+                    cq.fid(),
+                    u64::from(sys::FI_TRANSMIT | sys::FI_RECV) | sys::FI_SELECTIVE_COMPLETION,
+                ),
+            )?;
+            check(
+                "fi_ep_bind(cntr)",
+                sys::fi_ep_bind(ep.as_ptr(), write_cntr.fid(), u64::from(sys::FI_WRITE)),
+            )?;
+            check(
+                "fi_ep_bind(cntr)",
+                sys::fi_ep_bind(ep.as_ptr(), read_cntr.fid(), u64::from(sys::FI_READ)),
+            )?;
+            check("fi_enable", sys::fi_enable(ep.as_ptr()))?;
+            let described = Described {
+                provider: CStr::from_ptr((*(*i).fabric_attr).prov_name)
+                    .to_string_lossy()
+                    .into_owned(),
+                mr_mode: (*(*i).domain_attr).mr_mode as u64,
+                mode: (*i).mode,
+                manual_progress: (*(*i).domain_attr).data_progress
+                    == sys::fi_progress_FI_PROGRESS_MANUAL,
+            };
+            Ok(Nic {
+                ep,
+                cq,
+                write_cntr,
+                read_cntr,
+                av,
+                domain,
+                _fabric: fabric,
+                info,
+                described,
+                writes: Issued::default(),
+                reads: Issued::default(),
+                contexts: Mutex::new(Vec::new()),
+                next_key: AtomicU64::new(1),
+            })
+        }
+    }
+
+    /// What the provider is and asks for.
+    pub(crate) fn described(&self) -> &Described {
+        &self.described
+    }
+
+    /// This endpoint's address, to hand to the peers (`fi_getname`).
+    pub(crate) fn name(&self) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; 256];
+        let mut len = buf.len();
+        // SAFETY: buf is valid for len bytes; len is updated to the name's length.
+        let rc = unsafe { sys::fi_getname(self.ep.fid(), buf.as_mut_ptr().cast(), &mut len) };
+        check("fi_getname", rc)?;
+        buf.truncate(len);
+        Ok(buf)
+    }
+
+    /// Inserts a peer's address (from its [`Nic::name`]) into the address vector.
+    pub(crate) fn insert(&self, name: &[u8]) -> Result<sys::fi_addr_t> {
+        let mut addr: sys::fi_addr_t = sys::FI_ADDR_UNSPEC;
+        // SAFETY: name holds one address in the provider's format (from fi_getname);
+        // addr receives one entry.
+        let rc = unsafe {
+            sys::fi_av_insert(
+                self.av.as_ptr(),
+                name.as_ptr().cast(),
+                1,
+                &mut addr,
+                0,
+                ptr::null_mut(),
+            )
+        };
+        if rc != 1 {
+            return Err(network_error("fi_av_insert", i64::from(rc.min(-1))));
+        }
+        Ok(addr)
+    }
+
+    /// Registers `len` bytes at `base` for remote reads, writes and atomics (and as a
+    /// local source or result buffer).
+    ///
+    /// # Safety
+    /// The memory must stay valid until the registration is dropped; peers may then write
+    /// it at any time, so nothing else may hold a Rust reference to it meanwhile.
+    pub(crate) unsafe fn register(&self, base: *mut u8, len: usize) -> Result<Registration> {
+        let access =
+            u64::from(sys::FI_READ | sys::FI_WRITE | sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE);
+        let requested = self.next_key.fetch_add(1, Ordering::Relaxed);
+        let mut mr = ptr::null_mut();
+        // SAFETY: the caller's contract covers the memory; out-pointer valid.
+        let rc = unsafe {
+            sys::fi_mr_reg(
+                self.domain.as_ptr(),
+                base.cast(),
+                len,
+                access,
+                0,
+                requested,
+                0,
+                &mut mr,
+                ptr::null_mut(),
+            )
+        };
+        check("fi_mr_reg", rc)?;
+        // SAFETY: created just now, owned from here on.
+        let mr = unsafe { Fid::own("fi_mr_reg", mr) }?;
+        if self.described.mr_mode & u64::from(sys::FI_MR_ENDPOINT) != 0 {
+            // SAFETY: live registration and endpoint.
+            unsafe {
+                check("fi_mr_bind", sys::fi_mr_bind(mr.as_ptr(), self.ep.fid(), 0))?;
+                check("fi_mr_enable", sys::fi_mr_enable(mr.as_ptr()))?;
+            }
+        }
+        // SAFETY: a live registration.
+        let key = unsafe { sys::fi_mr_key(mr.as_ptr()) };
+        let remote_base = if self.described.mr_mode & u64::from(sys::FI_MR_VIRT_ADDR) != 0 {
+            base as u64
+        } else {
+            0
+        };
+        Ok(Registration {
+            mr,
+            key,
+            remote_base,
+            base: base as usize,
+            len,
+        })
+    }
+
+    fn issued(&self, read: bool) -> &Issued {
+        if read {
+            &self.reads
+        } else {
+            &self.writes
+        }
+    }
+
+    /// Posts one operation with `post(context)` until the provider takes it (it answers
+    /// "again" while it connects or its queues are full), driving progress in between. The
+    /// operation's ticket and context are taken first, under the contexts' lock, so a flush
+    /// that frees the contexts of completed tickets never frees one still in flight.
+    fn post(
+        &self,
+        call: &'static str,
+        read: bool,
+        mut post: impl FnMut(*mut c_void) -> isize,
+    ) -> Result<()> {
+        let ctx: *mut c_void = {
+            let mut contexts = self
+                .contexts
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            // Relaxed: tickets are taken under the contexts' lock; the flush reads the
+            // count before it waits and frees only contexts below it.
+            let ticket = self.issued(read).posted.fetch_add(1, Ordering::Relaxed);
+            let mut op = OpContext {
+                read,
+                ticket,
+                ctx: Box::default(),
+            };
+            let p: *mut sys::fi_context2 = &mut *op.ctx;
+            contexts.push(op);
+            p.cast()
+        };
+        loop {
+            let rc = post(ctx);
+            if rc >= 0 {
+                return Ok(());
+            }
+            if !again(rc) {
+                // Relaxed: read by flushes with the completion counters.
+                self.issued(read).failed.fetch_add(1, Ordering::Relaxed);
+                return Err(network_error(call, rc as i64));
+            }
+            self.progress()?;
+            std::thread::yield_now();
+        }
+    }
+
+    /// The descriptor of `len` bytes at `ptr` in `local` (a registration of the caller's),
+    /// or null when the provider needs none.
+    fn local_desc(
+        &self,
+        local: Option<&Registration>,
+        ptr: usize,
+        len: usize,
+    ) -> Result<*mut c_void> {
+        match local {
+            Some(r) if r.covers(ptr, len) => Ok(r.desc()),
+            Some(_) => Err(Error::InvalidArgument(
+                "a local buffer lies outside the registration given for it".into(),
+            )),
+            None if self.described.mr_mode & u64::from(sys::FI_MR_LOCAL) != 0 => {
+                Err(Error::InvalidArgument(format!(
+                    "provider {} needs registered local buffers",
+                    self.described.provider
+                )))
+            }
+            None => Ok(ptr::null_mut()),
+        }
+    }
+
+    /// Writes `src` to `to`; complete at the target once a later [`Nic::flush`] returns
+    /// (`FI_DELIVERY_COMPLETE`). `src` may be reused when this returns only if the
+    /// provider copied it (small writes); otherwise it must stay untouched until the flush.
+    ///
+    /// # Safety
+    /// `src` must stay valid and unchanged until the next flush returns.
+    pub(crate) unsafe fn write(
+        &self,
+        src: &[u8],
+        local: Option<&Registration>,
+        to: Remote,
+    ) -> Result<()> {
+        let desc = self.local_desc(local, src.as_ptr() as usize, src.len())?;
+        let mut desc_arr = [desc];
+        let iov = sys::iovec {
+            iov_base: src.as_ptr() as *mut c_void,
+            iov_len: src.len(),
+        };
+        let rma = sys::fi_rma_iov {
+            addr: to.addr,
+            len: src.len(),
+            key: to.key,
+        };
+        self.post("fi_writemsg", false, |ctx| {
+            let msg = sys::fi_msg_rma {
+                msg_iov: &iov,
+                desc: desc_arr.as_mut_ptr(),
+                iov_count: 1,
+                addr: to.peer,
+                rma_iov: &rma,
+                rma_iov_count: 1,
+                context: ctx,
+                data: 0,
+            };
+            // SAFETY: msg and what it points to live across the call; the caller keeps
+            // src valid until the flush.
+            unsafe {
+                sys::fi_writemsg(self.ep.as_ptr(), &msg, u64::from(sys::FI_DELIVERY_COMPLETE))
+            }
+        })
+    }
+
+    /// Reads into `dst` from `from`; the bytes are there once a later flush returns.
+    ///
+    /// # Safety
+    /// `dst` must stay valid, and not be read, until the next flush returns.
+    pub(crate) unsafe fn read(
+        &self,
+        dst: &mut [u8],
+        local: Option<&Registration>,
+        from: Remote,
+    ) -> Result<()> {
+        let desc = self.local_desc(local, dst.as_ptr() as usize, dst.len())?;
+        let (buf, len) = (dst.as_mut_ptr(), dst.len());
+        self.post("fi_read", true, |ctx| {
+            // SAFETY: the caller keeps dst valid until the flush.
+            unsafe {
+                sys::fi_read(
+                    self.ep.as_ptr(),
+                    buf.cast(),
+                    len,
+                    desc,
+                    from.peer,
+                    from.addr,
+                    from.key,
+                    ctx,
+                )
+            }
+        })
+    }
+
+    /// Atomically adds `value` to the u64 at `at` and returns the previous value (a
+    /// fetching atomic, complete when it returns).
+    pub(crate) fn fetch_add_u64(
+        &self,
+        value: u64,
+        at: Remote,
+        scratch: &Registration,
+    ) -> Result<u64> {
+        self.fetching_u64(sys::fi_op_FI_SUM, value, None, at, scratch)
+    }
+
+    /// Atomically replaces the u64 at `at` with `value` if it equals `compare`; returns the
+    /// previous value.
+    pub(crate) fn compare_swap_u64(
+        &self,
+        compare: u64,
+        value: u64,
+        at: Remote,
+        scratch: &Registration,
+    ) -> Result<u64> {
+        self.fetching_u64(sys::fi_op_FI_CSWAP, value, Some(compare), at, scratch)
+    }
+
+    /// A fetching atomic on one u64, through three words of `scratch` (operand, compare,
+    /// result: registered, as FI_MR_LOCAL providers require), waited for.
+    fn fetching_u64(
+        &self,
+        op: sys::fi_op,
+        value: u64,
+        compare: Option<u64>,
+        at: Remote,
+        scratch: &Registration,
+    ) -> Result<u64> {
+        if scratch.len < 24 {
+            return Err(Error::InvalidArgument(
+                "an atomic's scratch registration needs 24 bytes".into(),
+            ));
+        }
+        let words = scratch.base as *mut u64;
+        // SAFETY: three u64 inside the scratch registration, which the caller gave to this
+        // one operation (it is not used concurrently).
+        unsafe {
+            words.write(value);
+            words.add(1).write(compare.unwrap_or(0));
+            words.add(2).write(0);
+        }
+        let desc = scratch.desc();
+        self.post("fi_fetch_atomic", true, |ctx| {
+            // SAFETY: buffers inside the live scratch registration.
+            unsafe {
+                match compare {
+                    None => sys::fi_fetch_atomic(
+                        self.ep.as_ptr(),
+                        words.cast(),
+                        1,
+                        desc,
+                        words.add(2).cast(),
+                        desc,
+                        at.peer,
+                        at.addr,
+                        at.key,
+                        sys::fi_datatype_FI_UINT64,
+                        op,
+                        ctx,
+                    ),
+                    Some(_) => sys::fi_compare_atomic(
+                        self.ep.as_ptr(),
+                        words.cast(),
+                        1,
+                        desc,
+                        words.add(1).cast(),
+                        desc,
+                        words.add(2).cast(),
+                        desc,
+                        at.peer,
+                        at.addr,
+                        at.key,
+                        sys::fi_datatype_FI_UINT64,
+                        op,
+                        ctx,
+                    ),
+                }
+            }
+        })?;
+        self.flush(|| Ok(()))?;
+        // SAFETY: the operation completed (flush): the result word is written.
+        Ok(unsafe { words.add(2).read() })
+    }
+
+    /// Reads the completion queue once: drives a manual-progress provider (its peers'
+    /// operations on our memory included) and reports failed operations.
+    pub(crate) fn progress(&self) -> Result<()> {
+        let mut entries = [sys::fi_cq_entry::default(); CQ_BATCH];
+        // SAFETY: the buffer holds CQ_BATCH entries of the queue's format (context).
+        let rc =
+            unsafe { sys::fi_cq_read(self.cq.as_ptr(), entries.as_mut_ptr().cast(), CQ_BATCH) };
+        if rc >= 0 || again(rc) {
+            return Ok(());
+        }
+        if rc == -(sys::FI_EAVAIL as isize) {
+            let mut err = sys::fi_cq_err_entry::default();
+            // SAFETY: one error entry.
+            unsafe { sys::fi_cq_readerr(self.cq.as_ptr(), &mut err, 0) };
+            return Err(network_error("operation", -i64::from(err.err)));
+        }
+        Err(network_error("fi_cq_read", rc as i64))
+    }
+
+    /// Waits until every operation posted so far has completed — at the target, for
+    /// writes (`FI_DELIVERY_COMPLETE`) — driving progress, and calling `meanwhile` between
+    /// polls (a caller that also serves another endpoint, or watches its peers).
+    pub(crate) fn flush(&self, mut meanwhile: impl FnMut() -> Result<()>) -> Result<()> {
+        // Relaxed: tickets are taken under the contexts' lock, which the freeing below
+        // takes too; counts read now cover every operation whose post began before.
+        let writes = self.writes.posted.load(Ordering::Relaxed);
+        let reads = self.reads.posted.load(Ordering::Relaxed);
+        let mut backoff = crate::backoff::Backoff::new();
+        loop {
+            // SAFETY: live counters.
+            let (w, r, errors) = unsafe {
+                (
+                    sys::fi_cntr_read(self.write_cntr.as_ptr()),
+                    sys::fi_cntr_read(self.read_cntr.as_ptr()),
+                    sys::fi_cntr_readerr(self.write_cntr.as_ptr())
+                        + sys::fi_cntr_readerr(self.read_cntr.as_ptr()),
+                )
+            };
+            if errors > 0 {
+                // The queue's error entry says what failed.
+                self.progress()?;
+                return Err(Error::Network {
+                    call: "flush",
+                    code: 0,
+                    text: format!("{errors} operations completed in error"),
+                });
+            }
+            // Relaxed: see above.
+            let w = w + self.writes.failed.load(Ordering::Relaxed);
+            let r = r + self.reads.failed.load(Ordering::Relaxed);
+            if w >= writes && r >= reads {
+                break;
+            }
+            self.progress()?;
+            meanwhile()?;
+            backoff.snooze();
+        }
+        // Every operation with a ticket below the counts read first has completed: its
+        // context is free.
+        self.contexts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain(|op| op.ticket >= if op.read { reads } else { writes });
+        Ok(())
+    }
+
+    /// The `fi_info` entry the endpoint was opened from (for the transport's capability
+    /// queries).
+    #[allow(dead_code)]
+    pub(crate) fn info(&self) -> *const sys::fi_info {
+        self.info.chosen.as_ptr()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Memory a test registers: boxed u64s (8-aligned), handed out as a raw pointer.
+    struct Words(Box<[u64]>);
+
+    impl Words {
+        fn new(n: usize) -> Words {
+            Words(vec![0u64; n].into_boxed_slice())
+        }
+        fn ptr(&mut self) -> *mut u8 {
+            self.0.as_mut_ptr().cast()
+        }
+    }
+
+    /// Two endpoints of one process on `provider` at 127.0.0.1: A writes, reads and does
+    /// atomics on B's registered memory while a thread of B's progresses it (every
+    /// provider here progresses manually: a target nobody reads moves nothing, the
+    /// connection handshake included).
+    fn rma_and_atomics_between_two_endpoints(provider: &str) {
+        let a = Nic::open(provider, "127.0.0.1").expect("open A");
+        let b = Nic::open(provider, "127.0.0.1").expect("open B");
+        assert_eq!(a.described().provider, provider);
+        let b_at_a = a.insert(&b.name().unwrap()).unwrap();
+        let mut target = Words::new(8);
+        let mut local = Words::new(8);
+        let mut scratch = Words::new(3);
+        // SAFETY: the boxes outlive the registrations (dropped at the end of the test) and
+        // are only touched through raw reads after flushes.
+        let (t_reg, l_reg, s_reg) = unsafe {
+            (
+                b.register(target.ptr(), 64).unwrap(),
+                a.register(local.ptr(), 64).unwrap(),
+                a.register(scratch.ptr(), 24).unwrap(),
+            )
+        };
+        let at = |word: u64| Remote {
+            peer: b_at_a,
+            addr: t_reg.remote_base + 8 * word,
+            key: t_reg.key,
+        };
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    b.progress().unwrap();
+                    std::thread::yield_now();
+                }
+            });
+            // Write words 0..4, remote-complete, then check them in B's memory.
+            let data: [u64; 4] = [11, 22, 33, 44];
+            let src: &[u8] = bytemuck::cast_slice(&data);
+            // SAFETY: `local` stays untouched until the flush.
+            unsafe {
+                std::ptr::copy_nonoverlapping(src.as_ptr(), local.ptr(), 32);
+                let staged = std::slice::from_raw_parts(local.ptr(), 32);
+                a.write(staged, Some(&l_reg), at(0)).unwrap();
+            }
+            a.flush(|| Ok(())).unwrap();
+            // SAFETY: the write completed at the target (delivery complete).
+            let seen: Vec<u64> = (0..4)
+                .map(|i| unsafe { target.0.as_ptr().add(i).read_volatile() })
+                .collect();
+            assert_eq!(seen, data);
+            // Read them back into words 4..8 of `local`.
+            // SAFETY: the destination lies in `local`'s registration, unread until the flush.
+            unsafe {
+                let dst = std::slice::from_raw_parts_mut(local.ptr().add(32), 32);
+                a.read(dst, Some(&l_reg), at(0)).unwrap();
+            }
+            a.flush(|| Ok(())).unwrap();
+            assert_eq!(local.0[4..8], data);
+            // Atomics: 100 fetch-adds of 1 on word 5, then compare-and-swaps.
+            let before: Vec<u64> = (0..100)
+                .map(|_| a.fetch_add_u64(1, at(5), &s_reg).unwrap())
+                .collect();
+            assert_eq!(before, (0..100).collect::<Vec<u64>>());
+            assert_eq!(a.compare_swap_u64(100, 7, at(5), &s_reg).unwrap(), 100);
+            assert_eq!(
+                a.compare_swap_u64(100, 9, at(5), &s_reg).unwrap(),
+                7,
+                "no swap"
+            );
+            done.store(true, Ordering::Relaxed);
+        });
+        // SAFETY: every operation completed.
+        assert_eq!(unsafe { target.0.as_ptr().add(5).read_volatile() }, 7);
+        drop((t_reg, l_reg, s_reg));
+    }
+
+    /// Whether this machine has libfabric's provider `name` (tests skip nothing silently:
+    /// CI installs libfabric, so a missing provider fails there).
+    fn require(name: &str) {
+        let out = std::process::Command::new("fi_info")
+            .args(["-l"])
+            .output()
+            .expect("fi_info (libfabric-bin) is installed");
+        let list = String::from_utf8_lossy(&out.stdout);
+        let base = name.split(';').next_back().unwrap();
+        assert!(list.contains(base), "provider {name} missing:\n{list}");
+    }
+
+    #[test]
+    fn tcp_rxm_endpoints_write_read_and_do_atomics() {
+        require("tcp;ofi_rxm");
+        rma_and_atomics_between_two_endpoints("tcp;ofi_rxm");
+    }
+
+    #[test]
+    fn shm_endpoints_write_read_and_do_atomics() {
+        require("shm");
+        rma_and_atomics_between_two_endpoints("shm");
+    }
+
+    #[test]
+    fn providers_that_cannot_serve_are_unsupported() {
+        for name in ["sockets", "net"] {
+            match Nic::open(name, "127.0.0.1") {
+                Err(Error::Unsupported(msg)) => assert!(msg.contains(name), "{msg}"),
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        match Nic::open("no-such-provider", "127.0.0.1") {
+            Err(Error::Unsupported(_)) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}
