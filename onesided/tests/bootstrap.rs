@@ -10,6 +10,12 @@ fn identity_and_barrier() {
             let w = u.world();
             assert_eq!(w.size(), n);
             assert_eq!((w.node_rank(), w.node_size()), (w.rank(), n));
+            // One node under osrun.
+            assert!((0..n).all(|r| matches!(w.node_of(r), Ok(0))));
+            assert!(matches!(
+                w.node_of(n),
+                Err(onesided::Error::InvalidRank { .. })
+            ));
             let ranks = w.allgather(&[w.rank() as u32])?;
             assert_eq!(ranks, (0..n as u32).collect::<Vec<_>>());
             for _ in 0..100 {

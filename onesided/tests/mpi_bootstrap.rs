@@ -284,6 +284,10 @@ fn bootstrap_collectives_through_mpi() {
     let (me, n) = (w.rank(), w.size());
     assert_eq!(n, RANKS);
     assert_eq!(w.bootstrap().node_size(), RANKS, "one node");
+    assert!(
+        (0..RANKS).all(|r| matches!(w.node_of(r), Ok(0))),
+        "one node"
+    );
     // Every rank has the same job id.
     let ids = w
         .bootstrap()

@@ -119,6 +119,28 @@ impl Comm {
         self.boot.node_size()
     }
 
+    /// The node of process `rank`: nodes are numbered from 0 in the order of their lowest
+    /// rank, alike at every process. Processes on one node share memory; under `osrun`
+    /// every process is on node 0.
+    ///
+    /// ```no_run
+    /// let world = onesided::init()?.world().clone();
+    /// let here = world.node_of(world.rank())?;
+    /// let neighbours = (0..world.size()).filter(|&r| world.node_of(r).is_ok_and(|n| n == here)).count();
+    /// assert_eq!(neighbours, world.node_size());
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    pub fn node_of(&self, rank: usize) -> Result<usize> {
+        if rank < self.size() {
+            Ok(self.boot.node_of(rank))
+        } else {
+            Err(Error::InvalidRank {
+                rank,
+                size: self.size(),
+            })
+        }
+    }
+
     /// The job id (names the job's shared-memory segments).
     pub fn job_id(&self) -> &str {
         self.boot.job_id()

@@ -115,6 +115,11 @@ pub trait Bootstrap: Send + Sync + Debug {
     fn node_rank(&self) -> usize;
     /// Number of processes on this node.
     fn node_size(&self) -> usize;
+    /// The node of process `rank` (`rank < size()`): nodes are numbered from 0 in the order
+    /// of their lowest rank, the same at every process. A node is a shared-memory domain:
+    /// peers on the same node reach each other's memory directly, the others only through
+    /// a network transport (Sandia OpenSHMEM's `shmem_internal_get_shr_rank`).
+    fn node_of(&self, rank: usize) -> usize;
     /// Random id of the job; names every shared-memory segment of the job.
     fn job_id(&self) -> &str;
     /// Waits until every process has entered the barrier.

@@ -56,6 +56,8 @@ pub struct MpiBootstrap {
     size: usize,
     node_rank: usize,
     node_size: usize,
+    /// The node of every rank (see [`Bootstrap::node_of`]).
+    nodes: Vec<usize>,
     job: String,
     /// The members on this node in the node's roster (and this process's index there).
     watch: PeerWatch,
@@ -201,6 +203,15 @@ impl MpiBootstrap {
         for pair in indices.chunks_exact(2) {
             members[pair[0] as usize] = Some(pair[1] as usize);
         }
+        // Every rank's node, named by its lowest rank, then numbered densely in that order.
+        let lowest = indices
+            .chunks_exact(2)
+            .map(|p| p[0])
+            .min()
+            .unwrap_or(rank as u64);
+        let mut leaders = vec![0u64; size];
+        comm.all_gather_into(&lowest, &mut leaders[..]);
+        let nodes = node_numbers(&leaders);
         let mut channel = random_u64();
         comm.process_at_rank(0).broadcast_into(&mut channel);
         let watch = PeerWatch::new(roster, members, rank, channel_id(channel));
@@ -219,6 +230,7 @@ impl MpiBootstrap {
             size,
             node_rank,
             node_size,
+            nodes,
             job,
             watch,
             attentive: false,
@@ -525,6 +537,10 @@ impl Bootstrap for MpiBootstrap {
         self.node_size
     }
 
+    fn node_of(&self, rank: usize) -> usize {
+        self.nodes[rank]
+    }
+
     fn job_id(&self) -> &str {
         &self.job
     }
@@ -685,6 +701,22 @@ impl Bootstrap for MpiBootstrap {
     fn watch(&self) -> Option<&PeerWatch> {
         Some(&self.watch)
     }
+}
+
+/// Dense node numbers from each rank's node leader (its node's lowest rank): the node of
+/// rank 0 is 0, the next new leader's node is 1, and so on.
+fn node_numbers(leaders: &[u64]) -> Vec<usize> {
+    let mut seen: Vec<u64> = Vec::new();
+    leaders
+        .iter()
+        .map(|&l| match seen.iter().position(|&s| s == l) {
+            Some(i) => i,
+            None => {
+                seen.push(l);
+                seen.len() - 1
+            }
+        })
+        .collect()
 }
 
 /// Makes sure the job's shared-memory segments disappear once every process of this node

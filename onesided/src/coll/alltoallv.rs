@@ -10,8 +10,9 @@
 //!   request completes the closing fence.
 //! - [`AlltoallvVariant::FenceHierarchical`] (Algorithm 2): the same, with the puts to other
 //!   nodes issued first and those on the node after, so that network transfers overlap the
-//!   on-node copies. The node split comes from the host name, or is emulated
-//!   ([`NodeSplit::RanksPerNode`]) to test it on one machine.
+//!   on-node copies. The node split comes from the shared-memory domains
+//!   ([`Comm::node_of`]), or is emulated ([`NodeSplit::RanksPerNode`]) to test it on one
+//!   machine.
 //! - [`AlltoallvVariant::Lock`] (Algorithm 3): every rank holds an exclusive lock on its own
 //!   window between cycles; `start` releases it, opens `lock_all` and issues the puts; the
 //!   request completes `unlock_all`, **a barrier** (the listing omits it, the text requires
@@ -73,7 +74,7 @@ impl AlltoallvVariant {
 /// How a hierarchical plan groups ranks into nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum NodeSplit {
-    /// The real nodes: ranks whose host names match share a node.
+    /// The real nodes: ranks that share memory share a node ([`Comm::node_of`]).
     #[default]
     Hosts,
     /// Emulated nodes of `n` consecutive ranks (rank `r` is on node `r / n`), to exercise
@@ -648,18 +649,10 @@ fn node_ids(comm: &Comm, split: NodeSplit) -> Result<Vec<u64>> {
             "alltoallv: an emulated node needs at least one rank".into(),
         )),
         NodeSplit::RanksPerNode(k) => Ok((0..comm.size()).map(|r| (r / k) as u64).collect()),
-        NodeSplit::Hosts => {
-            let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-            comm.allgather(&[fnv1a(host.trim().as_bytes())])
-        }
+        NodeSplit::Hosts => (0..comm.size())
+            .map(|r| comm.node_of(r).map(|n| n as u64))
+            .collect(),
     }
-}
-
-/// 64-bit FNV-1a: a stable hash of a host name, the same in every process.
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 #[cfg(test)]

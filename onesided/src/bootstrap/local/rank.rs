@@ -307,6 +307,12 @@ impl Bootstrap for LocalBootstrap {
         self.size
     }
 
+    /// Every process `osrun` starts shares its node.
+    fn node_of(&self, rank: usize) -> usize {
+        debug_assert!(rank < self.size);
+        0
+    }
+
     fn job_id(&self) -> &str {
         &self.job
     }
