@@ -27,15 +27,26 @@ if [[ "${1:-}" == "--baseline" ]]; then
   rounds=5
   if [[ "${3:-}" == "--rounds" ]]; then rounds="${4:?--rounds needs a number}"; fi
   sha=$(git rev-parse --short "$rev^{commit}")
-  src="target/baseline-src-$sha"
-  if [[ ! -d "$src" ]]; then
-    git worktree add --detach "$src" "$sha" >/dev/null
-  fi
+  # Each side is built in a worktree of its own, at paths of equal length: the source paths
+  # end up in the binaries (panic locations), and a build from a path of another length
+  # lays its code out differently — seen here: identical code 10-25% apart on the PSCW
+  # epoch cell. A tree with uncommitted changes is built where it is, with a warning.
+  build_rev() { # sha -> prints the directory of its release binaries
+    local src="target/baseline-src-$1"
+    [[ -d "$src" ]] || git worktree add --detach "$src" "$1" >/dev/null
+    (cd "$src" && CARGO_TARGET_DIR="$PWD/../baseline-$1" cargo build --release -p osbench -p osrun >&2)
+    echo "target/baseline-$1/release"
+  }
   echo "== building this tree and $rev ($sha)"
-  cargo build --release -p osbench -p osrun
-  (cd "$src" && CARGO_TARGET_DIR="$PWD/../baseline-$sha" cargo build --release -p osbench -p osrun)
-  new_bin=target/release
-  old_bin="target/baseline-$sha/release"
+  if git diff --quiet HEAD && [[ -z "$(git status --porcelain --untracked-files=normal)" ]]; then
+    new_bin=$(build_rev "$(git rev-parse --short HEAD)")
+    layout_note=""
+  else
+    cargo build --release -p osbench -p osrun
+    new_bin=target/release
+    layout_note="warning: this tree has uncommitted changes and was built in place, $sha in a worktree; paths of other lengths move the code layout (ns-scale cells may differ by 10-25% for that alone): commit and rerun for a fair A/B"
+  fi
+  old_bin=$(build_rev "$sha")
   rm -rf results/ab && mkdir -p results/ab
   # The cells: 8-byte communication calls with flush on allocate and create windows (the
   # bench.sh headline cells), message rate, synchronization calls, and seed 004's
@@ -52,9 +63,9 @@ if [[ "${1:-}" == "--baseline" ]]; then
         --time-ms 50 --rounds 1 --json "results/ab/$side-sync-$r.json" >/dev/null
     done
   done
-  python3 - "$sha" "$rounds" <<'PY'
+  python3 - "$sha" "$rounds" "$layout_note" <<'PY'
 import glob, json, statistics, sys
-sha, rounds = sys.argv[1], int(sys.argv[2])
+sha, rounds, note = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 HIGHER = ("tx/s", "calls/s", "Mmsg/s", "msg/s", "MB/s", "GB/s")
 def load(side):
     cells = {}
@@ -84,6 +95,8 @@ lines = [f"Same-run A/B, 2 processes, median of {rounds} alternating rounds: thi
 for k, a, b, ratio, better in rows:
     cell = f"{k[0]} {k[1]} {k[2]} {k[5]}" + (f" [{k[6]}]" if k[6] else "")
     lines.append(f"{cell:<{w}}  {k[-1]:>7}  {a:12.4g}  {b:12.4g}  {ratio:7.3f}" + ("" if abs(ratio - 1) < 0.05 else ("  better" if better else "  worse")))
+if note:
+    lines.append(note)
 text = "\n".join(lines)
 print(text)
 open(f"results/ab-{sha}.txt", "w").write(text + "\n")

@@ -16,10 +16,12 @@
 
 use std::hint::black_box;
 
-use onesided::{Assert, LockType, Op, Window};
+use onesided::{Assert, Group, LockType, Op, Window};
 
 /// Iterations of every loop.
 pub const ITERS: u64 = 100_000;
+/// PSCW epochs (both ranks take part in each).
+pub const PSCW_ITERS: u64 = 10_000;
 
 #[no_mangle]
 #[inline(never)]
@@ -98,6 +100,18 @@ fn onesided_bench_lock_all_unlock_all(win: &Window<u64>, iters: u64) -> onesided
 
 #[no_mangle]
 #[inline(never)]
+fn onesided_bench_pscw(win: &Window<u64>, peer: &Group, iters: u64) -> onesided::Result<()> {
+    for _ in 0..iters {
+        win.post(peer, Assert::NONE)?;
+        win.start(peer, Assert::NONE)?;
+        win.complete()?;
+        win.wait()?;
+    }
+    Ok(())
+}
+
+#[no_mangle]
+#[inline(never)]
 fn onesided_bench_empty(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
     for i in 0..iters {
         black_box((win, i));
@@ -133,13 +147,22 @@ fn main() -> onesided::Result<()> {
         onesided_bench_lock_unlock(&win, ITERS)?;
         onesided_bench_lock_all_unlock_all(&win, ITERS)?;
     }
+    // PSCW epochs between ranks 0 and 1 (rank 1 runs the same loop, not counted).
+    world.barrier()?;
+    if world.rank() < 2 {
+        let peer = Group::new([1 - world.rank()])?;
+        onesided_bench_pscw(&win, &peer, PSCW_ITERS)?;
+    }
     world.barrier()?;
     if world.rank() == 1 {
         // The last value written by rank 0's put loops is ITERS - 1.
         let mut v = [0u64];
         win.local_read(0, &mut v)?;
         assert_eq!(v[0], ITERS - 1, "rank 1 holds the last value put");
-        println!("putflush: {} iterations per loop, data verified", ITERS);
+        println!(
+            "putflush: {} iterations per loop, data verified; {} PSCW epochs",
+            ITERS, PSCW_ITERS
+        );
     }
     win.free()?;
     Ok(())
