@@ -16,6 +16,11 @@ pub struct Group {
 }
 
 impl Group {
+    /// The ranks, in the group's order, without a copy.
+    pub(crate) fn into_ranks(self) -> Vec<usize> {
+        self.ranks
+    }
+
     /// A group of the given ranks (any order); duplicates are an error.
     pub fn new(ranks: impl IntoIterator<Item = usize>) -> Result<Group> {
         let mut ranks: Vec<usize> = ranks.into_iter().collect();

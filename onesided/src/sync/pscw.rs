@@ -24,54 +24,139 @@ use crate::progress::{blocking_start, Completes, Step, SyncOp, Ticket};
 use crate::request::Request;
 use crate::sync::Assert;
 use crate::win::core::WinCore;
+use crate::win::plane::{Answer, Awaited, ControlPlane, CtrlWord};
 use crate::win::Window;
 
-/// Announce an exposure epoch to every member of the group.
+/// Bumps one counter at each of `ranks` (`word(rank)`) through the plane, and is done once
+/// every increment has been answered (applied at its rank): `post` and `complete`.
+#[derive(Debug)]
+struct Announce {
+    ranks: Vec<usize>,
+    /// Increments issued (all of them, at the first poll).
+    issued: bool,
+    /// Increments the plane has not answered yet (none on shared memory: no allocation).
+    pending: Vec<Awaited>,
+}
+
+impl Announce {
+    fn new(ranks: Vec<usize>) -> Announce {
+        Announce {
+            ranks,
+            issued: false,
+            pending: Vec::new(),
+        }
+    }
+
+    fn poll<P: ControlPlane + ?Sized>(
+        &mut self,
+        plane: &P,
+        word: impl Fn(usize) -> CtrlWord,
+    ) -> Step {
+        if !std::mem::replace(&mut self.issued, true) {
+            for &r in &self.ranks {
+                // Release: see PostOp and CompleteOp.
+                if let Answer::Pending(op) = plane.fetch_add(word(r), 1, Ordering::Release) {
+                    self.pending.push(Awaited::Pending(op));
+                }
+            }
+        }
+        if !self.pending.is_empty() {
+            self.pending.retain_mut(|a| a.value(plane).is_none());
+        }
+        if self.pending.is_empty() {
+            Step::Done
+        } else {
+            Step::Blocked
+        }
+    }
+}
+
+/// Whether counter `word` has reached `need`: `Some(true)` or `Some(false)` once the plane
+/// answered the read kept in `reading` (issued here if there is none), `None` while it has
+/// not. Acquire: pairs with the Release increments of [`Announce`].
+#[inline]
+fn count_reached<P: ControlPlane + ?Sized>(
+    plane: &P,
+    word: CtrlWord,
+    need: u64,
+    reading: &mut Option<Awaited>,
+) -> Option<bool> {
+    let read = reading.get_or_insert_with(|| Awaited::from(plane.load(word, Ordering::Acquire)));
+    let count = read.value(plane)?;
+    *reading = None;
+    Some(count >= need)
+}
+
+/// Waits until counter `word(peer)` of this process reaches `need`, for every (peer, need),
+/// in order: `start` (the posts of each target).
+#[derive(Debug)]
+struct AwaitCounts {
+    needs: Vec<(usize, u64)>,
+    next: usize,
+    /// The read of the counter `next` waits for, while the plane has not answered it.
+    reading: Option<Awaited>,
+}
+
+impl AwaitCounts {
+    fn new(needs: Vec<(usize, u64)>) -> AwaitCounts {
+        AwaitCounts {
+            needs,
+            next: 0,
+            reading: None,
+        }
+    }
+
+    fn poll<P: ControlPlane + ?Sized>(
+        &mut self,
+        plane: &P,
+        word: impl Fn(usize) -> CtrlWord,
+    ) -> Step {
+        while let Some(&(peer, need)) = self.needs.get(self.next) {
+            if count_reached(plane, word(peer), need, &mut self.reading) != Some(true) {
+                return Step::Blocked;
+            }
+            self.next += 1;
+        }
+        Step::Done
+    }
+}
+
+/// Announce an exposure epoch to every member of the group: bump "posts by us" at each.
+/// Release: local stores to our window before post are visible to the origin's accesses
+/// after its start observed the increment (Acquire).
 struct PostOp {
-    group: Group,
+    announce: Announce,
 }
 
 impl SyncOp<WinCore> for PostOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
-        for &j in self.group.ranks() {
-            // Release: local stores to our window before post are visible to the origin's
-            // accesses after its start observed this increment (Acquire).
-            core.ctrl
-                .post_counter(j, core.rank)
-                .fetch_add(1, Ordering::Release);
-        }
-        Ok(Step::Done)
+        let me = core.rank;
+        Ok(self
+            .announce
+            .poll(&core.ctrl, |j| CtrlWord::Posts { at: j, from: me }))
     }
 }
 
-/// Wait until every member of the access group has posted.
+/// Wait until every member of the access group has posted (our counter of its posts
+/// reaches the access epochs we opened toward it).
 struct StartOp {
-    /// (peer, post count this epoch needs)
-    needs: Vec<(usize, u64)>,
-    next: usize,
+    counts: AwaitCounts,
 }
 
 impl SyncOp<WinCore> for StartOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
-        while let Some(&(peer, need)) = self.needs.get(self.next) {
-            // Acquire: pairs with PostOp's Release increment.
-            if core
-                .ctrl
-                .post_counter(core.rank, peer)
-                .load(Ordering::Acquire)
-                < need
-            {
-                return Ok(Step::Blocked);
-            }
-            self.next += 1;
-        }
-        Ok(Step::Done)
+        let me = core.rank;
+        Ok(self
+            .counts
+            .poll(&core.ctrl, |peer| CtrlWord::Posts { at: me, from: peer }))
     }
 }
 
-/// Tell every member of the access group that our operations are complete.
+/// Tell every member of the access group that our operations are complete. Release: every
+/// RMA operation of the epoch (stores into the target's memory, or completed
+/// process_vm_writev calls) happens-before the target's wait returns.
 struct CompleteOp {
-    group: Group,
+    announce: Announce,
 }
 
 impl SyncOp<WinCore> for CompleteOp {
@@ -81,41 +166,51 @@ impl SyncOp<WinCore> for CompleteOp {
     }
 
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
-        for &t in self.group.ranks() {
-            // Release: every RMA operation of the epoch (stores into the target's memory, or
-            // completed process_vm_writev calls) happens-before the target's wait returns.
-            core.ctrl
-                .rank(t)
-                .completions
-                .fetch_add(1, Ordering::Release);
-        }
-        Ok(Step::Done)
+        Ok(self
+            .announce
+            .poll(&core.ctrl, |t| CtrlWord::Completions { at: t }))
     }
 }
 
-/// Wait until the completions of the exposure epoch have arrived.
+/// Wait until the completions of the exposure epoch have arrived (our completion counter
+/// reaches the sizes of every group we posted to).
 struct WaitOp {
     need: u64,
+    reading: Option<Awaited>,
+}
+
+impl WaitOp {
+    /// Waits for `need` completions.
+    fn new(need: u64) -> WaitOp {
+        WaitOp {
+            need,
+            reading: None,
+        }
+    }
+
+    #[inline]
+    fn poll_on<P: ControlPlane + ?Sized>(&mut self, plane: &P, me: usize) -> Step {
+        match count_reached(
+            plane,
+            CtrlWord::Completions { at: me },
+            self.need,
+            &mut self.reading,
+        ) {
+            Some(true) => Step::Done,
+            _ => Step::Blocked,
+        }
+    }
 }
 
 impl SyncOp<WinCore> for WaitOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
-        Ok(if core.exposure_complete(self.need) {
-            Step::Done
-        } else {
-            Step::Blocked
-        })
+        Ok(self.poll_on(&core.ctrl, core.rank))
     }
 }
 
 impl WinCore {
     fn exposure_complete(&self, need: u64) -> bool {
-        // Acquire: pairs with CompleteOp's Release increments.
-        self.ctrl
-            .rank(self.rank)
-            .completions
-            .load(Ordering::Acquire)
-            >= need
+        WaitOp::new(need).poll_on(&self.ctrl, self.rank) == Step::Done
     }
 
     pub(crate) fn post(&self, group: &Group, assert: Assert) -> Result<()> {
@@ -140,7 +235,7 @@ impl WinCore {
         self.engine.start_ordered(
             self,
             PostOp {
-                group: group.clone(),
+                announce: Announce::new(group.ranks().to_vec()),
             },
             order,
         )
@@ -181,9 +276,13 @@ impl WinCore {
                 .collect()
         };
         let order = self.epoch.pscw_access_order();
-        let ticket = self
-            .engine
-            .start_ordered(self, StartOp { needs, next: 0 }, order)?;
+        let ticket = self.engine.start_ordered(
+            self,
+            StartOp {
+                counts: AwaitCounts::new(needs),
+            },
+            order,
+        )?;
         if ticket.is_some() {
             self.epoch.forget_access_cache();
         }
@@ -204,7 +303,9 @@ impl WinCore {
         let _calls = self.calls.lock();
         let order = self.epoch.pscw_access_order();
         let group = self.epoch.complete()?;
-        self.engine.start_ordered(self, CompleteOp { group }, order)
+        let announce = Announce::new(group.into_ranks());
+        self.engine
+            .start_ordered(self, CompleteOp { announce }, order)
     }
 
     pub(crate) fn wait(&self) -> Result<()> {
@@ -213,7 +314,7 @@ impl WinCore {
             let _calls = self.calls.lock();
             let need = self.epoch.exposure_target("wait")?;
             let order = self.epoch.exposure_order();
-            blocking_start(|| self.engine.start_ordered(self, WaitOp { need }, order))?
+            blocking_start(|| self.engine.start_ordered(self, WaitOp::new(need), order))?
         };
         if let Some(t) = ticket {
             self.engine.wait(self, t, None)?;
@@ -232,7 +333,7 @@ impl WinCore {
         let need = self.epoch.exposure_target("iwait")?;
         let order = self.epoch.exposure_order();
         self.epoch.end_exposure();
-        self.engine.start_ordered(self, WaitOp { need }, order)
+        self.engine.start_ordered(self, WaitOp::new(need), order)
     }
 
     pub(crate) fn test(&self) -> Result<bool> {
@@ -325,5 +426,108 @@ impl<T: Pod> Window<T> {
     pub fn iwait(&self) -> Result<Request<'_>> {
         let ticket = self.core.start_wait()?;
         Ok(Request::started(&self.core, ticket))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::win::plane::fake::LatePlane;
+
+    /// The PSCW protocol against a plane that answers every operation late and applies
+    /// them in a shuffled order, for many seeds: target 1 posts three exposure epochs to
+    /// origins 0 and 2; each origin starts three access epochs toward 1 and completes them;
+    /// the target waits for each epoch's two completions. A start never finishes before
+    /// its post has landed (FIFO matching by cumulative counts), a wait never before both
+    /// completions have, and every operation is answered in the end.
+    #[test]
+    fn pscw_matches_epochs_over_a_late_reordering_plane() {
+        const EPOCHS: u64 = 3;
+        for seed in 1..=300u64 {
+            let plane = LatePlane::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let posts_at = |origin: usize| CtrlWord::Posts {
+                at: origin,
+                from: 1,
+            };
+            let completions = CtrlWord::Completions { at: 1 };
+            // Target 1: post, wait; three times. Origins: start, complete; three times.
+            let mut posts: Vec<Announce> = (0..EPOCHS).map(|_| Announce::new(vec![0, 2])).collect();
+            let mut waits: Vec<WaitOp> = (1..=EPOCHS).map(|e| WaitOp::new(2 * e)).collect();
+            let mut starts: [Vec<AwaitCounts>; 2] = std::array::from_fn(|_| {
+                (1..=EPOCHS)
+                    .map(|e| AwaitCounts::new(vec![(1, e)]))
+                    .collect()
+            });
+            let mut completes: [Vec<Announce>; 2] =
+                std::array::from_fn(|_| (0..EPOCHS).map(|_| Announce::new(vec![1])).collect());
+            // Each process runs its calls in order; a process advances only its first
+            // unfinished call (as its engine would), the processes interleaved at random.
+            let mut target_at = 0usize; // 2 calls per epoch: post, wait
+            let mut origin_at = [0usize; 2]; // 2 calls per epoch: start, complete
+            let mut rng = seed | 1;
+            let mut steps = 0;
+            while target_at < 2 * EPOCHS as usize
+                || origin_at.iter().any(|&a| a < 2 * EPOCHS as usize)
+            {
+                steps += 1;
+                assert!(steps < 100_000, "seed {seed}: no progress");
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                match rng % 3 {
+                    0 if target_at < 2 * EPOCHS as usize => {
+                        let e = target_at / 2;
+                        let done = if target_at % 2 == 0 {
+                            posts[e].poll(&plane, posts_at)
+                        } else {
+                            let done = waits[e].poll_on(&plane, 1);
+                            if done == Step::Done {
+                                assert!(
+                                    plane.peek(completions) >= 2 * (e as u64 + 1),
+                                    "seed {seed}: wait {e} finished before its completions landed"
+                                );
+                            }
+                            done
+                        };
+                        if done == Step::Done {
+                            target_at += 1;
+                        }
+                    }
+                    k @ (1 | 2) => {
+                        let o = (k - 1) as usize;
+                        let at = origin_at[o];
+                        if at >= 2 * EPOCHS as usize {
+                            continue;
+                        }
+                        let e = at / 2;
+                        let origin = 2 * o; // ranks 0 and 2
+                        let done = if at % 2 == 0 {
+                            let done = starts[o][e].poll(&plane, |_| posts_at(origin));
+                            if done == Step::Done {
+                                assert!(
+                                    plane.peek(posts_at(origin)) > e as u64,
+                                    "seed {seed}: start {e} of {origin} finished before its post"
+                                );
+                            }
+                            done
+                        } else {
+                            completes[o][e].poll(&plane, |t| CtrlWord::Completions { at: t })
+                        };
+                        if done == Step::Done {
+                            origin_at[o] += 1;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            assert_eq!(plane.peek(completions), 2 * EPOCHS, "seed {seed}");
+            assert_eq!(plane.peek(posts_at(0)), EPOCHS, "seed {seed}");
+            assert_eq!(plane.peek(posts_at(2)), EPOCHS, "seed {seed}");
+            assert_eq!(
+                plane.in_flight(),
+                0,
+                "seed {seed}: an operation was never answered"
+            );
+        }
     }
 }

@@ -15,6 +15,7 @@ mod dup;
 pub(crate) mod dynamic;
 pub mod info;
 pub(crate) mod memhandle;
+pub(crate) mod plane;
 pub(crate) mod regions;
 pub(crate) mod resolve;
 

@@ -1,0 +1,241 @@
+//! The control plane: the words other processes read and write to synchronize with this
+//! one, named transport-neutrally, behind one small interface.
+//!
+//! A protocol (PSCW first; locks, fence, collective agreement, stripes, dynamic regions and
+//! notifications follow) names a word by where it lives — the rank whose control block
+//! holds it, and which word — never by an address, and asks the plane to `fetch_add` or
+//! `load` it. Every answer is [`Answer::Ready`] or [`Answer::Pending`]: on one node the
+//! shared-memory plane ([`Control`], the mapped control blocks) answers at once with a CPU
+//! atomic, while a network plane answers later (a libfabric atomic completes when the
+//! target's progress has applied it). A protocol written against this interface keeps a
+//! pending answer and polls it ([`ControlPlane::poll`]) — so it assumes nothing about
+//! where a word is, which the unit tests check by running it against a plane that answers
+//! every operation late and applies them in a shuffled order.
+//!
+//! Orderings are the shared-memory plane's; a network plane provides the same guarantees
+//! with its own means (delivery-complete atomics, a fence before a release).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::win::control::Control;
+
+/// A control word, named by the rank that holds it and what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum CtrlWord {
+    /// PSCW: the posts by `from` whose group contained `at`, counted at `at` (cumulative).
+    Posts {
+        /// The rank whose control block holds the counter.
+        at: usize,
+        /// The rank whose posts it counts.
+        from: usize,
+    },
+    /// PSCW: the completions `at` received from its origins (cumulative).
+    Completions {
+        /// The rank whose control block holds the counter.
+        at: usize,
+    },
+}
+
+/// An operation the plane has not answered yet.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct PendingOp(pub u64);
+
+/// What the plane answers to an operation: the word's previous (or current) value now, or
+/// later through [`ControlPlane::poll`].
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Answer {
+    /// Done: the value.
+    Ready(u64),
+    /// Issued; poll for the value. (The shared-memory plane never answers so; a network
+    /// plane and the tests' late plane do.)
+    #[cfg_attr(not(test), allow(dead_code))]
+    Pending(PendingOp),
+}
+
+/// The operations on control words every protocol is written against.
+pub(crate) trait ControlPlane {
+    /// Adds `value` to `word` with `order` (a read-modify-write), answering the value
+    /// before.
+    fn fetch_add(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer;
+    /// Reads `word` with `order`.
+    fn load(&self, word: CtrlWord, order: Ordering) -> Answer;
+    /// The answer to `op` once it has arrived (`None`: not yet).
+    fn poll(&self, op: &PendingOp) -> Option<u64>;
+}
+
+/// An operation's answer as it stands: its value, or still pending.
+#[derive(Debug)]
+pub(crate) enum Awaited {
+    /// Answered.
+    Value(u64),
+    /// Waiting for this.
+    Pending(PendingOp),
+}
+
+impl Awaited {
+    /// Starts waiting for `answer`.
+    #[inline]
+    pub(crate) fn from(answer: Answer) -> Awaited {
+        match answer {
+            Answer::Ready(v) => Awaited::Value(v),
+            Answer::Pending(op) => Awaited::Pending(op),
+        }
+    }
+
+    /// The value, once `plane` has answered.
+    #[inline]
+    pub(crate) fn value<P: ControlPlane + ?Sized>(&mut self, plane: &P) -> Option<u64> {
+        if let Awaited::Pending(op) = self {
+            *self = Awaited::Value(plane.poll(op)?);
+        }
+        match self {
+            Awaited::Value(v) => Some(*v),
+            Awaited::Pending(_) => None,
+        }
+    }
+}
+
+impl Control {
+    /// The atomic behind `word` in the mapped control blocks.
+    #[inline]
+    fn atomic(&self, word: CtrlWord) -> &AtomicU64 {
+        match word {
+            CtrlWord::Posts { at, from } => self.post_counter(at, from),
+            CtrlWord::Completions { at } => &self.rank(at).completions,
+        }
+    }
+}
+
+/// On one node every word is mapped: a CPU atomic answers at once.
+impl ControlPlane for Control {
+    #[inline]
+    fn fetch_add(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
+        Answer::Ready(self.atomic(word).fetch_add(value, order))
+    }
+
+    #[inline]
+    fn load(&self, word: CtrlWord, order: Ordering) -> Answer {
+        Answer::Ready(self.atomic(word).load(order))
+    }
+
+    fn poll(&self, _op: &PendingOp) -> Option<u64> {
+        unreachable!("the shared-memory plane answers every operation at once")
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod fake {
+    //! A control plane that answers every operation late and applies them in a shuffled
+    //! order: protocols that assume a word is local, or that operations land in the order
+    //! they were issued, fail against it.
+
+    use std::collections::HashMap;
+    use std::sync::atomic::Ordering;
+    use std::sync::Mutex;
+
+    use super::{Answer, ControlPlane, CtrlWord, PendingOp};
+
+    /// An issued operation not applied yet.
+    #[derive(Debug)]
+    enum Op {
+        Add(CtrlWord, u64),
+        Load(CtrlWord),
+    }
+
+    #[derive(Debug, Default)]
+    struct State {
+        words: HashMap<CtrlWord, u64>,
+        /// Issued, not applied: (token, op).
+        issued: Vec<(u64, Op)>,
+        /// Applied, answer not collected: token → value.
+        answered: HashMap<u64, u64>,
+        next_token: u64,
+        rng: u64,
+    }
+
+    /// The fake plane: every operation is pending; every other poll (at random) applies one
+    /// randomly chosen issued operation — any operation's, not necessarily the polled one —
+    /// and a poll answers its operation once that has been applied.
+    #[derive(Debug)]
+    pub(crate) struct LatePlane {
+        state: Mutex<State>,
+    }
+
+    impl LatePlane {
+        pub(crate) fn new(seed: u64) -> LatePlane {
+            LatePlane {
+                state: Mutex::new(State {
+                    rng: seed | 1,
+                    ..State::default()
+                }),
+            }
+        }
+
+        /// A word's value as the plane holds it (for checks).
+        pub(crate) fn peek(&self, word: CtrlWord) -> u64 {
+            let s = self.state.lock().unwrap();
+            s.words.get(&word).copied().unwrap_or(0)
+        }
+
+        /// Operations issued and not applied yet.
+        pub(crate) fn in_flight(&self) -> usize {
+            self.state.lock().unwrap().issued.len()
+        }
+
+        fn issue(&self, op: Op) -> Answer {
+            let mut s = self.state.lock().unwrap();
+            s.next_token += 1;
+            let token = s.next_token;
+            s.issued.push((token, op));
+            Answer::Pending(PendingOp(token))
+        }
+    }
+
+    impl State {
+        fn random(&mut self) -> u64 {
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            self.rng
+        }
+
+        /// Applies one issued operation, chosen at random.
+        fn apply_one(&mut self) {
+            if self.issued.is_empty() {
+                return;
+            }
+            let i = (self.random() % self.issued.len() as u64) as usize;
+            let (token, op) = self.issued.swap_remove(i);
+            let value = match op {
+                Op::Add(w, v) => {
+                    let slot = self.words.entry(w).or_insert(0);
+                    let old = *slot;
+                    *slot += v;
+                    old
+                }
+                Op::Load(w) => self.words.get(&w).copied().unwrap_or(0),
+            };
+            self.answered.insert(token, value);
+        }
+    }
+
+    impl ControlPlane for LatePlane {
+        fn fetch_add(&self, word: CtrlWord, value: u64, _order: Ordering) -> Answer {
+            self.issue(Op::Add(word, value))
+        }
+
+        fn load(&self, word: CtrlWord, _order: Ordering) -> Answer {
+            self.issue(Op::Load(word))
+        }
+
+        fn poll(&self, op: &PendingOp) -> Option<u64> {
+            let mut s = self.state.lock().unwrap();
+            // Half the polls move nothing: an answer is late even when its operation is
+            // the only one in flight.
+            if s.random() % 2 == 0 {
+                s.apply_one();
+            }
+            s.answered.remove(&op.0)
+        }
+    }
+}
