@@ -216,6 +216,17 @@ impl<T> Drop for Fid<T> {
     }
 }
 
+/// Creates a libfabric object with `make` (which gets the out-pointer) and owns it.
+///
+/// # Safety
+/// `make` must store a new object (whose first member is its `fid`) or fail.
+unsafe fn create<T>(call: &'static str, make: impl FnOnce(*mut *mut T) -> c_int) -> Result<Fid<T>> {
+    let mut out: *mut T = ptr::null_mut();
+    check(call, make(&mut out))?;
+    // SAFETY: a new object, owned by nobody else (the caller's contract).
+    unsafe { Fid::own(call, out) }
+}
+
 /// The per-operation context that `FI_CONTEXT`/`FI_CONTEXT2` providers write into until
 /// the operation completes, with the operation's place among those its counter counts.
 struct OpContext {
@@ -325,60 +336,42 @@ impl Nic {
         // SAFETY: `i` is a valid entry of the list `info` owns; every call gets valid
         // out-pointers, and each object is owned by a Fid right after it is created.
         unsafe {
-            let mut fabric = ptr::null_mut();
-            check(
-                "fi_fabric",
-                sys::fi_fabric((*i).fabric_attr, &mut fabric, ptr::null_mut()),
-            )?;
-            let fabric = Fid::own("fi_fabric", fabric)?;
-            let mut domain = ptr::null_mut();
-            check(
-                "fi_domain",
-                sys::fi_domain(fabric.as_ptr(), i, &mut domain, ptr::null_mut()),
-            )?;
-            let domain = Fid::own("fi_domain", domain)?;
+            let fabric = create("fi_fabric", |out| {
+                sys::fi_fabric((*i).fabric_attr, out, ptr::null_mut())
+            })?;
+            let domain = create("fi_domain", |out| {
+                sys::fi_domain(fabric.as_ptr(), i, out, ptr::null_mut())
+            })?;
             let mut av_attr = sys::fi_av_attr {
                 type_: sys::fi_av_type_FI_AV_TABLE,
                 ..Default::default()
             };
-            let mut av = ptr::null_mut();
-            check(
-                "fi_av_open",
-                sys::fi_av_open(domain.as_ptr(), &mut av_attr, &mut av, ptr::null_mut()),
-            )?;
-            let av = Fid::own("fi_av_open", av)?;
+            let av = create("fi_av_open", |out| {
+                sys::fi_av_open(domain.as_ptr(), &mut av_attr, out, ptr::null_mut())
+            })?;
             let mut cq_attr = sys::fi_cq_attr {
                 format: sys::fi_cq_format_FI_CQ_FORMAT_CONTEXT,
                 wait_obj: sys::fi_wait_obj_FI_WAIT_NONE,
                 ..Default::default()
             };
-            let mut cq = ptr::null_mut();
-            check(
-                "fi_cq_open",
-                sys::fi_cq_open(domain.as_ptr(), &mut cq_attr, &mut cq, ptr::null_mut()),
-            )?;
-            let cq = Fid::own("fi_cq_open", cq)?;
-            let open_cntr = |what| -> Result<Fid<sys::fid_cntr>> {
+            let cq = create("fi_cq_open", |out| {
+                sys::fi_cq_open(domain.as_ptr(), &mut cq_attr, out, ptr::null_mut())
+            })?;
+            let open_cntr = || {
                 let mut attr = sys::fi_cntr_attr {
                     events: sys::fi_cntr_events_FI_CNTR_EVENTS_COMP,
                     wait_obj: sys::fi_wait_obj_FI_WAIT_NONE,
                     ..Default::default()
                 };
-                let mut c = ptr::null_mut();
-                check(
-                    what,
-                    sys::fi_cntr_open(domain.as_ptr(), &mut attr, &mut c, ptr::null_mut()),
-                )?;
-                Fid::own(what, c)
+                create("fi_cntr_open", |out| {
+                    sys::fi_cntr_open(domain.as_ptr(), &mut attr, out, ptr::null_mut())
+                })
             };
-            let write_cntr = open_cntr("fi_cntr_open")?;
-            let read_cntr = open_cntr("fi_cntr_open")?;
-            let mut ep = ptr::null_mut();
-            check(
-                "fi_endpoint",
-                sys::fi_endpoint(domain.as_ptr(), i, &mut ep, ptr::null_mut()),
-            )?;
-            let ep = Fid::own("fi_endpoint", ep)?;
+            let write_cntr = open_cntr()?;
+            let read_cntr = open_cntr()?;
+            let ep = create("fi_endpoint", |out| {
+                sys::fi_endpoint(domain.as_ptr(), i, out, ptr::null_mut())
+            })?;
             check("fi_ep_bind(av)", sys::fi_ep_bind(ep.as_ptr(), av.fid(), 0))?;
             // Successful operations complete through the counters; the queue carries
             // errors (and is what drives a manual-progress provider).
@@ -473,24 +466,22 @@ impl Nic {
         let access =
             u64::from(sys::FI_READ | sys::FI_WRITE | sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE);
         let requested = self.next_key.fetch_add(1, Ordering::Relaxed);
-        let mut mr = ptr::null_mut();
-        // SAFETY: the caller's contract covers the memory; out-pointer valid.
-        let rc = unsafe {
-            sys::fi_mr_reg(
-                self.domain.as_ptr(),
-                base.cast(),
-                len,
-                access,
-                0,
-                requested,
-                0,
-                &mut mr,
-                ptr::null_mut(),
-            )
-        };
-        check("fi_mr_reg", rc)?;
-        // SAFETY: created just now, owned from here on.
-        let mr = unsafe { Fid::own("fi_mr_reg", mr) }?;
+        // SAFETY: the caller's contract covers the memory; the registration is owned at once.
+        let mr = unsafe {
+            create("fi_mr_reg", |out| {
+                sys::fi_mr_reg(
+                    self.domain.as_ptr(),
+                    base.cast(),
+                    len,
+                    access,
+                    0,
+                    requested,
+                    0,
+                    out,
+                    ptr::null_mut(),
+                )
+            })
+        }?;
         if self.described.mr_mode & u64::from(sys::FI_MR_ENDPOINT) != 0 {
             // SAFETY: live registration and endpoint.
             unsafe {
