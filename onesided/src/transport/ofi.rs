@@ -49,6 +49,13 @@ const CQ_BATCH: usize = 16;
 /// origin's operations, bare `net` has no atomics.
 const REFUSED: [&str; 2] = ["sockets", "net"];
 
+/// The providers tried when none is named, best first: HPE Slingshot, InfiniBand/RoCE
+/// (verbs under the reliable-datagram utility), AWS EFA, then TCP.
+pub(crate) const PREFERRED: [&str; 4] = ["cxi", "verbs;ofi_rxm", "efa", "tcp;ofi_rxm"];
+
+/// The environment variable that names the provider (`ONESIDED_PROVIDER=tcp;ofi_rxm`).
+pub(crate) const PROVIDER_ENV: &str = "ONESIDED_PROVIDER";
+
 /// A libfabric return code as an error (`fi_strerror`).
 fn check(call: &'static str, rc: impl Into<i64>) -> Result<()> {
     let rc = rc.into();
@@ -417,6 +424,33 @@ impl Nic {
                 next_key: AtomicU64::new(1),
             })
         }
+    }
+
+    /// Opens the provider named by `requested` (the value of [`PROVIDER_ENV`]), or else the
+    /// first of [`PREFERRED`] this machine offers at `node`. A named provider that cannot
+    /// serve is an error, never a silent fallback.
+    pub(crate) fn open_chosen(requested: Option<&str>, node: &str) -> Result<Nic> {
+        if let Some(name) = requested.filter(|n| !n.is_empty()) {
+            return Nic::open(name, node);
+        }
+        let mut tried = Vec::new();
+        for name in PREFERRED {
+            match Nic::open(name, node) {
+                Ok(nic) => return Ok(nic),
+                Err(Error::Unsupported(why)) => tried.push(why),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Unsupported(format!(
+            "no libfabric provider for one-sided communication at {node}: {}",
+            tried.join("; ")
+        )))
+    }
+
+    /// [`Nic::open_chosen`] with the provider named by [`PROVIDER_ENV`], if set.
+    pub(crate) fn open_from_env(node: &str) -> Result<Nic> {
+        let requested = std::env::var(PROVIDER_ENV).ok();
+        Nic::open_chosen(requested.as_deref(), node)
     }
 
     /// What the provider is and asks for.
@@ -925,6 +959,21 @@ mod tests {
     fn shm_endpoints_write_read_and_do_atomics() {
         require("shm");
         rma_and_atomics_between_two_endpoints("shm");
+    }
+
+    /// Without a name, the best provider this machine has: here (no cxi, verbs or efa
+    /// device) tcp;ofi_rxm. A named one is taken as named.
+    #[test]
+    fn the_provider_is_the_named_one_or_the_best_available() {
+        require("tcp;ofi_rxm");
+        let best = Nic::open_chosen(None, "127.0.0.1").unwrap();
+        assert_eq!(best.described().provider, "tcp;ofi_rxm");
+        let named = Nic::open_chosen(Some("shm"), "127.0.0.1").unwrap();
+        assert_eq!(named.described().provider, "shm");
+        assert!(matches!(
+            Nic::open_chosen(Some("sockets"), "127.0.0.1"),
+            Err(Error::Unsupported(_))
+        ));
     }
 
     #[test]
