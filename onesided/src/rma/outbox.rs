@@ -14,9 +14,8 @@
 //!
 //! **Completion points.** A call that closes or flushes epochs does not drain anything
 //! itself: its op declares what it completes (`progress::Completes`: one target, or all)
-//! and the engine calls [`WinCore::complete_issued_slow`] (through
-//! `Host::complete_issued`, which skips it with one load when nothing is staged and the
-//! window has no rings) right before the op's first poll. The ops before it in the queue
+//! and the engine calls [`WinCore::complete_issued`] (one load when nothing is staged and
+//! the window has no rings) right before the op's first poll. The ops before it in the queue
 //! have run by then — a deferred accumulate handed to a ring only when its epoch activated
 //! is in the ring's `tail` — so the closing call never completes before what it closes.
 //! Flushes that complete inline (nothing queued) complete here too
@@ -39,10 +38,20 @@ use crate::win::core::{Flags, WinCore};
 impl WinCore {
     /// Completes at their targets the operations issued so far that `scope` covers: the
     /// one routine behind every completion point ([`crate::progress::Host::complete_issued`],
-    /// called by the engine right before a closing op's first poll), when something may be
-    /// outstanding.
+    /// called by the engine right before a closing op's first poll).
+    #[inline]
+    pub(crate) fn complete_issued(&self, scope: Completes) -> Result<()> {
+        // Nothing staged and no rings (mapped memory everywhere): every route completed
+        // its operations before they returned — one load on the unlock fast path.
+        if self.rings.is_none() && !self.staged.any_staged() {
+            return Ok(());
+        }
+        self.complete_issued_slow(scope)
+    }
+
+    /// [`WinCore::complete_issued`] when something may be outstanding.
     #[inline(never)]
-    pub(crate) fn complete_issued_slow(&self, scope: Completes) -> Result<()> {
+    fn complete_issued_slow(&self, scope: Completes) -> Result<()> {
         match scope {
             Completes::Nothing => Ok(()),
             // Staged puts are kept per thread, not per target: all of them go.

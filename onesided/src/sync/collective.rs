@@ -120,12 +120,7 @@ impl Host for WinCore {
 
     #[inline]
     fn complete_issued(&self, scope: Completes) -> Result<()> {
-        // Nothing staged and no rings (mapped memory everywhere): every route completed
-        // its operations before they returned — one load on the unlock fast path.
-        if self.rings.is_none() && !self.staged.any_staged() {
-            return Ok(());
-        }
-        self.complete_issued_slow(scope)
+        WinCore::complete_issued(self, scope)
     }
 
     /// Asked about a member that exited: it counts as arrived only if it entered this very
