@@ -1,8 +1,8 @@
 //! The control plane: the words other processes read and write to synchronize with this
 //! one, named transport-neutrally, behind one small interface.
 //!
-//! A protocol (PSCW first; locks, fence, collective agreement, stripes, dynamic regions and
-//! notifications follow) names a word by where it lives — the rank whose control block
+//! A protocol (PSCW and the passive-target locks so far; fence, collective agreement,
+//! stripes, dynamic regions and notifications follow) names a word by where it lives — the rank whose control block
 //! holds it, and which word — never by an address, and asks the plane to `fetch_add` or
 //! `load` it. Every answer is [`Answer::Ready`] or [`Answer::Pending`]: on one node the
 //! shared-memory plane ([`Control`], the mapped control blocks) answers at once with a CPU
@@ -11,6 +11,10 @@
 //! pending answer and polls it ([`ControlPlane::poll`]) — so it assumes nothing about
 //! where a word is, which the unit tests check by running it against a plane that answers
 //! every operation late and applies them in a shuffled order.
+//!
+//! Besides operations with an answer the plane takes *posted* ones
+//! ([`ControlPlane::post_add`]): applied eventually, with nothing to wait for — a network
+//! plane sends them without a completion to track (a lock's release, a counter's bump).
 //!
 //! Orderings are the shared-memory plane's; a network plane provides the same guarantees
 //! with its own means (delivery-complete atomics, a fence before a release).
@@ -34,6 +38,34 @@ pub(crate) enum CtrlWord {
         /// The rank whose control block holds the counter.
         at: usize,
     },
+    /// A passive-target lock's words (`sync::lock`).
+    Lock {
+        /// Which lock.
+        lock: LockAt,
+        /// Which of its words.
+        part: LockPart,
+    },
+}
+
+/// Which lock of a window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum LockAt {
+    /// The window-wide word (exclusive class vs lock_all); on one node in the window's
+    /// header, across nodes at rank 0 (foMPI's "master").
+    Global,
+    /// The reader-writer lock of this rank.
+    Local(usize),
+}
+
+/// One of a lock's three words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum LockPart {
+    /// The lock word: holders and the queue head's mark.
+    Word,
+    /// The next ticket of the FIFO slow path.
+    Next,
+    /// The ticket now served.
+    Serving,
 }
 
 /// An operation the plane has not answered yet.
@@ -59,12 +91,21 @@ pub(crate) trait ControlPlane {
     fn fetch_add(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer;
     /// Reads `word` with `order`.
     fn load(&self, word: CtrlWord, order: Ordering) -> Answer;
+    /// Replaces `word` by `new` if it holds `expected` (`order` on success, relaxed on
+    /// failure), answering the value before either way.
+    fn compare_swap(&self, word: CtrlWord, expected: u64, new: u64, order: Ordering) -> Answer;
+    /// Adds `value` (wrapping: a "subtraction" adds the two's complement) to `word` with
+    /// `order`, without an answer: the plane applies it eventually, and a [`Answer`] of a
+    /// later operation of this process on the same word does not imply it was applied.
+    /// Protocols post only what commutes with everything that may overtake it (a counter's
+    /// increments; giving a lock back).
+    fn post_add(&self, word: CtrlWord, value: u64, order: Ordering);
     /// The answer to `op` once it has arrived (`None`: not yet).
     fn poll(&self, op: &PendingOp) -> Option<u64>;
 }
 
 /// An operation's answer as it stands: its value, or still pending.
-#[derive(Debug)]
+#[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Awaited {
     /// Answered.
     Value(u64),
@@ -96,26 +137,56 @@ impl Awaited {
 }
 
 impl Control {
-    /// The atomic behind `word` in the mapped control blocks.
-    #[inline]
+    /// The atomic behind `word` in the mapped control blocks. Always inlined: at each use
+    /// the word is known, and the match folds away (out of line it cost a lock + unlock
+    /// pair 40 instructions).
+    #[inline(always)]
     fn atomic(&self, word: CtrlWord) -> &AtomicU64 {
         match word {
             CtrlWord::Posts { at, from } => self.post_counter(at, from),
             CtrlWord::Completions { at } => &self.rank(at).completions,
+            CtrlWord::Lock { lock, part } => {
+                let line = match lock {
+                    LockAt::Global => &self.header().global_lock,
+                    LockAt::Local(rank) => &self.rank(rank).lock,
+                };
+                match part {
+                    LockPart::Word => &line.word,
+                    LockPart::Next => &line.next,
+                    LockPart::Serving => &line.serving,
+                }
+            }
         }
     }
 }
 
 /// On one node every word is mapped: a CPU atomic answers at once.
 impl ControlPlane for Control {
-    #[inline]
+    #[inline(always)]
     fn fetch_add(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
         Answer::Ready(self.atomic(word).fetch_add(value, order))
     }
 
-    #[inline]
+    #[inline(always)]
     fn load(&self, word: CtrlWord, order: Ordering) -> Answer {
         Answer::Ready(self.atomic(word).load(order))
+    }
+
+    #[inline(always)]
+    fn compare_swap(&self, word: CtrlWord, expected: u64, new: u64, order: Ordering) -> Answer {
+        Answer::Ready(
+            match self
+                .atomic(word)
+                .compare_exchange(expected, new, order, Ordering::Relaxed)
+            {
+                Ok(v) | Err(v) => v,
+            },
+        )
+    }
+
+    #[inline(always)]
+    fn post_add(&self, word: CtrlWord, value: u64, order: Ordering) {
+        self.atomic(word).fetch_add(value, order);
     }
 
     fn poll(&self, _op: &PendingOp) -> Option<u64> {
@@ -140,6 +211,7 @@ pub(crate) mod fake {
     enum Op {
         Add(CtrlWord, u64),
         Load(CtrlWord),
+        CompareSwap(CtrlWord, u64, u64),
     }
 
     #[derive(Debug, Default)]
@@ -182,6 +254,15 @@ pub(crate) mod fake {
             self.state.lock().unwrap().issued.len()
         }
 
+        /// Applies every operation still in flight (in a random order), so that the words
+        /// can be checked after the protocol under test has stopped polling.
+        pub(crate) fn settle(&self) {
+            let mut s = self.state.lock().unwrap();
+            while !s.issued.is_empty() {
+                s.apply_one();
+            }
+        }
+
         fn issue(&self, op: Op) -> Answer {
             let mut s = self.state.lock().unwrap();
             s.next_token += 1;
@@ -210,12 +291,23 @@ pub(crate) mod fake {
                 Op::Add(w, v) => {
                     let slot = self.words.entry(w).or_insert(0);
                     let old = *slot;
-                    *slot += v;
+                    *slot = slot.wrapping_add(v);
                     old
                 }
                 Op::Load(w) => self.words.get(&w).copied().unwrap_or(0),
+                Op::CompareSwap(w, expected, new) => {
+                    let slot = self.words.entry(w).or_insert(0);
+                    let old = *slot;
+                    if old == expected {
+                        *slot = new;
+                    }
+                    old
+                }
             };
-            self.answered.insert(token, value);
+            // Token 0: a posted operation, nobody collects its answer.
+            if token != 0 {
+                self.answered.insert(token, value);
+            }
         }
     }
 
@@ -226,6 +318,24 @@ pub(crate) mod fake {
 
         fn load(&self, word: CtrlWord, _order: Ordering) -> Answer {
             self.issue(Op::Load(word))
+        }
+
+        fn compare_swap(
+            &self,
+            word: CtrlWord,
+            expected: u64,
+            new: u64,
+            _order: Ordering,
+        ) -> Answer {
+            self.issue(Op::CompareSwap(word, expected, new))
+        }
+
+        fn post_add(&self, word: CtrlWord, value: u64, _order: Ordering) {
+            self.state
+                .lock()
+                .unwrap()
+                .issued
+                .push((0, Op::Add(word, value)));
         }
 
         fn poll(&self, op: &PendingOp) -> Option<u64> {
