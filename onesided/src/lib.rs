@@ -50,6 +50,7 @@ mod group;
 pub mod launch;
 mod layout;
 mod memory;
+mod plane;
 mod progress;
 mod request;
 mod rma;

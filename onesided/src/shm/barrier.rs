@@ -15,8 +15,16 @@
 //! hangs. Carrying the tag in the signal costs nothing beyond the signal itself. The barrier
 //! is a pollable state machine so that fence can be a request like every other
 //! synchronization.
+//!
+//! The protocol names its words ([`CtrlWord::Signal`]) and reaches them through a
+//! [`ControlPlane`]: a signal is a posted store, the wait a load whose answer may come
+//! later. The window collectives run it on the window's plane; the bootstrap board, whose
+//! ranks share one segment, on the barrier's own memory ([`Barrier`] is a plane of its
+//! signal words).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::plane::{Answer, Awaited, ControlPlane, CtrlWord, PendingOp};
 
 const CACHE_LINE: usize = 64;
 
@@ -42,6 +50,14 @@ impl BarrierLayout {
             rounds,
             row_bytes,
         }
+    }
+
+    /// Where, from the base, the signal word of `rank` in `round` for barriers of `parity`
+    /// lies.
+    #[inline]
+    pub(crate) fn signal_offset(&self, rank: usize, round: u32, parity: u8) -> usize {
+        assert!(rank < self.n && round < self.rounds && parity < 2);
+        rank * self.row_bytes + (round as usize * 2 + parity as usize) * 8
     }
 
     /// Bytes needed for all counters (a multiple of the cache line).
@@ -70,7 +86,7 @@ unsafe impl Send for Barrier {}
 unsafe impl Sync for Barrier {}
 
 /// Progress of one barrier instance at one rank.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub(crate) struct BarrierWait {
     generation: u64,
     round: u32,
@@ -79,6 +95,8 @@ pub(crate) struct BarrierWait {
     tag: u32,
     /// A partner's tag differed, or a partner was flagged.
     mismatched: bool,
+    /// The read of this round's signal word, while the plane has not answered it.
+    reading: Option<Awaited>,
 }
 
 impl BarrierWait {
@@ -119,19 +137,15 @@ impl Barrier {
         }
     }
 
-    /// The signal word of `rank` in `round` for barriers of the parity of `generation`.
-    fn slot(&self, rank: usize, round: u32, generation: u64) -> &AtomicU64 {
-        assert!(rank < self.layout.n && round < self.layout.rounds);
-        let word = round as usize * 2 + (generation & 1) as usize;
-        // SAFETY: in bounds of the signal area by the layout; 8-byte aligned; the area is
-        // shared memory that outlives `self` (constructor contract). AtomicU64 has the same
-        // layout as u64 and may alias memory written by other processes.
-        unsafe {
-            &*(self
-                .base
-                .add(rank * self.layout.row_bytes + word * 8)
-                .cast::<AtomicU64>())
-        }
+    /// The signal word of `rank` in `round` for barriers of `parity`.
+    #[inline]
+    fn slot(&self, rank: usize, round: u32, parity: u8) -> &AtomicU64 {
+        let offset = self.layout.signal_offset(rank, round, parity);
+        // SAFETY: in bounds of the signal area by the layout (signal_offset checks rank and
+        // round); 8-byte aligned; the area is shared memory that outlives `self`
+        // (constructor contract). AtomicU64 has the same layout as u64 and may alias memory
+        // written by other processes.
+        unsafe { &*(self.base.add(offset).cast::<AtomicU64>()) }
     }
 
     /// Enters a new barrier for the collective `tag` (its low 31 bits count); poll the
@@ -146,27 +160,53 @@ impl Barrier {
             signaled: false,
             tag: (tag & TAG_BITS) as u32,
             mismatched: false,
+            reading: None,
         }
     }
 
-    /// Advances `wait` as far as possible without blocking; true when the barrier completed.
+    /// Advances `wait` on the barrier's own memory (see [`Barrier::poll_on`]).
     pub(crate) fn poll(&self, wait: &mut BarrierWait) -> bool {
+        self.poll_on(self, wait)
+    }
+
+    /// Advances `wait` as far as possible without blocking, reaching the signal words
+    /// through `plane`; true when the barrier completed.
+    pub(crate) fn poll_on<P: ControlPlane + ?Sized>(
+        &self,
+        plane: &P,
+        wait: &mut BarrierWait,
+    ) -> bool {
         let n = self.layout.n;
+        let parity = (wait.generation & 1) as u8;
         while wait.round < self.layout.rounds {
             if !wait.signaled {
                 let partner = (self.me + (1usize << wait.round)) % n;
                 // Release: everything this rank wrote before the barrier becomes visible to
                 // the partner (and transitively to everyone) once it observes the signal.
-                self.slot(partner, wait.round, wait.generation).store(
+                plane.post_store(
+                    CtrlWord::Signal {
+                        at: partner,
+                        round: wait.round,
+                        parity,
+                    },
                     signal(wait.generation, wait.tag, wait.mismatched),
                     Ordering::Release,
                 );
                 wait.signaled = true;
             }
             // Acquire: pairs with the Release store of the one rank that signals us here.
-            let got = self
-                .slot(self.me, wait.round, wait.generation)
-                .load(Ordering::Acquire);
+            let mine = CtrlWord::Signal {
+                at: self.me,
+                round: wait.round,
+                parity,
+            };
+            let read = wait
+                .reading
+                .get_or_insert_with(|| Awaited::from(plane.load(mine, Ordering::Acquire)));
+            let Some(got) = read.value(plane) else {
+                return false;
+            };
+            wait.reading = None;
             if got >> 32 != wait.generation & 0xffff_ffff {
                 return false;
             }
@@ -177,6 +217,42 @@ impl Barrier {
             wait.signaled = false;
         }
         true
+    }
+}
+
+/// The barrier's own memory as a plane of its signal words: the bootstrap board's ranks
+/// share the segment, so a signal is a CPU store and a read a CPU load, answered at once.
+impl ControlPlane for Barrier {
+    fn fetch_add(&self, word: CtrlWord, _value: u64, _order: Ordering) -> Answer {
+        unreachable!("a barrier holds signal words only, not {word:?}")
+    }
+
+    #[inline]
+    fn load(&self, word: CtrlWord, order: Ordering) -> Answer {
+        let CtrlWord::Signal { at, round, parity } = word else {
+            unreachable!("a barrier holds signal words only, not {word:?}")
+        };
+        Answer::Ready(self.slot(at, round, parity).load(order))
+    }
+
+    fn compare_swap(&self, word: CtrlWord, _: u64, _: u64, _: Ordering) -> Answer {
+        unreachable!("a barrier holds signal words only, not {word:?}")
+    }
+
+    fn post_add(&self, word: CtrlWord, _value: u64, _order: Ordering) {
+        unreachable!("a barrier holds signal words only, not {word:?}")
+    }
+
+    #[inline]
+    fn post_store(&self, word: CtrlWord, value: u64, order: Ordering) {
+        let CtrlWord::Signal { at, round, parity } = word else {
+            unreachable!("a barrier holds signal words only, not {word:?}")
+        };
+        self.slot(at, round, parity).store(value, order);
+    }
+
+    fn poll(&self, _op: &PendingOp) -> Option<u64> {
+        unreachable!("the barrier's memory answers every operation at once")
     }
 }
 
@@ -264,6 +340,69 @@ mod tests {
                 .collect();
             for t in threads {
                 t.join().unwrap();
+            }
+        }
+    }
+
+    /// The protocol against a plane that answers late and applies operations in a shuffled
+    /// order (ranks simulated in one thread, a random one moving at each step): nobody
+    /// leaves barrier `g` before everyone entered it, a different tag flags every rank of
+    /// that barrier and only that one, and every barrier completes.
+    #[test]
+    fn barrier_over_a_late_reordering_plane() {
+        use crate::plane::fake::LatePlane;
+        const BARRIERS: u64 = 12;
+        for n in [2usize, 3, 5, 8] {
+            for seed in 0..40u64 {
+                let plane =
+                    LatePlane::new((seed + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ n as u64);
+                let layout = BarrierLayout::new(n);
+                // The handles' own memory is not used: every word goes through the plane.
+                let mem: Vec<AtomicU64> =
+                    (0..layout.bytes() / 8).map(|_| AtomicU64::new(0)).collect();
+                let barriers: Vec<Barrier> = (0..n)
+                    // SAFETY: `mem` outlives the handles and is large enough.
+                    .map(|me| unsafe { Barrier::new(mem.as_ptr().cast(), layout, me) })
+                    .collect();
+                let odd = (seed as usize) % n;
+                let tag = |g: u64, me: usize| if g == 5 && me == odd { 99 } else { g % 3 };
+                let mut entered = vec![0u64; n];
+                let mut waits: Vec<Option<BarrierWait>> = (0..n).map(|_| None).collect();
+                let mut rng = seed | 1;
+                let mut steps = 0u64;
+                while entered.iter().any(|&e| e < BARRIERS) || waits.iter().any(Option::is_some) {
+                    steps += 1;
+                    assert!(
+                        steps < 1_000_000,
+                        "n {n} seed {seed}: barriers do not complete"
+                    );
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let me = (rng % n as u64) as usize;
+                    match &mut waits[me] {
+                        None if entered[me] < BARRIERS => {
+                            entered[me] += 1;
+                            waits[me] = Some(barriers[me].begin(tag(entered[me], me)));
+                        }
+                        None => {}
+                        Some(w) => {
+                            if barriers[me].poll_on(&plane, w) {
+                                let g = entered[me];
+                                assert!(
+                                    entered.iter().all(|&e| e >= g),
+                                    "n {n} seed {seed}: rank {me} left barrier {g} early"
+                                );
+                                assert_eq!(
+                                    w.mismatched(),
+                                    g == 5,
+                                    "n {n} seed {seed}: barrier {g}"
+                                );
+                                waits[me] = None;
+                            }
+                        }
+                    }
+                }
             }
         }
     }

@@ -65,12 +65,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
+use crate::plane::{Answer, Awaited, ControlPlane, CtrlWord, LockAt, LockPart};
 use crate::progress::{blocking_start, Completes, Order, Step, SyncOp, Ticket};
 use crate::request::Request;
 use crate::sync::epoch::Release;
 use crate::sync::{Assert, LockType};
 use crate::win::core::WinCore;
-use crate::win::plane::{Answer, Awaited, ControlPlane, CtrlWord, LockAt, LockPart};
 use crate::win::Window;
 
 const READER: u64 = 1;
@@ -922,7 +922,10 @@ mod tests {
         fn post_add(&self, word: CtrlWord, value: u64, order: Ordering) {
             self.atomic(word).fetch_add(value, order);
         }
-        fn poll(&self, _op: &crate::win::plane::PendingOp) -> Option<u64> {
+        fn post_store(&self, word: CtrlWord, value: u64, order: Ordering) {
+            self.atomic(word).store(value, order);
+        }
+        fn poll(&self, _op: &crate::plane::PendingOp) -> Option<u64> {
             unreachable!("answers at once")
         }
     }
@@ -1088,7 +1091,7 @@ mod late_plane_tests {
     //! thread, a random one moving at each step, so a failure replays from its seed.
 
     use super::*;
-    use crate::win::plane::fake::LatePlane;
+    use crate::plane::fake::LatePlane;
 
     /// One simulated process: acquires `lock` in `mode`, holds it for a few of its steps,
     /// releases it, `rounds` times (or for ever, for a stream of readers).

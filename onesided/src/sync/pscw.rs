@@ -20,11 +20,11 @@ use bytemuck::Pod;
 
 use crate::error::Result;
 use crate::group::Group;
+use crate::plane::{Answer, Awaited, ControlPlane, CtrlWord};
 use crate::progress::{blocking_start, Completes, Step, SyncOp, Ticket};
 use crate::request::Request;
 use crate::sync::Assert;
 use crate::win::core::WinCore;
-use crate::win::plane::{Answer, Awaited, ControlPlane, CtrlWord};
 use crate::win::Window;
 
 /// Bumps one counter at each of `ranks` (`word(rank)`) through the plane, and is done once
@@ -432,7 +432,7 @@ impl<T: Pod> Window<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::win::plane::fake::LatePlane;
+    use crate::plane::fake::LatePlane;
 
     /// The PSCW protocol against a plane that answers every operation late and applies
     /// them in a shuffled order, for many seeds: target 1 posts three exposure epochs to

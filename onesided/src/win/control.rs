@@ -14,10 +14,11 @@
 //! Every word another process reads or writes is an `AtomicU64`, and independently contended
 //! words sit on separate cache lines.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
+use crate::plane::{Answer, ControlPlane, CtrlWord, LockAt, LockPart, PendingOp};
 use crate::shm::barrier::BarrierLayout;
 
 /// Lock stripes per rank for accumulates that cannot use CPU atomics (see rma::atomic).
@@ -305,6 +306,77 @@ impl Control {
     pub(crate) fn data_base(&self) -> *mut u8 {
         // SAFETY: data_off <= total, inside (or one past the end of) the mapping.
         unsafe { self.base.add(self.layout.data_off) }
+    }
+}
+
+impl Control {
+    /// The atomic behind `word` in the mapped control blocks. Always inlined: at each use
+    /// the word is known, and the match folds away (out of line it cost a lock + unlock
+    /// pair 40 instructions).
+    #[inline(always)]
+    fn atomic(&self, word: CtrlWord) -> &AtomicU64 {
+        match word {
+            CtrlWord::Posts { at, from } => self.post_counter(at, from),
+            CtrlWord::Completions { at } => &self.rank(at).completions,
+            CtrlWord::Signal { at, round, parity } => {
+                let offset = self.layout.barrier.signal_offset(at, round, parity);
+                // SAFETY: the barrier's signal area lies inside the mapping at barrier_off
+                // (the layout reserves barrier.bytes() there), and signal_offset is in
+                // bounds of it and 8-byte aligned. Shared words are only accessed
+                // atomically.
+                unsafe { &*self.barrier_base().add(offset).cast::<AtomicU64>() }
+            }
+            CtrlWord::Lock { lock, part } => {
+                let line = match lock {
+                    LockAt::Global => &self.header().global_lock,
+                    LockAt::Local(rank) => &self.rank(rank).lock,
+                };
+                match part {
+                    LockPart::Word => &line.word,
+                    LockPart::Next => &line.next,
+                    LockPart::Serving => &line.serving,
+                }
+            }
+        }
+    }
+}
+
+/// On one node every word is mapped: a CPU atomic answers at once.
+impl ControlPlane for Control {
+    #[inline(always)]
+    fn fetch_add(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
+        Answer::Ready(self.atomic(word).fetch_add(value, order))
+    }
+
+    #[inline(always)]
+    fn load(&self, word: CtrlWord, order: Ordering) -> Answer {
+        Answer::Ready(self.atomic(word).load(order))
+    }
+
+    #[inline(always)]
+    fn compare_swap(&self, word: CtrlWord, expected: u64, new: u64, order: Ordering) -> Answer {
+        Answer::Ready(
+            match self
+                .atomic(word)
+                .compare_exchange(expected, new, order, Ordering::Relaxed)
+            {
+                Ok(v) | Err(v) => v,
+            },
+        )
+    }
+
+    #[inline(always)]
+    fn post_add(&self, word: CtrlWord, value: u64, order: Ordering) {
+        self.atomic(word).fetch_add(value, order);
+    }
+
+    #[inline(always)]
+    fn post_store(&self, word: CtrlWord, value: u64, order: Ordering) {
+        self.atomic(word).store(value, order);
+    }
+
+    fn poll(&self, _op: &PendingOp) -> Option<u64> {
+        unreachable!("the shared-memory plane answers every operation at once")
     }
 }
 

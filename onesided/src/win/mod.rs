@@ -15,7 +15,6 @@ mod dup;
 pub(crate) mod dynamic;
 pub mod info;
 pub(crate) mod memhandle;
-pub(crate) mod plane;
 pub(crate) mod regions;
 pub(crate) mod resolve;
 

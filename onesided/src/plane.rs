@@ -5,7 +5,7 @@
 //! stripes, dynamic regions and notifications follow) names a word by where it lives — the rank whose control block
 //! holds it, and which word — never by an address, and asks the plane to `fetch_add` or
 //! `load` it. Every answer is [`Answer::Ready`] or [`Answer::Pending`]: on one node the
-//! shared-memory plane ([`Control`], the mapped control blocks) answers at once with a CPU
+//! shared-memory plane (`win::control::Control`, the mapped control blocks) answers at once with a CPU
 //! atomic, while a network plane answers later (a libfabric atomic completes when the
 //! target's progress has applied it). A protocol written against this interface keeps a
 //! pending answer and polls it ([`ControlPlane::poll`]) — so it assumes nothing about
@@ -19,9 +19,7 @@
 //! Orderings are the shared-memory plane's; a network plane provides the same guarantees
 //! with its own means (delivery-complete atomics, a fence before a release).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
-use crate::win::control::Control;
+use std::sync::atomic::Ordering;
 
 /// A control word, named by the rank that holds it and what it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -37,6 +35,16 @@ pub(crate) enum CtrlWord {
     Completions {
         /// The rank whose control block holds the counter.
         at: usize,
+    },
+    /// A dissemination barrier's signal word (`shm::barrier`): written by the one partner
+    /// that signals `at` in `round`, for barriers of `parity`.
+    Signal {
+        /// The rank that waits for the signal.
+        at: usize,
+        /// The barrier's round.
+        round: u32,
+        /// The parity of the barrier's number (two words alternate).
+        parity: u8,
     },
     /// A passive-target lock's words (`sync::lock`).
     Lock {
@@ -100,6 +108,9 @@ pub(crate) trait ControlPlane {
     /// Protocols post only what commutes with everything that may overtake it (a counter's
     /// increments; giving a lock back).
     fn post_add(&self, word: CtrlWord, value: u64, order: Ordering);
+    /// Stores `value` into `word` with `order`, posted as [`ControlPlane::post_add`]:
+    /// for a word only one process writes (a barrier's signal).
+    fn post_store(&self, word: CtrlWord, value: u64, order: Ordering);
     /// The answer to `op` once it has arrived (`None`: not yet).
     fn poll(&self, op: &PendingOp) -> Option<u64>;
 }
@@ -136,64 +147,6 @@ impl Awaited {
     }
 }
 
-impl Control {
-    /// The atomic behind `word` in the mapped control blocks. Always inlined: at each use
-    /// the word is known, and the match folds away (out of line it cost a lock + unlock
-    /// pair 40 instructions).
-    #[inline(always)]
-    fn atomic(&self, word: CtrlWord) -> &AtomicU64 {
-        match word {
-            CtrlWord::Posts { at, from } => self.post_counter(at, from),
-            CtrlWord::Completions { at } => &self.rank(at).completions,
-            CtrlWord::Lock { lock, part } => {
-                let line = match lock {
-                    LockAt::Global => &self.header().global_lock,
-                    LockAt::Local(rank) => &self.rank(rank).lock,
-                };
-                match part {
-                    LockPart::Word => &line.word,
-                    LockPart::Next => &line.next,
-                    LockPart::Serving => &line.serving,
-                }
-            }
-        }
-    }
-}
-
-/// On one node every word is mapped: a CPU atomic answers at once.
-impl ControlPlane for Control {
-    #[inline(always)]
-    fn fetch_add(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
-        Answer::Ready(self.atomic(word).fetch_add(value, order))
-    }
-
-    #[inline(always)]
-    fn load(&self, word: CtrlWord, order: Ordering) -> Answer {
-        Answer::Ready(self.atomic(word).load(order))
-    }
-
-    #[inline(always)]
-    fn compare_swap(&self, word: CtrlWord, expected: u64, new: u64, order: Ordering) -> Answer {
-        Answer::Ready(
-            match self
-                .atomic(word)
-                .compare_exchange(expected, new, order, Ordering::Relaxed)
-            {
-                Ok(v) | Err(v) => v,
-            },
-        )
-    }
-
-    #[inline(always)]
-    fn post_add(&self, word: CtrlWord, value: u64, order: Ordering) {
-        self.atomic(word).fetch_add(value, order);
-    }
-
-    fn poll(&self, _op: &PendingOp) -> Option<u64> {
-        unreachable!("the shared-memory plane answers every operation at once")
-    }
-}
-
 #[cfg(test)]
 pub(crate) mod fake {
     //! A control plane that answers every operation late and applies them in a shuffled
@@ -212,6 +165,7 @@ pub(crate) mod fake {
         Add(CtrlWord, u64),
         Load(CtrlWord),
         CompareSwap(CtrlWord, u64, u64),
+        Store(CtrlWord, u64),
     }
 
     #[derive(Debug, Default)]
@@ -295,6 +249,10 @@ pub(crate) mod fake {
                     old
                 }
                 Op::Load(w) => self.words.get(&w).copied().unwrap_or(0),
+                Op::Store(w, v) => {
+                    self.words.insert(w, v);
+                    0
+                }
                 Op::CompareSwap(w, expected, new) => {
                     let slot = self.words.entry(w).or_insert(0);
                     let old = *slot;
@@ -336,6 +294,11 @@ pub(crate) mod fake {
                 .unwrap()
                 .issued
                 .push((0, Op::Add(word, value)));
+        }
+
+        fn post_store(&self, word: CtrlWord, value: u64, _order: Ordering) {
+            let mut s = self.state.lock().unwrap();
+            s.issued.push((0, Op::Store(word, value)));
         }
 
         fn poll(&self, op: &PendingOp) -> Option<u64> {
