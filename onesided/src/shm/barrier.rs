@@ -380,27 +380,21 @@ mod tests {
                     rng ^= rng >> 7;
                     rng ^= rng << 17;
                     let me = (rng % n as u64) as usize;
-                    match &mut waits[me] {
-                        None if entered[me] < BARRIERS => {
+                    let Some(w) = &mut waits[me] else {
+                        if entered[me] < BARRIERS {
                             entered[me] += 1;
                             waits[me] = Some(barriers[me].begin(tag(entered[me], me)));
                         }
-                        None => {}
-                        Some(w) => {
-                            if barriers[me].poll_on(&plane, w) {
-                                let g = entered[me];
-                                assert!(
-                                    entered.iter().all(|&e| e >= g),
-                                    "n {n} seed {seed}: rank {me} left barrier {g} early"
-                                );
-                                assert_eq!(
-                                    w.mismatched(),
-                                    g == 5,
-                                    "n {n} seed {seed}: barrier {g}"
-                                );
-                                waits[me] = None;
-                            }
-                        }
+                        continue;
+                    };
+                    if barriers[me].poll_on(&plane, w) {
+                        let g = entered[me];
+                        assert!(
+                            entered.iter().all(|&e| e >= g),
+                            "n {n} seed {seed}: rank {me} left barrier {g} early"
+                        );
+                        assert_eq!(w.mismatched(), g == 5, "n {n} seed {seed}: barrier {g}");
+                        waits[me] = None;
                     }
                 }
             }
