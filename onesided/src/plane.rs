@@ -46,6 +46,14 @@ pub(crate) enum CtrlWord {
         /// The parity of the barrier's number (two words alternate).
         parity: u8,
     },
+    /// A notification counter (`rma::notify`): counter `idx` of rank `at`, in the table
+    /// of the latest `set_num_notify`.
+    Notify {
+        /// The rank that owns the counter.
+        at: usize,
+        /// Which of its counters.
+        idx: usize,
+    },
     /// A passive-target lock's words (`sync::lock`).
     Lock {
         /// Which lock.
@@ -99,6 +107,8 @@ pub(crate) trait ControlPlane {
     fn fetch_add(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer;
     /// Reads `word` with `order`.
     fn load(&self, word: CtrlWord, order: Ordering) -> Answer;
+    /// Replaces `word` by `value` with `order`, answering the value before.
+    fn swap(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer;
     /// Replaces `word` by `new` if it holds `expected` (`order` on success, relaxed on
     /// failure), answering the value before either way.
     fn compare_swap(&self, word: CtrlWord, expected: u64, new: u64, order: Ordering) -> Answer;
@@ -124,6 +134,23 @@ pub(crate) enum Awaited {
     Pending(PendingOp),
 }
 
+/// Whether counter `word` has reached `need`: `Some(true)` or `Some(false)` once the plane
+/// answered the read kept in `reading` (issued here if there is none), `None` while it has
+/// not. Acquire: pairs with the Release increments that count (PSCW's posts and
+/// completions, notified operations' arrivals).
+#[inline]
+pub(crate) fn count_reached<P: ControlPlane + ?Sized>(
+    plane: &P,
+    word: CtrlWord,
+    need: u64,
+    reading: &mut Option<Awaited>,
+) -> Option<bool> {
+    let read = reading.get_or_insert_with(|| Awaited::from(plane.load(word, Ordering::Acquire)));
+    let count = read.value(plane)?;
+    *reading = None;
+    Some(count >= need)
+}
+
 impl Awaited {
     /// Starts waiting for `answer`.
     #[inline]
@@ -131,6 +158,18 @@ impl Awaited {
         match answer {
             Answer::Ready(v) => Awaited::Value(v),
             Answer::Pending(op) => Awaited::Pending(op),
+        }
+    }
+
+    /// The value, waiting for `plane` to answer (backing off between polls): for calls
+    /// that return a word's value.
+    pub(crate) fn wait<P: ControlPlane + ?Sized>(mut self, plane: &P) -> u64 {
+        let mut backoff = crate::backoff::Backoff::new();
+        loop {
+            if let Some(v) = self.value(plane) {
+                return v;
+            }
+            backoff.snooze();
         }
     }
 
@@ -166,6 +205,7 @@ pub(crate) mod fake {
         Load(CtrlWord),
         CompareSwap(CtrlWord, u64, u64),
         Store(CtrlWord, u64),
+        Swap(CtrlWord, u64),
     }
 
     #[derive(Debug, Default)]
@@ -253,6 +293,7 @@ pub(crate) mod fake {
                     self.words.insert(w, v);
                     0
                 }
+                Op::Swap(w, v) => self.words.insert(w, v).unwrap_or(0),
                 Op::CompareSwap(w, expected, new) => {
                     let slot = self.words.entry(w).or_insert(0);
                     let old = *slot;
@@ -276,6 +317,10 @@ pub(crate) mod fake {
 
         fn load(&self, word: CtrlWord, _order: Ordering) -> Answer {
             self.issue(Op::Load(word))
+        }
+
+        fn swap(&self, word: CtrlWord, value: u64, _order: Ordering) -> Answer {
+            self.issue(Op::Swap(word, value))
         }
 
         fn compare_swap(

@@ -28,13 +28,13 @@
 use std::future::Future;
 use std::marker::PhantomData;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use crate::backoff::Backoff;
 use crate::bootstrap::call::CallTag;
 use crate::error::Result;
+use crate::plane::{count_reached, Awaited, ControlPlane, CtrlWord};
 use crate::progress::Ticket;
 use crate::win::core::WinCore;
 
@@ -62,12 +62,26 @@ enum State<'a> {
         /// The window collective it is (its waits watch the peers).
         collective: Option<CallTag>,
     },
-    /// `wait_notify`: a notification counter of `core`'s window reaching `value`.
+    /// `wait_notify`: a notification counter of `core`'s window, `word` of `plane`,
+    /// reaching `value`.
     Notify {
         core: &'a WinCore,
-        counter: &'a AtomicU64,
+        plane: PlaneRef<'a>,
+        word: CtrlWord,
         value: u64,
+        /// The read of the counter while the plane has not answered it.
+        reading: Option<Awaited>,
     },
+}
+
+/// The control plane of a notification counter (a window's notify table).
+#[derive(Clone, Copy)]
+struct PlaneRef<'a>(&'a (dyn ControlPlane + Sync));
+
+impl std::fmt::Debug for PlaneRef<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PlaneRef")
+    }
 }
 
 /// Where a deferred read leaves its bytes: its op fills the slot when it runs; the request
@@ -131,13 +145,21 @@ impl<'a> Request<'a> {
         }
     }
 
-    /// The request of `wait_notify`: complete once `counter` is at least `value`.
-    pub(crate) fn notified(core: &'a WinCore, counter: &'a AtomicU64, value: u64) -> Self {
+    /// The request of `wait_notify`: complete once counter `word` of `plane` is at least
+    /// `value`.
+    pub(crate) fn notified(
+        core: &'a WinCore,
+        plane: &'a (dyn ControlPlane + Sync),
+        word: CtrlWord,
+        value: u64,
+    ) -> Self {
         Request {
             state: State::Notify {
                 core,
-                counter,
+                plane: PlaneRef(plane),
+                word,
                 value,
+                reading: None,
             },
             fill: Mutex::new(None),
             _borrows: PhantomData,
@@ -181,9 +203,9 @@ impl<'a> Request<'a> {
     /// An error of a synchronization queued before this one is returned by whichever call
     /// drives the engine when it happens.
     pub fn test(&mut self) -> Result<bool> {
-        match self.state {
+        match &mut self.state {
             State::Done => Ok(true),
-            State::Sync { core, ticket, .. } => {
+            &mut State::Sync { core, ticket, .. } => {
                 core.engine.progress(core)?;
                 if core.engine.completed(ticket) {
                     self.finish();
@@ -194,11 +216,13 @@ impl<'a> Request<'a> {
             }
             State::Notify {
                 core,
-                counter,
+                plane,
+                word,
                 value,
+                reading,
             } => {
-                core.engine.progress(core)?;
-                if reached(counter, value) {
+                core.engine.progress(*core)?;
+                if count_reached(plane.0, *word, *value, reading) == Some(true) {
                     self.finish();
                     Ok(true)
                 } else {
@@ -213,7 +237,11 @@ impl<'a> Request<'a> {
         let done = match self.state {
             State::Done => true,
             State::Sync { core, ticket, .. } => core.engine.completed(ticket),
-            State::Notify { counter, value, .. } => reached(counter, value),
+            // A fresh read (`&self` keeps no pending one): a process's own counters
+            // answer at once on every plane; a late answer only delays this look.
+            State::Notify {
+                plane, word, value, ..
+            } => count_reached(plane.0, word, value, &mut None) == Some(true),
         };
         if done {
             self.deliver();
@@ -223,35 +251,33 @@ impl<'a> Request<'a> {
 
     /// Blocks until the operation completed, then releases the borrows (MPI_Wait).
     pub fn wait(mut self) -> Result<()> {
-        match self.state {
+        match &mut self.state {
             State::Done => {}
-            State::Sync {
+            &mut State::Sync {
                 core,
                 ticket,
                 collective,
             } => core.engine.wait(core, ticket, collective)?,
             State::Notify {
                 core,
-                counter,
+                plane,
+                word,
                 value,
+                reading,
             } => {
+                let (core, plane, word, value) = (*core, plane.0, *word, *value);
+                let reading = std::cell::RefCell::new(reading);
+                let reached =
+                    || count_reached(plane, word, value, &mut reading.borrow_mut()) == Some(true);
                 // Already there (the common case of a late waiter): no engine pass.
-                if !reached(counter, value) {
-                    core.engine
-                        .wait_until(core, || reached(counter, value), None)?;
+                if !reached() {
+                    core.engine.wait_until(core, reached, None)?;
                 }
             }
         }
         self.finish();
         Ok(())
     }
-}
-
-/// A notification counter at `value` or beyond.
-fn reached(counter: &AtomicU64, value: u64) -> bool {
-    // Acquire: pairs with the Release of each counted arrival (rma::notify), so the data of
-    // the counted operations is visible once this is seen.
-    counter.load(Ordering::Acquire) >= value
 }
 
 impl Future for Request<'_> {

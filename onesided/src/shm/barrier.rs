@@ -239,6 +239,10 @@ impl ControlPlane for Barrier {
         unreachable!("a barrier holds signal words only, not {word:?}")
     }
 
+    fn swap(&self, word: CtrlWord, _value: u64, _order: Ordering) -> Answer {
+        unreachable!("a barrier holds signal words only, not {word:?}")
+    }
+
     fn post_add(&self, word: CtrlWord, _value: u64, _order: Ordering) {
         unreachable!("a barrier holds signal words only, not {word:?}")
     }

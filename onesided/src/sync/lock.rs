@@ -909,6 +909,9 @@ mod tests {
         fn load(&self, word: CtrlWord, order: Ordering) -> Answer {
             Answer::Ready(self.atomic(word).load(order))
         }
+        fn swap(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
+            Answer::Ready(self.atomic(word).swap(value, order))
+        }
         fn compare_swap(&self, word: CtrlWord, expected: u64, new: u64, order: Ordering) -> Answer {
             Answer::Ready(
                 match self

@@ -20,7 +20,7 @@ use bytemuck::Pod;
 
 use crate::error::Result;
 use crate::group::Group;
-use crate::plane::{Answer, Awaited, ControlPlane, CtrlWord};
+use crate::plane::{count_reached, Answer, Awaited, ControlPlane, CtrlWord};
 use crate::progress::{blocking_start, Completes, Step, SyncOp, Ticket};
 use crate::request::Request;
 use crate::sync::Assert;
@@ -69,22 +69,6 @@ impl Announce {
             Step::Blocked
         }
     }
-}
-
-/// Whether counter `word` has reached `need`: `Some(true)` or `Some(false)` once the plane
-/// answered the read kept in `reading` (issued here if there is none), `None` while it has
-/// not. Acquire: pairs with the Release increments of [`Announce`].
-#[inline]
-fn count_reached<P: ControlPlane + ?Sized>(
-    plane: &P,
-    word: CtrlWord,
-    need: u64,
-    reading: &mut Option<Awaited>,
-) -> Option<bool> {
-    let read = reading.get_or_insert_with(|| Awaited::from(plane.load(word, Ordering::Acquire)));
-    let count = read.value(plane)?;
-    *reading = None;
-    Some(count >= need)
 }
 
 /// Waits until counter `word(peer)` of this process reaches `need`, for every (peer, need),

@@ -318,6 +318,9 @@ impl Control {
         match word {
             CtrlWord::Posts { at, from } => self.post_counter(at, from),
             CtrlWord::Completions { at } => &self.rank(at).completions,
+            CtrlWord::Notify { .. } => {
+                unreachable!("notification counters are the window's notify tables' words")
+            }
             CtrlWord::Signal { at, round, parity } => {
                 let offset = self.layout.barrier.signal_offset(at, round, parity);
                 // SAFETY: the barrier's signal area lies inside the mapping at barrier_off
@@ -351,6 +354,11 @@ impl ControlPlane for Control {
     #[inline(always)]
     fn load(&self, word: CtrlWord, order: Ordering) -> Answer {
         Answer::Ready(self.atomic(word).load(order))
+    }
+
+    #[inline(always)]
+    fn swap(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
+        Answer::Ready(self.atomic(word).swap(value, order))
     }
 
     #[inline(always)]

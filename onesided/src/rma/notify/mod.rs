@@ -62,6 +62,7 @@ use bytemuck::Pod;
 
 use crate::bootstrap::Call;
 use crate::error::{Error, Result};
+use crate::plane::{Awaited, ControlPlane, CtrlWord};
 use crate::progress::{Completes, Step, SyncOp};
 use crate::request::Request;
 use crate::rma::atomic::{AccElement, Op};
@@ -78,12 +79,13 @@ use counters::NotifyTable;
 pub const MAX_NOTIFY: usize = 1 << 24;
 
 impl WinCore {
-    /// Counter `idx` of `target`, or the error of a notified call `op`.
-    fn notify_counter(&self, op: &'static str, target: usize, idx: usize) -> Result<&AtomicU64> {
+    /// The table in force when it has counter `idx` of `target` (the word is then
+    /// `CtrlWord::Notify { at: target, idx }`), or the error of a notified call `op`.
+    fn notify_table(&self, op: &'static str, target: usize, idx: usize) -> Result<&NotifyTable> {
         self.check_rank(target)?;
         let table = self.notify.table();
         table
-            .and_then(|t| t.counter(target, idx))
+            .filter(|t| t.counter(target, idx).is_some())
             .ok_or_else(|| Error::InvalidNotification {
                 op,
                 target,
@@ -98,8 +100,11 @@ impl WinCore {
         // the target does after its Acquire load sees this increment. Data moved by
         // cross-memory attach is in the target's memory when the system call returns,
         // which precedes this store in our program order.
-        self.notify_counter(op, target, idx)?
-            .fetch_add(1, Ordering::Release);
+        self.notify_table(op, target, idx)?.post_add(
+            CtrlWord::Notify { at: target, idx },
+            1,
+            Ordering::Release,
+        );
         Ok(())
     }
 
@@ -246,23 +251,23 @@ impl<T: Pod> Window<T> {
     /// The value of this process's counter `idx` (MPI_Win_get_notify_value). When it is `k`,
     /// the data of the `k` notified operations it counts is visible here.
     pub fn notify_value(&self, idx: usize) -> Result<u64> {
-        let c = self
-            .core
-            .notify_counter("notify_value", self.core.rank, idx)?;
+        let me = self.core.rank;
+        let table = self.core.notify_table("notify_value", me, idx)?;
         // Acquire: pairs with the arrivals' Release (module docs).
-        Ok(c.load(Ordering::Acquire))
+        let read = table.load(CtrlWord::Notify { at: me, idx }, Ordering::Acquire);
+        Ok(Awaited::from(read).wait(table))
     }
 
     /// Sets this process's counter `idx` to 0 and returns its value before
     /// (MPI_Win_reset_notify_value). An arrival at the same time is counted either in the
     /// returned value or in the counter afterwards, never lost.
     pub fn reset_notify_value(&self, idx: usize) -> Result<u64> {
-        let c = self
-            .core
-            .notify_counter("reset_notify_value", self.core.rank, idx)?;
+        let me = self.core.rank;
+        let table = self.core.notify_table("reset_notify_value", me, idx)?;
         // AcqRel: acquires the counted arrivals' data (as notify_value); one atomic swap, so
         // no arrival falls between the read and the reset.
-        Ok(c.swap(0, Ordering::AcqRel))
+        let swap = table.swap(CtrlWord::Notify { at: me, idx }, 0, Ordering::AcqRel);
+        Ok(Awaited::from(swap).wait(table))
     }
 
     /// A request that completes when this process's counter `idx` is at least `value`:
@@ -281,10 +286,14 @@ impl<T: Pod> Window<T> {
     /// # Ok::<(), onesided::Error>(())
     /// ```
     pub fn wait_notify(&self, idx: usize, value: u64) -> Result<Request<'_>> {
-        let counter = self
-            .core
-            .notify_counter("wait_notify", self.core.rank, idx)?;
-        Ok(Request::notified(&self.core, counter, value))
+        let me = self.core.rank;
+        let table = self.core.notify_table("wait_notify", me, idx)?;
+        Ok(Request::notified(
+            &self.core,
+            table,
+            CtrlWord::Notify { at: me, idx },
+            value,
+        ))
     }
 
     /// [`Window::put`], then counter `idx` of `target` counts it (MPI_Put_notify): when the
@@ -292,7 +301,7 @@ impl<T: Pod> Window<T> {
     /// [`Error::InvalidNotification`] when the target has no counter `idx`.
     pub fn put_notify(&self, src: &[T], target: usize, disp: usize, idx: usize) -> Result<()> {
         const OP: &str = "put_notify";
-        let counter = self.core.notify_counter(OP, target, idx)?;
+        let table = self.core.notify_table(OP, target, idx)?;
         let bytes: &[u8] = bytemuck::cast_slice(src);
         if let Some((dst, _)) = self.core.direct_fast(target, disp, bytes.len()) {
             // SAFETY: dst..dst+len lies inside the target's mapped window memory (bounds
@@ -300,7 +309,7 @@ impl<T: Pod> Window<T> {
             unsafe { crate::transport::shm::copy_bytes(bytes.as_ptr(), dst, bytes.len()) };
             self.core.epoch.note_rma();
             // Release: as in WinCore::notify_arrival.
-            counter.fetch_add(1, Ordering::Release);
+            table.post_add(CtrlWord::Notify { at: target, idx }, 1, Ordering::Release);
             return Ok(());
         }
         if self.core.may_defer(target, bytes.len()) {
@@ -322,7 +331,7 @@ impl<T: Pod> Window<T> {
     /// [`Window::put_notify`].
     pub fn get_notify(&self, dst: &mut [T], target: usize, disp: usize, idx: usize) -> Result<()> {
         const OP: &str = "get_notify";
-        self.core.notify_counter(OP, target, idx)?;
+        self.core.notify_table(OP, target, idx)?;
         // Waits for a deferred epoch, like get; the bytes are here when it returns.
         self.get(dst, target, disp)?;
         self.core.notify_arrival(OP, target, idx)
@@ -342,7 +351,7 @@ impl<T: AccElement> Window<T> {
         idx: usize,
     ) -> Result<()> {
         const OP: &str = "accumulate_notify";
-        self.core.notify_counter(OP, target, idx)?;
+        self.core.notify_table(OP, target, idx)?;
         crate::rma::accumulate::check_op(OP, op, T::TYPE, false)?;
         if self.core.may_defer(target, std::mem::size_of_val(origin)) {
             self.core
@@ -359,5 +368,85 @@ impl<T: AccElement> Window<T> {
         self.core.ring_gate_for(target, self.flags.get())?;
         self.core.epoch.note_rma();
         self.core.notify_arrival(OP, target, idx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The notification protocol — arrivals are posted increments, a wait reads the counter
+    //! until it reaches the count, a reset swaps it to 0 — against a control plane that
+    //! answers late and applies operations in a shuffled order.
+
+    use super::*;
+    use crate::plane::count_reached;
+    use crate::plane::fake::LatePlane;
+
+    const ORIGINS: u64 = 3;
+    const EACH: u64 = 40;
+
+    fn rng(state: &mut u64) -> u64 {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        *state
+    }
+
+    /// A waiter for `need` arrivals completes only once that many were applied, and every
+    /// waiter completes; arrivals at two counters of one target do not mix.
+    #[test]
+    fn waits_see_every_arrival_over_a_late_reordering_plane() {
+        for seed in 1..200u64 {
+            let plane = LatePlane::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let word = |idx| CtrlWord::Notify { at: 0, idx };
+            let mut sent = [0u64; ORIGINS as usize];
+            // Waiters of counter 0 (origins 0 and 2 notify it) for 1, 2, ... arrivals.
+            let total0 = 2 * EACH;
+            let mut need = 1u64;
+            let mut reading = None;
+            let mut state = seed;
+            let mut steps = 0u64;
+            while need <= total0 {
+                steps += 1;
+                assert!(steps < 1_000_000, "seed {seed}: the waits do not end");
+                let who = rng(&mut state) % (ORIGINS + 1);
+                if who < ORIGINS && sent[who as usize] < EACH {
+                    sent[who as usize] += 1;
+                    let idx = usize::from(who == 1);
+                    plane.post_add(word(idx), 1, Ordering::Release);
+                } else if count_reached(&plane, word(0), need, &mut reading) == Some(true) {
+                    assert!(
+                        plane.peek(word(0)) >= need,
+                        "seed {seed}: a wait for {need} ended at {}",
+                        plane.peek(word(0))
+                    );
+                    need += 1;
+                }
+            }
+            plane.settle();
+            assert_eq!(plane.peek(word(0)), total0, "seed {seed}");
+            assert_eq!(plane.peek(word(1)), sent[1], "seed {seed}");
+        }
+    }
+
+    /// Resets racing arrivals lose none: the values the resets returned plus what is left
+    /// count every arrival once.
+    #[test]
+    fn resets_lose_no_arrival_over_a_late_reordering_plane() {
+        for seed in 1..200u64 {
+            let plane = LatePlane::new(seed.wrapping_mul(0x2545_F491_4F6C_DD1D));
+            let word = CtrlWord::Notify { at: 0, idx: 3 };
+            let mut state = seed;
+            let (mut sent, mut taken) = (0u64, 0u64);
+            while sent < ORIGINS * EACH {
+                if rng(&mut state) % 4 == 0 {
+                    taken += Awaited::from(plane.swap(word, 0, Ordering::AcqRel)).wait(&plane);
+                } else {
+                    sent += 1;
+                    plane.post_add(word, 1, Ordering::Release);
+                }
+            }
+            plane.settle();
+            assert_eq!(taken + plane.peek(word), sent, "seed {seed}");
+        }
     }
 }
