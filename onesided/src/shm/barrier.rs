@@ -60,6 +60,12 @@ impl BarrierLayout {
         rank * self.row_bytes + (round as usize * 2 + parity as usize) * 8
     }
 
+    /// Rounds of a barrier (⌈log2 n⌉).
+    #[cfg(test)]
+    pub(crate) fn rounds(&self) -> u32 {
+        self.rounds
+    }
+
     /// Bytes needed for all counters (a multiple of the cache line).
     pub(crate) fn bytes(&self) -> usize {
         // Saturating: an absurd `n` (read from a damaged boot segment) must make the

@@ -169,6 +169,43 @@ impl ControlLayout {
         }
     }
 
+    /// Where control word `word` lies, from the start of the segment: the same place in
+    /// every rank's copy of the layout, so a network plane names a peer's word by the
+    /// peer's registration and this offset (`None`: not a word of the control blocks —
+    /// notification counters live in their own tables).
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    pub(crate) fn offset_of(&self, word: CtrlWord) -> Option<usize> {
+        use std::mem::offset_of;
+        let block = |rank: usize| {
+            assert!(rank < self.n, "control block of rank {rank} of {}", self.n);
+            self.blocks_off + rank * self.block_stride
+        };
+        let part = |part: LockPart| match part {
+            LockPart::Word => offset_of!(LockLine, word),
+            LockPart::Next => offset_of!(LockLine, next),
+            LockPart::Serving => offset_of!(LockLine, serving),
+        };
+        Some(match word {
+            CtrlWord::Posts { at, from } => {
+                assert!(from < self.n);
+                block(at) + self.posts_off + from * 8
+            }
+            CtrlWord::Completions { at } => block(at) + offset_of!(RankControl, completions),
+            CtrlWord::Signal { at, round, parity } => {
+                self.barrier_off + self.barrier.signal_offset(at, round, parity)
+            }
+            CtrlWord::Lock {
+                lock: LockAt::Global,
+                part: p,
+            } => offset_of!(WinHeader, global_lock) + part(p),
+            CtrlWord::Lock {
+                lock: LockAt::Local(rank),
+                part: p,
+            } => block(rank) + offset_of!(RankControl, lock) + part(p),
+            CtrlWord::Notify { .. } => return None,
+        })
+    }
+
     /// Offsets, within a rank's block, of its dynamic region table (empty for other
     /// flavors); the rest of the block follows it.
     pub(crate) fn region_slots(&self) -> std::ops::Range<usize> {
@@ -391,6 +428,51 @@ impl ControlPlane for Control {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `offset_of` names the very word the mapped blocks' plane uses, for every kind of
+    /// word: a network plane that adds it to a peer's registration reaches what the
+    /// peer's own CPU atomics reach.
+    #[test]
+    fn offsets_name_the_mapped_words() {
+        for n in [1usize, 2, 3, 8] {
+            let layout = ControlLayout::with_rings(n, 4, 4096, true);
+            let mut mem = vec![0u64; layout.total.div_ceil(8) + PAGE / 8];
+            let base = mem.as_mut_ptr() as usize;
+            let base = base.next_multiple_of(PAGE) as *mut u8;
+            // SAFETY: `mem` covers the page-aligned base plus `total` bytes and outlives
+            // `ctrl`.
+            let ctrl = unsafe { Control::new(base, layout) };
+            let mut words = vec![CtrlWord::Completions { at: n - 1 }];
+            for at in 0..n {
+                words.push(CtrlWord::Completions { at });
+                for from in 0..n {
+                    words.push(CtrlWord::Posts { at, from });
+                }
+                for part in [LockPart::Word, LockPart::Next, LockPart::Serving] {
+                    words.push(CtrlWord::Lock {
+                        lock: LockAt::Local(at),
+                        part,
+                    });
+                    words.push(CtrlWord::Lock {
+                        lock: LockAt::Global,
+                        part,
+                    });
+                }
+                for round in 0..layout.barrier.rounds() {
+                    for parity in 0..2 {
+                        words.push(CtrlWord::Signal { at, round, parity });
+                    }
+                }
+            }
+            for word in words {
+                let mapped = ctrl.atomic(word) as *const AtomicU64 as usize;
+                let offset = layout.offset_of(word).unwrap();
+                assert_eq!(mapped - base as usize, offset, "{word:?}");
+                assert!(offset + 8 <= layout.data_off, "{word:?}");
+            }
+            assert_eq!(layout.offset_of(CtrlWord::Notify { at: 0, idx: 0 }), None);
+        }
+    }
 
     #[test]
     fn parts_do_not_overlap() {
