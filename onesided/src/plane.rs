@@ -21,6 +21,8 @@
 
 use std::sync::atomic::Ordering;
 
+use crate::error::Result;
+
 /// A control word, named by the rank that holds it and what it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum CtrlWord {
@@ -127,8 +129,9 @@ pub(crate) trait ControlPlane {
     /// Stores `value` into `word` with `order`, posted as [`ControlPlane::post_add`]:
     /// for a word only one process writes (a barrier's signal).
     fn post_store(&self, word: CtrlWord, value: u64, order: Ordering);
-    /// The answer to `op` once it has arrived (`None`: not yet).
-    fn poll(&self, op: &PendingOp) -> Option<u64>;
+    /// The answer to `op` once it has arrived (`None`: not yet). An error: the operation
+    /// failed (a network plane's peer is gone, say) — a protocol then fails its call.
+    fn poll(&self, op: &PendingOp) -> Result<Option<u64>>;
 }
 
 /// An operation's answer as it stands: its value, or still pending.
@@ -150,11 +153,13 @@ pub(crate) fn count_reached<P: ControlPlane + ?Sized>(
     word: CtrlWord,
     need: u64,
     reading: &mut Option<Awaited>,
-) -> Option<bool> {
+) -> Result<Option<bool>> {
     let read = reading.get_or_insert_with(|| Awaited::from(plane.load(word, Ordering::Acquire)));
-    let count = read.value(plane)?;
+    let Some(count) = read.value(plane)? else {
+        return Ok(None);
+    };
     *reading = None;
-    Some(count >= need)
+    Ok(Some(count >= need))
 }
 
 impl Awaited {
@@ -169,26 +174,29 @@ impl Awaited {
 
     /// The value, waiting for `plane` to answer (backing off between polls): for calls
     /// that return a word's value.
-    pub(crate) fn wait<P: ControlPlane + ?Sized>(mut self, plane: &P) -> u64 {
+    pub(crate) fn wait<P: ControlPlane + ?Sized>(mut self, plane: &P) -> Result<u64> {
         let mut backoff = crate::backoff::Backoff::new();
         loop {
-            if let Some(v) = self.value(plane) {
-                return v;
+            if let Some(v) = self.value(plane)? {
+                return Ok(v);
             }
             backoff.snooze();
         }
     }
 
-    /// The value, once `plane` has answered.
+    /// The value, once `plane` has answered (an error: the operation failed).
     #[inline]
-    pub(crate) fn value<P: ControlPlane + ?Sized>(&mut self, plane: &P) -> Option<u64> {
+    pub(crate) fn value<P: ControlPlane + ?Sized>(&mut self, plane: &P) -> Result<Option<u64>> {
         if let Awaited::Pending(op) = self {
-            *self = Awaited::Value(plane.poll(op)?);
+            match plane.poll(op)? {
+                Some(v) => *self = Awaited::Value(v),
+                None => return Ok(None),
+            }
         }
-        match self {
+        Ok(match self {
             Awaited::Value(v) => Some(*v),
             Awaited::Pending(_) => None,
-        }
+        })
     }
 }
 
@@ -200,6 +208,7 @@ pub(crate) mod fake {
 
     use std::collections::HashMap;
     use std::sync::atomic::Ordering;
+
     use std::sync::Mutex;
 
     use super::{Answer, ControlPlane, CtrlWord, PendingOp};
@@ -352,14 +361,14 @@ pub(crate) mod fake {
             s.issued.push((0, Op::Store(word, value)));
         }
 
-        fn poll(&self, op: &PendingOp) -> Option<u64> {
+        fn poll(&self, op: &PendingOp) -> crate::error::Result<Option<u64>> {
             let mut s = self.state.lock().unwrap();
             // Half the polls move nothing: an answer is late even when its operation is
             // the only one in flight.
             if s.random() % 2 == 0 {
                 s.apply_one();
             }
-            s.answered.remove(&op.0)
+            Ok(s.answered.remove(&op.0))
         }
     }
 }

@@ -222,7 +222,7 @@ impl<'a> Request<'a> {
                 reading,
             } => {
                 core.engine.progress(*core)?;
-                if count_reached(plane.0, *word, *value, reading) == Some(true) {
+                if count_reached(plane.0, *word, *value, reading)? == Some(true) {
                     self.finish();
                     Ok(true)
                 } else {
@@ -238,10 +238,14 @@ impl<'a> Request<'a> {
             State::Done => true,
             State::Sync { core, ticket, .. } => core.engine.completed(ticket),
             // A fresh read (`&self` keeps no pending one): a process's own counters
-            // answer at once on every plane; a late answer only delays this look.
+            // answer at once on every plane; a late answer only delays this look, and a
+            // failed one is reported by `test` or `wait`.
             State::Notify {
                 plane, word, value, ..
-            } => count_reached(plane.0, word, value, &mut None) == Some(true),
+            } => matches!(
+                count_reached(plane.0, word, value, &mut None),
+                Ok(Some(true))
+            ),
         };
         if done {
             self.deliver();
@@ -267,11 +271,22 @@ impl<'a> Request<'a> {
             } => {
                 let (core, plane, word, value) = (*core, plane.0, *word, *value);
                 let reading = std::cell::RefCell::new(reading);
-                let reached =
-                    || count_reached(plane, word, value, &mut reading.borrow_mut()) == Some(true);
+                // A failed read ends the wait with its error.
+                let failed = std::cell::RefCell::new(None);
+                let reached = || match count_reached(plane, word, value, &mut reading.borrow_mut())
+                {
+                    Ok(r) => r == Some(true),
+                    Err(e) => {
+                        *failed.borrow_mut() = Some(e);
+                        true
+                    }
+                };
                 // Already there (the common case of a late waiter): no engine pass.
                 if !reached() {
                     core.engine.wait_until(core, reached, None)?;
+                }
+                if let Some(e) = failed.into_inner() {
+                    return Err(e);
                 }
             }
         }

@@ -170,18 +170,19 @@ impl Barrier {
         }
     }
 
-    /// Advances `wait` on the barrier's own memory (see [`Barrier::poll_on`]).
+    /// Advances `wait` on the barrier's own memory (see [`Barrier::poll_on`]), which
+    /// answers at once and never fails.
     pub(crate) fn poll(&self, wait: &mut BarrierWait) -> bool {
-        self.poll_on(self, wait)
+        matches!(self.poll_on(self, wait), Ok(true))
     }
 
     /// Advances `wait` as far as possible without blocking, reaching the signal words
-    /// through `plane`; true when the barrier completed.
+    /// through `plane`; true when the barrier completed (an error: the plane failed).
     pub(crate) fn poll_on<P: ControlPlane + ?Sized>(
         &self,
         plane: &P,
         wait: &mut BarrierWait,
-    ) -> bool {
+    ) -> crate::error::Result<bool> {
         let n = self.layout.n;
         let parity = (wait.generation & 1) as u8;
         while wait.round < self.layout.rounds {
@@ -209,12 +210,12 @@ impl Barrier {
             let read = wait
                 .reading
                 .get_or_insert_with(|| Awaited::from(plane.load(mine, Ordering::Acquire)));
-            let Some(got) = read.value(plane) else {
-                return false;
+            let Some(got) = read.value(plane)? else {
+                return Ok(false);
             };
             wait.reading = None;
             if got >> 32 != wait.generation & 0xffff_ffff {
-                return false;
+                return Ok(false);
             }
             if got & MISMATCH != 0 || (got & TAG_BITS) as u32 != wait.tag {
                 wait.mismatched = true;
@@ -222,7 +223,7 @@ impl Barrier {
             wait.round += 1;
             wait.signaled = false;
         }
-        true
+        Ok(true)
     }
 }
 
@@ -261,7 +262,7 @@ impl ControlPlane for Barrier {
         self.slot(at, round, parity).store(value, order);
     }
 
-    fn poll(&self, _op: &PendingOp) -> Option<u64> {
+    fn poll(&self, _op: &PendingOp) -> crate::error::Result<Option<u64>> {
         unreachable!("the barrier's memory answers every operation at once")
     }
 }
@@ -397,7 +398,7 @@ mod tests {
                         }
                         continue;
                     };
-                    if barriers[me].poll_on(&plane, w) {
+                    if barriers[me].poll_on(&plane, w).unwrap() {
                         let g = entered[me];
                         assert!(
                             entered.iter().all(|&e| e >= g),

@@ -57,7 +57,7 @@ impl WinCore {
     /// Advances `a`; true once every rank has entered the same call (an error at every rank
     /// when any rank entered another).
     pub(crate) fn poll_agreement(&self, a: &mut Agreement) -> Result<bool> {
-        if !self.barrier.poll_on(&self.ctrl, &mut a.wait) {
+        if !self.barrier.poll_on(&self.ctrl, &mut a.wait)? {
             return Ok(false);
         }
         if !a.wait.mismatched() {

@@ -277,10 +277,15 @@ impl Acquisition {
 
     /// The answer the phase waits for, once the plane gave it (it is consumed).
     #[inline]
-    fn answer<P: ControlPlane + ?Sized>(&mut self, plane: &P) -> Option<u64> {
-        let v = self.asked.as_mut()?.value(plane)?;
+    fn answer<P: ControlPlane + ?Sized>(&mut self, plane: &P) -> Result<Option<u64>> {
+        let Some(asked) = self.asked.as_mut() else {
+            return Ok(None);
+        };
+        let Some(v) = asked.value(plane)? else {
+            return Ok(None);
+        };
         self.asked = None;
-        Some(v)
+        Ok(Some(v))
     }
 }
 
@@ -293,7 +298,8 @@ fn lock_word(lock: LockAt) -> CtrlWord {
     }
 }
 
-/// Advances an acquisition of `lock` through `plane`; true once the lock is held. Always
+/// Advances an acquisition of `lock` through `plane`; true once the lock is held (an error:
+/// the plane failed an operation). Always
 /// inlined: the uncontended attempt is the whole of an uncontended lock (out of line it
 /// cost lock + unlock 20 instructions more).
 #[inline(always)]
@@ -302,7 +308,7 @@ pub(crate) fn poll_acquire<P: ControlPlane + ?Sized>(
     lock: LockAt,
     mode: Mode,
     acq: &mut Acquisition,
-) -> bool {
+) -> Result<bool> {
     if acq.phase == Phase::Fast {
         let word = lock_word(lock);
         return match mode.attempt(plane, word) {
@@ -313,11 +319,11 @@ pub(crate) fn poll_acquire<P: ControlPlane + ?Sized>(
                 } else {
                     Phase::Retry(PATIENCE)
                 };
-                acquired
+                Ok(acquired)
             }
             pending => {
                 acq.ask(Phase::Trying { left: PATIENCE + 1 }, pending);
-                false
+                Ok(false)
             }
         };
     }
@@ -332,7 +338,7 @@ fn poll_contended<P: ControlPlane + ?Sized>(
     lock: LockAt,
     mode: Mode,
     acq: &mut Acquisition,
-) -> bool {
+) -> Result<bool> {
     let word = lock_word(lock);
     let serving = CtrlWord::Lock {
         lock,
@@ -343,13 +349,13 @@ fn poll_contended<P: ControlPlane + ?Sized>(
             // The first attempt is poll_acquire's own.
             Phase::Fast => return poll_acquire(plane, lock, mode, acq),
             Phase::Trying { left } => {
-                let Some(before) = acq.answer(plane) else {
-                    return false;
+                let Some(before) = acq.answer(plane)? else {
+                    return Ok(false);
                 };
                 if mode.attempted(plane, word, before) {
                     acq.phase = Phase::Acquired;
                 } else if attempt_failed(plane, lock, left, acq) {
-                    return false;
+                    return Ok(false);
                 }
             }
             // Relaxed: a look, so that a retry bound to fail leaves the holder's line
@@ -358,18 +364,18 @@ fn poll_contended<P: ControlPlane + ?Sized>(
                 acq.ask(Phase::Looking { left }, plane.load(word, Ordering::Relaxed));
             }
             Phase::Looking { left } => {
-                let Some(v) = acq.answer(plane) else {
-                    return false;
+                let Some(v) = acq.answer(plane)? else {
+                    return Ok(false);
                 };
                 if v & mode.blockers() == 0 {
                     acq.ask(Phase::Trying { left }, mode.attempt(plane, word));
                 } else if attempt_failed(plane, lock, left, acq) {
-                    return false;
+                    return Ok(false);
                 }
             }
             Phase::Ticketing => {
-                let Some(ticket) = acq.answer(plane) else {
-                    return false;
+                let Some(ticket) = acq.answer(plane)? else {
+                    return Ok(false);
                 };
                 acq.phase = Phase::Queued(ticket);
             }
@@ -381,11 +387,11 @@ fn poll_contended<P: ControlPlane + ?Sized>(
                         plane.load(serving, Ordering::Acquire),
                     );
                 }
-                let Some(now) = acq.answer(plane) else {
-                    return false;
+                let Some(now) = acq.answer(plane)? else {
+                    return Ok(false);
                 };
                 if now != ticket {
-                    return false;
+                    return Ok(false);
                 }
                 // Relaxed: all updates of the word are RMWs, totally ordered; every fast
                 // attempt after this one sees the mark.
@@ -395,8 +401,8 @@ fn poll_contended<P: ControlPlane + ?Sized>(
                 );
             }
             Phase::Marking => {
-                if acq.answer(plane).is_none() {
-                    return false;
+                if acq.answer(plane)?.is_none() {
+                    return Ok(false);
                 }
                 acq.phase = Phase::Head;
             }
@@ -404,28 +410,28 @@ fn poll_contended<P: ControlPlane + ?Sized>(
                 if acq.asked.is_none() {
                     acq.ask(Phase::Head, plane.load(word, Ordering::Acquire));
                 }
-                let Some(v) = acq.answer(plane) else {
-                    return false;
+                let Some(v) = acq.answer(plane)? else {
+                    return Ok(false);
                 };
                 if !mode.head_may_take(v) {
-                    return false;
+                    return Ok(false);
                 }
                 acq.ask(Phase::Taking { seen: v }, mode.head_take(plane, word, v));
             }
             Phase::Taking { seen } => {
-                let Some(before) = acq.answer(plane) else {
-                    return false;
+                let Some(before) = acq.answer(plane)? else {
+                    return Ok(false);
                 };
                 if !mode.head_took(seen, before) {
                     acq.phase = Phase::Head;
-                    return false;
+                    return Ok(false);
                 }
                 // Release: hands the head on after our acquisition was applied (it was
                 // answered), so the next head's mark cannot meet ours.
                 plane.post_add(serving, 1, Ordering::Release);
                 acq.phase = Phase::Acquired;
             }
-            Phase::Acquired => return true,
+            Phase::Acquired => return Ok(true),
         }
     }
 }
@@ -481,7 +487,7 @@ impl SyncOp<WinCore> for LockOp {
             if g.is_fresh() && core.unpark_exclusive() {
                 g.set_acquired();
             }
-            if !poll_acquire(&core.ctrl, LockAt::Global, Mode::EXCLUSIVE, g) {
+            if !poll_acquire(&core.ctrl, LockAt::Global, Mode::EXCLUSIVE, g)? {
                 return Ok(Step::Blocked);
             }
         }
@@ -491,7 +497,7 @@ impl SyncOp<WinCore> for LockOp {
                 LockAt::Local(self.target),
                 self.mode,
                 &mut self.local,
-            ) {
+            )? {
                 Step::Done
             } else {
                 Step::Blocked
@@ -506,12 +512,12 @@ struct LockAllOp {
 
 impl SyncOp<WinCore> for LockAllOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
-        if poll_acquire(&core.ctrl, LockAt::Global, Mode::LOCK_ALL, &mut self.phase) {
+        if poll_acquire(&core.ctrl, LockAt::Global, Mode::LOCK_ALL, &mut self.phase)? {
             return Ok(Step::Done);
         }
         // Exclusive members are in the way: some may only be parked.
         if core.take_parked_exclusive()
-            && poll_acquire(&core.ctrl, LockAt::Global, Mode::LOCK_ALL, &mut self.phase)
+            && poll_acquire(&core.ctrl, LockAt::Global, Mode::LOCK_ALL, &mut self.phase)?
         {
             return Ok(Step::Done);
         }
@@ -896,7 +902,7 @@ mod tests {
         fn acquire(&self, mode: Mode) {
             let mut phase = Acquisition::new();
             let mut b = Backoff::new();
-            while !poll_acquire(self, L, mode, &mut phase) {
+            while !poll_acquire(self, L, mode, &mut phase).unwrap() {
                 b.snooze();
             }
         }
@@ -928,7 +934,7 @@ mod tests {
         fn post_store(&self, word: CtrlWord, value: u64, order: Ordering) {
             self.atomic(word).store(value, order);
         }
-        fn poll(&self, _op: &crate::plane::PendingOp) -> Option<u64> {
+        fn poll(&self, _op: &crate::plane::PendingOp) -> crate::error::Result<Option<u64>> {
             unreachable!("answers at once")
         }
     }
@@ -949,7 +955,7 @@ mod tests {
                 phase: Phase::Ticketing,
                 asked: Some(Awaited::Value(0)),
             };
-            assert!(!poll_acquire(&w, L, mode, &mut acq));
+            assert!(!poll_acquire(&w, L, mode, &mut acq).unwrap());
             assert_eq!(acq.phase(), Phase::Head, "{mode:?}");
             assert_eq!(w.word.load(Ordering::Relaxed) & HEAD_MASK, HEAD, "{mode:?}");
         }
@@ -959,23 +965,23 @@ mod tests {
     fn fast_paths_cost_one_atomic() {
         let w = Words::default();
         let mut p = Acquisition::new();
-        assert!(poll_acquire(&w, L, Mode::Reader, &mut p));
-        assert!(poll_acquire(&w, L, Mode::Reader, &mut Acquisition::new()));
+        assert!(poll_acquire(&w, L, Mode::Reader, &mut p).unwrap());
+        assert!(poll_acquire(&w, L, Mode::Reader, &mut Acquisition::new()).unwrap());
         assert_eq!(w.word.load(Ordering::Relaxed), 2);
         let mut wp = Acquisition::new();
-        assert!(!poll_acquire(&w, L, Mode::Writer, &mut wp));
+        assert!(!poll_acquire(&w, L, Mode::Writer, &mut wp).unwrap());
         assert_eq!(
             wp.phase(),
             Phase::Retry(PATIENCE),
             "a failed attempt retries first"
         );
         assert!(
-            poll_acquire(&w, L, Mode::Reader, &mut Acquisition::new()),
+            poll_acquire(&w, L, Mode::Reader, &mut Acquisition::new()).unwrap(),
             "a retrying writer does not hold readers back"
         );
         release(&w, L, Mode::Reader);
         for _ in 0..PATIENCE {
-            assert!(!poll_acquire(&w, L, Mode::Writer, &mut wp));
+            assert!(!poll_acquire(&w, L, Mode::Writer, &mut wp).unwrap());
         }
         assert_eq!(
             wp.phase(),
@@ -983,28 +989,28 @@ mod tests {
             "after its retries it queues; first in the queue is head"
         );
         assert!(
-            !poll_acquire(&w, L, Mode::Reader, &mut Acquisition::new()),
+            !poll_acquire(&w, L, Mode::Reader, &mut Acquisition::new()).unwrap(),
             "head blocks new readers"
         );
         release(&w, L, Mode::Reader);
         release(&w, L, Mode::Reader);
-        assert!(poll_acquire(&w, L, Mode::Writer, &mut wp));
+        assert!(poll_acquire(&w, L, Mode::Writer, &mut wp).unwrap());
         assert_eq!(w.word.load(Ordering::Relaxed), WRITER);
     }
 
     #[test]
     fn classes_exclude_each_other_but_not_themselves() {
         let w = Words::default();
-        assert!(poll_acquire(&w, L, Mode::LOCK_ALL, &mut Acquisition::new()));
-        assert!(poll_acquire(&w, L, Mode::LOCK_ALL, &mut Acquisition::new()));
+        assert!(poll_acquire(&w, L, Mode::LOCK_ALL, &mut Acquisition::new()).unwrap());
+        assert!(poll_acquire(&w, L, Mode::LOCK_ALL, &mut Acquisition::new()).unwrap());
         let mut x = Acquisition::new();
-        assert!(!poll_acquire(&w, L, Mode::EXCLUSIVE, &mut x));
+        assert!(!poll_acquire(&w, L, Mode::EXCLUSIVE, &mut x).unwrap());
         release(&w, L, Mode::LOCK_ALL);
-        assert!(!poll_acquire(&w, L, Mode::EXCLUSIVE, &mut x));
+        assert!(!poll_acquire(&w, L, Mode::EXCLUSIVE, &mut x).unwrap());
         release(&w, L, Mode::LOCK_ALL);
-        assert!(poll_acquire(&w, L, Mode::EXCLUSIVE, &mut x));
+        assert!(poll_acquire(&w, L, Mode::EXCLUSIVE, &mut x).unwrap());
         assert!(
-            poll_acquire(&w, L, Mode::EXCLUSIVE, &mut Acquisition::new()),
+            poll_acquire(&w, L, Mode::EXCLUSIVE, &mut Acquisition::new()).unwrap(),
             "exclusive holders share the global word"
         );
     }
@@ -1198,7 +1204,7 @@ mod late_plane_tests {
                 Some(left) => p.holding = Some(left - 1),
                 None if p.finished() => {}
                 None => {
-                    if poll_acquire(plane, p.lock, p.mode, &mut p.phase) {
+                    if poll_acquire(plane, p.lock, p.mode, &mut p.phase).unwrap() {
                         *inside.count(p.mode) += 1;
                         inside.check(seed);
                         p.acquired += 1;

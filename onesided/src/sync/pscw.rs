@@ -51,7 +51,7 @@ impl Announce {
         &mut self,
         plane: &P,
         word: impl Fn(usize) -> CtrlWord,
-    ) -> Step {
+    ) -> Result<Step> {
         if !std::mem::replace(&mut self.issued, true) {
             for &r in &self.ranks {
                 // Release: see PostOp and CompleteOp.
@@ -60,14 +60,22 @@ impl Announce {
                 }
             }
         }
-        if !self.pending.is_empty() {
-            self.pending.retain_mut(|a| a.value(plane).is_none());
+        let mut failed = None;
+        self.pending.retain_mut(|a| match a.value(plane) {
+            Ok(v) => v.is_none(),
+            Err(e) => {
+                failed.get_or_insert(e);
+                false
+            }
+        });
+        if let Some(e) = failed {
+            return Err(e);
         }
-        if self.pending.is_empty() {
+        Ok(if self.pending.is_empty() {
             Step::Done
         } else {
             Step::Blocked
-        }
+        })
     }
 }
 
@@ -94,14 +102,14 @@ impl AwaitCounts {
         &mut self,
         plane: &P,
         word: impl Fn(usize) -> CtrlWord,
-    ) -> Step {
+    ) -> Result<Step> {
         while let Some(&(peer, need)) = self.needs.get(self.next) {
-            if count_reached(plane, word(peer), need, &mut self.reading) != Some(true) {
-                return Step::Blocked;
+            if count_reached(plane, word(peer), need, &mut self.reading)? != Some(true) {
+                return Ok(Step::Blocked);
             }
             self.next += 1;
         }
-        Step::Done
+        Ok(Step::Done)
     }
 }
 
@@ -115,9 +123,8 @@ struct PostOp {
 impl SyncOp<WinCore> for PostOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         let me = core.rank;
-        Ok(self
-            .announce
-            .poll(&core.ctrl, |j| CtrlWord::Posts { at: j, from: me }))
+        self.announce
+            .poll(&core.ctrl, |j| CtrlWord::Posts { at: j, from: me })
     }
 }
 
@@ -130,9 +137,8 @@ struct StartOp {
 impl SyncOp<WinCore> for StartOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         let me = core.rank;
-        Ok(self
-            .counts
-            .poll(&core.ctrl, |peer| CtrlWord::Posts { at: me, from: peer }))
+        self.counts
+            .poll(&core.ctrl, |peer| CtrlWord::Posts { at: me, from: peer })
     }
 }
 
@@ -150,9 +156,8 @@ impl SyncOp<WinCore> for CompleteOp {
     }
 
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
-        Ok(self
-            .announce
-            .poll(&core.ctrl, |t| CtrlWord::Completions { at: t }))
+        self.announce
+            .poll(&core.ctrl, |t| CtrlWord::Completions { at: t })
     }
 }
 
@@ -173,28 +178,33 @@ impl WaitOp {
     }
 
     #[inline]
-    fn poll_on<P: ControlPlane + ?Sized>(&mut self, plane: &P, me: usize) -> Step {
-        match count_reached(
-            plane,
-            CtrlWord::Completions { at: me },
-            self.need,
-            &mut self.reading,
-        ) {
-            Some(true) => Step::Done,
-            _ => Step::Blocked,
-        }
+    fn poll_on<P: ControlPlane + ?Sized>(&mut self, plane: &P, me: usize) -> Result<Step> {
+        Ok(
+            match count_reached(
+                plane,
+                CtrlWord::Completions { at: me },
+                self.need,
+                &mut self.reading,
+            )? {
+                Some(true) => Step::Done,
+                _ => Step::Blocked,
+            },
+        )
     }
 }
 
 impl SyncOp<WinCore> for WaitOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
-        Ok(self.poll_on(&core.ctrl, core.rank))
+        self.poll_on(&core.ctrl, core.rank)
     }
 }
 
 impl WinCore {
     fn exposure_complete(&self, need: u64) -> bool {
-        WaitOp::new(need).poll_on(&self.ctrl, self.rank) == Step::Done
+        matches!(
+            WaitOp::new(need).poll_on(&self.ctrl, self.rank),
+            Ok(Step::Done)
+        )
     }
 
     pub(crate) fn post(&self, group: &Group, assert: Assert) -> Result<()> {
@@ -462,9 +472,9 @@ mod tests {
                     0 if target_at < 2 * EPOCHS as usize => {
                         let e = target_at / 2;
                         let done = if target_at % 2 == 0 {
-                            posts[e].poll(&plane, posts_at)
+                            posts[e].poll(&plane, posts_at).unwrap()
                         } else {
-                            let done = waits[e].poll_on(&plane, 1);
+                            let done = waits[e].poll_on(&plane, 1).unwrap();
                             if done == Step::Done {
                                 assert!(
                                     plane.peek(completions) >= 2 * (e as u64 + 1),
@@ -486,7 +496,7 @@ mod tests {
                         let e = at / 2;
                         let origin = 2 * o; // ranks 0 and 2
                         let done = if at % 2 == 0 {
-                            let done = starts[o][e].poll(&plane, |_| posts_at(origin));
+                            let done = starts[o][e].poll(&plane, |_| posts_at(origin)).unwrap();
                             if done == Step::Done {
                                 assert!(
                                     plane.peek(posts_at(origin)) > e as u64,
@@ -495,7 +505,9 @@ mod tests {
                             }
                             done
                         } else {
-                            completes[o][e].poll(&plane, |t| CtrlWord::Completions { at: t })
+                            completes[o][e]
+                                .poll(&plane, |t| CtrlWord::Completions { at: t })
+                                .unwrap()
                         };
                         if done == Step::Done {
                             origin_at[o] += 1;

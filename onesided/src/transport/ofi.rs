@@ -234,6 +234,40 @@ unsafe fn create<T>(call: &'static str, make: impl FnOnce(*mut *mut T) -> c_int)
     unsafe { Fid::own(call, out) }
 }
 
+/// The context of one posted operation: the provider's scratch space (`FI_CONTEXT2`)
+/// first, then what our completion-queue reader marks. An operation posted with
+/// [`Nic::fetch_word`] asks for a queue entry and is *tracked*: the reader sets `done`
+/// (and `failed`) through the entry's context pointer, so its owner learns when that one
+/// operation completed. Other operations ask for none (selective completion) and are
+/// completed together by a flush; an error entry of any operation marks its context.
+#[repr(C)]
+#[derive(Default)]
+pub(crate) struct TrackedContext {
+    /// First: the entry's context pointer is the provider's context.
+    ctx: sys::fi_context2,
+    done: std::sync::atomic::AtomicBool,
+    failed: std::sync::atomic::AtomicBool,
+}
+
+impl TrackedContext {
+    /// Ready for a new operation.
+    pub(crate) fn reset(&self) {
+        // Relaxed: the post that follows hands the context to the provider (a call into
+        // libfabric), and the reader's Release store is what the owner acquires.
+        self.done.store(false, Ordering::Relaxed);
+        self.failed.store(false, Ordering::Relaxed);
+    }
+
+    /// Whether the operation completed, and whether in error.
+    pub(crate) fn completed(&self) -> Option<bool> {
+        // Acquire: pairs with the queue reader's Release; the result buffer the provider
+        // wrote before the entry is visible after it.
+        self.done
+            .load(Ordering::Acquire)
+            .then(|| self.failed.load(Ordering::Relaxed))
+    }
+}
+
 /// The per-operation context that `FI_CONTEXT`/`FI_CONTEXT2` providers write into until
 /// the operation completes, with the operation's place among those its counter counts.
 struct OpContext {
@@ -242,7 +276,31 @@ struct OpContext {
     /// Operations of its kind issued before it.
     ticket: u64,
     /// Boxed: the provider holds its address.
-    ctx: Box<sys::fi_context2>,
+    ctx: Box<TrackedContext>,
+}
+
+/// The atomic operations on one u64 the control plane uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WordOp {
+    /// Add (wrapping).
+    Sum,
+    /// Read (fetching only).
+    Read,
+    /// Replace.
+    Write,
+    /// Replace if equal to the compare word (fetching only).
+    CompareSwap,
+}
+
+impl WordOp {
+    fn op(self) -> sys::fi_op {
+        match self {
+            WordOp::Sum => sys::fi_op_FI_SUM,
+            WordOp::Read => sys::fi_op_FI_ATOMIC_READ,
+            WordOp::Write => sys::fi_op_FI_ATOMIC_WRITE,
+            WordOp::CompareSwap => sys::fi_op_FI_CSWAP,
+        }
+    }
 }
 
 /// Operations of one kind (counted by one completion counter).
@@ -331,6 +389,19 @@ pub(crate) struct Remote {
     pub peer: sys::fi_addr_t,
     pub addr: u64,
     pub key: u64,
+}
+
+/// Marks the operation whose context is `ctx` done (`failed`: in error).
+///
+/// # Safety
+/// `ctx` is null or a live [`TrackedContext`].
+unsafe fn mark(ctx: *mut c_void, failed: bool) {
+    // SAFETY: the caller's contract.
+    if let Some(t) = unsafe { ctx.cast::<TrackedContext>().as_ref() } {
+        // Relaxed, then Release: the owner's Acquire of `done` sees `failed` too.
+        t.failed.store(failed, Ordering::Relaxed);
+        t.done.store(true, Ordering::Release);
+    }
 }
 
 impl Nic {
@@ -555,6 +626,18 @@ impl Nic {
         &self,
         call: &'static str,
         read: bool,
+        post: impl FnMut(*mut c_void) -> isize,
+    ) -> Result<()> {
+        self.post_in(call, read, None, post)
+    }
+
+    /// [`Nic::post`] with the context of a tracked operation (`tracked`, kept alive by
+    /// its owner until the operation completed) instead of one of ours.
+    fn post_in(
+        &self,
+        call: &'static str,
+        read: bool,
+        tracked: Option<*mut TrackedContext>,
         mut post: impl FnMut(*mut c_void) -> isize,
     ) -> Result<()> {
         let ctx: *mut c_void = {
@@ -563,16 +646,22 @@ impl Nic {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             // Relaxed: tickets are taken under the contexts' lock; the flush reads the
-            // count before it waits and frees only contexts below it.
+            // count before it waits and frees only contexts below it. A tracked operation
+            // takes one too: the counters count it like any other.
             let ticket = self.issued(read).posted.fetch_add(1, Ordering::Relaxed);
-            let mut op = OpContext {
-                read,
-                ticket,
-                ctx: Box::default(),
-            };
-            let p: *mut sys::fi_context2 = &mut *op.ctx;
-            contexts.push(op);
-            p.cast()
+            match tracked {
+                Some(t) => t.cast(),
+                None => {
+                    let mut op = OpContext {
+                        read,
+                        ticket,
+                        ctx: Box::default(),
+                    };
+                    let p: *mut TrackedContext = &mut *op.ctx;
+                    contexts.push(op);
+                    p.cast()
+                }
+            }
         };
         loop {
             let rc = post(ctx);
@@ -772,6 +861,132 @@ impl Nic {
         Ok(unsafe { words.add(2).read() })
     }
 
+    /// Posts a fetching atomic on the u64 at `at`: `words` holds the operand, the compare
+    /// value and the result (three u64 inside `reg`); `tracked` is marked done once the
+    /// result is there (a later [`Nic::progress`], by any thread, reads the entry).
+    ///
+    /// # Safety
+    /// `words` (three u64 inside `reg`) and `tracked` must stay valid, and the result
+    /// word unread, until `tracked` says the operation completed; `tracked` is reset.
+    pub(crate) unsafe fn fetch_word(
+        &self,
+        op: WordOp,
+        words: *mut u64,
+        reg: &Registration,
+        at: Remote,
+        tracked: *mut TrackedContext,
+    ) -> Result<()> {
+        if !reg.covers(words as usize, 24) {
+            return Err(Error::InvalidArgument(
+                "an atomic's words lie outside the registration given for them".into(),
+            ));
+        }
+        let mut desc = [reg.desc()];
+        let mut compare_desc = [reg.desc()];
+        let mut result_desc = [reg.desc()];
+        // SAFETY: inside `reg` (checked), valid until completion (the caller's contract).
+        let (operand, compare, result) = unsafe { (words, words.add(1), words.add(2)) };
+        let operand = sys::fi_ioc {
+            addr: operand.cast(),
+            count: 1,
+        };
+        let compare = sys::fi_ioc {
+            addr: compare.cast(),
+            count: 1,
+        };
+        let mut result = sys::fi_ioc {
+            addr: result.cast(),
+            count: 1,
+        };
+        let rma = sys::fi_rma_ioc {
+            addr: at.addr,
+            count: 1,
+            key: at.key,
+        };
+        self.post_in("fi_fetch_atomicmsg", true, Some(tracked), |ctx| {
+            let msg = sys::fi_msg_atomic {
+                msg_iov: &operand,
+                desc: desc.as_mut_ptr(),
+                iov_count: 1,
+                addr: at.peer,
+                rma_iov: &rma,
+                rma_iov_count: 1,
+                datatype: sys::fi_datatype_FI_UINT64,
+                op: op.op(),
+                context: ctx,
+                data: 0,
+            };
+            let flags = u64::from(sys::FI_COMPLETION);
+            // SAFETY: msg and the buffers it names live across the call and, by the
+            // caller's contract, until the operation completes.
+            unsafe {
+                if op == WordOp::CompareSwap {
+                    sys::fi_compare_atomicmsg(
+                        self.ep.as_ptr(),
+                        &msg,
+                        &compare,
+                        compare_desc.as_mut_ptr(),
+                        1,
+                        &mut result,
+                        result_desc.as_mut_ptr(),
+                        1,
+                        flags,
+                    )
+                } else {
+                    sys::fi_fetch_atomicmsg(
+                        self.ep.as_ptr(),
+                        &msg,
+                        &mut result,
+                        result_desc.as_mut_ptr(),
+                        1,
+                        flags,
+                    )
+                }
+            }
+        })
+    }
+
+    /// Posts an atomic without a result (`Sum` or `Write` of `value`) on the u64 at `at`:
+    /// injected (nothing of ours stays referenced), complete at the target once a later
+    /// [`Nic::flush`] returns (`FI_DELIVERY_COMPLETE`).
+    pub(crate) fn post_word(&self, op: WordOp, value: u64, at: Remote) -> Result<()> {
+        debug_assert!(matches!(op, WordOp::Sum | WordOp::Write));
+        let operand = value;
+        let iov = sys::fi_ioc {
+            addr: (&operand as *const u64).cast_mut().cast(),
+            count: 1,
+        };
+        let mut desc = [ptr::null_mut()];
+        let rma = sys::fi_rma_ioc {
+            addr: at.addr,
+            count: 1,
+            key: at.key,
+        };
+        self.post("fi_atomicmsg", false, |ctx| {
+            let msg = sys::fi_msg_atomic {
+                msg_iov: &iov,
+                desc: desc.as_mut_ptr(),
+                iov_count: 1,
+                addr: at.peer,
+                rma_iov: &rma,
+                rma_iov_count: 1,
+                datatype: sys::fi_datatype_FI_UINT64,
+                op: op.op(),
+                context: ctx,
+                data: 0,
+            };
+            // SAFETY: msg and the operand live across the call; FI_INJECT: the provider
+            // copied the operand when it returns.
+            unsafe {
+                sys::fi_atomicmsg(
+                    self.ep.as_ptr(),
+                    &msg,
+                    u64::from(sys::FI_INJECT | sys::FI_DELIVERY_COMPLETE),
+                )
+            }
+        })
+    }
+
     /// Reads the completion queue once: drives a manual-progress provider (its peers'
     /// operations on our memory included) and reports failed operations.
     pub(crate) fn progress(&self) -> Result<()> {
@@ -779,6 +994,14 @@ impl Nic {
         // SAFETY: the buffer holds CQ_BATCH entries of the queue's format (context).
         let rc =
             unsafe { sys::fi_cq_read(self.cq.as_ptr(), entries.as_mut_ptr().cast(), CQ_BATCH) };
+        if rc > 0 {
+            // Only tracked operations ask for entries (selective completion).
+            for entry in &entries[..rc as usize] {
+                // SAFETY: the context of a tracked operation, which its owner keeps alive
+                // until it sees `done`.
+                unsafe { mark(entry.op_context, false) };
+            }
+        }
         if rc >= 0 || again(rc) {
             return Ok(());
         }
@@ -786,6 +1009,9 @@ impl Nic {
             let mut err = sys::fi_cq_err_entry::default();
             // SAFETY: one error entry.
             unsafe { sys::fi_cq_readerr(self.cq.as_ptr(), &mut err, 0) };
+            // SAFETY: every context we post is a live TrackedContext until its operation
+            // completed (ours are freed by the flush that counts them).
+            unsafe { mark(err.op_context, true) };
             return Err(network_error("operation", -i64::from(err.err)));
         }
         Err(network_error("fi_cq_read", rc as i64))

@@ -420,7 +420,7 @@ impl ControlPlane for Control {
         self.atomic(word).store(value, order);
     }
 
-    fn poll(&self, _op: &PendingOp) -> Option<u64> {
+    fn poll(&self, _op: &PendingOp) -> crate::error::Result<Option<u64>> {
         unreachable!("the shared-memory plane answers every operation at once")
     }
 }

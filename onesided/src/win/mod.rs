@@ -15,6 +15,8 @@ mod dup;
 pub(crate) mod dynamic;
 pub mod info;
 pub(crate) mod memhandle;
+#[cfg(feature = "ofi")]
+pub(crate) mod netplane;
 pub(crate) mod regions;
 pub(crate) mod resolve;
 

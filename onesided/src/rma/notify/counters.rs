@@ -87,7 +87,7 @@ impl ControlPlane for NotifyTable {
         self.atomic(word).store(value, order);
     }
 
-    fn poll(&self, _op: &PendingOp) -> Option<u64> {
+    fn poll(&self, _op: &PendingOp) -> crate::error::Result<Option<u64>> {
         unreachable!("mapped counters answer every operation at once")
     }
 }

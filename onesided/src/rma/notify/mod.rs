@@ -255,7 +255,7 @@ impl<T: Pod> Window<T> {
         let table = self.core.notify_table("notify_value", me, idx)?;
         // Acquire: pairs with the arrivals' Release (module docs).
         let read = table.load(CtrlWord::Notify { at: me, idx }, Ordering::Acquire);
-        Ok(Awaited::from(read).wait(table))
+        Awaited::from(read).wait(table)
     }
 
     /// Sets this process's counter `idx` to 0 and returns its value before
@@ -267,7 +267,7 @@ impl<T: Pod> Window<T> {
         // AcqRel: acquires the counted arrivals' data (as notify_value); one atomic swap, so
         // no arrival falls between the read and the reset.
         let swap = table.swap(CtrlWord::Notify { at: me, idx }, 0, Ordering::AcqRel);
-        Ok(Awaited::from(swap).wait(table))
+        Awaited::from(swap).wait(table)
     }
 
     /// A request that completes when this process's counter `idx` is at least `value`:
@@ -413,7 +413,8 @@ mod tests {
                     sent[who as usize] += 1;
                     let idx = usize::from(who == 1);
                     plane.post_add(word(idx), 1, Ordering::Release);
-                } else if count_reached(&plane, word(0), need, &mut reading) == Some(true) {
+                } else if count_reached(&plane, word(0), need, &mut reading).unwrap() == Some(true)
+                {
                     assert!(
                         plane.peek(word(0)) >= need,
                         "seed {seed}: a wait for {need} ended at {}",
@@ -439,7 +440,9 @@ mod tests {
             let (mut sent, mut taken) = (0u64, 0u64);
             while sent < ORIGINS * EACH {
                 if rng(&mut state) % 4 == 0 {
-                    taken += Awaited::from(plane.swap(word, 0, Ordering::AcqRel)).wait(&plane);
+                    taken += Awaited::from(plane.swap(word, 0, Ordering::AcqRel))
+                        .wait(&plane)
+                        .unwrap();
                 } else {
                     sent += 1;
                     plane.post_add(word, 1, Ordering::Release);

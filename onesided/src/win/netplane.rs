@@ -1,0 +1,575 @@
+//! The control plane over the network (feature `ofi`): every control word of a window
+//! whose ranks span nodes is a u64 in the control area of the rank that holds it,
+//! registered with libfabric, and every operation on it is a network atomic — the holder's
+//! own included. (NIC atomics are not in general coherent with CPU atomics on the same
+//! word, so a window that spans nodes does not mix the two: MPICH's and Open MPI's rule.)
+//!
+//! **Where a word is.** Rank `r`'s control area has the window's whole [`ControlLayout`];
+//! a word lies at [`ControlLayout::offset_of`] in the area of the rank that holds it: the
+//! rank named in the word, and rank 0 for the window-wide lock word (foMPI's "master").
+//! Peers name it by that rank's address, the registration's remote base plus the offset,
+//! and its key.
+//!
+//! **Answers.** A fetching atomic (`fetch_add`, `load` as an atomic read, `swap`,
+//! `compare_swap`) answers [`Answer::Pending`]: its operand, compare and result words and
+//! its completion context live in a slot of registered memory until the plane is polled
+//! after the completion queue marked it done. Posted operations (`post_add`,
+//! `post_store`) are injected atomics without a result, complete at the target once a
+//! later flush of the endpoint returns (`FI_DELIVERY_COMPLETE`). A failed operation fails
+//! the poll that asks for it, and every later poll: a plane whose peer is gone is gone.
+//!
+//! Every provider here progresses manually: a target's atomics are applied when the
+//! target's endpoint is read. The plane's polls read its own endpoint; a process that
+//! waits elsewhere needs its progress thread (`progress`) to read it.
+
+// The window layer does not create it yet (windows across nodes build on it); until
+// then its own tests are its only users.
+#![allow(dead_code)]
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+use crate::plane::{Answer, ControlPlane, CtrlWord, LockAt, PendingOp};
+use crate::transport::ofi::{Nic, Registration, Remote, TrackedContext, WordOp};
+use crate::win::control::ControlLayout;
+
+/// Slots per registered chunk.
+const CHUNK: usize = 64;
+
+/// `3 * CHUNK` u64 that the NIC writes while an operation is in flight: held as a raw
+/// pointer (no Rust reference to them may exist meanwhile), freed on drop.
+struct Words(*mut u64);
+
+impl Words {
+    fn new() -> Words {
+        Words(Box::into_raw(vec![0u64; 3 * CHUNK].into_boxed_slice()).cast::<u64>())
+    }
+}
+
+impl Drop for Words {
+    fn drop(&mut self) {
+        // SAFETY: from Box::into_raw of a boxed slice of 3 * CHUNK u64 (`Words::new`); its
+        // chunk's registration is closed and every operation on it completed (the plane
+        // waits for them before its chunks go).
+        drop(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.0, 3 * CHUNK)) });
+    }
+}
+
+/// Registered memory for `CHUNK` fetching atomics in flight: three u64 each (operand,
+/// compare, result) and their completion contexts. Fields drop in order: the registration
+/// is closed before its memory is freed.
+struct Chunk {
+    reg: Registration,
+    contexts: Box<[TrackedContext]>,
+    words: Words,
+}
+
+impl Chunk {
+    fn new(nic: &Nic) -> Result<Chunk> {
+        let words = Words::new();
+        // SAFETY: the memory is the chunk's own and outlives the registration (field
+        // order); only the NIC and the holder of a slot's pending operation touch it.
+        let reg = unsafe { nic.register(words.0.cast(), 3 * CHUNK * 8) }?;
+        Ok(Chunk {
+            reg,
+            contexts: (0..CHUNK).map(|_| TrackedContext::default()).collect(),
+            words,
+        })
+    }
+}
+
+/// Slots of fetching atomics: chunks (never moved or freed while the plane lives) and the
+/// free slot numbers.
+struct Slots {
+    /// Boxed: a slot's registration is used after the lock is released, while another
+    /// thread may add a chunk and grow the vector.
+    #[allow(clippy::vec_box)]
+    chunks: Vec<Box<Chunk>>,
+    free: Vec<u64>,
+}
+
+/// The control plane of a window whose ranks span nodes.
+pub(crate) struct NetPlane {
+    nic: Arc<Nic>,
+    layout: ControlLayout,
+    /// Every rank's address and its control area's remote base and key.
+    areas: Vec<Remote>,
+    slots: Mutex<Slots>,
+    /// The first failure: every later poll reports it.
+    failure: Mutex<Option<String>>,
+}
+
+// SAFETY: the chunks' raw words are reached only by the slot's owner (the holder of its
+// pending operation) after the completion, or by the NIC; everything else is behind a
+// mutex or atomic; Nic is Sync.
+unsafe impl Send for NetPlane {}
+// SAFETY: as for Send.
+unsafe impl Sync for NetPlane {}
+
+impl std::fmt::Debug for NetPlane {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NetPlane")
+            .field("ranks", &self.areas.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl NetPlane {
+    /// The plane of a window with `layout` whose rank `r`'s control area is `areas[r]`
+    /// (its address in `nic`'s address vector, remote base and key).
+    pub(crate) fn new(nic: Arc<Nic>, layout: ControlLayout, areas: Vec<Remote>) -> NetPlane {
+        assert_eq!(areas.len(), layout.n, "one control area per rank");
+        NetPlane {
+            nic,
+            layout,
+            areas,
+            slots: Mutex::new(Slots {
+                chunks: Vec::new(),
+                free: Vec::new(),
+            }),
+            failure: Mutex::new(None),
+        }
+    }
+
+    /// Where `word` is: its holder's area plus its offset.
+    fn remote(&self, word: CtrlWord) -> Remote {
+        let holder = match word {
+            CtrlWord::Posts { at, .. }
+            | CtrlWord::Completions { at }
+            | CtrlWord::Signal { at, .. }
+            | CtrlWord::Lock {
+                lock: LockAt::Local(at),
+                ..
+            } => at,
+            CtrlWord::Lock {
+                lock: LockAt::Global,
+                ..
+            } => 0,
+            CtrlWord::Notify { .. } => {
+                unreachable!("notification counters are the notify tables' words")
+            }
+        };
+        let offset = self
+            .layout
+            .offset_of(word)
+            .expect("every word but a notification counter has an offset");
+        let area = self.areas[holder];
+        Remote {
+            peer: area.peer,
+            addr: area.addr + offset as u64,
+            key: area.key,
+        }
+    }
+
+    /// Records the first failure.
+    fn fail(&self, e: &Error) {
+        let mut f = self
+            .failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        f.get_or_insert_with(|| e.to_string());
+    }
+
+    fn failed(&self) -> Result<()> {
+        match &*self
+            .failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        {
+            None => Ok(()),
+            Some(text) => Err(Error::Network {
+                call: "control plane",
+                code: 0,
+                text: text.clone(),
+            }),
+        }
+    }
+
+    /// A free slot: its number, words and context (a new chunk when all are taken).
+    fn take_slot(&self) -> Result<(u64, *mut u64, *const TrackedContext, *const Registration)> {
+        let mut slots = self
+            .slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slots.free.is_empty() {
+            let chunk = Box::new(Chunk::new(&self.nic)?);
+            let first = (slots.chunks.len() * CHUNK) as u64;
+            slots.chunks.push(chunk);
+            slots.free.extend((first..first + CHUNK as u64).rev());
+        }
+        let id = slots.free.pop().expect("a chunk was added");
+        let (chunk, i) = (&slots.chunks[id as usize / CHUNK], id as usize % CHUNK);
+        // SAFETY: slot i's three words lie inside the chunk's 3 * CHUNK.
+        let words = unsafe { chunk.words.0.add(3 * i) };
+        Ok((id, words, &chunk.contexts[i], &chunk.reg))
+    }
+
+    fn slot(&self, id: u64) -> (*mut u64, *const TrackedContext) {
+        let slots = self
+            .slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (chunk, i) = (&slots.chunks[id as usize / CHUNK], id as usize % CHUNK);
+        // SAFETY: as in take_slot.
+        (unsafe { chunk.words.0.add(3 * i) }, &chunk.contexts[i])
+    }
+
+    fn release_slot(&self, id: u64) {
+        self.slots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .free
+            .push(id);
+    }
+
+    /// Posts a fetching atomic; a post that fails makes the plane fail (the answer is a
+    /// pending operation whose poll reports it).
+    fn fetch(&self, op: WordOp, word: CtrlWord, operand: u64, compare: u64) -> Answer {
+        let at = self.remote(word);
+        let posted = self.take_slot().and_then(|(id, words, ctx, reg)| {
+            // SAFETY: the slot is ours until its answer is collected: nobody else reads or
+            // writes its words; the chunk (and registration) live as long as the plane.
+            unsafe {
+                words.write(operand);
+                words.add(1).write(compare);
+                words.add(2).write(0);
+                (*ctx).reset();
+                self.nic
+                    .fetch_word(op, words, &*reg, at, ctx.cast_mut())
+                    .map(|()| id)
+                    .inspect_err(|_| self.release_slot(id))
+            }
+        });
+        match posted {
+            Ok(id) => Answer::Pending(PendingOp(id)),
+            Err(e) => {
+                self.fail(&e);
+                Answer::Pending(PendingOp(u64::MAX))
+            }
+        }
+    }
+
+    /// Posts an atomic without a result.
+    fn post(&self, op: WordOp, word: CtrlWord, value: u64) {
+        if let Err(e) = self.nic.post_word(op, value, self.remote(word)) {
+            self.fail(&e);
+        }
+    }
+
+    /// Waits until every posted operation is complete at its target (a release before a
+    /// word a peer reads: the window's flush and unlock use it).
+    pub(crate) fn quiet(&self) -> Result<()> {
+        self.nic.flush(|| Ok(())).inspect_err(|e| self.fail(e))
+    }
+}
+
+impl ControlPlane for NetPlane {
+    fn fetch_add(&self, word: CtrlWord, value: u64, _order: Ordering) -> Answer {
+        self.fetch(WordOp::Sum, word, value, 0)
+    }
+
+    fn load(&self, word: CtrlWord, _order: Ordering) -> Answer {
+        self.fetch(WordOp::Read, word, 0, 0)
+    }
+
+    fn swap(&self, word: CtrlWord, value: u64, _order: Ordering) -> Answer {
+        self.fetch(WordOp::Write, word, value, 0)
+    }
+
+    fn compare_swap(&self, word: CtrlWord, expected: u64, new: u64, _order: Ordering) -> Answer {
+        self.fetch(WordOp::CompareSwap, word, new, expected)
+    }
+
+    fn post_add(&self, word: CtrlWord, value: u64, _order: Ordering) {
+        self.post(WordOp::Sum, word, value);
+    }
+
+    fn post_store(&self, word: CtrlWord, value: u64, _order: Ordering) {
+        self.post(WordOp::Write, word, value);
+    }
+
+    fn poll(&self, op: &PendingOp) -> Result<Option<u64>> {
+        self.failed()?;
+        let (words, ctx) = self.slot(op.0);
+        // SAFETY: the slot's context lives as long as the plane.
+        let ctx = unsafe { &*ctx };
+        if ctx.completed().is_none() {
+            if let Err(e) = self.nic.progress() {
+                self.fail(&e);
+            }
+        }
+        match ctx.completed() {
+            None => {
+                self.failed()?;
+                Ok(None)
+            }
+            Some(true) => {
+                let e = Error::Network {
+                    call: "control-plane atomic",
+                    code: 0,
+                    text: "the operation completed in error".into(),
+                };
+                self.fail(&e);
+                Err(e)
+            }
+            Some(false) => {
+                // SAFETY: the operation completed (Acquire in `completed`): the NIC wrote
+                // the result word and no longer touches the slot.
+                let v = unsafe { words.add(2).read() };
+                self.release_slot(op.0);
+                Ok(Some(v))
+            }
+        }
+    }
+}
+
+impl Drop for NetPlane {
+    /// Waits for every fetching atomic still in flight (a pending answer nobody collected)
+    /// before the slots' memory goes; gives up when the endpoint fails.
+    fn drop(&mut self) {
+        let slots = self
+            .slots
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let free: std::collections::HashSet<u64> = slots.free.iter().copied().collect();
+        let mut backoff = crate::backoff::Backoff::new();
+        for (c, chunk) in slots.chunks.iter().enumerate() {
+            for (i, ctx) in chunk.contexts.iter().enumerate() {
+                if free.contains(&((c * CHUNK + i) as u64)) {
+                    continue;
+                }
+                while ctx.completed().is_none() && self.nic.progress().is_ok() {
+                    backoff.snooze();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Two ranks of one process, each with its own endpoint and registered control area,
+    //! run the lock and barrier protocols over the network plane on `tcp;ofi_rxm`: the
+    //! same state machines as on shared memory, every word a libfabric atomic (the
+    //! holder's own included).
+
+    use super::*;
+    use crate::backoff::Backoff;
+    use crate::shm::barrier::{Barrier, BarrierLayout};
+    use crate::sync::lock::{poll_acquire, release, Acquisition, Mode};
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+
+    /// A rank's control area: raw memory the NIC writes (no Rust reference to it while
+    /// registered).
+    struct Area {
+        words: *mut u64,
+        len: usize,
+    }
+
+    impl Area {
+        fn new(bytes: usize) -> Area {
+            let len = bytes.div_ceil(8);
+            let words = Box::into_raw(vec![0u64; len].into_boxed_slice()).cast::<u64>();
+            Area { words, len }
+        }
+
+        /// The word at byte offset `offset`, read once every operation on it completed.
+        fn read(&self, offset: usize) -> u64 {
+            assert!(offset / 8 < self.len);
+            // SAFETY: inside the area; read volatile, the NIC may have written it.
+            unsafe { self.words.add(offset / 8).read_volatile() }
+        }
+    }
+
+    impl Drop for Area {
+        fn drop(&mut self) {
+            // SAFETY: from Box::into_raw in `new`; its registration was dropped first.
+            drop(unsafe {
+                Box::from_raw(std::ptr::slice_from_raw_parts_mut(self.words, self.len))
+            });
+        }
+    }
+
+    // SAFETY: the area is only reached through raw pointers (the NIC, volatile reads).
+    unsafe impl Send for Area {}
+    // SAFETY: as for Send.
+    unsafe impl Sync for Area {}
+
+    /// Fails the test process when a test hangs (a lost network answer would).
+    fn watchdog(what: &'static str) -> Arc<AtomicBool> {
+        let done = Arc::new(AtomicBool::new(false));
+        let seen = Arc::clone(&done);
+        std::thread::spawn(move || {
+            for _ in 0..600 {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                if seen.load(Ordering::Relaxed) {
+                    return;
+                }
+            }
+            eprintln!("{what}: no end after 60 s");
+            std::process::abort();
+        });
+        done
+    }
+
+    /// `n` ranks on `provider`: their planes, areas (kept alive) and registrations, with
+    /// one progress thread per endpoint running `body(planes)`.
+    fn with_ranks(provider: &str, n: usize, body: impl Fn(usize, &NetPlane) + Sync) -> Vec<u64> {
+        let layout = ControlLayout::new(n, 0, 0);
+        let nics: Vec<Arc<Nic>> = (0..n)
+            .map(|_| Arc::new(Nic::open(provider, "127.0.0.1").expect("open")))
+            .collect();
+        let areas: Vec<Area> = (0..n).map(|_| Area::new(layout.data_off)).collect();
+        // SAFETY: each area outlives its registration (dropped below, before the areas)
+        // and is only reached through raw pointers meanwhile.
+        let regs: Vec<Registration> = (0..n)
+            .map(|r| unsafe { nics[r].register(areas[r].words.cast(), areas[r].len * 8) }.unwrap())
+            .collect();
+        let names: Vec<Vec<u8>> = nics.iter().map(|nic| nic.name().unwrap()).collect();
+        let planes: Vec<NetPlane> = (0..n)
+            .map(|r| {
+                let remotes = (0..n)
+                    .map(|q| Remote {
+                        peer: nics[r].insert(&names[q]).unwrap(),
+                        addr: regs[q].remote_base,
+                        key: regs[q].key,
+                    })
+                    .collect();
+                NetPlane::new(Arc::clone(&nics[r]), layout, remotes)
+            })
+            .collect();
+        let stop = AtomicBool::new(false);
+        /// Stops the progress threads however the scope ends (a failed rank included).
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        std::thread::scope(|s| {
+            for nic in &nics {
+                let stop = &stop;
+                s.spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        nic.progress().unwrap();
+                        std::thread::yield_now();
+                    }
+                });
+            }
+            let _stop = Stop(&stop);
+            let ranks: Vec<_> = planes
+                .iter()
+                .enumerate()
+                .map(|(r, plane)| {
+                    let body = &body;
+                    s.spawn(move || {
+                        body(r, plane);
+                        plane.quiet().unwrap();
+                    })
+                })
+                .collect();
+            for r in ranks {
+                r.join().unwrap();
+            }
+        });
+        drop(planes);
+        // Every word of the control areas, by rank, as the NIC left them.
+        let words = (0..n)
+            .flat_map(|r| (0..layout.data_off / 8).map(move |w| (r, w)))
+            .map(|(r, w)| areas[r].read(w * 8))
+            .collect();
+        drop(regs);
+        drop(nics);
+        words
+    }
+
+    fn acquire(plane: &NetPlane, lock: LockAt, mode: Mode) {
+        let mut acq = Acquisition::new();
+        let mut backoff = Backoff::new();
+        while !poll_acquire(plane, lock, mode, &mut acq).unwrap() {
+            backoff.snooze();
+        }
+    }
+
+    /// Readers and writers of rank 1's local lock, exclusive lockers and lock_all holders
+    /// of the global word (at rank 0), from both ranks: exclusion holds, and the words end
+    /// at rest in the holders' memory.
+    #[test]
+    fn locks_over_the_network_plane() {
+        let done = watchdog("locks_over_the_network_plane");
+        let inside_local = AtomicU64::new(0);
+        let inside_global = AtomicU64::new(0);
+        const WRITER_IN: u64 = 1 << 32;
+        let words = with_ranks("tcp;ofi_rxm", 2, |r, plane| {
+            for k in 0..60u64 {
+                let (lock, mode, inside, one) = match (k + r as u64) % 4 {
+                    0 => (LockAt::Local(1), Mode::Writer, &inside_local, WRITER_IN),
+                    1 => (LockAt::Local(1), Mode::Reader, &inside_local, 1),
+                    2 => (LockAt::Global, Mode::EXCLUSIVE, &inside_global, 1),
+                    _ => (LockAt::Global, Mode::LOCK_ALL, &inside_global, WRITER_IN),
+                };
+                acquire(plane, lock, mode);
+                let before = inside.fetch_add(one, Ordering::SeqCst);
+                match mode {
+                    Mode::Writer => assert_eq!(before, 0, "a writer entered a held lock"),
+                    Mode::Reader => assert_eq!(before / WRITER_IN, 0, "a reader met a writer"),
+                    m if m == Mode::EXCLUSIVE => {
+                        assert_eq!(before / WRITER_IN, 0, "exclusive met lock_all")
+                    }
+                    _ => assert_eq!(before % WRITER_IN, 0, "lock_all met exclusive"),
+                }
+                std::thread::sleep(std::time::Duration::from_micros(50));
+                inside.fetch_sub(one, Ordering::SeqCst);
+                release(plane, lock, mode);
+            }
+        });
+        let layout = ControlLayout::new(2, 0, 0);
+        let at = |rank: usize, word| {
+            words[rank * layout.data_off / 8 + layout.offset_of(word).unwrap() / 8]
+        };
+        for (rank, lock) in [(1, LockAt::Local(1)), (0, LockAt::Global)] {
+            let word = |part| CtrlWord::Lock { lock, part };
+            use crate::plane::LockPart;
+            assert_eq!(at(rank, word(LockPart::Word)), 0, "{lock:?} at rest");
+            assert_eq!(
+                at(rank, word(LockPart::Next)),
+                at(rank, word(LockPart::Serving)),
+                "{lock:?}: every ticket served"
+            );
+        }
+        done.store(true, Ordering::Relaxed);
+    }
+
+    /// Thirty dissemination barriers among three ranks over the network plane: nobody
+    /// leaves one before everyone entered it.
+    #[test]
+    fn barriers_over_the_network_plane() {
+        let done = watchdog("barriers_over_the_network_plane");
+        const N: usize = 3;
+        let entered: Vec<AtomicU64> = (0..N).map(|_| AtomicU64::new(0)).collect();
+        with_ranks("tcp;ofi_rxm", N, |r, plane| {
+            let layout = BarrierLayout::new(N);
+            // The handle's own memory is unused: every signal goes through the plane.
+            let mem: Vec<AtomicU64> = (0..layout.bytes() / 8).map(|_| AtomicU64::new(0)).collect();
+            // SAFETY: `mem` outlives the handle and is large enough.
+            let barrier = unsafe { Barrier::new(mem.as_ptr().cast(), layout, r) };
+            let mut backoff = Backoff::new();
+            for g in 1..=30u64 {
+                entered[r].store(g, Ordering::SeqCst);
+                let mut wait = barrier.begin(g % 5);
+                while !barrier.poll_on(plane, &mut wait).unwrap() {
+                    backoff.snooze();
+                }
+                assert!(!wait.mismatched());
+                for (q, e) in entered.iter().enumerate() {
+                    assert!(
+                        e.load(Ordering::SeqCst) >= g,
+                        "rank {r} left barrier {g} before rank {q} entered"
+                    );
+                }
+            }
+        });
+        done.store(true, Ordering::Relaxed);
+    }
+}
