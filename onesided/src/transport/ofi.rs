@@ -1020,13 +1020,15 @@ impl Nic {
     /// Waits until every operation posted so far has completed — at the target, for
     /// writes (`FI_DELIVERY_COMPLETE`) — driving progress, and calling `meanwhile` between
     /// polls (a caller that also serves another endpoint, or watches its peers).
+    ///
+    /// A counter counts completions of any operation, those posted after the flush began
+    /// (by other threads) included, so "the counter reached the count posted before" would
+    /// not mean that those operations completed. The flush waits instead until the
+    /// counters equal the posted counts read *after* them: completions never exceed posts,
+    /// so then every operation posted by that moment — ours among them — has completed.
     pub(crate) fn flush(&self, mut meanwhile: impl FnMut() -> Result<()>) -> Result<()> {
-        // Relaxed: tickets are taken under the contexts' lock, which the freeing below
-        // takes too; counts read now cover every operation whose post began before.
-        let writes = self.writes.posted.load(Ordering::Relaxed);
-        let reads = self.reads.posted.load(Ordering::Relaxed);
         let mut backoff = crate::backoff::Backoff::new();
-        loop {
+        let (writes, reads) = loop {
             // SAFETY: live counters.
             let (w, r, errors) = unsafe {
                 (
@@ -1045,16 +1047,24 @@ impl Nic {
                     text: format!("{errors} operations completed in error"),
                 });
             }
-            // Relaxed: see above.
+            // The posted counts after the counters (SeqCst fence: this load is not done
+            // before the counters were read). A ticket is taken before its post, so at
+            // any moment completions + failures <= posts.
+            std::sync::atomic::fence(Ordering::SeqCst);
+            // Relaxed: ordered by the fence; every count only grows.
+            let (writes, reads) = (
+                self.writes.posted.load(Ordering::Relaxed),
+                self.reads.posted.load(Ordering::Relaxed),
+            );
             let w = w + self.writes.failed.load(Ordering::Relaxed);
             let r = r + self.reads.failed.load(Ordering::Relaxed);
             if w >= writes && r >= reads {
-                break;
+                break (writes, reads);
             }
             self.progress()?;
             meanwhile()?;
             backoff.snooze();
-        }
+        };
         // Every operation with a ticket below the counts read first has completed: its
         // context is free.
         self.contexts
