@@ -56,6 +56,16 @@ pub(crate) enum CtrlWord {
         /// Which of its counters.
         idx: usize,
     },
+    /// A window collective's published words (`sync::collective`): rank `at`'s call tag
+    /// or payload word for the agreements of sequence parity `parity`.
+    Agreement {
+        /// The rank that publishes them.
+        at: usize,
+        /// Parity of the agreement's sequence number (two copies alternate).
+        parity: u64,
+        /// Tag or payload.
+        part: AgreementPart,
+    },
     /// A passive-target lock's words (`sync::lock`).
     Lock {
         /// Which lock.
@@ -73,6 +83,16 @@ pub(crate) enum LockAt {
     Global,
     /// The reader-writer lock of this rank.
     Local(usize),
+}
+
+/// The two words a rank publishes for a window collective. Word-wide, like [`LockPart`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u64)]
+pub(crate) enum AgreementPart {
+    /// The packed call tag (which collective, which sequence number).
+    Tag,
+    /// The payload word.
+    Word,
 }
 
 /// One of a lock's three words.
@@ -129,6 +149,11 @@ pub(crate) trait ControlPlane {
     /// Stores `value` into `word` with `order`, posted as [`ControlPlane::post_add`]:
     /// for a word only one process writes (a barrier's signal).
     fn post_store(&self, word: CtrlWord, value: u64, order: Ordering);
+    /// Orders this process's posted operations before its later ones: when it returns,
+    /// every operation it posted before is applied at its target. (Shared memory: nothing
+    /// to wait for, a later Release operation orders them; a network plane waits for
+    /// their delivery.)
+    fn order_posted(&self) -> Result<()>;
     /// The answer to `op` once it has arrived (`None`: not yet). An error: the operation
     /// failed (a network plane's peer is gone, say) — a protocol then fails its call.
     fn poll(&self, op: &PendingOp) -> Result<Option<u64>>;
@@ -359,6 +384,15 @@ pub(crate) mod fake {
         fn post_store(&self, word: CtrlWord, value: u64, _order: Ordering) {
             let mut s = self.state.lock().unwrap();
             s.issued.push((0, Op::Store(word, value)));
+        }
+
+        /// Applies every posted operation still in flight (in a random order).
+        fn order_posted(&self) -> crate::error::Result<()> {
+            let mut s = self.state.lock().unwrap();
+            while s.issued.iter().any(|(token, _)| *token == 0) {
+                s.apply_one();
+            }
+            Ok(())
         }
 
         fn poll(&self, op: &PendingOp) -> crate::error::Result<Option<u64>> {

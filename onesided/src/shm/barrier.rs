@@ -262,6 +262,10 @@ impl ControlPlane for Barrier {
         self.slot(at, round, parity).store(value, order);
     }
 
+    fn order_posted(&self) -> crate::error::Result<()> {
+        Ok(())
+    }
+
     fn poll(&self, _op: &PendingOp) -> crate::error::Result<Option<u64>> {
         unreachable!("the barrier's memory answers every operation at once")
     }

@@ -16,6 +16,7 @@ use std::sync::atomic::Ordering;
 use crate::bootstrap::roster::PeerWatch;
 use crate::bootstrap::{Call, CallTag};
 use crate::error::{Error, Result};
+use crate::plane::{AgreementPart, Awaited, ControlPlane, CtrlWord};
 use crate::progress::{Completes, Host, Step, SyncOp};
 use crate::shm::barrier::BarrierWait;
 use crate::win::core::WinCore;
@@ -24,13 +25,21 @@ use crate::win::core::WinCore;
 #[derive(Debug)]
 pub(crate) struct Agreement {
     pub(crate) tag: CallTag,
+    /// The published tag and word are applied (the plane ordered them before the barrier's
+    /// signals).
+    published: bool,
     wait: BarrierWait,
 }
 
 impl Agreement {
-    fn parity(&self) -> usize {
-        (self.tag.seq & 1) as usize
+    fn parity(&self) -> u64 {
+        self.tag.seq & 1
     }
+}
+
+/// Rank `at`'s published `part` for agreements of `parity`.
+fn published(at: usize, parity: u64, part: AgreementPart) -> CtrlWord {
+    CtrlWord::Agreement { at, parity, part }
 }
 
 impl WinCore {
@@ -43,13 +52,24 @@ impl WinCore {
         if let Some(w) = &self.watch {
             w.note_entered(tag);
         }
-        let parity = (seq & 1) as usize;
-        let mine = &self.ctrl.rank(self.rank).collective;
-        // Relaxed: both are published by the barrier's release increments.
-        mine.words[parity].store(word, Ordering::Relaxed);
-        mine.tags[parity].store(tag.pack(), Ordering::Relaxed);
+        let parity = seq & 1;
+        // Relaxed: both are published by the barrier's release signals (ordered before
+        // them by `order_posted` in the first poll).
+        let me = self.rank;
+        let plane = &self.ctrl;
+        plane.post_store(
+            published(me, parity, AgreementPart::Word),
+            word,
+            Ordering::Relaxed,
+        );
+        plane.post_store(
+            published(me, parity, AgreementPart::Tag),
+            tag.pack(),
+            Ordering::Relaxed,
+        );
         Agreement {
             tag,
+            published: false,
             wait: self.barrier.begin(tag.pack()),
         }
     }
@@ -57,6 +77,10 @@ impl WinCore {
     /// Advances `a`; true once every rank has entered the same call (an error at every rank
     /// when any rank entered another).
     pub(crate) fn poll_agreement(&self, a: &mut Agreement) -> Result<bool> {
+        if !a.published {
+            self.ctrl.order_posted()?;
+            a.published = true;
+        }
         if !self.barrier.poll_on(&self.ctrl, &mut a.wait)? {
             return Ok(false);
         }
@@ -67,8 +91,10 @@ impl WinCore {
         let parity = a.parity();
         for r in 0..self.size {
             // Relaxed: ordered by the barrier's acquire.
-            let theirs = self.ctrl.rank(r).collective.tags[parity].load(Ordering::Relaxed);
-            a.tag.check(r, theirs)?;
+            let read = self
+                .ctrl
+                .load(published(r, parity, AgreementPart::Tag), Ordering::Relaxed);
+            a.tag.check(r, Awaited::from(read).wait(&self.ctrl)?)?;
         }
         Err(Error::CollectiveMismatch {
             call: a.tag.call.name(),
@@ -80,9 +106,10 @@ impl WinCore {
     }
 
     /// Rank `rank`'s payload word of the completed agreement `a`.
-    pub(crate) fn agreed_word(&self, a: &Agreement, rank: usize) -> u64 {
+    pub(crate) fn agreed_word(&self, a: &Agreement, rank: usize) -> Result<u64> {
         // Relaxed: ordered by the barrier's acquire (the agreement completed).
-        self.ctrl.rank(rank).collective.words[a.parity()].load(Ordering::Relaxed)
+        let word = published(rank, a.parity(), AgreementPart::Word);
+        Awaited::from(self.ctrl.load(word, Ordering::Relaxed)).wait(&self.ctrl)
     }
 
     /// Blocking agreement: every rank's payload word, by rank.
@@ -128,10 +155,14 @@ impl Host for WinCore {
     /// that failed against our `free`, say) is not an arrival: its agreement ended without
     /// ours, and the member is gone, so waiting for it would never end.
     fn arrived(&self, tag: CallTag, rank: usize) -> bool {
-        // Relaxed: a hint for a waiter, read after the roster's Acquire of an exit mark.
-        let theirs =
-            self.ctrl.rank(rank).collective.tags[(tag.seq & 1) as usize].load(Ordering::Relaxed);
-        CallTag::unpack(theirs).is_some_and(|t| t.seq == tag.seq && t.call == tag.call)
+        // Relaxed: a hint for a waiter, read after the roster's Acquire of an exit mark. A
+        // read that fails (the member's memory went with it) is no arrival.
+        let word = published(rank, tag.seq & 1, AgreementPart::Tag);
+        Awaited::from(self.ctrl.load(word, Ordering::Relaxed))
+            .wait(&self.ctrl)
+            .ok()
+            .and_then(CallTag::unpack)
+            .is_some_and(|t| t.seq == tag.seq && t.call == tag.call)
     }
 }
 
@@ -154,12 +185,83 @@ impl SyncOp<WinCore> for AgreeOp {
         if !core.poll_agreement(a)? {
             return Ok(Step::Blocked);
         }
-        let words = (0..core.size).map(|r| core.agreed_word(a, r)).collect();
+        let words = (0..core.size)
+            .map(|r| core.agreed_word(a, r))
+            .collect::<Result<_>>()?;
         *self
             .result
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = words;
         self.agreement = None;
         Ok(Step::Done)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The agreement protocol — publish tag and word (posted), order them, barrier, read
+    //! every rank's word — against a plane that answers late and reorders.
+
+    use super::*;
+    use crate::plane::fake::LatePlane;
+    use crate::shm::barrier::{Barrier, BarrierLayout};
+    use std::sync::atomic::AtomicU64;
+
+    #[test]
+    fn agreed_words_over_a_late_reordering_plane() {
+        const N: usize = 3;
+        const ROUNDS: u64 = 8;
+        for seed in 1..60u64 {
+            let plane = LatePlane::new(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            let layout = BarrierLayout::new(N);
+            let mem: Vec<AtomicU64> = (0..layout.bytes() / 8).map(|_| AtomicU64::new(0)).collect();
+            // SAFETY: `mem` outlives the handles (their own memory is unused here).
+            let barriers: Vec<Barrier> = (0..N)
+                .map(|me| unsafe { Barrier::new(mem.as_ptr().cast(), layout, me) })
+                .collect();
+            let payload = |rank: usize, g: u64| 1000 * g + rank as u64;
+            // Each rank: its round, and its agreement in progress (published yet?).
+            let mut round = [0u64; N];
+            let mut waits: Vec<Option<(bool, BarrierWait)>> = (0..N).map(|_| None).collect();
+            let mut rng = seed;
+            let mut steps = 0;
+            while round.iter().any(|&g| g < ROUNDS) {
+                steps += 1;
+                assert!(steps < 1_000_000, "seed {seed}: agreements do not end");
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                let me = (rng % N as u64) as usize;
+                let g = round[me];
+                if g == ROUNDS {
+                    continue;
+                }
+                let parity = g & 1;
+                let Some((ordered, wait)) = &mut waits[me] else {
+                    let word = published(me, parity, AgreementPart::Word);
+                    plane.post_store(word, payload(me, g), Ordering::Relaxed);
+                    waits[me] = Some((false, barriers[me].begin(g)));
+                    continue;
+                };
+                if !*ordered {
+                    plane.order_posted().unwrap();
+                    *ordered = true;
+                }
+                if barriers[me].poll_on(&plane, wait).unwrap() {
+                    for r in 0..N {
+                        let read = plane
+                            .load(published(r, parity, AgreementPart::Word), Ordering::Relaxed);
+                        let got = Awaited::from(read).wait(&plane).unwrap();
+                        assert_eq!(
+                            got,
+                            payload(r, g),
+                            "seed {seed}: rank {me} read rank {r}'s word of agreement {g}"
+                        );
+                    }
+                    waits[me] = None;
+                    round[me] += 1;
+                }
+            }
+        }
     }
 }

@@ -934,6 +934,11 @@ mod tests {
         fn post_store(&self, word: CtrlWord, value: u64, order: Ordering) {
             self.atomic(word).store(value, order);
         }
+
+        #[inline(always)]
+        fn order_posted(&self) -> crate::error::Result<()> {
+            Ok(())
+        }
         fn poll(&self, _op: &crate::plane::PendingOp) -> crate::error::Result<Option<u64>> {
             unreachable!("answers at once")
         }

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
-use crate::plane::{Answer, ControlPlane, CtrlWord, LockAt, LockPart, PendingOp};
+use crate::plane::{AgreementPart, Answer, ControlPlane, CtrlWord, LockAt, LockPart, PendingOp};
 use crate::shm::barrier::BarrierLayout;
 
 /// Lock stripes per rank for accumulates that cannot use CPU atomics (see rma::atomic).
@@ -202,6 +202,14 @@ impl ControlLayout {
                 lock: LockAt::Local(rank),
                 part: p,
             } => block(rank) + offset_of!(RankControl, lock) + part(p),
+            CtrlWord::Agreement { at, parity, part } => {
+                assert!(parity < 2);
+                let words = match part {
+                    AgreementPart::Tag => offset_of!(CollectiveWords, tags),
+                    AgreementPart::Word => offset_of!(CollectiveWords, words),
+                };
+                block(at) + offset_of!(RankControl, collective) + words + parity as usize * 8
+            }
             CtrlWord::Notify { .. } => return None,
         })
     }
@@ -358,6 +366,13 @@ impl Control {
             CtrlWord::Notify { .. } => {
                 unreachable!("notification counters are the window's notify tables' words")
             }
+            CtrlWord::Agreement { at, parity, part } => {
+                let words = &self.rank(at).collective;
+                match part {
+                    AgreementPart::Tag => &words.tags[parity as usize],
+                    AgreementPart::Word => &words.words[parity as usize],
+                }
+            }
             CtrlWord::Signal { at, round, parity } => {
                 let offset = self.layout.barrier.signal_offset(at, round, parity);
                 // SAFETY: the barrier's signal area lies inside the mapping at barrier_off
@@ -420,6 +435,11 @@ impl ControlPlane for Control {
         self.atomic(word).store(value, order);
     }
 
+    #[inline(always)]
+    fn order_posted(&self) -> crate::error::Result<()> {
+        Ok(())
+    }
+
     fn poll(&self, _op: &PendingOp) -> crate::error::Result<Option<u64>> {
         unreachable!("the shared-memory plane answers every operation at once")
     }
@@ -457,6 +477,11 @@ mod tests {
                         lock: LockAt::Global,
                         part,
                     });
+                }
+                for parity in 0..2 {
+                    for part in [AgreementPart::Tag, AgreementPart::Word] {
+                        words.push(CtrlWord::Agreement { at, parity, part });
+                    }
                 }
                 for round in 0..layout.barrier.rounds() {
                     for parity in 0..2 {

@@ -137,6 +137,7 @@ impl NetPlane {
         let holder = match word {
             CtrlWord::Posts { at, .. }
             | CtrlWord::Completions { at }
+            | CtrlWord::Agreement { at, .. }
             | CtrlWord::Signal { at, .. }
             | CtrlWord::Lock {
                 lock: LockAt::Local(at),
@@ -287,6 +288,10 @@ impl ControlPlane for NetPlane {
 
     fn post_store(&self, word: CtrlWord, value: u64, _order: Ordering) {
         self.post(WordOp::Write, word, value);
+    }
+
+    fn order_posted(&self) -> Result<()> {
+        self.quiet()
     }
 
     fn poll(&self, op: &PendingOp) -> Result<Option<u64>> {

@@ -87,6 +87,11 @@ impl ControlPlane for NotifyTable {
         self.atomic(word).store(value, order);
     }
 
+    #[inline(always)]
+    fn order_posted(&self) -> crate::error::Result<()> {
+        Ok(())
+    }
+
     fn poll(&self, _op: &PendingOp) -> crate::error::Result<Option<u64>> {
         unreachable!("mapped counters answer every operation at once")
     }
