@@ -29,7 +29,7 @@ callgrind_annotate --inclusive=yes --threshold=100 "$out/callgrind.out" 2>/dev/n
 count() { grep -E "putflush.rs:onesided_bench_$1 \[" "$out/annotate" | head -1 | awk '{gsub(",", "", $1); print $1}'; }
 empty=$(count empty) pf=$(count put_flush) put=$(count put) flush=$(count flush)
 fop=$(count fetch_and_op) cas=$(count compare_and_swap) acc=$(count accumulate)
-lu=$(count lock_unlock) lau=$(count lock_all_unlock_all) pscw=$(count pscw)
+lu=$(count lock_unlock) lau=$(count lock_all_unlock_all) pscw=$(count pscw) fence=$(count fence)
 per() { awk -v n="$1" -v e="$empty" -v i="$iters" 'BEGIN { printf "%.1f", (n - e) / i }'; }
 overhead=$(awk -v e="$empty" -v i="$iters" 'BEGIN { printf "%.1f", e / i }')
 echo "valgrind --tool=callgrind, $iters iterations per loop, loop overhead ($overhead/iteration) subtracted"
@@ -43,6 +43,7 @@ printf '%-24s %12s %12s\n' "accumulate (sum, 1 elt)" "$(per "$acc")" "-"
 printf '%-24s %12s %12s\n' "lock + unlock (shared)" "$(per "$lu")" "-"
 printf '%-24s %12s %12s\n' "lock_all + unlock_all" "$(per "$lau")" "-"
 printf '%-24s %12s %12s\n' "PSCW epoch (4 calls)" "$(awk -v n="$pscw" -v i="$pscw_iters" 'BEGIN { printf "%.1f", n / i }')" "-"
+printf '%-24s %12s %12s\n' "fence (2 ranks)" "$(awk -v n="$fence" -v i="$pscw_iters" 'BEGIN { printf "%.1f", n / i }')" "-"
 # Each atomic's fast path must be a single CPU atomic: count the locked instructions in the
 # body of its loop function (slow paths are separate functions, reached by a call).
 echo

@@ -112,6 +112,15 @@ fn onesided_bench_pscw(win: &Window<u64>, peer: &Group, iters: u64) -> onesided:
 
 #[no_mangle]
 #[inline(never)]
+fn onesided_bench_fence(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
+    for _ in 0..iters {
+        win.fence(Assert::NONE)?;
+    }
+    Ok(())
+}
+
+#[no_mangle]
+#[inline(never)]
 fn onesided_bench_empty(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
     for i in 0..iters {
         black_box((win, i));
@@ -154,13 +163,17 @@ fn main() -> onesided::Result<()> {
         onesided_bench_pscw(&win, &peer, PSCW_ITERS)?;
     }
     world.barrier()?;
+    // Fences (collective: rank 1 runs the same loop, not counted).
+    onesided_bench_fence(&win, PSCW_ITERS)?;
+    win.fence(Assert::NOSUCCEED)?;
+    world.barrier()?;
     if world.rank() == 1 {
         // The last value written by rank 0's put loops is ITERS - 1.
         let mut v = [0u64];
         win.local_read(0, &mut v)?;
         assert_eq!(v[0], ITERS - 1, "rank 1 holds the last value put");
         println!(
-            "putflush: {} iterations per loop, data verified; {} PSCW epochs",
+            "putflush: {} iterations per loop, data verified; {} PSCW epochs and fences",
             ITERS, PSCW_ITERS
         );
     }

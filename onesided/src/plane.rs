@@ -179,11 +179,23 @@ pub(crate) fn count_reached<P: ControlPlane + ?Sized>(
     need: u64,
     reading: &mut Option<Awaited>,
 ) -> Result<Option<bool>> {
-    let read = reading.get_or_insert_with(|| Awaited::from(plane.load(word, Ordering::Acquire)));
-    let Some(count) = read.value(plane)? else {
-        return Ok(None);
+    // A ready answer stays in registers; only a pending read is kept.
+    let count = match reading.take() {
+        None => match plane.load(word, Ordering::Acquire) {
+            Answer::Ready(v) => v,
+            Answer::Pending(op) => {
+                *reading = Some(Awaited::Pending(op));
+                return Ok(None);
+            }
+        },
+        Some(mut read) => match read.value(plane)? {
+            Some(v) => v,
+            None => {
+                *reading = Some(read);
+                return Ok(None);
+            }
+        },
     };
-    *reading = None;
     Ok(Some(count >= need))
 }
 

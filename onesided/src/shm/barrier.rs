@@ -207,13 +207,23 @@ impl Barrier {
                 round: wait.round,
                 parity,
             };
-            let read = wait
-                .reading
-                .get_or_insert_with(|| Awaited::from(plane.load(mine, Ordering::Acquire)));
-            let Some(got) = read.value(plane)? else {
-                return Ok(false);
+            // A ready answer stays in registers; only a pending read is kept.
+            let got = match wait.reading.take() {
+                None => match plane.load(mine, Ordering::Acquire) {
+                    Answer::Ready(v) => v,
+                    Answer::Pending(op) => {
+                        wait.reading = Some(Awaited::Pending(op));
+                        return Ok(false);
+                    }
+                },
+                Some(mut read) => match read.value(plane)? {
+                    Some(v) => v,
+                    None => {
+                        wait.reading = Some(read);
+                        return Ok(false);
+                    }
+                },
             };
-            wait.reading = None;
             if got >> 32 != wait.generation & 0xffff_ffff {
                 return Ok(false);
             }

@@ -45,6 +45,7 @@ fn published(at: usize, parity: u64, part: AgreementPart) -> CtrlWord {
 impl WinCore {
     /// Enters the collective `call` with this rank's payload `word`: numbers the call and
     /// publishes tag and word. Poll the result with [`WinCore::poll_agreement`].
+    #[inline]
     pub(crate) fn enter_agreement(&self, call: Call, word: u64) -> Agreement {
         // Relaxed: numbers this window's collectives, which its caller makes one at a time.
         let seq = self.collectives.fetch_add(1, Ordering::Relaxed);

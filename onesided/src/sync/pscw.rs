@@ -60,6 +60,20 @@ impl Announce {
                 }
             }
         }
+        if !self.pending.is_empty() {
+            self.collect(plane)?;
+        }
+        Ok(if self.pending.is_empty() {
+            Step::Done
+        } else {
+            Step::Blocked
+        })
+    }
+
+    /// Keeps the increments still unanswered (out of line: on shared memory there are
+    /// none).
+    #[inline(never)]
+    fn collect<P: ControlPlane + ?Sized>(&mut self, plane: &P) -> Result<()> {
         let mut failed = None;
         self.pending.retain_mut(|a| match a.value(plane) {
             Ok(v) => v.is_none(),
@@ -68,14 +82,7 @@ impl Announce {
                 false
             }
         });
-        if let Some(e) = failed {
-            return Err(e);
-        }
-        Ok(if self.pending.is_empty() {
-            Step::Done
-        } else {
-            Step::Blocked
-        })
+        failed.map_or(Ok(()), Err)
     }
 }
 
