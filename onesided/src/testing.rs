@@ -201,3 +201,37 @@ impl JobReport {
 pub fn requests_served() -> u64 {
     crate::transport::ring::served_batches()
 }
+
+/// A unit test's guard against hanging: aborts the test process when it is still alive
+/// `secs` seconds after it was made (a hang then fails the test run instead of stalling
+/// it); dropping it disarms it. (The network tests use it: a lost answer hangs.)
+#[cfg(all(test, feature = "ofi"))]
+pub(crate) struct Watchdog(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+#[cfg(all(test, feature = "ofi"))]
+impl Watchdog {
+    pub(crate) fn new(what: &'static str, secs: u64) -> Watchdog {
+        use std::sync::atomic::Ordering;
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = std::sync::Arc::clone(&done);
+        std::thread::spawn(move || {
+            for _ in 0..secs * 10 {
+                std::thread::sleep(Duration::from_millis(100));
+                // Relaxed: a request to stand down.
+                if seen.load(Ordering::Relaxed) {
+                    return;
+                }
+            }
+            eprintln!("{what}: no end after {secs} s");
+            std::process::abort();
+        });
+        Watchdog(done)
+    }
+}
+
+#[cfg(all(test, feature = "ofi"))]
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}

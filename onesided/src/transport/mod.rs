@@ -12,6 +12,8 @@
 pub(crate) mod cma;
 pub(crate) mod combine;
 #[cfg(feature = "ofi")]
+pub(crate) mod nic_progress;
+#[cfg(feature = "ofi")]
 pub(crate) mod ofi;
 pub(crate) mod ring;
 pub(crate) mod shm;

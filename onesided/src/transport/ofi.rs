@@ -336,6 +336,8 @@ pub(crate) struct Nic {
     contexts: Mutex<Vec<OpContext>>,
     /// Requested keys of our registrations (providers without FI_MR_PROV_KEY).
     next_key: AtomicU64,
+    /// The completion queue has a wait object ([`Nic::open_with`]).
+    waitable: bool,
 }
 
 // SAFETY: the domain is FI_THREAD_SAFE (libfabric serializes inside); every field of ours
@@ -409,6 +411,12 @@ impl Nic {
     /// `127.0.0.1`): `Error::Unsupported` when the provider cannot serve one-sided
     /// communication there.
     pub(crate) fn open(provider: &str, node: &str) -> Result<Nic> {
+        Self::open_with(provider, node, false)
+    }
+
+    /// [`Nic::open`]; `waitable`: the completion queue gets a wait object, so that a
+    /// thread can block in [`Nic::wait_progress`] (the `block` progress mode).
+    pub(crate) fn open_with(provider: &str, node: &str, waitable: bool) -> Result<Nic> {
         let info = getinfo(provider, node)?;
         let i = info.chosen.as_ptr();
         // SAFETY: `i` is a valid entry of the list `info` owns; every call gets valid
@@ -429,7 +437,11 @@ impl Nic {
             })?;
             let mut cq_attr = sys::fi_cq_attr {
                 format: sys::fi_cq_format_FI_CQ_FORMAT_CONTEXT,
-                wait_obj: sys::fi_wait_obj_FI_WAIT_NONE,
+                wait_obj: if waitable {
+                    sys::fi_wait_obj_FI_WAIT_UNSPEC
+                } else {
+                    sys::fi_wait_obj_FI_WAIT_NONE
+                },
                 ..Default::default()
             };
             let cq = create("fi_cq_open", |out| {
@@ -493,6 +505,7 @@ impl Nic {
                 reads: Issued::default(),
                 contexts: Mutex::new(Vec::new()),
                 next_key: AtomicU64::new(1),
+                waitable,
             })
         }
     }
@@ -987,13 +1000,44 @@ impl Nic {
         })
     }
 
-    /// Reads the completion queue once: drives a manual-progress provider (its peers'
-    /// operations on our memory included) and reports failed operations.
-    pub(crate) fn progress(&self) -> Result<()> {
+    /// Drives the endpoint like [`Nic::progress`], but blocks in the completion queue's
+    /// wait object (the endpoint must be opened waitable) for up to `timeout_ms` while
+    /// nothing completes: a manual-progress provider still applies the peers' operations
+    /// that arrive meanwhile (the wait wakes on its sockets). [`Nic::wake`] ends a wait
+    /// early.
+    pub(crate) fn wait_progress(&self, timeout_ms: i32) -> Result<()> {
+        if !self.waitable {
+            return Err(Error::InvalidArgument(
+                "a blocking progress wait needs an endpoint opened waitable".into(),
+            ));
+        }
         let mut entries = [sys::fi_cq_entry::default(); CQ_BATCH];
         // SAFETY: the buffer holds CQ_BATCH entries of the queue's format (context).
-        let rc =
-            unsafe { sys::fi_cq_read(self.cq.as_ptr(), entries.as_mut_ptr().cast(), CQ_BATCH) };
+        let rc = unsafe {
+            sys::fi_cq_sread(
+                self.cq.as_ptr(),
+                entries.as_mut_ptr().cast(),
+                CQ_BATCH,
+                ptr::null(),
+                timeout_ms,
+            )
+        };
+        self.completed(rc, &entries)
+    }
+
+    /// Ends a [`Nic::wait_progress`] in another thread now (nothing to do without a wait
+    /// object: no thread can be waiting, and signalling such a queue crashes the tcp
+    /// provider).
+    pub(crate) fn wake(&self) {
+        if self.waitable {
+            // SAFETY: a live queue with a wait object.
+            unsafe { sys::fi_cq_signal(self.cq.as_ptr()) };
+        }
+    }
+
+    /// Marks the tracked operations of the `rc` entries a queue read returned, and turns
+    /// the read's failure (an error entry) into an error.
+    fn completed(&self, rc: isize, entries: &[sys::fi_cq_entry]) -> Result<()> {
         if rc > 0 {
             // Only tracked operations ask for entries (selective completion).
             for entry in &entries[..rc as usize] {
@@ -1002,7 +1046,7 @@ impl Nic {
                 unsafe { mark(entry.op_context, false) };
             }
         }
-        if rc >= 0 || again(rc) {
+        if rc >= 0 || again(rc) || rc == -(sys::FI_ETIMEDOUT as isize) {
             return Ok(());
         }
         if rc == -(sys::FI_EAVAIL as isize) {
@@ -1015,6 +1059,16 @@ impl Nic {
             return Err(network_error("operation", -i64::from(err.err)));
         }
         Err(network_error("fi_cq_read", rc as i64))
+    }
+
+    /// Reads the completion queue once: drives a manual-progress provider (its peers'
+    /// operations on our memory included) and reports failed operations.
+    pub(crate) fn progress(&self) -> Result<()> {
+        let mut entries = [sys::fi_cq_entry::default(); CQ_BATCH];
+        // SAFETY: the buffer holds CQ_BATCH entries of the queue's format (context).
+        let rc =
+            unsafe { sys::fi_cq_read(self.cq.as_ptr(), entries.as_mut_ptr().cast(), CQ_BATCH) };
+        self.completed(rc, &entries)
     }
 
     /// Waits until every operation posted so far has completed — at the target, for

@@ -363,6 +363,7 @@ mod tests {
     use crate::backoff::Backoff;
     use crate::shm::barrier::{Barrier, BarrierLayout};
     use crate::sync::lock::{poll_acquire, release, Acquisition, Mode};
+    use crate::testing::Watchdog;
     use std::sync::atomic::{AtomicBool, AtomicU64};
 
     /// A rank's control area: raw memory the NIC writes (no Rust reference to it while
@@ -400,23 +401,6 @@ mod tests {
     unsafe impl Send for Area {}
     // SAFETY: as for Send.
     unsafe impl Sync for Area {}
-
-    /// Fails the test process when a test hangs (a lost network answer would).
-    fn watchdog(what: &'static str) -> Arc<AtomicBool> {
-        let done = Arc::new(AtomicBool::new(false));
-        let seen = Arc::clone(&done);
-        std::thread::spawn(move || {
-            for _ in 0..600 {
-                std::thread::sleep(std::time::Duration::from_millis(100));
-                if seen.load(Ordering::Relaxed) {
-                    return;
-                }
-            }
-            eprintln!("{what}: no end after 60 s");
-            std::process::abort();
-        });
-        done
-    }
 
     /// `n` ranks on `provider`: their planes, areas (kept alive) and registrations, with
     /// one progress thread per endpoint running `body(planes)`.
@@ -502,7 +486,7 @@ mod tests {
     /// at rest in the holders' memory.
     #[test]
     fn locks_over_the_network_plane() {
-        let done = watchdog("locks_over_the_network_plane");
+        let _watchdog = Watchdog::new("locks_over_the_network_plane", 60);
         let inside_local = AtomicU64::new(0);
         let inside_global = AtomicU64::new(0);
         const WRITER_IN: u64 = 1 << 32;
@@ -543,14 +527,13 @@ mod tests {
                 "{lock:?}: every ticket served"
             );
         }
-        done.store(true, Ordering::Relaxed);
     }
 
     /// Thirty dissemination barriers among three ranks over the network plane: nobody
     /// leaves one before everyone entered it.
     #[test]
     fn barriers_over_the_network_plane() {
-        let done = watchdog("barriers_over_the_network_plane");
+        let _watchdog = Watchdog::new("barriers_over_the_network_plane", 60);
         const N: usize = 3;
         let entered: Vec<AtomicU64> = (0..N).map(|_| AtomicU64::new(0)).collect();
         with_ranks("tcp;ofi_rxm", N, |r, plane| {
@@ -575,6 +558,5 @@ mod tests {
                 }
             }
         });
-        done.store(true, Ordering::Relaxed);
     }
 }

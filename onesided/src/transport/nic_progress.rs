@@ -1,0 +1,296 @@
+//! Progress of a network endpoint (feature `ofi`). Every provider here progresses
+//! manually: a target's atomics and RMA are applied, and an origin's completions arrive,
+//! only while someone reads the endpoint — a process that computes without calling in
+//! would stall every peer that targets it (and `FI_OFI_RXM_DATA_AUTO_PROGRESS` does not
+//! work with atomics in libfabric 1.17). So a process whose windows span nodes has its
+//! endpoint served by a thread, in the mode `ONESIDED_PROGRESS` names:
+//!
+//! | mode    | how it waits                                   | per remote op here | idle cost |
+//! |---------|------------------------------------------------|--------------------|-----------|
+//! | `spin`  | reads the completion queue in a loop           | ~8 µs              | a core    |
+//! | `yield` | reads it, yields the CPU between reads          | between            | a core when nothing else runs |
+//! | `block` | waits in the queue's wait object (`fi_cq_sread`), which wakes on the provider's sockets | ~50 µs | none |
+//!
+//! `block` is the default: correct on any number of cores and free while idle; `spin`
+//! buys latency with a core (measured in `../shared/notes/internode-notes.md`).
+//!
+//! ```text
+//! ONESIDED_PROGRESS=spin osrun -n 4 --nodes 2 ./app
+//! ```
+
+// Windows across nodes start it; until they exist its own tests are its only users.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crate::error::{Error, Result};
+use crate::transport::ofi::Nic;
+
+/// The environment variable that names the mode.
+pub(crate) const ENV: &str = "ONESIDED_PROGRESS";
+
+/// How long a blocked server waits before it looks at its stop flag again (a stop also
+/// wakes it at once).
+const BLOCK_MS: i32 = 100;
+
+/// How the thread that serves an endpoint waits (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProgressMode {
+    /// Reads the completion queue in a loop.
+    Spin,
+    /// Reads it, yielding the CPU between reads.
+    Yield,
+    /// Blocks in the queue's wait object.
+    Block,
+}
+
+impl ProgressMode {
+    /// The mode `value` names (`spin`, `yield`, `block`).
+    pub(crate) fn parse(value: &str) -> Result<ProgressMode> {
+        match value {
+            "spin" => Ok(ProgressMode::Spin),
+            "yield" => Ok(ProgressMode::Yield),
+            "block" => Ok(ProgressMode::Block),
+            other => Err(Error::InvalidArgument(format!(
+                "{ENV}={other:?}: expected spin, yield or block"
+            ))),
+        }
+    }
+
+    /// The mode `ONESIDED_PROGRESS` names, else `block`.
+    pub(crate) fn from_env() -> Result<ProgressMode> {
+        match std::env::var(ENV) {
+            Ok(v) => Self::parse(&v),
+            Err(_) => Ok(ProgressMode::Block),
+        }
+    }
+
+    /// The name osbench prints.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ProgressMode::Spin => "spin",
+            ProgressMode::Yield => "yield",
+            ProgressMode::Block => "block",
+        }
+    }
+
+    /// Whether the endpoint needs a completion queue with a wait object.
+    pub(crate) fn needs_waitable(self) -> bool {
+        self == ProgressMode::Block
+    }
+}
+
+/// A thread serving one endpoint until dropped.
+#[derive(Debug)]
+pub(crate) struct Server {
+    nic: Arc<Nic>,
+    stop: Arc<AtomicBool>,
+    /// The thread's id in the system (0 until it runs): for diagnostics and CPU checks.
+    tid: Arc<AtomicI32>,
+    thread: Option<JoinHandle<Result<()>>>,
+}
+
+impl Server {
+    /// Starts serving `nic` in `mode` (a `block` server needs an endpoint opened
+    /// waitable: [`Nic::open_with`]).
+    pub(crate) fn start(nic: Arc<Nic>, mode: ProgressMode) -> Result<Server> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let tid = Arc::new(AtomicI32::new(0));
+        let thread = {
+            let (nic, stop, id) = (Arc::clone(&nic), Arc::clone(&stop), Arc::clone(&tid));
+            std::thread::Builder::new()
+                .name("onesided-nic".into())
+                .spawn(move || {
+                    // Relaxed: read by diagnostics, which tolerate 0.
+                    id.store(
+                        rustix::thread::gettid().as_raw_nonzero().get(),
+                        Ordering::Relaxed,
+                    );
+                    serve(&nic, mode, &stop)
+                })
+                .map_err(|e| {
+                    Error::Bootstrap(format!("cannot start the network progress thread: {e}"))
+                })?
+        };
+        Ok(Server {
+            nic,
+            stop,
+            tid,
+            thread: Some(thread),
+        })
+    }
+
+    /// The serving thread's system id (0 until it has started).
+    pub(crate) fn tid(&self) -> i32 {
+        // Relaxed: see `start`.
+        self.tid.load(Ordering::Relaxed)
+    }
+
+    /// Stops the thread; its error, if the endpoint failed.
+    pub(crate) fn stop(mut self) -> Result<()> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<()> {
+        // Relaxed: the join below orders everything the thread did.
+        self.stop.store(true, Ordering::Relaxed);
+        self.nic.wake();
+        match self.thread.take().map(JoinHandle::join) {
+            None => Ok(()),
+            Some(Ok(result)) => result,
+            Some(Err(_)) => Err(Error::Bootstrap(
+                "the network progress thread panicked".into(),
+            )),
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}
+
+/// The thread: reads the endpoint until `stop`. A failed read (a peer gone) ends it with
+/// the error; the operations that need the endpoint then fail on their own reads.
+fn serve(nic: &Nic, mode: ProgressMode, stop: &AtomicBool) -> Result<()> {
+    // Relaxed: a request to end, nothing else is published through it.
+    while !stop.load(Ordering::Relaxed) {
+        match mode {
+            ProgressMode::Spin => nic.progress()?,
+            ProgressMode::Yield => {
+                nic.progress()?;
+                std::thread::yield_now();
+            }
+            ProgressMode::Block => nic.wait_progress(BLOCK_MS)?,
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::ofi::Remote;
+    use std::sync::atomic::AtomicU64;
+
+    #[test]
+    fn modes_parse_and_name() {
+        for mode in [ProgressMode::Spin, ProgressMode::Yield, ProgressMode::Block] {
+            assert_eq!(ProgressMode::parse(mode.name()).unwrap(), mode);
+        }
+        assert!(matches!(
+            ProgressMode::parse("busy"),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+
+    /// CPU time (user + system, clock ticks) of thread `tid` of this process.
+    fn cpu_ticks(tid: i32) -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/self/task/{tid}/stat")).unwrap();
+        // Fields after the command name (which may hold spaces) in parentheses.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // utime and stime are fields 14 and 15 of the line: 12 and 13 after the name.
+        fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+    }
+
+    /// Passive progress: the target's application thread sleeps outside onesided (parked,
+    /// never calling libfabric) while an origin does 1000 fetch-adds and 1000 writes, each
+    /// completed (the writes at the target), against its memory. The server alone applies
+    /// them: the origin finishes and only then wakes the target, which finds the flag the
+    /// origin set — without a server the origin would wait for ever (the target's park
+    /// times out after 60 s and the test fails). Then, idle, a `block` server costs no CPU.
+    fn passive_progress(mode: ProgressMode) {
+        let _watchdog = crate::testing::Watchdog::new("passive_progress", 90);
+        let target =
+            Arc::new(Nic::open_with("tcp;ofi_rxm", "127.0.0.1", mode.needs_waitable()).unwrap());
+        let origin = Nic::open("tcp;ofi_rxm", "127.0.0.1").unwrap();
+        let peer = origin.insert(&target.name().unwrap()).unwrap();
+        let memory: Vec<AtomicU64> = (0..8).map(|_| AtomicU64::new(0)).collect();
+        let mut scratch = vec![0u64; 4];
+        let mut source = vec![0u64; 1];
+        // SAFETY: the vectors outlive the registrations (dropped at the end) and are only
+        // touched atomically or after completions.
+        let (t_reg, s_reg, src_reg) = unsafe {
+            (
+                target
+                    .register(memory.as_ptr().cast_mut().cast(), 64)
+                    .unwrap(),
+                origin.register(scratch.as_mut_ptr().cast(), 32).unwrap(),
+                origin.register(source.as_mut_ptr().cast(), 8).unwrap(),
+            )
+        };
+        let at = |word: u64| Remote {
+            peer,
+            addr: t_reg.remote_base + 8 * word,
+            key: t_reg.key,
+        };
+        let server = Server::start(Arc::clone(&target), mode).unwrap();
+        let origin_done = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let sleeper = s.spawn(|| {
+                // The target's application: asleep outside onesided until woken.
+                std::thread::park_timeout(std::time::Duration::from_secs(60));
+                // Acquire: pairs with the origin's Release store.
+                assert!(
+                    origin_done.load(Ordering::Acquire),
+                    "{mode:?}: the origin's operations did not complete while the target slept"
+                );
+            });
+            for i in 0..1000u64 {
+                assert_eq!(origin.fetch_add_u64(1, at(0), &s_reg).unwrap(), i);
+            }
+            for i in 0..1000u64 {
+                let src = source.as_mut_ptr();
+                // SAFETY: `source` is registered and untouched until the flush.
+                unsafe {
+                    src.write(i);
+                    origin
+                        .write(
+                            std::slice::from_raw_parts(src.cast::<u8>(), 8),
+                            Some(&src_reg),
+                            at(1),
+                        )
+                        .unwrap();
+                }
+                origin.flush(|| Ok(())).unwrap();
+                // Delivery complete: the bytes are in the target's memory.
+                assert_eq!(memory[1].load(Ordering::Relaxed), i);
+            }
+            origin_done.store(true, Ordering::Release);
+            sleeper.thread().unpark();
+        });
+        assert_eq!(memory[0].load(Ordering::Relaxed), 1000);
+        if mode == ProgressMode::Block {
+            let tid = server.tid();
+            assert_ne!(tid, 0, "the server runs");
+            let before = cpu_ticks(tid);
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            let used = cpu_ticks(tid) - before;
+            assert!(
+                used <= 5,
+                "an idle blocked server used {used} ticks of CPU in 0.5 s"
+            );
+        }
+        server.stop().unwrap();
+        drop((t_reg, s_reg, src_reg));
+    }
+
+    #[test]
+    fn a_blocked_server_progresses_a_sleeping_target() {
+        passive_progress(ProgressMode::Block);
+    }
+
+    #[test]
+    fn a_yielding_server_progresses_a_sleeping_target() {
+        passive_progress(ProgressMode::Yield);
+    }
+
+    #[test]
+    fn a_spinning_server_progresses_a_sleeping_target() {
+        passive_progress(ProgressMode::Spin);
+    }
+}
