@@ -57,7 +57,7 @@ impl WinCore {
         // Relaxed: both are published by the barrier's release signals (ordered before
         // them by `order_posted` in the first poll).
         let me = self.rank;
-        let plane = &self.ctrl;
+        let plane = &self.plane();
         plane.post_store(
             published(me, parity, AgreementPart::Word),
             word,
@@ -79,10 +79,10 @@ impl WinCore {
     /// when any rank entered another).
     pub(crate) fn poll_agreement(&self, a: &mut Agreement) -> Result<bool> {
         if !a.published {
-            self.ctrl.order_posted()?;
+            self.plane().order_posted()?;
             a.published = true;
         }
-        if !self.barrier.poll_on(&self.ctrl, &mut a.wait)? {
+        if !self.barrier.poll_on(&self.plane(), &mut a.wait)? {
             return Ok(false);
         }
         if !a.wait.mismatched() {
@@ -95,7 +95,7 @@ impl WinCore {
             let read = self
                 .ctrl
                 .load(published(r, parity, AgreementPart::Tag), Ordering::Relaxed);
-            a.tag.check(r, Awaited::from(read).wait(&self.ctrl)?)?;
+            a.tag.check(r, Awaited::from(read).wait(&self.plane())?)?;
         }
         Err(Error::CollectiveMismatch {
             call: a.tag.call.name(),
@@ -110,7 +110,7 @@ impl WinCore {
     pub(crate) fn agreed_word(&self, a: &Agreement, rank: usize) -> Result<u64> {
         // Relaxed: ordered by the barrier's acquire (the agreement completed).
         let word = published(rank, a.parity(), AgreementPart::Word);
-        Awaited::from(self.ctrl.load(word, Ordering::Relaxed)).wait(&self.ctrl)
+        Awaited::from(self.plane().load(word, Ordering::Relaxed)).wait(&self.plane())
     }
 
     /// Blocking agreement: every rank's payload word, by rank.
@@ -159,8 +159,8 @@ impl Host for WinCore {
         // Relaxed: a hint for a waiter, read after the roster's Acquire of an exit mark. A
         // read that fails (the member's memory went with it) is no arrival.
         let word = published(rank, tag.seq & 1, AgreementPart::Tag);
-        Awaited::from(self.ctrl.load(word, Ordering::Relaxed))
-            .wait(&self.ctrl)
+        Awaited::from(self.plane().load(word, Ordering::Relaxed))
+            .wait(&self.plane())
             .ok()
             .and_then(CallTag::unpack)
             .is_some_and(|t| t.seq == tag.seq && t.call == tag.call)

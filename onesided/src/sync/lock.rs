@@ -487,13 +487,13 @@ impl SyncOp<WinCore> for LockOp {
             if g.is_fresh() && core.unpark_exclusive() {
                 g.set_acquired();
             }
-            if !poll_acquire(&core.ctrl, LockAt::Global, Mode::EXCLUSIVE, g)? {
+            if !poll_acquire(&core.plane(), LockAt::Global, Mode::EXCLUSIVE, g)? {
                 return Ok(Step::Blocked);
             }
         }
         Ok(
             if poll_acquire(
-                &core.ctrl,
+                &core.plane(),
                 LockAt::Local(self.target),
                 self.mode,
                 &mut self.local,
@@ -512,12 +512,22 @@ struct LockAllOp {
 
 impl SyncOp<WinCore> for LockAllOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
-        if poll_acquire(&core.ctrl, LockAt::Global, Mode::LOCK_ALL, &mut self.phase)? {
+        if poll_acquire(
+            &core.plane(),
+            LockAt::Global,
+            Mode::LOCK_ALL,
+            &mut self.phase,
+        )? {
             return Ok(Step::Done);
         }
         // Exclusive members are in the way: some may only be parked.
         if core.take_parked_exclusive()
-            && poll_acquire(&core.ctrl, LockAt::Global, Mode::LOCK_ALL, &mut self.phase)?
+            && poll_acquire(
+                &core.plane(),
+                LockAt::Global,
+                Mode::LOCK_ALL,
+                &mut self.phase,
+            )?
         {
             return Ok(Step::Done);
         }
@@ -549,7 +559,7 @@ impl SyncOp<WinCore> for UnlockOp {
             UnlockOp::One(r) => {
                 if !r.lock.nocheck {
                     release(
-                        &core.ctrl,
+                        &core.plane(),
                         LockAt::Local(r.lock.target),
                         Mode::local(r.lock.kind),
                     );
@@ -559,7 +569,7 @@ impl SyncOp<WinCore> for UnlockOp {
                 }
             }
             UnlockOp::All { nocheck: false } => {
-                release(&core.ctrl, LockAt::Global, Mode::LOCK_ALL);
+                release(&core.plane(), LockAt::Global, Mode::LOCK_ALL);
             }
             // Our stores are ordered before any later load or store of ours (as a flush).
             UnlockOp::All { nocheck: true } => std::sync::atomic::fence(Ordering::SeqCst),
@@ -585,6 +595,10 @@ impl WinCore {
     /// up and the caller queues as any exclusive locker does.
     #[inline(never)]
     fn unpark_exclusive(&self) -> bool {
+        // A refinement of the mapped blocks (module docs): across nodes nothing parks.
+        if !self.plane().is_mapped() {
+            return false;
+        }
         let parked = self.parked_exclusive();
         // Relaxed: a look at our own line first, then the swap that decides who owns the
         // membership. No data is ordered by it: exclusive epochs order each other through
@@ -598,7 +612,7 @@ impl WinCore {
         if self.mapped_global_word().load(Ordering::Relaxed) & (LOCK_ALL_MASK | HEAD_MASK) == 0 {
             return true;
         }
-        release(&self.ctrl, LockAt::Global, Mode::EXCLUSIVE);
+        release(&self.plane(), LockAt::Global, Mode::EXCLUSIVE);
         false
     }
 
@@ -607,15 +621,19 @@ impl WinCore {
     /// before (the unlock of an earlier epoch that ran after this epoch joined) leaves.
     #[inline(never)]
     fn park_exclusive(&self) {
+        if !self.plane().is_mapped() {
+            release(&self.plane(), LockAt::Global, Mode::EXCLUSIVE);
+            return;
+        }
         // Relaxed: a hint; a lock_all that comes later takes the parked membership back.
         if self.mapped_global_word().load(Ordering::Relaxed) & (LOCK_ALL_MASK | HEAD_MASK) != 0 {
-            release(&self.ctrl, LockAt::Global, Mode::EXCLUSIVE);
+            release(&self.plane(), LockAt::Global, Mode::EXCLUSIVE);
             return;
         }
         // Release: the epoch's RMA is complete before a lock_all that takes the membership
         // (Acquire swap) goes on — the local word's release orders it for exclusive lockers.
         if self.parked_exclusive().swap(1, Ordering::Release) == 1 {
-            release(&self.ctrl, LockAt::Global, Mode::EXCLUSIVE);
+            release(&self.plane(), LockAt::Global, Mode::EXCLUSIVE);
         }
     }
 
@@ -623,6 +641,9 @@ impl WinCore {
     /// back on its owner's behalf; true when it took any.
     #[inline(never)]
     fn take_parked_exclusive(&self) -> bool {
+        if !self.plane().is_mapped() {
+            return false;
+        }
         let mut took = false;
         for rank in 0..self.size {
             let parked = &self.ctrl.rank(rank).parked_exclusive;
@@ -630,7 +651,7 @@ impl WinCore {
             // parked. Acquire swap: pairs with the owner's Release park, so its epochs'
             // writes happen before our lock_all epoch.
             if parked.load(Ordering::Relaxed) == 1 && parked.swap(0, Ordering::Acquire) == 1 {
-                release(&self.ctrl, LockAt::Global, Mode::EXCLUSIVE);
+                release(&self.plane(), LockAt::Global, Mode::EXCLUSIVE);
                 took = true;
             }
         }

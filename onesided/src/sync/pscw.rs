@@ -131,7 +131,7 @@ impl SyncOp<WinCore> for PostOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         let me = core.rank;
         self.announce
-            .poll(&core.ctrl, |j| CtrlWord::Posts { at: j, from: me })
+            .poll(&core.plane(), |j| CtrlWord::Posts { at: j, from: me })
     }
 }
 
@@ -145,7 +145,7 @@ impl SyncOp<WinCore> for StartOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         let me = core.rank;
         self.counts
-            .poll(&core.ctrl, |peer| CtrlWord::Posts { at: me, from: peer })
+            .poll(&core.plane(), |peer| CtrlWord::Posts { at: me, from: peer })
     }
 }
 
@@ -164,7 +164,7 @@ impl SyncOp<WinCore> for CompleteOp {
 
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         self.announce
-            .poll(&core.ctrl, |t| CtrlWord::Completions { at: t })
+            .poll(&core.plane(), |t| CtrlWord::Completions { at: t })
     }
 }
 
@@ -202,14 +202,14 @@ impl WaitOp {
 
 impl SyncOp<WinCore> for WaitOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
-        self.poll_on(&core.ctrl, core.rank)
+        self.poll_on(&core.plane(), core.rank)
     }
 }
 
 impl WinCore {
     fn exposure_complete(&self, need: u64) -> bool {
         matches!(
-            WaitOp::new(need).poll_on(&self.ctrl, self.rank),
+            WaitOp::new(need).poll_on(&self.plane(), self.rank),
             Ok(Step::Done)
         )
     }

@@ -237,6 +237,9 @@ pub(crate) struct WinCore {
     /// Request rings toward targets whose memory is reached by cross-memory attach
     /// (`create` windows over ordinary memory), and this process's side as their server.
     pub(crate) rings: Option<crate::transport::ring::Rings>,
+    /// The network control plane, when the window spans nodes (`WinCore::plane`).
+    #[cfg(feature = "ofi")]
+    pub(crate) net: Option<Box<crate::win::netplane::NetPlane>>,
     /// The node segment or control block; the pointers above point into it.
     pub(crate) _segment: crate::win::control::ControlMemory,
 }

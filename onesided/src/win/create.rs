@@ -359,6 +359,8 @@ fn assemble(
         peer_mappings,
         rings,
         _segment: segment,
+        #[cfg(feature = "ofi")]
+        net: None,
     }
 }
 

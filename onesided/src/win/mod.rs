@@ -9,6 +9,7 @@
 mod attr;
 mod buffer;
 pub(crate) mod control;
+pub(crate) mod control_plane;
 pub(crate) mod core;
 mod create;
 mod dup;
