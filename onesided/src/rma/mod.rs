@@ -15,6 +15,8 @@
 
 pub(crate) mod accumulate;
 pub mod atomic;
+#[cfg(feature = "ofi")]
+pub(crate) mod net_atomic;
 pub(crate) mod notify;
 mod outbox;
 mod request;

@@ -279,27 +279,143 @@ struct OpContext {
     ctx: Box<TrackedContext>,
 }
 
-/// The atomic operations on one u64 the control plane uses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum WordOp {
-    /// Add (wrapping).
+/// libfabric's atomic operations (`fi_op`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum NetOp {
+    Min,
+    Max,
     Sum,
+    Prod,
+    Lor,
+    Land,
+    Bor,
+    Band,
+    Lxor,
+    Bxor,
     /// Read (fetching only).
     Read,
     /// Replace.
     Write,
-    /// Replace if equal to the compare word (fetching only).
+    /// Replace if equal to the compare operand (compare-atomic only).
     CompareSwap,
 }
 
-impl WordOp {
+impl NetOp {
+    /// Every operation, in libfabric's order.
+    pub(crate) const ALL: [NetOp; 13] = [
+        NetOp::Min,
+        NetOp::Max,
+        NetOp::Sum,
+        NetOp::Prod,
+        NetOp::Lor,
+        NetOp::Land,
+        NetOp::Bor,
+        NetOp::Band,
+        NetOp::Lxor,
+        NetOp::Bxor,
+        NetOp::Read,
+        NetOp::Write,
+        NetOp::CompareSwap,
+    ];
+
     fn op(self) -> sys::fi_op {
         match self {
-            WordOp::Sum => sys::fi_op_FI_SUM,
-            WordOp::Read => sys::fi_op_FI_ATOMIC_READ,
-            WordOp::Write => sys::fi_op_FI_ATOMIC_WRITE,
-            WordOp::CompareSwap => sys::fi_op_FI_CSWAP,
+            NetOp::Min => sys::fi_op_FI_MIN,
+            NetOp::Max => sys::fi_op_FI_MAX,
+            NetOp::Sum => sys::fi_op_FI_SUM,
+            NetOp::Prod => sys::fi_op_FI_PROD,
+            NetOp::Lor => sys::fi_op_FI_LOR,
+            NetOp::Land => sys::fi_op_FI_LAND,
+            NetOp::Bor => sys::fi_op_FI_BOR,
+            NetOp::Band => sys::fi_op_FI_BAND,
+            NetOp::Lxor => sys::fi_op_FI_LXOR,
+            NetOp::Bxor => sys::fi_op_FI_BXOR,
+            NetOp::Read => sys::fi_op_FI_ATOMIC_READ,
+            NetOp::Write => sys::fi_op_FI_ATOMIC_WRITE,
+            NetOp::CompareSwap => sys::fi_op_FI_CSWAP,
         }
+    }
+}
+
+/// libfabric's element types for atomics (`fi_datatype`), those onesided accumulates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum NetType {
+    I8,
+    U8,
+    I16,
+    U16,
+    I32,
+    U32,
+    I64,
+    U64,
+    F32,
+    F64,
+}
+
+impl NetType {
+    /// Every type.
+    pub(crate) const ALL: [NetType; 10] = [
+        NetType::I8,
+        NetType::U8,
+        NetType::I16,
+        NetType::U16,
+        NetType::I32,
+        NetType::U32,
+        NetType::I64,
+        NetType::U64,
+        NetType::F32,
+        NetType::F64,
+    ];
+
+    fn datatype(self) -> sys::fi_datatype {
+        match self {
+            NetType::I8 => sys::fi_datatype_FI_INT8,
+            NetType::U8 => sys::fi_datatype_FI_UINT8,
+            NetType::I16 => sys::fi_datatype_FI_INT16,
+            NetType::U16 => sys::fi_datatype_FI_UINT16,
+            NetType::I32 => sys::fi_datatype_FI_INT32,
+            NetType::U32 => sys::fi_datatype_FI_UINT32,
+            NetType::I64 => sys::fi_datatype_FI_INT64,
+            NetType::U64 => sys::fi_datatype_FI_UINT64,
+            NetType::F32 => sys::fi_datatype_FI_FLOAT,
+            NetType::F64 => sys::fi_datatype_FI_DOUBLE,
+        }
+    }
+
+    /// Bytes per element.
+    pub(crate) fn size(self) -> usize {
+        match self {
+            NetType::I8 | NetType::U8 => 1,
+            NetType::I16 | NetType::U16 => 2,
+            NetType::I32 | NetType::U32 | NetType::F32 => 4,
+            NetType::I64 | NetType::U64 | NetType::F64 => 8,
+        }
+    }
+}
+
+/// How an atomic returns: nothing, the previous value, or the previous value of a compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum AtomicKind {
+    /// `fi_atomic`.
+    Write,
+    /// `fi_fetch_atomic`.
+    Fetch,
+    /// `fi_compare_atomic`.
+    Compare,
+}
+
+/// What the provider does natively: for each (kind, op, type), the most elements one
+/// atomic call may carry (absent: not at all), as `fi_query_atomic` answers.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AtomicTable {
+    counts: std::collections::HashMap<(AtomicKind, NetOp, NetType), usize>,
+}
+
+impl AtomicTable {
+    /// The most elements of `ty` one `kind` atomic with `op` may carry; `None`: the
+    /// provider does not have it (the caller falls back to element-wise atomics).
+    pub(crate) fn count(&self, kind: AtomicKind, op: NetOp, ty: NetType) -> Option<usize> {
+        self.counts.get(&(kind, op, ty)).copied()
     }
 }
 
@@ -874,6 +990,133 @@ impl Nic {
         Ok(unsafe { words.add(2).read() })
     }
 
+    /// What the provider does natively, by `fi_query_atomic` on the domain, for every
+    /// kind, operation and type onesided uses.
+    pub(crate) fn atomic_table(&self) -> AtomicTable {
+        let mut table = AtomicTable::default();
+        for kind in [AtomicKind::Write, AtomicKind::Fetch, AtomicKind::Compare] {
+            let flags = match kind {
+                AtomicKind::Write => 0,
+                AtomicKind::Fetch => sys::FI_FETCH_ATOMIC,
+                AtomicKind::Compare => sys::FI_COMPARE_ATOMIC,
+            };
+            for op in NetOp::ALL {
+                for ty in NetType::ALL {
+                    let mut attr = sys::fi_atomic_attr::default();
+                    // SAFETY: a live domain and a valid out-pointer.
+                    let rc = unsafe {
+                        sys::fi_query_atomic(
+                            self.domain.as_ptr(),
+                            ty.datatype(),
+                            op.op(),
+                            &mut attr,
+                            flags,
+                        )
+                    };
+                    if rc == 0 && attr.count > 0 {
+                        table.counts.insert((kind, op, ty), attr.count);
+                    }
+                }
+            }
+        }
+        table
+    }
+
+    /// Posts an atomic of `kind` with `op` on `count` elements of `ty` at `at`: `operand`
+    /// (and for a compare, `compare`) holds the origin's elements, `result` receives the
+    /// previous ones (fetch and compare). Complete — at the target, and with the results
+    /// in place — once a later [`Nic::flush`] returns (`FI_DELIVERY_COMPLETE`).
+    ///
+    /// # Safety
+    /// `operand`, `compare` and `result` must hold `count` elements of `ty`, lie in
+    /// `local` when it is given, and stay valid (and `result` unread) until the flush.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn atomic(
+        &self,
+        kind: AtomicKind,
+        op: NetOp,
+        ty: NetType,
+        count: usize,
+        operand: *const u8,
+        compare: *const u8,
+        result: *mut u8,
+        local: Option<&Registration>,
+        at: Remote,
+    ) -> Result<()> {
+        let bytes = count * ty.size();
+        let desc = |p: *const u8| self.local_desc(local, p as usize, bytes);
+        let mut operand_desc = [desc(operand)?];
+        let mut compare_desc = [if kind == AtomicKind::Compare {
+            desc(compare)?
+        } else {
+            ptr::null_mut()
+        }];
+        let mut result_desc = [if kind == AtomicKind::Write {
+            ptr::null_mut()
+        } else {
+            desc(result)?
+        }];
+        let operand = sys::fi_ioc {
+            addr: operand.cast_mut().cast(),
+            count,
+        };
+        let compare = sys::fi_ioc {
+            addr: compare.cast_mut().cast(),
+            count,
+        };
+        let mut result = sys::fi_ioc {
+            addr: result.cast(),
+            count,
+        };
+        let rma = sys::fi_rma_ioc {
+            addr: at.addr,
+            count,
+            key: at.key,
+        };
+        let read = kind != AtomicKind::Write;
+        self.post("fi_atomicmsg", read, |ctx| {
+            let msg = sys::fi_msg_atomic {
+                msg_iov: &operand,
+                desc: operand_desc.as_mut_ptr(),
+                iov_count: 1,
+                addr: at.peer,
+                rma_iov: &rma,
+                rma_iov_count: 1,
+                datatype: ty.datatype(),
+                op: op.op(),
+                context: ctx,
+                data: 0,
+            };
+            let flags = u64::from(sys::FI_DELIVERY_COMPLETE);
+            // SAFETY: msg and the buffers it names live across the call and, by the
+            // caller's contract, until the flush.
+            unsafe {
+                match kind {
+                    AtomicKind::Write => sys::fi_atomicmsg(self.ep.as_ptr(), &msg, flags),
+                    AtomicKind::Fetch => sys::fi_fetch_atomicmsg(
+                        self.ep.as_ptr(),
+                        &msg,
+                        &mut result,
+                        result_desc.as_mut_ptr(),
+                        1,
+                        0,
+                    ),
+                    AtomicKind::Compare => sys::fi_compare_atomicmsg(
+                        self.ep.as_ptr(),
+                        &msg,
+                        &compare,
+                        compare_desc.as_mut_ptr(),
+                        1,
+                        &mut result,
+                        result_desc.as_mut_ptr(),
+                        1,
+                        0,
+                    ),
+                }
+            }
+        })
+    }
+
     /// Posts a fetching atomic on the u64 at `at`: `words` holds the operand, the compare
     /// value and the result (three u64 inside `reg`); `tracked` is marked done once the
     /// result is there (a later [`Nic::progress`], by any thread, reads the entry).
@@ -883,7 +1126,7 @@ impl Nic {
     /// word unread, until `tracked` says the operation completed; `tracked` is reset.
     pub(crate) unsafe fn fetch_word(
         &self,
-        op: WordOp,
+        op: NetOp,
         words: *mut u64,
         reg: &Registration,
         at: Remote,
@@ -933,7 +1176,7 @@ impl Nic {
             // SAFETY: msg and the buffers it names live across the call and, by the
             // caller's contract, until the operation completes.
             unsafe {
-                if op == WordOp::CompareSwap {
+                if op == NetOp::CompareSwap {
                     sys::fi_compare_atomicmsg(
                         self.ep.as_ptr(),
                         &msg,
@@ -962,8 +1205,8 @@ impl Nic {
     /// Posts an atomic without a result (`Sum` or `Write` of `value`) on the u64 at `at`:
     /// injected (nothing of ours stays referenced), complete at the target once a later
     /// [`Nic::flush`] returns (`FI_DELIVERY_COMPLETE`).
-    pub(crate) fn post_word(&self, op: WordOp, value: u64, at: Remote) -> Result<()> {
-        debug_assert!(matches!(op, WordOp::Sum | WordOp::Write));
+    pub(crate) fn post_word(&self, op: NetOp, value: u64, at: Remote) -> Result<()> {
+        debug_assert!(matches!(op, NetOp::Sum | NetOp::Write));
         let operand = value;
         let iov = sys::fi_ioc {
             addr: (&operand as *const u64).cast_mut().cast(),

@@ -31,7 +31,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::plane::{Answer, ControlPlane, CtrlWord, LockAt, PendingOp};
-use crate::transport::ofi::{Nic, Registration, Remote, TrackedContext, WordOp};
+use crate::transport::ofi::{NetOp, Nic, Registration, Remote, TrackedContext};
 use crate::win::control::ControlLayout;
 
 /// Slots per registered chunk.
@@ -226,7 +226,7 @@ impl NetPlane {
 
     /// Posts a fetching atomic; a post that fails makes the plane fail (the answer is a
     /// pending operation whose poll reports it).
-    fn fetch(&self, op: WordOp, word: CtrlWord, operand: u64, compare: u64) -> Answer {
+    fn fetch(&self, op: NetOp, word: CtrlWord, operand: u64, compare: u64) -> Answer {
         let at = self.remote(word);
         let posted = self.take_slot().and_then(|(id, words, ctx, reg)| {
             // SAFETY: the slot is ours until its answer is collected: nobody else reads or
@@ -252,7 +252,7 @@ impl NetPlane {
     }
 
     /// Posts an atomic without a result.
-    fn post(&self, op: WordOp, word: CtrlWord, value: u64) {
+    fn post(&self, op: NetOp, word: CtrlWord, value: u64) {
         if let Err(e) = self.nic.post_word(op, value, self.remote(word)) {
             self.fail(&e);
         }
@@ -267,27 +267,27 @@ impl NetPlane {
 
 impl ControlPlane for NetPlane {
     fn fetch_add(&self, word: CtrlWord, value: u64, _order: Ordering) -> Answer {
-        self.fetch(WordOp::Sum, word, value, 0)
+        self.fetch(NetOp::Sum, word, value, 0)
     }
 
     fn load(&self, word: CtrlWord, _order: Ordering) -> Answer {
-        self.fetch(WordOp::Read, word, 0, 0)
+        self.fetch(NetOp::Read, word, 0, 0)
     }
 
     fn swap(&self, word: CtrlWord, value: u64, _order: Ordering) -> Answer {
-        self.fetch(WordOp::Write, word, value, 0)
+        self.fetch(NetOp::Write, word, value, 0)
     }
 
     fn compare_swap(&self, word: CtrlWord, expected: u64, new: u64, _order: Ordering) -> Answer {
-        self.fetch(WordOp::CompareSwap, word, new, expected)
+        self.fetch(NetOp::CompareSwap, word, new, expected)
     }
 
     fn post_add(&self, word: CtrlWord, value: u64, _order: Ordering) {
-        self.post(WordOp::Sum, word, value);
+        self.post(NetOp::Sum, word, value);
     }
 
     fn post_store(&self, word: CtrlWord, value: u64, _order: Ordering) {
-        self.post(WordOp::Write, word, value);
+        self.post(NetOp::Write, word, value);
     }
 
     fn order_posted(&self) -> Result<()> {

@@ -1,0 +1,321 @@
+//! Accumulates and atomics across nodes (feature `ofi`): onesided's operations and element
+//! types in libfabric's names, and which of them a provider applies natively.
+//!
+//! `fi_query_atomic` answers per (kind, operation, type) whether the provider has it and
+//! how many elements one call may carry ([`crate::transport::ofi::AtomicTable`]); where it
+//! has none, the window falls back to element-wise atomics (a compare-and-swap loop over
+//! the network), never mixing the two on one element. On `tcp;ofi_rxm` and `shm` every
+//! pair onesided uses is native, and the target's progress applies them with CPU atomics:
+//! they mix safely with node-local CPU atomics on the same word (tested below, every
+//! operation and type). NIC atomics (verbs, cxi, efa) do not: on those a window that spans
+//! nodes sends every atomic through the network, node-local ones included.
+
+// The window layer does not route accumulates through it yet (windows across nodes build
+// on it); until then its tests are its only users.
+#![allow(dead_code)]
+
+use crate::rma::atomic::{ElemType, Op};
+use crate::transport::ofi::{AtomicKind, AtomicTable, NetOp, NetType};
+
+/// libfabric's operation for `op` (`no_op` is an atomic read: fetching only).
+pub(crate) fn net_op(op: Op) -> NetOp {
+    match op {
+        Op::Sum => NetOp::Sum,
+        Op::Prod => NetOp::Prod,
+        Op::Max => NetOp::Max,
+        Op::Min => NetOp::Min,
+        Op::Band => NetOp::Band,
+        Op::Bor => NetOp::Bor,
+        Op::Bxor => NetOp::Bxor,
+        Op::Land => NetOp::Land,
+        Op::Lor => NetOp::Lor,
+        Op::Lxor => NetOp::Lxor,
+        Op::Replace => NetOp::Write,
+        Op::NoOp => NetOp::Read,
+    }
+}
+
+/// libfabric's type for `ty`.
+pub(crate) fn net_type(ty: ElemType) -> NetType {
+    match ty {
+        ElemType::I8 => NetType::I8,
+        ElemType::I16 => NetType::I16,
+        ElemType::I32 => NetType::I32,
+        ElemType::I64 => NetType::I64,
+        ElemType::U8 => NetType::U8,
+        ElemType::U16 => NetType::U16,
+        ElemType::U32 => NetType::U32,
+        ElemType::U64 => NetType::U64,
+        ElemType::F32 => NetType::F32,
+        ElemType::F64 => NetType::F64,
+    }
+}
+
+/// The atomic kinds a call needs for `op`: accumulate (no result), fetch (get_accumulate,
+/// fetch_and_op) and, for compare_and_swap, compare.
+fn kinds(op: Op) -> &'static [AtomicKind] {
+    match op {
+        // An accumulate with no_op moves nothing: only its fetching form reaches the target.
+        Op::NoOp => &[AtomicKind::Fetch],
+        _ => &[AtomicKind::Write, AtomicKind::Fetch],
+    }
+}
+
+/// The (kind, operation, type) triples onesided needs that `table` lacks: each is served by
+/// the element-wise fallback.
+pub(crate) fn missing(table: &AtomicTable) -> Vec<(AtomicKind, Op, ElemType)> {
+    let mut out = Vec::new();
+    for ty in ElemType::ALL {
+        for op in Op::ALL.into_iter().filter(|op| op.valid_for(ty)) {
+            for &kind in kinds(op) {
+                if table.count(kind, net_op(op), net_type(ty)).is_none() {
+                    out.push((kind, op, ty));
+                }
+            }
+        }
+        if ty.is_integer()
+            && table
+                .count(AtomicKind::Compare, NetOp::CompareSwap, net_type(ty))
+                .is_none()
+        {
+            out.push((AtomicKind::Compare, Op::Replace, ty));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rma::atomic::AccElement;
+    use crate::testing::Watchdog;
+    use crate::transport::nic_progress::{ProgressMode, Server};
+    use crate::transport::ofi::{Nic, Remote};
+    use std::sync::Arc;
+
+    /// Network atomics each side applies to the shared element (the same count locally).
+    const EACH: usize = 20;
+
+    /// Two endpoints on `provider`: a target served by a thread, an origin that reaches it.
+    struct Pair {
+        target: Arc<Nic>,
+        origin: Nic,
+        peer: u64,
+        _server: Server,
+    }
+
+    fn pair(provider: &str) -> Pair {
+        let target = Arc::new(Nic::open(provider, "127.0.0.1").unwrap());
+        let origin = Nic::open(provider, "127.0.0.1").unwrap();
+        let peer = origin.insert(&target.name().unwrap()).unwrap();
+        let server = Server::start(Arc::clone(&target), ProgressMode::Yield).unwrap();
+        Pair {
+            target,
+            origin,
+            peer,
+            _server: server,
+        }
+    }
+
+    #[test]
+    fn every_operation_and_type_is_native_on_tcp_and_shm() {
+        let _watchdog = Watchdog::new("native atomics", 60);
+        for provider in ["tcp;ofi_rxm", "shm"] {
+            let nic = Nic::open(provider, "127.0.0.1").unwrap();
+            let missing = missing(&nic.atomic_table());
+            assert!(missing.is_empty(), "{provider} lacks {missing:?}");
+        }
+    }
+
+    /// The operands of the test for `op`, as i64 (cast to the element type): chosen so that
+    /// a lost update changes the final value where the operation allows (sum of ones,
+    /// products of an odd number, parities of xors), and the start value.
+    fn operands(op: Op, float: bool) -> (i64, Vec<i64>) {
+        let n = 2 * EACH as i64;
+        match op {
+            Op::Sum => (0, vec![1; n as usize]),
+            Op::Prod => (1, vec![if float { 2 } else { 3 }; n as usize]),
+            Op::Max => (0, (1..=n).collect()),
+            Op::Min => (100, (0..n).map(|i| 99 - i).collect()),
+            Op::Band => (-1, (0..n).map(|i| !(1 << (i % 7))).collect()),
+            Op::Bor => (0, (0..n).map(|i| 1 << (i % 7)).collect()),
+            Op::Bxor => (0, (0..n).map(|i| (i * 37 + 11) % 100).collect()),
+            Op::Land => (1, (0..n).map(|i| i64::from(i != n - 1)).collect()),
+            Op::Lor => (0, (0..n).map(|i| i64::from(i == n - 1)).collect()),
+            Op::Lxor => (0, vec![1; n as usize]),
+            Op::Replace => (0, (1..=n).collect()),
+            Op::NoOp => (7, vec![0; n as usize]),
+        }
+    }
+
+    /// One element of `T` at the target, updated at once by the target's own CPU atomics
+    /// (`EACH` of them, in a thread of the target process) and by the origin's network
+    /// atomics (`EACH`, half fetching, each completed): the final value is exactly the
+    /// serial result of all of them (any order: every operation but replace commutes; a
+    /// replace leaves one of the written values).
+    fn mixed<T: AccElement + std::fmt::Debug>(p: &Pair, cast: impl Fn(i64) -> T) {
+        let ty = net_type(T::TYPE);
+        for op in Op::ALL.into_iter().filter(|op| op.valid_for(T::TYPE)) {
+            let float = !T::TYPE.is_integer();
+            let (start, values) = operands(op, float);
+            let values: Vec<T> = values.into_iter().map(&cast).collect();
+            let mut cell = vec![cast(start); 1];
+            let mut results = vec![cast(0); EACH];
+            let cell_ptr = cell.as_mut_ptr();
+            // SAFETY: the vector outlives the registration and is only touched atomically
+            // (CPU atomics here, the target's progress thread for the network's).
+            let reg = unsafe { p.target.register(cell_ptr.cast(), std::mem::size_of::<T>()) }
+                .unwrap();
+            let at = Remote {
+                peer: p.peer,
+                addr: reg.remote_base,
+                key: reg.key,
+            };
+            let cell_addr = cell_ptr as usize;
+            std::thread::scope(|s| {
+                let local = &values[EACH..];
+                s.spawn(move || {
+                    for &v in local {
+                        // SAFETY: the element is live and every access to it is atomic.
+                        unsafe { T::apply_op(cell_addr as *mut T, op, v) };
+                    }
+                });
+                for (i, v) in values[..EACH].iter().enumerate() {
+                    let kind = if op == Op::NoOp || i % 2 == 1 {
+                        AtomicKind::Fetch
+                    } else {
+                        AtomicKind::Write
+                    };
+                    // SAFETY: one element each; the operand and the result stay untouched
+                    // until the flush below.
+                    unsafe {
+                        p.origin
+                            .atomic(
+                                kind,
+                                net_op(op),
+                                ty,
+                                1,
+                                (v as *const T).cast(),
+                                std::ptr::null(),
+                                results.as_mut_ptr().add(i).cast(),
+                                None,
+                                at,
+                            )
+                            .unwrap();
+                    }
+                    p.origin.flush(|| Ok(())).unwrap();
+                }
+            });
+            drop(reg);
+            let got = cell[0];
+            if op == Op::Replace {
+                assert!(values.contains(&got), "{ty:?} replace left {got:?}");
+            } else {
+                let want = values.iter().fold(cast(start), |a, &v| T::combine(op, a, v));
+                assert_eq!(got, want, "{ty:?} {op:?}: a lost or doubled update");
+            }
+        }
+        // compare_and_swap on integers: both sides increment by CAS loops.
+        if T::TYPE.is_integer() {
+            let mut cell = vec![cast(0); 1];
+            let cell_ptr = cell.as_mut_ptr();
+            // SAFETY: as above.
+            let reg = unsafe { p.target.register(cell_ptr.cast(), std::mem::size_of::<T>()) }
+                .unwrap();
+            let at = Remote {
+                peer: p.peer,
+                addr: reg.remote_base,
+                key: reg.key,
+            };
+            let cell_addr = cell_ptr as usize;
+            let one = cast(1);
+            std::thread::scope(|s| {
+                s.spawn(move || {
+                    for _ in 0..EACH {
+                        let ptr = cell_addr as *mut T;
+                        loop {
+                            // SAFETY: as above.
+                            let now = unsafe { T::fetch_op(ptr, Op::NoOp, one) };
+                            let next = T::combine(Op::Sum, now, one);
+                            // SAFETY: as above.
+                            if unsafe { T::compare_swap(ptr, now, next) } == now {
+                                break;
+                            }
+                        }
+                    }
+                });
+                for _ in 0..EACH {
+                    loop {
+                        let (mut now, zero) = (cast(0), cast(0));
+                        // SAFETY: locals live across the flush.
+                        unsafe {
+                            p.origin
+                                .atomic(
+                                    AtomicKind::Fetch,
+                                    NetOp::Read,
+                                    ty,
+                                    1,
+                                    (&zero as *const T).cast(),
+                                    std::ptr::null(),
+                                    (&mut now as *mut T).cast(),
+                                    None,
+                                    at,
+                                )
+                                .unwrap();
+                        }
+                        p.origin.flush(|| Ok(())).unwrap();
+                        let next = T::combine(Op::Sum, now, one);
+                        let mut before = cast(0);
+                        // SAFETY: as above.
+                        unsafe {
+                            p.origin
+                                .atomic(
+                                    AtomicKind::Compare,
+                                    NetOp::CompareSwap,
+                                    ty,
+                                    1,
+                                    (&next as *const T).cast(),
+                                    (&now as *const T).cast(),
+                                    (&mut before as *mut T).cast(),
+                                    None,
+                                    at,
+                                )
+                                .unwrap();
+                        }
+                        p.origin.flush(|| Ok(())).unwrap();
+                        if before == now {
+                            break;
+                        }
+                    }
+                }
+            });
+            drop(reg);
+            assert_eq!(cell[0], cast(2 * EACH as i64), "{ty:?} compare_and_swap");
+        }
+    }
+
+    fn every_type(provider: &str) {
+        let _watchdog = Watchdog::new("mixed atomics", 120);
+        let p = pair(provider);
+        mixed::<i8>(&p, |v| v as i8);
+        mixed::<u8>(&p, |v| v as u8);
+        mixed::<i16>(&p, |v| v as i16);
+        mixed::<u16>(&p, |v| v as u16);
+        mixed::<i32>(&p, |v| v as i32);
+        mixed::<u32>(&p, |v| v as u32);
+        mixed::<i64>(&p, |v| v);
+        mixed::<u64>(&p, |v| v as u64);
+        mixed::<f32>(&p, |v| v as f32);
+        mixed::<f64>(&p, |v| v as f64);
+    }
+
+    #[test]
+    fn cpu_and_network_atomics_mix_on_one_word_tcp() {
+        every_type("tcp;ofi_rxm");
+    }
+
+    #[test]
+    fn cpu_and_network_atomics_mix_on_one_word_shm() {
+        every_type("shm");
+    }
+}
