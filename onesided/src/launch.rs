@@ -65,6 +65,9 @@ pub struct LaunchSpec {
     pub name: String,
     /// Refuse jobs of more ranks than this ([`DEFAULT_MAX_RANKS`] by default).
     pub max_ranks: usize,
+    /// Virtual nodes the ranks are split over (1: all on this machine's one node; see
+    /// `ONESIDED_NODES`).
+    pub nodes: usize,
 }
 
 impl LaunchSpec {
@@ -80,6 +83,7 @@ impl LaunchSpec {
             interrupt: None,
             name: "osrun".into(),
             max_ranks: DEFAULT_MAX_RANKS,
+            nodes: 1,
         }
     }
 }
@@ -331,6 +335,7 @@ pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
             .env(local::ENV_RANK, rank.to_string())
             .env(local::ENV_SIZE, spec.ranks.to_string())
             .env(local::ENV_BOOT, boot.name())
+            .env(local::ENV_NODES, spec.nodes.to_string())
             .stdin(if rank == 0 && spec.output != Output::Capture {
                 Stdio::inherit()
             } else {

@@ -25,6 +25,10 @@ use std::time::Duration;
 use crate::bootstrap::local::ENV_BOOT;
 use crate::error::Result;
 use crate::launch::{launch, JobReport, LaunchSpec, Output};
+
+/// The environment variable that runs every multi-rank test over that many virtual nodes
+/// (`ONESIDED_TEST_NODES=2 cargo test`).
+pub const ENV_TEST_NODES: &str = "ONESIDED_TEST_NODES";
 use crate::universe::Universe;
 
 /// Environment variable naming which job of a test a child belongs to.
@@ -43,6 +47,8 @@ pub struct Job {
     ranks: usize,
     timeout: Duration,
     env: Vec<(OsString, OsString)>,
+    /// Virtual nodes (`None`: [`ENV_TEST_NODES`], else one).
+    nodes: Option<usize>,
 }
 
 /// A job of `ranks` ranks with the default timeout.
@@ -51,6 +57,7 @@ pub fn job(ranks: usize) -> Job {
         ranks,
         timeout: DEFAULT_TIMEOUT,
         env: Vec::new(),
+        nodes: None,
     }
 }
 
@@ -66,6 +73,13 @@ impl Job {
     /// Fails the job when it runs longer than `timeout`.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
+        self
+    }
+
+    /// Splits the ranks over `k` virtual nodes (consecutive blocks), whatever
+    /// [`ENV_TEST_NODES`] says.
+    pub fn nodes(mut self, k: usize) -> Self {
+        self.nodes = Some(k);
         self
     }
 
@@ -121,6 +135,11 @@ impl Job {
         .map(OsString::from)
         .collect();
         spec.timeout = Some(self.timeout);
+        // ONESIDED_TEST_NODES=K: the same tests over K virtual nodes (clamped to the ranks).
+        spec.nodes = self
+            .nodes
+            .or_else(|| std::env::var(ENV_TEST_NODES).ok()?.parse().ok())
+            .map_or(1, |k: usize| k.clamp(1, self.ranks));
         spec.output = Output::Capture;
         spec.name = format!("test {name}");
         spec.env = self.env;

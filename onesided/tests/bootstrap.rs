@@ -108,3 +108,37 @@ fn mismatched_collectives_are_errors() {
         Ok(())
     });
 }
+
+/// `osrun --nodes K` (here `Job::nodes`): consecutive blocks of ranks on K virtual nodes,
+/// in every communicator split from the world too; a communicator within one virtual node
+/// makes windows as on one machine.
+#[test]
+fn virtual_nodes_split_the_ranks() {
+    testing::job(5)
+        .nodes(2)
+        .run(|u| {
+            let w = u.world();
+            let nodes: Vec<usize> = (0..5).map(|r| w.node_of(r)).collect::<Result<_, _>>()?;
+            assert_eq!(nodes, [0, 0, 0, 1, 1]);
+            let mine = nodes[w.rank()];
+            assert_eq!(w.node_size(), if mine == 0 { 3 } else { 2 });
+            assert_eq!(w.node_rank(), w.rank() - if mine == 0 { 0 } else { 3 });
+            // Ranks 1..5: nodes [0, 0, 1, 1] in the new numbering.
+            let sub = w.split(if w.rank() > 0 { Some(0) } else { None }, w.rank())?;
+            if let Some(sub) = &sub {
+                let sub_nodes: Vec<usize> =
+                    (0..4).map(|r| sub.node_of(r)).collect::<Result<_, _>>()?;
+                assert_eq!(sub_nodes, [0, 0, 1, 1]);
+            }
+            // One virtual node's ranks: an ordinary shared-memory window.
+            let local = w.split(Some(mine as u32), w.rank())?.expect("a member");
+            assert_eq!(local.node_size(), local.size());
+            let win = onesided::Window::<u64>::allocate(&local, 1)?;
+            win.fence(onesided::Assert::NONE)?;
+            win.put(&[w.rank() as u64], (local.rank() + 1) % local.size(), 0)?;
+            win.fence(onesided::Assert::NONE)?;
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}

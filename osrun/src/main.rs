@@ -26,6 +26,11 @@ struct Args {
     #[arg(short = 'n', long = "np", value_name = "N")]
     ranks: usize,
 
+    /// Split the ranks over K virtual nodes of this machine (consecutive blocks): windows
+    /// reach ranks of other virtual nodes through the network, as across real nodes.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    nodes: usize,
+
     /// Fail the job (exit status 124) when it runs longer than S seconds.
     #[arg(long, value_name = "S")]
     timeout: Option<f64>,
@@ -58,6 +63,13 @@ fn main() {
         eprintln!("osrun: -n must be at least 1");
         std::process::exit(2);
     }
+    if args.nodes == 0 || args.nodes > args.ranks {
+        eprintln!(
+            "osrun: --nodes must be between 1 and the number of ranks ({}), not {}",
+            args.ranks, args.nodes
+        );
+        std::process::exit(2);
+    }
     let interrupt = Arc::new(AtomicBool::new(false));
     for sig in [
         signal_hook::consts::SIGINT,
@@ -71,6 +83,7 @@ fn main() {
     let mut spec = LaunchSpec::new(args.ranks, args.program);
     spec.args = args.args;
     spec.max_ranks = args.max_ranks;
+    spec.nodes = args.nodes;
     spec.timeout = match args.timeout.map(|s| (s, Duration::try_from_secs_f64(s))) {
         Some((s, Ok(t))) if s > 0.0 => Some(t),
         Some((s, _)) => {

@@ -164,8 +164,8 @@ mod tests {
             let cell_ptr = cell.as_mut_ptr();
             // SAFETY: the vector outlives the registration and is only touched atomically
             // (CPU atomics here, the target's progress thread for the network's).
-            let reg = unsafe { p.target.register(cell_ptr.cast(), std::mem::size_of::<T>()) }
-                .unwrap();
+            let reg =
+                unsafe { p.target.register(cell_ptr.cast(), std::mem::size_of::<T>()) }.unwrap();
             let at = Remote {
                 peer: p.peer,
                 addr: reg.remote_base,
@@ -211,7 +211,9 @@ mod tests {
             if op == Op::Replace {
                 assert!(values.contains(&got), "{ty:?} replace left {got:?}");
             } else {
-                let want = values.iter().fold(cast(start), |a, &v| T::combine(op, a, v));
+                let want = values
+                    .iter()
+                    .fold(cast(start), |a, &v| T::combine(op, a, v));
                 assert_eq!(got, want, "{ty:?} {op:?}: a lost or doubled update");
             }
         }
@@ -220,8 +222,8 @@ mod tests {
             let mut cell = vec![cast(0); 1];
             let cell_ptr = cell.as_mut_ptr();
             // SAFETY: as above.
-            let reg = unsafe { p.target.register(cell_ptr.cast(), std::mem::size_of::<T>()) }
-                .unwrap();
+            let reg =
+                unsafe { p.target.register(cell_ptr.cast(), std::mem::size_of::<T>()) }.unwrap();
             let at = Remote {
                 peer: p.peer,
                 addr: reg.remote_base,

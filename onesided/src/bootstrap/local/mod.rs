@@ -53,6 +53,18 @@ pub const ENV_RANK: &str = "ONESIDED_RANK";
 pub const ENV_SIZE: &str = "ONESIDED_SIZE";
 /// Environment variable with the boot segment name.
 pub const ENV_BOOT: &str = "ONESIDED_BOOT";
+/// Environment variable with the number of virtual nodes the ranks are split over
+/// (`osrun --nodes K`; absent: one). Rank `r` of `n` is on node `r * K / n`: consecutive
+/// blocks. Virtual nodes share the job's boot segment (the launcher's channel on this
+/// machine); windows never share memory across them: a window over ranks of several
+/// virtual nodes reaches the others through the network, as across real nodes.
+pub const ENV_NODES: &str = "ONESIDED_NODES";
+
+/// The node of each of `size` ranks split over `nodes` virtual nodes (see [`ENV_NODES`]).
+pub(crate) fn virtual_nodes(size: usize, nodes: usize) -> Vec<usize> {
+    let nodes = nodes.clamp(1, size.max(1));
+    (0..size).map(|r| r * nodes / size).collect()
+}
 
 /// Bytes at the start of a slot that hold call tags (one line).
 pub(super) const SLOT_TAGS: usize = LINE;

@@ -44,6 +44,8 @@ pub struct LocalBootstrap {
     watch: PeerWatch,
     /// Control blocks of this communicator's windows.
     heap: Arc<ControlHeap>,
+    /// The (virtual) node of each rank ([`super::ENV_NODES`]).
+    nodes: Arc<Vec<usize>>,
 }
 
 impl LocalBootstrap {
@@ -64,7 +66,13 @@ impl LocalBootstrap {
         };
         let rank = parse(ENV_RANK)?;
         let size = parse(ENV_SIZE)?;
-        Self::connect(&job, &boot, rank, size).map(Some)
+        let nodes = match std::env::var(super::ENV_NODES) {
+            Ok(_) => parse(super::ENV_NODES)?,
+            Err(_) => 1,
+        };
+        let mut boot = Self::connect(&job, &boot, rank, size)?;
+        boot.nodes = Arc::new(super::virtual_nodes(size, nodes));
+        Ok(Some(boot))
     }
 
     /// Maps the boot segment `name` of job `job` as rank `rank` of `size`.
@@ -147,6 +155,7 @@ impl LocalBootstrap {
             ancestors: Vec::new(),
             watch,
             heap: Arc::default(),
+            nodes: Arc::new(vec![0; size]),
         })
     }
 
@@ -300,17 +309,22 @@ impl Bootstrap for LocalBootstrap {
     }
 
     fn node_rank(&self) -> usize {
-        self.rank
+        let mine = self.nodes[self.rank];
+        self.nodes[..self.rank]
+            .iter()
+            .filter(|&&n| n == mine)
+            .count()
     }
 
     fn node_size(&self) -> usize {
-        self.size
+        let mine = self.nodes[self.rank];
+        self.nodes.iter().filter(|&&n| n == mine).count()
     }
 
-    /// Every process `osrun` starts shares its node.
+    /// The processes `osrun` starts share its node, split over virtual nodes when asked
+    /// ([`super::ENV_NODES`]).
     fn node_of(&self, rank: usize) -> usize {
-        debug_assert!(rank < self.size);
-        0
+        self.nodes[rank]
     }
 
     fn job_id(&self) -> &str {
@@ -560,6 +574,7 @@ impl Bootstrap for LocalBootstrap {
                     sub.ancestors = self.ancestors.clone();
                     sub.ancestors.push(Arc::clone(&self.seg));
                     sub.watch = self.watch.subgroup(m, me, channel_id(sub.seg.tag()));
+                    sub.nodes = Arc::new(m.iter().map(|&r| self.nodes[r]).collect());
                     Ok(Some(Arc::new(sub) as Arc<dyn Bootstrap>))
                 })
             }
