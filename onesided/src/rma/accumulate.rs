@@ -287,6 +287,12 @@ impl WinCore {
             return Err(self.not_intrinsic::<E>(target, &loc));
         }
         let bytes = std::mem::size_of_val(origin);
+        // Another node: the network's atomics (never stripes, which only this node sees).
+        #[cfg(feature = "ofi")]
+        if let Route::Net { peer, addr, key } = loc.route {
+            let at = crate::transport::ofi::Remote { peer, addr, key };
+            return crate::rma::net_atomic::accumulate(op, origin, result, at);
+        }
         if let Route::Cma { addr, .. } = loc.route {
             if let Some(rings) = self.ring_toward(target, bytes, flags) {
                 return match result {
@@ -362,6 +368,11 @@ impl WinCore {
             return Err(self.not_intrinsic::<E>(target, &loc));
         }
         let size = std::mem::size_of::<E>();
+        #[cfg(feature = "ofi")]
+        if let Route::Net { peer, addr, key } = loc.route {
+            let at = crate::transport::ofi::Remote { peer, addr, key };
+            return crate::rma::net_atomic::compare_swap(compare, value, at);
+        }
         if let Route::Cma { addr, .. } = loc.route {
             if let Some(rings) = self.ring_toward(target, 2 * size, flags) {
                 let req = self.acc_request::<E>(Kind::Cas, addr, loc.key, Op::Replace, 2 * size);

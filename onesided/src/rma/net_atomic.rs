@@ -10,12 +10,10 @@
 //! operation and type). NIC atomics (verbs, cxi, efa) do not: on those a window that spans
 //! nodes sends every atomic through the network, node-local ones included.
 
-// The window layer does not route accumulates through it yet (windows across nodes build
-// on it); until then its tests are its only users.
-#![allow(dead_code)]
-
-use crate::rma::atomic::{ElemType, Op};
-use crate::transport::ofi::{AtomicKind, AtomicTable, NetOp, NetType};
+use crate::error::{Error, Result};
+use crate::rma::atomic::{AccElement, ElemType, Op};
+use crate::transport::net;
+use crate::transport::ofi::{AtomicKind, AtomicTable, NetOp, NetType, Nic, Remote};
 
 /// libfabric's operation for `op` (`no_op` is an atomic read: fetching only).
 pub(crate) fn net_op(op: Op) -> NetOp {
@@ -53,6 +51,7 @@ pub(crate) fn net_type(ty: ElemType) -> NetType {
 
 /// The atomic kinds a call needs for `op`: accumulate (no result), fetch (get_accumulate,
 /// fetch_and_op) and, for compare_and_swap, compare.
+#[cfg_attr(not(test), allow(dead_code))]
 fn kinds(op: Op) -> &'static [AtomicKind] {
     match op {
         // An accumulate with no_op moves nothing: only its fetching form reaches the target.
@@ -61,8 +60,171 @@ fn kinds(op: Op) -> &'static [AtomicKind] {
     }
 }
 
+/// Applies `op` with `origin` to consecutive elements at `at` through the network, the
+/// previous values into `result` if given; complete (at the target, results in place)
+/// when it returns. Native atomics in runs as long as the provider allows; where it has
+/// none for this operation and type, an element-wise compare-and-swap loop.
+pub(crate) fn accumulate<E: AccElement>(
+    op: Op,
+    origin: &[E],
+    result: Option<&mut [E]>,
+    at: Remote,
+) -> Result<()> {
+    let ep = net::endpoint()?;
+    accumulate_with(&ep.nic, &ep.table, op, origin, result, at)
+}
+
+/// [`accumulate`] on `nic` with its `table`.
+pub(crate) fn accumulate_with<E: AccElement>(
+    nic: &Nic,
+    table: &AtomicTable,
+    op: Op,
+    origin: &[E],
+    mut result: Option<&mut [E]>,
+    at: Remote,
+) -> Result<()> {
+    if op == Op::NoOp && result.is_none() {
+        return Ok(());
+    }
+    let kind = if result.is_some() {
+        AtomicKind::Fetch
+    } else {
+        AtomicKind::Write
+    };
+    let (nop, ty, size) = (net_op(op), net_type(E::TYPE), std::mem::size_of::<E>());
+    let Some(max) = table.count(kind, nop, ty) else {
+        return elementwise(nic, table, op, origin, result, at);
+    };
+    let mut i = 0;
+    while i < origin.len() {
+        let n = (origin.len() - i).min(max);
+        let out = match result.as_deref_mut() {
+            Some(r) => r[i..].as_mut_ptr().cast::<u8>(),
+            None => std::ptr::null_mut(),
+        };
+        let here = Remote {
+            addr: at.addr + (i * size) as u64,
+            ..at
+        };
+        // SAFETY: `n` elements of `origin` (and `result`) from `i`, borrowed until the
+        // flush below.
+        unsafe {
+            nic.atomic(
+                kind,
+                nop,
+                ty,
+                n,
+                origin[i..].as_ptr().cast(),
+                std::ptr::null(),
+                out,
+                None,
+                here,
+            )?;
+        }
+        i += n;
+    }
+    nic.flush(|| Ok(()))
+}
+
+/// The unsigned integer type of `size` bytes: compare-and-swap on any element's bits.
+fn bits_type(size: usize) -> NetType {
+    match size {
+        1 => NetType::U8,
+        2 => NetType::U16,
+        4 => NetType::U32,
+        _ => NetType::U64,
+    }
+}
+
+/// One compare atomic (or an atomic read when `compare` is `None`) on the element at `at`,
+/// waited for: the element's previous value.
+fn swap_element<E: AccElement>(
+    nic: &Nic,
+    ty: NetType,
+    compare: Option<E>,
+    value: E,
+    at: Remote,
+) -> Result<E> {
+    let mut before = E::zeroed();
+    let (kind, op) = match compare {
+        Some(_) => (AtomicKind::Compare, NetOp::CompareSwap),
+        None => (AtomicKind::Fetch, NetOp::Read),
+    };
+    let compare = compare.unwrap_or(value);
+    // SAFETY: the locals live across the flush.
+    unsafe {
+        nic.atomic(
+            kind,
+            op,
+            ty,
+            1,
+            (&value as *const E).cast(),
+            (&compare as *const E).cast(),
+            (&mut before as *mut E).cast(),
+            None,
+            at,
+        )?;
+    }
+    nic.flush(|| Ok(()))?;
+    Ok(before)
+}
+
+/// The fallback for an operation the provider lacks: per element, read, combine, and
+/// compare-and-swap the result in (on the element's bits), until no one came between.
+fn elementwise<E: AccElement>(
+    nic: &Nic,
+    table: &AtomicTable,
+    op: Op,
+    origin: &[E],
+    mut result: Option<&mut [E]>,
+    at: Remote,
+) -> Result<()> {
+    let size = std::mem::size_of::<E>();
+    let bits = bits_type(size);
+    let native = |kind, op| table.count(kind, op, bits).is_some();
+    if !native(AtomicKind::Compare, NetOp::CompareSwap) || !native(AtomicKind::Fetch, NetOp::Read) {
+        return Err(Error::Unsupported(format!(
+            "the network provider has neither {} on {:?} nor compare-and-swap on {size}-byte words",
+            op.name(),
+            E::TYPE
+        )));
+    }
+    for (i, &v) in origin.iter().enumerate() {
+        let here = Remote {
+            addr: at.addr + (i * size) as u64,
+            ..at
+        };
+        let mut now = swap_element(nic, bits, None, E::zeroed(), here)?;
+        loop {
+            let next = E::combine(op, now, v);
+            let before = swap_element(nic, bits, Some(now), next, here)?;
+            if bytemuck::bytes_of(&before) == bytemuck::bytes_of(&now) {
+                break;
+            }
+            now = before;
+        }
+        if let Some(r) = result.as_deref_mut() {
+            r[i] = now;
+        }
+    }
+    Ok(())
+}
+
+/// Compare-and-swap of the element at `at` through the network: its previous value.
+pub(crate) fn compare_swap<E: AccElement>(compare: E, value: E, at: Remote) -> Result<E> {
+    let ep = net::endpoint()?;
+    swap_element(
+        &ep.nic,
+        bits_type(std::mem::size_of::<E>()),
+        Some(compare),
+        value,
+        at,
+    )
+}
+
 /// The (kind, operation, type) triples onesided needs that `table` lacks: each is served by
 /// the element-wise fallback.
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn missing(table: &AtomicTable) -> Vec<(AtomicKind, Op, ElemType)> {
     let mut out = Vec::new();
     for ty in ElemType::ALL {

@@ -48,6 +48,8 @@ impl WinCore {
             Targets::Table(t) => match t.get(target)?.route {
                 Route::Cma { pid, .. } => pid,
                 Route::Direct(_) => return None,
+                #[cfg(feature = "ofi")]
+                Route::Net { .. } => return None,
             },
             _ => return None,
         };

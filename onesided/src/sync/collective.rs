@@ -85,6 +85,10 @@ impl WinCore {
         if !self.barrier.poll_on(&self.plane(), &mut a.wait)? {
             return Ok(false);
         }
+        // Our last signals are posted: delivered before we leave the collective (a process
+        // that frees the window and exits could take them along; nothing to wait for on
+        // shared memory).
+        self.plane().order_posted()?;
         if !a.wait.mismatched() {
             return Ok(true);
         }
@@ -119,6 +123,7 @@ impl WinCore {
         let tag = agreement.tag;
         let op = AgreeOp {
             agreement: Some(agreement),
+            trailing: None,
             result: std::sync::Arc::default(),
         };
         let result = std::sync::Arc::clone(&op.result);
@@ -170,6 +175,10 @@ impl Host for WinCore {
 /// The blocking agreement as a queued op (it activates after earlier synchronizations).
 struct AgreeOp {
     agreement: Option<Agreement>,
+    /// On the network plane, a second barrier after the words were read: a process that
+    /// leaves the collective (and frees the window, and exits) must not take its words
+    /// away while another still reads them. The mapped blocks stay mapped by every reader.
+    trailing: Option<BarrierWait>,
     result: std::sync::Arc<std::sync::Mutex<Vec<u64>>>,
 }
 
@@ -180,6 +189,14 @@ impl SyncOp<WinCore> for AgreeOp {
     }
 
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        if let Some(wait) = self.trailing.as_mut() {
+            if !core.barrier.poll_on(&core.plane(), wait)? {
+                return Ok(Step::Blocked);
+            }
+            core.plane().order_posted()?;
+            self.trailing = None;
+            return Ok(Step::Done);
+        }
         let Some(a) = self.agreement.as_mut() else {
             return Ok(Step::Done);
         };
@@ -193,8 +210,13 @@ impl SyncOp<WinCore> for AgreeOp {
             .result
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = words;
+        let tag = a.tag;
         self.agreement = None;
-        Ok(Step::Done)
+        if core.plane().is_mapped() {
+            return Ok(Step::Done);
+        }
+        self.trailing = Some(core.barrier.begin(tag.pack()));
+        self.poll(core)
     }
 }
 

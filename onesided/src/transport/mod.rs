@@ -12,6 +12,8 @@
 pub(crate) mod cma;
 pub(crate) mod combine;
 #[cfg(feature = "ofi")]
+pub(crate) mod net;
+#[cfg(feature = "ofi")]
 pub(crate) mod nic_progress;
 #[cfg(feature = "ofi")]
 pub(crate) mod ofi;
@@ -31,6 +33,16 @@ pub(crate) enum Route {
         pid: i32,
         /// Address in the target's address space.
         addr: usize,
+    },
+    /// On another node, reached through this process's network endpoint ([`net`]).
+    #[cfg(feature = "ofi")]
+    Net {
+        /// The target's endpoint in the address vector.
+        peer: u64,
+        /// The remote address of the byte (as the target's registration names it).
+        addr: u64,
+        /// The target's registration key.
+        key: u64,
     },
 }
 
@@ -52,7 +64,19 @@ impl Route {
                 pid,
                 addr: addr + offset,
             },
+            #[cfg(feature = "ofi")]
+            Route::Net { peer, addr, key } => Route::Net {
+                peer,
+                addr: addr + offset as u64,
+                key,
+            },
         }
+    }
+
+    /// The network endpoint's view of a `Net` route.
+    #[cfg(feature = "ofi")]
+    fn remote(peer: u64, addr: u64, key: u64) -> ofi::Remote {
+        ofi::Remote { peer, addr, key }
     }
 
     /// Writes `src` at the route's address. Complete (remotely visible after a memory
@@ -67,6 +91,8 @@ impl Route {
                 Ok(())
             },
             Route::Cma { pid, addr } => cma::write(pid, addr, src),
+            #[cfg(feature = "ofi")]
+            Route::Net { .. } => self.write_pieces(src, &[(0, 0, src.len())]),
         }
     }
 
@@ -80,6 +106,11 @@ impl Route {
                 Ok(())
             },
             Route::Cma { pid, addr } => cma::read(pid, addr, dst),
+            #[cfg(feature = "ofi")]
+            Route::Net { .. } => {
+                let len = dst.len();
+                self.read_pieces(dst, &[(0, 0, len)])
+            }
         }
     }
 
@@ -94,6 +125,23 @@ impl Route {
                 Ok(())
             }
             Route::Cma { pid, addr } => cma::write_pieces(pid, addr, src, pieces),
+            // Every piece posted, then one flush: complete at the target (delivery
+            // complete) when it returns, like every route's write.
+            #[cfg(feature = "ofi")]
+            Route::Net { peer, addr, key } => {
+                let nic = &net::endpoint()?.nic;
+                for &(o, t, len) in pieces {
+                    // SAFETY: `src` is borrowed until the flush below returns.
+                    unsafe {
+                        nic.write(
+                            &src[o..o + len],
+                            None,
+                            Self::remote(peer, addr + t as u64, key),
+                        )?
+                    };
+                }
+                nic.flush(|| Ok(()))
+            }
         }
     }
 
@@ -111,6 +159,21 @@ impl Route {
                 Ok(())
             }
             Route::Cma { pid, addr } => cma::read_pieces(pid, addr, dst, pieces),
+            #[cfg(feature = "ofi")]
+            Route::Net { peer, addr, key } => {
+                let nic = &net::endpoint()?.nic;
+                for &(o, t, len) in pieces {
+                    // SAFETY: `dst` is borrowed, and not read, until the flush below.
+                    unsafe {
+                        nic.read(
+                            &mut dst[o..o + len],
+                            None,
+                            Self::remote(peer, addr + t as u64, key),
+                        )?
+                    };
+                }
+                nic.flush(|| Ok(()))
+            }
         }
     }
 }

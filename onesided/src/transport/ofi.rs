@@ -630,12 +630,21 @@ impl Nic {
     /// first of [`PREFERRED`] this machine offers at `node`. A named provider that cannot
     /// serve is an error, never a silent fallback.
     pub(crate) fn open_chosen(requested: Option<&str>, node: &str) -> Result<Nic> {
+        Self::open_chosen_with(requested, node, false)
+    }
+
+    /// [`Nic::open_chosen`]; `waitable` as for [`Nic::open_with`].
+    pub(crate) fn open_chosen_with(
+        requested: Option<&str>,
+        node: &str,
+        waitable: bool,
+    ) -> Result<Nic> {
         if let Some(name) = requested.filter(|n| !n.is_empty()) {
-            return Nic::open(name, node);
+            return Nic::open_with(name, node, waitable);
         }
         let mut tried = Vec::new();
         for name in PREFERRED {
-            match Nic::open(name, node) {
+            match Nic::open_with(name, node, waitable) {
                 Ok(nic) => return Ok(nic),
                 Err(Error::Unsupported(why)) => tried.push(why),
                 Err(e) => return Err(e),

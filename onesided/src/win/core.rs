@@ -240,6 +240,10 @@ pub(crate) struct WinCore {
     /// The network control plane, when the window spans nodes (`WinCore::plane`).
     #[cfg(feature = "ofi")]
     pub(crate) net: Option<Box<crate::win::netplane::NetPlane>>,
+    /// This process's registration of its node's window segment (windows across nodes);
+    /// dropped before the segment.
+    #[cfg(feature = "ofi")]
+    pub(crate) net_registration: Option<crate::transport::ofi::Registration>,
     /// The node segment or control block; the pointers above point into it.
     pub(crate) _segment: crate::win::control::ControlMemory,
 }

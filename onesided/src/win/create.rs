@@ -10,10 +10,10 @@
 use crate::bootstrap::{Call, Comm, ReduceOp};
 use crate::error::{Error, Result};
 use crate::memory;
-use crate::shm::barrier::Barrier;
 use crate::shm::heap::{CHUNK_BYTES, MAX_BLOCK};
 use crate::shm::segment::{segment_name, Segment};
 use crate::transport::Route;
+use crate::win::assemble::assemble;
 use crate::win::control::{Control, ControlLayout, ControlMemory, WIN_MAGIC};
 use crate::win::core::{LocalRegion, PeerMapping, TargetRegion, Targets, WinCore};
 use crate::win::info::{keys, WinHints, WinInfo};
@@ -305,88 +305,6 @@ fn grow_heap(comm: &Comm, len: usize) -> Result<Segment> {
     Ok(seg)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn assemble(
-    comm: &Comm,
-    flavor: Flavor,
-    segment: ControlMemory,
-    layout: ControlLayout,
-    targets: impl FnOnce(&Control) -> Targets,
-    local: impl FnOnce(&Control) -> LocalRegion,
-    hints: WinHints,
-    peer_mappings: Vec<PeerMapping>,
-) -> WinCore {
-    // SAFETY: `segment` was mapped and checked by map_node_segment or control_memory with
-    // this layout; the WinCore keeps it alive as long as `ctrl`.
-    let ctrl = unsafe { Control::new(segment.as_ptr(), layout) };
-    // SAFETY: the barrier area lies inside the segment, 64-byte aligned, zero-initialised,
-    // and is laid out identically at every rank.
-    let barrier = unsafe { Barrier::new(ctrl.barrier_base(), layout.barrier, comm.rank()) };
-    let targets = targets(&ctrl);
-    let local = local(&ctrl);
-    // This process serves requests when its memory is reached by cross-memory attach.
-    let served = match &targets {
-        Targets::Table(t) => t.get(comm.rank()).is_some_and(|r| !r.shared && r.bytes > 0),
-        _ => false,
-    };
-    let rings = make_rings(comm, &ctrl, &local, served);
-    WinCore {
-        rank: comm.rank(),
-        size: comm.size(),
-        comm: comm.clone(),
-        flavor,
-        ctrl,
-        barrier,
-        targets,
-        local,
-        acc_granularity: hints.accumulate_granularity.into(),
-        no_locks: hints.no_locks.into(),
-        reorder: hints.reorder.bits().into(),
-        hints: std::sync::Mutex::new(hints),
-        epoch: Default::default(),
-        engine: Default::default(),
-        collectives: Default::default(),
-        deferred_bytes: Default::default(),
-        spare_copies: Default::default(),
-        calls: Default::default(),
-        watch: comm
-            .watch()
-            .map(|w| w.for_channel(crate::bootstrap::roster::channel_id(segment.tag()))),
-        pscw_accesses: Default::default(),
-        dynamic: Default::default(),
-        staged: Default::default(),
-        notify: Default::default(),
-        peer_mappings,
-        rings,
-        _segment: segment,
-        #[cfg(feature = "ofi")]
-        net: None,
-    }
-}
-
-/// The request rings of a window whose layout has them (transport::ring).
-fn make_rings(
-    comm: &Comm,
-    ctrl: &Control,
-    local: &LocalRegion,
-    served: bool,
-) -> Option<crate::transport::ring::Rings> {
-    let (base, stride) = ctrl.rings()?;
-    let me = comm.rank();
-    let serve = served.then(|| {
-        let comm = comm.clone();
-        crate::transport::ring::ServeSpec {
-            memory: (local.base as usize, local.bytes),
-            stripes: (ctrl.stripe(me, 0), crate::win::control::ACC_STRIPES),
-            aborted: Box::new(move || comm.aborted()),
-        }
-    });
-    // SAFETY: the ring areas lie in the control memory, zeroed by each owner before the
-    // creation's agreement and kept mapped by the WinCore, whose `rings` field drops before
-    // its `_segment`; the local memory and the stripes live as long as the window.
-    Some(unsafe { crate::transport::ring::Rings::new(base, stride, comm.size(), me, serve) })
-}
-
 /// MPI_Win_allocate / MPI_Win_allocate_shared.
 pub(crate) fn allocate(
     comm: &Comm,
@@ -462,6 +380,22 @@ pub(crate) fn allocate(
         ))
     })?;
     let layout = ControlLayout::new(n, 0, data_bytes);
+    // Ranks on several nodes: the network reaches the others (feature ofi), and no memory
+    // is shared among all (MPI_ERR_RMA_SHARED for allocate_shared).
+    let boot = comm.bootstrap();
+    let spans_nodes = boot.node_size() != boot.size();
+    if spans_nodes && shared {
+        return Err(Error::InvalidArgument(format!(
+            "{call}: the processes are on several nodes and share no memory \
+             (MPI_ERR_RMA_SHARED)"
+        )));
+    }
+    #[cfg(feature = "ofi")]
+    if spans_nodes {
+        return crate::win::across::allocate(
+            comm, call, layout, placement, bytes, disp_unit, hints,
+        );
+    }
     // MPI requires the same granularity everywhere; it picks the accumulate protocol.
     let gran = hints.accumulate_granularity as u64;
     let segment = ControlMemory::Segment(map_node_segment(comm, call, &layout, &[gran], Ok(()))?);

@@ -6,6 +6,9 @@
 //! segment, so a target's memory is `base + rank × stride` — O(1) metadata per process when
 //! sizes are symmetric ([Gerstenberger13] §2.2).
 
+#[cfg(feature = "ofi")]
+pub(crate) mod across;
+mod assemble;
 mod attr;
 mod buffer;
 pub(crate) mod control;
@@ -453,6 +456,8 @@ impl<T: Pod> Window<T> {
                 _elem: PhantomData,
             })),
             Route::Cma { .. } => Ok(None),
+            #[cfg(feature = "ofi")]
+            Route::Net { .. } => Ok(None),
         }
     }
 

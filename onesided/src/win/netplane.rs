@@ -339,12 +339,19 @@ impl Drop for NetPlane {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let free: std::collections::HashSet<u64> = slots.free.iter().copied().collect();
         let mut backoff = crate::backoff::Backoff::new();
+        // A peer that is gone may never answer: after this long the memory is leaked
+        // rather than freed under a NIC that might still write it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         for (c, chunk) in slots.chunks.iter().enumerate() {
             for (i, ctx) in chunk.contexts.iter().enumerate() {
                 if free.contains(&((c * CHUNK + i) as u64)) {
                     continue;
                 }
-                while ctx.completed().is_none() && self.nic.progress().is_ok() {
+                while ctx.completed().is_none() {
+                    if self.nic.progress().is_err() || std::time::Instant::now() > deadline {
+                        std::mem::forget(std::mem::take(&mut slots.chunks));
+                        return;
+                    }
                     backoff.snooze();
                 }
             }

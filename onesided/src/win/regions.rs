@@ -145,6 +145,9 @@ impl LastHitSlot {
         let (kind, pid, addr) = match hit.region.route {
             Route::Direct(p) => (ROUTE_DIRECT, 0u32, p as usize),
             Route::Cma { pid, addr } => (ROUTE_CMA, pid as u32, addr),
+            // Dynamic windows do not span nodes yet (their creation refuses).
+            #[cfg(feature = "ofi")]
+            Route::Net { .. } => unreachable!("a dynamic window's region on another node"),
         };
         let meta = kind | u64::from(hit.region.shared) << 8 | u64::from(pid) << 32;
         // Relaxed: writers are serialized by the caller's lock.

@@ -289,6 +289,8 @@ impl WinCore {
         match hit.region.route {
             Route::Direct(p) => Some((p.wrapping_add(addr - hit.region.base), hit.region.shared)),
             Route::Cma { .. } => None,
+            #[cfg(feature = "ofi")]
+            Route::Net { .. } => None,
         }
     }
 

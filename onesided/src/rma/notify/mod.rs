@@ -146,6 +146,13 @@ impl<T: Pod> Window<T> {
     /// pending.
     pub fn set_num_notify(&self, n: usize) -> Result<()> {
         const FAILED: u64 = u64::MAX;
+        // The counters live in one node segment: across nodes they need the network's
+        // registration too (every process sees the same window: all return here).
+        if !self.core.plane().is_mapped() {
+            return Err(Error::Unsupported(
+                "set_num_notify: notification counters on a window across nodes".into(),
+            ));
+        }
         let local = if n > MAX_NOTIFY {
             Err(Error::InvalidArgument(format!(
                 "set_num_notify: {n} counters (at most {MAX_NOTIFY})"
