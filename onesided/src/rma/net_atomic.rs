@@ -473,6 +473,59 @@ mod tests {
         mixed::<f64>(&p, |v| v as f64);
     }
 
+    /// A provider without the operation: the element-wise compare-and-swap loop, racing
+    /// the target's own CPU atomics on the same elements, still counts every update (sum
+    /// on u64; prod on f64 through the bits), and a provider without compare-and-swap is an
+    /// error, not a wrong answer.
+    #[test]
+    fn the_elementwise_fallback_counts_every_update() {
+        let _watchdog = Watchdog::new("elementwise fallback", 60);
+        let p = pair("tcp;ofi_rxm");
+        let table = AtomicTable::only(&[
+            (AtomicKind::Compare, NetOp::CompareSwap, NetType::U64, 1),
+            (AtomicKind::Fetch, NetOp::Read, NetType::U64, 1),
+        ]);
+        let mut cells = vec![0u64, 1f64.to_bits()];
+        let base = cells.as_mut_ptr();
+        // SAFETY: the vector outlives the registration; every access is atomic.
+        let reg = unsafe { p.target.register(base.cast(), 16) }.unwrap();
+        let at = Remote {
+            peer: p.peer,
+            addr: reg.remote_base,
+            key: reg.key,
+        };
+        let addr = base as usize;
+        std::thread::scope(|s| {
+            s.spawn(move || {
+                for _ in 0..EACH {
+                    // SAFETY: as above.
+                    unsafe {
+                        u64::apply_op(addr as *mut u64, Op::Sum, 1);
+                        f64::apply_op((addr as *mut f64).add(1), Op::Prod, 2.0);
+                    }
+                }
+            });
+            for _ in 0..EACH {
+                let mut before = [0u64];
+                accumulate_with(&p.origin, &table, Op::Sum, &[1u64], Some(&mut before), at)
+                    .unwrap();
+                let second = Remote {
+                    addr: at.addr + 8,
+                    ..at
+                };
+                accumulate_with(&p.origin, &table, Op::Prod, &[2.0f64], None, second).unwrap();
+            }
+        });
+        drop(reg);
+        assert_eq!(cells[0], 2 * EACH as u64);
+        assert_eq!(f64::from_bits(cells[1]), 2f64.powi(2 * EACH as i32));
+        let none = AtomicTable::only(&[]);
+        assert!(matches!(
+            accumulate_with(&p.origin, &none, Op::Sum, &[1u64], None, at),
+            Err(Error::Unsupported(_))
+        ));
+    }
+
     #[test]
     fn cpu_and_network_atomics_mix_on_one_word_tcp() {
         every_type("tcp;ofi_rxm");

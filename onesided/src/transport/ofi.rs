@@ -417,6 +417,14 @@ impl AtomicTable {
     pub(crate) fn count(&self, kind: AtomicKind, op: NetOp, ty: NetType) -> Option<usize> {
         self.counts.get(&(kind, op, ty)).copied()
     }
+
+    /// A table with only `entries` (tests of the fallbacks).
+    #[cfg(test)]
+    pub(crate) fn only(entries: &[(AtomicKind, NetOp, NetType, usize)]) -> AtomicTable {
+        AtomicTable {
+            counts: entries.iter().map(|&(k, o, t, c)| ((k, o, t), c)).collect(),
+        }
+    }
 }
 
 /// Operations of one kind (counted by one completion counter).
