@@ -19,7 +19,7 @@
 //! Orderings are the shared-memory plane's; a network plane provides the same guarantees
 //! with its own means (delivery-complete atomics, a fence before a release).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::Result;
 
@@ -157,6 +157,62 @@ pub(crate) trait ControlPlane {
     /// The answer to `op` once it has arrived (`None`: not yet). An error: the operation
     /// failed (a network plane's peer is gone, say) — a protocol then fails its call.
     fn poll(&self, op: &PendingOp) -> Result<Option<u64>>;
+}
+
+/// Words in memory this process maps (a node segment, a notify table): every operation
+/// is a CPU atomic on the word, answered at once, and posted operations are ordered by the
+/// Release of a later one — nothing to wait for.
+pub(crate) trait MappedWords {
+    /// The atomic behind `word` (a word the memory does not hold is a bug of the caller).
+    fn mapped(&self, word: CtrlWord) -> &AtomicU64;
+}
+
+impl<M: MappedWords + ?Sized> ControlPlane for M {
+    #[inline(always)]
+    fn fetch_add(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
+        Answer::Ready(self.mapped(word).fetch_add(value, order))
+    }
+
+    #[inline(always)]
+    fn load(&self, word: CtrlWord, order: Ordering) -> Answer {
+        Answer::Ready(self.mapped(word).load(order))
+    }
+
+    #[inline(always)]
+    fn swap(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
+        Answer::Ready(self.mapped(word).swap(value, order))
+    }
+
+    #[inline(always)]
+    fn compare_swap(&self, word: CtrlWord, expected: u64, new: u64, order: Ordering) -> Answer {
+        Answer::Ready(
+            match self
+                .mapped(word)
+                .compare_exchange(expected, new, order, Ordering::Relaxed)
+            {
+                Ok(v) | Err(v) => v,
+            },
+        )
+    }
+
+    #[inline(always)]
+    fn post_add(&self, word: CtrlWord, value: u64, order: Ordering) {
+        self.mapped(word).fetch_add(value, order);
+    }
+
+    #[inline(always)]
+    fn post_store(&self, word: CtrlWord, value: u64, order: Ordering) {
+        self.mapped(word).store(value, order);
+    }
+
+    #[inline(always)]
+    fn order_posted(&self) -> Result<()> {
+        Ok(())
+    }
+
+    fn poll(&self, _op: &PendingOp) -> Result<Option<u64>> {
+        unreachable!("mapped words answer every operation at once")
+    }
 }
 
 /// An operation's answer as it stands: its value, or still pending.

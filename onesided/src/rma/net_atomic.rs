@@ -266,6 +266,23 @@ mod tests {
         _server: Server,
     }
 
+    impl Pair {
+        /// Registers `len` bytes at `at` of the target's memory: the registration and how
+        /// the origin names them. The memory must outlive the registration and be touched
+        /// only atomically meanwhile (CPU atomics at the target, the network's through its
+        /// progress thread).
+        fn expose(&self, at: *mut u8, len: usize) -> (crate::transport::ofi::Registration, Remote) {
+            // SAFETY: the callers keep the memory alive and atomic (see above).
+            let reg = unsafe { self.target.register(at, len) }.unwrap();
+            let remote = Remote {
+                peer: self.peer,
+                addr: reg.remote_base,
+                key: reg.key,
+            };
+            (reg, remote)
+        }
+    }
+
     fn pair(provider: &str) -> Pair {
         let target = Arc::new(Nic::open(provider, "127.0.0.1").unwrap());
         let origin = Nic::open(provider, "127.0.0.1").unwrap();
@@ -324,15 +341,7 @@ mod tests {
             let mut cell = vec![cast(start); 1];
             let mut results = vec![cast(0); EACH];
             let cell_ptr = cell.as_mut_ptr();
-            // SAFETY: the vector outlives the registration and is only touched atomically
-            // (CPU atomics here, the target's progress thread for the network's).
-            let reg =
-                unsafe { p.target.register(cell_ptr.cast(), std::mem::size_of::<T>()) }.unwrap();
-            let at = Remote {
-                peer: p.peer,
-                addr: reg.remote_base,
-                key: reg.key,
-            };
+            let (reg, at) = p.expose(cell_ptr.cast(), std::mem::size_of::<T>());
             let cell_addr = cell_ptr as usize;
             std::thread::scope(|s| {
                 let local = &values[EACH..];
@@ -383,14 +392,7 @@ mod tests {
         if T::TYPE.is_integer() {
             let mut cell = vec![cast(0); 1];
             let cell_ptr = cell.as_mut_ptr();
-            // SAFETY: as above.
-            let reg =
-                unsafe { p.target.register(cell_ptr.cast(), std::mem::size_of::<T>()) }.unwrap();
-            let at = Remote {
-                peer: p.peer,
-                addr: reg.remote_base,
-                key: reg.key,
-            };
+            let (reg, at) = p.expose(cell_ptr.cast(), std::mem::size_of::<T>());
             let cell_addr = cell_ptr as usize;
             let one = cast(1);
             std::thread::scope(|s| {
@@ -409,47 +411,15 @@ mod tests {
                     }
                 });
                 for _ in 0..EACH {
+                    // The network's read and compare-and-swap, as the fallback uses them.
+                    let mut now = swap_element(&p.origin, ty, None, cast(0), at).unwrap();
                     loop {
-                        let (mut now, zero) = (cast(0), cast(0));
-                        // SAFETY: locals live across the flush.
-                        unsafe {
-                            p.origin
-                                .atomic(
-                                    AtomicKind::Fetch,
-                                    NetOp::Read,
-                                    ty,
-                                    1,
-                                    (&zero as *const T).cast(),
-                                    std::ptr::null(),
-                                    (&mut now as *mut T).cast(),
-                                    None,
-                                    at,
-                                )
-                                .unwrap();
-                        }
-                        p.origin.flush(|| Ok(())).unwrap();
                         let next = T::combine(Op::Sum, now, one);
-                        let mut before = cast(0);
-                        // SAFETY: as above.
-                        unsafe {
-                            p.origin
-                                .atomic(
-                                    AtomicKind::Compare,
-                                    NetOp::CompareSwap,
-                                    ty,
-                                    1,
-                                    (&next as *const T).cast(),
-                                    (&now as *const T).cast(),
-                                    (&mut before as *mut T).cast(),
-                                    None,
-                                    at,
-                                )
-                                .unwrap();
-                        }
-                        p.origin.flush(|| Ok(())).unwrap();
+                        let before = swap_element(&p.origin, ty, Some(now), next, at).unwrap();
                         if before == now {
                             break;
                         }
+                        now = before;
                     }
                 }
             });
@@ -487,13 +457,7 @@ mod tests {
         ]);
         let mut cells = vec![0u64, 1f64.to_bits()];
         let base = cells.as_mut_ptr();
-        // SAFETY: the vector outlives the registration; every access is atomic.
-        let reg = unsafe { p.target.register(base.cast(), 16) }.unwrap();
-        let at = Remote {
-            peer: p.peer,
-            addr: reg.remote_base,
-            key: reg.key,
-        };
+        let (reg, at) = p.expose(base.cast(), 16);
         let addr = base as usize;
         std::thread::scope(|s| {
             s.spawn(move || {

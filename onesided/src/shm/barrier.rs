@@ -24,7 +24,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::plane::{Answer, Awaited, ControlPlane, CtrlWord, PendingOp};
+use crate::plane::{Answer, Awaited, ControlPlane, CtrlWord, MappedWords};
 
 const CACHE_LINE: usize = 64;
 
@@ -239,45 +239,13 @@ impl Barrier {
 
 /// The barrier's own memory as a plane of its signal words: the bootstrap board's ranks
 /// share the segment, so a signal is a CPU store and a read a CPU load, answered at once.
-impl ControlPlane for Barrier {
-    fn fetch_add(&self, word: CtrlWord, _value: u64, _order: Ordering) -> Answer {
-        unreachable!("a barrier holds signal words only, not {word:?}")
-    }
-
+impl MappedWords for Barrier {
     #[inline]
-    fn load(&self, word: CtrlWord, order: Ordering) -> Answer {
+    fn mapped(&self, word: CtrlWord) -> &AtomicU64 {
         let CtrlWord::Signal { at, round, parity } = word else {
             unreachable!("a barrier holds signal words only, not {word:?}")
         };
-        Answer::Ready(self.slot(at, round, parity).load(order))
-    }
-
-    fn compare_swap(&self, word: CtrlWord, _: u64, _: u64, _: Ordering) -> Answer {
-        unreachable!("a barrier holds signal words only, not {word:?}")
-    }
-
-    fn swap(&self, word: CtrlWord, _value: u64, _order: Ordering) -> Answer {
-        unreachable!("a barrier holds signal words only, not {word:?}")
-    }
-
-    fn post_add(&self, word: CtrlWord, _value: u64, _order: Ordering) {
-        unreachable!("a barrier holds signal words only, not {word:?}")
-    }
-
-    #[inline]
-    fn post_store(&self, word: CtrlWord, value: u64, order: Ordering) {
-        let CtrlWord::Signal { at, round, parity } = word else {
-            unreachable!("a barrier holds signal words only, not {word:?}")
-        };
-        self.slot(at, round, parity).store(value, order);
-    }
-
-    fn order_posted(&self) -> crate::error::Result<()> {
-        Ok(())
-    }
-
-    fn poll(&self, _op: &PendingOp) -> crate::error::Result<Option<u64>> {
-        unreachable!("the barrier's memory answers every operation at once")
+        self.slot(at, round, parity)
     }
 }
 

@@ -929,39 +929,9 @@ mod tests {
         }
     }
 
-    impl ControlPlane for Words {
-        fn fetch_add(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
-            Answer::Ready(self.atomic(word).fetch_add(value, order))
-        }
-        fn load(&self, word: CtrlWord, order: Ordering) -> Answer {
-            Answer::Ready(self.atomic(word).load(order))
-        }
-        fn swap(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
-            Answer::Ready(self.atomic(word).swap(value, order))
-        }
-        fn compare_swap(&self, word: CtrlWord, expected: u64, new: u64, order: Ordering) -> Answer {
-            Answer::Ready(
-                match self
-                    .atomic(word)
-                    .compare_exchange(expected, new, order, Ordering::Relaxed)
-                {
-                    Ok(v) | Err(v) => v,
-                },
-            )
-        }
-        fn post_add(&self, word: CtrlWord, value: u64, order: Ordering) {
-            self.atomic(word).fetch_add(value, order);
-        }
-        fn post_store(&self, word: CtrlWord, value: u64, order: Ordering) {
-            self.atomic(word).store(value, order);
-        }
-
-        #[inline(always)]
-        fn order_posted(&self) -> crate::error::Result<()> {
-            Ok(())
-        }
-        fn poll(&self, _op: &crate::plane::PendingOp) -> crate::error::Result<Option<u64>> {
-            unreachable!("answers at once")
+    impl crate::plane::MappedWords for Words {
+        fn mapped(&self, word: CtrlWord) -> &AtomicU64 {
+            self.atomic(word)
         }
     }
 

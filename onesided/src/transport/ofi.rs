@@ -1060,6 +1060,30 @@ impl Nic {
         local: Option<&Registration>,
         at: Remote,
     ) -> Result<()> {
+        let ptrs = (operand, compare, result);
+        // SAFETY: the caller's contract.
+        unsafe { self.post_atomic(kind, op, ty, count, ptrs, local, at, None) }
+    }
+
+    /// [`Nic::atomic`] with the buffers `(operand, compare, result)`; with `tracked`, the
+    /// operation asks for a completion-queue entry that marks it (and is counted as every
+    /// other operation).
+    ///
+    /// # Safety
+    /// As for [`Nic::atomic`]; `tracked` must stay valid until it says the operation
+    /// completed.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn post_atomic(
+        &self,
+        kind: AtomicKind,
+        op: NetOp,
+        ty: NetType,
+        count: usize,
+        (operand, compare, result): (*const u8, *const u8, *mut u8),
+        local: Option<&Registration>,
+        at: Remote,
+        tracked: Option<*mut TrackedContext>,
+    ) -> Result<()> {
         let bytes = count * ty.size();
         let desc = |p: *const u8| self.local_desc(local, p as usize, bytes);
         let mut operand_desc = [desc(operand)?];
@@ -1091,7 +1115,12 @@ impl Nic {
             key: at.key,
         };
         let read = kind != AtomicKind::Write;
-        self.post("fi_atomicmsg", read, |ctx| {
+        let completion = if tracked.is_some() {
+            u64::from(sys::FI_COMPLETION)
+        } else {
+            0
+        };
+        self.post_in("fi_atomicmsg", read, tracked, |ctx| {
             let msg = sys::fi_msg_atomic {
                 msg_iov: &operand,
                 desc: operand_desc.as_mut_ptr(),
@@ -1104,7 +1133,7 @@ impl Nic {
                 context: ctx,
                 data: 0,
             };
-            let flags = u64::from(sys::FI_DELIVERY_COMPLETE);
+            let flags = u64::from(sys::FI_DELIVERY_COMPLETE) | completion;
             // SAFETY: msg and the buffers it names live across the call and, by the
             // caller's contract, until the flush.
             unsafe {
@@ -1116,7 +1145,7 @@ impl Nic {
                         &mut result,
                         result_desc.as_mut_ptr(),
                         1,
-                        0,
+                        completion,
                     ),
                     AtomicKind::Compare => sys::fi_compare_atomicmsg(
                         self.ep.as_ptr(),
@@ -1127,7 +1156,7 @@ impl Nic {
                         &mut result,
                         result_desc.as_mut_ptr(),
                         1,
-                        0,
+                        completion,
                     ),
                 }
             }
@@ -1149,74 +1178,30 @@ impl Nic {
         at: Remote,
         tracked: *mut TrackedContext,
     ) -> Result<()> {
-        if !reg.covers(words as usize, 24) {
-            return Err(Error::InvalidArgument(
-                "an atomic's words lie outside the registration given for them".into(),
-            ));
+        let kind = if op == NetOp::CompareSwap {
+            AtomicKind::Compare
+        } else {
+            AtomicKind::Fetch
+        };
+        // SAFETY: three u64 inside `reg`, valid until completion (the caller's contract;
+        // the descriptors check they lie in `reg`).
+        unsafe {
+            let ptrs = (
+                words.cast_const().cast(),
+                words.add(1).cast_const().cast(),
+                words.add(2).cast(),
+            );
+            self.post_atomic(
+                kind,
+                op,
+                NetType::U64,
+                1,
+                ptrs,
+                Some(reg),
+                at,
+                Some(tracked),
+            )
         }
-        let mut desc = [reg.desc()];
-        let mut compare_desc = [reg.desc()];
-        let mut result_desc = [reg.desc()];
-        // SAFETY: inside `reg` (checked), valid until completion (the caller's contract).
-        let (operand, compare, result) = unsafe { (words, words.add(1), words.add(2)) };
-        let operand = sys::fi_ioc {
-            addr: operand.cast(),
-            count: 1,
-        };
-        let compare = sys::fi_ioc {
-            addr: compare.cast(),
-            count: 1,
-        };
-        let mut result = sys::fi_ioc {
-            addr: result.cast(),
-            count: 1,
-        };
-        let rma = sys::fi_rma_ioc {
-            addr: at.addr,
-            count: 1,
-            key: at.key,
-        };
-        self.post_in("fi_fetch_atomicmsg", true, Some(tracked), |ctx| {
-            let msg = sys::fi_msg_atomic {
-                msg_iov: &operand,
-                desc: desc.as_mut_ptr(),
-                iov_count: 1,
-                addr: at.peer,
-                rma_iov: &rma,
-                rma_iov_count: 1,
-                datatype: sys::fi_datatype_FI_UINT64,
-                op: op.op(),
-                context: ctx,
-                data: 0,
-            };
-            let flags = u64::from(sys::FI_COMPLETION);
-            // SAFETY: msg and the buffers it names live across the call and, by the
-            // caller's contract, until the operation completes.
-            unsafe {
-                if op == NetOp::CompareSwap {
-                    sys::fi_compare_atomicmsg(
-                        self.ep.as_ptr(),
-                        &msg,
-                        &compare,
-                        compare_desc.as_mut_ptr(),
-                        1,
-                        &mut result,
-                        result_desc.as_mut_ptr(),
-                        1,
-                        flags,
-                    )
-                } else {
-                    sys::fi_fetch_atomicmsg(
-                        self.ep.as_ptr(),
-                        &msg,
-                        &mut result,
-                        result_desc.as_mut_ptr(),
-                        1,
-                        flags,
-                    )
-                }
-            }
-        })
     }
 
     /// Posts an atomic without a result (`Sum` or `Write` of `value`) on the u64 at `at`:

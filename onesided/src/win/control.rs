@@ -14,11 +14,11 @@
 //! Every word another process reads or writes is an `AtomicU64`, and independently contended
 //! words sit on separate cache lines.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 
 use crossbeam_utils::CachePadded;
 
-use crate::plane::{AgreementPart, Answer, ControlPlane, CtrlWord, LockAt, LockPart, PendingOp};
+use crate::plane::{AgreementPart, CtrlWord, LockAt, LockPart, MappedWords};
 use crate::shm::barrier::BarrierLayout;
 
 /// Lock stripes per rank for accumulates that cannot use CPU atomics (see rma::atomic).
@@ -354,12 +354,13 @@ impl Control {
     }
 }
 
-impl Control {
+/// On one node every word is mapped: a CPU atomic answers at once.
+impl MappedWords for Control {
     /// The atomic behind `word` in the mapped control blocks. Always inlined: at each use
     /// the word is known, and the match folds away (out of line it cost a lock + unlock
     /// pair 40 instructions).
     #[inline(always)]
-    fn atomic(&self, word: CtrlWord) -> &AtomicU64 {
+    fn mapped(&self, word: CtrlWord) -> &AtomicU64 {
         match word {
             CtrlWord::Posts { at, from } => self.post_counter(at, from),
             CtrlWord::Completions { at } => &self.rank(at).completions,
@@ -393,55 +394,6 @@ impl Control {
                 }
             }
         }
-    }
-}
-
-/// On one node every word is mapped: a CPU atomic answers at once.
-impl ControlPlane for Control {
-    #[inline(always)]
-    fn fetch_add(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
-        Answer::Ready(self.atomic(word).fetch_add(value, order))
-    }
-
-    #[inline(always)]
-    fn load(&self, word: CtrlWord, order: Ordering) -> Answer {
-        Answer::Ready(self.atomic(word).load(order))
-    }
-
-    #[inline(always)]
-    fn swap(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
-        Answer::Ready(self.atomic(word).swap(value, order))
-    }
-
-    #[inline(always)]
-    fn compare_swap(&self, word: CtrlWord, expected: u64, new: u64, order: Ordering) -> Answer {
-        Answer::Ready(
-            match self
-                .atomic(word)
-                .compare_exchange(expected, new, order, Ordering::Relaxed)
-            {
-                Ok(v) | Err(v) => v,
-            },
-        )
-    }
-
-    #[inline(always)]
-    fn post_add(&self, word: CtrlWord, value: u64, order: Ordering) {
-        self.atomic(word).fetch_add(value, order);
-    }
-
-    #[inline(always)]
-    fn post_store(&self, word: CtrlWord, value: u64, order: Ordering) {
-        self.atomic(word).store(value, order);
-    }
-
-    #[inline(always)]
-    fn order_posted(&self) -> crate::error::Result<()> {
-        Ok(())
-    }
-
-    fn poll(&self, _op: &PendingOp) -> crate::error::Result<Option<u64>> {
-        unreachable!("the shared-memory plane answers every operation at once")
     }
 }
 
@@ -490,7 +442,7 @@ mod tests {
                 }
             }
             for word in words {
-                let mapped = ctrl.atomic(word) as *const AtomicU64 as usize;
+                let mapped = ctrl.mapped(word) as *const AtomicU64 as usize;
                 let offset = layout.offset_of(word).unwrap();
                 assert_eq!(mapped - base as usize, offset, "{word:?}");
                 assert!(offset + 8 <= layout.data_off, "{word:?}");

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::plane::{Answer, ControlPlane, CtrlWord, PendingOp};
+use crate::plane::{CtrlWord, MappedWords};
 use crate::shm::segment::Segment;
 
 /// One `set_num_notify`'s counters: every rank's block in one node segment.
@@ -35,65 +35,19 @@ impl NotifyTable {
     }
 }
 
-impl NotifyTable {
+/// On one node a table's counters are mapped by every process: CPU atomics answer at once.
+/// The notification calls use a posted add (an arrival), a load (a count or a wait) and a
+/// swap (a reset).
+impl MappedWords for NotifyTable {
     /// The counter behind a notification word that the caller checked exists.
     #[inline(always)]
-    fn atomic(&self, word: CtrlWord) -> &AtomicU64 {
+    fn mapped(&self, word: CtrlWord) -> &AtomicU64 {
         match word {
             CtrlWord::Notify { at, idx } => self
                 .counter(at, idx)
                 .expect("a notification word is checked before it is used"),
             other => unreachable!("a notify table holds notification counters only, not {other:?}"),
         }
-    }
-}
-
-/// On one node a table's counters are mapped by every process: CPU atomics answer at once.
-/// The operations the notification calls use: a posted add (an arrival), a load (a count
-/// or a wait) and a swap (a reset).
-impl ControlPlane for NotifyTable {
-    #[inline(always)]
-    fn fetch_add(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
-        Answer::Ready(self.atomic(word).fetch_add(value, order))
-    }
-
-    #[inline(always)]
-    fn load(&self, word: CtrlWord, order: Ordering) -> Answer {
-        Answer::Ready(self.atomic(word).load(order))
-    }
-
-    #[inline(always)]
-    fn swap(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
-        Answer::Ready(self.atomic(word).swap(value, order))
-    }
-
-    fn compare_swap(&self, word: CtrlWord, expected: u64, new: u64, order: Ordering) -> Answer {
-        Answer::Ready(
-            match self
-                .atomic(word)
-                .compare_exchange(expected, new, order, Ordering::Relaxed)
-            {
-                Ok(v) | Err(v) => v,
-            },
-        )
-    }
-
-    #[inline(always)]
-    fn post_add(&self, word: CtrlWord, value: u64, order: Ordering) {
-        self.atomic(word).fetch_add(value, order);
-    }
-
-    fn post_store(&self, word: CtrlWord, value: u64, order: Ordering) {
-        self.atomic(word).store(value, order);
-    }
-
-    #[inline(always)]
-    fn order_posted(&self) -> crate::error::Result<()> {
-        Ok(())
-    }
-
-    fn poll(&self, _op: &PendingOp) -> crate::error::Result<Option<u64>> {
-        unreachable!("mapped counters answer every operation at once")
     }
 }
 
