@@ -202,16 +202,48 @@ impl WaitOp {
 
 impl SyncOp<WinCore> for WaitOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
-        self.poll_on(&core.plane(), core.rank)
+        let plane = core.plane();
+        let step = self.poll_on(&plane, core.rank)?;
+        if step == Step::Done && !plane.is_mapped() {
+            // What `test` may take as known (see `exposure_complete`).
+            let mut known = core
+                .pscw_test_read
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            known.0 = known.0.max(self.need);
+        }
+        Ok(step)
     }
 }
 
 impl WinCore {
-    fn exposure_complete(&self, need: u64) -> bool {
-        matches!(
-            WaitOp::new(need).poll_on(&self.plane(), self.rank),
-            Ok(Step::Done)
-        )
+    /// Whether the completions of the exposure epoch have arrived: one look (a read that
+    /// answers at once on the mapped blocks); on the network the read stays pending across
+    /// calls, so that `test` in a loop sees its answer instead of asking anew each time.
+    fn exposure_complete(&self, need: u64) -> Result<bool> {
+        let plane = self.plane();
+        if plane.is_mapped() {
+            return Ok(matches!(
+                WaitOp::new(need).poll_on(&plane, self.rank),
+                Ok(Step::Done)
+            ));
+        }
+        let mut reading = self
+            .pscw_test_read
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // The counter only grows: a count already seen answers without a read (an empty
+        // exposure epoch is complete at once).
+        if need <= reading.0 {
+            return Ok(true);
+        }
+        let word = CtrlWord::Completions { at: self.rank };
+        let (seen, read) = &mut *reading;
+        let reached = count_reached(&plane, word, need, read)? == Some(true);
+        if reached {
+            *seen = need;
+        }
+        Ok(reached)
     }
 
     pub(crate) fn post(&self, group: &Group, assert: Assert) -> Result<()> {
@@ -340,7 +372,7 @@ impl WinCore {
     pub(crate) fn test(&self) -> Result<bool> {
         let need = self.epoch.exposure_target("test")?;
         self.engine.progress(self)?;
-        if self.engine.idle() && self.exposure_complete(need) {
+        if self.engine.idle() && self.exposure_complete(need)? {
             self.epoch.end_exposure();
             Ok(true)
         } else {

@@ -57,6 +57,7 @@ pub(crate) fn assemble(
             .watch()
             .map(|w| w.for_channel(crate::bootstrap::roster::channel_id(segment.tag()))),
         pscw_accesses: Default::default(),
+        pscw_test_read: Default::default(),
         dynamic: Default::default(),
         staged: Default::default(),
         notify: Default::default(),

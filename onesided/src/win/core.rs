@@ -216,6 +216,9 @@ pub(crate) struct WinCore {
     pub(crate) watch: Option<crate::bootstrap::PeerWatch>,
     /// Access epochs opened toward each peer with `start` (PSCW matching counts).
     pub(crate) pscw_accesses: Mutex<HashMap<usize, u64>>,
+    /// `test` on the network plane: the completion count known reached, and its read of
+    /// this rank's completion counter while the plane has not answered it.
+    pub(crate) pscw_test_read: Mutex<(u64, Option<crate::plane::Awaited>)>,
     pub(crate) dynamic: crate::win::regions::DynamicState,
     /// Small cross-memory-attach puts waiting for the next completion point.
     pub(crate) staged: crate::transport::combine::StagedPuts,
