@@ -161,8 +161,13 @@ impl Host for WinCore {
     /// that failed against our `free`, say) is not an arrival: its agreement ended without
     /// ours, and the member is gone, so waiting for it would never end.
     fn arrived(&self, tag: CallTag, rank: usize) -> bool {
+        // Across nodes the member's words went with it (its endpoint is closed): no
+        // arrival can be told, and the waiter reports the exit.
+        if !self.plane().is_mapped() {
+            return false;
+        }
         // Relaxed: a hint for a waiter, read after the roster's Acquire of an exit mark. A
-        // read that fails (the member's memory went with it) is no arrival.
+        // read that fails is no arrival.
         let word = published(rank, tag.seq & 1, AgreementPart::Tag);
         Awaited::from(self.plane().load(word, Ordering::Relaxed))
             .wait(&self.plane())

@@ -45,6 +45,9 @@ const API_VERSION: u32 = sys::FI_VERSION(1, 17);
 /// Completion-queue entries read per call.
 const CQ_BATCH: usize = 16;
 
+/// How long a post may be refused with "again" before it fails (see `Nic::post_in`).
+const POST_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Providers that advertise RMA but cannot serve it here: `sockets` never completes an
 /// origin's operations, bare `net` has no atomics.
 const REFUSED: [&str; 2] = ["sockets", "net"];
@@ -809,17 +812,37 @@ impl Nic {
                 }
             }
         };
+        // "Again" while the provider connects or its queues drain; for this long at most:
+        // a peer that is gone can keep answering it (tcp;ofi_rxm reconnecting to a closed
+        // endpoint), and a post must fail then, not spin for ever.
+        let give_up = std::time::Instant::now() + POST_PATIENCE;
         loop {
             let rc = post(ctx);
             if rc >= 0 {
                 return Ok(());
             }
-            if !again(rc) {
-                // Relaxed: read by flushes with the completion counters.
+            let failure = if !again(rc) {
+                Some(network_error(call, rc as i64))
+            } else if let Err(e) = self.progress() {
+                Some(e)
+            } else if std::time::Instant::now() > give_up {
+                Some(Error::Network {
+                    call,
+                    code: sys::FI_EAGAIN as i32,
+                    text: format!(
+                        "the provider refused the operation for {} s (is the peer gone?)",
+                        POST_PATIENCE.as_secs()
+                    ),
+                })
+            } else {
+                None
+            };
+            if let Some(e) = failure {
+                // Relaxed: read by flushes with the completion counters. The ticket will
+                // never complete: counted as failed, so that flushes do not wait for it.
                 self.issued(read).failed.fetch_add(1, Ordering::Relaxed);
-                return Err(network_error(call, rc as i64));
+                return Err(e);
             }
-            self.progress()?;
             std::thread::yield_now();
         }
     }

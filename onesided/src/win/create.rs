@@ -56,7 +56,8 @@ fn map_node_segment(
     if boot.node_size() != boot.size() {
         return Err(Error::Unsupported(format!(
             "{call}: the group spans several nodes ({} of {} processes on this one); \
-             onesided windows need all processes on one node until the libfabric transport lands",
+             windows of this kind across nodes come later (`allocate` windows work with \
+             the feature `ofi`)",
             boot.node_size(),
             boot.size()
         )));
