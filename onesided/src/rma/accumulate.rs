@@ -180,6 +180,28 @@ impl WinCore {
         }
     }
 
+    /// Where the network's atomics update `loc`, on a window across nodes: another node's
+    /// memory, and this node's too when CPU atomics cannot do the update (misaligned
+    /// elements) — never lock stripes, which only this node sees.
+    #[cfg(feature = "ofi")]
+    fn net_atomic_at(&self, target: usize, loc: &Located) -> Option<crate::transport::ofi::Remote> {
+        match loc.route {
+            Route::Net { peer, addr, key } => {
+                Some(crate::transport::ofi::Remote { peer, addr, key })
+            }
+            // `key`: the byte offset in the target's window memory (allocate windows).
+            Route::Direct(_) => {
+                self.net_data
+                    .get(target)
+                    .map(|base| crate::transport::ofi::Remote {
+                        addr: base.addr + loc.key as u64,
+                        ..*base
+                    })
+            }
+            Route::Cma { .. } => None,
+        }
+    }
+
     /// The element at `loc` is updated with a CPU atomic (see the module docs).
     #[inline(always)]
     fn elementwise<E: AccElement>(&self, loc: &Located) -> bool {
@@ -287,10 +309,8 @@ impl WinCore {
             return Err(self.not_intrinsic::<E>(target, &loc));
         }
         let bytes = std::mem::size_of_val(origin);
-        // Another node: the network's atomics (never stripes, which only this node sees).
         #[cfg(feature = "ofi")]
-        if let Route::Net { peer, addr, key } = loc.route {
-            let at = crate::transport::ofi::Remote { peer, addr, key };
+        if let Some(at) = self.net_atomic_at(target, &loc) {
             return crate::rma::net_atomic::accumulate(op, origin, result, at);
         }
         if let Route::Cma { addr, .. } = loc.route {
@@ -369,8 +389,7 @@ impl WinCore {
         }
         let size = std::mem::size_of::<E>();
         #[cfg(feature = "ofi")]
-        if let Route::Net { peer, addr, key } = loc.route {
-            let at = crate::transport::ofi::Remote { peer, addr, key };
+        if let Some(at) = self.net_atomic_at(target, &loc) {
             return crate::rma::net_atomic::compare_swap(compare, value, at);
         }
         if let Route::Cma { addr, .. } = loc.route {

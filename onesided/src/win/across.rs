@@ -7,7 +7,10 @@
 //! nodes then reach its memory with network RMA and atomics (`Route::Net`), and every
 //! control word of the window — on this node too — through the network control plane
 //! ([`NetPlane`]): words at the same offsets in the holder's segment. Accumulate lock
-//! stripes and parked lock memberships, which only one node sees, are not used.
+//! stripes and parked lock memberships, which only one node sees, are not used: an
+//! accumulate that CPU atomics cannot do (a misaligned element, a coarser
+//! `mpi_accumulate_granularity`) goes through the network for every rank, this node's
+//! included (`WinCore::net_data`), so that one element never sees two protocols.
 //!
 //! Not yet: `create`, dynamic and shared windows across nodes, request rings and cross-
 //! memory attach there, and per-process address and registration costs that do not grow
@@ -49,7 +52,7 @@ pub(crate) fn allocate(
     placement: Placement,
     bytes: usize,
     disp_unit: usize,
-    mut hints: WinHints,
+    hints: WinHints,
 ) -> Result<WinCore> {
     let (me, n) = (comm.rank(), comm.size());
     let nodes: Vec<usize> = (0..n).map(|r| comm.node_of(r)).collect::<Result<_>>()?;
@@ -138,9 +141,6 @@ pub(crate) fn allocate(
         })
         .collect::<Result<_>>()?;
     let plane = NetPlane::new(Arc::clone(&ep.nic), layout, areas.clone());
-    // Stripes only this node sees would not exclude the network's atomics: element-wise
-    // atomics everywhere (module docs).
-    hints.accumulate_granularity = 0;
     let place = |r: usize| match &placement {
         Ok(stride) => (r * stride, bytes, disp_unit),
         Err(table) => table[r],
@@ -191,5 +191,11 @@ pub(crate) fn allocate(
     );
     core.net = Some(Box::new(plane));
     core.net_registration = Some(reg);
+    core.net_data = (0..n)
+        .map(|r| Remote {
+            addr: areas[r].addr + (layout.data_off + place(r).0) as u64,
+            ..areas[r]
+        })
+        .collect();
     Ok(core)
 }

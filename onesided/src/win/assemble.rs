@@ -68,6 +68,8 @@ pub(crate) fn assemble(
         net: None,
         #[cfg(feature = "ofi")]
         net_registration: None,
+        #[cfg(feature = "ofi")]
+        net_data: Vec::new(),
     }
 }
 

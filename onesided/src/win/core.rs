@@ -247,6 +247,11 @@ pub(crate) struct WinCore {
     /// dropped before the segment.
     #[cfg(feature = "ofi")]
     pub(crate) net_registration: Option<crate::transport::ofi::Registration>,
+    /// Every rank's window memory as the network reaches it (windows across nodes; empty
+    /// otherwise): accumulates that CPU atomics cannot do go there for every rank, this
+    /// node's included, so that one element never sees two protocols.
+    #[cfg(feature = "ofi")]
+    pub(crate) net_data: Vec<crate::transport::ofi::Remote>,
     /// The node segment or control block; the pointers above point into it.
     pub(crate) _segment: crate::win::control::ControlMemory,
 }
