@@ -949,7 +949,7 @@ impl Nic {
         at: Remote,
         scratch: &Registration,
     ) -> Result<u64> {
-        self.fetching_u64(sys::fi_op_FI_SUM, value, None, at, scratch)
+        self.fetching_u64(NetOp::Sum, value, None, at, scratch)
     }
 
     /// Atomically replaces the u64 at `at` with `value` if it equals `compare`; returns the
@@ -961,14 +961,14 @@ impl Nic {
         at: Remote,
         scratch: &Registration,
     ) -> Result<u64> {
-        self.fetching_u64(sys::fi_op_FI_CSWAP, value, Some(compare), at, scratch)
+        self.fetching_u64(NetOp::CompareSwap, value, Some(compare), at, scratch)
     }
 
     /// A fetching atomic on one u64, through three words of `scratch` (operand, compare,
     /// result: registered, as FI_MR_LOCAL providers require), waited for.
     fn fetching_u64(
         &self,
-        op: sys::fi_op,
+        op: NetOp,
         value: u64,
         compare: Option<u64>,
         at: Remote,
@@ -980,51 +980,24 @@ impl Nic {
             ));
         }
         let words = scratch.base as *mut u64;
+        let kind = if compare.is_some() {
+            AtomicKind::Compare
+        } else {
+            AtomicKind::Fetch
+        };
         // SAFETY: three u64 inside the scratch registration, which the caller gave to this
-        // one operation (it is not used concurrently).
+        // one operation (it is not used concurrently), untouched until the flush.
         unsafe {
             words.write(value);
             words.add(1).write(compare.unwrap_or(0));
             words.add(2).write(0);
+            let ptrs = (
+                words.cast_const().cast(),
+                words.add(1).cast_const().cast(),
+                words.add(2).cast(),
+            );
+            self.post_atomic(kind, op, NetType::U64, 1, ptrs, Some(scratch), at, None)?;
         }
-        let desc = scratch.desc();
-        self.post("fi_fetch_atomic", true, |ctx| {
-            // SAFETY: buffers inside the live scratch registration.
-            unsafe {
-                match compare {
-                    None => sys::fi_fetch_atomic(
-                        self.ep.as_ptr(),
-                        words.cast(),
-                        1,
-                        desc,
-                        words.add(2).cast(),
-                        desc,
-                        at.peer,
-                        at.addr,
-                        at.key,
-                        sys::fi_datatype_FI_UINT64,
-                        op,
-                        ctx,
-                    ),
-                    Some(_) => sys::fi_compare_atomic(
-                        self.ep.as_ptr(),
-                        words.cast(),
-                        1,
-                        desc,
-                        words.add(1).cast(),
-                        desc,
-                        words.add(2).cast(),
-                        desc,
-                        at.peer,
-                        at.addr,
-                        at.key,
-                        sys::fi_datatype_FI_UINT64,
-                        op,
-                        ctx,
-                    ),
-                }
-            }
-        })?;
         self.flush(|| Ok(()))?;
         // SAFETY: the operation completed (flush): the result word is written.
         Ok(unsafe { words.add(2).read() })
