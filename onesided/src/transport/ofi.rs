@@ -396,6 +396,17 @@ impl NetType {
     }
 }
 
+/// How a posted atomic completes (every one is also counted by its completion counter).
+#[derive(Debug, Clone, Copy)]
+enum Completion {
+    /// By a later flush; the caller's buffers stay valid until then.
+    Counted,
+    /// By a later flush; the operand is copied by the post (`FI_INJECT`, no result).
+    Injected,
+    /// By a completion-queue entry that marks this context (`FI_COMPLETION`).
+    Tracked(*mut TrackedContext),
+}
+
 /// How an atomic returns: nothing, the previous value, or the previous value of a compare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum AtomicKind {
@@ -996,7 +1007,16 @@ impl Nic {
                 words.add(1).cast_const().cast(),
                 words.add(2).cast(),
             );
-            self.post_atomic(kind, op, NetType::U64, 1, ptrs, Some(scratch), at, None)?;
+            self.post_atomic(
+                kind,
+                op,
+                NetType::U64,
+                1,
+                ptrs,
+                Some(scratch),
+                at,
+                Completion::Counted,
+            )?;
         }
         self.flush(|| Ok(()))?;
         // SAFETY: the operation completed (flush): the result word is written.
@@ -1058,16 +1078,15 @@ impl Nic {
     ) -> Result<()> {
         let ptrs = (operand, compare, result);
         // SAFETY: the caller's contract.
-        unsafe { self.post_atomic(kind, op, ty, count, ptrs, local, at, None) }
+        unsafe { self.post_atomic(kind, op, ty, count, ptrs, local, at, Completion::Counted) }
     }
 
-    /// [`Nic::atomic`] with the buffers `(operand, compare, result)`; with `tracked`, the
-    /// operation asks for a completion-queue entry that marks it (and is counted as every
-    /// other operation).
+    /// [`Nic::atomic`] with the buffers `(operand, compare, result)`, completed as
+    /// `completion` says (every operation is counted by its counter too).
     ///
     /// # Safety
-    /// As for [`Nic::atomic`]; `tracked` must stay valid until it says the operation
-    /// completed.
+    /// As for [`Nic::atomic`] (the operand only during the call when injected); a tracked
+    /// context must stay valid until it says the operation completed.
     #[allow(clippy::too_many_arguments)]
     unsafe fn post_atomic(
         &self,
@@ -1078,7 +1097,7 @@ impl Nic {
         (operand, compare, result): (*const u8, *const u8, *mut u8),
         local: Option<&Registration>,
         at: Remote,
-        tracked: Option<*mut TrackedContext>,
+        completion: Completion,
     ) -> Result<()> {
         let bytes = count * ty.size();
         let desc = |p: *const u8| self.local_desc(local, p as usize, bytes);
@@ -1111,10 +1130,10 @@ impl Nic {
             key: at.key,
         };
         let read = kind != AtomicKind::Write;
-        let completion = if tracked.is_some() {
-            u64::from(sys::FI_COMPLETION)
-        } else {
-            0
+        let (tracked, completion, inject) = match completion {
+            Completion::Counted => (None, 0, 0),
+            Completion::Injected => (None, 0, u64::from(sys::FI_INJECT)),
+            Completion::Tracked(t) => (Some(t), u64::from(sys::FI_COMPLETION), 0),
         };
         self.post_in("fi_atomicmsg", read, tracked, |ctx| {
             let msg = sys::fi_msg_atomic {
@@ -1129,7 +1148,7 @@ impl Nic {
                 context: ctx,
                 data: 0,
             };
-            let flags = u64::from(sys::FI_DELIVERY_COMPLETE) | completion;
+            let flags = u64::from(sys::FI_DELIVERY_COMPLETE) | completion | inject;
             // SAFETY: msg and the buffers it names live across the call and, by the
             // caller's contract, until the flush.
             unsafe {
@@ -1195,7 +1214,7 @@ impl Nic {
                 ptrs,
                 Some(reg),
                 at,
-                Some(tracked),
+                Completion::Tracked(tracked),
             )
         }
     }
@@ -1205,40 +1224,20 @@ impl Nic {
     /// [`Nic::flush`] returns (`FI_DELIVERY_COMPLETE`).
     pub(crate) fn post_word(&self, op: NetOp, value: u64, at: Remote) -> Result<()> {
         debug_assert!(matches!(op, NetOp::Sum | NetOp::Write));
-        let operand = value;
-        let iov = sys::fi_ioc {
-            addr: (&operand as *const u64).cast_mut().cast(),
-            count: 1,
-        };
-        let mut desc = [ptr::null_mut()];
-        let rma = sys::fi_rma_ioc {
-            addr: at.addr,
-            count: 1,
-            key: at.key,
-        };
-        self.post("fi_atomicmsg", false, |ctx| {
-            let msg = sys::fi_msg_atomic {
-                msg_iov: &iov,
-                desc: desc.as_mut_ptr(),
-                iov_count: 1,
-                addr: at.peer,
-                rma_iov: &rma,
-                rma_iov_count: 1,
-                datatype: sys::fi_datatype_FI_UINT64,
-                op: op.op(),
-                context: ctx,
-                data: 0,
-            };
-            // SAFETY: msg and the operand live across the call; FI_INJECT: the provider
-            // copied the operand when it returns.
-            unsafe {
-                sys::fi_atomicmsg(
-                    self.ep.as_ptr(),
-                    &msg,
-                    u64::from(sys::FI_INJECT | sys::FI_DELIVERY_COMPLETE),
-                )
-            }
-        })
+        let ptrs = ((&value as *const u64).cast(), ptr::null(), ptr::null_mut());
+        // SAFETY: injected: the provider copied the operand when the post returns.
+        unsafe {
+            self.post_atomic(
+                AtomicKind::Write,
+                op,
+                NetType::U64,
+                1,
+                ptrs,
+                None,
+                at,
+                Completion::Injected,
+            )
+        }
     }
 
     /// Drives the endpoint like [`Nic::progress`], but blocks in the completion queue's
