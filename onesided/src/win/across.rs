@@ -24,15 +24,12 @@ use crate::shm::segment::Segment;
 use crate::transport::net;
 use crate::transport::ofi::{Registration, Remote};
 use crate::transport::Route;
+use crate::win::assemble::{placed, Placement};
 use crate::win::control::{Control, ControlLayout, ControlMemory, WIN_MAGIC};
 use crate::win::core::{LocalRegion, TargetRegion, Targets, WinCore};
 use crate::win::info::WinHints;
 use crate::win::netplane::NetPlane;
 use crate::win::Flavor;
-
-/// Where each rank's memory lies in the data area: one stride for all, or (offset, bytes,
-/// disp_unit) per rank.
-pub(crate) type Placement = std::result::Result<usize, Vec<(usize, usize, usize)>>;
 
 /// What a rank publishes: its registration's key and remote base, then its endpoint name.
 fn record(reg: &Registration, name: &[u8]) -> Vec<u8> {
@@ -141,10 +138,7 @@ pub(crate) fn allocate(
         })
         .collect::<Result<_>>()?;
     let plane = NetPlane::new(Arc::clone(&ep.nic), layout, areas.clone());
-    let place = |r: usize| match &placement {
-        Ok(stride) => (r * stride, bytes, disp_unit),
-        Err(table) => table[r],
-    };
+    let place = |r: usize| placed(&placement, r, bytes, disp_unit);
     let segment = ControlMemory::Segment(seg);
     let mut core = crate::win::assemble::assemble(
         comm,

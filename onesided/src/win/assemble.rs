@@ -95,3 +95,21 @@ fn make_rings(
     // its `_segment`; the local memory and the stripes live as long as the window.
     Some(unsafe { crate::transport::ring::Rings::new(base, stride, comm.size(), me, serve) })
 }
+
+/// Where each rank's memory lies in an `allocate` window's data area: one stride for all
+/// (symmetric), or (offset, bytes, disp_unit) per rank.
+pub(crate) type Placement = std::result::Result<usize, Vec<(usize, usize, usize)>>;
+
+/// Rank `r`'s (offset, bytes, disp_unit) under `placement`; `bytes` and `disp_unit` are
+/// every rank's when the placement is symmetric.
+pub(crate) fn placed(
+    placement: &Placement,
+    r: usize,
+    bytes: usize,
+    disp_unit: usize,
+) -> (usize, usize, usize) {
+    match placement {
+        Ok(stride) => (r * stride, bytes, disp_unit),
+        Err(table) => table[r],
+    }
+}

@@ -13,7 +13,7 @@ use crate::memory;
 use crate::shm::heap::{CHUNK_BYTES, MAX_BLOCK};
 use crate::shm::segment::{segment_name, Segment};
 use crate::transport::Route;
-use crate::win::assemble::assemble;
+use crate::win::assemble::{assemble, placed, Placement};
 use crate::win::control::{Control, ControlLayout, ControlMemory, WIN_MAGIC};
 use crate::win::core::{LocalRegion, PeerMapping, TargetRegion, Targets, WinCore};
 use crate::win::info::{keys, WinHints, WinInfo};
@@ -351,23 +351,22 @@ pub(crate) fn allocate(
     let contiguous = shared && !hints.alloc_shared_noncontig;
     let pad = |b: usize| if contiguous { b } else { padded(b) };
     // Symmetric: O(1) metadata. Otherwise one allgather and a table.
-    let placement: std::result::Result<usize, Vec<(usize, usize, usize)>> =
-        if same_size && same_unit {
-            Ok(pad(bytes))
-        } else {
-            let all = comm.allgather_for(call, &[b, d])?;
-            let mut offset = 0usize;
-            Err(all
-                .chunks_exact(2)
-                .map(|c| {
-                    let (bytes, du) = (c[0] as usize, c[1] as usize);
-                    let entry = (offset, bytes, du);
-                    // Saturating: a sum beyond the address space is refused just below.
-                    offset = offset.saturating_add(pad(bytes));
-                    entry
-                })
-                .collect())
-        };
+    let placement: Placement = if same_size && same_unit {
+        Ok(pad(bytes))
+    } else {
+        let all = comm.allgather_for(call, &[b, d])?;
+        let mut offset = 0usize;
+        Err(all
+            .chunks_exact(2)
+            .map(|c| {
+                let (bytes, du) = (c[0] as usize, c[1] as usize);
+                let entry = (offset, bytes, du);
+                // Saturating: a sum beyond the address space is refused just below.
+                offset = offset.saturating_add(pad(bytes));
+                entry
+            })
+            .collect())
+    };
     let data_bytes = match &placement {
         Ok(stride) => stride.checked_mul(n),
         Err(table) => table
@@ -432,10 +431,7 @@ pub(crate) fn allocate(
             ),
         },
         |ctrl| {
-            let off = match &placement2 {
-                Ok(stride) => me * stride,
-                Err(table) => table[me].0,
-            };
+            let (off, _, _) = placed(&placement2, me, bytes, disp_unit);
             LocalRegion {
                 base: ctrl.data_base().wrapping_add(off),
                 bytes,
