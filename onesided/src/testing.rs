@@ -221,6 +221,15 @@ pub fn requests_served() -> u64 {
     crate::transport::ring::served_batches()
 }
 
+/// Network operations this process posted (feature `ofi`) that its endpoint has not seen
+/// complete yet: 0 right after a flush that covers them, or when no endpoint is open.
+/// Tests use it to prove that a completion point completed what was in flight (the data
+/// alone may have arrived by then anyway).
+#[cfg(feature = "ofi")]
+pub fn network_operations_in_flight() -> u64 {
+    crate::transport::net::in_flight()
+}
+
 /// A unit test's guard against hanging: aborts the test process when it is still alive
 /// `secs` seconds after it was made (a hang then fails the test run instead of stalling
 /// it); dropping it disarms it. (The network tests use it: a lost answer hangs.)

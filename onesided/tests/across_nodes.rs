@@ -163,3 +163,150 @@ fn misaligned_accumulates_across_nodes_lose_nothing() {
         })
         .assert_success();
 }
+
+/// Operations left in flight on the network: 4 ranks, 2 per virtual node. Puts and
+/// accumulates to the other node return before they are complete there (short data is
+/// copied, long data waited for); every completion point — flush, unlock, unlock_all,
+/// fence — must complete them first. Rank 0 puts 20 000 distinct values into rank 2 and
+/// then long puts (past the copy limit) and strided puts, with more copied bytes in flight
+/// than the endpoint may hold (a flush on the way); every rank adds 3 000 times into rank
+/// 3's word (ranks 2 and 3 with CPU atomics, 0 and 1 through the network) and reads it back
+/// through a fetching accumulate that must see its own earlier updates; with
+/// `mpi_win_order`, a put of data then a put of a flag from the other node: a rank that
+/// sees the flag sees the data.
+#[test]
+fn operations_in_flight_complete_at_every_completion_point() {
+    testing::job(4)
+        .nodes(2)
+        .timeout(std::time::Duration::from_secs(90))
+        .run(|u| {
+            let w = u.world();
+            let me = w.rank();
+            const SMALL: usize = 20_000;
+            const LONG: usize = 96 << 10; // bytes, past the copy limit of 64 KiB
+            let len = SMALL + 2 * LONG / 8 + 64;
+            let win = Window::<u64>::allocate(w, len)?;
+            win.fence(Assert::NONE)?;
+            if me == 0 {
+                win.lock(LockType::Exclusive, 2, Assert::NONE)?;
+                for i in 0..SMALL {
+                    win.put(&[i as u64 * 7 + 1], 2, i)?;
+                }
+                // 300 copied puts of 64 KiB: more than the 16 MiB the endpoint holds.
+                let block = vec![5u64; (64 << 10) / 8];
+                for _ in 0..300 {
+                    win.put(&block, 2, SMALL)?;
+                }
+                win.flush(2)?;
+                let long: Vec<u64> = (0..LONG / 8).map(|i| i as u64 ^ 0xabc).collect();
+                win.put(&long, 2, SMALL)?;
+                win.put(&long, 2, SMALL + LONG / 8)?;
+                // A strided put: every other element of the last 64.
+                let strided = onesided::Layout::<u64>::vector(32, 1, 2)?;
+                let tail = [9u64; 32];
+                win.put_layout(
+                    &tail,
+                    &onesided::Layout::contiguous(32)?,
+                    2,
+                    len - 64,
+                    &strided,
+                )?;
+                // Complete at rank 2 by the flush: it reads them while the epoch is open.
+                win.flush(2)?;
+                assert_eq!(testing::network_operations_in_flight(), 0, "after flush");
+            }
+            w.barrier()?;
+            if me == 2 {
+                let mut got = vec![0u64; len];
+                win.local_read(0, &mut got)?;
+                for (i, &v) in got[..SMALL].iter().enumerate() {
+                    assert_eq!(v, i as u64 * 7 + 1, "small put {i}");
+                }
+                for (i, &v) in got[SMALL..SMALL + 2 * LONG / 8].iter().enumerate() {
+                    let i = i % (LONG / 8);
+                    assert_eq!(v, i as u64 ^ 0xabc, "long put element {i}");
+                }
+                for (i, &v) in got[len - 64..].iter().enumerate() {
+                    assert_eq!(v, if i % 2 == 0 { 9 } else { 0 }, "strided put {i}");
+                }
+            }
+            w.barrier()?;
+            if me == 0 {
+                win.unlock(2)?;
+            }
+
+            // Accumulates in flight, from both nodes, to rank 3's word 0.
+            const ADDS: u64 = 3_000;
+            win.lock_all(Assert::NONE)?;
+            for k in 0..ADDS {
+                win.accumulate(&[1], 3, 0, Op::Sum)?;
+                if k % 1000 == 999 {
+                    win.flush(3)?;
+                    assert_eq!(testing::network_operations_in_flight(), 0, "after flush");
+                }
+            }
+            // Accumulate ordering: this rank's fetching accumulate comes after its adds.
+            let mut seen = [0u64];
+            win.get_accumulate(&[0], &mut seen, 3, 0, Op::NoOp)?;
+            assert!(
+                seen[0] >= ADDS,
+                "a fetch overtook this rank's adds: {}",
+                seen[0]
+            );
+            for k in 0..ADDS {
+                win.accumulate(&[1], 3, 1, Op::Sum)?;
+                if k % 1000 == 999 {
+                    win.flush_all()?;
+                    assert_eq!(
+                        testing::network_operations_in_flight(),
+                        0,
+                        "after flush_all"
+                    );
+                }
+            }
+            // Complete at rank 3 by the flushes: it reads them while the epoch is open.
+            w.barrier()?;
+            if me == 3 {
+                let mut total = [0u64; 2];
+                win.local_read(0, &mut total)?;
+                assert_eq!(total, [4 * ADDS; 2], "accumulates lost in flight");
+            }
+            w.barrier()?;
+            win.unlock_all()?;
+
+            // mpi_win_order: data then flag, from rank 1 (node 0) to rank 3 (node 1).
+            let ordered = win.dup_with_info(&onesided::WinInfo::new().order(true))?;
+            if me == 1 {
+                ordered.lock(LockType::Shared, 3, Assert::NONE)?;
+                for round in 1..=200u64 {
+                    ordered.put(&[round; 4], 3, 8)?;
+                    ordered.accumulate(&[round], 3, 12, Op::Replace)?;
+                }
+                ordered.unlock(3)?;
+            }
+            if me == 3 {
+                win.lock(LockType::Shared, 3, Assert::NONE)?;
+                let mut last = 0;
+                while last < 200 {
+                    let mut flag = [0u64];
+                    win.get_accumulate(&[0], &mut flag, 3, 12, Op::NoOp)?;
+                    let mut data = [0u64; 4];
+                    win.get(&mut data, 3, 8)?;
+                    win.flush(3)?;
+                    assert!(
+                        data.iter().all(|&d| d >= flag[0]),
+                        "flag {} before its data {data:?}",
+                        flag[0]
+                    );
+                    last = flag[0];
+                    std::thread::yield_now();
+                }
+                win.unlock(3)?;
+            }
+            drop(ordered);
+            w.barrier()?;
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}

@@ -100,6 +100,7 @@ impl<E: AccElement + Send> crate::progress::SyncOp<WinCore> for DeferredAccumula
         core.acc_run(self.target, loc, &self.data, self.op, None, self.flags)?;
         if self.remote {
             core.ring_gate(self.target)?;
+            core.complete_net()?;
             std::sync::atomic::fence(Ordering::SeqCst);
         }
         Ok(crate::progress::Step::Done)
@@ -311,7 +312,15 @@ impl WinCore {
         let bytes = std::mem::size_of_val(origin);
         #[cfg(feature = "ofi")]
         if let Some(at) = self.net_atomic_at(target, &loc) {
-            return crate::rma::net_atomic::accumulate(op, origin, result, at);
+            return match result {
+                Some(_) => crate::rma::net_atomic::accumulate(op, origin, result, at),
+                None => {
+                    crate::rma::net_atomic::issue_accumulate(op, origin, at)?;
+                    // Maybe left in flight: the next flush completes it.
+                    self.epoch.forget_flush_cache();
+                    Ok(())
+                }
+            };
         }
         if let Route::Cma { addr, .. } = loc.route {
             if let Some(rings) = self.ring_toward(target, bytes, flags) {

@@ -56,7 +56,8 @@ impl SyncOp<WinCore> for DeferredPut {
         // (the call already reported any error it could see then).
         let at = core.locate("put", self.target, self.disp, self.data.len())?;
         core.ring_gate(self.target)?;
-        at.route.write(&self.data)?;
+        at.route.post_write(&self.data)?;
+        core.note_issued(at.route);
         core.recycle_copy(std::mem::take(&mut self.data));
         Ok(Step::Done)
     }
@@ -107,7 +108,8 @@ impl WinCore {
                 if flags.order() {
                     self.drain_before_op(flags)?;
                 }
-                route.write(src)?
+                route.post_write(src)?;
+                self.note_issued(route);
             }
         }
         self.epoch.note_rma();
@@ -298,7 +300,8 @@ impl<T: Pod> Window<T> {
                 .map(|([o, t], len)| (o, t, len))
                 .collect();
         base.route
-            .write_pieces(bytemuck::cast_slice(origin), &list)?;
+            .post_write_pieces(bytemuck::cast_slice(origin), &list)?;
+        self.core.note_issued(base.route);
         self.core.epoch.note_rma();
         Ok(())
     }

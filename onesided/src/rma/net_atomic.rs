@@ -74,6 +74,35 @@ pub(crate) fn accumulate<E: AccElement>(
     accumulate_with(&ep.nic, &ep.table, op, origin, result, at)
 }
 
+/// [`accumulate`] without a result, *issued*: where the provider has the operation
+/// natively and delivers one endpoint's operations to a peer in order (MPI's accumulate
+/// ordering then holds while they are in flight), posted with a copy of `origin` and
+/// complete at the target by the next flush of the endpoint; otherwise (and for long
+/// runs) waited for as [`accumulate`] does.
+pub(crate) fn issue_accumulate<E: AccElement>(op: Op, origin: &[E], at: Remote) -> Result<()> {
+    let ep = net::endpoint()?;
+    let bytes = std::mem::size_of_val(origin);
+    let (nop, ty, size) = (net_op(op), net_type(E::TYPE), std::mem::size_of::<E>());
+    let max = match ep.table.count(AtomicKind::Write, nop, ty) {
+        Some(max) if op != Op::NoOp && bytes <= net::COPY_MAX && ep.nic.orders_after_writes() => {
+            max
+        }
+        _ => return accumulate_with(&ep.nic, &ep.table, op, origin, None, at),
+    };
+    if ep.nic.held_bytes() + bytes > net::HELD_MAX {
+        ep.nic.flush(|| Ok(()))?;
+    }
+    for (i, run) in origin.chunks(max).enumerate() {
+        let here = Remote {
+            addr: at.addr + (i * max * size) as u64,
+            ..at
+        };
+        ep.nic
+            .atomic_copied(nop, ty, bytemuck::cast_slice(run), here)?;
+    }
+    Ok(())
+}
+
 /// [`accumulate`] on `nic` with its `table`.
 pub(crate) fn accumulate_with<E: AccElement>(
     nic: &Nic,

@@ -26,9 +26,15 @@
 //! operation overtakes staged puts, they are written ([`WinCore::drain_before_op`]) — the
 //! calling thread's, or with `mpi_win_order` and process scope every thread's.
 //!
-//! A network route (issue "Windows across nodes") adds its own counts here — puts and
-//! atomics posted to the provider, and their completions on a counter — and the same
-//! completion points wait on them.
+//! | network (`transport::net`, windows across nodes) | a put or non-fetching accumulate posted (the endpoint's `posted` count; short data copied, long data waited for) | the endpoint's completion counters (`FI_DELIVERY_COMPLETE`): [`WinCore::complete_net`] |
+//!
+//! Gets, fetching atomics and long puts across nodes wait for their own completion (a
+//! tracked queue entry), not for everything in flight. Every network post forgets the
+//! window's flush cache, so that the inlined flush takes the path that completes it.
+//! Ordering on the network: the provider delivers one endpoint's operations to a peer in
+//! order where it says so (`FI_ORDER_RAW | FI_ORDER_WAW`: tcp;ofi_rxm, shm); where it does
+//! not, accumulates wait for their own completion and `mpi_win_order` completes what is in
+//! flight before each operation.
 
 use crate::error::Result;
 use crate::progress::Completes;
@@ -43,10 +49,46 @@ impl WinCore {
     pub(crate) fn complete_issued(&self, scope: Completes) -> Result<()> {
         // Nothing staged and no rings (mapped memory everywhere): every route completed
         // its operations before they returned — one load on the unlock fast path.
-        if self.rings.is_none() && !self.staged.any_staged() {
+        if self.rings.is_none() && !self.staged.any_staged() && self.plane().is_mapped() {
             return Ok(());
         }
         self.complete_issued_slow(scope)
+    }
+
+    /// Completes at their targets the network operations this process issued (a window
+    /// across nodes; nothing otherwise). The endpoint's flush covers every window's
+    /// operations: it completes more than asked, never less.
+    #[inline]
+    pub(crate) fn complete_net(&self) -> Result<()> {
+        #[cfg(feature = "ofi")]
+        if let Some(plane) = &self.net {
+            return plane.quiet();
+        }
+        Ok(())
+    }
+
+    /// After an operation was issued on `route`: one left in flight on the network makes
+    /// the next flush take the path that completes it (the inlined flush only fences).
+    #[inline]
+    pub(crate) fn note_issued(&self, route: crate::transport::Route) {
+        #[cfg(feature = "ofi")]
+        if let crate::transport::Route::Net { .. } = route {
+            self.epoch.forget_flush_cache();
+        }
+        let _ = route;
+    }
+
+    /// Before an operation that `mpi_win_order` orders after those in flight: where the
+    /// provider does not deliver in order, everything issued through the network is
+    /// completed first.
+    #[inline]
+    fn order_net(&self, flags: Flags) -> Result<()> {
+        #[cfg(feature = "ofi")]
+        if flags.order() && self.net.is_some() && !crate::transport::net::ordered()? {
+            return self.complete_net();
+        }
+        let _ = flags;
+        Ok(())
     }
 
     /// [`WinCore::complete_issued`] when something may be outstanding.
@@ -57,9 +99,13 @@ impl WinCore {
             // Staged puts are kept per thread, not per target: all of them go.
             Completes::Target(t) => {
                 self.staged.drain_all()?;
-                self.ring_gate(t)
+                self.ring_gate(t)?;
+                self.complete_net()
             }
-            Completes::All => self.drain_staged(),
+            Completes::All => {
+                self.drain_staged()?;
+                self.complete_net()
+            }
         }
     }
 
@@ -83,11 +129,12 @@ impl WinCore {
             self.staged.drain_own()?;
             // Requests in rings run in order: up to our own last one (other threads' from
             // before it included, none from after it).
-            self.complete_own_rings()
+            self.complete_own_rings()?;
         } else {
             self.staged.drain_all()?;
-            self.complete_rings()
+            self.complete_rings()?;
         }
+        self.complete_net()
     }
 
     /// Writes the staged puts that must land before an operation (get, accumulate,
@@ -99,10 +146,11 @@ impl WinCore {
     #[inline]
     pub(crate) fn drain_before_op(&self, flags: Flags) -> Result<()> {
         if flags.order() && !flags.thread_scope() {
-            self.staged.drain_all()
+            self.staged.drain_all()?;
         } else {
-            self.staged.drain_own()
+            self.staged.drain_own()?;
         }
+        self.order_net(flags)
     }
 
     /// The full ring gate: before an operation toward `target` that does not go through its

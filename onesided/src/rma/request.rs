@@ -241,8 +241,10 @@ impl<T: AccElement> Window<T> {
         }
         // Accumulates are never staged.
         self.accumulate(origin, target, disp, op)?;
-        // An update handed to the target's ring is done once the ring is empty.
+        // An update handed to the target's ring is done once the ring is empty; one
+        // posted to the network, once the endpoint's counters say so.
         self.core.ring_gate_for(target, self.flags.get())?;
+        self.core.complete_net()?;
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         Ok(Request::done())
     }

@@ -92,7 +92,9 @@ impl Route {
             },
             Route::Cma { pid, addr } => cma::write(pid, addr, src),
             #[cfg(feature = "ofi")]
-            Route::Net { .. } => self.write_pieces(src, &[(0, 0, src.len())]),
+            Route::Net { peer, addr, key } => net::endpoint()?
+                .nic
+                .write_waited(src, Self::remote(peer, addr, key)),
         }
     }
 
@@ -107,10 +109,38 @@ impl Route {
             },
             Route::Cma { pid, addr } => cma::read(pid, addr, dst),
             #[cfg(feature = "ofi")]
-            Route::Net { .. } => {
-                let len = dst.len();
-                self.read_pieces(dst, &[(0, 0, len)])
+            // Waited for on its own: a get does not wait for the writes in flight.
+            Route::Net { peer, addr, key } => net::endpoint()?
+                .nic
+                .read_waited(dst, Self::remote(peer, addr, key)),
+        }
+    }
+
+    /// Writes `src` at the route's address, *issued*: `src` is free when this returns, and
+    /// the write is complete at the target by the window's next completion point (flush,
+    /// unlock, complete, fence: the outbox, `rma::outbox`). Mapped memory and cross-memory
+    /// attach complete it at once; the network completes it there.
+    #[inline]
+    pub(crate) fn post_write(self, src: &[u8]) -> Result<()> {
+        match self {
+            #[cfg(feature = "ofi")]
+            Route::Net { .. } => self.post_write_pieces(src, &[(0, 0, src.len())]),
+            _ => self.write(src),
+        }
+    }
+
+    /// [`Route::write_pieces`], issued like [`Route::post_write`].
+    pub(crate) fn post_write_pieces(
+        self,
+        src: &[u8],
+        pieces: &[(usize, usize, usize)],
+    ) -> Result<()> {
+        match self {
+            #[cfg(feature = "ofi")]
+            Route::Net { peer, addr, key } => {
+                net::post_write(src, pieces, Self::remote(peer, addr, key))
             }
+            _ => self.write_pieces(src, pieces),
         }
     }
 

@@ -11,7 +11,17 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::transport::nic_progress::{ProgressMode, Server};
-use crate::transport::ofi::{AtomicTable, Nic, PROVIDER_ENV};
+use crate::transport::ofi::{AtomicTable, Nic, Remote, PROVIDER_ENV};
+
+/// Writes up to this many bytes are posted with a copy of their data and complete at the
+/// next completion point (the call returns at once); longer ones are posted from the
+/// caller's buffer and waited for (a copy would cost as much as the transfer).
+pub(crate) const COPY_MAX: usize = 64 << 10;
+
+/// Copied origin bytes the endpoint may hold in operations not yet seen complete; beyond
+/// it a write first completes everything in flight, so a long epoch of small writes holds
+/// bounded memory.
+pub(crate) const HELD_MAX: usize = 16 << 20;
 
 /// The environment variable naming the address the endpoint binds to.
 pub(crate) const ADDR_ENV: &str = "ONESIDED_NET_ADDR";
@@ -77,4 +87,37 @@ impl Endpoint {
         peers.insert(name.to_vec(), a);
         Ok(a)
     }
+}
+
+/// Writes `pieces` — (offset in `src`, offset from `to`, length) — of `src` to `to`,
+/// issued: complete at the target at the caller's next completion point (a flush of the
+/// endpoint), `src` free at once. Short writes go out with a copy; long ones are waited for.
+pub(crate) fn post_write(src: &[u8], pieces: &[(usize, usize, usize)], to: Remote) -> Result<()> {
+    let nic = &endpoint()?.nic;
+    let total: usize = pieces.iter().map(|p| p.2).sum();
+    if total > COPY_MAX {
+        for &(o, t, len) in pieces {
+            let here = Remote {
+                addr: to.addr + t as u64,
+                ..to
+            };
+            nic.write_waited(&src[o..o + len], here)?;
+        }
+        return Ok(());
+    }
+    if nic.held_bytes() + total > HELD_MAX {
+        nic.flush(|| Ok(()))?;
+    }
+    nic.write_copied_pieces(src, pieces, to)
+}
+
+/// True when the endpoint's provider delivers operations to a peer in issue order where
+/// a write or a read follows a write ([`Nic::orders_after_writes`]).
+pub(crate) fn ordered() -> Result<bool> {
+    Ok(endpoint()?.nic.orders_after_writes())
+}
+
+/// Operations posted on the endpoint not yet seen complete (0 when none is open).
+pub(crate) fn in_flight() -> u64 {
+    ENDPOINT.get().map_or(0, |e| e.nic.in_flight())
 }

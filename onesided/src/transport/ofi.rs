@@ -32,7 +32,7 @@
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_int, c_void};
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use onesided_ofi_sys as sys;
@@ -94,6 +94,9 @@ pub(crate) struct Described {
     pub mode: u64,
     /// True when the provider progresses data transfers only inside calls into it.
     pub manual_progress: bool,
+    /// The orderings the provider keeps between operations of one endpoint to one peer
+    /// (`FI_ORDER_*` of its transmit attributes).
+    pub msg_order: u64,
 }
 
 /// An owned `fi_info` list (freed on drop) and the entry chosen from it.
@@ -280,6 +283,9 @@ struct OpContext {
     ticket: u64,
     /// Boxed: the provider holds its address.
     ctx: Box<TrackedContext>,
+    /// The origin bytes of a copied operation ([`Nic::write_copied`]): the provider reads
+    /// them until the operation completes (a `Vec`'s heap buffer does not move with it).
+    kept: Vec<u8>,
 }
 
 /// libfabric's atomic operations (`fi_op`).
@@ -397,13 +403,25 @@ impl NetType {
 }
 
 /// How a posted atomic completes (every one is also counted by its completion counter).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 enum Completion {
     /// By a later flush; the caller's buffers stay valid until then.
     Counted,
     /// By a later flush; the operand is copied by the post (`FI_INJECT`, no result).
     Injected,
+    /// By a later flush; the operand lies in this buffer, which the operation's context
+    /// keeps until then (no result).
+    Kept(Vec<u8>),
     /// By a completion-queue entry that marks this context (`FI_COMPLETION`).
+    Tracked(*mut TrackedContext),
+}
+
+/// The context an operation is posted with ([`Nic::post_in`]).
+enum Context {
+    /// One of ours, freed by the flush that sees the operation complete, with the origin
+    /// bytes it keeps until then (empty when the caller keeps them).
+    Ours(Vec<u8>),
+    /// The caller's, alive until it says the operation completed.
     Tracked(*mut TrackedContext),
 }
 
@@ -472,6 +490,8 @@ pub(crate) struct Nic {
     reads: Issued,
     /// Contexts of posted operations, freed by the flush that sees them complete.
     contexts: Mutex<Vec<OpContext>>,
+    /// Bytes the contexts keep (copies of origin data), for [`Nic::held_bytes`].
+    held: AtomicUsize,
     /// Requested keys of our registrations (providers without FI_MR_PROV_KEY).
     next_key: AtomicU64,
     /// The completion queue has a wait object ([`Nic::open_with`]).
@@ -628,6 +648,7 @@ impl Nic {
                 mode: (*i).mode,
                 manual_progress: (*(*i).domain_attr).data_progress
                     == sys::fi_progress_FI_PROGRESS_MANUAL,
+                msg_order: (*(*i).tx_attr).msg_order,
             };
             Ok(Nic {
                 ep,
@@ -642,6 +663,7 @@ impl Nic {
                 writes: Issued::default(),
                 reads: Issued::default(),
                 contexts: Mutex::new(Vec::new()),
+                held: AtomicUsize::new(0),
                 next_key: AtomicU64::new(1),
                 waitable,
             })
@@ -788,16 +810,17 @@ impl Nic {
         read: bool,
         post: impl FnMut(*mut c_void) -> isize,
     ) -> Result<()> {
-        self.post_in(call, read, None, post)
+        self.post_in(call, read, Context::Ours(Vec::new()), post)
     }
 
-    /// [`Nic::post`] with the context of a tracked operation (`tracked`, kept alive by
-    /// its owner until the operation completed) instead of one of ours.
+    /// [`Nic::post`] with the operation's context as `context` says: one of ours (keeping
+    /// the operation's copied origin bytes until a flush sees it complete), or a tracked
+    /// one its owner keeps alive until the operation completed.
     fn post_in(
         &self,
         call: &'static str,
         read: bool,
-        tracked: Option<*mut TrackedContext>,
+        context: Context,
         mut post: impl FnMut(*mut c_void) -> isize,
     ) -> Result<()> {
         let ctx: *mut c_void = {
@@ -809,13 +832,16 @@ impl Nic {
             // count before it waits and frees only contexts below it. A tracked operation
             // takes one too: the counters count it like any other.
             let ticket = self.issued(read).posted.fetch_add(1, Ordering::Relaxed);
-            match tracked {
-                Some(t) => t.cast(),
-                None => {
+            match context {
+                Context::Tracked(t) => t.cast(),
+                Context::Ours(kept) => {
+                    // Relaxed: a budget (see held_bytes), not a synchronization.
+                    self.held.fetch_add(kept.len(), Ordering::Relaxed);
                     let mut op = OpContext {
                         read,
                         ticket,
                         ctx: Box::default(),
+                        kept,
                     };
                     let p: *mut TrackedContext = &mut *op.ctx;
                     contexts.push(op);
@@ -882,8 +908,7 @@ impl Nic {
     }
 
     /// Writes `src` to `to`; complete at the target once a later [`Nic::flush`] returns
-    /// (`FI_DELIVERY_COMPLETE`). `src` may be reused when this returns only if the
-    /// provider copied it (small writes); otherwise it must stay untouched until the flush.
+    /// (`FI_DELIVERY_COMPLETE`).
     ///
     /// # Safety
     /// `src` must stay valid and unchanged until the next flush returns.
@@ -894,17 +919,102 @@ impl Nic {
         to: Remote,
     ) -> Result<()> {
         let desc = self.local_desc(local, src.as_ptr() as usize, src.len())?;
+        // SAFETY: the caller's contract.
+        unsafe { self.post_write(src.as_ptr(), src.len(), desc, to, Context::Ours(Vec::new())) }
+    }
+
+    /// Writes a copy of `src` to `to`: `src` is free when this returns, and the write is
+    /// complete at the target once a later [`Nic::flush`] returns. The copy lives in the
+    /// operation's context until then ([`Nic::held_bytes`]).
+    pub(crate) fn write_copied(&self, src: &[u8], to: Remote) -> Result<()> {
+        self.write_copied_pieces(src, &[(0, 0, src.len())], to)
+    }
+
+    /// [`Nic::write_copied`] of `pieces` — (offset in `src`, offset from `to`, length):
+    /// one copy of them all, one write per piece.
+    pub(crate) fn write_copied_pieces(
+        &self,
+        src: &[u8],
+        pieces: &[(usize, usize, usize)],
+        to: Remote,
+    ) -> Result<()> {
+        // The copy is not registered: an error for providers that need registered buffers.
+        self.local_desc(None, 0, 0)?;
+        let pieces: Vec<_> = pieces.iter().filter(|p| p.2 > 0).collect();
+        let mut kept = Vec::with_capacity(pieces.iter().map(|p| p.2).sum());
+        for &&(o, _, len) in &pieces {
+            kept.extend_from_slice(&src[o..o + len]);
+        }
+        let base = kept.as_ptr();
+        let mut kept = Some(kept);
+        let mut at = 0;
+        for (i, &&(_, t, len)) in pieces.iter().enumerate() {
+            // The last piece's context keeps the copy: a flush frees a context only once
+            // every operation posted before it completed, the earlier pieces included.
+            let context = match i + 1 == pieces.len() {
+                true => Context::Ours(kept.take().unwrap_or_default()),
+                false => Context::Ours(Vec::new()),
+            };
+            let here = Remote {
+                addr: to.addr + t as u64,
+                ..to
+            };
+            // SAFETY: `at..at + len` lies inside the copy (the pieces' lengths sum to
+            // its length), whose heap buffer stays put and alive until a flush sees the
+            // last piece complete.
+            let posted =
+                unsafe { self.post_write(base.add(at), len, ptr::null_mut(), here, context) };
+            if let Err(e) = posted {
+                // Earlier pieces may still read the copy, and no context keeps it: it
+                // outlives them by never being freed (a failing network only).
+                std::mem::forget(kept);
+                return Err(e);
+            }
+            at += len;
+        }
+        Ok(())
+    }
+
+    /// Writes `src` to `to` and waits until the write is complete at the target (only
+    /// this one: other operations in flight are not waited for).
+    pub(crate) fn write_waited(&self, src: &[u8], to: Remote) -> Result<()> {
+        let desc = self.local_desc(None, src.as_ptr() as usize, src.len())?;
+        let tracked = TrackedContext::default();
+        let ctx = Context::Tracked(&tracked as *const TrackedContext as *mut TrackedContext);
+        // SAFETY: `src` is borrowed, and `tracked` alive, until the wait below saw the
+        // operation complete (it returns only then, or when the post failed).
+        unsafe { self.post_write(src.as_ptr(), src.len(), desc, to, ctx)? };
+        self.wait_tracked(&tracked)
+    }
+
+    /// Posts one write of `len` bytes at `src` with descriptor `desc` to `to`, with
+    /// `context`: delivery complete, and with a queue entry when the context is tracked.
+    ///
+    /// # Safety
+    /// `len` bytes at `src` stay valid and unchanged until the operation completed.
+    unsafe fn post_write(
+        &self,
+        src: *const u8,
+        len: usize,
+        desc: *mut c_void,
+        to: Remote,
+        context: Context,
+    ) -> Result<()> {
         let mut desc_arr = [desc];
         let iov = sys::iovec {
-            iov_base: src.as_ptr() as *mut c_void,
-            iov_len: src.len(),
+            iov_base: src as *mut c_void,
+            iov_len: len,
         };
         let rma = sys::fi_rma_iov {
             addr: to.addr,
-            len: src.len(),
+            len,
             key: to.key,
         };
-        self.post("fi_writemsg", false, |ctx| {
+        let completion = match context {
+            Context::Tracked(_) => u64::from(sys::FI_COMPLETION),
+            Context::Ours(_) => 0,
+        };
+        self.post_in("fi_writemsg", false, context, |ctx| {
             let msg = sys::fi_msg_rma {
                 msg_iov: &iov,
                 desc: desc_arr.as_mut_ptr(),
@@ -915,11 +1025,10 @@ impl Nic {
                 context: ctx,
                 data: 0,
             };
+            let flags = u64::from(sys::FI_DELIVERY_COMPLETE) | completion;
             // SAFETY: msg and what it points to live across the call; the caller keeps
-            // src valid until the flush.
-            unsafe {
-                sys::fi_writemsg(self.ep.as_ptr(), &msg, u64::from(sys::FI_DELIVERY_COMPLETE))
-            }
+            // the source valid until the operation completed.
+            unsafe { sys::fi_writemsg(self.ep.as_ptr(), &msg, flags) }
         })
     }
 
@@ -934,21 +1043,70 @@ impl Nic {
         from: Remote,
     ) -> Result<()> {
         let desc = self.local_desc(local, dst.as_ptr() as usize, dst.len())?;
-        let (buf, len) = (dst.as_mut_ptr(), dst.len());
-        self.post("fi_read", true, |ctx| {
-            // SAFETY: the caller keeps dst valid until the flush.
-            unsafe {
-                sys::fi_read(
-                    self.ep.as_ptr(),
-                    buf.cast(),
-                    len,
-                    desc,
-                    from.peer,
-                    from.addr,
-                    from.key,
-                    ctx,
-                )
-            }
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.post_read(
+                dst.as_mut_ptr(),
+                dst.len(),
+                desc,
+                from,
+                Context::Ours(Vec::new()),
+            )
+        }
+    }
+
+    /// Reads into `dst` from `from` and waits for the bytes (only for this read).
+    pub(crate) fn read_waited(&self, dst: &mut [u8], from: Remote) -> Result<()> {
+        let desc = self.local_desc(None, dst.as_ptr() as usize, dst.len())?;
+        let tracked = TrackedContext::default();
+        let ctx = Context::Tracked(&tracked as *const TrackedContext as *mut TrackedContext);
+        // SAFETY: `dst` is borrowed, and `tracked` alive, until the wait below saw the
+        // operation complete (it returns only then, or when the post failed).
+        unsafe { self.post_read(dst.as_mut_ptr(), dst.len(), desc, from, ctx)? };
+        self.wait_tracked(&tracked)
+    }
+
+    /// Posts one read of `len` bytes into `dst` (descriptor `desc`) from `from`, with
+    /// `context`.
+    ///
+    /// # Safety
+    /// `len` bytes at `dst` stay valid, and unread, until the operation completed.
+    unsafe fn post_read(
+        &self,
+        dst: *mut u8,
+        len: usize,
+        desc: *mut c_void,
+        from: Remote,
+        context: Context,
+    ) -> Result<()> {
+        let mut desc_arr = [desc];
+        let iov = sys::iovec {
+            iov_base: dst.cast(),
+            iov_len: len,
+        };
+        let rma = sys::fi_rma_iov {
+            addr: from.addr,
+            len,
+            key: from.key,
+        };
+        let completion = match context {
+            Context::Tracked(_) => u64::from(sys::FI_COMPLETION),
+            Context::Ours(_) => 0,
+        };
+        self.post_in("fi_readmsg", true, context, |ctx| {
+            let msg = sys::fi_msg_rma {
+                msg_iov: &iov,
+                desc: desc_arr.as_mut_ptr(),
+                iov_count: 1,
+                addr: from.peer,
+                rma_iov: &rma,
+                rma_iov_count: 1,
+                context: ctx,
+                data: 0,
+            };
+            // SAFETY: msg and what it points to live across the call; the caller keeps
+            // the destination valid until the operation completed.
+            unsafe { sys::fi_readmsg(self.ep.as_ptr(), &msg, completion) }
         })
     }
 
@@ -1081,6 +1239,35 @@ impl Nic {
         unsafe { self.post_atomic(kind, op, ty, count, ptrs, local, at, Completion::Counted) }
     }
 
+    /// A non-fetching atomic of `op` on the elements of `ty` in `operand` at `at`, posted
+    /// with a copy of them: `operand` is free when this returns, and the update is
+    /// complete at the target once a later [`Nic::flush`] returns.
+    pub(crate) fn atomic_copied(
+        &self,
+        op: NetOp,
+        ty: NetType,
+        operand: &[u8],
+        at: Remote,
+    ) -> Result<()> {
+        let kept = operand.to_vec();
+        let ptrs = (kept.as_ptr(), ptr::null(), ptr::null_mut());
+        let count = operand.len() / ty.size();
+        // SAFETY: the operand lies in `kept`, which the operation's context keeps (its heap
+        // buffer unmoved) until a flush sees the operation complete.
+        unsafe {
+            self.post_atomic(
+                AtomicKind::Write,
+                op,
+                ty,
+                count,
+                ptrs,
+                None,
+                at,
+                Completion::Kept(kept),
+            )
+        }
+    }
+
     /// [`Nic::atomic`] with the buffers `(operand, compare, result)`, completed as
     /// `completion` says (every operation is counted by its counter too).
     ///
@@ -1130,12 +1317,13 @@ impl Nic {
             key: at.key,
         };
         let read = kind != AtomicKind::Write;
-        let (tracked, completion, inject) = match completion {
-            Completion::Counted => (None, 0, 0),
-            Completion::Injected => (None, 0, u64::from(sys::FI_INJECT)),
-            Completion::Tracked(t) => (Some(t), u64::from(sys::FI_COMPLETION), 0),
+        let (context, completion, inject) = match completion {
+            Completion::Counted => (Context::Ours(Vec::new()), 0, 0),
+            Completion::Injected => (Context::Ours(Vec::new()), 0, u64::from(sys::FI_INJECT)),
+            Completion::Kept(kept) => (Context::Ours(kept), 0, 0),
+            Completion::Tracked(t) => (Context::Tracked(t), u64::from(sys::FI_COMPLETION), 0),
         };
-        self.post_in("fi_atomicmsg", read, tracked, |ctx| {
+        self.post_in("fi_atomicmsg", read, context, |ctx| {
             let msg = sys::fi_msg_atomic {
                 msg_iov: &operand,
                 desc: operand_desc.as_mut_ptr(),
@@ -1361,11 +1549,82 @@ impl Nic {
         };
         // Every operation with a ticket below the counts read first has completed: its
         // context is free.
+        let mut freed = 0;
         self.contexts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .retain(|op| op.ticket >= if op.read { reads } else { writes });
+            .retain(|op| {
+                let pending = op.ticket >= if op.read { reads } else { writes };
+                if !pending {
+                    freed += op.kept.len();
+                }
+                pending
+            });
+        // Relaxed: see held_bytes.
+        self.held.fetch_sub(freed, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Operations posted and not yet counted complete (nor failed) by the counters.
+    pub(crate) fn in_flight(&self) -> u64 {
+        // SAFETY: live counters.
+        let (w, r) = unsafe {
+            (
+                sys::fi_cntr_read(self.write_cntr.as_ptr()),
+                sys::fi_cntr_read(self.read_cntr.as_ptr()),
+            )
+        };
+        // Relaxed: a snapshot for tests; counts only grow.
+        let done = w
+            + r
+            + self.writes.failed.load(Ordering::Relaxed)
+            + self.reads.failed.load(Ordering::Relaxed);
+        let posted =
+            self.writes.posted.load(Ordering::Relaxed) + self.reads.posted.load(Ordering::Relaxed);
+        posted.saturating_sub(done)
+    }
+
+    /// Bytes of origin data that posted operations keep ([`Nic::write_copied`],
+    /// [`Nic::atomic_copied`]) until a flush sees them complete: a caller bounds it by
+    /// flushing.
+    pub(crate) fn held_bytes(&self) -> usize {
+        // Relaxed: a budget; a stale value only moves one flush earlier or later.
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// True when the provider delivers this endpoint's operations to one peer in issue
+    /// order where a write follows a write or a read follows a write (RMA and atomics):
+    /// then operations that must land in order (MPI's accumulate ordering,
+    /// `mpi_win_order`) can stay in flight together.
+    pub(crate) fn orders_after_writes(&self) -> bool {
+        let need = u64::from(sys::FI_ORDER_RAW | sys::FI_ORDER_WAW);
+        self.described.msg_order & need == need
+    }
+
+    /// Waits until the tracked operation with context `tracked` completed, driving
+    /// progress: `Ok` when it succeeded. A failure of another operation that a progress
+    /// call reports meanwhile does not end the wait (the context must outlive the
+    /// operation); it is returned after it.
+    fn wait_tracked(&self, tracked: &TrackedContext) -> Result<()> {
+        let mut backoff = crate::backoff::Backoff::new();
+        let mut other = Ok(());
+        loop {
+            match tracked.completed() {
+                Some(false) => return other,
+                Some(true) => {
+                    return Err(other.err().unwrap_or(Error::Network {
+                        call: "operation",
+                        code: 0,
+                        text: "the operation completed in error".into(),
+                    }))
+                }
+                None => {}
+            }
+            if let Err(e) = self.progress() {
+                other = other.and(Err(e));
+            }
+            backoff.snooze();
+        }
     }
 
     /// The `fi_info` entry the endpoint was opened from (for the transport's capability
@@ -1465,6 +1724,112 @@ mod tests {
         // SAFETY: every operation completed.
         assert_eq!(unsafe { target.0.as_ptr().add(5).read_volatile() }, 7);
         drop((t_reg, l_reg, s_reg));
+    }
+
+    /// Copied writes and atomics stay in flight after their calls returned — the caller's
+    /// buffer is reused at once — until a flush; nothing can complete while the target
+    /// does not progress, and the flush returns only once every one is at the target.
+    /// Waited writes and reads complete on their own; copies held return to zero.
+    fn copied_operations_complete_at_the_flush(provider: &str) {
+        let _watchdog = crate::testing::Watchdog::new("copied operations", 60);
+        let a = Nic::open(provider, "127.0.0.1").expect("open A");
+        let b = Nic::open(provider, "127.0.0.1").expect("open B");
+        let b_at_a = a.insert(&b.name().unwrap()).unwrap();
+        // Well below what a peer's queues hold: posts to a target that does not progress
+        // are accepted only up to there (shm's command queue stops short of 400).
+        const N: usize = 1000;
+        let mut target = Words::new(N + 16);
+        // SAFETY: the box outlives the registration; it is read only after flushes.
+        let t_reg = unsafe { b.register(target.ptr(), (N + 16) * 8).unwrap() };
+        let at = |word: usize| Remote {
+            peer: b_at_a,
+            addr: t_reg.remote_base + 8 * word as u64,
+            key: t_reg.key,
+        };
+        // B progresses while `serve` is set (the connection is made then), and says when
+        // it stopped (`paused`).
+        let serve = std::sync::atomic::AtomicBool::new(true);
+        let paused = std::sync::atomic::AtomicBool::new(false);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !done.load(Ordering::Relaxed) {
+                    if serve.load(Ordering::Acquire) {
+                        b.progress().unwrap();
+                    } else {
+                        paused.store(true, Ordering::Release);
+                    }
+                    std::thread::yield_now();
+                }
+            });
+            let mut src = [0u64];
+            a.write_waited(bytemuck::cast_slice(&src), at(N + 8))
+                .unwrap();
+            serve.store(false, Ordering::Release);
+            while !paused.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            // One while B does not progress (shm refuses a second delivery-complete write
+            // until the peer answered the first), the rest while it does: the caller's
+            // buffer is reused after each call.
+            const PAUSED: usize = 1;
+            for i in 0..N {
+                if i == PAUSED {
+                    assert!(a.held_bytes() >= PAUSED * 8, "copies held");
+                    assert!(
+                        a.in_flight() > 0,
+                        "completed while the target did not progress"
+                    );
+                    serve.store(true, Ordering::Release);
+                }
+                src[0] = i as u64 + 1;
+                a.write_copied(bytemuck::cast_slice(&src), at(i))
+                    .unwrap_or_else(|e| panic!("write {i}: {e}"));
+            }
+            let ones = [1u64; 2];
+            for _ in 0..50 {
+                a.atomic_copied(NetOp::Sum, NetType::U64, bytemuck::cast_slice(&ones), at(N))
+                    .unwrap();
+            }
+            // Pieces (offset in source, offset at the target, length): words 2 and 0.
+            let pair = [70u64, 80];
+            let pieces = [(0, 8 * (N + 4), 8), (8, 8 * (N + 6), 8)];
+            a.write_copied_pieces(bytemuck::cast_slice(&pair), &pieces, at(0))
+                .unwrap();
+            a.flush(|| Ok(())).unwrap();
+            assert_eq!(a.in_flight(), 0);
+            assert_eq!(a.held_bytes(), 0, "copies freed by the flush");
+            // SAFETY: every write completed at the target (delivery complete).
+            let seen: Vec<u64> = (0..N + 8)
+                .map(|i| unsafe { target.0.as_ptr().add(i).read_volatile() })
+                .collect();
+            for i in 0..N {
+                assert_eq!(seen[i], i as u64 + 1, "copied write {i}");
+            }
+            assert_eq!(seen[N..N + 2], [50, 50], "copied atomics");
+            assert_eq!((seen[N + 4], seen[N + 6]), (70, 80), "copied pieces");
+            // Waited: complete when they return, each on its own.
+            let long: Vec<u64> = (0..8).map(|i| i * 3).collect();
+            a.write_waited(bytemuck::cast_slice(&long), at(8)).unwrap();
+            let mut back = [0u64; 8];
+            a.read_waited(bytemuck::cast_slice_mut(&mut back), at(8))
+                .unwrap();
+            assert_eq!(back.to_vec(), long);
+            done.store(true, Ordering::Relaxed);
+        });
+        drop(t_reg);
+    }
+
+    #[test]
+    fn tcp_rxm_copied_operations_complete_at_the_flush() {
+        require("tcp;ofi_rxm");
+        copied_operations_complete_at_the_flush("tcp;ofi_rxm");
+    }
+
+    #[test]
+    fn shm_copied_operations_complete_at_the_flush() {
+        require("shm");
+        copied_operations_complete_at_the_flush("shm");
     }
 
     /// Whether this machine has libfabric's provider `name` (tests skip nothing silently:
