@@ -1803,8 +1803,8 @@ mod tests {
             let seen: Vec<u64> = (0..N + 8)
                 .map(|i| unsafe { target.0.as_ptr().add(i).read_volatile() })
                 .collect();
-            for i in 0..N {
-                assert_eq!(seen[i], i as u64 + 1, "copied write {i}");
+            for (i, &v) in seen[..N].iter().enumerate() {
+                assert_eq!(v, i as u64 + 1, "copied write {i}");
             }
             assert_eq!(seen[N..N + 2], [50, 50], "copied atomics");
             assert_eq!((seen[N + 4], seen[N + 6]), (70, 80), "copied pieces");
