@@ -63,6 +63,35 @@ mod universe;
 mod win;
 
 pub use bootstrap::{Bootstrap, Call, CallTag, Comm, ReduceOp, Reducible, ThreadLevel};
+
+/// This process's network endpoint (feature `ofi`), as [`network`] reports it.
+#[cfg(feature = "ofi")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkEndpoint {
+    /// The libfabric provider (`tcp;ofi_rxm`, …): `ONESIDED_PROVIDER`, else the best one
+    /// this machine offers.
+    pub provider: String,
+    /// How the progress thread serves it (`ONESIDED_PROGRESS`: `spin`, `yield`, `block`).
+    pub progress: &'static str,
+    /// The address it is bound to (`ONESIDED_NET_ADDR`, else the loopback).
+    pub address: String,
+}
+
+/// The network endpoint windows across nodes use in this process (feature `ofi`); `None`
+/// until the first such window opened it.
+///
+/// ```no_run
+/// # let world = onesided::init()?.world().clone();
+/// let win = onesided::Window::<u64>::allocate(&world, 8)?;
+/// if let Some(net) = onesided::network() {
+///     println!("{} ({} progress) at {}", net.provider, net.progress, net.address);
+/// }
+/// # Ok::<(), onesided::Error>(())
+/// ```
+#[cfg(feature = "ofi")]
+pub fn network() -> Option<NetworkEndpoint> {
+    transport::net::description()
+}
 pub use bytemuck::{Pod, Zeroable};
 pub use coll::alltoallv::{
     alltoallv_rma_oneshot, alltoallv_two_sided, Alltoallv, AlltoallvVariant, AutoChoice, BreakEven,

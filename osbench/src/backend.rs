@@ -205,6 +205,12 @@ pub trait Backend: Sized {
     fn known_defect(&self, _bench: &str, _kind: WinKind) -> Option<&'static str> {
         None
     }
+
+    /// Whether this implementation has synchronization mode `sync` (the raw network
+    /// baseline has only `flush`); the transfer benchmarks skip the others.
+    fn supports_sync(&self, _sync: SyncMode) -> bool {
+        true
+    }
 }
 
 /// The RMA calls the benchmarks time. `elem` is an element index into the target's window

@@ -402,7 +402,7 @@ fn latency_typed<B: Backend, T: Elem>(
             continue;
         }
         let win = b.window::<T>(kind, max.div_ceil(std::mem::size_of::<T>()))?;
-        for &sync in &p.syncs {
+        for &sync in p.syncs.iter().filter(|&&s| b.supports_sync(s)) {
             for &bytes in &sizes {
                 let secs = transfer(b, &win, op, sync, bytes, 1, false, p)?;
                 out.push(Record::new(
@@ -435,7 +435,7 @@ pub fn bandwidth<B: Backend>(b: &B, bench: &str, p: &Params, out: &mut Vec<Recor
     let max = p.sizes.iter().copied().max().unwrap_or(8);
     for &kind in &p.windows {
         let win = b.window::<u8>(kind, max)?;
-        for &sync in &p.syncs {
+        for &sync in p.syncs.iter().filter(|&&s| b.supports_sync(s)) {
             for &bytes in &p.sizes {
                 let secs = transfer(b, &win, op, sync, bytes, BW_WINDOW, bidir, p)?;
                 let moved = (bytes * BW_WINDOW * if bidir { 2 } else { 1 }) as f64;

@@ -15,6 +15,8 @@ mod bench;
 mod memhandle;
 #[cfg(feature = "mpi")]
 mod mpi_backend;
+#[cfg(feature = "ofi")]
+mod ofi_raw;
 mod os_backend;
 mod patterns;
 mod plot;
@@ -384,20 +386,55 @@ fn run_step<B: Backend>(b: &B, step: &Step, p: &Params, out: &mut Vec<Record>) -
     }
 }
 
-/// The implementations measured in this job.
-enum Impls {
-    Onesided(OsBackend),
+/// The implementations measured in this job: onesided always; the host MPI when started
+/// by `mpiexec` (feature `mpi`); the raw libfabric baseline when the job spans nodes
+/// (feature `ofi`).
+struct Impls {
+    ours: OsBackend,
     #[cfg(feature = "mpi")]
-    Both(OsBackend, mpi_backend::MpiBackend),
+    host: Option<mpi_backend::MpiBackend>,
+    #[cfg(feature = "ofi")]
+    raw: Option<ofi_raw::OfiRaw>,
 }
 
 impl Impls {
-    fn names(&self) -> Vec<String> {
-        match self {
-            Impls::Onesided(o) => vec![o.name().to_owned()],
+    fn onesided(ours: OsBackend) -> Impls {
+        Impls {
+            ours,
             #[cfg(feature = "mpi")]
-            Impls::Both(o, m) => vec![o.name().to_owned(), m.name().to_owned()],
+            host: None,
+            #[cfg(feature = "ofi")]
+            raw: None,
         }
+    }
+
+    /// Adds the raw network baseline when `world` spans nodes (collective).
+    #[cfg(feature = "ofi")]
+    fn with_raw_baseline(mut self, cli: &Cli) -> BResult<Impls> {
+        let world = self.ours.comm();
+        let spans = (0..world.size())
+            .map(|r| world.node_of(r))
+            .collect::<Result<Vec<_>, _>>()?
+            .windows(2)
+            .any(|w| w[0] != w[1]);
+        if spans && !cli.onesided_only {
+            self.raw = Some(ofi_raw::OfiRaw::new(world.clone())?);
+        }
+        Ok(self)
+    }
+
+    fn names(&self) -> Vec<String> {
+        #[allow(unused_mut)]
+        let mut names = vec![self.ours.name().to_owned()];
+        #[cfg(feature = "mpi")]
+        if let Some(m) = &self.host {
+            names.push(m.name().to_owned());
+        }
+        #[cfg(feature = "ofi")]
+        if let Some(r) = &self.raw {
+            names.push(r.name().to_owned());
+        }
+        names
     }
 
     /// Runs `step` for every implementation: in `--rounds` turns for the benchmarks measured
@@ -405,15 +442,18 @@ impl Impls {
     /// otherwise. Ticks once per implementation name, also for one the step skips.
     fn run(&self, step: &Step, p: &Params, out: &mut Vec<Record>, tick: &dyn Fn()) -> BResult<()> {
         type Runner<'a> = Box<dyn Fn(&Params, &mut Vec<Record>) -> BResult<()> + 'a>;
-        let mut runners: Vec<Runner<'_>> = Vec::new();
-        match self {
-            Impls::Onesided(o) => runners.push(Box::new(move |p, v| run_step(o, step, p, v))),
-            #[cfg(feature = "mpi")]
-            Impls::Both(o, m) => {
-                runners.push(Box::new(move |p, v| run_step(o, step, p, v)));
-                if !step.bench.onesided_only() {
-                    runners.push(Box::new(move |p, v| run_step(m, step, p, v)));
-                }
+        let ours = &self.ours;
+        let mut runners: Vec<Runner<'_>> = vec![Box::new(move |p, v| run_step(ours, step, p, v))];
+        #[cfg(feature = "mpi")]
+        if let Some(m) = &self.host {
+            if !step.bench.onesided_only() {
+                runners.push(Box::new(move |p, v| run_step(m, step, p, v)));
+            }
+        }
+        #[cfg(feature = "ofi")]
+        if let Some(r) = &self.raw {
+            if ofi_raw::runs(step.bench.name()) {
+                runners.push(Box::new(move |p, v| run_step(r, step, p, v)));
             }
         }
         let (rounds, per_round) = if in_rounds(step.bench) {
@@ -441,11 +481,7 @@ impl Impls {
 }
 
 fn run(cli: &Cli, impls: &Impls) -> BResult<()> {
-    let world = match impls {
-        Impls::Onesided(o) => o.comm().clone(),
-        #[cfg(feature = "mpi")]
-        Impls::Both(o, _) => o.comm().clone(),
-    };
+    let world = impls.ours.comm().clone();
     let me = world.rank();
     if world.size() < 2 {
         return Err(BenchError(
@@ -501,6 +537,15 @@ fn run(cli: &Cli, impls: &Impls) -> BResult<()> {
         world.size(),
         names.join(", ")
     );
+    #[cfg(feature = "ofi")]
+    if let Some(net) = onesided::network() {
+        let _ = writeln!(
+            o,
+            "network: {} at {}, progress thread {} (ONESIDED_PROVIDER, ONESIDED_NET_ADDR, \
+             ONESIDED_PROGRESS); ofi-raw on the same",
+            net.provider, net.address, net.progress
+        );
+    }
     let summary = report::summary(&records);
     if !summary.is_empty() {
         let _ = writeln!(o, "\n######## Summary ########");
@@ -550,10 +595,19 @@ fn main() -> ExitCode {
     }
 }
 
+/// The implementations of a job that onesided's own launcher started.
+fn own_job(cli: &Cli, world: &onesided::Comm) -> BResult<Impls> {
+    let impls = Impls::onesided(OsBackend::new(world.clone()));
+    #[cfg(feature = "ofi")]
+    let impls = impls.with_raw_baseline(cli)?;
+    let _ = cli;
+    Ok(impls)
+}
+
 #[cfg(not(feature = "mpi"))]
 fn start(cli: &Cli) -> BResult<()> {
     let u = onesided::init()?;
-    run(cli, &Impls::Onesided(OsBackend::new(u.world().clone())))
+    run(cli, &own_job(cli, u.world())?)
 }
 
 #[cfg(feature = "mpi")]
@@ -561,7 +615,7 @@ fn start(cli: &Cli) -> BResult<()> {
     use onesided::mpi;
     if !onesided::bootstrap::mpi::launched_by_mpi() {
         let u = onesided::init()?;
-        return run(cli, &Impls::Onesided(OsBackend::new(u.world().clone())));
+        return run(cli, &own_job(cli, u.world())?);
     }
     // Threads share windows only in thread-flush. MPI_THREAD_MULTIPLE makes some MPIs
     // slower on every call, so only a run that names thread-flush asks for it (`all` keeps
@@ -576,14 +630,13 @@ fn start(cli: &Cli) -> BResult<()> {
     let world = mpi_universe.world();
     let u = onesided::init_mpi(&world)?;
     let ours = OsBackend::new(u.world().clone());
-    let impls = if cli.onesided_only {
-        Impls::Onesided(ours)
-    } else {
-        Impls::Both(
-            ours,
-            mpi_backend::MpiBackend::new(&world, provided == mpi::Threading::Multiple)?,
-        )
-    };
+    let mut impls = Impls::onesided(ours);
+    if !cli.onesided_only {
+        impls.host = Some(mpi_backend::MpiBackend::new(
+            &world,
+            provided == mpi::Threading::Multiple,
+        )?);
+    }
     let result = run(cli, &impls);
     if let Err(e) = &result {
         // Windows of the failed benchmark are still open at other processes: finalizing

@@ -33,6 +33,9 @@ pub(crate) struct Endpoint {
     pub(crate) table: AtomicTable,
     /// Peers' addresses in the address vector, by their endpoint names.
     peers: Mutex<HashMap<Vec<u8>, u64>>,
+    /// How the progress thread serves it, and the address it is bound to.
+    mode: ProgressMode,
+    addr: String,
     _server: Server,
 }
 
@@ -65,6 +68,8 @@ pub(crate) fn endpoint() -> Result<&'static Endpoint> {
         nic,
         table,
         peers: Mutex::default(),
+        mode,
+        addr,
         _server: server,
     };
     ENDPOINT
@@ -120,4 +125,13 @@ pub(crate) fn ordered() -> Result<bool> {
 /// Operations posted on the endpoint not yet seen complete (0 when none is open).
 pub(crate) fn in_flight() -> u64 {
     ENDPOINT.get().map_or(0, |e| e.nic.in_flight())
+}
+
+/// What [`crate::network`] reports.
+pub(crate) fn description() -> Option<crate::NetworkEndpoint> {
+    ENDPOINT.get().map(|e| crate::NetworkEndpoint {
+        provider: e.nic.described().provider.clone(),
+        progress: e.mode.name(),
+        address: e.addr.clone(),
+    })
 }

@@ -1,0 +1,96 @@
+//! osbench across two virtual nodes (feature `ofi`): the transfer benchmarks run through
+//! onesided and through the raw libfabric baseline (`ofi-raw`) in the same job, each
+//! validating the data it moves, and the header names the provider and progress mode.
+//! `cargo test -p osbench --features ofi --test across_nodes`.
+#![cfg(feature = "ofi")]
+
+use std::time::Duration;
+
+use onesided::launch::{launch, LaunchSpec, Output};
+
+#[test]
+fn transfers_run_beside_the_raw_baseline() {
+    let dir = std::env::temp_dir().join(format!("osbench-nodes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("results.json");
+    let mut spec = LaunchSpec::new(2, env!("CARGO_BIN_EXE_osbench"));
+    spec.nodes = 2;
+    spec.args = [
+        "put-latency",
+        "get-latency",
+        "acc-latency",
+        "get-acc-latency",
+        "fop-latency",
+        "cas-latency",
+        "put-bw",
+        "msg-rate",
+        "--window",
+        "allocate",
+        "--sync",
+        "flush,fence",
+        "--sizes",
+        "8,96K",
+        "--time-ms",
+        "20",
+        "--rounds",
+        "2",
+        "--json",
+        json.to_str().unwrap(),
+    ]
+    .iter()
+    .map(|a| a.into())
+    .collect();
+    spec.timeout = Some(Duration::from_secs(300));
+    spec.output = Output::Capture;
+    let report = launch(&spec).expect("launch");
+    let text = |rank: usize, err: bool| {
+        report
+            .output
+            .get(rank)
+            .map(|o| String::from_utf8_lossy(if err { &o.stderr } else { &o.stdout }).into_owned())
+            .unwrap_or_default()
+    };
+    assert!(
+        report.failure.is_none(),
+        "osbench failed: {:?}\n{}\n{}\n{}",
+        report.failure,
+        text(0, false),
+        text(0, true),
+        text(1, true)
+    );
+    let stdout = text(0, false);
+    assert!(
+        stdout.contains("implementations: onesided, ofi-raw"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("network: tcp;ofi_rxm at 127.0.0.1, progress thread block"),
+        "{stdout}"
+    );
+    let records: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let cells = |imp: &str, bench: &str, sync: &str| {
+        records
+            .iter()
+            .filter(|r| r["impl"] == imp && r["bench"] == bench && r["sync"] == sync)
+            .filter(|r| {
+                r["metric"] == "latency" || r["metric"] == "bandwidth" || r["metric"] == "rate"
+            })
+            .count()
+    };
+    for bench in ["put-latency", "get-latency", "put-bw"] {
+        assert_eq!(cells("onesided", bench, "flush"), 2, "{bench}");
+        assert_eq!(cells("ofi-raw", bench, "flush"), 2, "{bench}");
+        // Only onesided has fence.
+        assert_eq!(cells("onesided", bench, "fence"), 2, "{bench}");
+        assert_eq!(cells("ofi-raw", bench, "fence"), 0, "{bench}");
+    }
+    for bench in ["acc-latency", "get-acc-latency"] {
+        assert_eq!(cells("ofi-raw", bench, "flush"), 2, "{bench}");
+    }
+    for bench in ["fop-latency", "cas-latency"] {
+        assert_eq!(cells("ofi-raw", bench, "flush"), 1, "{bench}");
+    }
+    assert_eq!(cells("ofi-raw", "msg-rate", "lock_all"), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
