@@ -443,6 +443,7 @@ impl Impls {
     fn run(&self, step: &Step, p: &Params, out: &mut Vec<Record>, tick: &dyn Fn()) -> BResult<()> {
         type Runner<'a> = Box<dyn Fn(&Params, &mut Vec<Record>) -> BResult<()> + 'a>;
         let ours = &self.ours;
+        #[allow(unused_mut)] // without features `mpi` and `ofi`, onesided alone
         let mut runners: Vec<Runner<'_>> = vec![Box::new(move |p, v| run_step(ours, step, p, v))];
         #[cfg(feature = "mpi")]
         if let Some(m) = &self.host {
