@@ -310,3 +310,102 @@ fn operations_in_flight_complete_at_every_completion_point() {
         })
         .assert_success();
 }
+
+/// `create` windows across two virtual nodes, over a `Vec` (this node's peers reach it by
+/// cross-memory attach) and over `alloc_mem` memory (they map it): 4 ranks, 2 per node,
+/// of different sizes. Puts and gets to both nodes under fence, accumulates,
+/// fetch_and_op and compare-and-swap from every rank to one word (CPU atomics on its node,
+/// network atomics from the other, one protocol per element), a lock epoch counting with
+/// get + put, and an empty window at one rank.
+#[test]
+fn create_windows_across_two_virtual_nodes() {
+    testing::job(4)
+        .nodes(2)
+        .timeout(std::time::Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            let (me, n) = (w.rank(), w.size());
+            for shared_heap in [false, true] {
+                // Rank 3's window is empty; the others hold 16 + rank elements.
+                let len = if me == 3 { 0 } else { 16 + me };
+                let win = if shared_heap {
+                    let mut mem = onesided::alloc_mem::<u64>(len.max(1))?;
+                    mem.iter_mut().for_each(|v| *v = 0);
+                    Window::create(w, mem)?
+                } else {
+                    Window::create(w, vec![0u64; len])?
+                };
+                let other = (me + 2) % n; // the other node
+                let next = (me + 1) % n;
+                win.fence(Assert::NONE)?;
+                if other != 3 {
+                    win.put(&[me as u64 + 100], other, 0)?;
+                }
+                if next != 3 {
+                    win.put(&[me as u64 + 200], next, 1)?;
+                }
+                if me != 3 && !shared_heap {
+                    // An empty window refuses any displacement (alloc_mem gives rank 3 one
+                    // element).
+                    assert!(
+                        win.put(&[1], 3, 0).is_err(),
+                        "put into an empty window (shared heap: {shared_heap})"
+                    );
+                }
+                win.fence(Assert::NONE)?;
+                if me != 3 {
+                    let mut v = [0u64; 2];
+                    win.local_read(0, &mut v)?;
+                    let from_other = (me + n - 2) % n;
+                    let from_prev = (me + n - 1) % n;
+                    assert_eq!(
+                        v,
+                        [from_other as u64 + 100, from_prev as u64 + 200],
+                        "fence puts (shared heap: {shared_heap})"
+                    );
+                }
+                if other != 3 {
+                    let mut g = [0u64];
+                    win.get(&mut g, other, 0)?;
+                    win.fence(Assert::NONE)?;
+                    assert_eq!(g[0], me as u64 + 100, "fence get");
+                } else {
+                    win.fence(Assert::NONE)?;
+                }
+                // Atomics on rank 0's words 4.. from every rank.
+                const ROUNDS: u64 = 25;
+                win.lock_all(Assert::NONE)?;
+                for _ in 0..ROUNDS {
+                    win.accumulate(&[1, 2], 0, 4, Op::Sum)?;
+                    win.fetch_and_op(3, 0, 6, Op::Sum)?;
+                }
+                let won = win.compare_and_swap(me as u64 + 1, 0, 0, 7)? == 0;
+                win.unlock_all()?;
+                // A lock epoch that counts with get + put on rank 1's word 8.
+                for _ in 0..10 {
+                    win.lock(LockType::Exclusive, 1, Assert::NONE)?;
+                    let mut c = [0u64];
+                    win.get(&mut c, 1, 8)?;
+                    win.flush(1)?;
+                    win.put(&[c[0] + 1], 1, 8)?;
+                    win.unlock(1)?;
+                }
+                w.barrier()?;
+                let mut mine = vec![0u64; len];
+                win.local_read(0, &mut mine)?;
+                if me == 0 {
+                    let rounds = n as u64 * ROUNDS;
+                    assert_eq!(mine[4..7], [rounds, 2 * rounds, 3 * rounds], "atomics");
+                    assert!((1..=n as u64).contains(&mine[7]), "one swap won");
+                }
+                if me == 1 {
+                    assert_eq!(mine[8], 10 * n as u64, "lock epochs lost an update");
+                }
+                let winners = w.allgather(&[u64::from(won)])?;
+                assert_eq!(winners.iter().sum::<u64>(), 1, "compare_and_swap winners");
+                win.free()?;
+            }
+            Ok(())
+        })
+        .assert_success();
+}

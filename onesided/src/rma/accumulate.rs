@@ -190,8 +190,9 @@ impl WinCore {
             Route::Net { peer, addr, key } => {
                 Some(crate::transport::ofi::Remote { peer, addr, key })
             }
-            // `key`: the byte offset in the target's window memory (allocate windows).
-            Route::Direct(_) => {
+            // `key`: the byte offset in the target's window memory (allocate and create
+            // windows; a rank of this node, reached directly or by cross-memory attach).
+            Route::Direct(_) | Route::Cma { .. } => {
                 self.net_data
                     .get(target)
                     .map(|base| crate::transport::ofi::Remote {
@@ -199,7 +200,6 @@ impl WinCore {
                         ..*base
                     })
             }
-            Route::Cma { .. } => None,
         }
     }
 

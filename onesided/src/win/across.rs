@@ -1,4 +1,4 @@
-//! Windows whose ranks span nodes (feature `ofi`): `allocate` so far.
+//! Windows whose ranks span nodes (feature `ofi`): `allocate` and `create`.
 //!
 //! Each node's lowest rank creates the node's window segment (the whole layout, as on one
 //! node) and every rank of the node maps it: peers on the node keep loads, stores and CPU
@@ -26,7 +26,7 @@ use crate::transport::ofi::{Registration, Remote};
 use crate::transport::Route;
 use crate::win::assemble::{placed, Placement};
 use crate::win::control::{Control, ControlLayout, ControlMemory, WIN_MAGIC};
-use crate::win::core::{LocalRegion, TargetRegion, Targets, WinCore};
+use crate::win::core::{LocalRegion, PeerMapping, TargetRegion, Targets, WinCore};
 use crate::win::info::WinHints;
 use crate::win::netplane::NetPlane;
 use crate::win::Flavor;
@@ -40,18 +40,24 @@ fn record(reg: &Registration, name: &[u8]) -> Vec<u8> {
     v
 }
 
-/// MPI_Win_allocate over ranks of several nodes.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn allocate(
-    comm: &Comm,
-    call: Call,
-    layout: ControlLayout,
-    placement: Placement,
-    bytes: usize,
-    disp_unit: usize,
-    hints: WinHints,
-) -> Result<WinCore> {
-    let (me, n) = (comm.rank(), comm.size());
+/// A window's node segment, mapped by every rank of the node and registered with this
+/// process's endpoint, and what every rank published about its own.
+struct NodeSegment {
+    seg: Segment,
+    reg: Registration,
+    /// Every rank's segment as the network reaches it (its first byte).
+    areas: Vec<Remote>,
+    /// Every rank's node.
+    nodes: Vec<usize>,
+    ep: &'static net::Endpoint,
+}
+
+/// Creates (at the node's lowest rank) and maps the node segment of `layout`, registers it
+/// and publishes key, base and endpoint name (collective; every rank returns the same
+/// success or failure).
+fn node_segment(comm: &Comm, call: Call, layout: ControlLayout) -> Result<NodeSegment> {
+    let me = comm.rank();
+    let n = comm.size();
     let nodes: Vec<usize> = (0..n).map(|r| comm.node_of(r)).collect::<Result<_>>()?;
     let leader = nodes
         .iter()
@@ -137,6 +143,34 @@ pub(crate) fn allocate(
             })
         })
         .collect::<Result<_>>()?;
+    Ok(NodeSegment {
+        seg,
+        reg,
+        areas,
+        nodes,
+        ep,
+    })
+}
+
+/// MPI_Win_allocate over ranks of several nodes.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn allocate(
+    comm: &Comm,
+    call: Call,
+    layout: ControlLayout,
+    placement: Placement,
+    bytes: usize,
+    disp_unit: usize,
+    hints: WinHints,
+) -> Result<WinCore> {
+    let (me, n) = (comm.rank(), comm.size());
+    let NodeSegment {
+        seg,
+        reg,
+        areas,
+        nodes,
+        ep,
+    } = node_segment(comm, call, layout)?;
     let plane = NetPlane::new(Arc::clone(&ep.nic), layout, areas.clone());
     let place = |r: usize| placed(&placement, r, bytes, disp_unit);
     let segment = ControlMemory::Segment(seg);
@@ -184,12 +218,108 @@ pub(crate) fn allocate(
         Vec::new(),
     );
     core.net = Some(Box::new(plane));
-    core.net_registration = Some(reg);
+    core.net_registrations = vec![reg];
     core.net_data = (0..n)
         .map(|r| Remote {
             addr: areas[r].addr + (layout.data_off + place(r).0) as u64,
             ..areas[r]
         })
         .collect();
+    Ok(core)
+}
+
+/// MPI_Win_create over ranks of several nodes: `local` is this rank's memory, `extents`
+/// every rank's (bytes, disp_unit), and `same_node(rank, mappings)` how a rank of this
+/// node is reached (as on one node: directly, through a mapping of its shared heap, or by
+/// cross-memory attach). The node segment holds the control words only; every rank
+/// registers its own memory with its endpoint, and ranks on other nodes reach it there.
+pub(crate) fn create(
+    comm: &Comm,
+    call: Call,
+    local: LocalRegion,
+    extents: Vec<(usize, usize)>,
+    hints: WinHints,
+    same_node: impl Fn(usize, &mut Vec<PeerMapping>) -> Result<TargetRegion>,
+) -> Result<WinCore> {
+    let (me, n) = (comm.rank(), comm.size());
+    // No request rings: the network control plane serves the windows across nodes, and
+    // cross-memory attach reaches this node's peers directly.
+    let layout = ControlLayout::new(n, 0, 0);
+    let NodeSegment {
+        seg,
+        reg,
+        areas,
+        nodes,
+        ep,
+    } = node_segment(comm, call, layout)?;
+    // Our memory, registered for the network (an empty window registers nothing).
+    let mine = match local.bytes {
+        0 => Ok(None),
+        // SAFETY: the window's buffer outlives its core, which drops the registration
+        // (Window::free and drop release the core before the buffer); peers write it only
+        // through the window's operations.
+        len => unsafe { ep.nic.register(local.base, len) }.map(Some),
+    };
+    let record: Vec<u8> = match &mine {
+        Ok(r) => {
+            let (key, base) = r.as_ref().map_or((0, 0), |r| (r.key, r.remote_base));
+            [key.to_le_bytes(), base.to_le_bytes()].concat()
+        }
+        Err(_) => Vec::new(),
+    };
+    let records = comm.allgatherv_for(call, &record)?;
+    let data_reg = comm.agree_on(call, mine)?;
+    let data: Vec<Remote> = records
+        .iter()
+        .zip(&areas)
+        .map(|(r, area)| {
+            let word = |i: usize| {
+                r.get(8 * i..8 * i + 8)
+                    .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+            };
+            match (word(0), word(1)) {
+                (Some(key), Some(addr)) => Ok(Remote {
+                    peer: area.peer,
+                    addr,
+                    key,
+                }),
+                _ => Err(Error::Bootstrap(format!("{call}: malformed window record"))),
+            }
+        })
+        .collect::<Result<_>>()?;
+    let mut peer_mappings = Vec::new();
+    let table = (0..n)
+        .map(|r| {
+            if nodes[r] == nodes[me] {
+                return same_node(r, &mut peer_mappings);
+            }
+            let (bytes, disp_unit) = extents[r];
+            Ok(TargetRegion {
+                route: Route::Net {
+                    peer: data[r].peer,
+                    addr: data[r].addr,
+                    key: data[r].key,
+                },
+                bytes,
+                disp_unit,
+                shared: false,
+                lazy: None,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let plane = NetPlane::new(Arc::clone(&ep.nic), layout, areas);
+    let mut core = crate::win::assemble::assemble(
+        comm,
+        Flavor::Create,
+        ControlMemory::Segment(seg),
+        layout,
+        |_| Targets::Table(table),
+        |_| local,
+        hints,
+        peer_mappings,
+    );
+    core.net = Some(Box::new(plane));
+    core.net_registrations = std::iter::once(reg).chain(data_reg).collect();
+    core.net_data = data;
     Ok(core)
 }

@@ -67,7 +67,7 @@ pub(crate) fn assemble(
         #[cfg(feature = "ofi")]
         net: None,
         #[cfg(feature = "ofi")]
-        net_registration: None,
+        net_registrations: Vec::new(),
         #[cfg(feature = "ofi")]
         net_data: Vec::new(),
     }

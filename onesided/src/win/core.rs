@@ -243,10 +243,11 @@ pub(crate) struct WinCore {
     /// The network control plane, when the window spans nodes (`WinCore::plane`).
     #[cfg(feature = "ofi")]
     pub(crate) net: Option<Box<crate::win::netplane::NetPlane>>,
-    /// This process's registration of its node's window segment (windows across nodes);
-    /// dropped before the segment.
+    /// This process's registrations with its network endpoint (windows across nodes): its
+    /// node's window segment, and for `create` windows its own memory; dropped before the
+    /// segment and before the window's buffer.
     #[cfg(feature = "ofi")]
-    pub(crate) net_registration: Option<crate::transport::ofi::Registration>,
+    pub(crate) net_registrations: Vec<crate::transport::ofi::Registration>,
     /// Every rank's window memory as the network reaches it (windows across nodes; empty
     /// otherwise): accumulates that CPU atomics cannot do go there for every rank, this
     /// node's included, so that one element never sees two protocols.

@@ -547,34 +547,25 @@ pub(crate) fn create(
     // Peers' shared-heap memory is mapped at the first access (`PeerMapping`); everything
     // else is reached with CMA.
     let mut peer_mappings: Vec<PeerMapping> = Vec::new();
-    let mut table = Vec::with_capacity(records.len());
-    for (rank, r) in records.iter().enumerate() {
-        let cma = Route::Cma {
-            pid: r.pid,
-            addr: r.addr,
-        };
-        let (route, lazy) = match &r.shared {
-            _ if rank == me => (Route::Direct(base), None),
-            Some(at) if r.bytes > 0 => {
-                // alloc_mem names its segments after the job, the owner's job rank and a tag.
-                let job = crate::universe::identity().map_or("", |id| id.job.as_str());
-                let name = segment_name(job, &at.owner.to_string(), at.tag);
-                peer_mappings.push(PeerMapping::new(name, at.offset));
-                let index = u32::try_from(peer_mappings.len() - 1)
-                    .map_err(|_| Error::InvalidArgument(format!("{call}: too many processes")))?;
-                (cma, Some(index))
-            }
-            _ => (cma, None),
-        };
-        table.push(TargetRegion {
-            route,
-            bytes: r.bytes,
-            disp_unit: r.disp_unit,
-            // Mapped by everyone exactly when it lives in the owner's shared heap.
-            shared: r.shared.is_some(),
-            lazy,
-        });
+    let target = |rank: usize, peer_mappings: &mut Vec<PeerMapping>| {
+        create_target(me, base, rank, &records[rank], peer_mappings)
+    };
+    #[cfg(feature = "ofi")]
+    {
+        let boot = comm.bootstrap();
+        if boot.node_size() != boot.size() {
+            let extents = records.iter().map(|r| (r.bytes, r.disp_unit)).collect();
+            let local = LocalRegion {
+                base,
+                bytes,
+                disp_unit,
+            };
+            return crate::win::across::create(comm, call, local, extents, hints, target);
+        }
     }
+    let table = (0..records.len())
+        .map(|rank| target(rank, &mut peer_mappings))
+        .collect::<Result<Vec<_>>>()?;
     let prior = Ok(());
     // Request rings when some rank's memory is reached by cross-memory attach (every rank
     // has the same table, so all agree on the layout).
@@ -598,6 +589,44 @@ pub(crate) fn create(
         hints,
         peer_mappings,
     ))
+}
+
+/// Where rank `rank`'s memory of a `create` window (its `record`) is reached from this
+/// process, on this node: our own directly; a peer's in its shared heap by a mapping made at
+/// the first access (added to `peer_mappings`); any other by cross-memory attach.
+fn create_target(
+    me: usize,
+    base: *mut u8,
+    rank: usize,
+    r: &CreateRecord,
+    peer_mappings: &mut Vec<PeerMapping>,
+) -> Result<TargetRegion> {
+    let cma = Route::Cma {
+        pid: r.pid,
+        addr: r.addr,
+    };
+    let (route, lazy) = match &r.shared {
+        _ if rank == me => (Route::Direct(base), None),
+        Some(at) if r.bytes > 0 => {
+            // alloc_mem names its segments after the job, the owner's job rank and a tag.
+            let job = crate::universe::identity().map_or("", |id| id.job.as_str());
+            let name = segment_name(job, &at.owner.to_string(), at.tag);
+            peer_mappings.push(PeerMapping::new(name, at.offset));
+            let index = u32::try_from(peer_mappings.len() - 1).map_err(|_| {
+                Error::InvalidArgument(format!("{}: too many processes", Call::Create))
+            })?;
+            (cma, Some(index))
+        }
+        _ => (cma, None),
+    };
+    Ok(TargetRegion {
+        route,
+        bytes: r.bytes,
+        disp_unit: r.disp_unit,
+        // Mapped by everyone exactly when it lives in the owner's shared heap.
+        shared: r.shared.is_some(),
+        lazy,
+    })
 }
 
 /// MPI_Win_create_dynamic.
