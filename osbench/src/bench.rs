@@ -40,6 +40,10 @@ pub struct Params {
     pub matrix: Option<std::path::PathBuf>,
     /// Rounds of the latency and message-rate benchmarks (median reported).
     pub rounds: u32,
+    /// The latency benchmarks also time operations one by one and report their median
+    /// (`latency-p50`): loop averages swing with the machine's load, single-operation
+    /// medians much less.
+    pub p50: bool,
 }
 
 /// Communication calls of the latency and bandwidth benchmarks.
@@ -134,6 +138,28 @@ where
     run(n[0])?;
     let secs = t.elapsed().as_secs_f64() / n[0] as f64;
     Ok((secs, warm + n[0]))
+}
+
+/// Most operations [`sample_median`] times one by one.
+const P50_SAMPLES: u64 = 1000;
+
+/// Runs `run(1)` as many times as a timed loop of `per` seconds an iteration fits in the
+/// budget (5 to [`P50_SAMPLES`], picked by rank 0), timing each at rank 0: the median in
+/// seconds (0 elsewhere) and the iterations run.
+pub(crate) fn sample_median<F>(comm: &Comm, p: &Params, per: f64, mut run: F) -> BResult<(f64, u64)>
+where
+    F: FnMut(u64) -> BResult<()>,
+{
+    let mut k = [((p.budget.as_secs_f64() / per.max(1e-9)) as u64).clamp(5, P50_SAMPLES)];
+    comm.bcast(0, &mut k)?;
+    comm.barrier()?;
+    let mut times = Vec::with_capacity(k[0] as usize);
+    for _ in 0..k[0] {
+        let t = Instant::now();
+        run(1)?;
+        times.push(t.elapsed().as_secs_f64());
+    }
+    Ok((median(&mut times), k[0]))
 }
 
 /// Every process states whether its checks passed; all learn whether all did.
@@ -243,7 +269,7 @@ fn transfer<B: Backend, T: Elem>(
     per_sync: usize,
     bidirectional: bool,
     p: &Params,
-) -> BResult<f64> {
+) -> BResult<(f64, Option<f64>)> {
     let comm = b.comm();
     let me = comm.rank();
     let role = role(me, bidirectional);
@@ -285,7 +311,7 @@ fn transfer<B: Backend, T: Elem>(
     if sync == SyncMode::Fence {
         win.fence()?;
     }
-    let (secs, total) = measure(comm, p, |iters| {
+    let mut body = |iters: u64| {
         let w = win;
         let (ex, acc, exp) = (exclusive, access.as_ref(), exposure.as_ref());
         match op {
@@ -311,7 +337,15 @@ fn transfer<B: Backend, T: Elem>(
                 w.cas(&swap[1], &swap[0], &mut result, t, 0)
             }),
         }
-    })?;
+    };
+    let (secs, mut total) = measure(comm, p, &mut body)?;
+    let p50 = if p.p50 && per_sync == 1 {
+        let (p50, k) = sample_median(comm, p, secs, &mut body)?;
+        total += k;
+        Some(p50)
+    } else {
+        None
+    };
     if sync == SyncMode::Flush {
         if let Some(t) = role.target {
             win.unlock(t)?;
@@ -370,7 +404,7 @@ fn transfer<B: Backend, T: Elem>(
         ok,
         &format!("{} ({}, {} B)", op.latency_bench(), sync.name(), bytes),
     )?;
-    Ok(secs)
+    Ok((secs, p50))
 }
 
 /// Latency of `op` for every selected window kind, sync mode and size.
@@ -404,7 +438,7 @@ fn latency_typed<B: Backend, T: Elem>(
         let win = b.window::<T>(kind, max.div_ceil(std::mem::size_of::<T>()))?;
         for &sync in p.syncs.iter().filter(|&&s| b.supports_sync(s)) {
             for &bytes in &sizes {
-                let secs = transfer(b, &win, op, sync, bytes, 1, false, p)?;
+                let (secs, p50) = transfer(b, &win, op, sync, bytes, 1, false, p)?;
                 out.push(Record::new(
                     op.latency_bench(),
                     b,
@@ -415,6 +449,18 @@ fn latency_typed<B: Backend, T: Elem>(
                     secs * 1e6,
                     "us",
                 ));
+                if let Some(p50) = p50 {
+                    out.push(Record::new(
+                        op.latency_bench(),
+                        b,
+                        kind.name(),
+                        sync.name(),
+                        bytes,
+                        "latency-p50",
+                        p50 * 1e6,
+                        "us",
+                    ));
+                }
             }
         }
         win.free()?;
@@ -437,7 +483,7 @@ pub fn bandwidth<B: Backend>(b: &B, bench: &str, p: &Params, out: &mut Vec<Recor
         let win = b.window::<u8>(kind, max)?;
         for &sync in p.syncs.iter().filter(|&&s| b.supports_sync(s)) {
             for &bytes in &p.sizes {
-                let secs = transfer(b, &win, op, sync, bytes, BW_WINDOW, bidir, p)?;
+                let (secs, _) = transfer(b, &win, op, sync, bytes, BW_WINDOW, bidir, p)?;
                 let moved = (bytes * BW_WINDOW * if bidir { 2 } else { 1 }) as f64;
                 out.push(Record::new(
                     bench,

@@ -216,6 +216,11 @@ struct Cli {
     /// the alltoallv benchmark (contiguous block rows per rank).
     #[arg(long, value_name = "FILE")]
     matrix: Option<PathBuf>,
+    /// The latency benchmarks also time up to 1000 operations one by one and report their
+    /// median (metric latency-p50), beside the loop average
+    #[arg(long)]
+    p50: bool,
+
     /// Measure only onesided, also under mpiexec.
     #[arg(long)]
     onesided_only: bool,
@@ -317,6 +322,7 @@ fn params(cli: &Cli, step: &Step) -> Params {
         busy: Duration::from_millis(cli.busy_ms),
         matrix: cli.matrix.clone(),
         rounds: cli.rounds,
+        p50: cli.p50,
     }
 }
 
