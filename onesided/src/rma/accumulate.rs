@@ -192,14 +192,17 @@ impl WinCore {
             }
             // `key`: the byte offset in the target's window memory (allocate and create
             // windows; a rank of this node, reached directly or by cross-memory attach).
-            Route::Direct(_) | Route::Cma { .. } => {
-                self.net_data
-                    .get(target)
-                    .map(|base| crate::transport::ofi::Remote {
-                        addr: base.addr + loc.key as u64,
-                        ..*base
-                    })
-            }
+            Route::Direct(_) | Route::Cma { .. } => match self.net_data.get(target) {
+                Some(base) => Some(crate::transport::ofi::Remote {
+                    addr: base.addr + loc.key as u64,
+                    ..*base
+                }),
+                // Dynamic windows: `key` is the address at the target.
+                None if self.flavor == crate::win::Flavor::Dynamic => {
+                    self.dynamic_net_remote(target, loc.key)
+                }
+                None => None,
+            },
         }
     }
 

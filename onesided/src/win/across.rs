@@ -1,4 +1,4 @@
-//! Windows whose ranks span nodes (feature `ofi`): `allocate` and `create`.
+//! Windows whose ranks span nodes (feature `ofi`): `allocate`, `create` and dynamic.
 //!
 //! Each node's lowest rank creates the node's window segment (the whole layout, as on one
 //! node) and every rank of the node maps it: peers on the node keep loads, stores and CPU
@@ -54,8 +54,13 @@ struct NodeSegment {
 
 /// Creates (at the node's lowest rank) and maps the node segment of `layout`, registers it
 /// and publishes key, base and endpoint name (collective; every rank returns the same
-/// success or failure).
-fn node_segment(comm: &Comm, call: Call, layout: ControlLayout) -> Result<NodeSegment> {
+/// success or failure). `prior`: the caller's local checks, which join the agreement.
+fn node_segment(
+    comm: &Comm,
+    call: Call,
+    layout: ControlLayout,
+    prior: Result<()>,
+) -> Result<NodeSegment> {
     let me = comm.rank();
     let n = comm.size();
     let nodes: Vec<usize> = (0..n).map(|r| comm.node_of(r)).collect::<Result<_>>()?;
@@ -77,6 +82,7 @@ fn node_segment(comm: &Comm, call: Call, layout: ControlLayout) -> Result<NodeSe
     let names = comm.allgatherv_for(call, &name)?;
     // 2. Map the node's segment, register it, publish key, base and endpoint name.
     let local = (|| -> Result<(Segment, Registration, Vec<u8>)> {
+        prior?;
         let Some(ep) = endpoint else {
             return Err(endpoint_error.take().expect("no endpoint: its error"));
         };
@@ -105,6 +111,11 @@ fn node_segment(comm: &Comm, call: Call, layout: ControlLayout) -> Result<NodeSe
         // Relaxed: published by the agreement below.
         ident.pid.store(
             u64::from(std::process::id()),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        // Names this rank's shared-heap segments for its node's peers (dynamic windows).
+        ident.job_rank.store(
+            crate::universe::identity().map_or(me, |i| i.rank) as u64,
             std::sync::atomic::Ordering::Relaxed,
         );
         if me == leader {
@@ -170,7 +181,7 @@ pub(crate) fn allocate(
         areas,
         nodes,
         ep,
-    } = node_segment(comm, call, layout)?;
+    } = node_segment(comm, call, layout, Ok(()))?;
     let plane = NetPlane::new(Arc::clone(&ep.nic), layout, areas.clone());
     let place = |r: usize| placed(&placement, r, bytes, disp_unit);
     let segment = ControlMemory::Segment(seg);
@@ -251,7 +262,7 @@ pub(crate) fn create(
         areas,
         nodes,
         ep,
-    } = node_segment(comm, call, layout)?;
+    } = node_segment(comm, call, layout, Ok(()))?;
     // Our memory, registered for the network (an empty window registers nothing).
     let mine = match local.bytes {
         0 => Ok(None),
@@ -321,5 +332,43 @@ pub(crate) fn create(
     core.net = Some(Box::new(plane));
     core.net_registrations = std::iter::once(reg).chain(data_reg).collect();
     core.net_data = data;
+    Ok(core)
+}
+
+/// MPI_Win_create_dynamic over ranks of several nodes: the node segment holds the control
+/// words and every rank's region table; attached regions are registered with the endpoint
+/// at attach (`win::dynamic`), and a table on another node is read through the network
+/// (`WinCore::resolve_dynamic`).
+pub(crate) fn create_dynamic(
+    comm: &Comm,
+    call: Call,
+    layout: ControlLayout,
+    hints: WinHints,
+    prior: Result<()>,
+) -> Result<WinCore> {
+    let NodeSegment {
+        seg,
+        reg,
+        areas,
+        ep,
+        ..
+    } = node_segment(comm, call, layout, prior)?;
+    let plane = NetPlane::new(Arc::clone(&ep.nic), layout, areas);
+    let mut core = crate::win::assemble::assemble(
+        comm,
+        Flavor::Dynamic,
+        ControlMemory::Segment(seg),
+        layout,
+        |_| Targets::Dynamic,
+        |_| LocalRegion {
+            base: std::ptr::null_mut(),
+            bytes: 0,
+            disp_unit: 1,
+        },
+        hints,
+        Vec::new(),
+    );
+    core.net = Some(Box::new(plane));
+    core.net_registrations = vec![reg];
     Ok(core)
 }

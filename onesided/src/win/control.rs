@@ -106,6 +106,12 @@ pub(crate) struct RegionSlot {
     /// handles name it, so a handle released once stays released even when the same
     /// bytes are attached again (win::memhandle).
     pub registration: AtomicU64,
+    /// Windows across nodes: the key of the region's registration with the owner's
+    /// network endpoint (0: not registered).
+    pub net_key: AtomicU64,
+    /// Windows across nodes: the remote address of the region's first byte under that
+    /// registration.
+    pub net_base: AtomicU64,
 }
 
 const PAGE: usize = 4096;
@@ -236,6 +242,14 @@ unsafe impl Send for Control {}
 unsafe impl Sync for Control {}
 
 impl Control {
+    /// The byte offset of `word` (a reference into this segment) from the segment's
+    /// start: where a peer's copy of the same word lies in its segment (every rank lays
+    /// the segment out alike).
+    #[cfg(feature = "ofi")]
+    pub(crate) fn offset_of_ref<T>(&self, word: &T) -> usize {
+        (word as *const T as usize) - (self.base as usize)
+    }
+
     /// # Safety
     /// `base` must be the page-aligned start of a mapping of at least `layout.total` bytes
     /// that stays mapped while the returned value (and references from it) live, and whose

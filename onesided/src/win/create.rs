@@ -640,6 +640,13 @@ pub(crate) fn create_dynamic(comm: &Comm, info: &WinInfo) -> Result<WinCore> {
     // rank 0 broadcasts them and the others compare.
     let cap = hints.max_attached_regions;
     let layout = ControlLayout::new(comm.size(), cap, 0);
+    #[cfg(feature = "ofi")]
+    {
+        let boot = comm.bootstrap();
+        if boot.node_size() != boot.size() {
+            return crate::win::across::create_dynamic(comm, call, layout, hints, prior);
+        }
+    }
     // With `prior` an error, map_node_segment returns it: `hints` is only used when valid.
     let gran = hints.accumulate_granularity as u64;
     let segment = control_memory(comm, call, &layout, &[cap as u64, gran], prior)?;

@@ -56,6 +56,7 @@ impl WinCore {
             }
             let (seg_tag, seg_offset) =
                 memory::lookup(base, len).map_or((0, 0), |l| (l.tag, l.offset));
+            let (net_key, net_base) = self.register_region(base, len)?;
             let at = owned.partition_point(|r| r.base < base);
             // Relaxed: only uniqueness matters (the table's seqlock publishes it).
             registration = self.dynamic.registrations.fetch_add(1, Ordering::Relaxed) + 1;
@@ -67,11 +68,35 @@ impl WinCore {
                     seg_tag,
                     seg_offset,
                     registration,
+                    net_key,
+                    net_base,
                 },
             );
         }
         self.publish_regions();
         Ok(registration)
+    }
+
+    /// Registers an attached region with the network endpoint when the window spans
+    /// nodes (peers on other nodes reach it there): its key and remote base, else (0, 0).
+    fn register_region(&self, base: usize, len: usize) -> Result<(u64, u64)> {
+        #[cfg(feature = "ofi")]
+        if self.net.is_some() {
+            let ep = crate::transport::net::endpoint()?;
+            // SAFETY: the registration lives until the window's end (the core, which holds
+            // it, drops before the window's buffers); a buffer detached before then may
+            // still be written by an erroneous racing access, as on one node.
+            let reg = unsafe { ep.nic.register(base as *mut u8, len) }?;
+            let out = (reg.key, reg.remote_base);
+            self.dynamic
+                .net_registrations
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .push((base, reg));
+            return Ok(out);
+        }
+        let _ = (base, len);
+        Ok((0, 0))
     }
 
     fn dynamic_detach(&self, base: usize) -> Result<()> {
@@ -87,6 +112,12 @@ impl WinCore {
                 .ok_or(Error::DetachUnknown { addr: base })?;
             owned.remove(pos);
         }
+        // Its network registration stays until the window ends: an origin on another node
+        // that read the table before this detach may still access the region (erroneous
+        // without synchronization, as on one node, where cross-memory attach reaches a
+        // detached buffer too), and the tcp provider answers a key it does not know by
+        // closing the connection to that origin — every later operation between the two
+        // processes would fail.
         self.publish_regions();
         Ok(())
     }
@@ -113,6 +144,8 @@ impl WinCore {
             slot.seg_offset
                 .store(r.seg_offset as u64, Ordering::Relaxed);
             slot.registration.store(r.registration, Ordering::Relaxed);
+            slot.net_key.store(r.net_key, Ordering::Relaxed);
+            slot.net_base.store(r.net_base, Ordering::Relaxed);
         }
         ctl.ident
             .region_count

@@ -132,6 +132,22 @@ impl NetPlane {
         }
     }
 
+    /// Rank `rank`'s endpoint in the address vector.
+    pub(crate) fn peer(&self, rank: usize) -> u64 {
+        self.areas[rank].peer
+    }
+
+    /// Reads `dst.len()` bytes at `offset` of rank `rank`'s control area (a bulk read of
+    /// words it publishes, like its dynamic-region table), waited for.
+    pub(crate) fn read_area(&self, rank: usize, offset: usize, dst: &mut [u8]) -> Result<()> {
+        let area = self.areas[rank];
+        let at = Remote {
+            addr: area.addr + offset as u64,
+            ..area
+        };
+        self.nic.read_waited(dst, at).inspect_err(|e| self.fail(e))
+    }
+
     /// Where `word` is: its holder's area plus its offset.
     fn remote(&self, word: CtrlWord) -> Remote {
         let holder = match word {

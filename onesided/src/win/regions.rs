@@ -18,6 +18,10 @@ pub(crate) struct OwnedRegion {
     pub seg_offset: usize,
     /// Its attach's number (see `RegionSlot::registration`).
     pub registration: u64,
+    /// Its registration with the network endpoint (windows across nodes): key and the
+    /// remote address of its first byte; (0, 0) otherwise.
+    pub net_key: u64,
+    pub net_base: u64,
 }
 
 /// A region of a target, as cached by an origin.
@@ -145,9 +149,9 @@ impl LastHitSlot {
         let (kind, pid, addr) = match hit.region.route {
             Route::Direct(p) => (ROUTE_DIRECT, 0u32, p as usize),
             Route::Cma { pid, addr } => (ROUTE_CMA, pid as u32, addr),
-            // Dynamic windows do not span nodes yet (their creation refuses).
+            // The inlined path never takes a network route: not kept.
             #[cfg(feature = "ofi")]
-            Route::Net { .. } => unreachable!("a dynamic window's region on another node"),
+            Route::Net { .. } => return,
         };
         let meta = kind | u64::from(hit.region.shared) << 8 | u64::from(pid) << 32;
         // Relaxed: writers are serialized by the caller's lock.
@@ -184,6 +188,11 @@ pub(crate) struct DynamicState {
     pub last: LastHitSlot,
     /// Attaches so far (the last registration number handed out).
     pub registrations: AtomicU64,
+    /// This process's attached regions registered with its network endpoint (windows
+    /// across nodes), by base address: kept until the window's end (see
+    /// `WinCore::dynamic_detach`).
+    #[cfg(feature = "ofi")]
+    pub net_registrations: Mutex<Vec<(usize, crate::transport::ofi::Registration)>>,
 }
 
 #[cfg(test)]

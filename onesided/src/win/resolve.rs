@@ -304,6 +304,10 @@ impl WinCore {
         if target == self.rank {
             return self.resolve_own_dynamic(op, addr, len);
         }
+        #[cfg(feature = "ofi")]
+        if let Some(net) = self.net_toward(target) {
+            return self.resolve_dynamic_net(net, op, target, addr, len);
+        }
         // Acquire: pairs with the owner's Release store of the sequence number, so a cache
         // refreshed at this number sees the table it guards.
         let seq = self.ctrl.rank(target).dyn_seq.load(Ordering::Acquire);
@@ -339,8 +343,171 @@ impl WinCore {
         }
     }
 
-    /// `target`'s region table as it is now, with its sequence number (seqlock read).
-    fn read_table(&self, target: usize) -> (u64, Vec<OwnedRegion>) {
+    /// The network control plane when `target` is on another node than this process (a
+    /// window across nodes): its words and tables are read through it.
+    #[cfg(feature = "ofi")]
+    pub(crate) fn net_toward(&self, target: usize) -> Option<&crate::win::netplane::NetPlane> {
+        let net = self.net.as_deref()?;
+        let (there, here) = (
+            self.comm.node_of(target).ok()?,
+            self.comm.node_of(self.rank).ok()?,
+        );
+        (there != here).then_some(net)
+    }
+
+    /// [`WinCore::resolve_dynamic`] toward a target on another node: its table's sequence
+    /// number read through the network at every access (one read; the table itself only
+    /// when the number changed), its regions reached with their registrations' keys.
+    #[cfg(feature = "ofi")]
+    fn resolve_dynamic_net(
+        &self,
+        net: &crate::win::netplane::NetPlane,
+        op: &'static str,
+        target: usize,
+        addr: usize,
+        len: usize,
+    ) -> Result<Located> {
+        let seq = self.read_remote_word(net, target, &self.ctrl.rank(target).dyn_seq)?;
+        let mut caches = self
+            .dynamic
+            .caches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let cache = caches.entry(target).or_insert_with(TargetCache::empty);
+        if cache.seq != seq {
+            let (seq, raw) = self.read_table_net(net, target)?;
+            let peer = net.peer(target);
+            *cache = TargetCache {
+                seq,
+                regions: raw
+                    .iter()
+                    .filter(|r| r.net_key != 0)
+                    .map(|r| CachedRegion {
+                        base: r.base,
+                        len: r.len,
+                        route: Route::Net {
+                            peer,
+                            addr: r.net_base,
+                            key: r.net_key,
+                        },
+                        shared: false,
+                    })
+                    .collect(),
+                segments: Default::default(),
+            };
+        }
+        match cache.find(addr, len) {
+            Some(region) => Ok(region.locate(addr)),
+            None => Err(Error::NotAttached {
+                op,
+                target,
+                addr,
+                len,
+            }),
+        }
+    }
+
+    /// Reads the u64 `word` of `target`'s control block (a reference into this process's
+    /// copy of the layout) from `target`'s own segment, through the network.
+    #[cfg(feature = "ofi")]
+    fn read_remote_word(
+        &self,
+        net: &crate::win::netplane::NetPlane,
+        target: usize,
+        word: &std::sync::atomic::AtomicU64,
+    ) -> Result<u64> {
+        let mut v = [0u8; 8];
+        net.read_area(target, self.ctrl.offset_of_ref(word), &mut v)?;
+        Ok(u64::from_le_bytes(v))
+    }
+
+    /// [`WinCore::read_table`] of a target on another node: the same seqlock read, each
+    /// step a read through the network (the provider keeps reads in order).
+    #[cfg(feature = "ofi")]
+    fn read_table_net(
+        &self,
+        net: &crate::win::netplane::NetPlane,
+        target: usize,
+    ) -> Result<(u64, Vec<OwnedRegion>)> {
+        let ctl = self.ctrl.rank(target);
+        let cap = self.ctrl.layout().region_cap;
+        const WORDS: usize = std::mem::size_of::<crate::win::control::RegionSlot>() / 8;
+        let mut backoff = Backoff::new();
+        loop {
+            let s1 = self.read_remote_word(net, target, &ctl.dyn_seq)?;
+            if s1 & 1 == 0 {
+                let count = (self.read_remote_word(net, target, &ctl.ident.region_count)? as usize)
+                    .min(cap);
+                let mut raw = vec![0u8; count * WORDS * 8];
+                if count > 0 {
+                    let first = self.ctrl.offset_of_ref(self.ctrl.region(target, 0));
+                    net.read_area(target, first, &mut raw)?;
+                }
+                if self.read_remote_word(net, target, &ctl.dyn_seq)? == s1 {
+                    let word = |slot: &[u8], i: usize| {
+                        u64::from_le_bytes(slot[8 * i..8 * i + 8].try_into().expect("8 bytes"))
+                    };
+                    // Field order of RegionSlot.
+                    let regions = raw
+                        .chunks_exact(WORDS * 8)
+                        .map(|s| OwnedRegion {
+                            base: word(s, 0) as usize,
+                            len: word(s, 1) as usize,
+                            seg_tag: word(s, 2),
+                            seg_offset: word(s, 3) as usize,
+                            registration: word(s, 4),
+                            net_key: word(s, 5),
+                            net_base: word(s, 6),
+                        })
+                        .collect();
+                    return Ok((s1, regions));
+                }
+            }
+            backoff.snooze();
+        }
+    }
+
+    /// The registration of the region holding `addr` at `target` of a dynamic window
+    /// across nodes, as the network reaches it: where accumulates CPU atomics cannot do go
+    /// (every rank's, this node's included: one protocol per element).
+    #[cfg(feature = "ofi")]
+    pub(crate) fn dynamic_net_remote(
+        &self,
+        target: usize,
+        addr: usize,
+    ) -> Option<crate::transport::ofi::Remote> {
+        let net = self.net.as_deref()?;
+        let regions = if target == self.rank {
+            self.dynamic
+                .owned
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone()
+        } else {
+            self.read_table(target).ok()?.1
+        };
+        let r = regions
+            .iter()
+            .find(|r| within(r.base, r.len, addr, 1) && r.net_key != 0)?;
+        Some(crate::transport::ofi::Remote {
+            peer: net.peer(target),
+            addr: r.net_base + (addr - r.base) as u64,
+            key: r.net_key,
+        })
+    }
+
+    /// `target`'s region table as it is now, with its sequence number (seqlock read):
+    /// through the network when it is on another node.
+    fn read_table(&self, target: usize) -> Result<(u64, Vec<OwnedRegion>)> {
+        #[cfg(feature = "ofi")]
+        if let Some(net) = self.net_toward(target) {
+            return self.read_table_net(net, target);
+        }
+        Ok(self.read_table_mapped(target))
+    }
+
+    /// [`WinCore::read_table`] of a target on this node.
+    fn read_table_mapped(&self, target: usize) -> (u64, Vec<OwnedRegion>) {
         let ctl = self.ctrl.rank(target);
         let cap = self.ctrl.layout().region_cap;
         let mut backoff = Backoff::new();
@@ -357,6 +524,8 @@ impl WinCore {
                             seg_tag: s.seg_tag.load(Ordering::Relaxed),
                             seg_offset: s.seg_offset.load(Ordering::Relaxed) as usize,
                             registration: s.registration.load(Ordering::Relaxed),
+                            net_key: s.net_key.load(Ordering::Relaxed),
+                            net_base: s.net_base.load(Ordering::Relaxed),
                         }
                     })
                     .collect();
@@ -381,7 +550,7 @@ impl WinCore {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .clone()
         } else {
-            self.read_table(target).1
+            self.read_table(target).ok()?.1
         };
         regions
             .iter()
@@ -392,7 +561,7 @@ impl WinCore {
     /// Re-reads `target`'s region table one-sidedly (seqlock read).
     fn refresh(&self, target: usize, cache: &mut TargetCache) {
         let ctl = self.ctrl.rank(target);
-        let (seq, raw) = self.read_table(target);
+        let (seq, raw) = self.read_table_mapped(target);
         let pid = ctl.ident.pid.load(Ordering::Relaxed) as i32;
         let owner = ctl.ident.job_rank.load(Ordering::Relaxed).to_string();
         let mut segments = std::mem::take(&mut cache.segments);
