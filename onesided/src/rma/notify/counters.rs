@@ -5,16 +5,37 @@
 use std::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::plane::{CtrlWord, MappedWords};
+use crate::error::Result;
+use crate::plane::{Answer, ControlPlane, CtrlWord, MappedWords, PendingOp};
 use crate::shm::segment::Segment;
 
-/// One `set_num_notify`'s counters: every rank's block in one node segment.
+/// One `set_num_notify`'s counters: every rank's block in one node segment (on a window
+/// across nodes, one segment per node, laid out alike: a rank's counters are those in its
+/// own node's).
 pub(crate) struct NotifyTable {
     /// First counter of each rank (null when that rank has none).
     pub(super) blocks: Vec<*const AtomicU64>,
     pub(super) counts: Vec<usize>,
     /// Keeps the mapping of `blocks` alive.
     pub(super) _segment: Option<Segment>,
+    /// A window across nodes: how arrivals reach counters on other nodes.
+    #[cfg(feature = "ofi")]
+    pub(super) net: Option<NetCounters>,
+}
+
+/// The notification counters of the other nodes, as the network reaches them: arrivals
+/// there are network atomics (the target's provider applies them with CPU atomics, so they
+/// mix with its node's arrivals; `transport::ofi`).
+#[cfg(feature = "ofi")]
+pub(crate) struct NetCounters {
+    pub(super) nic: std::sync::Arc<crate::transport::ofi::Nic>,
+    /// Each rank's node segment of counters: its endpoint, remote base and key.
+    pub(super) areas: Vec<crate::transport::ofi::Remote>,
+    /// Each rank's node, and this process's.
+    pub(super) nodes: Vec<usize>,
+    pub(super) node: usize,
+    /// This process's registration of its node's segment (dropped before the segment).
+    pub(super) _registration: crate::transport::ofi::Registration,
 }
 
 // SAFETY: the pointers point into `_segment`, which the table owns; the words are atomics
@@ -35,19 +56,109 @@ impl NotifyTable {
     }
 }
 
-/// On one node a table's counters are mapped by every process: CPU atomics answer at once.
-/// The notification calls use a posted add (an arrival), a load (a count or a wait) and a
-/// swap (a reset).
-impl MappedWords for NotifyTable {
+/// The counters of this node: mapped by its processes, CPU atomics answer at once.
+struct ThisNode<'a>(&'a NotifyTable);
+
+impl MappedWords for ThisNode<'_> {
     /// The counter behind a notification word that the caller checked exists.
     #[inline(always)]
     fn mapped(&self, word: CtrlWord) -> &AtomicU64 {
         match word {
             CtrlWord::Notify { at, idx } => self
+                .0
                 .counter(at, idx)
                 .expect("a notification word is checked before it is used"),
             other => unreachable!("a notify table holds notification counters only, not {other:?}"),
         }
+    }
+}
+
+impl NotifyTable {
+    /// Where counter `word` of a rank on another node is, when it is there.
+    #[cfg(feature = "ofi")]
+    #[inline]
+    fn elsewhere(&self, word: CtrlWord) -> Option<(&NetCounters, crate::transport::ofi::Remote)> {
+        let net = self.net.as_ref()?;
+        let CtrlWord::Notify { at, idx } = word else {
+            return None;
+        };
+        if net.nodes[at] == net.node {
+            return None;
+        }
+        // Every node lays its segment out alike: the offset in ours is the offset in theirs.
+        let base = self._segment.as_ref()?.as_ptr() as usize;
+        let offset = self.blocks[at] as usize - base + 8 * idx;
+        let area = net.areas[at];
+        Some((
+            net,
+            crate::transport::ofi::Remote {
+                addr: area.addr + offset as u64,
+                ..area
+            },
+        ))
+    }
+}
+
+/// The notification calls use a posted add (an arrival), a load (a count or a wait) and a
+/// swap (a reset). Counts, waits and resets are of the caller's own counters, on its node;
+/// an arrival at a rank on another node is a network atomic, posted.
+impl ControlPlane for NotifyTable {
+    #[inline(always)]
+    fn fetch_add(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
+        ThisNode(self).fetch_add(word, value, order)
+    }
+
+    #[inline(always)]
+    fn load(&self, word: CtrlWord, order: Ordering) -> Answer {
+        ThisNode(self).load(word, order)
+    }
+
+    #[inline(always)]
+    fn swap(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
+        ThisNode(self).swap(word, value, order)
+    }
+
+    #[inline(always)]
+    fn compare_swap(&self, word: CtrlWord, expected: u64, new: u64, order: Ordering) -> Answer {
+        ThisNode(self).compare_swap(word, expected, new, order)
+    }
+
+    #[inline(always)]
+    fn post_add(&self, word: CtrlWord, value: u64, order: Ordering) {
+        #[cfg(feature = "ofi")]
+        if let Some((net, at)) = self.elsewhere(word) {
+            // A failed post is reported by the next order_posted (the endpoint's flush
+            // counts it failed) and by the endpoint's later operations.
+            let _ = net
+                .nic
+                .post_word(crate::transport::ofi::NetOp::Sum, value, at);
+            return;
+        }
+        ThisNode(self).post_add(word, value, order)
+    }
+
+    #[inline(always)]
+    fn post_store(&self, word: CtrlWord, value: u64, order: Ordering) {
+        #[cfg(feature = "ofi")]
+        if let Some((net, at)) = self.elsewhere(word) {
+            let _ = net
+                .nic
+                .post_word(crate::transport::ofi::NetOp::Write, value, at);
+            return;
+        }
+        ThisNode(self).post_store(word, value, order)
+    }
+
+    fn order_posted(&self) -> Result<()> {
+        #[cfg(feature = "ofi")]
+        if let Some(net) = &self.net {
+            return net.nic.flush(|| Ok(()));
+        }
+        Ok(())
+    }
+
+    fn poll(&self, _op: &PendingOp) -> Result<Option<u64>> {
+        unreachable!("the counters a process reads are on its node and answer at once")
     }
 }
 

@@ -94,8 +94,58 @@ impl WinCore {
             })
     }
 
+    /// The network side of a window's new counters (a window across nodes; `None`
+    /// otherwise): this rank registers its node's `segment` of `total` bytes, and every
+    /// rank learns every rank's (collective).
+    #[cfg(feature = "ofi")]
+    fn net_counters(
+        &self,
+        segment: Option<&Segment>,
+        total: usize,
+        node: usize,
+        nodes: Vec<usize>,
+    ) -> Result<Option<counters::NetCounters>> {
+        let (Some(net), Some(seg)) = (self.net.as_deref(), segment) else {
+            return Ok(None);
+        };
+        let ep = crate::transport::net::endpoint()?;
+        // SAFETY: the segment stays mapped as long as the table, which drops the
+        // registration first; peers change its words only with atomics.
+        let reg = unsafe { ep.nic.register(seg.as_ptr(), total) };
+        let mine: Vec<u64> = match &reg {
+            Ok(r) => vec![1, r.key, r.remote_base],
+            Err(_) => vec![0, 0, 0],
+        };
+        let all = self.comm.allgather_for(Call::SetNumNotify, &mine)?;
+        let reg = reg?;
+        if all.chunks_exact(3).any(|r| r[0] == 0) {
+            return Err(Error::PeerFailed {
+                call: "set_num_notify",
+            });
+        }
+        let areas = all
+            .chunks_exact(3)
+            .enumerate()
+            .map(|(r, w)| crate::transport::ofi::Remote {
+                peer: net.peer(r),
+                addr: w[2],
+                key: w[1],
+            })
+            .collect();
+        Ok(Some(counters::NetCounters {
+            nic: std::sync::Arc::clone(&ep.nic),
+            areas,
+            nodes,
+            node,
+            _registration: reg,
+        }))
+    }
+
     /// Counts one arrival at counter `idx` of `target`, after the operation it reports.
     fn notify_arrival(&self, op: &'static str, target: usize, idx: usize) -> Result<()> {
+        // Operations in flight on the network land before the arrival that reports them
+        // (an arrival on this node is a CPU atomic, which nothing orders after them).
+        self.complete_net()?;
         // Release: the operation's stores (or reads, for get_notify) happen-before whatever
         // the target does after its Acquire load sees this increment. Data moved by
         // cross-memory attach is in the target's memory when the system call returns,
@@ -146,13 +196,6 @@ impl<T: Pod> Window<T> {
     /// pending.
     pub fn set_num_notify(&self, n: usize) -> Result<()> {
         const FAILED: u64 = u64::MAX;
-        // The counters live in one node segment: across nodes they need the network's
-        // registration too (every process sees the same window: all return here).
-        if !self.core.plane().is_mapped() {
-            return Err(Error::Unsupported(
-                "set_num_notify: notification counters on a window across nodes".into(),
-            ));
-        }
         let local = if n > MAX_NOTIFY {
             Err(Error::InvalidArgument(format!(
                 "set_num_notify: {n} counters (at most {MAX_NOTIFY})"
@@ -177,9 +220,17 @@ impl<T: Pod> Window<T> {
         let total: usize = words.iter().sum::<usize>() * 8;
         let comm = &self.core.comm;
         let me = self.core.rank;
+        // One segment per node (one on a single node), created by the node's lowest rank.
+        let nodes: Vec<usize> = (0..comm.size())
+            .map(|r| comm.node_of(r))
+            .collect::<Result<_>>()?;
+        let leader = nodes
+            .iter()
+            .position(|&x| x == nodes[me])
+            .expect("a rank is on its own node");
         let mut msg: Vec<u8> = Vec::new();
         let mut mine = None;
-        if me == 0 && total > 0 {
+        if me == leader && total > 0 {
             let seg = Segment::create(comm.job_id(), "notify", total);
             if let Ok(s) = &seg {
                 msg.extend_from_slice(s.name().as_bytes());
@@ -187,7 +238,8 @@ impl<T: Pod> Window<T> {
             mine = Some(seg);
         }
         if total > 0 {
-            comm.bcast_vec_for(Call::SetNumNotify, 0, &mut msg)?;
+            let names = comm.allgatherv_for(Call::SetNumNotify, &msg)?;
+            msg = names[leader].clone();
         }
         let segment = match mine {
             Some(seg) => seg.map(Some),
@@ -222,6 +274,10 @@ impl<T: Pod> Window<T> {
         if let Some(s) = &segment {
             s.unlink();
         }
+        #[cfg(feature = "ofi")]
+        let net = self
+            .core
+            .net_counters(segment.as_ref(), total, nodes[me], nodes)?;
         let base = segment
             .as_ref()
             .map_or(std::ptr::null(), |s| s.as_ptr().cast_const());
@@ -243,6 +299,8 @@ impl<T: Pod> Window<T> {
             blocks,
             counts: counts.iter().map(|&c| c as usize).collect(),
             _segment: segment,
+            #[cfg(feature = "ofi")]
+            net,
         });
         Ok(())
     }
