@@ -158,18 +158,20 @@ fn all_ops_for<T: Num>(u: &Universe, kind: Kind) -> onesided::Result<()> {
 }
 
 fn every_op_and_type(kind: Kind) {
-    testing::run(3, move |u| {
-        all_ops_for::<i8>(u, kind)?;
-        all_ops_for::<i16>(u, kind)?;
-        all_ops_for::<i32>(u, kind)?;
-        all_ops_for::<i64>(u, kind)?;
-        all_ops_for::<u8>(u, kind)?;
-        all_ops_for::<u16>(u, kind)?;
-        all_ops_for::<u32>(u, kind)?;
-        all_ops_for::<u64>(u, kind)?;
-        all_ops_for::<f32>(u, kind)?;
-        all_ops_for::<f64>(u, kind)
-    });
+    kind.job(3)
+        .run(move |u| {
+            all_ops_for::<i8>(u, kind)?;
+            all_ops_for::<i16>(u, kind)?;
+            all_ops_for::<i32>(u, kind)?;
+            all_ops_for::<i64>(u, kind)?;
+            all_ops_for::<u8>(u, kind)?;
+            all_ops_for::<u16>(u, kind)?;
+            all_ops_for::<u32>(u, kind)?;
+            all_ops_for::<u64>(u, kind)?;
+            all_ops_for::<f32>(u, kind)?;
+            all_ops_for::<f64>(u, kind)
+        })
+        .assert_success();
 }
 
 mod serial_model {

@@ -9,9 +9,12 @@ fn identity_and_barrier() {
         testing::run(n, move |u| {
             let w = u.world();
             assert_eq!(w.size(), n);
-            assert_eq!((w.node_rank(), w.node_size()), (w.rank(), n));
-            // One node under osrun.
-            assert!((0..n).all(|r| matches!(w.node_of(r), Ok(0))));
+            // One node under osrun, unless the tests run over virtual nodes.
+            if std::env::var_os(testing::ENV_TEST_NODES).is_none() {
+                assert_eq!((w.node_rank(), w.node_size()), (w.rank(), n));
+                assert!((0..n).all(|r| matches!(w.node_of(r), Ok(0))));
+            }
+            check_node_identity(w)?;
             assert!(matches!(
                 w.node_of(n),
                 Err(onesided::Error::InvalidRank { .. })
@@ -24,6 +27,41 @@ fn identity_and_barrier() {
             Ok(())
         });
     }
+}
+
+/// Nodes hold consecutive blocks of ranks as even as can be, and a rank's node rank and
+/// node size say where it is in its block.
+fn check_node_identity(w: &onesided::Comm) -> onesided::Result<()> {
+    let n = w.size();
+    let nodes: Vec<usize> = (0..n).map(|r| w.node_of(r)).collect::<Result<_, _>>()?;
+    assert!(nodes.windows(2).all(|p| p[0] <= p[1]), "blocks: {nodes:?}");
+    let count = nodes.last().map_or(0, |&l| l + 1);
+    let sizes: Vec<usize> = (0..count)
+        .map(|k| nodes.iter().filter(|&&x| x == k).count())
+        .collect();
+    let (lo, hi) = (sizes.iter().min(), sizes.iter().max());
+    assert!(
+        hi.zip(lo).is_some_and(|(h, l)| h - l <= 1),
+        "even: {sizes:?}"
+    );
+    let mine: Vec<usize> = (0..n).filter(|&r| nodes[r] == nodes[w.rank()]).collect();
+    let here = mine.iter().position(|&r| r == w.rank());
+    assert_eq!((Some(w.node_rank()), w.node_size()), (here, mine.len()));
+    Ok(())
+}
+
+/// `osrun --nodes 2` (here the test harness's equivalent): 5 ranks over two virtual nodes.
+#[test]
+fn identity_over_two_virtual_nodes() {
+    testing::job(5)
+        .nodes(2)
+        .run(|u| {
+            let w = u.world();
+            check_node_identity(w)?;
+            assert_eq!((0..5).filter_map(|r| w.node_of(r).ok()).max(), Some(1));
+            w.barrier()
+        })
+        .assert_success();
 }
 
 #[test]

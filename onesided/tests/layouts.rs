@@ -8,53 +8,55 @@ use onesided::{testing, Assert, Error, Layout, LockType, Op, Pod, Window, Zeroab
 /// Origin and target shaped differently (vector vs indexed vs contiguous), on every kind of
 /// memory: what lands must be what was selected, in order, and nothing else may change.
 fn round_trip(kind: Kind) {
-    testing::run(3, move |u| {
-        let w = u.world();
-        let (me, n) = (w.rank(), w.size());
-        const LEN: usize = 64;
-        let f = Fixture::<u32>::new(w, kind, LEN)?;
-        let src: Vec<u32> = (0..LEN as u32)
-            .map(|i| 1000 * (me as u32 + 1) + i)
-            .collect();
-        // Origin: elements 0, 3, 6, ... (16 of them); target: blocks 2+5+9 at scattered spots.
-        let origin = Layout::<u32>::vector(16, 1, 3)?;
-        let target = Layout::<u32>::indexed(&[(40, 2), (10, 5), (20, 9)])?;
-        let right = (me + 1) % n;
-        f.win.fence(Assert::NONE)?;
-        f.win
-            .put_layout(&src, &origin, right, f.disp(right, 0), &target)?;
-        f.win.fence(Assert::NONE)?;
-        let left = (me + n - 1) % n;
-        let lsrc: Vec<u32> = (0..LEN as u32)
-            .map(|i| 1000 * (left as u32 + 1) + i)
-            .collect();
-        let mut mem = vec![0u32; LEN];
-        f.read_local(0, &mut mem)?;
-        let picked: Vec<u32> = (0..16).map(|k| lsrc[3 * k]).collect();
-        let mut want = vec![0u32; LEN];
-        let mut k = 0;
-        for (d, l) in [(40, 2), (10, 5), (20, 9)] {
-            for i in 0..l {
-                want[d + i] = picked[k];
-                k += 1;
+    kind.job(3)
+        .run(move |u| {
+            let w = u.world();
+            let (me, n) = (w.rank(), w.size());
+            const LEN: usize = 64;
+            let f = Fixture::<u32>::new(w, kind, LEN)?;
+            let src: Vec<u32> = (0..LEN as u32)
+                .map(|i| 1000 * (me as u32 + 1) + i)
+                .collect();
+            // Origin: elements 0, 3, 6, ... (16 of them); target: blocks 2+5+9 at scattered spots.
+            let origin = Layout::<u32>::vector(16, 1, 3)?;
+            let target = Layout::<u32>::indexed(&[(40, 2), (10, 5), (20, 9)])?;
+            let right = (me + 1) % n;
+            f.win.fence(Assert::NONE)?;
+            f.win
+                .put_layout(&src, &origin, right, f.disp(right, 0), &target)?;
+            f.win.fence(Assert::NONE)?;
+            let left = (me + n - 1) % n;
+            let lsrc: Vec<u32> = (0..LEN as u32)
+                .map(|i| 1000 * (left as u32 + 1) + i)
+                .collect();
+            let mut mem = vec![0u32; LEN];
+            f.read_local(0, &mut mem)?;
+            let picked: Vec<u32> = (0..16).map(|k| lsrc[3 * k]).collect();
+            let mut want = vec![0u32; LEN];
+            let mut k = 0;
+            for (d, l) in [(40, 2), (10, 5), (20, 9)] {
+                for i in 0..l {
+                    want[d + i] = picked[k];
+                    k += 1;
+                }
             }
-        }
-        assert_eq!(mem, want, "rank {me}: target memory after put_layout");
-        // get back with the layouts swapped: the scattered target blocks, read as a vector.
-        let mut back = vec![0u32; LEN];
-        f.win
-            .get_layout(&mut back, &origin, right, f.disp(right, 0), &target)?;
-        f.win.fence(Assert::NOSUCCEED)?;
-        for k in 0..16 {
-            assert_eq!(back[3 * k], src[3 * k]);
-            assert_eq!(
-                back[3 * k + 1],
-                0,
-                "get_layout wrote outside the origin layout"
-            );
-        }
-        f.free()
-    });
+            assert_eq!(mem, want, "rank {me}: target memory after put_layout");
+            // get back with the layouts swapped: the scattered target blocks, read as a vector.
+            let mut back = vec![0u32; LEN];
+            f.win
+                .get_layout(&mut back, &origin, right, f.disp(right, 0), &target)?;
+            f.win.fence(Assert::NOSUCCEED)?;
+            for k in 0..16 {
+                assert_eq!(back[3 * k], src[3 * k]);
+                assert_eq!(
+                    back[3 * k + 1],
+                    0,
+                    "get_layout wrote outside the origin layout"
+                );
+            }
+            f.free()
+        })
+        .assert_success();
 }
 
 mod round_trip {
@@ -242,7 +244,7 @@ fn wrapping_layouts_never_reach_outside_the_window() {
             Err(Error::InvalidArgument(_))
         ));
         assert!(Layout::<u64>::indexed(&[(usize::MAX / 8, 2)]).is_err());
-        for kind in Kind::ALL {
+        for kind in Kind::all_over(w) {
             let f = Fixture::<u64>::new(w, kind, 8)?;
             let peer = 1 - w.rank();
             f.win.lock_all(Assert::NONE)?;
@@ -314,7 +316,7 @@ fn zero_count_operations_are_no_ops_on_every_flavor() {
     testing::run(2, |u| {
         let w = u.world();
         let peer = 1 - w.rank();
-        for kind in Kind::ALL {
+        for kind in Kind::all_over(w) {
             let f = Fixture::<u64>::new(w, kind, 4)?;
             f.win.lock_all(Assert::NONE)?;
             for disp in [0, f.disp(peer, 0), f.disp(peer, 1000), 0x1000] {

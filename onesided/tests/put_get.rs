@@ -60,109 +60,111 @@ fn check_local(f: &Fixture<u64>, round: u64, origins: &[usize]) -> onesided::Res
 }
 
 fn run_case(kind: Kind, mode: Mode) {
-    testing::run(RANKS, move |u| {
-        let w = u.world();
-        let f = Fixture::<u64>::new(w, kind, w.size() * K)?;
-        let all: Vec<usize> = (0..w.size()).collect();
-        let everyone = Group::new(all.clone())?;
-        for round in 1..=3u64 {
-            match mode {
-                Mode::Fence => {
-                    f.win.fence(Assert::NOPRECEDE)?;
-                    put_blocks(&f, round, &all)?;
-                    f.win.fence(Assert::NONE)?;
-                    check_local(&f, round, &all)?;
-                    get_and_check(&f, round, &all)?;
-                    f.win.fence(Assert::NOSUCCEED)?;
-                }
-                Mode::Pscw => {
-                    f.win.post(&everyone, Assert::NONE)?;
-                    f.win.start(&everyone, Assert::NONE)?;
-                    put_blocks(&f, round, &all)?;
-                    f.win.complete()?;
-                    f.win.wait()?;
-                    check_local(&f, round, &all)?;
-                    f.win.post(&everyone, Assert::NOSTORE)?;
-                    f.win.start(&everyone, Assert::NONE)?;
-                    get_and_check(&f, round, &all)?;
-                    f.win.complete()?;
-                    while !f.win.test()? {
-                        std::thread::yield_now();
+    kind.job(RANKS)
+        .run(move |u| {
+            let w = u.world();
+            let f = Fixture::<u64>::new(w, kind, w.size() * K)?;
+            let all: Vec<usize> = (0..w.size()).collect();
+            let everyone = Group::new(all.clone())?;
+            for round in 1..=3u64 {
+                match mode {
+                    Mode::Fence => {
+                        f.win.fence(Assert::NOPRECEDE)?;
+                        put_blocks(&f, round, &all)?;
+                        f.win.fence(Assert::NONE)?;
+                        check_local(&f, round, &all)?;
+                        get_and_check(&f, round, &all)?;
+                        f.win.fence(Assert::NOSUCCEED)?;
                     }
-                }
-                Mode::LockShared | Mode::LockExclusive => {
-                    let kind = if mode == Mode::LockShared {
-                        LockType::Shared
-                    } else {
-                        LockType::Exclusive
-                    };
-                    for &t in &all {
-                        f.win.lock(kind, t, Assert::NONE)?;
-                        put_blocks(&f, round, &[t])?;
-                        f.win.unlock(t)?;
+                    Mode::Pscw => {
+                        f.win.post(&everyone, Assert::NONE)?;
+                        f.win.start(&everyone, Assert::NONE)?;
+                        put_blocks(&f, round, &all)?;
+                        f.win.complete()?;
+                        f.win.wait()?;
+                        check_local(&f, round, &all)?;
+                        f.win.post(&everyone, Assert::NOSTORE)?;
+                        f.win.start(&everyone, Assert::NONE)?;
+                        get_and_check(&f, round, &all)?;
+                        f.win.complete()?;
+                        while !f.win.test()? {
+                            std::thread::yield_now();
+                        }
                     }
-                    w.barrier()?;
-                    check_local(&f, round, &all)?;
-                    for &t in &all {
-                        f.win.lock(kind, t, Assert::NONE)?;
-                        get_and_check(&f, round, &[t])?;
-                        f.win.unlock(t)?;
+                    Mode::LockShared | Mode::LockExclusive => {
+                        let kind = if mode == Mode::LockShared {
+                            LockType::Shared
+                        } else {
+                            LockType::Exclusive
+                        };
+                        for &t in &all {
+                            f.win.lock(kind, t, Assert::NONE)?;
+                            put_blocks(&f, round, &[t])?;
+                            f.win.unlock(t)?;
+                        }
+                        w.barrier()?;
+                        check_local(&f, round, &all)?;
+                        for &t in &all {
+                            f.win.lock(kind, t, Assert::NONE)?;
+                            get_and_check(&f, round, &[t])?;
+                            f.win.unlock(t)?;
+                        }
+                        w.barrier()?;
                     }
-                    w.barrier()?;
-                }
-                Mode::LockAllFlush => {
-                    f.win.lock_all(Assert::NONE)?;
-                    for &t in &all {
-                        put_blocks(&f, round, &[t])?;
-                        f.win.flush(t)?;
-                        get_and_check(&f, round, &[t])?;
-                        f.win.flush_local(t)?;
+                    Mode::LockAllFlush => {
+                        f.win.lock_all(Assert::NONE)?;
+                        for &t in &all {
+                            put_blocks(&f, round, &[t])?;
+                            f.win.flush(t)?;
+                            get_and_check(&f, round, &[t])?;
+                            f.win.flush_local(t)?;
+                        }
+                        f.win.flush_all()?;
+                        f.win.flush_local_all()?;
+                        w.barrier()?;
+                        check_local(&f, round, &all)?;
+                        f.win.unlock_all()?;
+                        w.barrier()?;
                     }
-                    f.win.flush_all()?;
-                    f.win.flush_local_all()?;
-                    w.barrier()?;
-                    check_local(&f, round, &all)?;
-                    f.win.unlock_all()?;
-                    w.barrier()?;
-                }
-                Mode::LockFlushLocal => {
-                    // Several targets locked at once, completed with flush_all.
-                    for &t in &all {
-                        f.win.lock(LockType::Exclusive, t, Assert::NONE)?;
+                    Mode::LockFlushLocal => {
+                        // Several targets locked at once, completed with flush_all.
+                        for &t in &all {
+                            f.win.lock(LockType::Exclusive, t, Assert::NONE)?;
+                        }
+                        put_blocks(&f, round, &all)?;
+                        f.win.flush_local_all()?;
+                        f.win.flush_all()?;
+                        f.win.sync()?;
+                        get_and_check(&f, round, &all)?;
+                        for &t in all.iter().rev() {
+                            f.win.unlock(t)?;
+                        }
+                        w.barrier()?;
+                        check_local(&f, round, &all)?;
+                        w.barrier()?;
                     }
-                    put_blocks(&f, round, &all)?;
-                    f.win.flush_local_all()?;
-                    f.win.flush_all()?;
-                    f.win.sync()?;
-                    get_and_check(&f, round, &all)?;
-                    for &t in all.iter().rev() {
-                        f.win.unlock(t)?;
-                    }
-                    w.barrier()?;
-                    check_local(&f, round, &all)?;
-                    w.barrier()?;
                 }
             }
-        }
-        let me = w.rank();
-        let returned = f.win.free()?;
-        match kind {
-            Kind::CreateVec | Kind::DynamicVec => {
-                // The memory we gave the window holds what the peers wrote.
-                let v = returned
-                    .into_iter()
-                    .next()
-                    .and_then(|b| b.into_vec())
-                    .expect("our vec back");
-                for o in 0..w.size() {
-                    assert_eq!(v[o * K + 5], value(3, o, me, 5));
+            let me = w.rank();
+            let returned = f.win.free()?;
+            match kind {
+                Kind::CreateVec | Kind::DynamicVec => {
+                    // The memory we gave the window holds what the peers wrote.
+                    let v = returned
+                        .into_iter()
+                        .next()
+                        .and_then(|b| b.into_vec())
+                        .expect("our vec back");
+                    for o in 0..w.size() {
+                        assert_eq!(v[o * K + 5], value(3, o, me, 5));
+                    }
                 }
+                Kind::CreateAllocMem | Kind::DynamicAllocMem => assert_eq!(returned.len(), 1),
+                Kind::Allocate | Kind::Shared => assert!(returned.is_empty()),
             }
-            Kind::CreateAllocMem | Kind::DynamicAllocMem => assert_eq!(returned.len(), 1),
-            Kind::Allocate | Kind::Shared => assert!(returned.is_empty()),
-        }
-        Ok(())
-    });
+            Ok(())
+        })
+        .assert_success();
 }
 
 macro_rules! matrix {

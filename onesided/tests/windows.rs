@@ -18,16 +18,29 @@ fn attributes_of_every_flavor() {
         assert_eq!((a.len(), a.size_bytes(), a.disp_unit()), (10, 80, 8));
         assert_eq!((a.rank(), a.size()), (me, 3));
         assert!(!a.base().is_null());
+        // Across nodes every rank's memory has its own route (a table), and no memory is
+        // shared by all (allocate_shared is MPI_ERR_RMA_SHARED: tests/across_nodes.rs).
+        let one_node = w.node_size() == w.size();
         assert_eq!(
             a.layout(),
-            WindowLayout::Symmetric,
-            "symmetric sizes need O(1) metadata"
+            if one_node {
+                WindowLayout::Symmetric
+            } else {
+                WindowLayout::PerRank
+            },
+            "symmetric sizes need O(1) metadata on one node"
         );
-        let s = Window::<u16>::allocate_shared(w, 5)?;
-        assert_eq!(
-            (s.flavor(), s.size_bytes(), s.disp_unit()),
-            (Flavor::Shared, 10, 2)
-        );
+        let s = if one_node {
+            let s = Window::<u16>::allocate_shared(w, 5)?;
+            assert_eq!(
+                (s.flavor(), s.size_bytes(), s.disp_unit()),
+                (Flavor::Shared, 10, 2)
+            );
+            Some(s)
+        } else {
+            assert!(Window::<u16>::allocate_shared(w, 5).is_err());
+            None
+        };
         let c = Window::create(w, vec![0u32; 7])?;
         assert_eq!((c.flavor(), c.len(), c.disp_unit()), (Flavor::Create, 7, 4));
         assert_eq!(c.layout(), WindowLayout::PerRank);
@@ -52,7 +65,9 @@ fn attributes_of_every_flavor() {
         drop(c.free()?);
         d.free()?;
         a.free()?;
-        s.free()?;
+        if let Some(s) = s {
+            s.free()?;
+        }
         asym.free()?;
         Ok(())
     });
@@ -94,11 +109,14 @@ fn info_in_effect() {
         assert_eq!(win.get_info().get("same_size"), Some("true"));
         assert_eq!(win.get_info().get("accumulate_ops"), Some("same_op"));
         win.free()?;
-        let sh = Window::<u8>::builder(w)
-            .info(&WinInfo::new().with("alloc_shared_noncontig", "true"))
-            .allocate_shared(10)?;
-        assert_eq!(sh.get_info().get("alloc_shared_noncontig"), Some("true"));
-        sh.free()?;
+        // Shared windows exist within one node only.
+        if w.node_size() == w.size() {
+            let sh = Window::<u8>::builder(w)
+                .info(&WinInfo::new().with("alloc_shared_noncontig", "true"))
+                .allocate_shared(10)?;
+            assert_eq!(sh.get_info().get("alloc_shared_noncontig"), Some("true"));
+            sh.free()?;
+        }
         Ok(())
     });
 }
@@ -149,67 +167,72 @@ fn per_target_disp_units() {
 /// allocate_shared: direct loads and stores into every rank's memory, contiguous by default.
 #[test]
 fn shared_query_direct_access() {
-    testing::run(4, |u| {
-        let w = u.world();
-        let (me, n) = (w.rank(), w.size());
-        let sizes = [3usize, 0, 5, 2];
-        let win = Window::<u32>::allocate_shared(w, sizes[me])?;
-        let regions: Vec<_> = (0..n)
-            .map(|r| win.shared_query(r).map(|q| q.expect("shared memory")))
-            .collect::<Result<_, _>>()?;
-        for r in 0..n {
-            assert_eq!(regions[r].len(), sizes[r]);
-            assert_eq!(regions[r].disp_unit(), 4);
-            if r + 1 < n {
-                // Contiguous: rank r+1 starts where rank r ends.
-                assert_eq!(
-                    regions[r].as_ptr().wrapping_add(sizes[r]),
-                    regions[r + 1].as_ptr()
-                );
+    // Shared windows exist within one node only (tests/across_nodes.rs checks the error
+    // across nodes): this job stays on one node whatever ONESIDED_TEST_NODES says.
+    testing::job(4)
+        .nodes(1)
+        .run(|u| {
+            let w = u.world();
+            let (me, n) = (w.rank(), w.size());
+            let sizes = [3usize, 0, 5, 2];
+            let win = Window::<u32>::allocate_shared(w, sizes[me])?;
+            let regions: Vec<_> = (0..n)
+                .map(|r| win.shared_query(r).map(|q| q.expect("shared memory")))
+                .collect::<Result<_, _>>()?;
+            for r in 0..n {
+                assert_eq!(regions[r].len(), sizes[r]);
+                assert_eq!(regions[r].disp_unit(), 4);
+                if r + 1 < n {
+                    // Contiguous: rank r+1 starts where rank r ends.
+                    assert_eq!(
+                        regions[r].as_ptr().wrapping_add(sizes[r]),
+                        regions[r + 1].as_ptr()
+                    );
+                }
             }
-        }
-        // Every rank stores into element `me` of every region long enough to have one.
-        win.fence(Assert::NONE)?;
-        for (t, reg) in regions.iter().enumerate().filter(|(_, r)| me < r.len()) {
-            // SAFETY: element `me` is inside the region; each rank writes a distinct element,
-            // and nobody else touches the window between these two fences.
-            unsafe { reg.as_ptr().add(me).write_volatile((t * 10 + me) as u32) };
-        }
-        win.fence(Assert::NONE)?;
-        // SAFETY: no process writes between these fences.
-        let mine = unsafe { win.local_slice() };
-        for (i, v) in mine.iter().enumerate() {
-            if i < n {
-                assert_eq!(*v, (me * 10 + i) as u32);
+            // Every rank stores into element `me` of every region long enough to have one.
+            win.fence(Assert::NONE)?;
+            for (t, reg) in regions.iter().enumerate().filter(|(_, r)| me < r.len()) {
+                // SAFETY: element `me` is inside the region; each rank writes a distinct element,
+                // and nobody else touches the window between these two fences.
+                unsafe { reg.as_ptr().add(me).write_volatile((t * 10 + me) as u32) };
             }
-        }
-        win.fence(Assert::NOSUCCEED)?;
-        win.free()?;
-        // Non-contiguous: every rank's memory starts on its own page or line.
-        let nc = Window::<u8>::builder(w)
-            .info(&WinInfo::new().with("alloc_shared_noncontig", "true"))
-            .allocate_shared(10)?;
-        let p0 = nc.shared_query(0)?.unwrap().as_ptr() as usize;
-        let p1 = nc.shared_query(1)?.unwrap().as_ptr() as usize;
-        assert!(p1 - p0 >= 64 && p1 % 64 == 0);
-        nc.free()?;
-        // allocate windows are shared memory too; create windows over alloc_mem as well,
-        // create windows over ordinary memory are not.
-        let a = Window::<u8>::allocate(w, 8)?;
-        assert!(a.shared_query((me + 1) % n)?.is_some());
-        a.free()?;
-        let c = Window::create(w, alloc_mem::<u8>(8)?)?;
-        assert!(c.shared_query((me + 1) % n)?.is_some());
-        drop(c.free()?);
-        let v = Window::create(w, vec![0u8; 8])?;
-        assert!(v.shared_query((me + 1) % n)?.is_none());
-        assert!(
-            v.shared_query(me)?.is_some(),
-            "own memory is always directly accessible"
-        );
-        drop(v.free()?);
-        Ok(())
-    });
+            win.fence(Assert::NONE)?;
+            // SAFETY: no process writes between these fences.
+            let mine = unsafe { win.local_slice() };
+            for (i, v) in mine.iter().enumerate() {
+                if i < n {
+                    assert_eq!(*v, (me * 10 + i) as u32);
+                }
+            }
+            win.fence(Assert::NOSUCCEED)?;
+            win.free()?;
+            // Non-contiguous: every rank's memory starts on its own page or line.
+            let nc = Window::<u8>::builder(w)
+                .info(&WinInfo::new().with("alloc_shared_noncontig", "true"))
+                .allocate_shared(10)?;
+            let p0 = nc.shared_query(0)?.unwrap().as_ptr() as usize;
+            let p1 = nc.shared_query(1)?.unwrap().as_ptr() as usize;
+            assert!(p1 - p0 >= 64 && p1 % 64 == 0);
+            nc.free()?;
+            // allocate windows are shared memory too; create windows over alloc_mem as well,
+            // create windows over ordinary memory are not.
+            let a = Window::<u8>::allocate(w, 8)?;
+            assert!(a.shared_query((me + 1) % n)?.is_some());
+            a.free()?;
+            let c = Window::create(w, alloc_mem::<u8>(8)?)?;
+            assert!(c.shared_query((me + 1) % n)?.is_some());
+            drop(c.free()?);
+            let v = Window::create(w, vec![0u8; 8])?;
+            assert!(v.shared_query((me + 1) % n)?.is_none());
+            assert!(
+                v.shared_query(me)?.is_some(),
+                "own memory is always directly accessible"
+            );
+            drop(v.free()?);
+            Ok(())
+        })
+        .assert_success();
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Pod, Zeroable)]
@@ -311,25 +334,35 @@ fn windows_over_split_communicators() {
         assert_eq!(half.size(), 2);
         assert_eq!(half.rank(), usize::from(me < 2));
         let win = Window::<u64>::allocate(&half, 4)?;
-        let shared = Window::<u64>::allocate_shared(&half, 4)?;
+        // A shared window needs the group on one node (across nodes the halves are not).
+        let shared = if half.node_size() == half.size() {
+            Some(Window::<u64>::allocate_shared(&half, 4)?)
+        } else {
+            assert!(Window::<u64>::allocate_shared(&half, 4).is_err());
+            None
+        };
         win.fence(Assert::NONE)?;
-        shared.fence(Assert::NONE)?;
         let peer = 1 - half.rank();
         win.put(&[me as u64; 4], peer, 0)?;
-        shared.put(&[100 + me as u64; 4], peer, 0)?;
+        if let Some(shared) = &shared {
+            shared.fence(Assert::NONE)?;
+            shared.put(&[100 + me as u64; 4], peer, 0)?;
+            shared.fence(Assert::NONE)?;
+        }
         win.fence(Assert::NONE)?;
-        shared.fence(Assert::NONE)?;
         // The peer in my group is the other rank of my parity.
         let partner = if me < 2 { me + 2 } else { me - 2 };
         let mut got = [0u64; 4];
         win.get(&mut got, half.rank(), 0)?;
         win.fence(Assert::NONE)?;
         assert_eq!(got, [partner as u64; 4]);
-        shared.local_read(0, &mut got)?;
-        assert_eq!(got, [100 + partner as u64; 4]);
+        if let Some(shared) = shared {
+            shared.local_read(0, &mut got)?;
+            assert_eq!(got, [100 + partner as u64; 4]);
+            shared.free()?;
+        }
         // A process outside every group gets no communicator.
         assert!(w.split((me != 3).then_some(0), me)?.is_some() == (me != 3));
-        shared.free()?;
         win.free()?;
         Ok(())
     });

@@ -26,6 +26,29 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// A job of `ranks` ranks for a test of this kind: `allocate_shared` windows exist
+    /// within one node only (across nodes creating one is MPI_ERR_RMA_SHARED, which
+    /// tests/across_nodes.rs checks), so their jobs stay on one node whatever
+    /// `ONESIDED_TEST_NODES` says; every other kind runs as the environment places it.
+    pub fn job(self, ranks: usize) -> onesided::testing::Job {
+        let job = onesided::testing::job(ranks);
+        if self == Kind::Shared {
+            job.nodes(1)
+        } else {
+            job
+        }
+    }
+
+    /// The kinds a window over `w` can have: every kind on one node, all but
+    /// `allocate_shared` across nodes.
+    pub fn all_over(w: &Comm) -> Vec<Kind> {
+        let one_node = w.node_size() == w.size();
+        Kind::ALL
+            .into_iter()
+            .filter(|&k| one_node || k != Kind::Shared)
+            .collect()
+    }
+
     pub const ALL: [Kind; 6] = [
         Kind::Allocate,
         Kind::Shared,
