@@ -95,11 +95,11 @@ impl WinCore {
         // The barrier's signals carried the tags and found a difference: name it.
         let parity = a.parity();
         for r in 0..self.size {
-            // Relaxed: ordered by the barrier's acquire.
-            let read = self
-                .ctrl
-                .load(published(r, parity, AgreementPart::Tag), Ordering::Relaxed);
-            a.tag.check(r, Awaited::from(read).wait(&self.plane())?)?;
+            // Relaxed: ordered by the barrier's acquire. Through the plane: a rank on
+            // another node published its tag in its own node's words.
+            let plane = self.plane();
+            let read = plane.load(published(r, parity, AgreementPart::Tag), Ordering::Relaxed);
+            a.tag.check(r, Awaited::from(read).wait(&plane)?)?;
         }
         Err(Error::CollectiveMismatch {
             call: a.tag.call.name(),

@@ -499,7 +499,8 @@ const _: () = {
 
 impl<T: Pod> Drop for Window<T> {
     /// Dropping a window without [`Window::free`] cannot synchronise with the other
-    /// processes, so user memory they might still access is leaked instead of freed.
+    /// processes, so user memory they might still access is leaked instead of freed (and,
+    /// across nodes, the window's registrations with the network).
     fn drop(&mut self) {
         if self.duplicate {
             // The window this duplicates outlives it (WindowDup borrows it) and owns all.
@@ -518,6 +519,14 @@ impl<T: Pod> Drop for Window<T> {
                 .drain(..)
             {
                 b.leak();
+            }
+            // Across nodes peers reach this window's words and memory through its network
+            // registrations, which die with the core: a peer still reading them (the tag
+            // of a collective that failed against ours, say) would get a completion error,
+            // and the tcp provider closes the connection on an unknown key. The core is
+            // kept, mapped and registered, for the life of the process.
+            if !self.core.plane().is_mapped() {
+                std::mem::forget(self.core.clone_handle());
             }
         }
     }
