@@ -47,13 +47,14 @@ fn windows_larger_than_dev_shm_are_typed_errors() {
         .timeout(Duration::from_secs(60))
         .run(|u| {
             let w = u.world();
-            // 2 × 32 MiB in one node segment: more than the 16 MiB there are.
+            // 2 × 32 MiB in a node segment: more than the 16 MiB there are (every node
+            // segment holds both ranks' memory, across nodes too).
             match Window::<u8>::allocate(w, 32 << 20) {
                 Err(Error::SharedMemoryFull {
                     requested,
                     available,
                 }) => {
-                    assert_eq!(w.rank(), 0, "rank 0 creates the node segment");
+                    assert_eq!(w.node_rank(), 0, "a node's lowest rank creates its segment");
                     assert!(requested >= 64 << 20 && available < (SHM_MIB as u64) << 20);
                     let text = Error::SharedMemoryFull {
                         requested,
@@ -62,7 +63,7 @@ fn windows_larger_than_dev_shm_are_typed_errors() {
                     .to_string();
                     assert!(text.contains("/dev/shm"), "{text}");
                 }
-                Err(Error::PeerFailed { .. }) => assert_ne!(w.rank(), 0),
+                Err(Error::PeerFailed { .. }) => assert_ne!(w.node_rank(), 0),
                 other => panic!("expected an error at every rank, got {other:?}"),
             }
             // A terabyte per rank fails at once instead of being "created" sparsely.

@@ -54,11 +54,13 @@ struct NodeSegment {
 
 /// Creates (at the node's lowest rank) and maps the node segment of `layout`, registers it
 /// and publishes key, base and endpoint name (collective; every rank returns the same
-/// success or failure). `prior`: the caller's local checks, which join the agreement.
+/// success or failure). `prior`: the caller's local checks, which join the agreement;
+/// `params`: values every rank must pass alike (they fix the layout or a protocol).
 fn node_segment(
     comm: &Comm,
     call: Call,
     layout: ControlLayout,
+    params: &[u64],
     prior: Result<()>,
 ) -> Result<NodeSegment> {
     let me = comm.rank();
@@ -75,21 +77,31 @@ fn node_segment(
     };
     let created = (me == leader && endpoint.is_some())
         .then(|| Segment::create(comm.job_id(), &me.to_string(), layout.total));
-    let name: Vec<u8> = match &created {
-        Some(Ok(seg)) => seg.name().as_bytes().to_vec(),
-        _ => Vec::new(),
-    };
-    let names = comm.allgatherv_for(call, &name)?;
+    // Every rank sends its parameters, then (a leader) the segment's name.
+    let mut msg: Vec<u8> = params.iter().flat_map(|p| p.to_le_bytes()).collect();
+    if let Some(Ok(seg)) = &created {
+        msg.extend_from_slice(seg.name().as_bytes());
+    }
+    let msgs = comm.allgatherv_for(call, &msg)?;
+    let split = params.len() * 8;
+    let names: Vec<&[u8]> = msgs.iter().map(|m| m.get(split..).unwrap_or(&[])).collect();
+    let differ = msgs.iter().any(|m| m.get(..split) != msgs[0].get(..split));
     // 2. Map the node's segment, register it, publish key, base and endpoint name.
     let local = (|| -> Result<(Segment, Registration, Vec<u8>)> {
         prior?;
+        if differ {
+            return Err(Error::InvalidArgument(format!(
+                "{call}: the processes passed different parameters (info keys that fix \
+                 the window's layout or protocol must agree): {params:?} here"
+            )));
+        }
         let Some(ep) = endpoint else {
             return Err(endpoint_error.take().expect("no endpoint: its error"));
         };
         let seg = match created {
             Some(seg) => seg?,
             None => {
-                let name = std::str::from_utf8(&names[leader])
+                let name = std::str::from_utf8(names[leader])
                     .map_err(|_| Error::Bootstrap("segment name is not UTF-8".into()))?;
                 if name.is_empty() {
                     return Err(Error::PeerFailed { call: call.name() });
@@ -181,7 +193,13 @@ pub(crate) fn allocate(
         areas,
         nodes,
         ep,
-    } = node_segment(comm, call, layout, Ok(()))?;
+    } = node_segment(
+        comm,
+        call,
+        layout,
+        &[hints.accumulate_granularity as u64],
+        Ok(()),
+    )?;
     let plane = NetPlane::new(Arc::clone(&ep.nic), layout, areas.clone());
     let place = |r: usize| placed(&placement, r, bytes, disp_unit);
     let segment = ControlMemory::Segment(seg);
@@ -262,7 +280,13 @@ pub(crate) fn create(
         areas,
         nodes,
         ep,
-    } = node_segment(comm, call, layout, Ok(()))?;
+    } = node_segment(
+        comm,
+        call,
+        layout,
+        &[hints.accumulate_granularity as u64],
+        Ok(()),
+    )?;
     // Our memory, registered for the network (an empty window registers nothing).
     let mine = match local.bytes {
         0 => Ok(None),
@@ -346,13 +370,15 @@ pub(crate) fn create_dynamic(
     hints: WinHints,
     prior: Result<()>,
 ) -> Result<WinCore> {
+    // MPI requires the same granularity everywhere; it picks the accumulate protocol.
+    let gran = hints.accumulate_granularity as u64;
     let NodeSegment {
         seg,
         reg,
         areas,
         ep,
         ..
-    } = node_segment(comm, call, layout, prior)?;
+    } = node_segment(comm, call, layout, &[layout.region_cap as u64, gran], prior)?;
     let plane = NetPlane::new(Arc::clone(&ep.nic), layout, areas);
     let mut core = crate::win::assemble::assemble(
         comm,
