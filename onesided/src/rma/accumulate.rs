@@ -233,7 +233,13 @@ impl WinCore {
     /// may not issue: `loc` is not updated with element-wise CPU atomics.
     #[cold]
     fn not_intrinsic<E: AccElement>(&self, target: usize, loc: &Located) -> Error {
-        let reason = if !loc.shared {
+        #[cfg(feature = "ofi")]
+        let network = self.net.is_some();
+        #[cfg(not(feature = "ofi"))]
+        let network = false;
+        let reason = if network {
+            "the network provider has no native atomic for this operation and type"
+        } else if !loc.shared {
             "its memory is reached by a system call (cross-memory attach)"
         } else if self.granule(std::mem::size_of::<E>()) != 0 {
             "mpi_accumulate_granularity is coarser than the element"
@@ -251,6 +257,12 @@ impl WinCore {
     /// elements (see [`Window::op_intrinsic`]).
     fn intrinsic_everywhere(&self, size: usize) -> bool {
         use crate::win::core::Targets;
+        // Across nodes every update CPU atomics cannot do goes through the network's
+        // atomics (`op_intrinsic` asks the provider about each operation).
+        #[cfg(feature = "ofi")]
+        if self.net.is_some() {
+            return self.granule(size) == 0 && !matches!(self.targets, Targets::Dynamic);
+        }
         self.granule(size) == 0
             && match &self.targets {
                 // allocate / allocate_shared: one mapped segment.
@@ -309,12 +321,18 @@ impl WinCore {
             }
             return Ok(());
         }
-        if flags.intrinsic() {
-            return Err(self.not_intrinsic::<E>(target, &loc));
-        }
         let bytes = std::mem::size_of_val(origin);
+        // Through the network: intrinsic where the provider has the operation natively
+        // (no lock, no emulation), not through the element-wise fallback.
         #[cfg(feature = "ofi")]
         if let Some(at) = self.net_atomic_at(target, &loc) {
+            let kind = match result {
+                Some(_) => crate::transport::ofi::AtomicKind::Fetch,
+                None => crate::transport::ofi::AtomicKind::Write,
+            };
+            if flags.intrinsic() && !crate::rma::net_atomic::native(kind, Some(op), E::TYPE)? {
+                return Err(self.not_intrinsic::<E>(target, &loc));
+            }
             return match result {
                 Some(_) => crate::rma::net_atomic::accumulate(op, origin, result, at),
                 None => {
@@ -324,6 +342,9 @@ impl WinCore {
                     Ok(())
                 }
             };
+        }
+        if flags.intrinsic() {
+            return Err(self.not_intrinsic::<E>(target, &loc));
         }
         if let Route::Cma { addr, .. } = loc.route {
             if let Some(rings) = self.ring_toward(target, bytes, flags) {
@@ -396,13 +417,17 @@ impl WinCore {
             // SAFETY: as in acc_run.
             return Ok(unsafe { E::compare_swap(p.cast::<E>(), compare, value) });
         }
-        if flags.intrinsic() {
-            return Err(self.not_intrinsic::<E>(target, &loc));
-        }
         let size = std::mem::size_of::<E>();
         #[cfg(feature = "ofi")]
         if let Some(at) = self.net_atomic_at(target, &loc) {
+            let kind = crate::transport::ofi::AtomicKind::Compare;
+            if flags.intrinsic() && !crate::rma::net_atomic::native(kind, None, E::TYPE)? {
+                return Err(self.not_intrinsic::<E>(target, &loc));
+            }
             return crate::rma::net_atomic::compare_swap(compare, value, at);
+        }
+        if flags.intrinsic() {
+            return Err(self.not_intrinsic::<E>(target, &loc));
         }
         if let Route::Cma { addr, .. } = loc.route {
             if let Some(rings) = self.ring_toward(target, 2 * size, flags) {
@@ -476,6 +501,22 @@ impl<T: AccElement> Window<T> {
                     Error::InvalidArgument(format!("op_intrinsic: unknown operation {name:?}"))
                 })?;
             check_op("op_intrinsic", op, T::TYPE, true)?;
+        }
+        #[cfg(feature = "ofi")]
+        if self.core.net.is_some() {
+            use crate::transport::ofi::AtomicKind;
+            for name in ops.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                let native = match Op::ALL.into_iter().find(|o| o.name() == name) {
+                    Some(op) => {
+                        crate::rma::net_atomic::native(AtomicKind::Write, Some(op), T::TYPE)?
+                            && crate::rma::net_atomic::native(AtomicKind::Fetch, Some(op), T::TYPE)?
+                    }
+                    None => crate::rma::net_atomic::native(AtomicKind::Compare, None, T::TYPE)?,
+                };
+                if !native {
+                    return Ok(false);
+                }
+            }
         }
         Ok(self.core.intrinsic_everywhere(std::mem::size_of::<T>()))
     }

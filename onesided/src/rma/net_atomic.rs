@@ -74,6 +74,22 @@ pub(crate) fn accumulate<E: AccElement>(
     accumulate_with(&ep.nic, &ep.table, op, origin, result, at)
 }
 
+/// Whether the endpoint's provider does `kind` of `op` (`None`: compare-and-swap, on the
+/// element's bits) on `ty` natively — an intrinsic accumulate across nodes — rather than
+/// through the element-wise fallback.
+pub(crate) fn native(kind: AtomicKind, op: Option<Op>, ty: ElemType) -> Result<bool> {
+    let table = &net::endpoint()?.table;
+    Ok(match op {
+        // An accumulate with no_op moves nothing: only its fetching form reaches the target.
+        Some(Op::NoOp) if kind == AtomicKind::Write => true,
+        Some(op) => table.count(kind, net_op(op), net_type(ty)).is_some(),
+        None => {
+            let bits = bits_type(net_type(ty).size());
+            table.count(kind, NetOp::CompareSwap, bits).is_some()
+        }
+    })
+}
+
 /// [`accumulate`] without a result, *issued*: where the provider has the operation
 /// natively and delivers one endpoint's operations to a peer in order (MPI's accumulate
 /// ordering then holds while they are in flight), posted with a copy of `origin` and

@@ -50,6 +50,8 @@ struct NodeSegment {
     /// Every rank's node.
     nodes: Vec<usize>,
     ep: &'static net::Endpoint,
+    /// The window's id at every rank (see [`join_network`]).
+    id: u64,
 }
 
 /// Creates (at the node's lowest rank) and maps the node segment of `layout`, registers it
@@ -77,15 +79,23 @@ fn node_segment(
     };
     let created = (me == leader && endpoint.is_some())
         .then(|| Segment::create(comm.job_id(), &me.to_string(), layout.total));
-    // Every rank sends its parameters, then (a leader) the segment's name.
+    // Every rank sends its parameters, then (a leader) the segment's tag and name.
     let mut msg: Vec<u8> = params.iter().flat_map(|p| p.to_le_bytes()).collect();
     if let Some(Ok(seg)) = &created {
+        msg.extend_from_slice(&seg.tag().to_le_bytes());
         msg.extend_from_slice(seg.name().as_bytes());
     }
     let msgs = comm.allgatherv_for(call, &msg)?;
     let split = params.len() * 8;
-    let names: Vec<&[u8]> = msgs.iter().map(|m| m.get(split..).unwrap_or(&[])).collect();
+    let names: Vec<&[u8]> = msgs
+        .iter()
+        .map(|m| m.get(split + 8..).unwrap_or(&[]))
+        .collect();
     let differ = msgs.iter().any(|m| m.get(..split) != msgs[0].get(..split));
+    // The window's id at every rank: rank 0's segment tag (rank 0 leads node 0).
+    let id = msgs[0]
+        .get(split..split + 8)
+        .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")));
     // 2. Map the node's segment, register it, publish key, base and endpoint name.
     let local = (|| -> Result<(Segment, Registration, Vec<u8>)> {
         prior?;
@@ -172,7 +182,26 @@ fn node_segment(
         areas,
         nodes,
         ep,
+        id,
     })
+}
+
+/// The parts of a window across nodes that every flavor sets the same way: its network
+/// plane and registrations, and its id agreed at every rank (memory handles carry it; the
+/// peer watch of its waits is keyed by it).
+fn join_network(
+    comm: &Comm,
+    core: &mut WinCore,
+    plane: NetPlane,
+    registrations: Vec<Registration>,
+    id: u64,
+) {
+    core.net = Some(Box::new(plane));
+    core.net_registrations = registrations;
+    core.net_window_id = Some(id);
+    core.watch = comm
+        .watch()
+        .map(|w| w.for_channel(crate::bootstrap::roster::channel_id(id)));
 }
 
 /// MPI_Win_allocate over ranks of several nodes.
@@ -193,6 +222,7 @@ pub(crate) fn allocate(
         areas,
         nodes,
         ep,
+        id,
     } = node_segment(
         comm,
         call,
@@ -246,8 +276,7 @@ pub(crate) fn allocate(
         hints,
         Vec::new(),
     );
-    core.net = Some(Box::new(plane));
-    core.net_registrations = vec![reg];
+    join_network(comm, &mut core, plane, vec![reg], id);
     core.net_data = (0..n)
         .map(|r| Remote {
             addr: areas[r].addr + (layout.data_off + place(r).0) as u64,
@@ -280,6 +309,7 @@ pub(crate) fn create(
         areas,
         nodes,
         ep,
+        id,
     } = node_segment(
         comm,
         call,
@@ -353,8 +383,8 @@ pub(crate) fn create(
         hints,
         peer_mappings,
     );
-    core.net = Some(Box::new(plane));
-    core.net_registrations = std::iter::once(reg).chain(data_reg).collect();
+    let registrations = std::iter::once(reg).chain(data_reg).collect();
+    join_network(comm, &mut core, plane, registrations, id);
     core.net_data = data;
     Ok(core)
 }
@@ -377,6 +407,7 @@ pub(crate) fn create_dynamic(
         reg,
         areas,
         ep,
+        id,
         ..
     } = node_segment(comm, call, layout, &[layout.region_cap as u64, gran], prior)?;
     let plane = NetPlane::new(Arc::clone(&ep.nic), layout, areas);
@@ -394,7 +425,6 @@ pub(crate) fn create_dynamic(
         hints,
         Vec::new(),
     );
-    core.net = Some(Box::new(plane));
-    core.net_registrations = vec![reg];
+    join_network(comm, &mut core, plane, vec![reg], id);
     Ok(core)
 }

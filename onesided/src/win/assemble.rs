@@ -70,6 +70,8 @@ pub(crate) fn assemble(
         net_registrations: Vec::new(),
         #[cfg(feature = "ofi")]
         net_data: Vec::new(),
+        #[cfg(feature = "ofi")]
+        net_window_id: None,
     }
 }
 

@@ -253,6 +253,10 @@ pub(crate) struct WinCore {
     /// node's included, so that one element never sees two protocols.
     #[cfg(feature = "ofi")]
     pub(crate) net_data: Vec<crate::transport::ofi::Remote>,
+    /// Windows across nodes: the id every rank agrees on (rank 0's node segment tag; each
+    /// node's segment has its own), which memory handles carry.
+    #[cfg(feature = "ofi")]
+    pub(crate) net_window_id: Option<u64>,
     /// The node segment or control block; the pointers above point into it.
     pub(crate) _segment: crate::win::control::ControlMemory,
 }

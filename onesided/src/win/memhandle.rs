@@ -203,7 +203,7 @@ impl<T: Pod> Window<T> {
         }
         let target = handle.owner();
         self.core.check_rank(target)?;
-        let seq = self.core.region_seq(target);
+        let seq = self.core.region_seq(target)?;
         let at = self.core.locate_registered(
             target,
             handle.base(),
@@ -235,13 +235,22 @@ impl crate::win::core::WinCore {
     /// An identity of this window that every process sees alike: the random tag of the
     /// node segment they all map.
     pub(crate) fn window_id(&self) -> u64 {
+        #[cfg(feature = "ofi")]
+        if let Some(id) = self.net_window_id {
+            return id;
+        }
         self._segment.tag()
     }
 
-    /// The sequence number of `target`'s region table.
-    pub(crate) fn region_seq(&self, target: usize) -> u64 {
+    /// The sequence number of `target`'s region table (read through the network when the
+    /// target is on another node).
+    pub(crate) fn region_seq(&self, target: usize) -> Result<u64> {
+        #[cfg(feature = "ofi")]
+        if let Some(net) = self.net_toward(target) {
+            return self.read_remote_word(net, target, &self.ctrl.rank(target).dyn_seq);
+        }
         // Acquire: as in resolve_dynamic.
-        self.ctrl.rank(target).dyn_seq.load(Ordering::Acquire)
+        Ok(self.ctrl.rank(target).dyn_seq.load(Ordering::Acquire))
     }
 
     /// Where the region of `bytes` bytes at `base` in `target`, registered by the attach
@@ -331,7 +340,7 @@ impl<T: Pod> MemWindow<'_, T> {
             self.bytes,
         )?;
         // Relaxed: a hint; the Acquire load of the table number decides.
-        if core.region_seq(self.target) != self.seq.load(Ordering::Relaxed) {
+        if core.region_seq(self.target)? != self.seq.load(Ordering::Relaxed) {
             self.revalidate()?;
         }
         Ok(self.located.offset(off))
@@ -355,7 +364,7 @@ impl<T: Pod> MemWindow<'_, T> {
             return None;
         }
         // Relaxed: see `at`.
-        (core.region_seq(self.target) == self.seq.load(Ordering::Relaxed))
+        (core.region_seq(self.target).ok()? == self.seq.load(Ordering::Relaxed))
             .then(|| base.wrapping_add(off))
     }
 
@@ -363,7 +372,7 @@ impl<T: Pod> MemWindow<'_, T> {
     #[cold]
     fn revalidate(&self) -> Result<()> {
         let core = &self.parent.core;
-        let seq = core.region_seq(self.target);
+        let seq = core.region_seq(self.target)?;
         let now = core.locate_registered(self.target, self.base, self.bytes, self.registration)?;
         if !same_route(now.route, self.located.route) {
             // Registered again elsewhere (another mapping): not the region of this handle.
@@ -439,6 +448,16 @@ fn same_route(a: Route, b: Route) -> bool {
     match (a, b) {
         (Route::Direct(x), Route::Direct(y)) => x == y,
         (Route::Cma { pid: p, addr: x }, Route::Cma { pid: q, addr: y }) => p == q && x == y,
+        // The same registration (key) at the same place: the same region.
+        #[cfg(feature = "ofi")]
+        (
+            Route::Net { peer, addr, key },
+            Route::Net {
+                peer: p,
+                addr: a,
+                key: k,
+            },
+        ) => (peer, addr, key) == (p, a, k),
         _ => false,
     }
 }

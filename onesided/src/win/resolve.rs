@@ -410,7 +410,7 @@ impl WinCore {
     /// Reads the u64 `word` of `target`'s control block (a reference into this process's
     /// copy of the layout) from `target`'s own segment, through the network.
     #[cfg(feature = "ofi")]
-    fn read_remote_word(
+    pub(crate) fn read_remote_word(
         &self,
         net: &crate::win::netplane::NetPlane,
         target: usize,
