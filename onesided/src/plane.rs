@@ -157,6 +157,12 @@ pub(crate) trait ControlPlane {
     /// The answer to `op` once it has arrived (`None`: not yet). An error: the operation
     /// failed (a network plane's peer is gone, say) — a protocol then fails its call.
     fn poll(&self, op: &PendingOp) -> Result<Option<u64>>;
+    /// Gives up on `op`, whose answer is no longer wanted (it may never come: its holder
+    /// may be gone): later completions (a flush) no longer wait for it. Nothing to do
+    /// where every answer is immediate.
+    fn abandon(&self, op: PendingOp) {
+        let _ = op;
+    }
 }
 
 /// Words in memory this process maps (a node segment, a notify table): every operation
@@ -272,6 +278,29 @@ impl Awaited {
         loop {
             if let Some(v) = self.value(plane)? {
                 return Ok(v);
+            }
+            backoff.snooze();
+        }
+    }
+
+    /// [`Awaited::wait`] for at most `patience`: `None` when the plane has not answered by
+    /// then (the operation is abandoned: a caller that only wants to name something).
+    pub(crate) fn wait_at_most<P: ControlPlane + ?Sized>(
+        mut self,
+        plane: &P,
+        patience: std::time::Duration,
+    ) -> Result<Option<u64>> {
+        let give_up = std::time::Instant::now() + patience;
+        let mut backoff = crate::backoff::Backoff::new();
+        loop {
+            if let Some(v) = self.value(plane)? {
+                return Ok(Some(v));
+            }
+            if std::time::Instant::now() > give_up {
+                if let Awaited::Pending(op) = self {
+                    plane.abandon(op);
+                }
+                return Ok(None);
             }
             backoff.snooze();
         }

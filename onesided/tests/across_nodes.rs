@@ -88,11 +88,25 @@ fn allocate_across_two_virtual_nodes() {
                 win.local_read(7, &mut got)?;
                 assert_eq!(got[0], round * 10 + other as u64, "PSCW round {round}");
             }
-            // Not yet across nodes: an error at every rank, the window stays usable.
-            assert!(matches!(
-                win.set_num_notify(1),
-                Err(onesided::Error::Unsupported(_))
-            ));
+            // Notified puts from the other node (a network atomic counts them) and from
+            // this node (a CPU atomic): the count says the data is there.
+            win.set_num_notify(2)?;
+            win.lock_all(Assert::NONE)?;
+            win.put_notify(&[1000 + me as u64], other, 0, 0)?;
+            win.put_notify(&[2000 + me as u64], next, 1, 1)?;
+            onesided::wait_all([win.wait_notify(0, 1)?, win.wait_notify(1, 1)?])?;
+            let mut got = [0u64; 2];
+            win.local_read(0, &mut got)?;
+            assert_eq!(
+                got,
+                [
+                    1000 + ((me + 2) % n) as u64,
+                    2000 + ((me + n - 1) % n) as u64
+                ],
+                "notified data"
+            );
+            win.unlock_all()?;
+            w.barrier()?;
             win.free()?;
             Ok(())
         })

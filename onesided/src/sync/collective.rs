@@ -96,10 +96,15 @@ impl WinCore {
         let parity = a.parity();
         for r in 0..self.size {
             // Relaxed: ordered by the barrier's acquire. Through the plane: a rank on
-            // another node published its tag in its own node's words.
+            // another node published its tag in its own node's words — and may have left
+            // since (its failed call returned): the naming gives up on a read that stays
+            // unanswered, or fails.
             let plane = self.plane();
             let read = plane.load(published(r, parity, AgreementPart::Tag), Ordering::Relaxed);
-            a.tag.check(r, Awaited::from(read).wait(&plane)?)?;
+            let patience = std::time::Duration::from_secs(1);
+            if let Ok(Some(theirs)) = Awaited::from(read).wait_at_most(&plane, patience) {
+                a.tag.check(r, theirs)?;
+            }
         }
         Err(Error::CollectiveMismatch {
             call: a.tag.call.name(),

@@ -1614,6 +1614,15 @@ impl Nic {
         Ok(())
     }
 
+    /// Gives up on one posted read or fetching atomic (`read`), or write or atomic, whose
+    /// completion may never come (its target is gone): counted as failed, so that flushes
+    /// no longer wait for it. Should it complete after all, the counters only run ahead of
+    /// the posted counts, which flushes allow.
+    pub(crate) fn abandon(&self, read: bool) {
+        // Relaxed: read by flushes with the completion counters.
+        self.issued(read).failed.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Operations posted and not yet counted complete (nor failed) by the counters.
     pub(crate) fn in_flight(&self) -> u64 {
         // SAFETY: live counters.

@@ -12,9 +12,15 @@
 //! `mpi_accumulate_granularity`) goes through the network for every rank, this node's
 //! included (`WinCore::net_data`), so that one element never sees two protocols.
 //!
-//! Not yet: `create`, dynamic and shared windows across nodes, request rings and cross-
-//! memory attach there, and per-process address and registration costs that do not grow
-//! with the nodes (each node segment holds every rank's control block and memory slot).
+//! `create` windows register each rank's own memory besides; dynamic windows register
+//! each attached region at attach, and a table on another node is read through the
+//! network (`win::resolve`). Every rank agrees on one window id (rank 0's segment tag):
+//! memory handles carry it, and the peer watch of the window's waits is keyed by it.
+//!
+//! Not yet: request rings to another node (the network serves that memory), shared
+//! windows across nodes (an error: the ranks share no memory), and per-process address
+//! and registration costs that do not grow with the nodes (each node segment holds every
+//! rank's control block, and an `allocate` segment every rank's memory slot).
 
 use std::sync::Arc;
 

@@ -82,6 +82,10 @@ impl ControlPlane for WindowPlane<'_> {
     fn poll(&self, op: &PendingOp) -> Result<Option<u64>> {
         each!(self, p => p.poll(op))
     }
+
+    fn abandon(&self, op: PendingOp) {
+        each!(self, p => p.abandon(op))
+    }
 }
 
 impl WinCore {

@@ -26,7 +26,7 @@
 // then its own tests are its only users.
 #![allow(dead_code)]
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
@@ -62,8 +62,17 @@ impl Drop for Words {
 struct Chunk {
     reg: Registration,
     contexts: Box<[TrackedContext]>,
+    /// When each slot's operation was posted (ms since the plane's start), for
+    /// [`ANSWER_PATIENCE`].
+    posted_ms: Box<[AtomicU64]>,
     words: Words,
 }
+
+/// How long an answer may take: an atomic on a live peer's word completes within network
+/// round trips (its progress thread serves it whatever the application does), so an
+/// operation unanswered this long is one whose peer is gone — an error, never a hang
+/// (exits on other nodes are not in this node's roster).
+const ANSWER_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl Chunk {
     fn new(nic: &Nic) -> Result<Chunk> {
@@ -74,6 +83,7 @@ impl Chunk {
         Ok(Chunk {
             reg,
             contexts: (0..CHUNK).map(|_| TrackedContext::default()).collect(),
+            posted_ms: (0..CHUNK).map(|_| AtomicU64::new(0)).collect(),
             words,
         })
     }
@@ -98,6 +108,8 @@ pub(crate) struct NetPlane {
     slots: Mutex<Slots>,
     /// The first failure: every later poll reports it.
     failure: Mutex<Option<String>>,
+    /// The clock of the slots' post times.
+    started: std::time::Instant,
 }
 
 // SAFETY: the chunks' raw words are reached only by the slot's owner (the holder of its
@@ -129,6 +141,7 @@ impl NetPlane {
                 free: Vec::new(),
             }),
             failure: Mutex::new(None),
+            started: std::time::Instant::now(),
         }
     }
 
@@ -222,14 +235,20 @@ impl NetPlane {
         Ok((id, words, &chunk.contexts[i], &chunk.reg))
     }
 
-    fn slot(&self, id: u64) -> (*mut u64, *const TrackedContext) {
+    fn slot(&self, id: u64) -> (*mut u64, *const TrackedContext, *const AtomicU64) {
         let slots = self
             .slots
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let (chunk, i) = (&slots.chunks[id as usize / CHUNK], id as usize % CHUNK);
         // SAFETY: as in take_slot.
-        (unsafe { chunk.words.0.add(3 * i) }, &chunk.contexts[i])
+        let words = unsafe { chunk.words.0.add(3 * i) };
+        (words, &chunk.contexts[i], &chunk.posted_ms[i])
+    }
+
+    /// Milliseconds since the plane started.
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
     }
 
     fn release_slot(&self, id: u64) {
@@ -252,6 +271,10 @@ impl NetPlane {
                 words.add(1).write(compare);
                 words.add(2).write(0);
                 (*ctx).reset();
+                // Relaxed: read by the slot's own poller (this thread, or one it handed
+                // the answer to through a synchronizing queue).
+                let (_, _, posted) = self.slot(id);
+                (*posted).store(self.now_ms(), Ordering::Relaxed);
                 self.nic
                     .fetch_word(op, words, &*reg, at, ctx.cast_mut())
                     .map(|()| id)
@@ -282,6 +305,13 @@ impl NetPlane {
 }
 
 impl ControlPlane for NetPlane {
+    fn abandon(&self, op: PendingOp) {
+        // Its slot stays taken (the NIC may still write it); flushes stop counting it.
+        if op.0 != u64::MAX {
+            self.nic.abandon(true);
+        }
+    }
+
     fn fetch_add(&self, word: CtrlWord, value: u64, _order: Ordering) -> Answer {
         self.fetch(NetOp::Sum, word, value, 0)
     }
@@ -312,9 +342,9 @@ impl ControlPlane for NetPlane {
 
     fn poll(&self, op: &PendingOp) -> Result<Option<u64>> {
         self.failed()?;
-        let (words, ctx) = self.slot(op.0);
-        // SAFETY: the slot's context lives as long as the plane.
-        let ctx = unsafe { &*ctx };
+        let (words, ctx, posted) = self.slot(op.0);
+        // SAFETY: the slot's context and post time live as long as the plane.
+        let (ctx, posted) = unsafe { (&*ctx, &*posted) };
         if ctx.completed().is_none() {
             if let Err(e) = self.nic.progress() {
                 self.fail(&e);
@@ -323,6 +353,22 @@ impl ControlPlane for NetPlane {
         match ctx.completed() {
             None => {
                 self.failed()?;
+                // Relaxed: see `fetch`.
+                let waited = self.now_ms().saturating_sub(posted.load(Ordering::Relaxed));
+                if waited > ANSWER_PATIENCE.as_millis() as u64 {
+                    // The slot stays taken: the NIC may still write it.
+                    self.nic.abandon(true);
+                    let e = Error::Network {
+                        call: "control-plane atomic",
+                        code: 0,
+                        text: format!(
+                            "no answer for {} s: the peer is gone or unreachable",
+                            ANSWER_PATIENCE.as_secs()
+                        ),
+                    };
+                    self.fail(&e);
+                    return Err(e);
+                }
                 Ok(None)
             }
             Some(true) => {
