@@ -45,8 +45,11 @@ const API_VERSION: u32 = sys::FI_VERSION(1, 17);
 /// Completion-queue entries read per call.
 const CQ_BATCH: usize = 16;
 
-/// How long a post may be refused with "again" before it fails (see `Nic::post_in`).
-const POST_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+/// How long a post may be refused with "again" before it fails (see `Nic::post_in`): a
+/// queue that is merely full drains in microseconds while progress is driven, so this long
+/// means a peer that is gone (exits on other nodes are in no roster here; a collective's
+/// wait for one then fails within this bound plus the answer's, see `win::netplane`).
+const POST_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Providers that advertise RMA but cannot serve it here: `sockets` never completes an
 /// origin's operations, bare `net` has no atomics.

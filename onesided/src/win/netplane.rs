@@ -72,7 +72,7 @@ struct Chunk {
 /// round trips (its progress thread serves it whatever the application does), so an
 /// operation unanswered this long is one whose peer is gone — an error, never a hang
 /// (exits on other nodes are not in this node's roster).
-const ANSWER_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+const ANSWER_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl Chunk {
     fn new(nic: &Nic) -> Result<Chunk> {
