@@ -515,6 +515,47 @@ impl<T: Elem> RawWin<T> {
     }
 }
 
+impl<T: Elem> RawWin<T> {
+    /// Posts a write of `len` bytes at `buf` to `to` (delivery complete), or a read into
+    /// them (`read`), completed by the next flush.
+    fn rma(&self, read: bool, buf: *mut c_void, len: usize, to: Area) -> BResult<()> {
+        let iov = sys::iovec {
+            iov_base: buf,
+            iov_len: len,
+        };
+        let rma = sys::fi_rma_iov {
+            addr: to.addr,
+            len,
+            key: to.key,
+        };
+        let mut desc = [ptr::null_mut::<c_void>()];
+        let msg = sys::fi_msg_rma {
+            msg_iov: &iov,
+            desc: desc.as_mut_ptr(),
+            iov_count: 1,
+            addr: to.peer,
+            rma_iov: &rma,
+            rma_iov_count: 1,
+            context: ptr::null_mut(),
+            data: 0,
+        };
+        let ep = self.ep.ep;
+        // SAFETY: msg lives across the call; the benchmark keeps the buffer unchanged (a
+        // write) or unread (a read) until the flush.
+        self.ep.post(
+            if read { "fi_readmsg" } else { "fi_writemsg" },
+            read,
+            || unsafe {
+                if read {
+                    sys::fi_readmsg(ep, &msg, 0)
+                } else {
+                    sys::fi_writemsg(ep, &msg, u64::from(sys::FI_DELIVERY_COMPLETE))
+                }
+            },
+        )
+    }
+}
+
 fn unsupported<T>(what: &str) -> BResult<T> {
     Err(BenchError(format!("{NAME} has no {what}: flush only")))
 }
@@ -527,59 +568,18 @@ impl<T: Elem> BenchWin<T> for RawWin<T> {
     }
 
     fn put(&self, src: &[T], target: usize, elem: usize) -> BResult<()> {
-        let to = self.at(target, elem);
-        let iov = sys::iovec {
-            iov_base: src.as_ptr() as *mut c_void,
-            iov_len: std::mem::size_of_val(src),
-        };
-        let rma = sys::fi_rma_iov {
-            addr: to.addr,
-            len: iov.iov_len,
-            key: to.key,
-        };
-        let mut desc = [ptr::null_mut::<c_void>()];
-        let msg = sys::fi_msg_rma {
-            msg_iov: &iov,
-            desc: desc.as_mut_ptr(),
-            iov_count: 1,
-            addr: to.peer,
-            rma_iov: &rma,
-            rma_iov_count: 1,
-            context: ptr::null_mut(),
-            data: 0,
-        };
-        // SAFETY: msg lives across the call; the benchmark keeps `src` until the flush.
-        self.ep.post("fi_writemsg", false, || unsafe {
-            sys::fi_writemsg(self.ep.ep, &msg, u64::from(sys::FI_DELIVERY_COMPLETE))
-        })
+        let len = std::mem::size_of_val(src);
+        self.rma(
+            false,
+            src.as_ptr().cast_mut().cast(),
+            len,
+            self.at(target, elem),
+        )
     }
 
     fn get(&self, dst: &mut [T], target: usize, elem: usize) -> BResult<()> {
-        let to = self.at(target, elem);
-        let iov = sys::iovec {
-            iov_base: dst.as_mut_ptr().cast(),
-            iov_len: std::mem::size_of_val(dst),
-        };
-        let rma = sys::fi_rma_iov {
-            addr: to.addr,
-            len: iov.iov_len,
-            key: to.key,
-        };
-        let mut desc = [ptr::null_mut::<c_void>()];
-        let msg = sys::fi_msg_rma {
-            msg_iov: &iov,
-            desc: desc.as_mut_ptr(),
-            iov_count: 1,
-            addr: to.peer,
-            rma_iov: &rma,
-            rma_iov_count: 1,
-            context: ptr::null_mut(),
-            data: 0,
-        };
-        // SAFETY: as in put; `dst` is not read before the flush.
-        self.ep.post("fi_readmsg", true, || unsafe {
-            sys::fi_readmsg(self.ep.ep, &msg, 0)
-        })
+        let len = std::mem::size_of_val(dst);
+        self.rma(true, dst.as_mut_ptr().cast(), len, self.at(target, elem))
     }
 
     fn acc_sum(&self, src: &[T], target: usize, elem: usize) -> BResult<()> {

@@ -1003,35 +1003,61 @@ impl Nic {
         to: Remote,
         context: Context,
     ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { self.post_rma(false, src.cast_mut(), len, desc, to, context) }
+    }
+
+    /// Posts one write (`read` false) of `len` bytes at `buf` to `at`, delivery complete,
+    /// or one read into them from `at`, with `context` (a queue entry when tracked).
+    ///
+    /// # Safety
+    /// `len` bytes at `buf` stay valid — unchanged for a write, unread for a read — until
+    /// the operation completed.
+    unsafe fn post_rma(
+        &self,
+        read: bool,
+        buf: *mut u8,
+        len: usize,
+        desc: *mut c_void,
+        at: Remote,
+        context: Context,
+    ) -> Result<()> {
         let mut desc_arr = [desc];
         let iov = sys::iovec {
-            iov_base: src as *mut c_void,
+            iov_base: buf.cast(),
             iov_len: len,
         };
         let rma = sys::fi_rma_iov {
-            addr: to.addr,
+            addr: at.addr,
             len,
-            key: to.key,
+            key: at.key,
         };
         let completion = match context {
             Context::Tracked(_) => u64::from(sys::FI_COMPLETION),
             Context::Ours(_) => 0,
         };
-        self.post_in("fi_writemsg", false, context, |ctx| {
+        let call = if read { "fi_readmsg" } else { "fi_writemsg" };
+        self.post_in(call, read, context, |ctx| {
             let msg = sys::fi_msg_rma {
                 msg_iov: &iov,
                 desc: desc_arr.as_mut_ptr(),
                 iov_count: 1,
-                addr: to.peer,
+                addr: at.peer,
                 rma_iov: &rma,
                 rma_iov_count: 1,
                 context: ctx,
                 data: 0,
             };
-            let flags = u64::from(sys::FI_DELIVERY_COMPLETE) | completion;
-            // SAFETY: msg and what it points to live across the call; the caller keeps
-            // the source valid until the operation completed.
-            unsafe { sys::fi_writemsg(self.ep.as_ptr(), &msg, flags) }
+            // SAFETY: msg and what it points to live across the call; the caller keeps the
+            // buffer valid until the operation completed.
+            unsafe {
+                if read {
+                    sys::fi_readmsg(self.ep.as_ptr(), &msg, completion)
+                } else {
+                    let flags = u64::from(sys::FI_DELIVERY_COMPLETE) | completion;
+                    sys::fi_writemsg(self.ep.as_ptr(), &msg, flags)
+                }
+            }
         })
     }
 
@@ -1131,35 +1157,8 @@ impl Nic {
         from: Remote,
         context: Context,
     ) -> Result<()> {
-        let mut desc_arr = [desc];
-        let iov = sys::iovec {
-            iov_base: dst.cast(),
-            iov_len: len,
-        };
-        let rma = sys::fi_rma_iov {
-            addr: from.addr,
-            len,
-            key: from.key,
-        };
-        let completion = match context {
-            Context::Tracked(_) => u64::from(sys::FI_COMPLETION),
-            Context::Ours(_) => 0,
-        };
-        self.post_in("fi_readmsg", true, context, |ctx| {
-            let msg = sys::fi_msg_rma {
-                msg_iov: &iov,
-                desc: desc_arr.as_mut_ptr(),
-                iov_count: 1,
-                addr: from.peer,
-                rma_iov: &rma,
-                rma_iov_count: 1,
-                context: ctx,
-                data: 0,
-            };
-            // SAFETY: msg and what it points to live across the call; the caller keeps
-            // the destination valid until the operation completed.
-            unsafe { sys::fi_readmsg(self.ep.as_ptr(), &msg, completion) }
-        })
+        // SAFETY: the caller's contract.
+        unsafe { self.post_rma(true, dst, len, desc, from, context) }
     }
 
     /// Atomically adds `value` to the u64 at `at` and returns the previous value (a
