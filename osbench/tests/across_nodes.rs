@@ -4,61 +4,39 @@
 //! `cargo test -p osbench --features ofi --test across_nodes`.
 #![cfg(feature = "ofi")]
 
-use std::time::Duration;
-
-use onesided::launch::{launch, LaunchSpec, Output};
+mod common;
 
 #[test]
 fn transfers_run_beside_the_raw_baseline() {
     let dir = std::env::temp_dir().join(format!("osbench-nodes-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let json = dir.join("results.json");
-    let mut spec = LaunchSpec::new(2, env!("CARGO_BIN_EXE_osbench"));
-    spec.nodes = 2;
-    spec.args = [
-        "put-latency",
-        "get-latency",
-        "acc-latency",
-        "get-acc-latency",
-        "fop-latency",
-        "cas-latency",
-        "put-bw",
-        "msg-rate",
-        "--window",
-        "allocate",
-        "--sync",
-        "flush,fence",
-        "--sizes",
-        "8,96K",
-        "--time-ms",
-        "20",
-        "--rounds",
-        "2",
-        "--json",
-        json.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|a| a.into())
-    .collect();
-    spec.timeout = Some(Duration::from_secs(300));
-    spec.output = Output::Capture;
-    let report = launch(&spec).expect("launch");
-    let text = |rank: usize, err: bool| {
-        report
-            .output
-            .get(rank)
-            .map(|o| String::from_utf8_lossy(if err { &o.stderr } else { &o.stdout }).into_owned())
-            .unwrap_or_default()
-    };
-    assert!(
-        report.failure.is_none(),
-        "osbench failed: {:?}\n{}\n{}\n{}",
-        report.failure,
-        text(0, false),
-        text(0, true),
-        text(1, true)
+    let (stdout, _) = common::run_osbench(
+        2,
+        2,
+        &[
+            "put-latency",
+            "get-latency",
+            "acc-latency",
+            "get-acc-latency",
+            "fop-latency",
+            "cas-latency",
+            "put-bw",
+            "msg-rate",
+            "--window",
+            "allocate",
+            "--sync",
+            "flush,fence",
+            "--sizes",
+            "8,96K",
+            "--time-ms",
+            "20",
+            "--rounds",
+            "2",
+            "--json",
+            json.to_str().unwrap(),
+        ],
     );
-    let stdout = text(0, false);
     assert!(
         stdout.contains("implementations: onesided, ofi-raw"),
         "{stdout}"

@@ -1,32 +1,14 @@
 //! osbench end to end: every benchmark runs on 2 ranks (launched like `osrun -n 2`), moves
 //! and validates data, and writes JSON that follows the schema and readable SVG plots.
 
+mod common;
+
 use std::time::Duration;
 
 use onesided::launch::{launch, LaunchSpec, Output};
 
 fn run_osbench(ranks: usize, args: &[&str]) -> (String, String) {
-    let mut spec = LaunchSpec::new(ranks, env!("CARGO_BIN_EXE_osbench"));
-    spec.args = args.iter().map(|a| a.into()).collect();
-    spec.timeout = Some(Duration::from_secs(300));
-    spec.output = Output::Capture;
-    let report = launch(&spec).expect("launch");
-    let out = |rank: usize, err: bool| {
-        report
-            .output
-            .get(rank)
-            .map(|o| String::from_utf8_lossy(if err { &o.stderr } else { &o.stdout }).into_owned())
-            .unwrap_or_default()
-    };
-    assert!(
-        report.failure.is_none(),
-        "osbench failed: {:?}\nstdout:\n{}\nstderr:\n{}{}",
-        report.failure,
-        out(0, false),
-        out(0, true),
-        out(1, true)
-    );
-    (out(0, false), out(0, true))
+    common::run_osbench(ranks, 1, args)
 }
 
 #[test]

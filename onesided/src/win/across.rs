@@ -192,22 +192,40 @@ fn node_segment(
     })
 }
 
-/// The parts of a window across nodes that every flavor sets the same way: its network
-/// plane and registrations, and its id agreed at every rank (memory handles carry it; the
-/// peer watch of its waits is keyed by it).
-fn join_network(
+/// What every flavor of window across nodes does last: puts the core together over the node
+/// segment (`targets` and `local` as `assemble` takes them), gives it its network plane and
+/// registrations (the segment's, and `more` for memory of its own), and the id agreed at
+/// every rank (memory handles carry it; the peer watch of its waits is keyed by it).
+#[allow(clippy::too_many_arguments)]
+fn assemble_across(
     comm: &Comm,
-    core: &mut WinCore,
-    plane: NetPlane,
-    registrations: Vec<Registration>,
-    id: u64,
-) {
+    flavor: Flavor,
+    layout: ControlLayout,
+    node: NodeSegment,
+    targets: impl FnOnce(&crate::win::control::Control) -> Targets,
+    local: impl FnOnce(&crate::win::control::Control) -> LocalRegion,
+    hints: WinHints,
+    peer_mappings: Vec<PeerMapping>,
+    more: Option<Registration>,
+) -> WinCore {
+    let plane = NetPlane::new(Arc::clone(&node.ep.nic), layout, node.areas);
+    let mut core = crate::win::assemble::assemble(
+        comm,
+        flavor,
+        ControlMemory::Segment(node.seg),
+        layout,
+        targets,
+        local,
+        hints,
+        peer_mappings,
+    );
     core.net = Some(Box::new(plane));
-    core.net_registrations = registrations;
-    core.net_window_id = Some(id);
+    core.net_registrations = std::iter::once(node.reg).chain(more).collect();
+    core.net_window_id = Some(node.id);
     core.watch = comm
         .watch()
-        .map(|w| w.for_channel(crate::bootstrap::roster::channel_id(id)));
+        .map(|w| w.for_channel(crate::bootstrap::roster::channel_id(node.id)));
+    core
 }
 
 /// MPI_Win_allocate over ranks of several nodes.
@@ -222,67 +240,56 @@ pub(crate) fn allocate(
     hints: WinHints,
 ) -> Result<WinCore> {
     let (me, n) = (comm.rank(), comm.size());
-    let NodeSegment {
-        seg,
-        reg,
-        areas,
-        nodes,
-        ep,
-        id,
-    } = node_segment(
-        comm,
-        call,
-        layout,
-        &[hints.accumulate_granularity as u64],
-        Ok(()),
-    )?;
-    let plane = NetPlane::new(Arc::clone(&ep.nic), layout, areas.clone());
+    let gran = hints.accumulate_granularity as u64;
+    let node = node_segment(comm, call, layout, &[gran], Ok(()))?;
+    let (areas, nodes) = (node.areas.clone(), node.nodes.clone());
     let place = |r: usize| placed(&placement, r, bytes, disp_unit);
-    let segment = ControlMemory::Segment(seg);
-    let mut core = crate::win::assemble::assemble(
+    let targets = |ctrl: &crate::win::control::Control| {
+        Targets::Table(
+            (0..n)
+                .map(|r| {
+                    let (off, bytes, disp_unit) = place(r);
+                    let same_node = nodes[r] == nodes[me];
+                    let route = if same_node {
+                        Route::Direct(ctrl.data_base().wrapping_add(off))
+                    } else {
+                        let a = areas[r];
+                        Route::Net {
+                            peer: a.peer,
+                            addr: a.addr + (layout.data_off + off) as u64,
+                            key: a.key,
+                        }
+                    };
+                    TargetRegion {
+                        route,
+                        bytes,
+                        disp_unit,
+                        shared: same_node,
+                        lazy: None,
+                    }
+                })
+                .collect(),
+        )
+    };
+    let local = |ctrl: &crate::win::control::Control| {
+        let (off, bytes, disp_unit) = place(me);
+        LocalRegion {
+            base: ctrl.data_base().wrapping_add(off),
+            bytes,
+            disp_unit,
+        }
+    };
+    let mut core = assemble_across(
         comm,
         Flavor::Allocate,
-        segment,
         layout,
-        |ctrl| {
-            Targets::Table(
-                (0..n)
-                    .map(|r| {
-                        let (off, bytes, disp_unit) = place(r);
-                        let same_node = nodes[r] == nodes[me];
-                        let route = if same_node {
-                            Route::Direct(ctrl.data_base().wrapping_add(off))
-                        } else {
-                            let a = areas[r];
-                            Route::Net {
-                                peer: a.peer,
-                                addr: a.addr + (layout.data_off + off) as u64,
-                                key: a.key,
-                            }
-                        };
-                        TargetRegion {
-                            route,
-                            bytes,
-                            disp_unit,
-                            shared: same_node,
-                            lazy: None,
-                        }
-                    })
-                    .collect(),
-            )
-        },
-        |ctrl| {
-            let (off, bytes, disp_unit) = place(me);
-            LocalRegion {
-                base: ctrl.data_base().wrapping_add(off),
-                bytes,
-                disp_unit,
-            }
-        },
+        node,
+        targets,
+        local,
         hints,
         Vec::new(),
+        None,
     );
-    join_network(comm, &mut core, plane, vec![reg], id);
     core.net_data = (0..n)
         .map(|r| Remote {
             addr: areas[r].addr + (layout.data_off + place(r).0) as u64,
@@ -309,27 +316,15 @@ pub(crate) fn create(
     // No request rings: the network control plane serves the windows across nodes, and
     // cross-memory attach reaches this node's peers directly.
     let layout = ControlLayout::new(n, 0, 0);
-    let NodeSegment {
-        seg,
-        reg,
-        areas,
-        nodes,
-        ep,
-        id,
-    } = node_segment(
-        comm,
-        call,
-        layout,
-        &[hints.accumulate_granularity as u64],
-        Ok(()),
-    )?;
+    let gran = hints.accumulate_granularity as u64;
+    let node = node_segment(comm, call, layout, &[gran], Ok(()))?;
     // Our memory, registered for the network (an empty window registers nothing).
     let mine = match local.bytes {
         0 => Ok(None),
         // SAFETY: the window's buffer outlives its core, which drops the registration
         // (Window::free and drop release the core before the buffer); peers write it only
         // through the window's operations.
-        len => unsafe { ep.nic.register(local.base, len) }.map(Some),
+        len => unsafe { node.ep.nic.register(local.base, len) }.map(Some),
     };
     let record: Vec<u8> = match &mine {
         Ok(r) => {
@@ -342,7 +337,7 @@ pub(crate) fn create(
     let data_reg = comm.agree_on(call, mine)?;
     let data: Vec<Remote> = records
         .iter()
-        .zip(&areas)
+        .zip(&node.areas)
         .map(|(r, area)| {
             let word = |i: usize| {
                 r.get(8 * i..8 * i + 8)
@@ -361,7 +356,7 @@ pub(crate) fn create(
     let mut peer_mappings = Vec::new();
     let table = (0..n)
         .map(|r| {
-            if nodes[r] == nodes[me] {
+            if node.nodes[r] == node.nodes[me] {
                 return same_node(r, &mut peer_mappings);
             }
             let (bytes, disp_unit) = extents[r];
@@ -378,19 +373,17 @@ pub(crate) fn create(
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let plane = NetPlane::new(Arc::clone(&ep.nic), layout, areas);
-    let mut core = crate::win::assemble::assemble(
+    let mut core = assemble_across(
         comm,
         Flavor::Create,
-        ControlMemory::Segment(seg),
         layout,
+        node,
         |_| Targets::Table(table),
         |_| local,
         hints,
         peer_mappings,
+        data_reg,
     );
-    let registrations = std::iter::once(reg).chain(data_reg).collect();
-    join_network(comm, &mut core, plane, registrations, id);
     core.net_data = data;
     Ok(core)
 }
@@ -408,29 +401,22 @@ pub(crate) fn create_dynamic(
 ) -> Result<WinCore> {
     // MPI requires the same granularity everywhere; it picks the accumulate protocol.
     let gran = hints.accumulate_granularity as u64;
-    let NodeSegment {
-        seg,
-        reg,
-        areas,
-        ep,
-        id,
-        ..
-    } = node_segment(comm, call, layout, &[layout.region_cap as u64, gran], prior)?;
-    let plane = NetPlane::new(Arc::clone(&ep.nic), layout, areas);
-    let mut core = crate::win::assemble::assemble(
+    let params = [layout.region_cap as u64, gran];
+    let node = node_segment(comm, call, layout, &params, prior)?;
+    let local = LocalRegion {
+        base: std::ptr::null_mut(),
+        bytes: 0,
+        disp_unit: 1,
+    };
+    Ok(assemble_across(
         comm,
         Flavor::Dynamic,
-        ControlMemory::Segment(seg),
         layout,
+        node,
         |_| Targets::Dynamic,
-        |_| LocalRegion {
-            base: std::ptr::null_mut(),
-            bytes: 0,
-            disp_unit: 1,
-        },
+        |_| local,
         hints,
         Vec::new(),
-    );
-    join_network(comm, &mut core, plane, vec![reg], id);
-    Ok(core)
+        None,
+    ))
 }

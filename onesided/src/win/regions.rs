@@ -78,6 +78,23 @@ impl TargetCache {
         }
     }
 
+    /// The region holding `len` bytes at `addr`, else the error of `op` on `target`.
+    pub(crate) fn attached(
+        &self,
+        op: &'static str,
+        target: usize,
+        addr: usize,
+        len: usize,
+    ) -> crate::error::Result<CachedRegion> {
+        self.find(addr, len)
+            .ok_or(crate::error::Error::NotAttached {
+                op,
+                target,
+                addr,
+                len,
+            })
+    }
+
     pub(crate) fn find(&self, addr: usize, len: usize) -> Option<CachedRegion> {
         let i = self
             .regions

@@ -325,22 +325,13 @@ impl WinCore {
         if cache.seq != seq {
             self.refresh(target, cache);
         }
-        match cache.find(addr, len) {
-            Some(region) => {
-                self.dynamic.last.set(LastHit {
-                    target,
-                    seq: cache.seq,
-                    region,
-                });
-                Ok(region.locate(addr))
-            }
-            None => Err(Error::NotAttached {
-                op,
-                target,
-                addr,
-                len,
-            }),
-        }
+        let region = cache.attached(op, target, addr, len)?;
+        self.dynamic.last.set(LastHit {
+            target,
+            seq: cache.seq,
+            region,
+        });
+        Ok(region.locate(addr))
     }
 
     /// The network control plane when `target` is on another node than this process (a
@@ -396,15 +387,7 @@ impl WinCore {
                 segments: Default::default(),
             };
         }
-        match cache.find(addr, len) {
-            Some(region) => Ok(region.locate(addr)),
-            None => Err(Error::NotAttached {
-                op,
-                target,
-                addr,
-                len,
-            }),
-        }
+        Ok(cache.attached(op, target, addr, len)?.locate(addr))
     }
 
     /// Reads the u64 `word` of `target`'s control block (a reference into this process's
