@@ -1091,7 +1091,7 @@ impl Nic {
     pub(crate) fn read_waited(&self, dst: &mut [u8], from: Remote) -> Result<()> {
         let desc = self.local_desc(None, dst.as_ptr() as usize, dst.len())?;
         // SAFETY: `dst` is borrowed until the wait below saw every read posted by then
-        // complete, this one included (on an error too: see wait_counted).
+        // complete, this one included (on an error too: see wait_reads).
         unsafe {
             self.post_read(
                 dst.as_mut_ptr(),
