@@ -126,6 +126,10 @@ fn getinfo(provider: &str, node: &str) -> Result<InfoList> {
     }
     let prov = CString::new(provider).map_err(|_| bad_name("provider", provider))?;
     let node_c = CString::new(node).map_err(|_| bad_name("node", node))?;
+    // shm names an endpoint after its source address (`fi_shm://<node>`): bound to one
+    // address, every process of the node would create the same region (libfabric 1.17
+    // then crashes in fi_enable). Unbound, it names it after the process.
+    let named_by_process = provider == "shm";
     // SAFETY: fi_allocinfo returns a zeroed fi_info with its attribute structs allocated
     // (or null); it is freed below whatever happens.
     let hints = unsafe { sys::fi_allocinfo() };
@@ -157,9 +161,9 @@ fn getinfo(provider: &str, node: &str) -> Result<InfoList> {
         (*(*h).fabric_attr).prov_name = libc_strdup(&prov);
         let rc = sys::fi_getinfo(
             API_VERSION,
-            node_c.as_ptr(),
+            if named_by_process { ptr::null() } else { node_c.as_ptr() },
             ptr::null(),
-            sys::FI_SOURCE,
+            if named_by_process { 0 } else { sys::FI_SOURCE },
             h,
             &mut info,
         );
