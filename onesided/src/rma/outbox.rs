@@ -28,8 +28,9 @@
 //!
 //! | network (`transport::net`, windows across nodes) | a put or non-fetching accumulate posted (the endpoint's `posted` count; short data copied, long data waited for) | the endpoint's completion counters (`FI_DELIVERY_COMPLETE`): [`WinCore::complete_net`] |
 //!
-//! Gets, fetching atomics and long puts across nodes wait for their own completion (a
-//! tracked queue entry), not for everything in flight. Every network post forgets the
+//! Gets across nodes wait for the reads in flight (the read counter), long puts for their
+//! own delivery (a tracked queue entry), fetching atomics for everything the endpoint has
+//! in flight (its flush). Every network post forgets the
 //! window's flush cache, so that the inlined flush takes the path that completes it.
 //! Ordering on the network: the provider delivers one endpoint's operations to a peer in
 //! order where it says so (`FI_ORDER_RAW | FI_ORDER_WAW`: tcp;ofi_rxm, shm); where it does

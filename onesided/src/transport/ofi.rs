@@ -161,7 +161,11 @@ fn getinfo(provider: &str, node: &str) -> Result<InfoList> {
         (*(*h).fabric_attr).prov_name = libc_strdup(&prov);
         let rc = sys::fi_getinfo(
             API_VERSION,
-            if named_by_process { ptr::null() } else { node_c.as_ptr() },
+            if named_by_process {
+                ptr::null()
+            } else {
+                node_c.as_ptr()
+            },
             ptr::null(),
             if named_by_process { 0 } else { sys::FI_SOURCE },
             h,
