@@ -114,6 +114,46 @@ fn sigkilled_rank_takes_the_job_down() {
     );
 }
 
+/// The same across two virtual nodes (feature `ofi`: the windows span the nodes, their
+/// control words and the other node's memory go through the network): a rank SIGKILLed on
+/// node 1 ends the job within 5 s, naming it, with nothing of the job left in /dev/shm.
+#[cfg(feature = "ofi")]
+#[test]
+fn sigkilled_rank_takes_the_job_down_across_nodes() {
+    if role().is_some() {
+        let (_a, _d) = rank_with_segments().unwrap();
+        let u = onesided::init().unwrap();
+        assert_eq!(u.world().node_size(), 4, "two virtual nodes of four ranks");
+        if u.rank() == 6 {
+            std::thread::sleep(Duration::from_millis(100));
+            let me = rustix::process::getpid();
+            rustix::process::kill_process(me, rustix::process::Signal::KILL).unwrap();
+        }
+        u.world().barrier().ok();
+        std::thread::sleep(Duration::from_secs(600));
+        return;
+    }
+    let (out, elapsed) = osrun(
+        8,
+        &["--nodes", "2"],
+        "sigkilled_rank_takes_the_job_down_across_nodes",
+        "kill",
+    );
+    let stderr = text(&out.stderr);
+    assert!(elapsed < Duration::from_secs(5), "took {elapsed:?}");
+    assert_eq!(out.status.code(), Some(128 + 9), "{stderr}");
+    assert!(
+        stderr.contains("rank 6") && stderr.contains("SIGKILL"),
+        "{stderr}"
+    );
+    let job = job_id(&text(&out.stdout));
+    assert!(
+        onesided::job_segments(&job).is_empty(),
+        "left behind: {:?}",
+        onesided::job_segments(&job)
+    );
+}
+
 #[test]
 fn panicking_rank_fails_the_job() {
     if role().is_some() {
