@@ -135,22 +135,8 @@ fn node_segment(
         // SAFETY: the mapping is page aligned, at least layout.total bytes, zero-filled by
         // the kernel and laid out identically by every rank of the node.
         let ctrl = unsafe { Control::new(seg.as_ptr(), layout) };
-        let ident = &ctrl.rank(me).ident;
-        // Relaxed: published by the agreement below.
-        ident.pid.store(
-            u64::from(std::process::id()),
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        // Names this rank's shared-heap segments for its node's peers (dynamic windows).
-        ident.job_rank.store(
-            crate::universe::identity().map_or(me, |i| i.rank) as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        if me == leader {
-            ctrl.header()
-                .magic
-                .store(WIN_MAGIC, std::sync::atomic::Ordering::Relaxed);
-        }
+        // Published by the agreement below.
+        ctrl.write_own_identity(me, (me == leader).then_some(WIN_MAGIC));
         // SAFETY: the segment stays mapped while the window lives (it owns both; the
         // registration drops first); peers write it only through the window's operations.
         let reg = unsafe { ep.nic.register(seg.as_ptr(), layout.total) }?;

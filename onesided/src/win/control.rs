@@ -14,7 +14,7 @@
 //! Every word another process reads or writes is an `AtomicU64`, and independently contended
 //! words sit on separate cache lines.
 
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 
@@ -242,6 +242,24 @@ unsafe impl Send for Control {}
 unsafe impl Sync for Control {}
 
 impl Control {
+    /// Writes rank `me`'s identity words — process id (for cross-memory attach) and job
+    /// rank (names its shared-heap segments) — and, for the rank that set the segment up,
+    /// the header's `magic`. Relaxed: the creation's agreement publishes them.
+    pub(crate) fn write_identity(&self, me: usize, pid: u64, job_rank: u64, magic: Option<u64>) {
+        let ident = &self.rank(me).ident;
+        ident.pid.store(pid, Ordering::Relaxed);
+        ident.job_rank.store(job_rank, Ordering::Relaxed);
+        if let Some(magic) = magic {
+            self.header().magic.store(magic, Ordering::Relaxed);
+        }
+    }
+
+    /// [`Control::write_identity`] of this process.
+    pub(crate) fn write_own_identity(&self, me: usize, magic: Option<u64>) {
+        let job_rank = crate::universe::identity().map_or(me, |i| i.rank) as u64;
+        self.write_identity(me, u64::from(std::process::id()), job_rank, magic);
+    }
+
     /// The byte offset of `word` (a reference into this segment) from the segment's
     /// start: where a peer's copy of the same word lies in its segment (every rank lays
     /// the segment out alike).

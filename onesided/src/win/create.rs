@@ -118,21 +118,8 @@ fn map_node_segment(
         // SAFETY: the mapping is page aligned, at least layout.total bytes, zero-filled by
         // the kernel and laid out identically by every rank (same inputs).
         let ctrl = unsafe { Control::new(seg.as_ptr(), *layout) };
-        let ident = &ctrl.rank(me).ident;
-        // Relaxed: published to the peers by the agreement below (a barrier).
-        ident.pid.store(
-            u64::from(std::process::id()),
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        ident.job_rank.store(
-            crate::universe::identity().map_or(me, |i| i.rank) as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        if me == 0 {
-            ctrl.header()
-                .magic
-                .store(WIN_MAGIC, std::sync::atomic::Ordering::Relaxed);
-        }
+        // Published to the peers by the agreement below (a barrier).
+        ctrl.write_own_identity(me, (me == 0).then_some(WIN_MAGIC));
         Ok(seg)
     });
     let seg = comm.agree_on(call, seg)?;
@@ -200,18 +187,9 @@ fn control_memory(
     // (the heap owns it), holds `layout.total` bytes, is page aligned, zero where this process
     // reads before the agreement (zeroed above), and laid out identically by every process.
     let ctrl = unsafe { Control::new(base, *layout) };
+    // Published to the peers by the reduction below.
     let write_identity = |pid: u64, job_rank: u64, magic: u64| {
-        let ident = &ctrl.rank(me).ident;
-        // Relaxed: published to the peers by the reduction below.
-        ident.pid.store(pid, std::sync::atomic::Ordering::Relaxed);
-        ident
-            .job_rank
-            .store(job_rank, std::sync::atomic::Ordering::Relaxed);
-        if me == 0 {
-            ctrl.header()
-                .magic
-                .store(magic, std::sync::atomic::Ordering::Relaxed);
-        }
+        ctrl.write_identity(me, pid, job_rank, (me == 0).then_some(magic));
     };
     write_identity(
         u64::from(std::process::id()),

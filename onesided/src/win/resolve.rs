@@ -460,15 +460,7 @@ impl WinCore {
         addr: usize,
     ) -> Option<crate::transport::ofi::Remote> {
         let net = self.net.as_deref()?;
-        let regions = if target == self.rank {
-            self.dynamic
-                .owned
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone()
-        } else {
-            self.read_table(target).ok()?.1
-        };
+        let regions = self.regions_now(target)?;
         let r = regions
             .iter()
             .find(|r| within(r.base, r.len, addr, 1) && r.net_key != 0)?;
@@ -523,18 +515,26 @@ impl WinCore {
         }
     }
 
+    /// `target`'s attached regions as they are now: this process's own list, or the
+    /// target's table read one-sidedly (`None`: the read failed).
+    fn regions_now(&self, target: usize) -> Option<Vec<OwnedRegion>> {
+        if target == self.rank {
+            Some(
+                self.dynamic
+                    .owned
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone(),
+            )
+        } else {
+            self.read_table(target).ok().map(|(_, regions)| regions)
+        }
+    }
+
     /// The registration number of the region of `bytes` bytes attached at `base` in
     /// `target`'s table now, if there is one.
     pub(crate) fn registration_at(&self, target: usize, base: usize, bytes: usize) -> Option<u64> {
-        let regions = if target == self.rank {
-            self.dynamic
-                .owned
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone()
-        } else {
-            self.read_table(target).ok()?.1
-        };
+        let regions = self.regions_now(target)?;
         regions
             .iter()
             .find(|r| r.base == base && r.len == bytes)
