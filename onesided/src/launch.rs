@@ -15,10 +15,12 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::bootstrap::hub::{self, AgentLink, AgentNews, Hub, RankFailure};
 use crate::bootstrap::local::{self, BootSegment};
 use crate::error::{Error, Result};
 use crate::shm::liveness::{self, sweep_dead_jobs};
 use crate::shm::segment::sweep_job;
+use crate::transport::address;
 
 /// Time between SIGTERM and SIGKILL when the job is torn down.
 const TERM_GRACE: Duration = Duration::from_millis(1000);
@@ -68,6 +70,9 @@ pub struct LaunchSpec {
     /// Virtual nodes the ranks are split over (1: all on this machine's one node; see
     /// `ONESIDED_NODES`).
     pub nodes: usize,
+    /// Start each node's ranks through a node agent (`osrun --node-wrapper`); otherwise this
+    /// process starts every rank, the nodes sharing its mount and network namespaces.
+    pub node_agents: Option<NodeAgents>,
 }
 
 impl LaunchSpec {
@@ -84,6 +89,7 @@ impl LaunchSpec {
             name: "osrun".into(),
             max_ranks: DEFAULT_MAX_RANKS,
             nodes: 1,
+            node_agents: None,
         }
     }
 }
@@ -143,6 +149,16 @@ pub enum JobFailure {
     Timeout(Duration),
     /// The launcher was interrupted.
     Interrupted,
+    /// The job was aborted from outside this node (a node agent heard it from the hub).
+    Aborted,
+    /// The agent of a node failed before any rank failure was reported (its wrapper could
+    /// not set the node up, or it was killed).
+    Node {
+        /// The node.
+        node: usize,
+        /// How its agent ended.
+        status: RankStatus,
+    },
 }
 
 impl std::fmt::Display for JobFailure {
@@ -153,6 +169,10 @@ impl std::fmt::Display for JobFailure {
             }
             JobFailure::Timeout(t) => write!(f, "timed out after {:.1} s", t.as_secs_f64()),
             JobFailure::Interrupted => f.write_str("interrupted"),
+            JobFailure::Aborted => f.write_str("aborted (a rank failed on another node)"),
+            JobFailure::Node { node, status } => {
+                write!(f, "the agent of node {node} {}", status.describe())
+            }
         }
     }
 }
@@ -201,6 +221,12 @@ impl JobReport {
             },
             Some(JobFailure::Timeout(_)) => 124,
             Some(JobFailure::Interrupted) => 130,
+            Some(JobFailure::Aborted) => 1,
+            Some(JobFailure::Node { status, .. }) => match *status {
+                RankStatus::Exited(0) => 1,
+                RankStatus::Exited(c) => c,
+                RankStatus::Signaled(s) => 128 + s,
+            },
         }
     }
 
@@ -265,6 +291,11 @@ struct Running {
 }
 
 fn signal_all(ranks: &mut [Running], sig: rustix::process::Signal) {
+    let mut all: Vec<&mut Running> = ranks.iter_mut().collect();
+    signal_some(&mut all, sig);
+}
+
+fn signal_some(ranks: &mut [&mut Running], sig: rustix::process::Signal) {
     for r in ranks.iter_mut().filter(|r| r.status.is_none()) {
         if let Some(pid) = rustix::process::Pid::from_raw(r.child.id() as i32) {
             // The child may have exited since we looked; ESRCH is fine.
@@ -295,6 +326,28 @@ fn die_with_launcher(cmd: &mut Command) {
     }
 }
 
+/// The boot segments of a job (one, or one per virtual node) and the hub that carries the
+/// collectives when there are several: ranks of different nodes meet only through it and
+/// the network, as on separate hosts.
+fn job_channels(
+    spec: &LaunchSpec,
+    job: &str,
+    node_of: &[usize],
+) -> Result<(Vec<BootSegment>, Option<Hub>)> {
+    let nodes = node_of.last().map_or(1, |&last| last + 1);
+    if nodes == 1 {
+        return Ok((vec![BootSegment::create(job, spec.ranks)?], None));
+    }
+    let hub = Hub::start_unix(&std::env::temp_dir(), job)?;
+    let boots = (0..nodes)
+        .map(|k| {
+            let here = node_of.iter().filter(|&&n| n == k).count();
+            BootSegment::for_node(job, spec.ranks, k, here)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((boots, Some(hub)))
+}
+
 /// Starts the job described by `spec` and waits until it is over.
 ///
 /// First removes what dead jobs left in /dev/shm (jobs whose launcher and ranks are all
@@ -311,36 +364,112 @@ pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
             spec.ranks, spec.max_ranks
         )));
     }
+    if let Some(agents) = &spec.node_agents {
+        return launch_with_agents(spec, agents);
+    }
     sweep_dead_jobs();
     let start = Instant::now();
     let job = local::new_job_id();
     // Before any segment of the job exists: a sweeper must never find the job unheld.
     let live = liveness::create(&job)?;
-    let boot = match BootSegment::create(&job, spec.ranks) {
-        Ok(boot) => boot,
+    let node_of = local::virtual_nodes(spec.ranks, spec.nodes);
+    let (boots, hub) = match job_channels(spec, &job, &node_of) {
+        Ok(c) => c,
         Err(e) => {
             drop(live);
             sweep_job(&job);
             return Err(e);
         }
     };
-    let mut ranks: Vec<Running> = Vec::with_capacity(spec.ranks);
+    // With one segment per node, rank r maps its node's.
+    let boot_of: Vec<usize> = (0..spec.ranks)
+        .map(|r| if boots.len() > 1 { node_of[r] } else { 0 })
+        .collect();
+    let members: Vec<usize> = (0..spec.ranks).collect();
+    let outcome = supervise(
+        spec,
+        &job,
+        &Ranks {
+            members: &members,
+            boots: &boots,
+            boot_of: &boot_of,
+            hub: hub.as_ref().map(Hub::addr),
+            agent: None,
+        },
+    );
+    drop(boots);
+    drop(hub);
+    drop(live);
+    let swept_segments = sweep_job(&job);
+    let (statuses, failure, output) = outcome?;
+    Ok(JobReport {
+        job_id: job,
+        statuses,
+        failure,
+        output,
+        swept_segments,
+        elapsed: start.elapsed(),
+    })
+}
+
+/// How node agents start the ranks of each node (`osrun --node-wrapper`).
+#[derive(Debug, Clone)]
+pub struct NodeAgents {
+    /// Run as `WRAPPER NODE AGENT ARGS...` for each node: it sets the node up (its own
+    /// network and mount namespace, a remote shell to a host…) and executes the rest.
+    pub wrapper: PathBuf,
+    /// The agent program (`osrun` itself), which runs [`run_node`] for its node.
+    pub agent: PathBuf,
+}
+
+/// The ranks one supervisor starts and watches, and where they meet.
+struct Ranks<'a> {
+    /// Job ranks started here.
+    members: &'a [usize],
+    /// Boot segments (one per node the supervisor serves).
+    boots: &'a [BootSegment],
+    /// Index in `boots` of each job rank's segment (members only).
+    boot_of: &'a [usize],
+    /// The hub's address, when the collectives go through one.
+    hub: Option<&'a str>,
+    /// The supervisor is a node agent: what it sees goes to the hub, what other nodes saw
+    /// comes from it.
+    agent: Option<&'a AgentLink>,
+}
+
+type Outcome = (Vec<RankStatus>, Option<JobFailure>, Vec<RankOutput>);
+
+/// Starts `ranks.members`, watches them until every one has ended, and collects their
+/// output: the common part of a launcher and of a node agent.
+fn supervise(spec: &LaunchSpec, job: &str, ranks: &Ranks<'_>) -> Result<Outcome> {
+    let start = Instant::now();
+    let mut running: Vec<(usize, Running)> = Vec::with_capacity(ranks.members.len());
     let (pipe_done, pipe_results) = mpsc::channel();
     let mut open_pipes = 0;
-    for rank in 0..spec.ranks {
+    let names_an_address = [address::ENV_NET_ADDR, address::ENV_IFACE]
+        .iter()
+        .any(|k| std::env::var_os(k).is_some() || spec.env.iter().any(|(e, _)| e == k));
+    for &rank in ranks.members {
         let mut cmd = Command::new(&spec.program);
         cmd.args(&spec.args)
             .envs(spec.env.iter().map(|(k, v)| (k, v)))
-            .env(local::ENV_JOB, &job)
+            .env(local::ENV_JOB, job)
             .env(local::ENV_RANK, rank.to_string())
             .env(local::ENV_SIZE, spec.ranks.to_string())
-            .env(local::ENV_BOOT, boot.name())
+            .env(local::ENV_BOOT, ranks.boots[ranks.boot_of[rank]].name())
             .env(local::ENV_NODES, spec.nodes.to_string())
             .stdin(if rank == 0 && spec.output != Output::Capture {
                 Stdio::inherit()
             } else {
                 Stdio::null()
             });
+        if let Some(hub) = ranks.hub {
+            cmd.env(hub::ENV_HUB, hub);
+        }
+        if ranks.boots.len() > 1 && !names_an_address {
+            // Virtual nodes started here share this namespace: they meet on the loopback.
+            cmd.env(address::ENV_NET_ADDR, "127.0.0.1");
+        }
         if spec.output != Output::Inherit {
             cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         }
@@ -354,17 +483,20 @@ pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
                     forward(rank, err, Pipe::Stderr, spec.output, pipe_done.clone());
                     open_pipes += 2;
                 }
-                ranks.push(Running {
-                    child,
-                    status: None,
-                });
+                running.push((
+                    rank,
+                    Running {
+                        child,
+                        status: None,
+                    },
+                ));
             }
             Err(e) => {
-                signal_all(&mut ranks, rustix::process::Signal::KILL);
-                for r in &mut ranks {
+                let mut started: Vec<Running> = running.into_iter().map(|(_, r)| r).collect();
+                signal_all(&mut started, rustix::process::Signal::KILL);
+                for r in &mut started {
                     let _ = r.child.wait();
                 }
-                sweep_job(&job);
                 return Err(Error::Launch(format!(
                     "cannot start rank {rank} ({}): {e}",
                     spec.program.display()
@@ -375,11 +507,13 @@ pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
 
     let mut failure: Option<JobFailure> = None;
     let mut kill_at: Option<Instant> = None;
-    let mut boot_unlinked = false;
+    let mut boot_unlinked = vec![false; ranks.boots.len()];
     let mut announced = false;
+    let mark_exited = |rank: usize| ranks.boots.iter().for_each(|b| b.mark_exited(rank));
     loop {
         let mut alive = 0;
-        for (rank, r) in ranks.iter_mut().enumerate() {
+        for (rank, r) in running.iter_mut() {
+            let rank = *rank;
             if r.status.is_some() {
                 continue;
             }
@@ -394,10 +528,24 @@ pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
             };
             r.status = Some(st);
             if st.success() {
-                // Peers that wait for this rank in a collective it never entered give up.
-                boot.mark_exited(rank);
+                // Peers that wait for this rank in a collective it never entered give up,
+                // on every node.
+                mark_exited(rank);
+                if let Some(agent) = ranks.agent {
+                    let _ = agent.exited(rank);
+                }
             }
             if !st.success() && failure.is_none() {
+                if let Some(agent) = ranks.agent {
+                    let _ = agent.failed(RankFailure {
+                        rank,
+                        pid: r.child.id(),
+                        signalled: matches!(st, RankStatus::Signaled(_)),
+                        code: match st {
+                            RankStatus::Exited(c) | RankStatus::Signaled(c) => c,
+                        },
+                    });
+                }
                 failure = Some(JobFailure::Rank {
                     rank,
                     pid: r.child.id(),
@@ -408,9 +556,29 @@ pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
         if alive == 0 {
             break;
         }
-        if !boot_unlinked && boot.all_attached() {
-            boot.unlink();
-            boot_unlinked = true;
+        for (boot, unlinked) in ranks.boots.iter().zip(&mut boot_unlinked) {
+            if !*unlinked && boot.all_attached() {
+                boot.unlink();
+                *unlinked = true;
+            }
+        }
+        if let Some(agent) = ranks.agent {
+            match agent.news() {
+                Ok(news) => {
+                    for n in news {
+                        match n {
+                            AgentNews::Exited(rank) => mark_exited(rank),
+                            AgentNews::Abort => {
+                                failure.get_or_insert(JobFailure::Aborted);
+                            }
+                        }
+                    }
+                }
+                // The head is gone: nobody can finish this job.
+                Err(_) => {
+                    failure.get_or_insert(JobFailure::Interrupted);
+                }
+            }
         }
         if failure.is_none() {
             if let Some(t) = spec.timeout {
@@ -428,21 +596,26 @@ pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
         }
         match (&failure, kill_at) {
             (Some(f), None) => {
-                eprintln!("{}: {f}; terminating the job", spec.name);
+                // A node agent says nothing: the head names the failure, once.
+                if ranks.agent.is_none() {
+                    eprintln!("{}: {f}; terminating the job", spec.name);
+                }
                 announced = true;
-                boot.abort();
-                signal_all(&mut ranks, rustix::process::Signal::TERM);
+                ranks.boots.iter().for_each(BootSegment::abort);
+                let mut all: Vec<&mut Running> = running.iter_mut().map(|(_, r)| r).collect();
+                signal_some(&mut all, rustix::process::Signal::TERM);
                 kill_at = Some(Instant::now() + TERM_GRACE);
             }
             (Some(_), Some(at)) if Instant::now() >= at => {
-                signal_all(&mut ranks, rustix::process::Signal::KILL);
+                let mut all: Vec<&mut Running> = running.iter_mut().map(|(_, r)| r).collect();
+                signal_some(&mut all, rustix::process::Signal::KILL);
             }
             _ => {}
         }
         std::thread::sleep(POLL_INTERVAL);
     }
     // The last ranks may have failed in the very check that found nobody alive.
-    if let (Some(f), false) = (&failure, announced) {
+    if let (Some(f), false, None) = (&failure, announced, ranks.agent) {
         eprintln!("{}: {f}", spec.name);
     }
 
@@ -463,18 +636,208 @@ pub fn launch(spec: &LaunchSpec) -> Result<JobReport> {
             Err(_) => break,
         }
     }
-    drop(boot);
+    let mut statuses = vec![RankStatus::Exited(0); spec.ranks];
+    for (rank, r) in &running {
+        statuses[*rank] = r.status.unwrap_or(RankStatus::Exited(-1));
+    }
+    Ok((statuses, failure, output))
+}
+
+/// Runs the ranks of node `node` of job `job` (as `osrun`'s agent on that node): creates the
+/// node's boot segment, starts the node's ranks with the hub `hub` for their collectives,
+/// relays their clean exits and failures to the hub and the other nodes' to the node's
+/// roster, aborts when the hub says so, and removes what the job left in this node's
+/// /dev/shm. The report's statuses are meaningful for this node's ranks only.
+pub fn run_node(spec: &LaunchSpec, job: &str, node: usize, hub: &str) -> Result<JobReport> {
+    let node_of = local::virtual_nodes(spec.ranks, spec.nodes);
+    if node >= spec.nodes || !node_of.contains(&node) {
+        return Err(Error::Launch(format!(
+            "node {node} holds no rank of a job of {} ranks over {} nodes",
+            spec.ranks, spec.nodes
+        )));
+    }
+    sweep_dead_jobs();
+    let start = Instant::now();
+    let agent = AgentLink::connect(hub, node)?;
+    let live = liveness::create(job)?;
+    let members: Vec<usize> = (0..spec.ranks).filter(|&r| node_of[r] == node).collect();
+    let boot = match BootSegment::for_node(job, spec.ranks, node, members.len()) {
+        Ok(b) => b,
+        Err(e) => {
+            drop(live);
+            sweep_job(job);
+            return Err(e);
+        }
+    };
+    let boots = [boot];
+    let outcome = supervise(
+        spec,
+        job,
+        &Ranks {
+            members: &members,
+            boots: &boots,
+            boot_of: &vec![0; spec.ranks],
+            hub: Some(hub),
+            agent: Some(&agent),
+        },
+    );
+    drop(boots);
     drop(live);
-    let swept_segments = sweep_job(&job);
+    let swept_segments = sweep_job(job);
+    let (statuses, failure, output) = outcome?;
     Ok(JobReport {
-        job_id: job,
-        statuses: ranks
-            .iter()
-            .map(|r| r.status.unwrap_or(RankStatus::Exited(-1)))
-            .collect(),
+        job_id: job.to_owned(),
+        statuses,
         failure,
         output,
         swept_segments,
         elapsed: start.elapsed(),
     })
+}
+
+/// The head of a job whose nodes' ranks node agents start: it runs the hub, starts one agent
+/// per node through the wrapper, and watches them. A rank failure an agent reports (or an
+/// agent that fails) aborts every node; agents that do not end within the grace period are
+/// killed, and their ranks die with them.
+fn launch_with_agents(spec: &LaunchSpec, agents: &NodeAgents) -> Result<JobReport> {
+    if spec.output == Output::Capture {
+        return Err(Error::Launch(
+            "node agents cannot capture the ranks' output".into(),
+        ));
+    }
+    let start = Instant::now();
+    let job = local::new_job_id();
+    let hub = Hub::start_unix(&std::env::temp_dir(), &job)?;
+    let nodes = spec.nodes.clamp(1, spec.ranks);
+    let mut running: Vec<Running> = Vec::with_capacity(nodes);
+    for node in 0..nodes {
+        let mut cmd = Command::new(&agents.wrapper);
+        cmd.arg(node.to_string())
+            .arg(&agents.agent)
+            .args([
+                "--agent-node",
+                &node.to_string(),
+                "--hub",
+                hub.addr(),
+                "--job",
+                &job,
+            ])
+            .args(["-n", &spec.ranks.to_string(), "--nodes", &nodes.to_string()])
+            .args(["--max-ranks", &spec.max_ranks.to_string()])
+            .args(if spec.output == Output::Prefixed {
+                &["--prefix"][..]
+            } else {
+                &[]
+            })
+            .arg("--")
+            .arg(&spec.program)
+            .args(&spec.args)
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null());
+        die_with_launcher(&mut cmd);
+        match cmd.spawn() {
+            Ok(child) => running.push(Running {
+                child,
+                status: None,
+            }),
+            Err(e) => {
+                signal_all(&mut running, rustix::process::Signal::KILL);
+                for r in &mut running {
+                    let _ = r.child.wait();
+                }
+                return Err(Error::Launch(format!(
+                    "cannot start the agent of node {node} ({}): {e}",
+                    agents.wrapper.display()
+                )));
+            }
+        }
+    }
+    let mut failure: Option<JobFailure> = None;
+    let mut kill_at: Option<Instant> = None;
+    loop {
+        let mut alive = 0;
+        for (node, r) in running.iter_mut().enumerate() {
+            if r.status.is_some() {
+                continue;
+            }
+            match r.child.try_wait() {
+                Ok(None) => alive += 1,
+                Ok(Some(st)) => {
+                    let st = RankStatus::from_exit(st);
+                    r.status = Some(st);
+                    if !st.success() && failure.is_none() {
+                        // A rank's failure the agent reported names the rank; else the
+                        // agent itself failed (its wrapper, or it was killed).
+                        failure = Some(
+                            hub.failure()
+                                .map(JobFailure::from)
+                                .unwrap_or(JobFailure::Node { node, status: st }),
+                        );
+                    }
+                }
+                Err(_) => r.status = Some(RankStatus::Exited(-1)),
+            }
+        }
+        if alive == 0 {
+            break;
+        }
+        if failure.is_none() {
+            failure = hub.failure().map(JobFailure::from);
+        }
+        if failure.is_none() {
+            if spec.timeout.is_some_and(|t| start.elapsed() > t) {
+                failure = spec.timeout.map(JobFailure::Timeout);
+            }
+            if spec
+                .interrupt
+                .as_ref()
+                .is_some_and(|f| f.load(Ordering::Relaxed))
+            {
+                failure = Some(JobFailure::Interrupted);
+            }
+        }
+        match (&failure, kill_at) {
+            (Some(f), None) => {
+                eprintln!("{}: {f}; terminating the job", spec.name);
+                hub.abort();
+                // Agents end their ranks within their own grace period.
+                kill_at = Some(Instant::now() + 2 * TERM_GRACE);
+            }
+            (Some(_), Some(at)) if Instant::now() >= at => {
+                signal_all(&mut running, rustix::process::Signal::KILL);
+            }
+            _ => {}
+        }
+        std::thread::sleep(POLL_INTERVAL);
+    }
+    let exited = hub.exited_ranks();
+    let mut statuses = vec![RankStatus::Exited(-1); spec.ranks];
+    for r in exited.into_iter().filter(|&r| r < spec.ranks) {
+        statuses[r] = RankStatus::Exited(0);
+    }
+    if let Some(JobFailure::Rank { rank, status, .. }) = &failure {
+        statuses[*rank] = *status;
+    }
+    Ok(JobReport {
+        job_id: job,
+        statuses,
+        failure,
+        output: Vec::new(),
+        swept_segments: 0,
+        elapsed: start.elapsed(),
+    })
+}
+
+impl From<RankFailure> for JobFailure {
+    fn from(f: RankFailure) -> JobFailure {
+        JobFailure::Rank {
+            rank: f.rank,
+            pid: f.pid,
+            status: if f.signalled {
+                RankStatus::Signaled(f.code)
+            } else {
+                RankStatus::Exited(f.code)
+            },
+        }
+    }
 }

@@ -73,7 +73,9 @@ pub struct NetworkEndpoint {
     pub provider: String,
     /// How the progress thread serves it (`ONESIDED_PROGRESS`: `spin`, `yield`, `block`).
     pub progress: &'static str,
-    /// The address it is bound to (`ONESIDED_NET_ADDR`, else the loopback).
+    /// The address it is bound to: `ONESIDED_NET_ADDR`, else the address of the interface
+    /// `ONESIDED_IFACE` names, else that of the first interface that is up and not the
+    /// loopback (virtual nodes of `osrun --nodes` without node agents: the loopback).
     pub address: String,
 }
 

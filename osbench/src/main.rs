@@ -548,8 +548,8 @@ fn run(cli: &Cli, impls: &Impls) -> BResult<()> {
     if let Some(net) = onesided::network() {
         let _ = writeln!(
             o,
-            "network: {} at {}, progress thread {} (ONESIDED_PROVIDER, ONESIDED_NET_ADDR, \
-             ONESIDED_PROGRESS); ofi-raw on the same",
+            "network: {} at {}, progress thread {} (ONESIDED_PROVIDER, ONESIDED_NET_ADDR or \
+             ONESIDED_IFACE, ONESIDED_PROGRESS); ofi-raw on the same",
             net.provider, net.address, net.progress
         );
     }

@@ -8,6 +8,12 @@
 //! status is non-zero when any rank fails; the first rank that panics, exits non-zero or is
 //! killed takes the whole job down (named in a message on stderr), and no shared-memory
 //! segment of the job remains in /dev/shm afterwards.
+//!
+//! `--nodes K` splits the ranks over K virtual nodes: each has its own shared memory, and
+//! windows reach the other nodes through the network (feature `ofi`). With
+//! `--node-wrapper WRAPPER`, `osrun` starts one agent per node as `WRAPPER NODE osrun ...`
+//! (the wrapper can put the node in its own network and mount namespaces); the agent starts
+//! the node's ranks and relays their exits to the other nodes.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -30,6 +36,25 @@ struct Args {
     /// reach ranks of other virtual nodes through the network, as across real nodes.
     #[arg(long, value_name = "K", default_value_t = 1)]
     nodes: usize,
+
+    /// With --nodes K: start each node's ranks through `WRAPPER NODE OSRUN ARGS...`, which
+    /// sets the node up (e.g. its own network and mount namespace) and executes the rest;
+    /// that node's agent creates the node's shared memory and relays exits. Collectives
+    /// cross nodes through a Unix socket under $TMPDIR, data through the network.
+    #[arg(long, value_name = "WRAPPER")]
+    node_wrapper: Option<PathBuf>,
+
+    /// (Internal) Run as the agent of this node of a job started with --node-wrapper.
+    #[arg(long, value_name = "NODE", hide = true, requires_all = ["hub", "job"])]
+    agent_node: Option<usize>,
+
+    /// (Internal) The job's hub (with --agent-node).
+    #[arg(long, value_name = "ADDR", hide = true)]
+    hub: Option<String>,
+
+    /// (Internal) The job id (with --agent-node).
+    #[arg(long, value_name = "ID", hide = true)]
+    job: Option<String>,
 
     /// Fail the job (exit status 124) when it runs longer than S seconds.
     #[arg(long, value_name = "S")]
@@ -101,6 +126,25 @@ fn main() {
         Output::Inherit
     };
     spec.interrupt = Some(interrupt);
+    if let (Some(node), Some(hub), Some(job)) = (args.agent_node, &args.hub, &args.job) {
+        match onesided::launch::run_node(&spec, job, node, hub) {
+            Ok(report) => std::process::exit(report.exit_code()),
+            Err(e) => {
+                eprintln!("osrun (agent of node {node}): {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+    if let Some(wrapper) = args.node_wrapper {
+        let agent = match std::env::current_exe() {
+            Ok(exe) => exe,
+            Err(e) => {
+                eprintln!("osrun: cannot find its own executable for the node agents: {e}");
+                std::process::exit(1);
+            }
+        };
+        spec.node_agents = Some(onesided::launch::NodeAgents { wrapper, agent });
+    }
     match launch(&spec) {
         Ok(report) => std::process::exit(report.exit_code()),
         Err(e) => {

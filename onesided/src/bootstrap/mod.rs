@@ -12,6 +12,7 @@
 pub(crate) mod board;
 pub(crate) mod call;
 pub(crate) mod comm;
+pub mod hub;
 pub(crate) mod local;
 #[cfg(feature = "mpi")]
 pub mod mpi;

@@ -9,6 +9,7 @@
 //! compiles to a compare and a copy, with no indirect call. A network transport (libfabric)
 //! will be one more variant.
 
+pub(crate) mod address;
 pub(crate) mod cma;
 pub(crate) mod combine;
 #[cfg(feature = "ofi")]

@@ -3,8 +3,8 @@
 //! its progress thread in the mode `ONESIDED_PROGRESS` names, and kept for the life of the
 //! process — every window across nodes shares it, with one address-vector entry per peer.
 //!
-//! The endpoint binds to `ONESIDED_NET_ADDR` (an address of this host), else to the
-//! loopback: virtual nodes of one machine (`osrun --nodes`) reach each other there.
+//! The endpoint binds to the address [`super::address`] chooses (`ONESIDED_NET_ADDR`,
+//! `ONESIDED_IFACE`, else the first external interface).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -22,9 +22,6 @@ pub(crate) const COPY_MAX: usize = 64 << 10;
 /// it a write first completes everything in flight, so a long epoch of small writes holds
 /// bounded memory.
 pub(crate) const HELD_MAX: usize = 16 << 20;
-
-/// The environment variable naming the address the endpoint binds to.
-pub(crate) const ADDR_ENV: &str = "ONESIDED_NET_ADDR";
 
 /// The endpoint, its server and what the provider offers.
 #[derive(Debug)]
@@ -55,7 +52,7 @@ pub(crate) fn endpoint() -> Result<&'static Endpoint> {
         return Ok(e);
     }
     let mode = ProgressMode::from_env()?;
-    let addr = std::env::var(ADDR_ENV).unwrap_or_else(|_| "127.0.0.1".into());
+    let addr = crate::transport::address::endpoint_address()?;
     let requested = std::env::var(PROVIDER_ENV).ok();
     let nic = Arc::new(Nic::open_chosen_with(
         requested.as_deref(),

@@ -16,26 +16,44 @@ use crate::shm::segment::Segment;
 pub struct BootSegment {
     pub(super) seg: Arc<Segment>,
     n: usize,
+    /// Ranks that map it (all `n`, or a node's share when the hub carries the collectives).
+    attaching: usize,
     roster: Roster,
 }
 
 impl BootSegment {
     /// Creates the boot segment of job `job` for `n` ranks.
     pub fn create(job: &str, n: usize) -> Result<BootSegment> {
+        Self::create_as(job, n, "L", n)
+    }
+
+    /// Creates the boot segment of node `node` of job `job` of `n` ranks, which `attaching`
+    /// of them (the node's) map: its roster holds every rank of the job (the launcher marks
+    /// exits from every node), its collectives are unused (the hub carries them).
+    pub fn for_node(job: &str, n: usize, node: usize, attaching: usize) -> Result<BootSegment> {
+        Self::create_as(job, n, &format!("L{node}"), attaching)
+    }
+
+    fn create_as(job: &str, n: usize, owner: &str, attaching: usize) -> Result<BootSegment> {
         if n == 0 {
             return Err(Error::InvalidArgument(
                 "a job needs at least one rank".into(),
             ));
         }
         let layout = BootLayout::new(n)?;
-        let seg = Arc::new(Segment::create(job, "L", layout.total)?);
+        let seg = Arc::new(Segment::create(job, owner, layout.total)?);
         word(&seg, OFF_HEADER + 8).store(VERSION, Ordering::Relaxed);
         word(&seg, OFF_HEADER + 16).store(n as u64, Ordering::Relaxed);
         word(&seg, OFF_HEADER + 24).store(layout.slot_size as u64, Ordering::Relaxed);
         // Release: ranks that read the magic with Acquire see the fields above.
         word(&seg, OFF_HEADER).store(MAGIC, Ordering::Release);
         let roster = Roster::new(Arc::clone(&seg), layout.roster, n)?;
-        Ok(BootSegment { seg, n, roster })
+        Ok(BootSegment {
+            seg,
+            n,
+            attaching,
+            roster,
+        })
     }
 
     /// Name to pass in [`ENV_BOOT`].
@@ -57,9 +75,9 @@ impl BootSegment {
         }
     }
 
-    /// True once every rank has mapped the segment.
+    /// True once every rank that maps the segment has mapped it.
     pub fn all_attached(&self) -> bool {
-        word(&self.seg, OFF_ATTACHED).load(Ordering::Relaxed) >= self.n as u64
+        word(&self.seg, OFF_ATTACHED).load(Ordering::Relaxed) >= self.attaching as u64
     }
 
     /// Removes the name from /dev/shm (ranks keep their mappings).

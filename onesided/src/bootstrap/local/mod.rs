@@ -1,4 +1,5 @@
-//! The `local` bootstrap: ranks started by `osrun` (or the test helper) on one node.
+//! The `local` bootstrap: ranks started by `osrun` (or the test helper) on one node, or on
+//! virtual nodes whose collectives go through the job's hub ([`super::hub`]).
 //!
 //! The launcher creates one boot segment per job and passes its name in the environment.
 //! Layout (every part starts on a cache line):
@@ -55,9 +56,11 @@ pub const ENV_SIZE: &str = "ONESIDED_SIZE";
 pub const ENV_BOOT: &str = "ONESIDED_BOOT";
 /// Environment variable with the number of virtual nodes the ranks are split over
 /// (`osrun --nodes K`; absent: one). Rank `r` of `n` is on node `r * K / n`: consecutive
-/// blocks. Virtual nodes share the job's boot segment (the launcher's channel on this
-/// machine); windows never share memory across them: a window over ranks of several
-/// virtual nodes reaches the others through the network, as across real nodes.
+/// blocks. Each virtual node has a boot segment of its own (its roster of the job's ranks
+/// and the abort flag), the collectives cross nodes through the job's hub
+/// ([`crate::bootstrap::hub`]), and windows never share memory across nodes: a window over
+/// ranks of several virtual nodes reaches the others through the network, as across real
+/// nodes.
 pub const ENV_NODES: &str = "ONESIDED_NODES";
 
 /// The node of each of `size` ranks split over `nodes` virtual nodes (see [`ENV_NODES`]).

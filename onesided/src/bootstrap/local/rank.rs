@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::backoff::Backoff;
 use crate::bootstrap::call::{Call, CallTag};
+use crate::bootstrap::hub::{self, Outcome};
 use crate::bootstrap::local::launcher::BootSegment;
 use crate::bootstrap::local::{
     word, BootLayout, ENV_BOOT, ENV_JOB, ENV_RANK, ENV_SIZE, MAGIC, OFF_ABORT, OFF_ATTACHED,
@@ -22,7 +23,9 @@ use crate::transport::cma;
 /// Collective state of one process on one boot segment.
 #[derive(Debug)]
 struct Collectives {
-    barrier: Barrier,
+    /// The boot segment's barrier (none for a communicator whose collectives go through the
+    /// hub: its members need not share the segment).
+    barrier: Option<Barrier>,
     /// Collective calls made so far (the next call's sequence number).
     calls: u64,
 }
@@ -46,6 +49,12 @@ pub struct LocalBootstrap {
     heap: Arc<ControlHeap>,
     /// The (virtual) node of each rank ([`super::ENV_NODES`]).
     nodes: Arc<Vec<usize>>,
+    /// The hub connection that carries the collectives when the job's nodes do not share the
+    /// boot segment ([`hub::ENV_HUB`]); the segment then holds this node's roster and the
+    /// abort flag only.
+    hub: Option<hub::Link>,
+    /// The communicator's id at the hub (0: the job's world).
+    comm_id: u64,
 }
 
 impl LocalBootstrap {
@@ -72,6 +81,9 @@ impl LocalBootstrap {
         };
         let mut boot = Self::connect(&job, &boot, rank, size)?;
         boot.nodes = Arc::new(super::virtual_nodes(size, nodes));
+        if let Ok(addr) = std::env::var(hub::ENV_HUB) {
+            boot.hub = Some(hub::Link::connect(&addr, 0, rank, size)?);
+        }
         Ok(Some(boot))
     }
 
@@ -151,11 +163,16 @@ impl LocalBootstrap {
             rank,
             size,
             job,
-            state: Mutex::new(Collectives { barrier, calls: 0 }),
+            state: Mutex::new(Collectives {
+                barrier: Some(barrier),
+                calls: 0,
+            }),
             ancestors: Vec::new(),
             watch,
             heap: Arc::default(),
             nodes: Arc::new(vec![0; size]),
+            hub: None,
+            comm_id: 0,
         })
     }
 
@@ -266,7 +283,10 @@ impl LocalBootstrap {
     }
 
     fn sync_watching(&self, state: &Collectives, tag: CallTag, first: bool) -> Result<()> {
-        let b = &state.barrier;
+        let b = state
+            .barrier
+            .as_ref()
+            .expect("a communicator of the hub has no segment barrier");
         let mut wait = b.begin(tag.pack());
         let mut backoff = Backoff::new();
         let mut vigil = self.watch.vigil(tag);
@@ -332,12 +352,18 @@ impl Bootstrap for LocalBootstrap {
     }
 
     fn barrier(&self, call: Call) -> Result<()> {
+        if self.hub.is_some() {
+            return self.through_hub(call, false, &[&[]]).map(drop);
+        }
         let mut state = self.lock();
         let tag = self.enter(&mut state, call);
         self.first_sync(&state, tag)
     }
 
     fn allgatherv(&self, call: Call, send: &[u8]) -> Result<Vec<Vec<u8>>> {
+        if self.hub.is_some() {
+            return self.through_hub(call, false, &[send]);
+        }
         let mut state = self.lock();
         let tag = self.enter(&mut state, call);
         let chunk = self.payload_size() - 8;
@@ -377,6 +403,9 @@ impl Bootstrap for LocalBootstrap {
                 "alltoallv: {} buffers for {n} ranks",
                 send.len()
             )));
+        }
+        if self.hub.is_some() {
+            return self.through_hub(call, true, send);
         }
         let mut state = self.lock();
         let tag = self.enter(&mut state, call);
@@ -433,7 +462,8 @@ impl Bootstrap for LocalBootstrap {
         let n = self.size;
         let me = self.rank;
         one_entry_per_process(n, &[send_counts, send_displs, recv_counts, recv_displs])?;
-        if 8 * (2 + 2 * n) > self.payload_size() {
+        // Over the hub, peers may be on other hosts: no cross-memory attach.
+        if 8 * (2 + 2 * n) > self.payload_size() || self.hub.is_some() {
             return alltoallv_into_by_copies(
                 self,
                 call,
@@ -505,6 +535,14 @@ impl Bootstrap for LocalBootstrap {
                 size: self.size,
             });
         }
+        if self.hub.is_some() {
+            let mine: &[u8] = if self.rank == root { data } else { &[] };
+            let mut all = self.through_hub(call, false, &[mine])?;
+            if self.rank != root {
+                *data = std::mem::take(&mut all[root]);
+            }
+            return Ok(());
+        }
         let mut state = self.lock();
         let tag = self.enter(&mut state, call);
         let chunk = self.payload_size() - 8;
@@ -549,6 +587,34 @@ impl Bootstrap for LocalBootstrap {
             keys.push(w[1] as usize);
         }
         let members = crate::bootstrap::split_members(&colors, &keys, self.rank);
+        if let Some(link) = &self.hub {
+            // Every member made the same calls here: the count names this split.
+            let seq = self.lock().calls;
+            return members
+                .map(|m| {
+                    let me = m.iter().position(|&r| r == self.rank).expect("member");
+                    let comm = hub::child_comm(self.comm_id, seq, color.expect("member"));
+                    let link = hub::Link::connect(link.addr(), comm, me, m.len())?;
+                    Ok(Arc::new(LocalBootstrap {
+                        seg: Arc::clone(&self.seg),
+                        layout: self.layout,
+                        rank: me,
+                        size: m.len(),
+                        job: self.job.clone(),
+                        state: Mutex::new(Collectives {
+                            barrier: None,
+                            calls: 0,
+                        }),
+                        ancestors: self.ancestors.clone(),
+                        watch: self.watch.subgroup(&m, me, channel_id(comm)),
+                        heap: Arc::default(),
+                        nodes: Arc::new(m.iter().map(|&r| self.nodes[r]).collect()),
+                        hub: Some(link),
+                        comm_id: comm,
+                    }) as Arc<dyn Bootstrap>)
+                })
+                .transpose();
+        }
         // Each group's first member creates the group's boot segment and publishes its name.
         let leader_of = |m: &Vec<usize>| m[0] == self.rank;
         let created = match &members {
@@ -602,6 +668,54 @@ impl Bootstrap for LocalBootstrap {
 }
 
 impl LocalBootstrap {
+    /// A collective through the hub: `personalised`, `blocks[j]` goes to member `j`;
+    /// otherwise the one block goes to everyone. Returns the blocks addressed to this process
+    /// by source. While it waits it watches the abort flag and the node's roster (a peer on
+    /// this node blocked in another collective of ours is a deadlock, as over the segment).
+    fn through_hub(
+        &self,
+        call: Call,
+        personalised: bool,
+        blocks: &[&[u8]],
+    ) -> Result<Vec<Vec<u8>>> {
+        let link = self.hub.as_ref().expect("a communicator of the hub");
+        let mut state = self.lock();
+        let tag = self.enter(&mut state, call);
+        let mut vigil = self.watch.vigil(tag);
+        // Deferred epochs and requests handed to this process advance while it waits.
+        let mut progress = Backoff::new();
+        let mut idle = || {
+            progress.attend();
+            if self.aborted() {
+                return Err(Error::JobAborted);
+            }
+            vigil.check(|_| None)
+        };
+        let outcome = link.exchange(tag.seq, tag.pack(), personalised, blocks, &mut idle);
+        let check_tags = |tags: &[u64]| -> Result<()> {
+            for (r, &t) in tags.iter().enumerate() {
+                tag.check(r, t)?;
+            }
+            Ok(())
+        };
+        match outcome {
+            Ok(Outcome::Done { tags, blocks }) => check_tags(&tags).map(|()| blocks),
+            Ok(Outcome::Mismatch { tags }) => {
+                check_tags(&tags)?;
+                Err(Error::Bootstrap(format!(
+                    "{}: the processes' requests differ in shape",
+                    call.name()
+                )))
+            }
+            Ok(Outcome::Left(rank)) => Err(Error::PeerExited {
+                call: call.name(),
+                rank,
+            }),
+            Err(_) if self.aborted() => Err(Error::JobAborted),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Collective vote over this bootstrap (no Comm at hand here).
     fn agree_local(&self, ok: bool) -> Result<bool> {
         let all = self.allgatherv(Call::Split, &[u8::from(ok)])?;
