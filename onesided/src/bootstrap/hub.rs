@@ -6,7 +6,7 @@
 //! collective becomes one request and one reply per process: each member sends its tag and
 //! its blocks, the hub waits for every member of the communicator, and sends each member the
 //! tags of all and the blocks addressed to it. The tag check stays at the ranks
-//! ([`crate::bootstrap::CallTag::check`]), so a mismatch reads as it does over a boot
+//! (`CallTag::check`), so a mismatch reads as it does over a boot
 //! segment.
 //!
 //! A process opens one connection per communicator and says which (communicator id, its
