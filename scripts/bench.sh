@@ -5,6 +5,7 @@
 #
 #   bash scripts/bench.sh            # everything, into results/ (about 11 minutes)
 #   bash scripts/bench.sh --quick    # fewer sizes, shorter loops (about 2 minutes)
+#   bash scripts/bench.sh --net      # only the two-virtual-node section (about 2 minutes)
 #   bash scripts/bench.sh --baseline REV [--rounds N]
 #                                    # same-run A/B of this tree against revision REV
 #
@@ -18,7 +19,9 @@
 # results/openmpi-osc-sm.* (Open MPI with its shared-memory component on allocate windows),
 # results/scaling-*.txt for sync-latency and win-create with 4 processes, and
 # results/alltoallv4-*.txt for the alltoallv benchmark with 4 processes, and
-# results/large-copy.txt (scripts/large-copy.sh: large put/get vs Open MPI, median of 3).
+# results/large-copy.txt (scripts/large-copy.sh: large put/get vs Open MPI, median of 3), and
+# results/net-{mpich,openmpi}.* and net-summary.txt: two virtual nodes, onesided's network
+# path beside the raw libfabric baseline and each host MPI forced onto its network path.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -109,13 +112,15 @@ args=()
 # Oversubscribed runs (4 processes on 2 cores) get longer loops: a short one measures
 # whichever process the scheduler happened to park.
 long=(--time-ms 100)
+net_only=0
+if [[ "${1:-}" == "--net" ]]; then net_only=1; fi
 if [[ "${1:-}" == "--quick" ]]; then
   args=(--sizes 1,64,4K,256K,4M --time-ms 5)
   long=("${args[@]}")
 fi
 
 need=()
-for pkg in mpich libmpich-dev openmpi-bin libopenmpi-dev libclang-dev; do
+for pkg in mpich libmpich-dev openmpi-bin libopenmpi-dev libclang-dev libfabric-dev; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
 done
 if ((${#need[@]})); then
@@ -123,11 +128,12 @@ if ((${#need[@]})); then
   apt-get install -y "${need[@]}"
 fi
 
-# One build per MPI: the mpi crate binds to the library MPICC names.
+# One build per MPI: the mpi crate binds to the library MPICC names. Feature ofi for the
+# two-virtual-node section (onesided's network path and the raw libfabric baseline).
 MPICC=mpicc.mpich CARGO_TARGET_DIR=target/mpich \
-  cargo build --release -p osbench --features mpi
+  cargo build --release -p osbench --features mpi,ofi
 MPICC=mpicc.openmpi CARGO_TARGET_DIR=target/openmpi \
-  cargo build --release -p osbench --features mpi
+  cargo build --release -p osbench --features mpi,ofi
 
 mkdir -p results
 mpich=(timeout 3600 mpiexec.mpich)
@@ -135,6 +141,7 @@ mpich=(timeout 3600 mpiexec.mpich)
 # threads onto the measured cores (which shows up as noise in every synchronization).
 openmpi=(timeout 3600 mpiexec.openmpi --allow-run-as-root --oversubscribe --bind-to none)
 
+if ((net_only == 0)); then
 echo "== MPICH: every benchmark, 2 processes"
 "${mpich[@]}" -n 2 target/mpich/release/osbench all "${args[@]}" \
   --json results/mpich.json --plot results/plots-mpich | tee results/mpich.txt
@@ -172,3 +179,50 @@ echo "== Open MPI: alltoallv with 4 processes (on $(nproc) cores)"
 "${openmpi[@]}" -n 4 target/openmpi/release/osbench alltoallv "${long[@]}" \
   --json results/alltoallv4-openmpi.json --plot results/plots-alltoallv4-openmpi \
   | tee results/alltoallv4-openmpi.txt
+fi
+
+# Two virtual nodes of this machine, one mpiexec job per MPI: ONESIDED_NODES=2 splits the job
+# for onesided (its windows reach the other rank through libfabric, tcp;ofi_rxm on the
+# loopback, block progress), ofi-raw is the same operations written against libfabric (the
+# limit), and the host MPI is forced onto its network path (no shared memory): MPICH 4.0.2
+# is ch4:ucx, over UCX's tcp transport; Open MPI 4.1 over btl tcp with osc pt2pt (its
+# osc/rdma runs over neither btl tcp nor btl ofi). Per-operation medians (p50) of
+# interleaved rounds: loop averages swing 10-1000x under load here, p50s hold.
+net_cells=(put-latency get-latency fop-latency cas-latency acc-latency --window allocate
+           --sync flush --sizes 8 --rounds 7 --p50)
+net_env=(ONESIDED_NODES=2 ONESIDED_NET_ADDR=127.0.0.1 ONESIDED_PROGRESS=block)
+echo "== Two virtual nodes, MPICH over UCX tcp (MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self UCX_NET_DEVICES=lo); load $(cut -d' ' -f1-3 /proc/loadavg)"
+env "${net_env[@]}" MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self UCX_NET_DEVICES=lo \
+  "${mpich[@]}" -n 2 target/mpich/release/osbench "${net_cells[@]}" \
+  --json results/net-mpich.json | tee results/net-mpich.txt
+echo "== Two virtual nodes, Open MPI over btl tcp, osc pt2pt (--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca osc pt2pt); load $(cut -d' ' -f1-3 /proc/loadavg)"
+"${openmpi[@]}" -x ONESIDED_NODES=2 -x ONESIDED_NET_ADDR=127.0.0.1 -x ONESIDED_PROGRESS=block \
+  --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca osc pt2pt \
+  -n 2 target/openmpi/release/osbench "${net_cells[@]}" \
+  --json results/net-openmpi.json | tee results/net-openmpi.txt
+python3 - <<'PY' | tee results/net-summary.txt
+import json, statistics
+runs = {"MPICH": json.load(open("results/net-mpich.json")),
+        "Open MPI": json.load(open("results/net-openmpi.json"))}
+cells = {}
+for run, records in runs.items():
+    for r in records:
+        if r["metric"] != "latency-p50":
+            continue
+        who = {"onesided": f"onesided ({run} job)", "ofi-raw": f"ofi-raw ({run} job)"}.get(r["impl"], run)
+        cells.setdefault(r["bench"], {})[who] = r["value"]
+print("Two virtual nodes, 8 B + flush on allocate windows, per-operation p50 (us), one bench.sh run")
+print(f"{'cell':<14} {'onesided':>9} {'ofi-raw':>8} {'MPICH':>8} {'Open MPI':>9} {'os/raw':>7} {'os/best MPI':>12}")
+for bench, v in sorted(cells.items()):
+    ours = [x for k, x in v.items() if k.startswith("onesided")]
+    raw = [x for k, x in v.items() if k.startswith("ofi-raw")]
+    mpis = [v[k] for k in ("MPICH", "Open MPI") if k in v]
+    if not ours:
+        continue
+    # onesided and ofi-raw ran in both jobs: the median of their two values.
+    o = statistics.median(ours)
+    rr = statistics.median(raw) if raw else float("nan")
+    best = min(mpis) if mpis else float("nan")
+    print(f"{bench:<14} {o:9.2f} {rr:8.2f} {v.get('MPICH', float('nan')):8.2f} "
+          f"{v.get('Open MPI', float('nan')):9.2f} {o / rr:7.2f} {o / best:12.2f}")
+PY

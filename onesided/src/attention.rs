@@ -122,3 +122,65 @@ pub(crate) fn any_server() -> bool {
     // Relaxed: a hint.
     SERVER_COUNT.load(Ordering::Relaxed) != 0
 }
+
+/// Polls registered with [`add_wait_hook`].
+static HOOKS: RwLock<Vec<(u64, Hook)>> = RwLock::new(Vec::new());
+type Hook = Arc<dyn Fn() + Send + Sync>;
+/// `HOOKS.len()`, read without the lock by every wait.
+static HOOK_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Ids of hooks (to remove the right one).
+static NEXT_HOOK: AtomicU64 = AtomicU64::new(1);
+
+/// Registers `poll` to be called from every wait inside onesided (a barrier, a fence, a
+/// flush, a lock…) until the returned [`WaitHook`] is dropped — the way to keep another
+/// communication library progressing while a thread waits here, as an MPI library's
+/// progress loop drives every channel it has. Waits call hooks while they poll (they back
+/// off to sleeping as they always do). `poll` must not block and must not call onesided.
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use std::sync::Arc;
+/// let polls = Arc::new(AtomicU64::new(0));
+/// let counted = Arc::clone(&polls);
+/// let hook = onesided::add_wait_hook(Arc::new(move || {
+///     counted.fetch_add(1, Ordering::Relaxed);
+/// }));
+/// drop(hook); // no longer called
+/// ```
+pub fn add_wait_hook(poll: Arc<dyn Fn() + Send + Sync>) -> WaitHook {
+    // Relaxed: an id; uniqueness is all that matters.
+    let id = NEXT_HOOK.fetch_add(1, Ordering::Relaxed);
+    let mut hooks = HOOKS.write().unwrap_or_else(PoisonError::into_inner);
+    hooks.push((id, poll));
+    // Relaxed: a hint for the waits' fast check.
+    HOOK_COUNT.store(hooks.len(), Ordering::Relaxed);
+    WaitHook { id }
+}
+
+/// A registered wait hook ([`add_wait_hook`]); dropping it unregisters the hook.
+#[derive(Debug)]
+pub struct WaitHook {
+    id: u64,
+}
+
+impl Drop for WaitHook {
+    fn drop(&mut self) {
+        let mut hooks = HOOKS.write().unwrap_or_else(PoisonError::into_inner);
+        hooks.retain(|(id, _)| *id != self.id);
+        // Relaxed: see add_wait_hook.
+        HOOK_COUNT.store(hooks.len(), Ordering::Relaxed);
+    }
+}
+
+/// Calls the registered wait hooks; true when there are any.
+#[inline]
+pub(crate) fn call_wait_hooks() -> bool {
+    // Relaxed: a hook registered meanwhile is called by the next wait.
+    if HOOK_COUNT.load(Ordering::Relaxed) == 0 {
+        return false;
+    }
+    for (_, hook) in HOOKS.read().unwrap_or_else(PoisonError::into_inner).iter() {
+        hook();
+    }
+    true
+}

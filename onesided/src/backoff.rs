@@ -172,6 +172,8 @@ impl Backoff {
             return;
         }
         crate::progress::registry::poke();
+        // The network endpoint's progress, among others (transport::net registers it).
+        crate::attention::call_wait_hooks();
         if crate::attention::any_server() {
             if self.attending.is_none() {
                 self.attending = crate::attention::Attending::begin();
@@ -188,6 +190,11 @@ impl Backoff {
 
     /// With a core of its own, a process that serves other processes' requests keeps
     /// polling, as an MPI library's progress loop does: asleep it would serve nobody.
+    ///
+    /// Not so for the network endpoint: its progress thread answers peers, and a waiter
+    /// that kept polling it as well (measured across two virtual nodes, block mode) did not
+    /// answer faster — the endpoint's lock went back and forth between it and the woken
+    /// thread — while it took the core from everything else.
     fn serving(&self, yield_micros: u32) -> bool {
         !self.yields && yield_micros == YIELD_MICROS_DEDICATED && self.attending.is_some()
     }

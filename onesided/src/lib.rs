@@ -62,6 +62,7 @@ mod transport;
 mod universe;
 mod win;
 
+pub use attention::{add_wait_hook, WaitHook};
 pub use bootstrap::{Bootstrap, Call, CallTag, Comm, ReduceOp, Reducible, ThreadLevel};
 
 /// This process's network endpoint (feature `ofi`), as [`network`] reports it.

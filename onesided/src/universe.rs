@@ -141,8 +141,9 @@ fn universe_once(make: impl FnOnce() -> Result<Arc<dyn Bootstrap>>) -> Result<Un
 /// Per-process set-up shared by every bootstrap.
 fn connect(boot: Arc<dyn Bootstrap>) -> Universe {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    crate::backoff::set_oversubscribed(boot.node_size() > cores);
-    crate::backoff::set_spare_cores(2 * boot.node_size() <= cores);
+    let here = boot.processes_on_this_machine();
+    crate::backoff::set_oversubscribed(here > cores);
+    crate::backoff::set_spare_cores(2 * here <= cores);
     // Cross-memory attach (process_vm_readv/writev) needs ptrace permission between the
     // ranks; under Yama ptrace_scope=1 that requires opting in. Without Yama this fails
     // harmlessly (EINVAL).

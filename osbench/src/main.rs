@@ -644,6 +644,9 @@ fn start(cli: &Cli) -> BResult<()> {
             provided == mpi::Threading::Multiple,
         )?);
     }
+    // Virtual nodes under mpiexec (ONESIDED_NODES): the raw network baseline beside.
+    #[cfg(feature = "ofi")]
+    let impls = impls.with_raw_baseline(cli)?;
     let result = run(cli, &impls);
     if let Err(e) = &result {
         // Windows of the failed benchmark are still open at other processes: finalizing

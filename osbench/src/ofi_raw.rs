@@ -6,7 +6,8 @@
 //! same completion mechanism (a flush waits until the counters reach the posted counts,
 //! reading the completion queue meanwhile) and the same progress arrangement: a thread per
 //! process serving the endpoint in onesided's mode (`ONESIDED_PROGRESS`: `spin`, `yield`,
-//! `block`).
+//! `block`), and every thread that waits inside onesided polling it meanwhile
+//! ([`onesided::add_wait_hook`]), as those waits poll onesided's endpoint.
 //!
 //! What it leaves out is what onesided adds: epochs and their checks, window lookup, the
 //! copy that makes a short put locally complete at once, and locks. Transfers go from
@@ -327,8 +328,17 @@ impl Drop for Endpoint {
     }
 }
 
+/// Makes every wait inside onesided poll `ep` while the hook lives.
+fn polled_while_waiting(ep: &Arc<Endpoint>) -> onesided::WaitHook {
+    let polled = Arc::clone(ep);
+    onesided::add_wait_hook(Arc::new(move || polled.progress()))
+}
+
 /// The raw baseline over a communicator (the bootstrap exchanges endpoint names and keys).
 pub struct OfiRaw {
+    /// Waits inside onesided poll this endpoint too, as they poll onesided's own: a
+    /// target waiting in the harness answers both alike (dropped first: it holds `ep`).
+    _polled_while_waiting: onesided::WaitHook,
     comm: Comm,
     ep: Arc<Endpoint>,
     /// Peers' addresses in the address vector, by rank of `comm`.
@@ -345,7 +355,12 @@ impl OfiRaw {
             .ok_or_else(|| BenchError(format!("{NAME}: onesided opened no network endpoint")))?;
         let ep = Endpoint::open(&net.provider, &net.address, net.progress)?;
         let peers = Self::connect(&comm, &ep)?;
-        Ok(OfiRaw { comm, ep, peers })
+        Ok(OfiRaw {
+            _polled_while_waiting: polled_while_waiting(&ep),
+            comm,
+            ep,
+            peers,
+        })
     }
 
     fn connect(comm: &Comm, ep: &Endpoint) -> BResult<Vec<sys::fi_addr_t>> {
@@ -697,6 +712,7 @@ impl Backend for OfiRaw {
         let me = self.comm.rank();
         let sub = self.comm.split((me < ranks).then_some(0), me)?;
         Ok(sub.map(|comm| OfiRaw {
+            _polled_while_waiting: polled_while_waiting(&self.ep),
             peers: self.peers[..comm.size()].to_vec(),
             comm,
             ep: Arc::clone(&self.ep),

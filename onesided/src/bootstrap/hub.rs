@@ -56,11 +56,6 @@ const MAX_WORDS: u64 = 1 << 20;
 const MAX_BLOCKS: u64 = 1 << 20;
 const MAX_BYTES: u64 = 1 << 36;
 
-/// How long a waiting rank reads before it looks at the job (abort flag, roster) and serves
-/// what other processes handed to it (a deferred epoch must advance while its process waits
-/// in a collective).
-const READ_SLICE: Duration = Duration::from_millis(2);
-
 /// A connection to or from the hub.
 #[derive(Debug)]
 pub(crate) enum Stream {
@@ -84,6 +79,13 @@ impl Stream {
             Err(Error::Bootstrap(format!(
                 "{ENV_HUB}={addr}: expected unix:PATH or tcp:HOST:PORT"
             )))
+        }
+    }
+
+    fn set_nonblocking(&self, on: bool) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => s.set_nonblocking(on),
+            Stream::Tcp(s) => s.set_nonblocking(on),
         }
     }
 
@@ -150,7 +152,33 @@ fn encode(kind: u64, words: &[u64], blocks: &[&[u8]]) -> Vec<u8> {
     out
 }
 
-/// Fills `buf` from `s`; `idle` runs whenever a read times out (it may end the wait).
+/// Writes `bytes` to `s`; `idle` runs whenever the socket is full (it may end the wait).
+fn write_full(
+    s: &mut Stream,
+    mut bytes: &[u8],
+    idle: &mut dyn FnMut() -> Result<()>,
+) -> Result<()> {
+    while !bytes.is_empty() {
+        match s.write(bytes) {
+            Ok(0) => return Err(Error::Bootstrap("the hub connection closed".into())),
+            Ok(k) => bytes = &bytes[k..],
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                idle()?
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::Bootstrap(format!("hub connection: {e}"))),
+        }
+    }
+    Ok(())
+}
+
+/// Fills `buf` from `s`; `idle` runs whenever nothing is there to read (it may end the
+/// wait).
 fn read_full(s: &mut Stream, buf: &mut [u8], idle: &mut dyn FnMut() -> Result<()>) -> Result<bool> {
     let mut got = 0;
     while got < buf.len() {
@@ -266,8 +294,10 @@ impl Link {
         stream
             .write_all(&encode(HELLO_MEMBER, &[comm, index as u64, n as u64], &[]))
             .map_err(|e| Error::Bootstrap(format!("hub {addr}: {e}")))?;
+        // A member never blocks in the socket: while the answer is not there it does what
+        // every wait of the library does (serves peers, watches the job; `exchange`'s idle).
         stream
-            .set_read_timeout(Some(READ_SLICE))
+            .set_nonblocking(true)
             .map_err(|e| Error::Bootstrap(format!("hub {addr}: {e}")))?;
         Ok(Link {
             stream: Mutex::new(stream),
@@ -297,7 +327,7 @@ impl Link {
     ) -> Result<Outcome> {
         let mut s = self.lock();
         let frame = encode(COLLECTIVE, &[seq, tag, u64::from(personalised)], blocks);
-        s.write_all(&frame)
+        write_full(&mut s, &frame, idle)
             .map_err(|e| Error::Bootstrap(format!("hub {}: {e}", self.addr)))?;
         let reply = read_frame(&mut s, idle)?
             .ok_or_else(|| Error::Bootstrap(format!("the hub {} closed", self.addr)))?;

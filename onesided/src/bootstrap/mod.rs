@@ -116,6 +116,12 @@ pub trait Bootstrap: Send + Sync + Debug {
     fn node_rank(&self) -> usize;
     /// Number of processes on this node.
     fn node_size(&self) -> usize;
+    /// Number of this job's processes that share this machine's cores: the node's, unless
+    /// the node is a virtual one of several on this machine (`osrun --nodes`,
+    /// `ONESIDED_NODES`). Decides whether waits may keep a core busy.
+    fn processes_on_this_machine(&self) -> usize {
+        self.node_size()
+    }
     /// The node of process `rank` (`rank < size()`): nodes are numbered from 0 in the order
     /// of their lowest rank, the same at every process. A node is a shared-memory domain:
     /// peers on the same node reach each other's memory directly, the others only through

@@ -56,6 +56,8 @@ pub struct MpiBootstrap {
     size: usize,
     node_rank: usize,
     node_size: usize,
+    /// Processes of the job on this machine (several virtual nodes may share it).
+    machine_size: usize,
     /// The node of every rank (see [`Bootstrap::node_of`]).
     nodes: Vec<usize>,
     job: String,
@@ -164,7 +166,7 @@ impl MpiBootstrap {
     ) -> Result<MpiBootstrap> {
         let rank = comm.rank() as usize;
         let size = comm.size() as usize;
-        let node = comm.split_shared(comm.rank());
+        let (node, machine_size) = node_of_this_process(&comm)?;
         let (node_rank, node_size) = (node.rank() as usize, node.size() as usize);
         let job = match &parent {
             Some((j, _, _)) => j.clone(),
@@ -230,6 +232,7 @@ impl MpiBootstrap {
             size,
             node_rank,
             node_size,
+            machine_size,
             nodes,
             job,
             watch,
@@ -533,6 +536,10 @@ impl Bootstrap for MpiBootstrap {
         self.node_rank
     }
 
+    fn processes_on_this_machine(&self) -> usize {
+        self.machine_size
+    }
+
     fn node_size(&self) -> usize {
         self.node_size
     }
@@ -701,6 +708,31 @@ impl Bootstrap for MpiBootstrap {
     fn watch(&self) -> Option<&PeerWatch> {
         Some(&self.watch)
     }
+}
+
+/// The processes of `comm` on this process's node: those that share its memory, split
+/// further by virtual node when `ONESIDED_NODES=K` asks for K of them (rank `r` of the host
+/// job's `n` on virtual node `r * K / n`, as under `osrun --nodes`): a window then reaches
+/// the other virtual nodes through the network, which lets one machine compare onesided's
+/// network path with the host MPI's in one `mpiexec` job.
+/// Also returns how many processes share the machine.
+fn node_of_this_process(comm: &SimpleCommunicator) -> Result<(SimpleCommunicator, usize)> {
+    let shared = comm.split_shared(comm.rank());
+    let machine = shared.size() as usize;
+    let Ok(k) = std::env::var(super::local::ENV_NODES) else {
+        return Ok((shared, machine));
+    };
+    let k: usize = k
+        .parse()
+        .map_err(|_| Error::Bootstrap(format!("{}={k}: not a number", super::local::ENV_NODES)))?;
+    let world = SimpleCommunicator::world();
+    let (r, n) = (world.rank() as usize, world.size() as usize);
+    let virtual_node = super::local::virtual_nodes(n, k)[r];
+    let color = Color::with_value(virtual_node as i32);
+    let node = shared
+        .split_by_color(color)
+        .ok_or_else(|| Error::Bootstrap("splitting the node by virtual node failed".into()))?;
+    Ok((node, machine))
 }
 
 /// Dense node numbers from each rank's node leader (its node's lowest rank): the node of

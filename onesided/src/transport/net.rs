@@ -33,6 +33,7 @@ pub(crate) struct Endpoint {
     /// How the progress thread serves it, and the address it is bound to.
     mode: ProgressMode,
     addr: String,
+    _polled_while_waiting: crate::attention::WaitHook,
     _server: Server,
 }
 
@@ -61,12 +62,22 @@ pub(crate) fn endpoint() -> Result<&'static Endpoint> {
     )?);
     let table = nic.atomic_table();
     let server = Server::start(Arc::clone(&nic), mode)?;
+    // Every wait inside the library drives the endpoint's progress while it polls: the
+    // provider answers peers' operations inside `fi_cq_read`, so a process that waits (in
+    // a barrier, a fence, a flush) answers without the progress thread's wake-up, as an
+    // MPI library's progress loop does. What it reads is recorded in the operations'
+    // contexts and counters, whoever reads it.
+    let polled = Arc::clone(&nic);
+    let polled_while_waiting = crate::attention::add_wait_hook(Arc::new(move || {
+        let _ = polled.progress();
+    }));
     let endpoint = Endpoint {
         nic,
         table,
         peers: Mutex::default(),
         mode,
         addr,
+        _polled_while_waiting: polled_while_waiting,
         _server: server,
     };
     ENDPOINT

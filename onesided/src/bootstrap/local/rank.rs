@@ -341,6 +341,11 @@ impl Bootstrap for LocalBootstrap {
         self.nodes.iter().filter(|&&n| n == mine).count()
     }
 
+    /// `osrun` starts every rank on this machine, whatever the virtual nodes.
+    fn processes_on_this_machine(&self) -> usize {
+        self.size
+    }
+
     /// The processes `osrun` starts share its node, split over virtual nodes when asked
     /// ([`super::ENV_NODES`]).
     fn node_of(&self, rank: usize) -> usize {
@@ -682,10 +687,11 @@ impl LocalBootstrap {
         let mut state = self.lock();
         let tag = self.enter(&mut state, call);
         let mut vigil = self.watch.vigil(tag);
-        // Deferred epochs and requests handed to this process advance while it waits.
+        // The wait of every collective: deferred epochs, requests handed to this process and
+        // the network advance while it waits, and it backs off to sleeping.
         let mut progress = Backoff::new();
         let mut idle = || {
-            progress.attend();
+            progress.snooze();
             if self.aborted() {
                 return Err(Error::JobAborted);
             }
