@@ -115,6 +115,7 @@ pub use progress::thread::{
 pub use progress::Reorder;
 pub use request::{test_all, test_any, wait_all, wait_any, Request};
 pub use rma::atomic::{AccElement, ElemType, Op};
+pub use rma::memhandle::{MemHandle, MemWindow, MAX_MEMORY_HANDLE_SIZE};
 pub use rma::notify::MAX_NOTIFY;
 pub use shm::liveness::sweep_dead_jobs;
 pub use shm::segment::{job_segments, sweep_job};
@@ -128,6 +129,5 @@ pub use win::info::{
     WinScope,
 };
 pub use win::{
-    Flavor, MemHandle, MemWindow, MemoryModel, SharedRegion, WinBuffer, Window, WindowBuilder,
-    WindowDup, WindowLayout, MAX_MEMORY_HANDLE_SIZE,
+    Flavor, MemoryModel, SharedRegion, WinBuffer, Window, WindowBuilder, WindowDup, WindowLayout,
 };

@@ -380,6 +380,81 @@ fn module_imports_have_no_cycle() {
     }
 }
 
+/// The crate's top-level modules (folders and single files) from the bottom layer up: a
+/// module may use the modules of its layer's left, never one to its right. A transport or a
+/// binding goes in below what uses it (see README's module map).
+const LAYERS: [&str; 20] = [
+    "error",
+    "layout",
+    "group",
+    "attention",
+    "backoff",
+    "spin",
+    "plane",
+    "shm",
+    "transport",
+    "bootstrap",
+    "progress",
+    "universe",
+    "memory",
+    "win",
+    "request",
+    "sync",
+    "rma",
+    "coll",
+    "launch",
+    "testing",
+];
+
+/// Uses of a higher layer that exist today (module → module), each to be removed by moving
+/// code, never to be added to: the test fails on any other upward use, and on an entry here
+/// that no longer exists (so the list only shrinks).
+/// - `backoff` → `progress::registry`: every wait advances the deferred epochs (`poke`).
+/// - `transport::ring` → `rma::atomic`: the request ring applies accumulates at the target
+///   with the accumulate lock stripes.
+/// - `win::core` → `sync::epoch`: the window's core holds its epoch state, and the epoch
+///   state uses `sync::LockType`.
+const KNOWN_UPWARD: [(&str, &str); 3] = [
+    ("backoff", "progress::registry"),
+    ("transport::ring", "rma::atomic"),
+    ("win::core", "sync::epoch"),
+];
+
+/// Every top-level module is in one layer, and no module uses a higher layer beyond
+/// [`KNOWN_UPWARD`].
+#[test]
+fn folders_are_layered() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mods = modules(&src);
+    let graph = dependencies(&mods);
+    let top = |m: &str| m.split("::").next().unwrap_or("").to_owned();
+    let layer = |m: &str| LAYERS.iter().position(|l| *l == top(m));
+    for m in mods.keys().filter(|m| !m.is_empty()) {
+        assert!(layer(m).is_some(), "module {m} is in no layer of LAYERS");
+    }
+    let mut upward = BTreeSet::new();
+    for (m, deps) in &graph {
+        for d in deps {
+            if let (Some(from), Some(to)) = (layer(m), layer(d)) {
+                if to > from {
+                    upward.insert((m.clone(), d.clone()));
+                }
+            }
+        }
+    }
+    let known: BTreeSet<(String, String)> = KNOWN_UPWARD
+        .iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect();
+    let new: Vec<_> = upward.difference(&known).collect();
+    assert!(new.is_empty(), "modules using a higher layer: {new:?}");
+    let gone: Vec<_> = known.difference(&upward).collect();
+    assert!(
+        gone.is_empty(),
+        "no longer used upward (remove from KNOWN_UPWARD): {gone:?}"
+    );
+}
+
 /// The checker itself finds what it must find.
 #[test]
 fn the_checker_sees_paths_and_cycles() {

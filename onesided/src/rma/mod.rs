@@ -15,6 +15,7 @@
 
 pub(crate) mod accumulate;
 pub mod atomic;
+pub(crate) mod memhandle;
 #[cfg(feature = "ofi")]
 pub(crate) mod net_atomic;
 pub(crate) mod notify;

@@ -104,7 +104,7 @@ pub(crate) struct RegionSlot {
     pub seg_offset: AtomicU64,
     /// The attach that made it, numbered by the owner from 1 and never reused: memory
     /// handles name it, so a handle released once stays released even when the same
-    /// bytes are attached again (win::memhandle).
+    /// bytes are attached again (rma::memhandle).
     pub registration: AtomicU64,
     /// Windows across nodes: the key of the region's registration with the owner's
     /// network endpoint (0: not registered).

@@ -223,7 +223,7 @@ pub(crate) struct WinCore {
     /// Small cross-memory-attach puts waiting for the next completion point.
     pub(crate) staged: crate::transport::combine::StagedPuts,
     /// Notification counters of every rank (`set_num_notify`, rma::notify).
-    pub(crate) notify: crate::rma::notify::counters::Notifications,
+    pub(crate) notify: crate::win::notify_counters::Notifications,
     /// Held by every synchronization call (lock, unlock, lock_all, unlock_all, post, start,
     /// complete, wait, fence) from its epoch transition until its op has started, not while
     /// it waits. Threads sharing the window (it is `Sync`) thereby start their

@@ -18,16 +18,15 @@ mod create;
 mod dup;
 pub(crate) mod dynamic;
 pub mod info;
-pub(crate) mod memhandle;
 #[cfg(feature = "ofi")]
 pub(crate) mod netplane;
+pub(crate) mod notify_counters;
 pub(crate) mod regions;
 pub(crate) mod resolve;
 
 pub use attr::{Flavor, MemoryModel, WindowLayout};
 pub use buffer::WinBuffer;
 pub use dup::WindowDup;
-pub use memhandle::{MemHandle, MemWindow, MAX_MEMORY_HANDLE_SIZE};
 
 use std::marker::PhantomData;
 

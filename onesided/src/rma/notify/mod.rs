@@ -70,8 +70,7 @@ use crate::shm::segment::Segment;
 use crate::win::core::WinCore;
 use crate::win::Window;
 
-pub(crate) mod counters;
-
+use crate::win::notify_counters as counters;
 use counters::NotifyTable;
 
 /// The most notification counters a process may have (a bound, not a reservation: a

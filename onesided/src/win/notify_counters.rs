@@ -1,4 +1,4 @@
-//! The notification counters of a window (see the parent module for the semantics):
+//! The notification counters of a window (see `rma::notify` for the semantics):
 //! one table per `set_num_notify`, every rank's block in one node segment. Kept apart
 //! from the calls so the window's core can hold them without depending on requests.
 
@@ -14,13 +14,13 @@ use crate::shm::segment::Segment;
 /// own node's).
 pub(crate) struct NotifyTable {
     /// First counter of each rank (null when that rank has none).
-    pub(super) blocks: Vec<*const AtomicU64>,
-    pub(super) counts: Vec<usize>,
+    pub(crate) blocks: Vec<*const AtomicU64>,
+    pub(crate) counts: Vec<usize>,
     /// Keeps the mapping of `blocks` alive.
-    pub(super) _segment: Option<Segment>,
+    pub(crate) _segment: Option<Segment>,
     /// A window across nodes: how arrivals reach counters on other nodes.
     #[cfg(feature = "ofi")]
-    pub(super) net: Option<NetCounters>,
+    pub(crate) net: Option<NetCounters>,
 }
 
 /// The notification counters of the other nodes, as the network reaches them: arrivals
@@ -28,14 +28,14 @@ pub(crate) struct NotifyTable {
 /// mix with its node's arrivals; `transport::ofi`).
 #[cfg(feature = "ofi")]
 pub(crate) struct NetCounters {
-    pub(super) nic: std::sync::Arc<crate::transport::ofi::Nic>,
+    pub(crate) nic: std::sync::Arc<crate::transport::ofi::Nic>,
     /// Each rank's node segment of counters: its endpoint, remote base and key.
-    pub(super) areas: Vec<crate::transport::ofi::Remote>,
+    pub(crate) areas: Vec<crate::transport::ofi::Remote>,
     /// Each rank's node, and this process's.
-    pub(super) nodes: Vec<usize>,
-    pub(super) node: usize,
+    pub(crate) nodes: Vec<usize>,
+    pub(crate) node: usize,
     /// This process's registration of its node's segment (dropped before the segment).
-    pub(super) _registration: crate::transport::ofi::Registration,
+    pub(crate) _registration: crate::transport::ofi::Registration,
 }
 
 // SAFETY: the pointers point into `_segment`, which the table owns; the words are atomics
@@ -46,7 +46,7 @@ unsafe impl Sync for NotifyTable {}
 
 impl NotifyTable {
     /// Counter `idx` of `rank`, if it has one.
-    pub(super) fn counter(&self, rank: usize, idx: usize) -> Option<&AtomicU64> {
+    pub(crate) fn counter(&self, rank: usize, idx: usize) -> Option<&AtomicU64> {
         if idx >= *self.counts.get(rank)? {
             return None;
         }
@@ -181,7 +181,7 @@ impl std::fmt::Debug for Notifications {
 }
 
 impl Notifications {
-    pub(super) fn table(&self) -> Option<&NotifyTable> {
+    pub(crate) fn table(&self) -> Option<&NotifyTable> {
         // Acquire: pairs with the Release in `install`, so the table's fields are seen
         // initialised.
         let p = self.current.load(Ordering::Acquire);
@@ -190,7 +190,7 @@ impl Notifications {
         unsafe { p.as_ref() }
     }
 
-    pub(super) fn install(&self, table: NotifyTable) {
+    pub(crate) fn install(&self, table: NotifyTable) {
         let mut tables = self
             .tables
             .lock()
