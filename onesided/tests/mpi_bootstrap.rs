@@ -20,6 +20,11 @@ const RANKS: usize = 3;
 /// Runs the test `test` of this binary as the ranks of an mpiexec job; returns whether the
 /// job succeeded, and its stdout and stderr.
 fn run_mpiexec(test: &str) -> (bool, String, String) {
+    run_mpiexec_with(test, &[])
+}
+
+/// [`run_mpiexec`] with `env` set for the job.
+fn run_mpiexec_with(test: &str, env: &[(&str, &str)]) -> (bool, String, String) {
     let launcher = std::env::var("ONESIDED_MPIEXEC").unwrap_or_else(|_| "mpiexec".into());
     let mut words = launcher.split_whitespace();
     let out_path = std::env::temp_dir().join(format!("{test}-{}.out", std::process::id()));
@@ -30,6 +35,7 @@ fn run_mpiexec(test: &str) -> (bool, String, String) {
         .arg(std::env::current_exe().expect("test binary"))
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
+        .envs(env.iter().copied())
         // Files, not pipes: nobody reads a pipe while the parent waits.
         .stdout(Stdio::from(
             std::fs::File::create(&out_path).expect("stdout file"),
@@ -381,6 +387,63 @@ fn every_window_kind_under_mpiexec() {
             let mut total = [0u64];
             win.local_read(7, &mut total).unwrap();
             assert_eq!(total, [n as u64], "{:?}", win.flavor());
+        }
+        w.barrier().unwrap();
+    }
+    for win in wins {
+        drop(win.free().unwrap());
+    }
+}
+
+/// `ONESIDED_NODES=2` splits the host job into two virtual nodes (ranks 0 and 1 on one,
+/// rank 2 on the other; feature `ofi`): windows of every creation kind reach the other node
+/// through the network, and RMA, accumulates, atomics, fence and locks work across it as
+/// under `osrun --nodes 2` — the path ranks on separate hosts take.
+#[cfg(feature = "ofi")]
+#[test]
+fn windows_across_virtual_nodes_under_mpiexec() {
+    let test = "windows_across_virtual_nodes_under_mpiexec";
+    if std::env::var_os(CHILD).is_none() {
+        let env = [("ONESIDED_NODES", "2"), ("ONESIDED_NET_ADDR", "127.0.0.1")];
+        let (ok, stdout, stderr) = run_mpiexec_with(test, &env);
+        assert!(ok, "{test} failed under mpiexec:\n{stdout}\n{stderr}");
+        assert_eq!(
+            stdout.matches("1 passed").count(),
+            RANKS,
+            "{stdout}\n{stderr}"
+        );
+        return;
+    }
+    let u = onesided::init().unwrap();
+    let w = u.world();
+    let (me, n) = (w.rank(), w.size());
+    let nodes: Vec<usize> = (0..n).map(|r| w.node_of(r).unwrap()).collect();
+    assert_eq!(nodes, vec![0, 0, 1], "two virtual nodes");
+    assert_eq!(w.node_size(), if me < 2 { 2 } else { 1 });
+    let right = (me + 1) % n;
+    let left = (me + n - 1) % n;
+    let wins = vec![
+        Window::<u64>::allocate(w, 8).unwrap(),
+        Window::create(w, vec![0u64; 8]).unwrap(),
+    ];
+    for win in &wins {
+        win.fence(Assert::NONE).unwrap();
+        win.put(&[100 + me as u64; 4], right, 0).unwrap();
+        win.fence(Assert::NONE).unwrap();
+        let mut mine = [0u64; 4];
+        win.local_read(0, &mut mine).unwrap();
+        assert_eq!(mine, [100 + left as u64; 4], "{:?}", win.flavor());
+        for _ in 0..10 {
+            win.lock(LockType::Exclusive, 2, Assert::NONE).unwrap();
+            win.accumulate(&[1u64], 2, 7, Op::Sum).unwrap();
+            win.fetch_and_op(1u64, 2, 6, Op::Sum).unwrap();
+            win.unlock(2).unwrap();
+        }
+        w.barrier().unwrap();
+        if me == 2 {
+            let mut totals = [0u64; 2];
+            win.local_read(6, &mut totals).unwrap();
+            assert_eq!(totals, [10 * n as u64; 2], "{:?}", win.flavor());
         }
         w.barrier().unwrap();
     }
