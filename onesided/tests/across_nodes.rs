@@ -423,3 +423,61 @@ fn create_windows_across_two_virtual_nodes() {
         })
         .assert_success();
 }
+
+/// `put_shared` to the other node sends from the caller's `Arc<[T]>` itself: the window
+/// holds a clone of it for every put in flight (none copied, none waited for) until the
+/// unlock, which completes them at the target and lets the clones go; the data arrives
+/// whole. To the same node it puts as `put` does (nothing held).
+#[test]
+fn shared_buffer_puts_across_nodes_hold_the_buffer_until_completion() {
+    testing::job(4)
+        .nodes(2)
+        .timeout(std::time::Duration::from_secs(60))
+        .run(|u| {
+            use std::sync::Arc;
+            let w = u.world();
+            let (me, n) = (w.rank(), w.size());
+            const LEN: usize = 1 << 17; // 1 MiB of u64
+            const PUTS: usize = 8;
+            let win = Window::<u64>::allocate(w, LEN)?;
+            let other = (me + 2) % n;
+            let block: Arc<[u64]> = (0..LEN as u64).map(|i| i * 7 + me as u64).collect();
+            win.lock(LockType::Shared, other, Assert::NONE)?;
+            for _ in 0..PUTS {
+                win.put_shared(&block, other, 0)?;
+            }
+            assert_eq!(
+                Arc::strong_count(&block),
+                1 + PUTS,
+                "every put in flight holds the buffer"
+            );
+            win.unlock(other)?;
+            assert_eq!(Arc::strong_count(&block), 1, "the unlock let the clones go");
+            w.barrier()?;
+            let mut got = vec![0u64; LEN];
+            let pattern = |r: usize| {
+                (0..LEN as u64)
+                    .map(|i| i * 7 + r as u64)
+                    .collect::<Vec<_>>()
+            };
+            win.local_read(0, &mut got)?;
+            assert!(
+                got == pattern((me + n - 2) % n),
+                "rank {me}: the other node's puts"
+            );
+            w.barrier()?;
+            // To this node: put as `put` does.
+            let same = me ^ 1;
+            win.lock(LockType::Shared, same, Assert::NONE)?;
+            win.put_shared(&block, same, 0)?;
+            assert_eq!(Arc::strong_count(&block), 1, "nothing held on this node");
+            win.unlock(same)?;
+            w.barrier()?;
+            win.local_read(0, &mut got)?;
+            assert!(got == pattern(same), "rank {me}: this node's put");
+            w.barrier()?;
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}

@@ -224,6 +224,12 @@ pub trait BenchWin<T: Elem> {
     /// MPI_Put. As in MPI, `src` must stay alive and unchanged until the put completes
     /// (flush, unlock, complete or fence): an implementation may read it that late.
     fn put(&self, src: &[T], target: usize, elem: usize) -> BResult<()>;
+    /// A put from a buffer the implementation may hold until the put completes
+    /// (`--shared-buffers`): onesided's `Window::put_shared`; for the others, whose puts
+    /// read the caller's buffer that late anyway, [`BenchWin::put`].
+    fn put_shared(&self, src: &std::sync::Arc<[T]>, target: usize, elem: usize) -> BResult<()> {
+        self.put(src, target, elem)
+    }
     /// MPI_Get.
     fn get(&self, dst: &mut [T], target: usize, elem: usize) -> BResult<()>;
     /// MPI_Accumulate with MPI_SUM (`src` as for [`BenchWin::put`]).

@@ -44,6 +44,9 @@ pub struct Params {
     /// (`latency-p50`): loop averages swing with the machine's load, single-operation
     /// medians much less.
     pub p50: bool,
+    /// The bandwidth benchmarks' puts go through [`BenchWin::put_shared`] (metric
+    /// `bandwidth-shared`).
+    pub shared_buffers: bool,
 }
 
 /// Communication calls of the latency and bandwidth benchmarks.
@@ -288,6 +291,8 @@ fn transfer<B: Backend, T: Elem>(
         CommOp::Put => pattern(&mut src, salt),
         _ => src.fill(T::from_u64(1)),
     }
+    let shared: std::sync::Arc<[T]> = src.clone().into();
+    let shared_puts = p.shared_buffers && op == CommOp::Put && per_sync > 1;
     let mut dst = vec![T::default(); n];
     let one = T::from_u64(1);
     let mut result = T::default();
@@ -315,6 +320,11 @@ fn transfer<B: Backend, T: Elem>(
         let w = win;
         let (ex, acc, exp) = (exclusive, access.as_ref(), exposure.as_ref());
         match op {
+            CommOp::Put if shared_puts => {
+                sync_loop(w, sync, &role, acc, exp, per_sync, iters, ex, |t| {
+                    w.put_shared(&shared, t, 0)
+                })
+            }
             CommOp::Put => sync_loop(w, sync, &role, acc, exp, per_sync, iters, ex, |t| {
                 w.put(&src, t, 0)
             }),
@@ -491,7 +501,11 @@ pub fn bandwidth<B: Backend>(b: &B, bench: &str, p: &Params, out: &mut Vec<Recor
                     kind.name(),
                     sync.name(),
                     bytes,
-                    "bandwidth",
+                    if p.shared_buffers && op == CommOp::Put {
+                        "bandwidth-shared"
+                    } else {
+                        "bandwidth"
+                    },
                     moved / secs / 1e6,
                     "MB/s",
                 ));

@@ -220,6 +220,11 @@ struct Cli {
     /// median (metric latency-p50), beside the loop average
     #[arg(long)]
     p50: bool,
+    /// The bandwidth benchmarks' puts come from a shared buffer the implementation may hold
+    /// until the put completes (onesided: Window::put_shared, neither copied nor waited
+    /// for; the others read the caller's buffer that late anyway): metric bandwidth-shared
+    #[arg(long)]
+    shared_buffers: bool,
 
     /// Measure only onesided, also under mpiexec.
     #[arg(long)]
@@ -323,6 +328,7 @@ fn params(cli: &Cli, step: &Step) -> Params {
         matrix: cli.matrix.clone(),
         rounds: cli.rounds,
         p50: cli.p50,
+        shared_buffers: cli.shared_buffers,
     }
 }
 

@@ -143,6 +143,10 @@ impl<T: Elem> BenchWin<T> for OsWin<T> {
         Ok(self.win.put(src, target, self.disp(target, elem))?)
     }
 
+    fn put_shared(&self, src: &std::sync::Arc<[T]>, target: usize, elem: usize) -> BResult<()> {
+        Ok(self.win.put_shared(src, target, self.disp(target, elem))?)
+    }
+
     #[inline(always)]
     fn get(&self, dst: &mut [T], target: usize, elem: usize) -> BResult<()> {
         Ok(self.win.get(dst, target, self.disp(target, elem))?)

@@ -139,7 +139,10 @@ impl Record {
 
     /// True when a larger value is better (rates, bandwidth, overlap).
     pub fn higher_is_better(&self) -> bool {
-        matches!(self.metric.as_str(), "bandwidth" | "rate" | "overlap")
+        matches!(
+            self.metric.as_str(),
+            "bandwidth" | "bandwidth-shared" | "rate" | "overlap"
+        )
     }
 }
 

@@ -84,6 +84,40 @@ impl WinCore {
         self.put_bytes_slow(src, target, disp, flags.get())
     }
 
+    /// [`WinCore::put_bytes`] of bytes that `owner` owns and keeps unchanged while it lives
+    /// ([`Window::put_shared`]): to another node they go out from where they are, neither
+    /// copied nor waited for, `owner` held until the write completes; every other route
+    /// puts them as `put_bytes` does.
+    pub(crate) fn put_shared_bytes(
+        &self,
+        src: &[u8],
+        owner: std::sync::Arc<dyn Send + Sync>,
+        target: usize,
+        disp: usize,
+        flags: &HandleFlags,
+    ) -> Result<()> {
+        #[cfg(feature = "ofi")]
+        if !self.may_defer(target, src.len()) {
+            let route = self.resolve("put", target, disp, src.len())?.route;
+            if let Route::Net { peer, addr, key } = route {
+                let flags = flags.get();
+                self.ring_gate_for(target, flags)?;
+                if flags.order() {
+                    self.drain_before_op(flags)?;
+                }
+                let to = transport::ofi::Remote { peer, addr, key };
+                // SAFETY: `owner` keeps `src` alive and unchanged (the caller's contract,
+                // which `Window::put_shared` keeps through an `Arc<[T]>` of plain data).
+                unsafe { transport::net::post_write_shared(src, to, owner)? };
+                self.note_issued(route);
+                self.epoch.note_rma();
+                return Ok(());
+            }
+        }
+        let _ = owner;
+        self.put_bytes(src, target, disp, flags)
+    }
+
     #[inline(never)]
     fn put_bytes_slow(&self, src: &[u8], target: usize, disp: usize, flags: Flags) -> Result<()> {
         if self.may_defer(target, src.len()) {
@@ -237,6 +271,43 @@ impl<T: Pod> Window<T> {
     pub fn put(&self, src: &[T], target: usize, disp: usize) -> Result<()> {
         self.core
             .put_bytes(bytemuck::cast_slice(src), target, disp, &self.flags)
+    }
+
+    /// [`Window::put`] from a buffer the window shares until the put completes: to a rank
+    /// on another node the data goes out from `src` itself, neither copied nor waited for,
+    /// and the window holds a clone of `src` until the epoch's next completing
+    /// synchronization (MPI_Put's own contract — the origin buffer is the library's until
+    /// then — kept by ownership: nobody can change `src` while a clone is held). A long put
+    /// then costs what the network takes, pipelined with the next ones, where [`Window::put`]
+    /// copies what it sends (up to 64 KiB) or waits for it. Other routes put as `put` does.
+    /// Errors as for `put`.
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use onesided::{Assert, LockType, Window};
+    /// # let world = onesided::init()?.world().clone();
+    /// let win = Window::<u8>::allocate(&world, 1 << 20)?;
+    /// let block: Arc<[u8]> = vec![7u8; 1 << 20].into();
+    /// win.lock(LockType::Shared, 1, Assert::NONE)?;
+    /// for _ in 0..64 {
+    ///     win.put_shared(&block, 1, 0)?; // all 64 in flight
+    /// }
+    /// win.unlock(1)?; // complete at rank 1; the window's clones are gone
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    pub fn put_shared(&self, src: &std::sync::Arc<[T]>, target: usize, disp: usize) -> Result<()>
+    where
+        T: Send + Sync,
+    {
+        let owner: std::sync::Arc<dyn Send + Sync> =
+            std::sync::Arc::new(std::sync::Arc::clone(src));
+        self.core.put_shared_bytes(
+            bytemuck::cast_slice(&src[..]),
+            owner,
+            target,
+            disp,
+            &self.flags,
+        )
     }
 
     /// Reads `dst.len()` elements from `target`'s window at displacement `disp` into `dst`

@@ -124,6 +124,20 @@ pub(crate) fn post_write(src: &[u8], pieces: &[(usize, usize, usize)], to: Remot
     nic.write_copied_pieces(src, pieces, to)
 }
 
+/// Writes `src` to `to` from where it is: complete at the caller's next completion point,
+/// `owner` (which owns `src` and keeps it unchanged) held until then.
+///
+/// # Safety
+/// As [`Nic::write_shared`].
+pub(crate) unsafe fn post_write_shared(
+    src: &[u8],
+    to: Remote,
+    owner: std::sync::Arc<dyn Send + Sync>,
+) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe { endpoint()?.nic.write_shared(src, to, owner) }
+}
+
 /// True when the endpoint's provider delivers operations to a peer in issue order where
 /// a write or a read follows a write ([`Nic::orders_after_writes`]).
 pub(crate) fn ordered() -> Result<bool> {

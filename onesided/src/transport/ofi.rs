@@ -33,7 +33,7 @@ use std::ffi::{CStr, CString};
 use std::os::raw::{c_int, c_void};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use onesided_ofi_sys as sys;
 
@@ -297,6 +297,9 @@ struct OpContext {
     /// The origin bytes of a copied operation ([`Nic::write_copied`]): the provider reads
     /// them until the operation completes (a `Vec`'s heap buffer does not move with it).
     kept: Vec<u8>,
+    /// The owner of the origin bytes of a shared-buffer write ([`Nic::write_shared`]),
+    /// held until the operation completes.
+    _shared: Option<Arc<dyn Send + Sync>>,
 }
 
 /// libfabric's atomic operations (`fi_op`).
@@ -432,6 +435,8 @@ enum Context {
     /// One of ours, freed by the flush that sees the operation complete, with the origin
     /// bytes it keeps until then (empty when the caller keeps them).
     Ours(Vec<u8>),
+    /// One of ours that holds the owner of the origin bytes until the flush frees it.
+    Shared(Arc<dyn Send + Sync>),
     /// The caller's, alive until it says the operation completed.
     Tracked(*mut TrackedContext),
 }
@@ -853,6 +858,19 @@ impl Nic {
                         ticket,
                         ctx: Box::default(),
                         kept,
+                        _shared: None,
+                    };
+                    let p: *mut TrackedContext = &mut *op.ctx;
+                    contexts.push(op);
+                    p.cast()
+                }
+                Context::Shared(owner) => {
+                    let mut op = OpContext {
+                        read,
+                        ticket,
+                        ctx: Box::default(),
+                        kept: Vec::new(),
+                        _shared: Some(owner),
                     };
                     let p: *mut TrackedContext = &mut *op.ctx;
                     contexts.push(op);
@@ -986,6 +1004,25 @@ impl Nic {
         Ok(())
     }
 
+    /// Writes `src` to `to` from where it is, neither copied nor waited for: complete at
+    /// the target once a later [`Nic::flush`] returns, `owner` (which owns `src`) held
+    /// until then.
+    ///
+    /// # Safety
+    /// `src` lies in memory that `owner` keeps alive and that nobody changes while `owner`
+    /// is alive (an `Arc<[T]>` of plain data).
+    pub(crate) unsafe fn write_shared(
+        &self,
+        src: &[u8],
+        to: Remote,
+        owner: Arc<dyn Send + Sync>,
+    ) -> Result<()> {
+        let desc = self.local_desc(None, src.as_ptr() as usize, src.len())?;
+        // SAFETY: the caller's contract: `src` stays valid and unchanged while `owner`
+        // lives, and the context holds `owner` until a flush sees the write complete.
+        unsafe { self.post_write(src.as_ptr(), src.len(), desc, to, Context::Shared(owner)) }
+    }
+
     /// Writes `src` to `to` and waits until the write is complete at the target (only
     /// this one: other operations in flight are not waited for).
     pub(crate) fn write_waited(&self, src: &[u8], to: Remote) -> Result<()> {
@@ -1042,7 +1079,7 @@ impl Nic {
         };
         let completion = match context {
             Context::Tracked(_) => u64::from(sys::FI_COMPLETION),
-            Context::Ours(_) => 0,
+            Context::Ours(_) | Context::Shared(_) => 0,
         };
         let call = if read { "fi_readmsg" } else { "fi_writemsg" };
         self.post_in(call, read, context, |ctx| {
