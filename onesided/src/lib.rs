@@ -50,6 +50,7 @@ mod group;
 pub mod launch;
 mod layout;
 mod memory;
+mod ops;
 mod plane;
 mod progress;
 mod request;
@@ -108,13 +109,13 @@ pub use memory::{alloc_mem, AllocMem};
 /// use the same version.
 #[cfg(feature = "mpi")]
 pub use mpi;
+pub use ops::{AccElement, ElemType, Op};
 pub use progress::thread::{
     running as progress_thread_running, start as start_progress_thread,
     stop as stop_progress_thread,
 };
 pub use progress::Reorder;
 pub use request::{test_all, test_any, wait_all, wait_any, Request};
-pub use rma::atomic::{AccElement, ElemType, Op};
 pub use rma::memhandle::{MemHandle, MemWindow, MAX_MEMORY_HANDLE_SIZE};
 pub use rma::notify::MAX_NOTIFY;
 pub use shm::liveness::sweep_dead_jobs;

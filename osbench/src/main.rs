@@ -196,7 +196,7 @@ struct Cli {
     /// Warm-up iterations before every timed loop.
     #[arg(long, default_value_t = 10)]
     warmup: u64,
-    /// Rounds of the latency and message-rate benchmarks: each round measures every cell
+    /// Rounds of the latency, bandwidth and message-rate benchmarks: each round measures every cell
     /// with 1/rounds of --time-ms, onesided and the host MPI taking turns, and the median
     /// round is reported (stat = median), so that a slow phase of a shared machine shifts
     /// one round of one implementation rather than a whole same-run ratio.
@@ -342,7 +342,11 @@ fn round_params(p: &Params) -> Params {
 
 /// True for the benchmarks measured in rounds (see `--rounds`).
 fn in_rounds(bench: Bench) -> bool {
-    bench.comm_op().is_some() || bench == Bench::MsgRate
+    bench.comm_op().is_some()
+        || matches!(
+            bench,
+            Bench::MsgRate | Bench::PutBw | Bench::GetBw | Bench::Bibw
+        )
 }
 
 /// One record per cell from several rounds of the same step: the median value of each

@@ -1,7 +1,7 @@
 //! accumulate, get_accumulate, fetch_and_op, compare_and_swap (MPI-4.1 §12.3.4–12.3.5).
 //!
 //! **Protocol per location.** An element of type `E` is updated with one CPU atomic
-//! (`rma::atomic`) when its memory is mapped by every process that can reach it (windows
+//! (`ops`) when its memory is mapped by every process that can reach it (windows
 //! from `allocate`/`allocate_shared`, `create` over `alloc_mem`, dynamic regions from
 //! `alloc_mem`), it is aligned, and the window's `mpi_accumulate_granularity` is at most
 //! `size_of::<E>()` (0, the default, included). Otherwise — memory reached by cross-memory
@@ -14,8 +14,8 @@
 //! are element-wise atomic, whichever synchronization mode each process uses.
 //!
 //! A multi-element operation on such memory takes every stripe of a chunk (up to
-//! `rma::atomic::ACC_CHUNK` bytes) at once, in ascending stripe order
-//! (`rma::atomic::stripes_for`), and moves the chunk with one read and one write: on memory
+//! `ops::ACC_CHUNK` bytes) at once, in ascending stripe order
+//! (`ops::stripes_for`), and moves the chunk with one read and one write: on memory
 //! reached by cross-memory attach that is two system calls per chunk instead of two per
 //! 64-byte granule. Holders of several stripes
 //! take them in one global order and holders of one never wait while holding it, so
@@ -31,7 +31,7 @@ use std::sync::atomic::Ordering;
 
 use crate::error::{Error, Result};
 use crate::layout::{check_match, pieces, Layout};
-use crate::rma::atomic::{acc_chunk, lock_stripes, stripes_for, AccElement, ElemType, Op};
+use crate::ops::{acc_chunk, lock_stripes, stripes_for, AccElement, ElemType, Op};
 use crate::rma::check_within;
 use crate::transport::ring::Kind;
 use crate::transport::{Located, Route};

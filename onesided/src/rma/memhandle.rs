@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
-use crate::rma::atomic::{AccElement, Op};
+use crate::ops::{AccElement, Op};
 use crate::transport::{Located, Route};
 use crate::win::{WinBuffer, Window};
 

@@ -14,7 +14,6 @@
 //! zero-count operation is a no-op on every flavor after its rank and epoch checks.
 
 pub(crate) mod accumulate;
-pub mod atomic;
 pub(crate) mod memhandle;
 #[cfg(feature = "ofi")]
 pub(crate) mod net_atomic;

@@ -11,7 +11,7 @@
 //! nodes sends every atomic through the network, node-local ones included.
 
 use crate::error::{Error, Result};
-use crate::rma::atomic::{AccElement, ElemType, Op};
+use crate::ops::{AccElement, ElemType, Op};
 use crate::transport::net;
 use crate::transport::ofi::{AtomicKind, AtomicTable, NetOp, NetType, Nic, Remote};
 
@@ -294,7 +294,7 @@ pub(crate) fn missing(table: &AtomicTable) -> Vec<(AtomicKind, Op, ElemType)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rma::atomic::AccElement;
+    use crate::ops::AccElement;
     use crate::testing::Watchdog;
     use crate::transport::nic_progress::{ProgressMode, Server};
     use crate::transport::ofi::{Nic, Remote};

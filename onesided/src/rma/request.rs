@@ -36,9 +36,9 @@
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
+use crate::ops::{AccElement, Op};
 use crate::progress::{Step, SyncOp, Ticket};
 use crate::request::{Delivery, Request};
-use crate::rma::atomic::{AccElement, Op};
 use crate::win::core::{Flags, WinCore};
 use crate::win::Window;
 

@@ -13,7 +13,7 @@
 use std::sync::atomic::AtomicU64;
 
 use crate::error::Result;
-use crate::rma::atomic::{ElemType, Op};
+use crate::ops::{ElemType, Op};
 use crate::transport::ring::{Fallback, Kind, Request, Rings, MAX_PAYLOAD};
 use crate::transport::Route;
 use crate::win::core::{Flags, Targets, WinCore};

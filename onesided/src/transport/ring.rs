@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
-use crate::rma::atomic::{AccElement, ElemType, Op};
+use crate::ops::{AccElement, ElemType, Op};
 use crate::transport::Route;
 
 /// Slots per ring (a power of two).
@@ -321,7 +321,7 @@ impl<'x> Executor<'x> {
     }
 
     fn lock<S: Iterator<Item = usize> + Clone + 'x>(&self, stripes: S) -> Result<impl Drop + 'x> {
-        crate::rma::atomic::lock_stripes(stripes.map(self.stripe), self.aborted)
+        crate::ops::lock_stripes(stripes.map(self.stripe), self.aborted)
     }
 
     fn typed<E: AccElement>(
@@ -352,17 +352,12 @@ impl<'x> Executor<'x> {
         let mut buf = [0u64; MAX_PAYLOAD.div_ceil(8)];
         let mut i = 0;
         while i < data.len() {
-            let (j, first, last) =
-                crate::rma::atomic::acc_chunk(req.key, i, data.len(), size, granule);
+            let (j, first, last) = crate::ops::acc_chunk(req.key, i, data.len(), size, granule);
             let here = route.offset(i * size);
             let current: &mut [E] = bytemuck::cast_slice_mut(
                 &mut bytemuck::cast_slice_mut::<u64, u8>(&mut buf)[..(j - i) * size],
             );
-            let _held = self.lock(crate::rma::atomic::stripes_for(
-                first,
-                last,
-                self.stripe_count,
-            ))?;
+            let _held = self.lock(crate::ops::stripes_for(first, last, self.stripe_count))?;
             here.read(bytemuck::cast_slice_mut(current))?;
             for (c, d) in current.iter_mut().zip(&mut data[i..j]) {
                 let old = *c;

@@ -21,7 +21,7 @@ use crossbeam_utils::CachePadded;
 use crate::plane::{AgreementPart, CtrlWord, LockAt, LockPart, MappedWords};
 use crate::shm::barrier::BarrierLayout;
 
-/// Lock stripes per rank for accumulates that cannot use CPU atomics (see rma::atomic).
+/// Lock stripes per rank for accumulates that cannot use CPU atomics (see ops).
 pub(crate) const ACC_STRIPES: usize = 64;
 
 /// Marks an initialised window segment.

@@ -62,10 +62,10 @@ use bytemuck::Pod;
 
 use crate::bootstrap::Call;
 use crate::error::{Error, Result};
+use crate::ops::{AccElement, Op};
 use crate::plane::{Awaited, ControlPlane, CtrlWord};
 use crate::progress::{Completes, Step, SyncOp};
 use crate::request::Request;
-use crate::rma::atomic::{AccElement, Op};
 use crate::shm::segment::Segment;
 use crate::win::core::WinCore;
 use crate::win::Window;
