@@ -290,6 +290,30 @@ struct Running {
     status: Option<RankStatus>,
 }
 
+/// The job's end decided outside its ranks: the timeout passed, or the launcher was
+/// interrupted (the interruption wins when both hold).
+fn stopped_from_outside(spec: &LaunchSpec, start: Instant) -> Option<JobFailure> {
+    if spec
+        .interrupt
+        .as_ref()
+        .is_some_and(|f| f.load(Ordering::Relaxed))
+    {
+        return Some(JobFailure::Interrupted);
+    }
+    spec.timeout
+        .filter(|&t| start.elapsed() > t)
+        .map(JobFailure::Timeout)
+}
+
+/// Kills and reaps the processes started so far when the next cannot start: the error.
+fn kill_started(started: &mut [Running], why: String) -> Error {
+    signal_all(started, rustix::process::Signal::KILL);
+    for r in started.iter_mut() {
+        let _ = r.child.wait();
+    }
+    Error::Launch(why)
+}
+
 fn signal_all(ranks: &mut [Running], sig: rustix::process::Signal) {
     let mut all: Vec<&mut Running> = ranks.iter_mut().collect();
     signal_some(&mut all, sig);
@@ -493,14 +517,10 @@ fn supervise(spec: &LaunchSpec, job: &str, ranks: &Ranks<'_>) -> Result<Outcome>
             }
             Err(e) => {
                 let mut started: Vec<Running> = running.into_iter().map(|(_, r)| r).collect();
-                signal_all(&mut started, rustix::process::Signal::KILL);
-                for r in &mut started {
-                    let _ = r.child.wait();
-                }
-                return Err(Error::Launch(format!(
-                    "cannot start rank {rank} ({}): {e}",
-                    spec.program.display()
-                )));
+                return Err(kill_started(
+                    &mut started,
+                    format!("cannot start rank {rank} ({}): {e}", spec.program.display()),
+                ));
             }
         }
     }
@@ -581,18 +601,7 @@ fn supervise(spec: &LaunchSpec, job: &str, ranks: &Ranks<'_>) -> Result<Outcome>
             }
         }
         if failure.is_none() {
-            if let Some(t) = spec.timeout {
-                if start.elapsed() > t {
-                    failure = Some(JobFailure::Timeout(t));
-                }
-            }
-            if spec
-                .interrupt
-                .as_ref()
-                .is_some_and(|f| f.load(Ordering::Relaxed))
-            {
-                failure = Some(JobFailure::Interrupted);
-            }
+            failure = stopped_from_outside(spec, start);
         }
         match (&failure, kill_at) {
             (Some(f), None) => {
@@ -741,14 +750,13 @@ fn launch_with_agents(spec: &LaunchSpec, agents: &NodeAgents) -> Result<JobRepor
                 status: None,
             }),
             Err(e) => {
-                signal_all(&mut running, rustix::process::Signal::KILL);
-                for r in &mut running {
-                    let _ = r.child.wait();
-                }
-                return Err(Error::Launch(format!(
-                    "cannot start the agent of node {node} ({}): {e}",
-                    agents.wrapper.display()
-                )));
+                return Err(kill_started(
+                    &mut running,
+                    format!(
+                        "cannot start the agent of node {node} ({}): {e}",
+                        agents.wrapper.display()
+                    ),
+                ));
             }
         }
     }
@@ -785,16 +793,7 @@ fn launch_with_agents(spec: &LaunchSpec, agents: &NodeAgents) -> Result<JobRepor
             failure = hub.failure().map(JobFailure::from);
         }
         if failure.is_none() {
-            if spec.timeout.is_some_and(|t| start.elapsed() > t) {
-                failure = spec.timeout.map(JobFailure::Timeout);
-            }
-            if spec
-                .interrupt
-                .as_ref()
-                .is_some_and(|f| f.load(Ordering::Relaxed))
-            {
-                failure = Some(JobFailure::Interrupted);
-            }
+            failure = stopped_from_outside(spec, start);
         }
         match (&failure, kill_at) {
             (Some(f), None) => {
