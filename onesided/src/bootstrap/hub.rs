@@ -96,6 +96,19 @@ impl Stream {
         }
     }
 
+    fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Unix(s) => {
+                // std has no peek for Unix streams: MSG_PEEK through rustix.
+                use std::os::fd::AsFd;
+                rustix::net::recv(s.as_fd(), buf, rustix::net::RecvFlags::PEEK)
+                    .map(|(n, _)| n)
+                    .map_err(io::Error::from)
+            }
+            Stream::Tcp(s) => s.peek(buf),
+        }
+    }
+
     fn try_clone(&self) -> io::Result<Stream> {
         Ok(match self {
             Stream::Unix(s) => Stream::Unix(s.try_clone()?),
@@ -425,14 +438,23 @@ impl AgentLink {
         let mut reader = self.reader.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = Vec::new();
         loop {
-            // A frame either arrives whole soon after its first word or the hub is broken:
-            // the 1 ms read timeout only ends the wait for a first word.
-            let mut stop = false;
-            let mut idle = || {
-                stop = true;
-                Err(Error::Bootstrap(String::new()))
-            };
-            match read_frame(&mut reader, &mut idle) {
+            // Is a frame coming? The 1 ms read timeout ends the look; once its first byte is
+            // there, the whole frame is read (its rest follows at once).
+            match reader.peek(&mut [0u8]) {
+                Ok(0) => return Err(Error::Bootstrap("the hub closed".into())),
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Ok(out)
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(Error::Bootstrap(format!("hub connection: {e}"))),
+            }
+            match read_frame(&mut reader, &mut never_idle) {
                 Ok(Some(f)) if f.kind == EXITED && f.words.len() == 1 => {
                     out.push(AgentNews::Exited(f.words[0] as usize))
                 }
@@ -441,7 +463,6 @@ impl AgentLink {
                     return Err(Error::Bootstrap("unexpected frame from the hub".into()))
                 }
                 Ok(None) => return Err(Error::Bootstrap("the hub closed".into())),
-                Err(_) if stop => return Ok(out),
                 Err(e) => return Err(e),
             }
         }
@@ -556,6 +577,13 @@ impl State {
             return;
         };
         if f.words.len() != 3 || index as usize >= n {
+            // Malformed: answer it (a member must never wait for nothing).
+            if let Some(m) = self.members.get(&(comm, index)) {
+                out.push((
+                    Arc::clone(&m.writer),
+                    Arc::new(encode(REPLY, &[MISMATCH, 0], &[])),
+                ));
+            }
             return;
         }
         let key = (comm, f.words[0]);
