@@ -40,7 +40,7 @@
 use crate::error::Result;
 use crate::progress::Completes;
 use crate::transport::ring::Rings;
-use crate::win::core::{Flags, WinCore};
+use crate::win::core::{Flags, HandleFlags, WinCore};
 
 impl WinCore {
     /// Completes at their targets the operations issued so far that `scope` covers: the
@@ -222,5 +222,41 @@ impl WinCore {
             }
         }
         result
+    }
+}
+
+impl WinCore {
+    /// [`WinCore::put_bytes`] of bytes that `owner` owns and keeps unchanged while it lives
+    /// ([`Window::put_shared`]): to another node they go out from where they are, neither
+    /// copied nor waited for, `owner` held until the write completes; every other route
+    /// puts them as `put_bytes` does.
+    pub(crate) fn put_shared_bytes(
+        &self,
+        src: &[u8],
+        owner: std::sync::Arc<dyn Send + Sync>,
+        target: usize,
+        disp: usize,
+        flags: &HandleFlags,
+    ) -> Result<()> {
+        #[cfg(feature = "ofi")]
+        if !self.may_defer(target, src.len()) {
+            let route = self.resolve("put", target, disp, src.len())?.route;
+            if let crate::transport::Route::Net { peer, addr, key } = route {
+                let flags = flags.get();
+                self.ring_gate_for(target, flags)?;
+                if flags.order() {
+                    self.drain_before_op(flags)?;
+                }
+                let to = crate::transport::ofi::Remote { peer, addr, key };
+                // SAFETY: `owner` keeps `src` alive and unchanged (the caller's contract,
+                // which `Window::put_shared` keeps through an `Arc<[T]>` of plain data).
+                unsafe { crate::transport::net::post_write_shared(src, to, owner)? };
+                self.note_issued(route);
+                self.epoch.note_rma();
+                return Ok(());
+            }
+        }
+        let _ = owner;
+        self.put_bytes(src, target, disp, flags)
     }
 }
