@@ -354,6 +354,19 @@ fn bootstrap_collectives_through_mpi() {
     w.barrier().unwrap();
 }
 
+/// One fence epoch in which every rank puts its mark into its right neighbour's first four
+/// elements; each then finds its left neighbour's.
+fn fence_ring(w: &Comm, win: &Window<u64>) {
+    let (me, n) = (w.rank(), w.size());
+    win.fence(Assert::NONE).unwrap();
+    win.put(&[100 + me as u64; 4], (me + 1) % n, 0).unwrap();
+    win.fence(Assert::NONE).unwrap();
+    let mut mine = [0u64; 4];
+    win.local_read(0, &mut mine).unwrap();
+    let left = (me + n - 1) % n;
+    assert_eq!(mine, [100 + left as u64; 4], "{:?}", win.flavor());
+}
+
 #[test]
 fn every_window_kind_under_mpiexec() {
     if !under_mpiexec("every_window_kind_under_mpiexec") {
@@ -362,8 +375,6 @@ fn every_window_kind_under_mpiexec() {
     let u = onesided::init().unwrap();
     let w = u.world();
     let (me, n) = (w.rank(), w.size());
-    let right = (me + 1) % n;
-    let left = (me + n - 1) % n;
     let heap = alloc_mem::<u64>(8).unwrap();
     let wins = vec![
         Window::<u64>::allocate(w, 8).unwrap(),
@@ -373,12 +384,7 @@ fn every_window_kind_under_mpiexec() {
         Window::create(w, vec![0u64; 8]).unwrap(),
     ];
     for win in &wins {
-        win.fence(Assert::NONE).unwrap();
-        win.put(&[100 + me as u64; 4], right, 0).unwrap();
-        win.fence(Assert::NONE).unwrap();
-        let mut mine = [0u64; 4];
-        win.local_read(0, &mut mine).unwrap();
-        assert_eq!(mine, [100 + left as u64; 4], "{:?}", win.flavor());
+        fence_ring(w, win);
         win.lock(LockType::Shared, 0, Assert::NONE).unwrap();
         win.accumulate(&[1u64], 0, 7, Op::Sum).unwrap();
         win.unlock(0).unwrap();
@@ -420,19 +426,12 @@ fn windows_across_virtual_nodes_under_mpiexec() {
     let nodes: Vec<usize> = (0..n).map(|r| w.node_of(r).unwrap()).collect();
     assert_eq!(nodes, vec![0, 0, 1], "two virtual nodes");
     assert_eq!(w.node_size(), if me < 2 { 2 } else { 1 });
-    let right = (me + 1) % n;
-    let left = (me + n - 1) % n;
     let wins = vec![
         Window::<u64>::allocate(w, 8).unwrap(),
         Window::create(w, vec![0u64; 8]).unwrap(),
     ];
     for win in &wins {
-        win.fence(Assert::NONE).unwrap();
-        win.put(&[100 + me as u64; 4], right, 0).unwrap();
-        win.fence(Assert::NONE).unwrap();
-        let mut mine = [0u64; 4];
-        win.local_read(0, &mut mine).unwrap();
-        assert_eq!(mine, [100 + left as u64; 4], "{:?}", win.flavor());
+        fence_ring(w, win);
         for _ in 0..10 {
             win.lock(LockType::Exclusive, 2, Assert::NONE).unwrap();
             win.accumulate(&[1u64], 2, 7, Op::Sum).unwrap();

@@ -175,19 +175,20 @@ fn write_full(
         match s.write(bytes) {
             Ok(0) => return Err(Error::Bootstrap("the hub connection closed".into())),
             Ok(k) => bytes = &bytes[k..],
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                idle()?
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::Bootstrap(format!("hub connection: {e}"))),
+            Err(e) => waited(e, idle)?,
         }
     }
     Ok(())
+}
+
+/// What an error of a stream read or write means for the wait: nothing there yet (`idle`
+/// runs, and may end the wait), a signal (try again), or a broken connection.
+fn waited(e: io::Error, idle: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+    match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => idle(),
+        io::ErrorKind::Interrupted => Ok(()),
+        _ => Err(Error::Bootstrap(format!("hub connection: {e}"))),
+    }
 }
 
 /// Fills `buf` from `s`; `idle` runs whenever nothing is there to read (it may end the
@@ -203,16 +204,7 @@ fn read_full(s: &mut Stream, buf: &mut [u8], idle: &mut dyn FnMut() -> Result<()
                 ))
             }
             Ok(k) => got += k,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                idle()?
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(Error::Bootstrap(format!("hub connection: {e}"))),
+            Err(e) => waited(e, idle)?,
         }
     }
     Ok(true)
