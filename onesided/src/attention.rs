@@ -134,8 +134,11 @@ static NEXT_HOOK: AtomicU64 = AtomicU64::new(1);
 /// Registers `poll` to be called from every wait inside onesided (a barrier, a fence, a
 /// flush, a lock…) until the returned [`WaitHook`] is dropped — the way to keep another
 /// communication library progressing while a thread waits here, as an MPI library's
-/// progress loop drives every channel it has. Waits call hooks while they poll (they back
-/// off to sleeping as they always do). `poll` must not block and must not call onesided.
+/// progress loop drives every channel it has. Waits call hooks while they poll; while
+/// hooks are registered and every process of the machine has a core of its own, a wait
+/// keeps polling (yielding now and then) instead of backing off to sleep, as an MPI
+/// library's progress loop does; when processes share cores it backs off as always. `poll`
+/// must not block and must not call onesided.
 ///
 /// ```
 /// use std::sync::atomic::{AtomicU64, Ordering};
@@ -170,6 +173,13 @@ impl Drop for WaitHook {
         // Relaxed: see add_wait_hook.
         HOOK_COUNT.store(hooks.len(), Ordering::Relaxed);
     }
+}
+
+/// True when a wait hook is registered.
+#[inline]
+pub(crate) fn any_wait_hook() -> bool {
+    // Relaxed: a hint.
+    HOOK_COUNT.load(Ordering::Relaxed) != 0
 }
 
 /// Calls the registered wait hooks; true when there are any.

@@ -189,14 +189,14 @@ impl Backoff {
     }
 
     /// With a core of its own, a process that serves other processes' requests keeps
-    /// polling, as an MPI library's progress loop does: asleep it would serve nobody.
-    ///
-    /// Not so for the network endpoint: its progress thread answers peers, and a waiter
-    /// that kept polling it as well (measured across two virtual nodes, block mode) did not
-    /// answer faster — the endpoint's lock went back and forth between it and the woken
-    /// thread — while it took the core from everything else.
+    /// polling, as an MPI library's progress loop does: asleep it would serve nobody. So
+    /// does one with wait hooks (the network endpoint's among them): its endpoint's
+    /// progress thread stands aside while it polls (`transport::nic_progress`), and a
+    /// polling waiter answers a peer in a third of the blocked thread's wake-up time.
     fn serving(&self, yield_micros: u32) -> bool {
-        !self.yields && yield_micros == YIELD_MICROS_DEDICATED && self.attending.is_some()
+        !self.yields
+            && yield_micros == YIELD_MICROS_DEDICATED
+            && (self.attending.is_some() || crate::attention::any_wait_hook())
     }
 
     /// A yield costs a system call, and requests wait that long for the next poll: poll
@@ -219,14 +219,38 @@ impl Backoff {
     pub(crate) fn attentive_pause(&mut self) {
         self.attend();
         if self.serving(YIELD_MICROS.load(Ordering::Relaxed)) {
-            // The host MPI's progress call can cost a microsecond: serve several times
-            // between two of them.
-            for _ in 0..SERVES_PER_HOST_POLL {
-                self.serving_pause();
-                self.attend();
+            if self.attending.is_some() {
+                // The host MPI's progress call can cost a microsecond: serve request rings
+                // several times between two of them.
+                for _ in 0..SERVES_PER_HOST_POLL {
+                    self.serving_pause();
+                    self.attend();
+                }
+            } else {
+                // Only wait hooks (a network endpoint): they cost what the host's poll
+                // costs, so alternate one for one — polled 64 times as often, a host MPI
+                // that needs its target's progress took 2–5× longer per operation.
+                rustix::thread::sched_yield();
             }
         } else {
             rustix::thread::sched_yield();
+        }
+    }
+
+    /// The pause of a wait that polls the host MPI only to learn when it ends (a
+    /// bootstrap collective of onesided's own): like [`Backoff::snooze`], but a waiter that
+    /// keeps polling (a core of its own, and request rings or wait hooks to serve) serves
+    /// them several times between two host polls — one host poll can cost microseconds,
+    /// and a peer's request waits for the next serve.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub(crate) fn host_snooze(&mut self) {
+        if self.round >= SPIN_ROUNDS && self.serving(YIELD_MICROS.load(Ordering::Relaxed)) {
+            for _ in 0..SERVES_PER_HOST_POLL {
+                self.attend();
+                self.serving_pause();
+            }
+        } else {
+            self.snooze();
         }
     }
 

@@ -70,7 +70,19 @@ struct Endpoint {
     next_key: AtomicU64,
     stop: AtomicBool,
     server: Mutex<Option<JoinHandle<()>>>,
+    /// Nanoseconds from `start` to the last read of the queue by a waiting application
+    /// thread: the progress thread stands aside while they poll, as onesided's does
+    /// (`HANDOVER`).
+    polled_at: AtomicU64,
+    start: std::time::Instant,
+    /// The progress thread is in a blocking read, which a poller ends (onesided's
+    /// `PollDuty::blocked`).
+    blocked: AtomicBool,
 }
+
+/// How long the progress thread stands aside after an application thread read the queue,
+/// and how long each nap lasts (onesided's value).
+const HANDOVER: std::time::Duration = std::time::Duration::from_micros(200);
 
 // SAFETY: the domain is opened FI_THREAD_SAFE; our own fields are atomics or a mutex; the
 // pointers are owned handles closed on drop.
@@ -205,6 +217,9 @@ impl Endpoint {
                 next_key: AtomicU64::new(1),
                 stop: AtomicBool::new(false),
                 server: Mutex::new(None),
+                polled_at: AtomicU64::new(0),
+                start: std::time::Instant::now(),
+                blocked: AtomicBool::new(false),
             });
             let served = Arc::clone(&endpoint);
             let server = std::thread::Builder::new()
@@ -216,10 +231,38 @@ impl Endpoint {
         }
     }
 
-    /// The progress thread: onesided's three modes.
+    /// Marks that a waiting application thread reads the queue now.
+    fn app_polled(&self) {
+        let now = (self.start.elapsed().as_nanos() as u64).max(1);
+        // SeqCst with the progress thread's store of `blocked` and load of `polled_at`:
+        // one of the two sees the other (onesided's PollDuty::app_polled); a steady poller
+        // (reads < 10 µs apart) wakes it, as onesided's does.
+        let before = self.polled_at.swap(now, Ordering::SeqCst);
+        if now.saturating_sub(before) < 10_000
+            && self.blocked.load(Ordering::SeqCst)
+            && self.blocked.swap(false, Ordering::SeqCst)
+        {
+            // SAFETY: a live waitable queue (blocked is only set in block mode).
+            unsafe { sys::fi_cq_signal(self.cq) };
+        }
+    }
+
+    /// Whether an application thread read the queue within the last HANDOVER.
+    fn app_polls(&self) -> bool {
+        // SeqCst: see app_polled.
+        let at = self.polled_at.load(Ordering::SeqCst);
+        at != 0 && self.start.elapsed().as_nanos() as u64 <= at + HANDOVER.as_nanos() as u64
+    }
+
+    /// The progress thread: onesided's three modes, standing aside while an application
+    /// thread polls.
     fn serve(&self, mode: &str) {
         // Relaxed: a request to end.
         while !self.stop.load(Ordering::Relaxed) {
+            if self.app_polls() {
+                std::thread::sleep(HANDOVER);
+                continue;
+            }
             match mode {
                 "spin" => self.progress(),
                 "yield" => {
@@ -227,11 +270,23 @@ impl Endpoint {
                     std::thread::yield_now();
                 }
                 _ => {
-                    let mut entries = [sys::fi_cq_entry::default(); 16];
-                    // SAFETY: a live waitable queue; 16 entries of its format.
-                    unsafe {
-                        sys::fi_cq_sread(self.cq, entries.as_mut_ptr().cast(), 16, ptr::null(), 100)
-                    };
+                    // SeqCst: see app_polled.
+                    self.blocked.store(true, Ordering::SeqCst);
+                    if !self.app_polls() {
+                        let mut entries = [sys::fi_cq_entry::default(); 16];
+                        // SAFETY: a live waitable queue; 16 entries of its format.
+                        unsafe {
+                            sys::fi_cq_sread(
+                                self.cq,
+                                entries.as_mut_ptr().cast(),
+                                16,
+                                ptr::null(),
+                                100,
+                            )
+                        };
+                    }
+                    // Relaxed: only this thread sets it.
+                    self.blocked.store(false, Ordering::Relaxed);
                 }
             }
         }
@@ -264,6 +319,7 @@ impl Endpoint {
             if w >= self.writes.load(Ordering::Relaxed) && r >= self.reads.load(Ordering::Relaxed) {
                 return Ok(());
             }
+            self.app_polled();
             self.progress();
             spins += 1;
             if spins > 64 {
@@ -331,7 +387,10 @@ impl Drop for Endpoint {
 /// Makes every wait inside onesided poll `ep` while the hook lives.
 fn polled_while_waiting(ep: &Arc<Endpoint>) -> onesided::WaitHook {
     let polled = Arc::clone(ep);
-    onesided::add_wait_hook(Arc::new(move || polled.progress()))
+    onesided::add_wait_hook(Arc::new(move || {
+        polled.app_polled();
+        polled.progress()
+    }))
 }
 
 /// The raw baseline over a communicator (the bootstrap exchanges endpoint names and keys).

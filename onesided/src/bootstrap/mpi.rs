@@ -321,7 +321,7 @@ impl MpiBootstrap {
             if self.attentive {
                 backoff.attentive_pause();
             } else {
-                backoff.snooze();
+                backoff.host_snooze();
             }
         }
         Self::entered(ch, tag, recv)
@@ -373,7 +373,7 @@ impl MpiBootstrap {
             if self.attentive {
                 backoff.attentive_pause();
             } else {
-                backoff.snooze();
+                backoff.host_snooze();
             }
         }
         Ok(board.read(tag.seq))

@@ -332,7 +332,8 @@ mod tests {
         let target = Arc::new(Nic::open(provider, "127.0.0.1").unwrap());
         let origin = Nic::open(provider, "127.0.0.1").unwrap();
         let peer = origin.insert(&target.name().unwrap()).unwrap();
-        let server = Server::start(Arc::clone(&target), ProgressMode::Yield).unwrap();
+        let server =
+            Server::start(Arc::clone(&target), ProgressMode::Yield, Arc::default()).unwrap();
         Pair {
             target,
             origin,

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::error::{Error, Result};
-use crate::transport::nic_progress::{ProgressMode, Server};
+use crate::transport::nic_progress::{PollDuty, ProgressMode, Server};
 use crate::transport::ofi::{AtomicTable, Nic, Remote, PROVIDER_ENV};
 
 /// Writes up to this many bytes are posted with a copy of their data and complete at the
@@ -61,14 +61,17 @@ pub(crate) fn endpoint() -> Result<&'static Endpoint> {
         mode.needs_waitable(),
     )?);
     let table = nic.atomic_table();
-    let server = Server::start(Arc::clone(&nic), mode)?;
+    let duty = Arc::new(PollDuty::default());
+    let server = Server::start(Arc::clone(&nic), mode, Arc::clone(&duty))?;
     // Every wait inside the library drives the endpoint's progress while it polls: the
     // provider answers peers' operations inside `fi_cq_read`, so a process that waits (in
     // a barrier, a fence, a flush) answers without the progress thread's wake-up, as an
-    // MPI library's progress loop does. What it reads is recorded in the operations'
-    // contexts and counters, whoever reads it.
+    // MPI library's progress loop does — and the progress thread stands aside meanwhile
+    // (`PollDuty`). What it reads is recorded in the operations' contexts and counters,
+    // whoever reads it.
     let polled = Arc::clone(&nic);
     let polled_while_waiting = crate::attention::add_wait_hook(Arc::new(move || {
+        duty.app_polled(&polled);
         let _ = polled.progress();
     }));
     let endpoint = Endpoint {

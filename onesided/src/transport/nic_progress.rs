@@ -14,6 +14,14 @@
 //! `block` is the default: correct on any number of cores and free while idle; `spin`
 //! buys latency with a core (measured in `../shared/notes/internode-notes.md`).
 //!
+//! The thread stands aside while an application thread of the process waits inside the
+//! library and reads the endpoint itself (every wait does, through a wait hook that marks
+//! its [`PollDuty`]): it then naps instead of reading too. Two readers of one endpoint only
+//! pass its lock back and forth, and a blocked reader's wake-up (~30 µs here) lost the race
+//! to the poller anyway; alone, a polling waiter answers a peer in ~10 µs, as an MPI
+//! library's progress loop does. Once no thread has polled for [`HANDOVER`], the thread
+//! takes the duty back: a process that computes outside the library is still served.
+//!
 //! ```text
 //! ONESIDED_PROGRESS=spin osrun -n 4 --nodes 2 ./app
 //! ```
@@ -21,9 +29,10 @@
 // Windows across nodes start it; until they exist its own tests are its only users.
 #![allow(dead_code)]
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 use crate::transport::ofi::Nic;
@@ -34,6 +43,79 @@ pub(crate) const ENV: &str = "ONESIDED_PROGRESS";
 /// How long a blocked server waits before it looks at its stop flag again (a stop also
 /// wakes it at once).
 const BLOCK_MS: i32 = 100;
+
+/// How long after an application thread's last read of the endpoint the progress thread
+/// stands aside, and how long each of its naps lasts meanwhile: the longest a peer's
+/// operation waits once the process stopped polling (then it is served as before), for
+/// ~5000 short wake-ups a second while it polls.
+pub(crate) const HANDOVER: Duration = Duration::from_micros(200);
+
+/// Two reads by waiting application threads this close together make a steady poller,
+/// which takes the endpoint over from a blocked progress thread. A waiter that sleeps
+/// between looks (processes share cores) reads less often and leaves it blocked: waking it
+/// for each look would only add context switches.
+const STEADY_POLL: Duration = Duration::from_micros(10);
+
+/// Who reads the endpoint right now: application threads waiting inside the library mark
+/// it each time they read it; the progress thread reads it only when none did lately.
+#[derive(Debug)]
+pub(crate) struct PollDuty {
+    start: Instant,
+    /// Nanoseconds from `start` to the last read by a waiting application thread (0:
+    /// never).
+    polled_at: AtomicU64,
+    /// Naps the progress thread took because a waiter polled (for tests and diagnostics).
+    naps: AtomicU64,
+    /// The progress thread is in (or about to enter) a blocking read: a poller wakes it
+    /// out of it, since a blocking read does not return while only peers' operations
+    /// arrive (they make no entry) — for up to [`BLOCK_MS`] it would wake on each of them
+    /// and race the poller for the endpoint.
+    blocked: AtomicBool,
+}
+
+impl Default for PollDuty {
+    fn default() -> Self {
+        PollDuty {
+            start: Instant::now(),
+            polled_at: AtomicU64::new(0),
+            naps: AtomicU64::new(0),
+            blocked: AtomicBool::new(false),
+        }
+    }
+}
+
+impl PollDuty {
+    /// Marks that a waiting application thread reads `nic` now, and wakes the progress
+    /// thread out of a blocking read of it once the reads come in quick succession (a
+    /// waiter that polls, not one that looks in between sleeps).
+    #[inline]
+    pub(crate) fn app_polled(&self, nic: &Nic) {
+        let now = (self.start.elapsed().as_nanos() as u64).max(1);
+        // SeqCst, with the load of `blocked` after it and the progress thread's store of
+        // `blocked` before its check of `polled_at` (SeqCst both): one of the two sees the
+        // other, so the thread never stays blocked through a poller's turn unseen.
+        let before = self.polled_at.swap(now, Ordering::SeqCst);
+        if now.saturating_sub(before) < STEADY_POLL.as_nanos() as u64
+            && self.blocked.load(Ordering::SeqCst)
+            && self.blocked.swap(false, Ordering::SeqCst)
+        {
+            nic.wake();
+        }
+    }
+
+    /// Whether an application thread read the endpoint within the last [`HANDOVER`].
+    fn app_polls(&self) -> bool {
+        // SeqCst: see app_polled.
+        let at = self.polled_at.load(Ordering::SeqCst);
+        at != 0 && self.start.elapsed().as_nanos() as u64 <= at + HANDOVER.as_nanos() as u64
+    }
+
+    /// Naps the progress thread took so far.
+    pub(crate) fn naps(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.naps.load(Ordering::Relaxed)
+    }
+}
 
 /// How the thread that serves an endpoint waits (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,8 +176,9 @@ pub(crate) struct Server {
 
 impl Server {
     /// Starts serving `nic` in `mode` (a `block` server needs an endpoint opened
-    /// waitable: [`Nic::open_with`]).
-    pub(crate) fn start(nic: Arc<Nic>, mode: ProgressMode) -> Result<Server> {
+    /// waitable: [`Nic::open_with`]), standing aside while application threads poll it
+    /// (they mark `duty`).
+    pub(crate) fn start(nic: Arc<Nic>, mode: ProgressMode, duty: Arc<PollDuty>) -> Result<Server> {
         let stop = Arc::new(AtomicBool::new(false));
         let tid = Arc::new(AtomicI32::new(0));
         let thread = {
@@ -108,7 +191,7 @@ impl Server {
                         rustix::thread::gettid().as_raw_nonzero().get(),
                         Ordering::Relaxed,
                     );
-                    serve(&nic, mode, &stop)
+                    serve(&nic, mode, &duty, &stop)
                 })
                 .map_err(|e| {
                     Error::Bootstrap(format!("cannot start the network progress thread: {e}"))
@@ -153,18 +236,34 @@ impl Drop for Server {
     }
 }
 
-/// The thread: reads the endpoint until `stop`. A failed read (a peer gone) ends it with
-/// the error; the operations that need the endpoint then fail on their own reads.
-fn serve(nic: &Nic, mode: ProgressMode, stop: &AtomicBool) -> Result<()> {
+/// The thread: reads the endpoint until `stop`, except while application threads do. A
+/// failed read (a peer gone) ends it with the error; the operations that need the
+/// endpoint then fail on their own reads.
+fn serve(nic: &Nic, mode: ProgressMode, duty: &PollDuty, stop: &AtomicBool) -> Result<()> {
     // Relaxed: a request to end, nothing else is published through it.
     while !stop.load(Ordering::Relaxed) {
+        if duty.app_polls() {
+            // Relaxed: a statistic.
+            duty.naps.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(HANDOVER);
+            continue;
+        }
         match mode {
             ProgressMode::Spin => nic.progress()?,
             ProgressMode::Yield => {
                 nic.progress()?;
                 std::thread::yield_now();
             }
-            ProgressMode::Block => nic.wait_progress(BLOCK_MS)?,
+            ProgressMode::Block => {
+                // SeqCst: see PollDuty::app_polled.
+                duty.blocked.store(true, Ordering::SeqCst);
+                if !duty.app_polls() {
+                    nic.wait_progress(BLOCK_MS)?;
+                }
+                // Relaxed: only this thread sets it; a poller's wake meanwhile, if any,
+                // ended the wait early (a spurious early return is harmless).
+                duty.blocked.store(false, Ordering::Relaxed);
+            }
         }
     }
     Ok(())
@@ -228,7 +327,7 @@ mod tests {
             addr: t_reg.remote_base + 8 * word,
             key: t_reg.key,
         };
-        let server = Server::start(Arc::clone(&target), mode).unwrap();
+        let server = Server::start(Arc::clone(&target), mode, Arc::default()).unwrap();
         let origin_done = AtomicBool::new(false);
         std::thread::scope(|s| {
             let sleeper = s.spawn(|| {
@@ -292,5 +391,65 @@ mod tests {
     #[test]
     fn a_spinning_server_progresses_a_sleeping_target() {
         passive_progress(ProgressMode::Spin);
+    }
+
+    /// While an application thread polls the endpoint, the server naps and the poller
+    /// answers the origin; once it stops, the server takes the duty back and answers alone
+    /// (else the origin's second batch would never complete), and naps no more.
+    #[test]
+    fn a_server_stands_aside_while_the_application_polls() {
+        let _watchdog = crate::testing::Watchdog::new("stands_aside", 90);
+        let target = Arc::new(Nic::open_with("tcp;ofi_rxm", "127.0.0.1", true).unwrap());
+        let origin = Nic::open("tcp;ofi_rxm", "127.0.0.1").unwrap();
+        let peer = origin.insert(&target.name().unwrap()).unwrap();
+        let memory: Vec<AtomicU64> = (0..1).map(|_| AtomicU64::new(0)).collect();
+        let mut scratch = vec![0u64; 4];
+        // SAFETY: the vectors outlive the registrations (dropped at the end); the target
+        // word is only touched atomically.
+        let (t_reg, s_reg) = unsafe {
+            (
+                target
+                    .register(memory.as_ptr().cast_mut().cast(), 8)
+                    .unwrap(),
+                origin.register(scratch.as_mut_ptr().cast(), 32).unwrap(),
+            )
+        };
+        let at = Remote {
+            peer,
+            addr: t_reg.remote_base,
+            key: t_reg.key,
+        };
+        let duty = Arc::new(PollDuty::default());
+        let server =
+            Server::start(Arc::clone(&target), ProgressMode::Block, Arc::clone(&duty)).unwrap();
+        let polling = AtomicBool::new(true);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // Relaxed: a request to stop; the scope's join orders the rest.
+                while polling.load(Ordering::Relaxed) {
+                    duty.app_polled(&target);
+                    target.progress().unwrap();
+                    std::thread::yield_now();
+                }
+            });
+            for i in 0..200u64 {
+                assert_eq!(origin.fetch_add_u64(1, at, &s_reg).unwrap(), i);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            polling.store(false, Ordering::Relaxed);
+        });
+        assert!(duty.naps() > 0, "the server never stood aside");
+        for i in 200..400u64 {
+            assert_eq!(origin.fetch_add_u64(1, at, &s_reg).unwrap(), i);
+        }
+        let naps = duty.naps();
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(
+            duty.naps(),
+            naps,
+            "the server still naps with nobody polling"
+        );
+        server.stop().unwrap();
+        drop((t_reg, s_reg));
     }
 }
