@@ -241,6 +241,13 @@ pub enum Error {
         call: &'static str,
     },
 
+    /// `allocate_shared` over processes that share no memory (they are on several nodes).
+    #[error("{call}: the processes are on several nodes and share no memory")]
+    NotShareable {
+        /// The call.
+        call: &'static str,
+    },
+
     /// An operating-system call failed.
     #[error("{call}: {source}")]
     Os {
@@ -349,4 +356,151 @@ impl From<rustix::io::Errno> for Error {
     fn from(e: rustix::io::Errno) -> Self {
         Error::os("system call", io::Error::from(e))
     }
+}
+
+/// The MPI error class of an [`Error`] (MPI-4.1 §9.4, Table 9.1): what `MPI_Error_class`
+/// returns for the code a C binding hands out. The numbers are the binding's (they differ
+/// between the MPICH ABI and the MPI-5 standard ABI); this names the class.
+///
+/// ```
+/// use onesided::{Error, ErrorClass};
+/// let e = Error::NotLocked { call: "unlock", target: 1 };
+/// assert_eq!(e.mpi_class(), ErrorClass::RmaSync);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorClass {
+    /// `MPI_ERR_RANK`: a rank outside the group.
+    Rank,
+    /// `MPI_ERR_ARG`: an argument not covered by a more specific class.
+    Arg,
+    /// `MPI_ERR_TYPE`: a datatype (or layout) that does not fit the operation.
+    Type,
+    /// `MPI_ERR_OP`: an operation not valid here.
+    Op,
+    /// `MPI_ERR_WIN`: an invalid window (or memory handle).
+    Win,
+    /// `MPI_ERR_ASSERT`: an invalid assertion argument.
+    Assert,
+    /// `MPI_ERR_INFO_VALUE`: an info value not valid for its key.
+    InfoValue,
+    /// `MPI_ERR_NO_MEM`: memory (or shared memory) exhausted.
+    NoMem,
+    /// `MPI_ERR_RMA_SYNC`: a call outside or in conflict with the epochs it needs.
+    RmaSync,
+    /// `MPI_ERR_RMA_RANGE`: an access outside the target's window.
+    RmaRange,
+    /// `MPI_ERR_RMA_ATTACH`: memory that cannot be attached to (or detached from) a dynamic
+    /// window.
+    RmaAttach,
+    /// `MPI_ERR_RMA_SHARED`: shared memory that cannot be provided.
+    RmaShared,
+    /// `MPI_ERR_RMA_FLAVOR`: a call not valid for the window's flavor.
+    RmaFlavor,
+    /// `MPI_ERR_UNSUPPORTED_OPERATION`: a valid request this implementation cannot serve.
+    UnsupportedOperation,
+    /// `MPI_ERR_PROC_ABORTED`: a process the call needs has ended.
+    ProcAborted,
+    /// `MPI_ERR_OTHER`: everything else (system and network failures, the bootstrap).
+    Other,
+}
+
+impl Error {
+    /// The MPI error class of this error (what a C binding reports through the window's
+    /// error handler).
+    pub fn mpi_class(&self) -> ErrorClass {
+        use ErrorClass as C;
+        match self {
+            Error::InvalidRank { .. } => C::Rank,
+            Error::OutOfBounds { .. } | Error::NotAttached { .. } => C::RmaRange,
+            Error::NoAccessEpoch { .. }
+            | Error::EpochConflict { .. }
+            | Error::NotLocked { .. }
+            | Error::AlreadyLocked { .. }
+            | Error::LocksDisabled { .. }
+            | Error::AssertViolated { .. }
+            | Error::RequestOutsidePassiveEpoch { .. } => C::RmaSync,
+            Error::InvalidInfo { .. } => C::InfoValue,
+            Error::DetachUnknown { .. }
+            | Error::AttachOverlap { .. }
+            | Error::TooManyRegions { .. } => C::RmaAttach,
+            Error::WrongFlavor { .. } => C::RmaFlavor,
+            Error::NotShareable { .. } => C::RmaShared,
+            Error::InvalidOp { .. } | Error::NotIntrinsic { .. } => C::Op,
+            Error::MemhandleReleased { .. } => C::Win,
+            Error::InvalidNotification { .. }
+            | Error::InvalidArgument(_)
+            | Error::CollectiveMismatch { .. } => C::Arg,
+            Error::LayoutMismatch { .. } => C::Type,
+            Error::Unsupported(_) => C::UnsupportedOperation,
+            Error::SharedMemoryFull { .. } => C::NoMem,
+            Error::Os { source, .. } if source.raw_os_error() == Some(libc_enomem()) => C::NoMem,
+            Error::PeerGone { .. } | Error::PeerExited { .. } | Error::JobAborted => C::ProcAborted,
+            Error::Network { .. }
+            | Error::PeerFailed { .. }
+            | Error::Os { .. }
+            | Error::Bootstrap(_)
+            | Error::CollectiveDeadlock { .. }
+            | Error::Launch(_) => C::Other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_follow_the_standard() {
+        let cases = [
+            (Error::InvalidRank { rank: 3, size: 2 }, ErrorClass::Rank),
+            (
+                Error::OutOfBounds {
+                    op: "put",
+                    target: 0,
+                    disp: 9,
+                    disp_unit: 8,
+                    len: 8,
+                    size: 64,
+                },
+                ErrorClass::RmaRange,
+            ),
+            (
+                Error::NoAccessEpoch {
+                    op: "get",
+                    target: 1,
+                },
+                ErrorClass::RmaSync,
+            ),
+            (Error::AlreadyLocked { target: 0 }, ErrorClass::RmaSync),
+            (Error::DetachUnknown { addr: 16 }, ErrorClass::RmaAttach),
+            (
+                Error::NotShareable {
+                    call: "allocate_shared",
+                },
+                ErrorClass::RmaShared,
+            ),
+            (
+                Error::Unsupported("x".into()),
+                ErrorClass::UnsupportedOperation,
+            ),
+            (Error::PeerGone { rank: 1 }, ErrorClass::ProcAborted),
+            (
+                Error::os("mmap", io::Error::from_raw_os_error(libc_enomem())),
+                ErrorClass::NoMem,
+            ),
+            (
+                Error::os("open", io::Error::from_raw_os_error(2)),
+                ErrorClass::Other,
+            ),
+        ];
+        for (error, class) in cases {
+            assert_eq!(error.mpi_class(), class, "{error}");
+        }
+    }
+}
+
+/// ENOMEM of this platform.
+fn libc_enomem() -> i32 {
+    rustix::io::Errno::NOMEM.raw_os_error()
 }

@@ -101,7 +101,7 @@ pub use coll::alltoallv::{
     alltoallv_rma_oneshot, alltoallv_two_sided, Alltoallv, AlltoallvVariant, AutoChoice, BreakEven,
     NodeSplit, AUTO_PROBES,
 };
-pub use error::{Error, Result};
+pub use error::{Error, ErrorClass, Result};
 pub use group::Group;
 pub use layout::Layout;
 pub use memory::{alloc_mem, AllocMem};

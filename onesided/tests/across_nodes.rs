@@ -120,7 +120,8 @@ fn shared_windows_do_not_span_nodes() {
         .nodes(2)
         .run(|u| {
             let err = Window::<u64>::allocate_shared(u.world(), 1).unwrap_err();
-            assert!(matches!(err, onesided::Error::InvalidArgument(_)), "{err}");
+            assert!(matches!(err, onesided::Error::NotShareable { .. }), "{err}");
+            assert_eq!(err.mpi_class(), onesided::ErrorClass::RmaShared);
             Ok(())
         })
         .assert_success();

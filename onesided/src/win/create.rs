@@ -363,10 +363,7 @@ pub(crate) fn allocate(
     let boot = comm.bootstrap();
     let spans_nodes = boot.node_size() != boot.size();
     if spans_nodes && shared {
-        return Err(Error::InvalidArgument(format!(
-            "{call}: the processes are on several nodes and share no memory \
-             (MPI_ERR_RMA_SHARED)"
-        )));
+        return Err(Error::NotShareable { call: call.name() });
     }
     #[cfg(feature = "ofi")]
     if spans_nodes {
