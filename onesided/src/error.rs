@@ -446,6 +446,11 @@ impl Error {
     }
 }
 
+/// ENOMEM of this platform.
+fn libc_enomem() -> i32 {
+    rustix::io::Errno::NOMEM.raw_os_error()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -498,9 +503,4 @@ mod tests {
             assert_eq!(error.mpi_class(), class, "{error}");
         }
     }
-}
-
-/// ENOMEM of this platform.
-fn libc_enomem() -> i32 {
-    rustix::io::Errno::NOMEM.raw_os_error()
 }

@@ -33,7 +33,7 @@ use std::ops::Deref;
 use bytemuck::Pod;
 
 use crate::error::Result;
-use crate::win::core::{Flags, HandleFlags};
+use crate::win::core::Flags;
 use crate::win::info::WinInfo;
 use crate::win::Window;
 
@@ -92,21 +92,8 @@ impl<T: Pod> Window<T> {
         hints.update(info, false)?;
         let flags = Flags::from_hints(&hints);
         Ok(WindowDup {
-            handle: Window {
-                core: self.core.clone_handle(),
-                buffer: None,
-                attached: std::sync::Arc::clone(&self.attached),
-                flags: HandleFlags::new(flags),
-                duplicate: true,
-                freed: true,
-                _elem: std::marker::PhantomData,
-            },
+            handle: Window::from_raw(self.raw.duplicate_with(flags)),
             _parent: std::marker::PhantomData,
         })
-    }
-
-    /// True for a handle made by [`Window::dup_with_info`].
-    pub fn is_duplicate(&self) -> bool {
-        self.duplicate
     }
 }

@@ -19,6 +19,7 @@ use bytemuck::Pod;
 use crate::error::{Error, Result};
 use crate::memory;
 use crate::win::core::WinCore;
+use crate::win::raw::Kept;
 use crate::win::regions::OwnedRegion;
 use crate::win::{Flavor, WinBuffer, Window};
 
@@ -205,7 +206,7 @@ impl<T: Pod> Window<T> {
         self.attached
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push((region.addr, buffer));
+            .push((region.addr, bytes, Some(Kept::new(buffer))));
         Ok((region, registration))
     }
 
@@ -220,9 +221,12 @@ impl<T: Pod> Window<T> {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let pos = attached
             .iter()
-            .position(|(a, _)| *a == addr)
+            .position(|(a, _, _)| *a == addr)
             .expect("window and core track the same regions");
-        Ok(attached.swap_remove(pos).1)
+        let kept = attached.swap_remove(pos).2;
+        Ok(kept
+            .expect("a typed handle's regions are kept by the window")
+            .take())
     }
 
     /// Regions this process has attached, by address.
@@ -232,9 +236,9 @@ impl<T: Pod> Window<T> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
-            .map(|(addr, b)| AttachedRegion {
+            .map(|(addr, bytes, _)| AttachedRegion {
                 addr: *addr,
-                len: b.len(),
+                len: bytes / std::mem::size_of::<T>().max(1),
             })
             .collect();
         v.sort_by_key(|r| r.addr);

@@ -21,23 +21,25 @@ pub mod info;
 #[cfg(feature = "ofi")]
 pub(crate) mod netplane;
 pub(crate) mod notify_counters;
+pub(crate) mod raw;
 pub(crate) mod regions;
 pub(crate) mod resolve;
 
 pub use attr::{Flavor, MemoryModel, WindowLayout};
 pub use buffer::WinBuffer;
 pub use dup::WindowDup;
+pub use raw::RawWindow;
 
 use std::marker::PhantomData;
 
 use bytemuck::Pod;
 
-use crate::bootstrap::{Call, Comm};
+use crate::bootstrap::Comm;
 use crate::error::{Error, Result};
 use crate::transport::Route;
 use crate::win::core::{Targets, WinCore};
 use crate::win::resolve::checked_offset;
-use info::{WinHints, WinInfo};
+use info::WinInfo;
 
 /// A window of elements of type `T` (MPI_Win).
 ///
@@ -85,21 +87,10 @@ use info::{WinHints, WinInfo};
 /// ```
 #[derive(Debug)]
 pub struct Window<T: Pod> {
-    pub(crate) core: crate::win::core::SharedCore,
-    /// `create`: the user's memory.
-    buffer: Option<WinBuffer<T>>,
-    /// `dynamic`: attached memory by base address (shared with the window's duplicates).
-    attached: Attached<T>,
-    /// The info keys of this handle (scope, order, intrinsic assert): see `core::Flags`.
-    pub(crate) flags: crate::win::core::HandleFlags,
-    /// A handle from [`Window::dup_with_info`]: it shares the core and owns nothing.
-    pub(crate) duplicate: bool,
-    freed: bool,
+    /// The window itself; this handle adds the element type.
+    pub(crate) raw: RawWindow,
     _elem: PhantomData<T>,
 }
-
-/// The memory attached to a dynamic window, by base address (shared by its handles).
-type Attached<T> = std::sync::Arc<std::sync::Mutex<Vec<(usize, WinBuffer<T>)>>>;
 
 /// Options for creating a window: info keys and displacement unit.
 ///
@@ -167,7 +158,7 @@ impl<'c, T: Pod> WindowBuilder<'c, T> {
         let (base, bytes) = buffer.raw_bytes();
         let core = create::create(self.comm, base, bytes, self.unit(), &self.info);
         match core {
-            Ok(core) => Ok(Window::from_core(core, Some(buffer))),
+            Ok(core) => Ok(Window::from_core(core, Some(raw::Kept::new(buffer)))),
             Err(e) => Err(e),
         }
     }
@@ -188,16 +179,17 @@ fn elem_bytes<T>(len: usize) -> Result<usize> {
 }
 
 impl<T: Pod> Window<T> {
-    fn from_core(core: WinCore, buffer: Option<WinBuffer<T>>) -> Self {
-        let flags = crate::win::core::Flags::from_hints(&core.hints());
-        let core = crate::win::core::SharedCore::new(core);
+    fn from_core(core: WinCore, kept: Option<raw::Kept>) -> Self {
         Window {
-            core,
-            buffer,
-            attached: Default::default(),
-            flags: crate::win::core::HandleFlags::new(flags),
-            duplicate: false,
-            freed: false,
+            raw: RawWindow::from_core(core, kept),
+            _elem: PhantomData,
+        }
+    }
+
+    /// A typed handle over `raw`.
+    pub(crate) fn from_raw(raw: RawWindow) -> Self {
+        Window {
+            raw,
             _elem: PhantomData,
         }
     }
@@ -232,39 +224,9 @@ impl<T: Pod> Window<T> {
         Self::builder(comm).create_dynamic()
     }
 
-    /// The communicator of the window.
-    pub fn comm(&self) -> &Comm {
-        &self.core.comm
-    }
-
-    /// Rank of this process in the window.
-    pub fn rank(&self) -> usize {
-        self.core.rank
-    }
-
-    /// Number of processes of the window.
-    pub fn size(&self) -> usize {
-        self.core.size
-    }
-
-    /// MPI_WIN_CREATE_FLAVOR.
-    pub fn flavor(&self) -> Flavor {
-        self.core.flavor
-    }
-
-    /// MPI_WIN_MODEL: always [`MemoryModel::Unified`].
-    pub fn model(&self) -> MemoryModel {
-        MemoryModel::Unified
-    }
-
     /// MPI_WIN_BASE: start of this process's window memory (null for dynamic windows).
     pub fn base(&self) -> *mut T {
         self.core.local.base.cast()
-    }
-
-    /// MPI_WIN_SIZE: size of this process's window memory in bytes (0 for dynamic windows).
-    pub fn size_bytes(&self) -> usize {
-        self.core.local.bytes
     }
 
     /// Number of elements of this process's window memory.
@@ -274,90 +236,7 @@ impl<T: Pod> Window<T> {
 
     /// True when this process exposes no memory.
     pub fn is_empty(&self) -> bool {
-        self.core.local.bytes == 0
-    }
-
-    /// How the window records where each rank's memory is.
-    pub fn layout(&self) -> WindowLayout {
-        match self.core.targets {
-            Targets::Symmetric { .. } => WindowLayout::Symmetric,
-            Targets::Table(_) => WindowLayout::PerRank,
-            Targets::Dynamic => WindowLayout::Dynamic,
-        }
-    }
-
-    /// MPI_WIN_DISP_UNIT of this process.
-    pub fn disp_unit(&self) -> usize {
-        self.core.local.disp_unit
-    }
-
-    /// The hints in effect through this handle (typed form of [`Window::get_info`]).
-    pub fn hints(&self) -> WinHints {
-        let mut h = self.core.hints().clone();
-        let f = self.flags.get();
-        h.scope = if f.thread_scope() {
-            info::WinScope::Thread
-        } else {
-            info::WinScope::Process
-        };
-        h.order = f.order();
-        h.accumulate_intrinsic = f.intrinsic();
-        h
-    }
-
-    /// The info keys in effect (MPI_Win_get_info): every hint onesided supports, with its
-    /// current value — for `mpi_win_scope`, `mpi_win_order` and
-    /// `mpi_assert_accumulate_intrinsic`, the value of this handle (duplicates may differ).
-    /// Ignored (unknown) keys are not returned, as MPI-4.1 specifies.
-    pub fn get_info(&self) -> WinInfo {
-        self.hints().to_info(self.core.flavor)
-    }
-
-    /// Changes hints (MPI_Win_set_info). Collective. Hints that only apply at creation
-    /// (`same_size`, `same_disp_unit`, `mpi_assert_memory_alloc_kinds`,
-    /// `alloc_shared_noncontig`, `onesided_max_attached_regions`) are ignored; an invalid
-    /// value of any known key is an error at every process and changes nothing.
-    ///
-    /// `mpi_win_scope`, `mpi_win_order` and `mpi_assert_accumulate_intrinsic` change for
-    /// this handle only (see [`Window::dup_with_info`]).
-    pub fn set_info(&self, info: &WinInfo) -> Result<()> {
-        let mut next = self.hints();
-        let local = next.update(info, false);
-        // One agreement carries success (FAILED otherwise) and the granularity, which must
-        // be equal everywhere (it is capped far below FAILED).
-        const FAILED: u64 = u64::MAX;
-        let mine = match &local {
-            Ok(()) => next.accumulate_granularity as u64,
-            Err(_) => FAILED,
-        };
-        let all = self.core.agree_words(Call::SetInfo, mine)?;
-        local?;
-        if all.contains(&FAILED) {
-            return Err(Error::PeerFailed { call: "set_info" });
-        }
-        if all.iter().any(|&g| g != mine) {
-            return Err(Error::InvalidInfo {
-                key: info::keys::ACCUMULATE_GRANULARITY.into(),
-                value: next.accumulate_granularity.to_string(),
-                reason: "must be the same at every process".into(),
-            });
-        }
-        // Relaxed: read by this window's own later calls.
-        self.core.acc_granularity.store(
-            next.accumulate_granularity,
-            std::sync::atomic::Ordering::Relaxed,
-        );
-        self.core
-            .no_locks
-            .store(next.no_locks, std::sync::atomic::Ordering::Relaxed);
-        // Relaxed: read by this window's engine; applies to epochs queued from now on (and
-        // to the pending ones at their next poll).
-        self.core
-            .reorder
-            .store(next.reorder.bits(), std::sync::atomic::Ordering::Relaxed);
-        self.flags.set(crate::win::core::Flags::from_hints(&next));
-        *self.core.hints() = next;
-        Ok(())
+        self.raw.is_empty()
     }
 
     /// Byte offset of `disp` (in this process's disp_unit) for `len` bytes of local memory.
@@ -464,29 +343,26 @@ impl<T: Pod> Window<T> {
     /// (`create`: the buffer; `dynamic`: regions still attached).
     ///
     /// Every process must have closed its epochs; otherwise every process gets an error and
-    /// the window is dropped without being freed (see `Drop`).
-    pub fn free(mut self) -> Result<Vec<WinBuffer<T>>> {
-        let local = self.core.epoch.check_free();
-        let all = self
-            .core
-            .agree_words(Call::Free, u64::from(local.is_ok()))?;
-        local?;
-        if all.contains(&0) {
-            return Err(Error::PeerFailed { call: "free" });
-        }
-        // Everyone has closed its epochs and agreed: no access to our memory remains, and
-        // none to the control words (a heap block may be handed out again once dropped).
-        self.freed = true;
-        self.core._segment.release_on_drop();
-        let mut out: Vec<WinBuffer<T>> = self.buffer.take().into_iter().collect();
-        out.extend(
-            self.attached
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .drain(..)
-                .map(|(_, b)| b),
-        );
-        Ok(out)
+    /// the window is dropped without being freed: dropping a window without a successful
+    /// free cannot synchronise with the other processes, so user memory they might still
+    /// access is leaked instead of freed (and, across nodes, the window's registrations
+    /// with the network).
+    pub fn free(self) -> Result<Vec<WinBuffer<T>>> {
+        Ok(self
+            .raw
+            .free_kept()?
+            .into_iter()
+            .map(raw::Kept::take)
+            .collect())
+    }
+}
+
+impl<T: Pod> std::ops::Deref for Window<T> {
+    type Target = RawWindow;
+
+    #[inline(always)]
+    fn deref(&self) -> &RawWindow {
+        &self.raw
     }
 }
 
@@ -495,41 +371,6 @@ const _: () = {
     const fn shared_by_threads<T: Send + Sync>() {}
     shared_by_threads::<Window<u64>>();
 };
-
-impl<T: Pod> Drop for Window<T> {
-    /// Dropping a window without [`Window::free`] cannot synchronise with the other
-    /// processes, so user memory they might still access is leaked instead of freed (and,
-    /// across nodes, the window's registrations with the network).
-    fn drop(&mut self) {
-        if self.duplicate {
-            // The window this duplicates outlives it (WindowDup borrows it) and owns all.
-            return;
-        }
-        // After this no other thread polls the core, so it is dropped here, by its owner.
-        self.core.unregister();
-        if !self.freed {
-            if let Some(b) = self.buffer.take() {
-                b.leak();
-            }
-            for (_, b) in self
-                .attached
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .drain(..)
-            {
-                b.leak();
-            }
-            // Across nodes peers reach this window's words and memory through its network
-            // registrations, which die with the core: a peer still reading them (the tag
-            // of a collective that failed against ours, say) would get a completion error,
-            // and the tcp provider closes the connection on an unknown key. The core is
-            // kept, mapped and registered, for the life of the process.
-            if !self.core.plane().is_mapped() {
-                std::mem::forget(self.core.clone_handle());
-            }
-        }
-    }
-}
 
 /// A rank's window memory mapped in this process ([`Window::shared_query`]).
 #[derive(Debug, Clone, Copy)]
