@@ -77,6 +77,17 @@ impl<T: Pod> Layout<T> {
         std::mem::size_of::<T>()
     }
 
+    /// The same byte blocks as a layout of elements of `E` (whether they select whole
+    /// elements is checked where that matters: accumulates).
+    pub(crate) fn retyped<E>(&self) -> Layout<E> {
+        Layout {
+            blocks: self.blocks.clone(),
+            bytes: self.bytes,
+            end: self.end,
+            _elem: PhantomData,
+        }
+    }
+
     /// `count` elements in bytes, if that fits in `usize`.
     fn elems(count: usize) -> Option<usize> {
         count.checked_mul(Self::elem())

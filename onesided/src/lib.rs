@@ -130,5 +130,6 @@ pub use win::info::{
     WinScope,
 };
 pub use win::{
-    Flavor, MemoryModel, SharedRegion, WinBuffer, Window, WindowBuilder, WindowDup, WindowLayout,
+    Flavor, MemoryModel, RawWindow, SharedRegion, WinBuffer, Window, WindowBuilder, WindowDup,
+    WindowLayout,
 };

@@ -21,6 +21,7 @@ pub(crate) mod notify;
 mod outbox;
 mod request;
 mod served;
+mod untyped;
 
 use std::sync::atomic::Ordering;
 

@@ -7,8 +7,6 @@
 
 use std::sync::atomic::{fence, Ordering};
 
-use bytemuck::Pod;
-
 use crate::bootstrap::call::CallTag;
 use crate::bootstrap::Call;
 use crate::error::Result;
@@ -17,7 +15,7 @@ use crate::request::Request;
 use crate::sync::collective::Agreement;
 use crate::sync::Assert;
 use crate::win::core::WinCore;
-use crate::win::Window;
+use crate::win::RawWindow;
 
 /// A fence in progress.
 struct FenceOp {
@@ -84,7 +82,7 @@ impl WinCore {
     }
 }
 
-impl<T: Pod> Window<T> {
+impl RawWindow {
     /// Collective fence (MPI_Win_fence): completes every RMA operation of the epoch it ends
     /// (at origin and target) and opens a new access and exposure epoch on every rank,
     /// unless `assert` contains [`Assert::NOSUCCEED`].

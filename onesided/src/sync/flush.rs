@@ -9,13 +9,11 @@
 
 use std::sync::atomic::{fence, Ordering};
 
-use bytemuck::Pod;
-
 use crate::error::Result;
 use crate::progress::{blocking_start, Completes, Order, Step, SyncOp, Ticket};
 use crate::request::Request;
 use crate::win::core::{Flags, HandleFlags, WinCore};
-use crate::win::Window;
+use crate::win::RawWindow;
 
 /// Remote completion behind queued requests.
 struct FlushOp;
@@ -121,7 +119,7 @@ impl WinCore {
     }
 }
 
-impl<T: Pod> Window<T> {
+impl RawWindow {
     /// Completes every operation this process issued to `target`, at the origin and at the
     /// target (MPI_Win_flush). Only inside a passive-target epoch that includes `target`.
     /// Through a handle with `mpi_win_scope=thread`, only the operations the calling thread

@@ -62,8 +62,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bytemuck::Pod;
-
 use crate::error::{Error, Result};
 use crate::plane::{Answer, Awaited, ControlPlane, CtrlWord, LockAt, LockPart};
 use crate::progress::{blocking_start, Completes, Order, Step, SyncOp, Ticket};
@@ -71,7 +69,7 @@ use crate::request::Request;
 use crate::sync::epoch::Release;
 use crate::sync::{Assert, LockType};
 use crate::win::core::WinCore;
-use crate::win::Window;
+use crate::win::RawWindow;
 
 const READER: u64 = 1;
 const READERS: u64 = 0xFFFF_FFFF;
@@ -799,7 +797,7 @@ impl WinCore {
     }
 }
 
-impl<T: Pod> Window<T> {
+impl RawWindow {
     /// Starts a passive-target access epoch to `target` (MPI_Win_lock); blocks until the
     /// lock is held.
     ///

@@ -16,8 +16,6 @@
 
 use std::sync::atomic::Ordering;
 
-use bytemuck::Pod;
-
 use crate::error::Result;
 use crate::group::Group;
 use crate::plane::{count_reached, Answer, Awaited, ControlPlane, CtrlWord};
@@ -25,7 +23,7 @@ use crate::progress::{blocking_start, Completes, Step, SyncOp, Ticket};
 use crate::request::Request;
 use crate::sync::Assert;
 use crate::win::core::WinCore;
-use crate::win::Window;
+use crate::win::RawWindow;
 
 /// Bumps one counter at each of `ranks` (`word(rank)`) through the plane, and is done once
 /// every increment has been answered (applied at its rank): `post` and `complete`.
@@ -381,7 +379,7 @@ impl WinCore {
     }
 }
 
-impl<T: Pod> Window<T> {
+impl RawWindow {
     /// Opens an exposure epoch for the ranks of `group` (MPI_Win_post). Does not block.
     ///
     /// Valid assertions: `NOCHECK` (the matching `start`s also pass it), `NOSTORE`, `NOPUT`.

@@ -86,6 +86,7 @@ use info::WinInfo;
 /// # Ok::<(), onesided::Error>(())
 /// ```
 #[derive(Debug)]
+#[repr(transparent)]
 pub struct Window<T: Pod> {
     /// The window itself; this handle adds the element type.
     pub(crate) raw: RawWindow,

@@ -68,7 +68,7 @@ use crate::progress::{Completes, Step, SyncOp};
 use crate::request::Request;
 use crate::shm::segment::Segment;
 use crate::win::core::WinCore;
-use crate::win::Window;
+use crate::win::{RawWindow, Window};
 
 use crate::win::notify_counters as counters;
 use counters::NotifyTable;
@@ -187,7 +187,7 @@ impl SyncOp<WinCore> for DeferredArrival {
     }
 }
 
-impl<T: Pod> Window<T> {
+impl RawWindow {
     /// Gives every process `n` notification counters, all 0, replacing earlier ones
     /// (MPI_Win_set_num_notify). Collective and synchronizing; `n` may differ between
     /// processes. Errors at every process together when one passes more than
@@ -359,7 +359,9 @@ impl<T: Pod> Window<T> {
             value,
         ))
     }
+}
 
+impl<T: Pod> Window<T> {
     /// [`Window::put`], then counter `idx` of `target` counts it (MPI_Put_notify): when the
     /// target sees the count, the bytes are in its memory. Errors: those of `put`, and
     /// [`Error::InvalidNotification`] when the target has no counter `idx`.

@@ -1,0 +1,348 @@
+//! Communication calls of the untyped window ([`RawWindow`]): bytes, and element types
+//! and ops chosen at run time ([`ElemType`], [`Op`]) — what a C binding's `MPI_Put`,
+//! `MPI_Accumulate` & co. call once they have flattened the datatype.
+//!
+//! Each call runs the same code as the typed one: the typed window is a transparent view
+//! of the raw window, and an element type chosen at run time picks the typed path for that
+//! element once per call. Origin buffers that are not aligned for the element type (a C
+//! program may hand any address) are copied to aligned ones first.
+
+use bytemuck::Pod;
+
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::ops::{ElemType, Op};
+use crate::win::{RawWindow, Window};
+
+/// Runs `$body` with `$E` bound to the Rust type of the element type `$ty`.
+macro_rules! with_elem {
+    ($ty:expr, $E:ident => $body:expr) => {
+        match $ty {
+            ElemType::I8 => {
+                type $E = i8;
+                $body
+            }
+            ElemType::I16 => {
+                type $E = i16;
+                $body
+            }
+            ElemType::I32 => {
+                type $E = i32;
+                $body
+            }
+            ElemType::I64 => {
+                type $E = i64;
+                $body
+            }
+            ElemType::U8 => {
+                type $E = u8;
+                $body
+            }
+            ElemType::U16 => {
+                type $E = u16;
+                $body
+            }
+            ElemType::U32 => {
+                type $E = u32;
+                $body
+            }
+            ElemType::U64 => {
+                type $E = u64;
+                $body
+            }
+            ElemType::F32 => {
+                type $E = f32;
+                $body
+            }
+            ElemType::F64 => {
+                type $E = f64;
+                $body
+            }
+        }
+    };
+}
+
+/// `bytes` as elements of `E`: borrowed where aligned, else copied. Errors when the length
+/// is not a whole number of elements.
+fn elems<'b, E: Pod>(call: &'static str, bytes: &'b [u8]) -> Result<std::borrow::Cow<'b, [E]>> {
+    whole::<E>(call, bytes.len())?;
+    Ok(match bytemuck::try_cast_slice(bytes) {
+        Ok(e) => std::borrow::Cow::Borrowed(e),
+        Err(_) => std::borrow::Cow::Owned(bytemuck::pod_collect_to_vec(bytes)),
+    })
+}
+
+/// Runs `f` on `out` as elements of `E` (through an aligned copy where it is not aligned).
+fn with_elems_mut<E: Pod, R>(
+    call: &'static str,
+    out: &mut [u8],
+    f: impl FnOnce(&mut [E]) -> Result<R>,
+) -> Result<R> {
+    whole::<E>(call, out.len())?;
+    match bytemuck::try_cast_slice_mut(out) {
+        Ok(e) => f(e),
+        Err(_) => {
+            let mut copy: Vec<E> = bytemuck::pod_collect_to_vec(out);
+            let r = f(&mut copy)?;
+            out.copy_from_slice(bytemuck::cast_slice(&copy));
+            Ok(r)
+        }
+    }
+}
+
+fn whole<E>(call: &'static str, len: usize) -> Result<()> {
+    let size = std::mem::size_of::<E>();
+    if len % size == 0 {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "{call}: {len} bytes are not a whole number of {size}-byte elements"
+        )))
+    }
+}
+
+/// One element of `E` from `bytes` (exactly its size).
+fn one<E: Pod>(call: &'static str, bytes: &[u8]) -> Result<E> {
+    if bytes.len() != std::mem::size_of::<E>() {
+        return Err(Error::InvalidArgument(format!(
+            "{call}: {} bytes given for one {}-byte element",
+            bytes.len(),
+            std::mem::size_of::<E>()
+        )));
+    }
+    Ok(bytemuck::pod_read_unaligned(bytes))
+}
+
+impl RawWindow {
+    /// This window seen with element type `E`: the same handle (see `Window`'s
+    /// `repr(transparent)`), for the typed communication paths. Only communication calls
+    /// are made through it (they depend on `E` only for the elements they move).
+    fn typed<E: Pod>(&self) -> &Window<E> {
+        // SAFETY: Window<E> is repr(transparent) over RawWindow (its other field is a
+        // zero-sized PhantomData), so the reference points at a valid Window<E> for as
+        // long as `self` lives.
+        unsafe { &*(self as *const RawWindow).cast::<Window<E>>() }
+    }
+
+    /// Writes `src` to `target`'s window at `disp` (in the target's displacement unit)
+    /// (MPI_Put with a contiguous datatype). Locally complete on return.
+    ///
+    /// ```no_run
+    /// # use onesided::{Assert, Window};
+    /// # let world = onesided::init()?.world().clone();
+    /// let win = Window::<u8>::builder(&world).disp_unit(1).allocate(64)?;
+    /// let raw: &onesided::RawWindow = &win;
+    /// raw.fence(Assert::NONE)?;
+    /// raw.put(b"hello", 1, 0)?;
+    /// raw.fence(Assert::NONE)?;
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    #[inline]
+    pub fn put(&self, src: &[u8], target: usize, disp: usize) -> Result<()> {
+        self.core.put_bytes(src, target, disp, &self.flags)
+    }
+
+    /// Reads `dst.len()` bytes of `target`'s window at `disp` (MPI_Get with a contiguous
+    /// datatype); they are in `dst` on return.
+    #[inline]
+    pub fn get(&self, dst: &mut [u8], target: usize, disp: usize) -> Result<()> {
+        self.core.get_bytes(dst, target, disp, &self.flags)
+    }
+
+    /// [`RawWindow::put`] with byte layouts for origin and target (derived datatypes).
+    pub fn put_layout(
+        &self,
+        origin: &[u8],
+        origin_layout: &Layout<u8>,
+        target: usize,
+        disp: usize,
+        target_layout: &Layout<u8>,
+    ) -> Result<()> {
+        self.typed::<u8>()
+            .put_layout(origin, origin_layout, target, disp, target_layout)
+    }
+
+    /// [`RawWindow::get`] with byte layouts for origin and target.
+    pub fn get_layout(
+        &self,
+        origin: &mut [u8],
+        origin_layout: &Layout<u8>,
+        target: usize,
+        disp: usize,
+        target_layout: &Layout<u8>,
+    ) -> Result<()> {
+        self.typed::<u8>()
+            .get_layout(origin, origin_layout, target, disp, target_layout)
+    }
+
+    /// Combines `origin`, elements of type `ty`, into `target`'s window at `disp` with `op`
+    /// (MPI_Accumulate). Errors: `op` not defined for `ty`; `origin` not a whole number of
+    /// elements; those of [`RawWindow::put`].
+    ///
+    /// ```no_run
+    /// # use onesided::{Assert, ElemType, Op, Window};
+    /// # let world = onesided::init()?.world().clone();
+    /// let win = Window::<u64>::allocate(&world, 4)?;
+    /// let raw: &onesided::RawWindow = &win;
+    /// raw.lock_all(Assert::NONE)?;
+    /// raw.accumulate(&7u64.to_ne_bytes(), ElemType::U64, 0, 2, Op::Sum)?;
+    /// raw.unlock_all()?;
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    pub fn accumulate(
+        &self,
+        origin: &[u8],
+        ty: ElemType,
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<()> {
+        with_elem!(ty, E => {
+            let origin = elems::<E>("accumulate", origin)?;
+            self.typed::<E>().accumulate(&origin, target, disp, op)
+        })
+    }
+
+    /// [`RawWindow::accumulate`] returning the previous target values in `result` (as
+    /// many bytes as `origin`) (MPI_Get_accumulate); `op` may be [`Op::NoOp`].
+    pub fn get_accumulate(
+        &self,
+        origin: &[u8],
+        result: &mut [u8],
+        ty: ElemType,
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<()> {
+        with_elem!(ty, E => {
+            let origin = elems::<E>("get_accumulate", origin)?;
+            with_elems_mut::<E, ()>("get_accumulate", result, |result| {
+                self.typed::<E>()
+                    .get_accumulate(&origin, result, target, disp, op)
+            })
+        })
+    }
+
+    /// One element of `ty`: applies `op` with `value` at `disp` of `target` and writes the
+    /// previous value to `result` (MPI_Fetch_and_op). `value` and `result` are one element
+    /// each.
+    pub fn fetch_and_op(
+        &self,
+        value: &[u8],
+        result: &mut [u8],
+        ty: ElemType,
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<()> {
+        with_elem!(ty, E => {
+            let v = one::<E>("fetch_and_op", value)?;
+            whole::<E>("fetch_and_op", result.len())?;
+            let old = self.typed::<E>().fetch_and_op(v, target, disp, op)?;
+            result.copy_from_slice(bytemuck::bytes_of(&old));
+            Ok(())
+        })
+    }
+
+    /// One element of `ty` (an integer type): replaces the element at `disp` of `target`
+    /// with `value` if it equals `compare`, and writes the previous value to `result`
+    /// (MPI_Compare_and_swap).
+    pub fn compare_and_swap(
+        &self,
+        value: &[u8],
+        compare: &[u8],
+        result: &mut [u8],
+        ty: ElemType,
+        target: usize,
+        disp: usize,
+    ) -> Result<()> {
+        with_elem!(ty, E => {
+            let v = one::<E>("compare_and_swap", value)?;
+            let c = one::<E>("compare_and_swap", compare)?;
+            whole::<E>("compare_and_swap", result.len())?;
+            let old = self.typed::<E>().compare_and_swap(v, c, target, disp)?;
+            result.copy_from_slice(bytemuck::bytes_of(&old));
+            Ok(())
+        })
+    }
+
+    /// [`RawWindow::accumulate`] with byte layouts (which select whole elements of `ty`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn accumulate_layout(
+        &self,
+        origin: &[u8],
+        origin_layout: &Layout<u8>,
+        ty: ElemType,
+        target: usize,
+        disp: usize,
+        target_layout: &Layout<u8>,
+        op: Op,
+    ) -> Result<()> {
+        with_elem!(ty, E => {
+            let origin = elems::<E>("accumulate", origin)?;
+            self.typed::<E>().accumulate_layout(
+                &origin,
+                &origin_layout.retyped::<E>(),
+                target,
+                disp,
+                &target_layout.retyped::<E>(),
+                op,
+            )
+        })
+    }
+
+    /// [`RawWindow::get_accumulate`] with byte layouts for origin, result and target (whole
+    /// elements of `ty`, the same number in each).
+    #[allow(clippy::too_many_arguments)]
+    pub fn get_accumulate_layout(
+        &self,
+        origin: &[u8],
+        origin_layout: &Layout<u8>,
+        result: &mut [u8],
+        result_layout: &Layout<u8>,
+        ty: ElemType,
+        target: usize,
+        disp: usize,
+        target_layout: &Layout<u8>,
+        op: Op,
+    ) -> Result<()> {
+        with_elem!(ty, E => {
+            let origin = elems::<E>("get_accumulate", origin)?;
+            with_elems_mut::<E, ()>("get_accumulate", result, |result| {
+                self.typed::<E>().get_accumulate_layout(
+                    &origin,
+                    &origin_layout.retyped::<E>(),
+                    result,
+                    &result_layout.retyped::<E>(),
+                    target,
+                    disp,
+                    &target_layout.retyped::<E>(),
+                    op,
+                )
+            })
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unaligned_bytes_are_copied_to_elements() {
+        let mut buf = [0u8; 17];
+        buf[1..9].copy_from_slice(&5u64.to_ne_bytes());
+        buf[9..17].copy_from_slice(&6u64.to_ne_bytes());
+        let e = elems::<u64>("t", &buf[1..]).unwrap();
+        assert_eq!(&e[..], &[5, 6]);
+        assert!(elems::<u64>("t", &buf[1..8]).is_err());
+        with_elems_mut::<u64, ()>("t", &mut buf[1..], |e| {
+            e[1] = 9;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(&buf[9..17], &9u64.to_ne_bytes());
+        assert_eq!(one::<u32>("t", &7u32.to_ne_bytes()).unwrap(), 7);
+        assert!(one::<u32>("t", &[1, 2]).is_err());
+    }
+}

@@ -1,0 +1,135 @@
+//! The untyped window (`RawWindow`): bytes and run-time element types, as a C binding
+//! uses it — puts and gets in bytes with the target's displacement unit, byte layouts,
+//! accumulates of every element type chosen at run time (from unaligned buffers too),
+//! fetch_and_op, compare_and_swap, and error classes of misuse.
+
+use onesided::{testing, Assert, ElemType, ErrorClass, Layout, LockType, Op, RawWindow, Window};
+
+/// Each element type with its size, for the accumulate matrix.
+const TYPES: [(ElemType, usize); 10] = [
+    (ElemType::I8, 1),
+    (ElemType::I16, 2),
+    (ElemType::I32, 4),
+    (ElemType::I64, 8),
+    (ElemType::U8, 1),
+    (ElemType::U16, 2),
+    (ElemType::U32, 4),
+    (ElemType::U64, 8),
+    (ElemType::F32, 4),
+    (ElemType::F64, 8),
+];
+
+/// The bytes of the number `v` as element type `ty`.
+fn bytes_of(ty: ElemType, v: i64) -> Vec<u8> {
+    match ty {
+        ElemType::I8 => (v as i8).to_ne_bytes().to_vec(),
+        ElemType::I16 => (v as i16).to_ne_bytes().to_vec(),
+        ElemType::I32 => (v as i32).to_ne_bytes().to_vec(),
+        ElemType::I64 => v.to_ne_bytes().to_vec(),
+        ElemType::U8 => (v as u8).to_ne_bytes().to_vec(),
+        ElemType::U16 => (v as u16).to_ne_bytes().to_vec(),
+        ElemType::U32 => (v as u32).to_ne_bytes().to_vec(),
+        ElemType::U64 => (v as u64).to_ne_bytes().to_vec(),
+        ElemType::F32 => (v as f32).to_ne_bytes().to_vec(),
+        ElemType::F64 => (v as f64).to_ne_bytes().to_vec(),
+    }
+}
+
+#[test]
+fn raw_bytes_and_run_time_types() {
+    testing::job(2)
+        .timeout(std::time::Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            let me = w.rank();
+            let peer = 1 - me;
+            // Displacement unit 8 on a byte window: displacements count 8-byte slots.
+            let win = Window::<u8>::builder(w).disp_unit(8).allocate(256)?;
+            let raw: &RawWindow = &win;
+            assert_eq!((raw.disp_unit(), raw.size_bytes()), (8, 256));
+
+            // Contiguous put/get in bytes, and byte layouts (every other byte).
+            raw.fence(Assert::NONE)?;
+            raw.put(&[me as u8 + 1; 5], peer, 2)?; // bytes 16..21
+            let strided = Layout::<u8>::vector(4, 1, 2)?;
+            raw.put_layout(
+                &[9, 0, 8, 0, 7, 0, 6],
+                &strided,
+                peer,
+                4,
+                &Layout::contiguous(4)?,
+            )?;
+            raw.fence(Assert::NONE)?;
+            let mut got = [0u8; 5];
+            raw.get(&mut got, me, 2)?;
+            let mut picked = [0u8; 7];
+            raw.get_layout(&mut picked, &strided, me, 4, &Layout::contiguous(4)?)?;
+            raw.fence(Assert::NONE)?;
+            assert_eq!(got, [peer as u8 + 1; 5]);
+            assert_eq!(picked, [9, 0, 8, 0, 7, 0, 6]);
+
+            // Accumulates of every type, element type chosen at run time, from a buffer at
+            // an odd address: both ranks add 3 then 4 to slot 8 + i of rank 0.
+            w.barrier()?;
+            raw.lock_all(Assert::NONE)?;
+            let mut unaligned = [0u8; 9];
+            for (i, &(ty, size)) in TYPES.iter().enumerate() {
+                unaligned[1..1 + size].copy_from_slice(&bytes_of(ty, 3));
+                raw.accumulate(&unaligned[1..1 + size], ty, 0, 8 + i, Op::Sum)?;
+                let mut old = vec![0u8; size + 1];
+                raw.fetch_and_op(&bytes_of(ty, 4), &mut old[1..], ty, 0, 8 + i, Op::Sum)?;
+            }
+            raw.unlock_all()?;
+            w.barrier()?;
+            if me == 0 {
+                for (i, &(ty, size)) in TYPES.iter().enumerate() {
+                    let mut v = vec![0u8; size];
+                    win.local_read(8 + i, &mut v)?;
+                    assert_eq!(v, bytes_of(ty, 14), "{ty:?}: 2 ranks x (3 + 4)");
+                }
+            }
+            w.barrier()?;
+
+            // compare_and_swap: exactly one rank swaps 0 -> its rank + 1 in slot 20 of rank 1.
+            raw.lock(LockType::Shared, 1, Assert::NONE)?;
+            let mut old = [0u8; 8];
+            raw.compare_and_swap(
+                &(me as u64 + 1).to_ne_bytes(),
+                &0u64.to_ne_bytes(),
+                &mut old,
+                ElemType::U64,
+                1,
+                20,
+            )?;
+            raw.unlock(1)?;
+            let swapped = u64::from_ne_bytes(old) == 0;
+            let winners = w.allgather(&[u64::from(swapped)])?;
+            assert_eq!(winners.iter().sum::<u64>(), 1);
+
+            // get_accumulate with NoOp reads atomically.
+            raw.lock(LockType::Shared, 0, Assert::NONE)?;
+            let mut read = [0u8; 8];
+            raw.get_accumulate(&[0u8; 8], &mut read, ElemType::U64, 0, 8 + 7, Op::NoOp)?;
+            raw.unlock(0)?;
+            assert_eq!(u64::from_ne_bytes(read), 14);
+
+            // Misuse: outside an epoch, out of range, an op a float has not, ragged lengths.
+            let e = raw.put(&[1], peer, 0).unwrap_err();
+            assert_eq!(e.mpi_class(), ErrorClass::RmaSync, "{e}");
+            raw.lock(LockType::Shared, peer, Assert::NONE)?;
+            let e = raw.put(&[1; 9], peer, 31).unwrap_err();
+            assert_eq!(e.mpi_class(), ErrorClass::RmaRange, "{e}");
+            let e = raw
+                .accumulate(&1f64.to_ne_bytes(), ElemType::F64, peer, 0, Op::Band)
+                .unwrap_err();
+            assert_eq!(e.mpi_class(), ErrorClass::Op, "{e}");
+            let e = raw
+                .accumulate(&[1, 2, 3], ElemType::U16, peer, 0, Op::Sum)
+                .unwrap_err();
+            assert_eq!(e.mpi_class(), ErrorClass::Arg, "{e}");
+            raw.unlock(peer)?;
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}
