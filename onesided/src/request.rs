@@ -36,7 +36,7 @@ use crate::bootstrap::call::CallTag;
 use crate::error::Result;
 use crate::plane::{count_reached, Awaited, ControlPlane, CtrlWord};
 use crate::progress::Ticket;
-use crate::win::core::WinCore;
+use crate::win::core::{SharedCore, WinCore};
 
 /// An operation in flight (MPI_Request).
 ///
@@ -50,6 +50,9 @@ pub struct Request<'a> {
     /// go once it completes (behind a lock so that `is_complete(&self)` can deliver too).
     fill: Mutex<Option<Fill<'a>>>,
     _borrows: PhantomData<&'a mut [u8]>,
+    /// The window's core, for a request that keeps its window alive itself (see
+    /// `RawWindow::own_request`): the references in `state` point into it.
+    _owner: Option<SharedCore>,
 }
 
 #[derive(Debug)]
@@ -116,6 +119,7 @@ impl<'a> Request<'a> {
             state: State::Done,
             fill: Mutex::new(None),
             _borrows: PhantomData,
+            _owner: None,
         }
     }
 
@@ -142,6 +146,7 @@ impl<'a> Request<'a> {
             },
             fill: Mutex::new(None),
             _borrows: PhantomData,
+            _owner: None,
         }
     }
 
@@ -163,6 +168,7 @@ impl<'a> Request<'a> {
             },
             fill: Mutex::new(None),
             _borrows: PhantomData,
+            _owner: None,
         }
     }
 
@@ -179,6 +185,41 @@ impl<'a> Request<'a> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Fill { dst, slot });
         r
+    }
+
+    /// The window core this request refers to, if any.
+    pub(crate) fn refers_to(&self) -> Option<&WinCore> {
+        match &self.state {
+            State::Done => None,
+            State::Sync { core, .. } | State::Notify { core, .. } => Some(core),
+        }
+    }
+
+    /// True while a deferred read still has a caller's buffer to fill.
+    pub(crate) fn fills(&self) -> bool {
+        self.fill
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some()
+    }
+
+    /// This request with every borrow extended to `'static`, keeping `owner` (its window's
+    /// core) alive itself.
+    ///
+    /// # Safety
+    /// `owner` is the core the request refers to (if any), and a deferred read's
+    /// destination stays valid for writes, and untouched otherwise, until the request
+    /// completes or is dropped.
+    pub(crate) unsafe fn into_static(self, owner: SharedCore) -> Request<'static> {
+        debug_assert!(self.refers_to().is_none_or(|c| std::ptr::eq(c, &*owner)));
+        let mut owned: Request<'static> =
+            // SAFETY: Request<'a> and Request<'static> differ only in lifetimes. The core
+            // references point into `owner`'s heap value, which the request now keeps
+            // alive (a move of the request does not move it); the destination's validity
+            // is the caller's promise.
+            unsafe { std::mem::transmute::<Request<'a>, Request<'static>>(self) };
+        owned._owner = Some(owner);
+        owned
     }
 
     /// Copies a completed deferred read's bytes into the caller's buffer (once).

@@ -113,6 +113,47 @@ fn raw_bytes_and_run_time_types() {
             raw.unlock(0)?;
             assert_eq!(u64::from_ne_bytes(read), 14);
 
+            // Requests that own what they need: they outlive every borrow of the handle.
+            let mut landing = vec![0u8; 8];
+            raw.lock_all(Assert::NONE)?;
+            let requests: Vec<onesided::Request<'static>> = vec![
+                raw.rput(&(me as u64 + 50).to_ne_bytes(), peer, 30)?,
+                raw.raccumulate(&2u32.to_ne_bytes(), ElemType::U32, 0, 29, Op::Sum)?,
+                // SAFETY: `landing` outlives the request and is not touched until it is done.
+                unsafe { raw.rget(landing.as_mut_ptr(), 8, 1, 8 + 7)? },
+                raw.own_request(raw.iflush_all()?)?,
+            ];
+            onesided::wait_all(requests)?;
+            raw.unlock_all()?;
+            assert_eq!(u64::from_ne_bytes(landing[..].try_into().unwrap()), 0);
+            // A pending request of another window is not this one's to own: rank 0's
+            // exposure epoch waits for rank 1, which starts only after the check.
+            let other = Window::<u8>::allocate(w, 8)?;
+            if me == 0 {
+                other.post(&onesided::Group::new([1])?, Assert::NONE)?;
+                let foreign = other.iwait()?;
+                assert!(!foreign.is_complete());
+                let e = raw.own_request(foreign).unwrap_err();
+                assert_eq!(e.mpi_class(), ErrorClass::Arg, "{e}");
+            }
+            w.barrier()?;
+            if me == 1 {
+                other.start(&onesided::Group::new([0])?, Assert::NONE)?;
+                other.complete()?;
+            }
+            other.free()?;
+            let e = unsafe { raw.rget(std::ptr::null_mut(), 8, 1, 0) }.unwrap_err();
+            assert_eq!(e.mpi_class(), ErrorClass::Arg, "{e}");
+            w.barrier()?;
+            let mut mine = [0u8; 8];
+            win.local_read(30, &mut mine)?;
+            assert_eq!(u64::from_ne_bytes(mine), peer as u64 + 50);
+            if me == 0 {
+                let mut sum = [0u8; 4];
+                win.local_read(29, &mut sum)?;
+                assert_eq!(u32::from_ne_bytes(sum), 4);
+            }
+
             // Misuse: outside an epoch, out of range, an op a float has not, ragged lengths.
             let e = raw.put(&[1], peer, 0).unwrap_err();
             assert_eq!(e.mpi_class(), ErrorClass::RmaSync, "{e}");

@@ -12,6 +12,7 @@ use bytemuck::Pod;
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::ops::{ElemType, Op};
+use crate::request::Request;
 use crate::win::{RawWindow, Window};
 
 /// Runs `$body` with `$E` bound to the Rust type of the element type `$ty`.
@@ -322,6 +323,156 @@ impl RawWindow {
             })
         })
     }
+
+    /// `request`, made through this window, as one that keeps the window alive itself and
+    /// borrows nothing: what a C binding hands out as `MPI_Request`, which lives until the
+    /// program completes or frees it. Errors: the request was made through another window,
+    /// or it is a deferred read that still fills a borrowed buffer (use
+    /// [`RawWindow::rget`], whose destination is the caller's to keep valid).
+    ///
+    /// ```no_run
+    /// # use onesided::{Assert, Request, Window};
+    /// # let world = onesided::init()?.world().clone();
+    /// let win = Window::<u64>::allocate(&world, 4)?;
+    /// let pending: Request<'static> = win.own_request(win.ifence(Assert::NONE)?)?;
+    /// pending.wait()?;
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    pub fn own_request(&self, request: Request<'_>) -> Result<Request<'static>> {
+        if request.fills() {
+            return Err(Error::InvalidArgument(
+                "own_request: a deferred read still fills a borrowed buffer".into(),
+            ));
+        }
+        if request
+            .refers_to()
+            .is_some_and(|c| !std::ptr::eq(c, &*self.core))
+        {
+            return Err(Error::InvalidArgument(
+                "own_request: the request belongs to another window".into(),
+            ));
+        }
+        // SAFETY: the request refers to this window's core (checked) and borrows no buffer.
+        Ok(unsafe { request.into_static(self.core.clone_handle()) })
+    }
+
+    /// Request-based [`RawWindow::put`] (MPI_Rput); the data was taken when it returns.
+    pub fn rput(&self, src: &[u8], target: usize, disp: usize) -> Result<Request<'static>> {
+        let r = self.typed::<u8>().rput(src, target, disp)?;
+        self.own_request(r)
+    }
+
+    /// Remote-completing put (`MPI_Rrput`, seed 000): complete once the bytes are in the
+    /// target's memory.
+    pub fn rrput(&self, src: &[u8], target: usize, disp: usize) -> Result<Request<'static>> {
+        let r = self.typed::<u8>().rrput(src, target, disp)?;
+        self.own_request(r)
+    }
+
+    /// Request-based [`RawWindow::accumulate`] (MPI_Raccumulate).
+    pub fn raccumulate(
+        &self,
+        origin: &[u8],
+        ty: ElemType,
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<Request<'static>> {
+        with_elem!(ty, E => {
+            let origin = elems::<E>("raccumulate", origin)?;
+            let r = self.typed::<E>().raccumulate(&origin, target, disp, op)?;
+            self.own_request(r)
+        })
+    }
+
+    /// Remote-completing accumulate (`MPI_Rraccumulate`, seed 000).
+    pub fn rraccumulate(
+        &self,
+        origin: &[u8],
+        ty: ElemType,
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<Request<'static>> {
+        with_elem!(ty, E => {
+            let origin = elems::<E>("rraccumulate", origin)?;
+            let r = self.typed::<E>().rraccumulate(&origin, target, disp, op)?;
+            self.own_request(r)
+        })
+    }
+
+    /// Request-based get (MPI_Rget) into `len` bytes at `dst`, filled once the request is
+    /// seen complete.
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of `len` bytes, and nothing else reads or writes them,
+    /// until the request completes or is dropped (dropped early, it leaves them as they
+    /// were).
+    pub unsafe fn rget(
+        &self,
+        dst: *mut u8,
+        len: usize,
+        target: usize,
+        disp: usize,
+    ) -> Result<Request<'static>> {
+        // SAFETY: the caller's promise, for as long as the request may write.
+        let dst: &'static mut [u8] = unsafe { raw_slice("rget", dst, len)? };
+        let r = self.typed::<u8>().rget(dst, target, disp)?;
+        // SAFETY: the request refers to this window's core; `dst` is valid as promised.
+        Ok(unsafe { r.into_static(self.core.clone_handle()) })
+    }
+
+    /// Request-based get_accumulate (MPI_Rget_accumulate): the previous target values, as
+    /// many bytes as `origin`, land at `result` (aligned for `ty`) once the request is seen
+    /// complete.
+    ///
+    /// # Safety
+    /// As for [`RawWindow::rget`], for `origin.len()` bytes at `result`.
+    pub unsafe fn rget_accumulate(
+        &self,
+        origin: &[u8],
+        result: *mut u8,
+        ty: ElemType,
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<Request<'static>> {
+        // SAFETY: the caller's promise.
+        let out: &'static mut [u8] = unsafe { raw_slice("rget_accumulate", result, origin.len())? };
+        with_elem!(ty, E => {
+            let origin = elems::<E>("rget_accumulate", origin)?;
+            whole::<E>("rget_accumulate", out.len())?;
+            let out: &'static mut [E] = bytemuck::try_cast_slice_mut(out).map_err(|_| {
+                Error::InvalidArgument(format!(
+                    "rget_accumulate: the result buffer is not aligned for {}",
+                    ty.name()
+                ))
+            })?;
+            let r = self
+                .typed::<E>()
+                .rget_accumulate(&origin, out, target, disp, op)?;
+            // SAFETY: as in rget.
+            Ok(unsafe { r.into_static(self.core.clone_handle()) })
+        })
+    }
+}
+
+/// `len` bytes at `ptr` as a slice (empty for zero bytes); a null buffer of some bytes is
+/// an error.
+///
+/// # Safety
+/// `ptr` is valid for reads and writes of `len` bytes for `'a`, and unaliased.
+unsafe fn raw_slice<'a>(call: &'static str, ptr: *mut u8, len: usize) -> Result<&'a mut [u8]> {
+    if len == 0 {
+        return Ok(&mut []);
+    }
+    if ptr.is_null() {
+        return Err(Error::InvalidArgument(format!(
+            "{call}: a null buffer of {len} bytes"
+        )));
+    }
+    // SAFETY: the caller's promise; not null.
+    Ok(unsafe { std::slice::from_raw_parts_mut(ptr, len) })
 }
 
 #[cfg(test)]
