@@ -174,3 +174,94 @@ fn raw_bytes_and_run_time_types() {
         })
         .assert_success();
 }
+
+/// Raw windows of every flavor over memory the caller keeps (as a C program's), owned
+/// duplicates that outlive the scope that made them, raw attach/detach, shared_query, and
+/// the typed window that refuses owned duplicates.
+#[test]
+fn raw_flavors_and_owned_duplicates() {
+    testing::job(2)
+        .timeout(std::time::Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            let me = w.rank();
+            let peer = 1 - me;
+            let info = onesided::WinInfo::new();
+
+            // create over a buffer this test keeps, displacement unit 4.
+            let mut mine = vec![0u32; 16];
+            // SAFETY: `mine` outlives the window (freed below) and is read only after the
+            // closing fence.
+            let created = unsafe { RawWindow::create(w, mine.as_mut_ptr().cast(), 64, 4, &info)? };
+            assert_eq!(created.flavor(), onesided::Flavor::Create);
+            let ordered = {
+                // An owned duplicate: no borrow of `created` remains.
+                created.dup_with_info(&onesided::WinInfo::new().order(true))?
+            };
+            assert!(ordered.is_duplicate() && ordered.hints().order);
+            ordered.fence(Assert::NONE)?;
+            ordered.put(&(me as u32 + 7).to_ne_bytes(), peer, 3)?;
+            ordered.fence(Assert::NONE)?;
+            ordered.free()?; // local for a duplicate
+            created.free()?;
+            assert_eq!(mine[3], peer as u32 + 7);
+
+            // dynamic: attach memory the test keeps, peers address it by its address.
+            let dynamic = RawWindow::create_dynamic(w, &info)?;
+            let mut region = vec![0u64; 4];
+            // SAFETY: `region` outlives the attachment (detached below).
+            unsafe { dynamic.attach(region.as_mut_ptr().cast(), 32)? };
+            let addrs = w.allgather(&[region.as_ptr() as u64])?;
+            dynamic.lock_all(Assert::NONE)?;
+            dynamic.put(
+                &(me as u64 + 70).to_ne_bytes(),
+                peer,
+                addrs[peer] as usize + 8,
+            )?;
+            dynamic.unlock_all()?;
+            w.barrier()?;
+            assert_eq!(region[1], peer as u64 + 70);
+            dynamic.detach(region.as_mut_ptr().cast())?;
+            let e = dynamic.detach(region.as_mut_ptr().cast()).unwrap_err();
+            assert_eq!(e.mpi_class(), ErrorClass::RmaAttach, "{e}");
+            dynamic.free()?;
+
+            // allocate_shared: the peer's memory by load and store (one node only; over
+            // two nodes it is MPI_ERR_RMA_SHARED).
+            if w.node_size() != w.size() {
+                let e = RawWindow::allocate_shared(w, 16, 1, &info).unwrap_err();
+                assert_eq!(e.mpi_class(), ErrorClass::RmaShared, "{e}");
+            } else {
+                shared_window(w, peer)?;
+            }
+
+            // Flavor errors and the typed window's duplicates.
+            let allocated = RawWindow::allocate(w, 8, 8, &info)?;
+            let e = allocated.detach(std::ptr::null_mut()).unwrap_err();
+            assert_eq!(e.mpi_class(), ErrorClass::RmaFlavor, "{e}");
+            allocated.free()?;
+            let typed = Window::<u64>::allocate(w, 1)?;
+            assert!(typed.dup_with_info(&onesided::WinInfo::new()).is_ok());
+            let raw: &RawWindow = &typed;
+            assert!(raw.dup_with_info(&onesided::WinInfo::new()).is_err());
+            typed.free()?;
+            Ok(())
+        })
+        .assert_success();
+}
+
+/// An allocate_shared raw window: `peer`'s memory read by load after a put of this rank.
+fn shared_window(w: &onesided::Comm, peer: usize) -> onesided::Result<()> {
+    let me = w.rank();
+    let shared = RawWindow::allocate_shared(w, 16, 1, &onesided::WinInfo::new())?;
+    let there = shared.shared_query(peer)?.expect("one node");
+    assert_eq!((there.size_bytes(), there.disp_unit()), (16, 1));
+    shared.fence(Assert::NONE)?;
+    shared.put(&[me as u8 + 1], peer, 5)?;
+    shared.fence(Assert::NONE)?;
+    // SAFETY: no RMA to the peer's memory until the next fence.
+    let seen = unsafe { there.as_slice() }[5];
+    assert_eq!(seen, me as u8 + 1);
+    shared.fence(Assert::NONE)?;
+    shared.free()
+}

@@ -33,7 +33,6 @@ use std::ops::Deref;
 use bytemuck::Pod;
 
 use crate::error::Result;
-use crate::win::core::Flags;
 use crate::win::info::WinInfo;
 use crate::win::Window;
 
@@ -88,9 +87,7 @@ impl<T: Pod> Window<T> {
     /// # Ok::<(), onesided::Error>(())
     /// ```
     pub fn dup_with_info(&self, info: &WinInfo) -> Result<WindowDup<'_, T>> {
-        let mut hints = self.hints();
-        hints.update(info, false)?;
-        let flags = Flags::from_hints(&hints);
+        let flags = self.flags_with(info)?;
         Ok(WindowDup {
             handle: Window::from_raw(self.raw.duplicate_with(flags)),
             _parent: std::marker::PhantomData,

@@ -21,7 +21,7 @@ use crate::memory;
 use crate::win::core::WinCore;
 use crate::win::raw::Kept;
 use crate::win::regions::OwnedRegion;
-use crate::win::{Flavor, WinBuffer, Window};
+use crate::win::{WinBuffer, Window};
 
 /// A region attached with [`Window::attach`]: its address is the displacement peers use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -34,7 +34,7 @@ pub struct AttachedRegion {
 
 impl WinCore {
     /// Attaches `len` bytes at `base`; returns the attach's registration number.
-    fn dynamic_attach(&self, base: usize, len: usize) -> Result<u64> {
+    pub(crate) fn dynamic_attach(&self, base: usize, len: usize) -> Result<u64> {
         let registration;
         if len == 0 {
             return Err(Error::InvalidArgument("attach of zero bytes".into()));
@@ -100,7 +100,7 @@ impl WinCore {
         Ok((0, 0))
     }
 
-    fn dynamic_detach(&self, base: usize) -> Result<()> {
+    pub(crate) fn dynamic_detach(&self, base: usize) -> Result<()> {
         {
             let mut owned = self
                 .dynamic
@@ -157,17 +157,6 @@ impl WinCore {
 }
 
 impl<T: Pod> Window<T> {
-    pub(crate) fn require_dynamic(&self, call: &'static str) -> Result<()> {
-        if self.core.flavor == Flavor::Dynamic {
-            Ok(())
-        } else {
-            Err(Error::WrongFlavor {
-                call,
-                flavor: self.core.flavor.as_str(),
-            })
-        }
-    }
-
     /// Attaches memory to a dynamic window (MPI_Win_attach); the window owns it until
     /// [`Window::detach`]. Not collective. Peers address it by the returned
     /// [`AttachedRegion::addr`] (plus a byte offset).

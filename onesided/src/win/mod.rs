@@ -181,8 +181,10 @@ fn elem_bytes<T>(len: usize) -> Result<usize> {
 
 impl<T: Pod> Window<T> {
     fn from_core(core: WinCore, kept: Option<raw::Kept>) -> Self {
+        let mut raw = RawWindow::from_core(core, kept);
+        raw.typed = true;
         Window {
-            raw: RawWindow::from_core(core, kept),
+            raw,
             _elem: PhantomData,
         }
     }
@@ -305,39 +307,12 @@ impl<T: Pod> Window<T> {
     /// `create` windows whose target memory came from [`crate::alloc_mem`]; `None` when the
     /// memory is not directly accessible. Errors for an invalid rank.
     pub fn shared_query(&self, rank: usize) -> Result<Option<SharedRegion<T>>> {
-        self.core.check_rank(rank)?;
-        let (route, bytes, disp_unit) = match &self.core.targets {
-            Targets::Symmetric {
-                base,
-                stride,
-                bytes,
-                disp_unit,
-            } => (
-                Route::Direct(base.wrapping_add(rank * stride)),
-                *bytes,
-                *disp_unit,
-            ),
-            Targets::Table(t) => {
-                let r = t[rank];
-                let route = match r.lazy {
-                    Some(i) => Route::Direct(self.core.peer_mappings[i as usize].map(r.bytes)?),
-                    None => r.route,
-                };
-                (route, r.bytes, r.disp_unit)
-            }
-            Targets::Dynamic => return Ok(None),
-        };
-        match route {
-            Route::Direct(ptr) => Ok(Some(SharedRegion {
-                ptr: ptr.cast(),
-                bytes,
-                disp_unit,
-                _elem: PhantomData,
-            })),
-            Route::Cma { .. } => Ok(None),
-            #[cfg(feature = "ofi")]
-            Route::Net { .. } => Ok(None),
-        }
+        Ok(self.raw.shared_query(rank)?.map(|r| SharedRegion {
+            ptr: r.ptr.cast(),
+            bytes: r.bytes,
+            disp_unit: r.disp_unit,
+            _elem: PhantomData,
+        }))
     }
 
     /// Frees the window (MPI_Win_free). Collective. Returns the memory the user gave it
@@ -372,6 +347,49 @@ const _: () = {
     const fn shared_by_threads<T: Send + Sync>() {}
     shared_by_threads::<Window<u64>>();
 };
+
+impl RawWindow {
+    /// Direct access to `rank`'s window memory (MPI_Win_shared_query).
+    ///
+    /// Defined for `allocate_shared` and `allocate` windows (all on one node here) and for
+    /// `create` windows whose target memory came from [`crate::alloc_mem`]; `None` when the
+    /// memory is not directly accessible. Errors for an invalid rank.
+    pub fn shared_query(&self, rank: usize) -> Result<Option<SharedRegion<u8>>> {
+        self.core.check_rank(rank)?;
+        let (route, bytes, disp_unit) = match &self.core.targets {
+            Targets::Symmetric {
+                base,
+                stride,
+                bytes,
+                disp_unit,
+            } => (
+                Route::Direct(base.wrapping_add(rank * stride)),
+                *bytes,
+                *disp_unit,
+            ),
+            Targets::Table(t) => {
+                let r = t[rank];
+                let route = match r.lazy {
+                    Some(i) => Route::Direct(self.core.peer_mappings[i as usize].map(r.bytes)?),
+                    None => r.route,
+                };
+                (route, r.bytes, r.disp_unit)
+            }
+            Targets::Dynamic => return Ok(None),
+        };
+        match route {
+            Route::Direct(ptr) => Ok(Some(SharedRegion {
+                ptr: ptr.cast(),
+                bytes,
+                disp_unit,
+                _elem: PhantomData,
+            })),
+            Route::Cma { .. } => Ok(None),
+            #[cfg(feature = "ofi")]
+            Route::Net { .. } => Ok(None),
+        }
+    }
+}
 
 /// A rank's window memory mapped in this process ([`Window::shared_query`]).
 #[derive(Debug, Clone, Copy)]

@@ -105,6 +105,10 @@ pub struct RawWindow {
     /// A handle from `dup_with_info`: it shares the core and owns nothing.
     pub(crate) duplicate: bool,
     pub(crate) freed: bool,
+    /// Made by a typed [`Window`](crate::Window), which may hand it memory to keep: its
+    /// duplicates must borrow it ([`Window::dup_with_info`](crate::Window::dup_with_info)),
+    /// so that none outlives that memory.
+    pub(crate) typed: bool,
 }
 
 // Windows are shared by threads (see `Window`'s docs).
@@ -123,6 +127,7 @@ impl RawWindow {
             flags: HandleFlags::new(flags),
             duplicate: false,
             freed: false,
+            typed: false,
         }
     }
 
@@ -135,7 +140,137 @@ impl RawWindow {
             flags: HandleFlags::new(flags),
             duplicate: true,
             freed: true,
+            typed: self.typed,
         }
+    }
+
+    /// Allocates `bytes` at this process and creates a window over them with displacement
+    /// unit `disp_unit` (MPI_Win_allocate). Collective.
+    ///
+    /// ```no_run
+    /// use onesided::{RawWindow, WinInfo};
+    /// # let world = onesided::init()?.world().clone();
+    /// let win = RawWindow::allocate(&world, 4096, 1, &WinInfo::new())?;
+    /// assert_eq!(win.size_bytes(), 4096);
+    /// win.free()?;
+    /// # Ok::<(), onesided::Error>(())
+    /// ```
+    pub fn allocate(comm: &Comm, bytes: usize, disp_unit: usize, info: &WinInfo) -> Result<Self> {
+        let core = crate::win::create::allocate(comm, bytes, disp_unit, info, false)?;
+        Ok(Self::from_core(core, None))
+    }
+
+    /// Like [`RawWindow::allocate`], with every rank's memory directly accessible to every
+    /// other (MPI_Win_allocate_shared; see [`RawWindow::shared_query`]).
+    pub fn allocate_shared(
+        comm: &Comm,
+        bytes: usize,
+        disp_unit: usize,
+        info: &WinInfo,
+    ) -> Result<Self> {
+        let core = crate::win::create::allocate(comm, bytes, disp_unit, info, true)?;
+        Ok(Self::from_core(core, None))
+    }
+
+    /// Creates a window over `bytes` at `base`, memory the caller keeps (MPI_Win_create).
+    /// Collective.
+    ///
+    /// # Safety
+    /// `base..base + bytes` stays valid for reads and writes — by this process's calls and
+    /// by the peers' RMA — and is not freed until the window is freed; a window dropped
+    /// without a successful free leaves the memory reachable by the peers for the life of
+    /// the process.
+    pub unsafe fn create(
+        comm: &Comm,
+        base: *mut u8,
+        bytes: usize,
+        disp_unit: usize,
+        info: &WinInfo,
+    ) -> Result<Self> {
+        if base.is_null() && bytes > 0 {
+            return Err(Error::InvalidArgument(format!(
+                "create: a null base for {bytes} bytes"
+            )));
+        }
+        let core = crate::win::create::create(comm, base, bytes, disp_unit, info)?;
+        Ok(Self::from_core(core, None))
+    }
+
+    /// Creates a window without memory (MPI_Win_create_dynamic). Collective. Memory is
+    /// attached with [`RawWindow::attach`]; displacements are addresses.
+    pub fn create_dynamic(comm: &Comm, info: &WinInfo) -> Result<Self> {
+        let core = crate::win::create::create_dynamic(comm, info)?;
+        Ok(Self::from_core(core, None))
+    }
+
+    /// Attaches `bytes` at `base`, memory the caller keeps, to this dynamic window
+    /// (MPI_Win_attach). Local.
+    ///
+    /// # Safety
+    /// As for [`RawWindow::create`], until the region is detached.
+    pub unsafe fn attach(&self, base: *mut u8, bytes: usize) -> Result<()> {
+        self.require_dynamic("attach")?;
+        if base.is_null() {
+            return Err(Error::InvalidArgument("attach: a null base".into()));
+        }
+        self.core.dynamic_attach(base as usize, bytes)?;
+        self.attached
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push((base as usize, bytes, None));
+        Ok(())
+    }
+
+    /// Detaches the region attached at `base` (MPI_Win_detach). Local. Memory a typed
+    /// handle gave the window is given back through that handle
+    /// ([`Window::detach`](crate::Window::detach)); here it is released.
+    pub fn detach(&self, base: *mut u8) -> Result<()> {
+        self.require_dynamic("detach")?;
+        self.core.dynamic_detach(base as usize)?;
+        let mut attached = self.attached.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(pos) = attached.iter().position(|(a, _, _)| *a == base as usize) {
+            drop(attached.swap_remove(pos));
+        }
+        Ok(())
+    }
+
+    /// Error unless this is a dynamic window.
+    pub(crate) fn require_dynamic(&self, call: &'static str) -> Result<()> {
+        if self.core.flavor == Flavor::Dynamic {
+            Ok(())
+        } else {
+            Err(Error::WrongFlavor {
+                call,
+                flavor: self.core.flavor.as_str(),
+            })
+        }
+    }
+
+    /// A second handle to this window with `info` applied on top of this handle's info
+    /// (`MPIX_Win_dup_with_info`, seed 000 §3). Local. The duplicate shares everything
+    /// but the per-handle keys (`mpi_win_scope`, `mpi_win_order`,
+    /// `mpi_assert_accumulate_intrinsic`), keeps the window alive, and is freed on its own
+    /// ([`RawWindow::free`] of a duplicate is local).
+    ///
+    /// Errors: an invalid value of a known key; a window made through a typed
+    /// [`Window`](crate::Window), whose duplicates borrow it
+    /// ([`Window::dup_with_info`](crate::Window::dup_with_info)) since it may keep the
+    /// caller's memory.
+    pub fn dup_with_info(&self, info: &WinInfo) -> Result<RawWindow> {
+        if self.typed {
+            return Err(Error::InvalidArgument(
+                "dup_with_info: a typed window's duplicates borrow it (Window::dup_with_info)"
+                    .into(),
+            ));
+        }
+        Ok(self.duplicate_with(self.flags_with(info)?))
+    }
+
+    /// This handle's flags with `info` applied on top.
+    pub(crate) fn flags_with(&self, info: &WinInfo) -> Result<Flags> {
+        let mut hints = self.hints();
+        hints.update(info, false)?;
+        Ok(Flags::from_hints(&hints))
     }
 
     /// The communicator of the window.
