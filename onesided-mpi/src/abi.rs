@@ -1,0 +1,215 @@
+//! The MPICH ABI (Debian's MPICH 4.0.2; the ABI of Intel MPI, MVAPICH and Cray MPICH): handle
+//! types, the constants of `mpi.h` this library reads or returns, error codes, and the
+//! encoding of our own window handles. Everything ABI-specific is here, so that a build for
+//! the MPI-5 standard ABI is this module once more.
+//!
+//! Handles are `int`. Bits 31–30 are the kind (1 builtin, 2 direct, 3 indirect) and bits
+//! 29–26 the object (8: window); MPICH's windows are `0xa0000000 | index`. Ours are
+//! builtin-kind window handles, `0x60000000 | index`, a pattern MPICH never issues: a stray
+//! handle of either library can never pass for one of the other's.
+
+#![allow(non_camel_case_types)]
+
+use std::os::raw::c_int;
+
+use onesided::{ElemType, ErrorClass, Op};
+
+/// `MPI_Win`.
+pub type MPI_Win = c_int;
+/// `MPI_Comm`.
+pub type MPI_Comm = c_int;
+/// `MPI_Info`.
+pub type MPI_Info = c_int;
+/// `MPI_Datatype`.
+pub type MPI_Datatype = c_int;
+/// `MPI_Op`.
+pub type MPI_Op = c_int;
+/// `MPI_Group`.
+pub type MPI_Group = c_int;
+/// `MPI_Aint` (`long`).
+pub type MPI_Aint = std::os::raw::c_long;
+
+/// `MPI_SUCCESS`.
+pub const MPI_SUCCESS: c_int = 0;
+/// `MPI_ERR_ARG`.
+pub const MPI_ERR_ARG: c_int = 12;
+/// `MPI_ERR_OTHER`.
+pub const MPI_ERR_OTHER: c_int = 15;
+/// `MPI_ERR_WIN`.
+pub const MPI_ERR_WIN: c_int = 45;
+/// `MPI_ERR_TYPE`.
+pub const MPI_ERR_TYPE: c_int = 3;
+/// `MPI_ERR_COMM`.
+pub const MPI_ERR_COMM: c_int = 5;
+/// `MPI_ERR_GROUP`.
+pub const MPI_ERR_GROUP: c_int = 8;
+/// `MPI_ERR_LOCKTYPE`.
+pub const MPI_ERR_LOCKTYPE: c_int = 47;
+/// `MPI_ERR_ASSERT`.
+pub const MPI_ERR_ASSERT: c_int = 53;
+/// `MPI_ERR_DISP`.
+pub const MPI_ERR_DISP: c_int = 52;
+/// `MPI_ERR_SIZE`.
+pub const MPI_ERR_SIZE: c_int = 51;
+
+/// `MPI_COMM_WORLD`.
+pub const MPI_COMM_WORLD: MPI_Comm = 0x4400_0000;
+/// `MPI_COMM_NULL`.
+pub const MPI_COMM_NULL: MPI_Comm = 0x0400_0000;
+/// `MPI_INFO_NULL`.
+pub const MPI_INFO_NULL: MPI_Info = 0x1c00_0000;
+/// `MPI_WIN_NULL`.
+pub const MPI_WIN_NULL: MPI_Win = 0x2000_0000;
+/// `MPI_GROUP_NULL`.
+pub const MPI_GROUP_NULL: MPI_Group = 0x0800_0000;
+
+/// `MPI_LOCK_EXCLUSIVE`.
+pub const MPI_LOCK_EXCLUSIVE: c_int = 234;
+/// `MPI_LOCK_SHARED`.
+pub const MPI_LOCK_SHARED: c_int = 235;
+
+/// `MPI_MODE_NOCHECK`, `NOSTORE`, `NOPUT`, `NOPRECEDE`, `NOSUCCEED`: every assert bit.
+pub const MPI_MODE_ALL: c_int = 1024 | 2048 | 4096 | 8192 | 16384;
+
+/// `MPI_WIN_FLAVOR_CREATE` … `SHARED`.
+pub const MPI_WIN_FLAVOR_CREATE: c_int = 1;
+/// `MPI_WIN_FLAVOR_ALLOCATE`.
+pub const MPI_WIN_FLAVOR_ALLOCATE: c_int = 2;
+/// `MPI_WIN_FLAVOR_DYNAMIC`.
+pub const MPI_WIN_FLAVOR_DYNAMIC: c_int = 3;
+/// `MPI_WIN_FLAVOR_SHARED`.
+pub const MPI_WIN_FLAVOR_SHARED: c_int = 4;
+/// `MPI_WIN_UNIFIED`.
+pub const MPI_WIN_UNIFIED: c_int = 2;
+
+/// The window attribute keyvals (`MPI_WIN_BASE` …).
+pub const MPI_WIN_BASE: c_int = 0x6600_0001;
+/// `MPI_WIN_SIZE`.
+pub const MPI_WIN_SIZE: c_int = 0x6600_0003;
+/// `MPI_WIN_DISP_UNIT`.
+pub const MPI_WIN_DISP_UNIT: c_int = 0x6600_0005;
+/// `MPI_WIN_CREATE_FLAVOR`.
+pub const MPI_WIN_CREATE_FLAVOR: c_int = 0x6600_0007;
+/// `MPI_WIN_MODEL`.
+pub const MPI_WIN_MODEL: c_int = 0x6600_0009;
+
+/// The bits that mark one of our window handles.
+const OUR_WINDOW: u32 = 0x6000_0000;
+/// The index bits of a handle.
+const INDEX_MASK: u32 = 0x03ff_ffff;
+
+/// Our handle for window table slot `index`.
+pub fn window_handle(index: usize) -> MPI_Win {
+    debug_assert!(index as u32 <= INDEX_MASK);
+    (OUR_WINDOW | index as u32) as MPI_Win
+}
+
+/// The table slot of one of our window handles; `None` for anything else.
+pub fn window_index(win: MPI_Win) -> Option<usize> {
+    let bits = win as u32;
+    (bits & !INDEX_MASK == OUR_WINDOW).then_some((bits & INDEX_MASK) as usize)
+}
+
+/// The MPI error code (a class is a valid code) of an error class.
+pub fn error_code(class: ErrorClass) -> c_int {
+    match class {
+        ErrorClass::Rank => 6,
+        ErrorClass::Arg => MPI_ERR_ARG,
+        ErrorClass::Type => MPI_ERR_TYPE,
+        ErrorClass::Op => 9,
+        ErrorClass::Win => MPI_ERR_WIN,
+        ErrorClass::Assert => MPI_ERR_ASSERT,
+        ErrorClass::InfoValue => 30,
+        ErrorClass::NoMem => 34,
+        ErrorClass::RmaSync => 50,
+        ErrorClass::RmaRange => 55,
+        ErrorClass::RmaAttach => 56,
+        ErrorClass::RmaShared => 57,
+        ErrorClass::RmaFlavor => 58,
+        ErrorClass::UnsupportedOperation => 44,
+        ErrorClass::ProcAborted => 76,
+        _ => MPI_ERR_OTHER,
+    }
+}
+
+/// What a predefined datatype is to an RMA call: its size, and the element type
+/// accumulates apply ops to (`None`: bytes that only put, get and replace may move).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Builtin {
+    /// `MPI_Type_size`.
+    pub size: usize,
+    /// The element type of accumulate ops.
+    pub elem: Option<ElemType>,
+}
+
+/// The predefined datatype `ty`, if this library knows it (a derived one is `None`).
+pub fn builtin(ty: MPI_Datatype) -> Option<Builtin> {
+    use ElemType::*;
+    let elem = match ty as u32 {
+        0x4c00_0101 | 0x4c00_0118 | 0x4c00_0137 => Some(I8), // CHAR, SIGNED_CHAR, INT8_T
+        0x4c00_0102 | 0x4c00_013b | 0x4c00_013f => Some(U8), // UNSIGNED_CHAR, UINT8_T, C_BOOL
+        0x4c00_010d | 0x4c00_010f => None,                   // BYTE, PACKED
+        0x4c00_0203 | 0x4c00_0238 => Some(I16),              // SHORT, INT16_T
+        0x4c00_0204 | 0x4c00_023c => Some(U16),              // UNSIGNED_SHORT, UINT16_T
+        0x4c00_0405 | 0x4c00_0439 => Some(I32),              // INT, INT32_T
+        0x4c00_0406 | 0x4c00_043d => Some(U32),              // UNSIGNED, UINT32_T
+        // LONG, LONG_LONG, INT64_T, AINT, OFFSET, COUNT
+        0x4c00_0807 | 0x4c00_0809 | 0x4c00_083a | 0x4c00_0843 | 0x4c00_0844 | 0x4c00_0845 => {
+            Some(I64)
+        }
+        0x4c00_0808 | 0x4c00_0819 | 0x4c00_083e => Some(U64), // UNSIGNED_LONG(_LONG), UINT64_T
+        0x4c00_040a => Some(F32),                             // FLOAT
+        0x4c00_080b => Some(F64),                             // DOUBLE
+        _ => return None,
+    };
+    // Bits 8–15 of a builtin handle are its size in bytes.
+    Some(Builtin {
+        size: ((ty as u32 >> 8) & 0xff) as usize,
+        elem,
+    })
+}
+
+/// The accumulate op of an `MPI_Op` (`None`: not one RMA allows, e.g. a user op or
+/// MINLOC/MAXLOC, which need pair types).
+pub fn op(op: MPI_Op) -> Option<Op> {
+    Some(match op as u32 {
+        0x5800_0001 => Op::Max,
+        0x5800_0002 => Op::Min,
+        0x5800_0003 => Op::Sum,
+        0x5800_0004 => Op::Prod,
+        0x5800_0005 => Op::Land,
+        0x5800_0006 => Op::Band,
+        0x5800_0007 => Op::Lor,
+        0x5800_0008 => Op::Bor,
+        0x5800_0009 => Op::Lxor,
+        0x5800_000a => Op::Bxor,
+        0x5800_000d => Op::Replace,
+        0x5800_000e => Op::NoOp,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn our_window_handles_never_alias_mpichs() {
+        for i in [0, 1, 77, INDEX_MASK as usize] {
+            assert_eq!(window_index(window_handle(i)), Some(i));
+        }
+        // MPICH's window handles (direct 0xa0000000 | i, indirect 0xe0000000 | i) and
+        // MPI_WIN_NULL are not ours.
+        for theirs in [0xa000_0000u32, 0xa000_0005, 0xe000_0001, 0x2000_0000, 0] {
+            assert_eq!(window_index(theirs as MPI_Win), None);
+        }
+    }
+
+    #[test]
+    fn builtin_sizes_come_from_the_handle() {
+        assert_eq!(builtin(0x4c00_080b).unwrap().size, 8); // DOUBLE
+        assert_eq!(builtin(0x4c00_0405).unwrap().elem, Some(ElemType::I32)); // INT
+        assert_eq!(builtin(0x4c00_010d).unwrap().elem, None); // BYTE
+        assert!(builtin(0x8c00_0000u32 as MPI_Datatype).is_none()); // FLOAT_INT: later
+    }
+}

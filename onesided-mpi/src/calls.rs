@@ -1,0 +1,918 @@
+//! What each exported call does: check and translate its C arguments, then call the
+//! untyped window ([`onesided::RawWindow`]). No protocol logic lives here.
+//!
+//! Every call returns `Ok(())` or a [`Failure`], which `exports` turns into an error code
+//! through the right error handler: the window's for calls on a window, the
+//! communicator's for window creation, `MPI_COMM_WORLD`'s where there is no valid window.
+
+use std::os::raw::{c_char, c_int, c_void};
+use std::sync::Arc;
+
+use mpi::ffi;
+use onesided::{Assert, Comm, Error, LockType, RawWindow, WinInfo};
+
+use crate::abi::{self, MPI_Aint, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Op, MPI_Win};
+use crate::host::host;
+use crate::state::{self, Entry, UNIVERSE};
+
+/// A failed call: where its error goes, and what it was.
+pub(crate) enum Failure {
+    /// An error of a call on a valid window: the window's handler.
+    Window(Arc<Entry>, Error),
+    /// The same with an error class of the C binding's own (an argument onesided's typed
+    /// API cannot even express: a lock type, assert bits).
+    WindowCode(Arc<Entry>, c_int, String),
+    /// An error of a call without a valid window (creation, an invalid handle): the
+    /// communicator's handler.
+    Comm(MPI_Comm, c_int, String),
+    /// An error for window error handler `errhandler` of a window that is gone (a failed
+    /// free), over `comm`.
+    Handler {
+        errhandler: c_int,
+        comm: MPI_Comm,
+        err: Error,
+    },
+}
+
+pub(crate) type CallResult = Result<(), Failure>;
+
+/// The window behind `win`, or the `MPI_ERR_WIN` failure.
+fn entry(win: MPI_Win) -> Result<Arc<Entry>, Failure> {
+    state::window(win).ok_or_else(|| {
+        Failure::Comm(
+            abi::MPI_COMM_WORLD,
+            abi::MPI_ERR_WIN,
+            format!("invalid window handle {win:#x}"),
+        )
+    })
+}
+
+/// Runs `f` on the window behind `win`, its error to the window's handler.
+fn on_window(win: MPI_Win, f: impl FnOnce(&RawWindow) -> onesided::Result<()>) -> CallResult {
+    let e = entry(win)?;
+    match f(&e.win) {
+        Ok(()) => Ok(()),
+        Err(err) => Err(Failure::Window(e, err)),
+    }
+}
+
+/// The MPI assert bits as onesided's; an unknown bit is `MPI_ERR_ASSERT`.
+fn assert(bits: c_int) -> onesided::Result<Assert> {
+    if bits & !abi::MPI_MODE_ALL != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "assert {bits:#x} has bits no MPI_MODE_* constant has"
+        )));
+    }
+    let mut a = Assert::NONE;
+    for (mode, ours) in [
+        (1024, Assert::NOCHECK),
+        (2048, Assert::NOSTORE),
+        (4096, Assert::NOPUT),
+        (8192, Assert::NOPRECEDE),
+        (16384, Assert::NOSUCCEED),
+    ] {
+        if bits & mode != 0 {
+            a |= ours;
+        }
+    }
+    Ok(a)
+}
+
+/// A rank argument.
+fn rank(r: c_int) -> onesided::Result<usize> {
+    usize::try_from(r).map_err(|_| Error::InvalidRank {
+        rank: r as usize,
+        size: 0,
+    })
+}
+
+/// A displacement argument (never negative).
+fn disp(d: MPI_Aint) -> onesided::Result<usize> {
+    usize::try_from(d).map_err(|_| Error::InvalidArgument(format!("negative displacement {d}")))
+}
+
+/// `count` elements of `ty` as bytes, and the element type for accumulates. Derived
+/// datatypes are not here yet.
+fn typed(count: c_int, ty: MPI_Datatype) -> onesided::Result<(usize, abi::Builtin)> {
+    let count = usize::try_from(count)
+        .map_err(|_| Error::InvalidArgument(format!("negative count {count}")))?;
+    let b = abi::builtin(ty).ok_or_else(|| {
+        Error::Unsupported(format!(
+            "datatype {ty:#x}: only predefined datatypes are supported so far"
+        ))
+    })?;
+    Ok((count * b.size, b))
+}
+
+/// The origin and target descriptions of one transfer, which must move the same bytes.
+fn matched(
+    origin: (c_int, MPI_Datatype),
+    target: (c_int, MPI_Datatype),
+) -> onesided::Result<(usize, abi::Builtin)> {
+    let (o_bytes, o) = typed(origin.0, origin.1)?;
+    let (t_bytes, _) = typed(target.0, target.1)?;
+    if o_bytes != t_bytes {
+        return Err(Error::LayoutMismatch {
+            op: "transfer",
+            origin: o_bytes,
+            target: t_bytes,
+        });
+    }
+    Ok((o_bytes, o))
+}
+
+/// The element type an accumulate of `b` applies ops to.
+fn elem(b: abi::Builtin, op: onesided::Op) -> onesided::Result<onesided::ElemType> {
+    match b.elem {
+        Some(e) => Ok(e),
+        // MPI_BYTE: only replace and no_op (bytes moved unchanged, element-wise atomic).
+        None if matches!(op, onesided::Op::Replace | onesided::Op::NoOp) => {
+            Ok(onesided::ElemType::U8)
+        }
+        None => Err(Error::InvalidOp {
+            call: "accumulate",
+            op: op.name(),
+            ty: "MPI_BYTE",
+        }),
+    }
+}
+
+fn mpi_op(op: MPI_Op) -> onesided::Result<onesided::Op> {
+    abi::op(op).ok_or_else(|| {
+        Error::Unsupported(format!(
+            "op {op:#x}: RMA takes predefined ops only (MINLOC/MAXLOC not yet)"
+        ))
+    })
+}
+
+/// `len` bytes at `ptr` (any pointer when `len` is 0).
+///
+/// # Safety
+/// The C caller's buffer: valid for `len` bytes.
+unsafe fn bytes<'a>(ptr: *const c_void, len: usize) -> &'a [u8] {
+    if len == 0 {
+        return &[];
+    }
+    // SAFETY: the caller's buffer of `len` bytes (MPI's contract).
+    unsafe { std::slice::from_raw_parts(ptr.cast(), len) }
+}
+
+/// `len` writable bytes at `ptr`.
+///
+/// # Safety
+/// The C caller's buffer: valid for writes of `len` bytes.
+unsafe fn bytes_mut<'a>(ptr: *mut c_void, len: usize) -> &'a mut [u8] {
+    if len == 0 {
+        return &mut [];
+    }
+    // SAFETY: as in `bytes`.
+    unsafe { std::slice::from_raw_parts_mut(ptr.cast(), len) }
+}
+
+// ---- Init and finalize ----------------------------------------------------------------
+
+/// Joins the job once the host MPI is up.
+fn join() -> CallResult {
+    if UNIVERSE.get().is_some() {
+        return Ok(());
+    }
+    let world = mpi::topology::SimpleCommunicator::world();
+    let u = onesided::init_mpi(&world).map_err(|e| {
+        Failure::Comm(
+            abi::MPI_COMM_WORLD,
+            abi::error_code(e.mpi_class()),
+            format!("joining the job: {e}"),
+        )
+    })?;
+    let _ = UNIVERSE.set(u);
+    Ok(())
+}
+
+pub(crate) unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> CallResult {
+    // SAFETY: the program's arguments, passed on as given.
+    let rc = unsafe { (host().init)(argc, argv) };
+    if rc != abi::MPI_SUCCESS {
+        return Err(Failure::Comm(abi::MPI_COMM_WORLD, rc, "MPI_Init".into()));
+    }
+    join()
+}
+
+pub(crate) unsafe fn init_thread(
+    argc: *mut c_int,
+    argv: *mut *mut *mut c_char,
+    required: c_int,
+    provided: *mut c_int,
+) -> CallResult {
+    // SAFETY: as in init.
+    let rc = unsafe { (host().init_thread)(argc, argv, required, provided) };
+    if rc != abi::MPI_SUCCESS {
+        return Err(Failure::Comm(
+            abi::MPI_COMM_WORLD,
+            rc,
+            "MPI_Init_thread".into(),
+        ));
+    }
+    join()
+}
+
+/// Frees what the program left (windows in creation order, collectively: every process
+/// finalizes with the same windows alive; one that cannot be freed is dropped), stops the
+/// progress thread, then lets the host finalize.
+pub(crate) unsafe fn finalize() -> CallResult {
+    for e in state::drain() {
+        match Arc::try_unwrap(e) {
+            Ok(entry) => {
+                if let Err(err) = entry.win.free() {
+                    eprintln!("onesided-mpi: MPI_Finalize: a window left by the program: {err}");
+                }
+            }
+            Err(shared) => drop(shared),
+        }
+    }
+    onesided::stop_progress_thread();
+    // SAFETY: the host's MPI_Finalize, called once by the program.
+    let rc = unsafe { (host().finalize)() };
+    if rc == abi::MPI_SUCCESS {
+        Ok(())
+    } else {
+        Err(Failure::Comm(
+            abi::MPI_COMM_WORLD,
+            rc,
+            "MPI_Finalize".into(),
+        ))
+    }
+}
+
+// ---- Window creation and free -----------------------------------------------------------
+
+/// onesided's communicator over host communicator `comm`, and its group.
+fn comm_of(comm: MPI_Comm) -> Result<(Comm, MPI_Group), Failure> {
+    let fail = |code: c_int, text: String| Failure::Comm(comm, code, text);
+    let u = UNIVERSE
+        .get()
+        .ok_or_else(|| fail(abi::MPI_ERR_OTHER, "MPI is not initialized".into()))?;
+    if comm == abi::MPI_COMM_NULL {
+        return Err(fail(abi::MPI_ERR_COMM, "MPI_COMM_NULL".into()));
+    }
+    let mut group = ffi::MPI_Group(abi::MPI_GROUP_NULL);
+    // SAFETY: a communicator handle of the program; MPI checks it.
+    let rc = unsafe { ffi::MPI_Comm_group(ffi::MPI_Comm(comm), &mut group) };
+    let group = group.0;
+    if rc != abi::MPI_SUCCESS {
+        return Err(fail(rc, "invalid communicator".into()));
+    }
+    if comm == abi::MPI_COMM_WORLD {
+        return Ok((u.world().clone(), group));
+    }
+    // SAFETY: a live intra-communicator of the program; the wrapper is forgotten below,
+    // so the program's handle is never freed here (the bootstrap duplicates it).
+    let host_comm = unsafe {
+        <mpi::topology::SimpleCommunicator as mpi::raw::FromRaw>::from_raw(ffi::MPI_Comm(comm))
+    };
+    let boot = onesided::bootstrap::mpi::MpiBootstrap::new(&host_comm);
+    std::mem::forget(host_comm);
+    let boot = boot.map_err(|e| fail(abi::error_code(e.mpi_class()), e.to_string()))?;
+    Ok((Comm::new(Arc::new(boot)), group))
+}
+
+/// The info keys of `info` (none for `MPI_INFO_NULL`).
+fn info_of(info: MPI_Info) -> Result<WinInfo, c_int> {
+    let mut out = WinInfo::new();
+    if info == abi::MPI_INFO_NULL {
+        return Ok(out);
+    }
+    let mut n: c_int = 0;
+    // SAFETY: an info handle of the program; MPI checks it.
+    let rc = unsafe { ffi::MPI_Info_get_nkeys(ffi::MPI_Info(info), &mut n) };
+    if rc != abi::MPI_SUCCESS {
+        return Err(rc);
+    }
+    for i in 0..n {
+        let mut key = [0 as c_char; 256];
+        // SAFETY: MPI_MAX_INFO_KEY (255) + 1 bytes.
+        let rc = unsafe { ffi::MPI_Info_get_nthkey(ffi::MPI_Info(info), i, key.as_mut_ptr()) };
+        if rc != abi::MPI_SUCCESS {
+            return Err(rc);
+        }
+        let (mut len, mut flag) = (0 as c_int, 0 as c_int);
+        // SAFETY: a key MPI just returned, NUL-terminated.
+        unsafe {
+            ffi::MPI_Info_get_valuelen(ffi::MPI_Info(info), key.as_ptr(), &mut len, &mut flag)
+        };
+        let mut value = vec![0 as c_char; len.max(0) as usize + 1];
+        // SAFETY: `value` holds len + 1 bytes.
+        unsafe {
+            ffi::MPI_Info_get(
+                ffi::MPI_Info(info),
+                key.as_ptr(),
+                len,
+                value.as_mut_ptr(),
+                &mut flag,
+            )
+        };
+        // SAFETY: both NUL-terminated by MPI.
+        let (k, v) = unsafe {
+            (
+                std::ffi::CStr::from_ptr(key.as_ptr()),
+                std::ffi::CStr::from_ptr(value.as_ptr()),
+            )
+        };
+        out.set(k.to_string_lossy(), v.to_string_lossy());
+    }
+    Ok(out)
+}
+
+/// Creates a window with `make` over `comm` and returns its handle in `win`.
+unsafe fn create_with(
+    comm: MPI_Comm,
+    info: MPI_Info,
+    win: *mut MPI_Win,
+    make: impl FnOnce(&Comm, &WinInfo) -> onesided::Result<RawWindow>,
+) -> Result<MPI_Win, Failure> {
+    if win.is_null() {
+        return Err(Failure::Comm(comm, abi::MPI_ERR_ARG, "win is NULL".into()));
+    }
+    let info = info_of(info).map_err(|rc| Failure::Comm(comm, rc, "invalid info".into()))?;
+    let (c, group) = comm_of(comm)?;
+    let w = make(&c, &info)
+        .map_err(|e| Failure::Comm(comm, abi::error_code(e.mpi_class()), e.to_string()))?;
+    let handle = state::insert(Entry::new(w, comm, group));
+    // SAFETY: checked non-null; the caller's MPI_Win.
+    unsafe { *win = handle };
+    Ok(handle)
+}
+
+fn size_unit(size: MPI_Aint, unit: c_int) -> onesided::Result<(usize, usize)> {
+    let s = usize::try_from(size)
+        .map_err(|_| Error::InvalidArgument(format!("negative window size {size}")))?;
+    let u = usize::try_from(unit)
+        .ok()
+        .filter(|&u| u > 0)
+        .ok_or_else(|| Error::InvalidArgument(format!("disp_unit {unit} is not positive")))?;
+    Ok((s, u))
+}
+
+pub(crate) unsafe fn win_allocate(
+    size: MPI_Aint,
+    unit: c_int,
+    info: MPI_Info,
+    comm: MPI_Comm,
+    baseptr: *mut c_void,
+    win: *mut MPI_Win,
+) -> CallResult {
+    // SAFETY: the caller's out-arguments (checked inside).
+    unsafe { allocate_any(size, unit, info, comm, baseptr, win, false) }
+}
+
+pub(crate) unsafe fn win_allocate_shared(
+    size: MPI_Aint,
+    unit: c_int,
+    info: MPI_Info,
+    comm: MPI_Comm,
+    baseptr: *mut c_void,
+    win: *mut MPI_Win,
+) -> CallResult {
+    // SAFETY: as in win_allocate.
+    unsafe { allocate_any(size, unit, info, comm, baseptr, win, true) }
+}
+
+#[allow(clippy::too_many_arguments)]
+unsafe fn allocate_any(
+    size: MPI_Aint,
+    unit: c_int,
+    info: MPI_Info,
+    comm: MPI_Comm,
+    baseptr: *mut c_void,
+    win: *mut MPI_Win,
+    shared: bool,
+) -> CallResult {
+    if baseptr.is_null() {
+        return Err(Failure::Comm(
+            comm,
+            abi::MPI_ERR_ARG,
+            "baseptr is NULL".into(),
+        ));
+    }
+    // SAFETY: win is checked inside create_with.
+    let handle = unsafe {
+        create_with(comm, info, win, |c, i| {
+            let (s, u) = size_unit(size, unit)?;
+            if shared {
+                RawWindow::allocate_shared(c, s, u, i)
+            } else {
+                RawWindow::allocate(c, s, u, i)
+            }
+        })?
+    };
+    let e = entry(handle)?;
+    // SAFETY: baseptr is the caller's `void **` (checked non-null).
+    unsafe { *baseptr.cast::<*mut c_void>() = e.win.base_bytes().cast() };
+    Ok(())
+}
+
+pub(crate) unsafe fn win_create(
+    base: *mut c_void,
+    size: MPI_Aint,
+    unit: c_int,
+    info: MPI_Info,
+    comm: MPI_Comm,
+    win: *mut MPI_Win,
+) -> CallResult {
+    // SAFETY: MPI's contract for MPI_Win_create: the memory stays valid until the window
+    // is freed.
+    unsafe {
+        create_with(comm, info, win, |c, i| {
+            let (s, u) = size_unit(size, unit)?;
+            RawWindow::create(c, base.cast(), s, u, i)
+        })
+    }
+    .map(drop)
+}
+
+pub(crate) unsafe fn win_create_dynamic(
+    info: MPI_Info,
+    comm: MPI_Comm,
+    win: *mut MPI_Win,
+) -> CallResult {
+    // SAFETY: win is checked inside.
+    unsafe { create_with(comm, info, win, RawWindow::create_dynamic) }.map(drop)
+}
+
+pub(crate) unsafe fn win_free(win: *mut MPI_Win) -> CallResult {
+    if win.is_null() {
+        return Err(Failure::Comm(
+            abi::MPI_COMM_WORLD,
+            abi::MPI_ERR_ARG,
+            "win is NULL".into(),
+        ));
+    }
+    // SAFETY: checked non-null.
+    let handle = unsafe { *win };
+    let e = entry(handle)?;
+    // Epochs must be closed everywhere: checked by the collective free. Taken out of the
+    // table first, so that no other thread starts a call on it.
+    let e = state::remove(handle).unwrap_or(e);
+    let entry = match Arc::try_unwrap(e) {
+        Ok(entry) => entry,
+        Err(shared) => {
+            return Err(Failure::Window(
+                shared,
+                Error::InvalidArgument("MPI_Win_free while another thread uses the window".into()),
+            ))
+        }
+    };
+    let group = entry.group;
+    let comm = entry.comm;
+    let errhandler = entry.errhandler();
+    match entry.win.free() {
+        Ok(()) => {
+            let mut host_group = ffi::MPI_Group(group);
+            // SAFETY: the group this library made at creation.
+            unsafe { ffi::MPI_Group_free(&mut host_group) };
+            // SAFETY: checked non-null.
+            unsafe { *win = abi::MPI_WIN_NULL };
+            Ok(())
+        }
+        Err(err) => {
+            // A failed free leaves the window unusable; its error goes to the handler it had.
+            Err(Failure::Handler {
+                errhandler,
+                comm,
+                err,
+            })
+        }
+    }
+}
+
+pub(crate) unsafe fn win_attach(win: MPI_Win, base: *mut c_void, size: MPI_Aint) -> CallResult {
+    on_window(win, |w| {
+        let s = usize::try_from(size)
+            .map_err(|_| Error::InvalidArgument(format!("negative size {size}")))?;
+        // SAFETY: MPI's contract for MPI_Win_attach.
+        unsafe { w.attach(base.cast(), s) }
+    })
+}
+
+pub(crate) unsafe fn win_detach(win: MPI_Win, base: *const c_void) -> CallResult {
+    on_window(win, |w| w.detach(base.cast_mut().cast()))
+}
+
+pub(crate) unsafe fn win_shared_query(
+    win: MPI_Win,
+    r: c_int,
+    size: *mut MPI_Aint,
+    unit: *mut c_int,
+    baseptr: *mut c_void,
+) -> CallResult {
+    on_window(win, |w| {
+        if size.is_null() || unit.is_null() || baseptr.is_null() {
+            return Err(Error::InvalidArgument("a NULL out-argument".into()));
+        }
+        let (b, s, u) = match w.shared_query(rank(r)?)? {
+            Some(region) => (
+                region.as_ptr().cast::<c_void>(),
+                region.size_bytes(),
+                region.disp_unit(),
+            ),
+            None => (std::ptr::null_mut(), 0, 1),
+        };
+        // SAFETY: the caller's out-arguments, checked non-null.
+        unsafe {
+            *size = s as MPI_Aint;
+            *unit = u as c_int;
+            *baseptr.cast::<*mut c_void>() = b;
+        }
+        Ok(())
+    })
+}
+
+// ---- Synchronization --------------------------------------------------------------------
+
+pub(crate) unsafe fn win_fence(a: c_int, win: MPI_Win) -> CallResult {
+    let e = entry(win)?;
+    let a = checked_assert(&e, a)?;
+    e.win.fence(a).map_err(|err| Failure::Window(e, err))
+}
+
+pub(crate) unsafe fn win_lock(kind: c_int, r: c_int, a: c_int, win: MPI_Win) -> CallResult {
+    let e = entry(win)?;
+    let kind = match kind {
+        abi::MPI_LOCK_EXCLUSIVE => LockType::Exclusive,
+        abi::MPI_LOCK_SHARED => LockType::Shared,
+        other => {
+            return Err(Failure::WindowCode(
+                e,
+                abi::MPI_ERR_LOCKTYPE,
+                format!("lock type {other} is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE"),
+            ))
+        }
+    };
+    let a = checked_assert(&e, a)?;
+    let r = rank(r).and_then(|r| e.win.lock(kind, r, a));
+    r.map_err(|err| Failure::Window(e, err))
+}
+
+/// `bits` as an assert, or the MPI_ERR_ASSERT failure of window `e`.
+fn checked_assert(e: &Arc<Entry>, bits: c_int) -> Result<Assert, Failure> {
+    assert(bits)
+        .map_err(|err| Failure::WindowCode(Arc::clone(e), abi::MPI_ERR_ASSERT, err.to_string()))
+}
+
+pub(crate) unsafe fn win_unlock(r: c_int, win: MPI_Win) -> CallResult {
+    on_window(win, |w| w.unlock(rank(r)?))
+}
+
+pub(crate) unsafe fn win_lock_all(a: c_int, win: MPI_Win) -> CallResult {
+    let e = entry(win)?;
+    let a = checked_assert(&e, a)?;
+    e.win.lock_all(a).map_err(|err| Failure::Window(e, err))
+}
+
+pub(crate) unsafe fn win_unlock_all(win: MPI_Win) -> CallResult {
+    on_window(win, RawWindow::unlock_all)
+}
+
+pub(crate) unsafe fn win_flush(r: c_int, win: MPI_Win) -> CallResult {
+    on_window(win, |w| w.flush(rank(r)?))
+}
+
+pub(crate) unsafe fn win_flush_all(win: MPI_Win) -> CallResult {
+    on_window(win, RawWindow::flush_all)
+}
+
+pub(crate) unsafe fn win_flush_local(r: c_int, win: MPI_Win) -> CallResult {
+    on_window(win, |w| w.flush_local(rank(r)?))
+}
+
+pub(crate) unsafe fn win_flush_local_all(win: MPI_Win) -> CallResult {
+    on_window(win, RawWindow::flush_local_all)
+}
+
+pub(crate) unsafe fn win_sync(win: MPI_Win) -> CallResult {
+    on_window(win, RawWindow::sync)
+}
+
+/// The ranks of host group `group` in the window's communicator.
+fn group_of(e: &Entry, group: MPI_Group) -> onesided::Result<onesided::Group> {
+    let mut n: c_int = 0;
+    // SAFETY: a group handle of the program; MPI checks it.
+    let rc = unsafe { ffi::MPI_Group_size(ffi::MPI_Group(group), &mut n) };
+    if rc != abi::MPI_SUCCESS {
+        return Err(Error::InvalidArgument(format!("invalid group {group:#x}")));
+    }
+    let from: Vec<c_int> = (0..n).collect();
+    let mut to = vec![0 as c_int; n as usize];
+    // SAFETY: `from` and `to` hold n ranks; both groups are live.
+    let rc = unsafe {
+        ffi::MPI_Group_translate_ranks(
+            ffi::MPI_Group(group),
+            n,
+            from.as_ptr(),
+            ffi::MPI_Group(e.group),
+            to.as_mut_ptr(),
+        )
+    };
+    if rc != abi::MPI_SUCCESS || to.iter().any(|&r| r < 0) {
+        return Err(Error::InvalidArgument(
+            "a member of the group is not in the window".into(),
+        ));
+    }
+    onesided::Group::new(to.into_iter().map(|r| r as usize))
+}
+
+pub(crate) unsafe fn win_post(group: MPI_Group, a: c_int, win: MPI_Win) -> CallResult {
+    let e = entry(win)?;
+    let a = checked_assert(&e, a)?;
+    let r = group_of(&e, group).and_then(|g| e.win.post(&g, a));
+    r.map_err(|err| Failure::Window(e, err))
+}
+
+pub(crate) unsafe fn win_start(group: MPI_Group, a: c_int, win: MPI_Win) -> CallResult {
+    let e = entry(win)?;
+    let a = checked_assert(&e, a)?;
+    let r = group_of(&e, group).and_then(|g| e.win.start(&g, a));
+    r.map_err(|err| Failure::Window(e, err))
+}
+
+pub(crate) unsafe fn win_complete(win: MPI_Win) -> CallResult {
+    on_window(win, RawWindow::complete)
+}
+
+pub(crate) unsafe fn win_wait(win: MPI_Win) -> CallResult {
+    on_window(win, RawWindow::wait)
+}
+
+pub(crate) unsafe fn win_test(win: MPI_Win, flag: *mut c_int) -> CallResult {
+    on_window(win, |w| {
+        if flag.is_null() {
+            return Err(Error::InvalidArgument("flag is NULL".into()));
+        }
+        let done = w.test()?;
+        // SAFETY: checked non-null.
+        unsafe { *flag = c_int::from(done) };
+        Ok(())
+    })
+}
+
+// ---- Communication ----------------------------------------------------------------------
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn put(
+    origin: *const c_void,
+    o_count: c_int,
+    o_type: MPI_Datatype,
+    target: c_int,
+    t_disp: MPI_Aint,
+    t_count: c_int,
+    t_type: MPI_Datatype,
+    win: MPI_Win,
+) -> CallResult {
+    on_window(win, |w| {
+        let (len, _) = matched((o_count, o_type), (t_count, t_type))?;
+        // SAFETY: the caller's origin buffer of `len` bytes.
+        w.put(unsafe { bytes(origin, len) }, rank(target)?, disp(t_disp)?)
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn get(
+    origin: *mut c_void,
+    o_count: c_int,
+    o_type: MPI_Datatype,
+    target: c_int,
+    t_disp: MPI_Aint,
+    t_count: c_int,
+    t_type: MPI_Datatype,
+    win: MPI_Win,
+) -> CallResult {
+    on_window(win, |w| {
+        let (len, _) = matched((o_count, o_type), (t_count, t_type))?;
+        // SAFETY: the caller's origin buffer of `len` bytes.
+        w.get(
+            unsafe { bytes_mut(origin, len) },
+            rank(target)?,
+            disp(t_disp)?,
+        )
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn accumulate(
+    origin: *const c_void,
+    o_count: c_int,
+    o_type: MPI_Datatype,
+    target: c_int,
+    t_disp: MPI_Aint,
+    t_count: c_int,
+    t_type: MPI_Datatype,
+    op: MPI_Op,
+    win: MPI_Win,
+) -> CallResult {
+    on_window(win, |w| {
+        let (len, b) = matched((o_count, o_type), (t_count, t_type))?;
+        let op = mpi_op(op)?;
+        // SAFETY: the caller's origin buffer of `len` bytes.
+        let src = unsafe { bytes(origin, len) };
+        w.accumulate(src, elem(b, op)?, rank(target)?, disp(t_disp)?, op)
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn get_accumulate(
+    origin: *const c_void,
+    o_count: c_int,
+    o_type: MPI_Datatype,
+    result: *mut c_void,
+    r_count: c_int,
+    r_type: MPI_Datatype,
+    target: c_int,
+    t_disp: MPI_Aint,
+    t_count: c_int,
+    t_type: MPI_Datatype,
+    op: MPI_Op,
+    win: MPI_Win,
+) -> CallResult {
+    on_window(win, |w| {
+        let op = mpi_op(op)?;
+        let (len, b) = matched((r_count, r_type), (t_count, t_type))?;
+        // With MPI_NO_OP the origin arguments are ignored.
+        let zeros;
+        let src = if op == onesided::Op::NoOp {
+            zeros = vec![0u8; len];
+            &zeros[..]
+        } else {
+            matched((o_count, o_type), (t_count, t_type))?;
+            // SAFETY: the caller's origin buffer of `len` bytes.
+            unsafe { bytes(origin, len) }
+        };
+        // SAFETY: the caller's result buffer of `len` bytes.
+        let out = unsafe { bytes_mut(result, len) };
+        w.get_accumulate(src, out, elem(b, op)?, rank(target)?, disp(t_disp)?, op)
+    })
+}
+
+pub(crate) unsafe fn fetch_and_op(
+    origin: *const c_void,
+    result: *mut c_void,
+    ty: MPI_Datatype,
+    target: c_int,
+    t_disp: MPI_Aint,
+    op: MPI_Op,
+    win: MPI_Win,
+) -> CallResult {
+    on_window(win, |w| {
+        let (len, b) = typed(1, ty)?;
+        let op = mpi_op(op)?;
+        let zeros = [0u8; 16];
+        let src = if op == onesided::Op::NoOp {
+            &zeros[..len]
+        } else {
+            // SAFETY: the caller's one element.
+            unsafe { bytes(origin, len) }
+        };
+        // SAFETY: the caller's one element.
+        let out = unsafe { bytes_mut(result, len) };
+        w.fetch_and_op(src, out, elem(b, op)?, rank(target)?, disp(t_disp)?, op)
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn compare_and_swap(
+    origin: *const c_void,
+    compare: *const c_void,
+    result: *mut c_void,
+    ty: MPI_Datatype,
+    target: c_int,
+    t_disp: MPI_Aint,
+    win: MPI_Win,
+) -> CallResult {
+    on_window(win, |w| {
+        let (len, b) = typed(1, ty)?;
+        let e = b.elem.ok_or(Error::InvalidOp {
+            call: "compare_and_swap",
+            op: "cas",
+            ty: "MPI_BYTE",
+        })?;
+        // SAFETY: the caller's elements.
+        let (v, c, out) = unsafe {
+            (
+                bytes(origin, len),
+                bytes(compare, len),
+                bytes_mut(result, len),
+            )
+        };
+        w.compare_and_swap(v, c, out, e, rank(target)?, disp(t_disp)?)
+    })
+}
+
+// ---- Error handlers ---------------------------------------------------------------------
+
+pub(crate) unsafe fn win_set_errhandler(win: MPI_Win, eh: c_int) -> CallResult {
+    let e = entry(win)?;
+    // Relaxed: see Entry::errhandler.
+    e.errhandler.store(eh, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+pub(crate) unsafe fn win_get_errhandler(win: MPI_Win, eh: *mut c_int) -> CallResult {
+    let e = entry(win)?;
+    if eh.is_null() {
+        return Err(Failure::Window(
+            e,
+            Error::InvalidArgument("errhandler is NULL".into()),
+        ));
+    }
+    // SAFETY: checked non-null.
+    unsafe { *eh = e.errhandler() };
+    Ok(())
+}
+
+/// `MPI_MAX_OBJECT_NAME`.
+const MAX_OBJECT_NAME: usize = 128;
+
+pub(crate) unsafe fn win_set_name(win: MPI_Win, name: *const c_char) -> CallResult {
+    let e = entry(win)?;
+    if name.is_null() {
+        return Err(Failure::Window(
+            e,
+            Error::InvalidArgument("name is NULL".into()),
+        ));
+    }
+    // SAFETY: the caller's NUL-terminated string.
+    let text = unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy();
+    // Longer names are cut to what MPI_Win_get_name can return (MPI_MAX_OBJECT_NAME - 1).
+    let cut: String = text.chars().take(MAX_OBJECT_NAME - 1).collect();
+    *e.name
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) = cut;
+    Ok(())
+}
+
+pub(crate) unsafe fn win_get_name(win: MPI_Win, name: *mut c_char, len: *mut c_int) -> CallResult {
+    let e = entry(win)?;
+    if name.is_null() || len.is_null() {
+        return Err(Failure::Window(
+            e,
+            Error::InvalidArgument("a NULL out-argument".into()),
+        ));
+    }
+    let n = e
+        .name
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let b = n.as_bytes();
+    let k = b.len().min(MAX_OBJECT_NAME - 1);
+    // SAFETY: the caller's buffer of MPI_MAX_OBJECT_NAME bytes (MPI's contract).
+    unsafe {
+        std::ptr::copy_nonoverlapping(b.as_ptr().cast::<c_char>(), name, k);
+        *name.add(k) = 0;
+        *len = k as c_int;
+    }
+    Ok(())
+}
+
+// ---- Memory -----------------------------------------------------------------------------
+
+pub(crate) unsafe fn alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> CallResult {
+    let fail = |code: c_int, text: String| Failure::Comm(abi::MPI_COMM_WORLD, code, text);
+    if baseptr.is_null() {
+        return Err(fail(abi::MPI_ERR_ARG, "baseptr is NULL".into()));
+    }
+    let bytes =
+        usize::try_from(size).map_err(|_| fail(abi::MPI_ERR_ARG, format!("size {size}")))?;
+    if UNIVERSE.get().is_none() || bytes == 0 {
+        // Before MPI_Init (or for nothing) the host's allocator serves.
+        // SAFETY: the caller's arguments, passed on.
+        let rc = unsafe { (host().alloc_mem)(size, info, baseptr) };
+        return if rc == abi::MPI_SUCCESS {
+            Ok(())
+        } else {
+            Err(fail(rc, "MPI_Alloc_mem".into()))
+        };
+    }
+    let mem = onesided::alloc_mem::<u8>(bytes)
+        .map_err(|e| fail(abi::error_code(e.mpi_class()), e.to_string()))?;
+    let base = state::keep_allocation(mem);
+    // SAFETY: the caller's `void **`, checked non-null.
+    unsafe { *baseptr.cast::<*mut c_void>() = base.cast() };
+    Ok(())
+}
+
+pub(crate) unsafe fn free_mem(base: *mut c_void) -> CallResult {
+    if state::release_allocation(base as usize) {
+        return Ok(());
+    }
+    // Not ours: the host's (allocated before MPI_Init, or of zero bytes).
+    // SAFETY: the caller's pointer, passed on.
+    let rc = unsafe { (host().free_mem)(base) };
+    if rc == abi::MPI_SUCCESS {
+        Ok(())
+    } else {
+        Err(Failure::Comm(
+            abi::MPI_COMM_WORLD,
+            rc,
+            "MPI_Free_mem".into(),
+        ))
+    }
+}

@@ -1,0 +1,201 @@
+//! The one table of exported functions: each line names an MPI function, its `PMPI_` twin,
+//! its C arguments (MPICH's `mpi_proto.h`) and the call in `calls` that implements it. The
+//! macro emits both symbols and [`EXPORTED`], the list the tests compare with `nm -D`.
+//!
+//! Every entry point catches panics (unwinding out of `extern "C"` would abort without a
+//! word) and turns a failure into an error code through the error handler that applies.
+
+#![allow(non_snake_case)]
+#![allow(clippy::missing_safety_doc)]
+
+use std::os::raw::{c_char, c_int, c_void};
+
+use crate::abi::{self, MPI_Aint, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Op, MPI_Win};
+use crate::calls::{self, CallResult, Failure};
+use crate::state::{ERRORS_ARE_FATAL, ERRORS_RETURN};
+
+macro_rules! exports {
+    ($( $mpi:ident / $pmpi:ident ( $($arg:ident : $ty:ty),* $(,)? ) => $imp:path ; )*) => {
+        $(
+            #[no_mangle]
+            pub unsafe extern "C" fn $mpi($($arg: $ty),*) -> c_int {
+                // SAFETY: the C caller's arguments, as MPI specifies them.
+                enter(stringify!($mpi), || unsafe { $imp($($arg),*) })
+            }
+
+            #[no_mangle]
+            pub unsafe extern "C" fn $pmpi($($arg: $ty),*) -> c_int {
+                // SAFETY: as above.
+                enter(stringify!($mpi), || unsafe { $imp($($arg),*) })
+            }
+        )*
+
+        /// Every exported name, `MPI_` and `PMPI_` forms.
+        #[allow(dead_code)]
+        pub(crate) const EXPORTED: &[&str] = &[$(stringify!($mpi), stringify!($pmpi)),*];
+    };
+}
+
+exports! {
+    MPI_Init / PMPI_Init(argc: *mut c_int, argv: *mut *mut *mut c_char) => calls::init;
+    MPI_Init_thread / PMPI_Init_thread(
+        argc: *mut c_int, argv: *mut *mut *mut c_char, required: c_int, provided: *mut c_int,
+    ) => calls::init_thread;
+    MPI_Finalize / PMPI_Finalize() => calls::finalize;
+
+    MPI_Alloc_mem / PMPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void)
+        => calls::alloc_mem;
+    MPI_Free_mem / PMPI_Free_mem(base: *mut c_void) => calls::free_mem;
+
+    MPI_Win_allocate / PMPI_Win_allocate(
+        size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void,
+        win: *mut MPI_Win,
+    ) => calls::win_allocate;
+    MPI_Win_allocate_shared / PMPI_Win_allocate_shared(
+        size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void,
+        win: *mut MPI_Win,
+    ) => calls::win_allocate_shared;
+    MPI_Win_create / PMPI_Win_create(
+        base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm,
+        win: *mut MPI_Win,
+    ) => calls::win_create;
+    MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win)
+        => calls::win_create_dynamic;
+    MPI_Win_free / PMPI_Win_free(win: *mut MPI_Win) => calls::win_free;
+    MPI_Win_attach / PMPI_Win_attach(win: MPI_Win, base: *mut c_void, size: MPI_Aint)
+        => calls::win_attach;
+    MPI_Win_detach / PMPI_Win_detach(win: MPI_Win, base: *const c_void) => calls::win_detach;
+    MPI_Win_shared_query / PMPI_Win_shared_query(
+        win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void,
+    ) => calls::win_shared_query;
+
+    MPI_Win_fence / PMPI_Win_fence(assert: c_int, win: MPI_Win) => calls::win_fence;
+    MPI_Win_lock / PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win)
+        => calls::win_lock;
+    MPI_Win_unlock / PMPI_Win_unlock(rank: c_int, win: MPI_Win) => calls::win_unlock;
+    MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: MPI_Win) => calls::win_lock_all;
+    MPI_Win_unlock_all / PMPI_Win_unlock_all(win: MPI_Win) => calls::win_unlock_all;
+    MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: MPI_Win) => calls::win_flush;
+    MPI_Win_flush_all / PMPI_Win_flush_all(win: MPI_Win) => calls::win_flush_all;
+    MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: MPI_Win) => calls::win_flush_local;
+    MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win: MPI_Win) => calls::win_flush_local_all;
+    MPI_Win_sync / PMPI_Win_sync(win: MPI_Win) => calls::win_sync;
+    MPI_Win_post / PMPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win) => calls::win_post;
+    MPI_Win_start / PMPI_Win_start(group: MPI_Group, assert: c_int, win: MPI_Win) => calls::win_start;
+    MPI_Win_complete / PMPI_Win_complete(win: MPI_Win) => calls::win_complete;
+    MPI_Win_wait / PMPI_Win_wait(win: MPI_Win) => calls::win_wait;
+    MPI_Win_test / PMPI_Win_test(win: MPI_Win, flag: *mut c_int) => calls::win_test;
+
+    MPI_Put / PMPI_Put(
+        origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+        target_datatype: MPI_Datatype, win: MPI_Win,
+    ) => calls::put;
+    MPI_Get / PMPI_Get(
+        origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+        target_datatype: MPI_Datatype, win: MPI_Win,
+    ) => calls::get;
+    MPI_Accumulate / PMPI_Accumulate(
+        origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win,
+    ) => calls::accumulate;
+    MPI_Get_accumulate / PMPI_Get_accumulate(
+        origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
+        result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win,
+    ) => calls::get_accumulate;
+    MPI_Fetch_and_op / PMPI_Fetch_and_op(
+        origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win,
+    ) => calls::fetch_and_op;
+    MPI_Compare_and_swap / PMPI_Compare_and_swap(
+        origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void,
+        datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win,
+    ) => calls::compare_and_swap;
+
+    MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: MPI_Win, errhandler: c_int)
+        => calls::win_set_errhandler;
+    MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut c_int)
+        => calls::win_get_errhandler;
+    MPI_Win_set_name / PMPI_Win_set_name(win: MPI_Win, win_name: *const c_char)
+        => calls::win_set_name;
+    MPI_Win_get_name / PMPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int)
+        => calls::win_get_name;
+}
+
+/// Runs one call: its result as an MPI error code, through the handler that applies.
+fn enter(name: &'static str, call: impl FnOnce() -> CallResult) -> c_int {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
+        Ok(Ok(())) => abi::MPI_SUCCESS,
+        Ok(Err(failure)) => fail(name, failure),
+        Err(_) => {
+            eprintln!("onesided-mpi: {name}: internal error (a panic); aborting the job");
+            abort(abi::MPI_COMM_WORLD, abi::MPI_ERR_OTHER)
+        }
+    }
+}
+
+/// The error code of `failure`, after its error handler ran (a fatal one does not return).
+fn fail(name: &'static str, failure: Failure) -> c_int {
+    match failure {
+        Failure::Window(entry, err) => {
+            let code = abi::error_code(err.mpi_class());
+            handle(name, entry.errhandler(), entry.comm, code, &err)
+        }
+        Failure::WindowCode(entry, code, text) => {
+            handle(name, entry.errhandler(), entry.comm, code, &text)
+        }
+        Failure::Handler {
+            errhandler,
+            comm,
+            err,
+        } => handle(
+            name,
+            errhandler,
+            comm,
+            abi::error_code(err.mpi_class()),
+            &err,
+        ),
+        Failure::Comm(comm, code, text) => {
+            let mut eh = mpi::ffi::MPI_Errhandler(0);
+            // SAFETY: plain queries of the program's communicator (not names we export).
+            let fatal =
+                unsafe { mpi::ffi::MPI_Comm_get_errhandler(mpi::ffi::MPI_Comm(comm), &mut eh) }
+                    != abi::MPI_SUCCESS
+                    || eh.0 == ERRORS_ARE_FATAL;
+            if fatal {
+                eprintln!("onesided-mpi: {name}: {text}");
+            }
+            // SAFETY: as above; the host runs the communicator's handler (it aborts for
+            // MPI_ERRORS_ARE_FATAL).
+            unsafe { mpi::ffi::MPI_Comm_call_errhandler(mpi::ffi::MPI_Comm(comm), code) };
+            code
+        }
+    }
+}
+
+/// Runs window error handler `errhandler` for error `code` (`what` says what failed).
+fn handle(
+    name: &'static str,
+    errhandler: c_int,
+    comm: MPI_Comm,
+    code: c_int,
+    what: &dyn std::fmt::Display,
+) -> c_int {
+    if errhandler == ERRORS_RETURN {
+        return code;
+    }
+    // MPI_ERRORS_ARE_FATAL, and (until user window handlers exist here) any other: the
+    // program learns what failed before the job ends.
+    eprintln!("onesided-mpi: {name}: {what}");
+    abort(comm, code)
+}
+
+fn abort(comm: MPI_Comm, code: c_int) -> c_int {
+    // SAFETY: MPI_Abort is not a name we export: the host's.
+    unsafe { mpi::ffi::MPI_Abort(mpi::ffi::MPI_Comm(comm), code) };
+    code
+}

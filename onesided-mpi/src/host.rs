@@ -1,0 +1,66 @@
+//! The host MPI's functions that this library shadows with exports of its own. A call to
+//! such a name from inside the library would land in our own export, so they are reached
+//! through `dlsym(RTLD_NEXT, "PMPI_…")`: the next definition in the search order after
+//! this library, the host's.
+
+use std::ffi::CStr;
+use std::os::raw::{c_char, c_int, c_void};
+use std::sync::OnceLock;
+
+use crate::abi::{MPI_Aint, MPI_Info};
+
+/// `int (*)(int *, char ***)`.
+type InitFn = unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char) -> c_int;
+/// `int (*)(int *, char ***, int, int *)`.
+type InitThreadFn =
+    unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char, c_int, *mut c_int) -> c_int;
+/// `int (*)(void)`.
+type FinalizeFn = unsafe extern "C" fn() -> c_int;
+/// `int (*)(MPI_Aint, MPI_Info, void *)`.
+type AllocMemFn = unsafe extern "C" fn(MPI_Aint, MPI_Info, *mut c_void) -> c_int;
+/// `int (*)(void *)`.
+type FreeMemFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+
+/// The host functions, resolved at first use.
+pub(crate) struct Host {
+    pub init: InitFn,
+    pub init_thread: InitThreadFn,
+    pub finalize: FinalizeFn,
+    pub alloc_mem: AllocMemFn,
+    pub free_mem: FreeMemFn,
+}
+
+static HOST: OnceLock<Host> = OnceLock::new();
+
+/// The next definition of `name` after this library.
+fn next(name: &CStr) -> *mut c_void {
+    // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name has no preconditions.
+    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+    if f.is_null() {
+        eprintln!(
+            "onesided-mpi: the host MPI has no {} (is the program linked against MPICH?)",
+            name.to_string_lossy()
+        );
+        std::process::abort();
+    }
+    f
+}
+
+/// The host's functions.
+pub(crate) fn host() -> &'static Host {
+    HOST.get_or_init(|| {
+        // SAFETY: each symbol is the host's function of the MPICH prototype named by the
+        // field it is stored in (mpi_proto.h).
+        unsafe {
+            Host {
+                init: std::mem::transmute::<*mut c_void, InitFn>(next(c"PMPI_Init")),
+                init_thread: std::mem::transmute::<*mut c_void, InitThreadFn>(next(
+                    c"PMPI_Init_thread",
+                )),
+                finalize: std::mem::transmute::<*mut c_void, FinalizeFn>(next(c"PMPI_Finalize")),
+                alloc_mem: std::mem::transmute::<*mut c_void, AllocMemFn>(next(c"PMPI_Alloc_mem")),
+                free_mem: std::mem::transmute::<*mut c_void, FreeMemFn>(next(c"PMPI_Free_mem")),
+            }
+        }
+    })
+}

@@ -1,0 +1,35 @@
+//! # onesided-mpi — the MPI C ABI of onesided
+//!
+//! A shared library (`target/release/libonesided_mpi.so`, feature `mpich`) that takes over
+//! the RMA chapter of an unchanged MPI program when preloaded:
+//!
+//! ```text
+//! LD_PRELOAD=target/release/libonesided_mpi.so mpiexec.mpich -n 2 ./osu_put_latency
+//! ```
+//!
+//! It exports the chapter's `MPI_*` functions and their `PMPI_*` twins, and runs them on
+//! onesided's untyped windows ([`onesided::RawWindow`]); communicators, groups, datatypes,
+//! two-sided communication and collectives stay the host MPI's. `MPI_Init` and
+//! `MPI_Finalize` are intercepted: onesided joins the job in `MPI_Init`, and `MPI_Finalize`
+//! frees what the program left before the host finalizes. The functions of the host that
+//! this library exports itself are reached through `dlsym(RTLD_NEXT, "PMPI_…")`
+//! (`host`), every other one directly.
+//!
+//! Rooms: [`abi`] (the MPICH ABI: handles, constants, error codes), `host` (the host's
+//! functions we shadow), `state` (the window table and the universe), `exports` (the one
+//! table of exported functions) and `calls` (what each call does).
+//!
+//! Without the feature `mpich` the library exports nothing: building it needs the host
+//! MPI's development files, which a plain `cargo build --workspace` must not.
+
+#![cfg_attr(not(feature = "mpich"), allow(dead_code))]
+
+pub mod abi;
+#[cfg(feature = "mpich")]
+mod calls;
+#[cfg(feature = "mpich")]
+mod exports;
+#[cfg(feature = "mpich")]
+mod host;
+#[cfg(feature = "mpich")]
+mod state;
