@@ -28,6 +28,8 @@ pub type MPI_Op = c_int;
 pub type MPI_Group = c_int;
 /// `MPI_Aint` (`long`).
 pub type MPI_Aint = std::os::raw::c_long;
+/// `MPI_Count` (`long`).
+pub type MPI_Count = std::os::raw::c_long;
 
 /// `MPI_SUCCESS`.
 pub const MPI_SUCCESS: c_int = 0;
@@ -49,6 +51,8 @@ pub const MPI_ERR_LOCKTYPE: c_int = 47;
 pub const MPI_ERR_ASSERT: c_int = 53;
 /// `MPI_ERR_DISP`.
 pub const MPI_ERR_DISP: c_int = 52;
+/// `MPI_ERR_KEYVAL`.
+pub const MPI_ERR_KEYVAL: c_int = 48;
 /// `MPI_ERR_SIZE`.
 pub const MPI_ERR_SIZE: c_int = 51;
 

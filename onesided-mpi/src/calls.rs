@@ -25,6 +25,9 @@ pub(crate) enum Failure {
     /// An error of a call without a valid window (creation, an invalid handle): the
     /// communicator's handler.
     Comm(MPI_Comm, c_int, String),
+    /// `MPI_Win_call_errhandler`: run the window's handler for `code`; the call itself
+    /// succeeds when the handler returns.
+    Raised(Arc<Entry>, c_int),
     /// An error for window error handler `errhandler` of a window that is gone (a failed
     /// free), over `comm`.
     Handler {
@@ -93,7 +96,7 @@ fn disp(d: MPI_Aint) -> onesided::Result<usize> {
 
 /// `count` elements of `ty` as bytes, and the element type for accumulates. Derived
 /// datatypes are not here yet.
-fn typed(count: c_int, ty: MPI_Datatype) -> onesided::Result<(usize, abi::Builtin)> {
+fn typed(count: i64, ty: MPI_Datatype) -> onesided::Result<(usize, abi::Builtin)> {
     let count = usize::try_from(count)
         .map_err(|_| Error::InvalidArgument(format!("negative count {count}")))?;
     let b = abi::builtin(ty).ok_or_else(|| {
@@ -101,13 +104,17 @@ fn typed(count: c_int, ty: MPI_Datatype) -> onesided::Result<(usize, abi::Builti
             "datatype {ty:#x}: only predefined datatypes are supported so far"
         ))
     })?;
-    Ok((count * b.size, b))
+    let bytes = count
+        .checked_mul(b.size)
+        .filter(|&n| n <= isize::MAX as usize)
+        .ok_or_else(|| Error::InvalidArgument(format!("{count} elements overflow")))?;
+    Ok((bytes, b))
 }
 
 /// The origin and target descriptions of one transfer, which must move the same bytes.
 fn matched(
-    origin: (c_int, MPI_Datatype),
-    target: (c_int, MPI_Datatype),
+    origin: (i64, MPI_Datatype),
+    target: (i64, MPI_Datatype),
 ) -> onesided::Result<(usize, abi::Builtin)> {
     let (o_bytes, o) = typed(origin.0, origin.1)?;
     let (t_bytes, _) = typed(target.0, target.1)?;
@@ -189,6 +196,7 @@ fn join() -> CallResult {
 }
 
 pub(crate) unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> CallResult {
+    crate::host::refuse_other_mpis();
     // SAFETY: the program's arguments, passed on as given.
     let rc = unsafe { (host().init)(argc, argv) };
     if rc != abi::MPI_SUCCESS {
@@ -203,6 +211,7 @@ pub(crate) unsafe fn init_thread(
     required: c_int,
     provided: *mut c_int,
 ) -> CallResult {
+    crate::host::refuse_other_mpis();
     // SAFETY: as in init.
     let rc = unsafe { (host().init_thread)(argc, argv, required, provided) };
     if rc != abi::MPI_SUCCESS {
@@ -222,6 +231,7 @@ pub(crate) unsafe fn finalize() -> CallResult {
     for e in state::drain() {
         match Arc::try_unwrap(e) {
             Ok(entry) => {
+                delete_all_attrs(&entry);
                 if let Err(err) = entry.win.free() {
                     eprintln!("onesided-mpi: MPI_Finalize: a window left by the program: {err}");
                 }
@@ -229,6 +239,7 @@ pub(crate) unsafe fn finalize() -> CallResult {
             Err(shared) => drop(shared),
         }
     }
+    crate::requests::finish_orphans();
     onesided::stop_progress_thread();
     // SAFETY: the host's MPI_Finalize, called once by the program.
     let rc = unsafe { (host().finalize)() };
@@ -342,7 +353,8 @@ unsafe fn create_with(
     Ok(handle)
 }
 
-fn size_unit(size: MPI_Aint, unit: c_int) -> onesided::Result<(usize, usize)> {
+fn size_unit(size: MPI_Aint, unit: impl Into<i64>) -> onesided::Result<(usize, usize)> {
+    let unit: i64 = unit.into();
     let s = usize::try_from(size)
         .map_err(|_| Error::InvalidArgument(format!("negative window size {size}")))?;
     let u = usize::try_from(unit)
@@ -352,34 +364,34 @@ fn size_unit(size: MPI_Aint, unit: c_int) -> onesided::Result<(usize, usize)> {
     Ok((s, u))
 }
 
-pub(crate) unsafe fn win_allocate(
+pub(crate) unsafe fn win_allocate<U: Into<i64> + Copy>(
     size: MPI_Aint,
-    unit: c_int,
+    unit: U,
     info: MPI_Info,
     comm: MPI_Comm,
     baseptr: *mut c_void,
     win: *mut MPI_Win,
 ) -> CallResult {
     // SAFETY: the caller's out-arguments (checked inside).
-    unsafe { allocate_any(size, unit, info, comm, baseptr, win, false) }
+    unsafe { allocate_any(size, unit.into(), info, comm, baseptr, win, false) }
 }
 
-pub(crate) unsafe fn win_allocate_shared(
+pub(crate) unsafe fn win_allocate_shared<U: Into<i64> + Copy>(
     size: MPI_Aint,
-    unit: c_int,
+    unit: U,
     info: MPI_Info,
     comm: MPI_Comm,
     baseptr: *mut c_void,
     win: *mut MPI_Win,
 ) -> CallResult {
     // SAFETY: as in win_allocate.
-    unsafe { allocate_any(size, unit, info, comm, baseptr, win, true) }
+    unsafe { allocate_any(size, unit.into(), info, comm, baseptr, win, true) }
 }
 
 #[allow(clippy::too_many_arguments)]
 unsafe fn allocate_any(
     size: MPI_Aint,
-    unit: c_int,
+    unit: i64,
     info: MPI_Info,
     comm: MPI_Comm,
     baseptr: *mut c_void,
@@ -410,10 +422,10 @@ unsafe fn allocate_any(
     Ok(())
 }
 
-pub(crate) unsafe fn win_create(
+pub(crate) unsafe fn win_create<U: Into<i64> + Copy>(
     base: *mut c_void,
     size: MPI_Aint,
-    unit: c_int,
+    unit: U,
     info: MPI_Info,
     comm: MPI_Comm,
     win: *mut MPI_Win,
@@ -464,6 +476,7 @@ pub(crate) unsafe fn win_free(win: *mut MPI_Win) -> CallResult {
     let group = entry.group;
     let comm = entry.comm;
     let errhandler = entry.errhandler();
+    delete_all_attrs(&entry);
     match entry.win.free() {
         Ok(()) => {
             let mut host_group = ffi::MPI_Group(group);
@@ -497,11 +510,11 @@ pub(crate) unsafe fn win_detach(win: MPI_Win, base: *const c_void) -> CallResult
     on_window(win, |w| w.detach(base.cast_mut().cast()))
 }
 
-pub(crate) unsafe fn win_shared_query(
+pub(crate) unsafe fn win_shared_query<U: TryFrom<usize>>(
     win: MPI_Win,
     r: c_int,
     size: *mut MPI_Aint,
-    unit: *mut c_int,
+    unit: *mut U,
     baseptr: *mut c_void,
 ) -> CallResult {
     on_window(win, |w| {
@@ -516,10 +529,15 @@ pub(crate) unsafe fn win_shared_query(
             ),
             None => (std::ptr::null_mut(), 0, 1),
         };
+        let u = U::try_from(u).map_err(|_| {
+            Error::InvalidArgument(format!(
+                "disp_unit {u} does not fit an int: use MPI_Win_shared_query_c"
+            ))
+        })?;
         // SAFETY: the caller's out-arguments, checked non-null.
         unsafe {
             *size = s as MPI_Aint;
-            *unit = u as c_int;
+            *unit = u;
             *baseptr.cast::<*mut c_void>() = b;
         }
         Ok(())
@@ -657,36 +675,36 @@ pub(crate) unsafe fn win_test(win: MPI_Win, flag: *mut c_int) -> CallResult {
 // ---- Communication ----------------------------------------------------------------------
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn put(
+pub(crate) unsafe fn put<C: Into<i64>>(
     origin: *const c_void,
-    o_count: c_int,
+    o_count: C,
     o_type: MPI_Datatype,
     target: c_int,
     t_disp: MPI_Aint,
-    t_count: c_int,
+    t_count: C,
     t_type: MPI_Datatype,
     win: MPI_Win,
 ) -> CallResult {
     on_window(win, |w| {
-        let (len, _) = matched((o_count, o_type), (t_count, t_type))?;
+        let (len, _) = matched((o_count.into(), o_type), (t_count.into(), t_type))?;
         // SAFETY: the caller's origin buffer of `len` bytes.
         w.put(unsafe { bytes(origin, len) }, rank(target)?, disp(t_disp)?)
     })
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn get(
+pub(crate) unsafe fn get<C: Into<i64>>(
     origin: *mut c_void,
-    o_count: c_int,
+    o_count: C,
     o_type: MPI_Datatype,
     target: c_int,
     t_disp: MPI_Aint,
-    t_count: c_int,
+    t_count: C,
     t_type: MPI_Datatype,
     win: MPI_Win,
 ) -> CallResult {
     on_window(win, |w| {
-        let (len, _) = matched((o_count, o_type), (t_count, t_type))?;
+        let (len, _) = matched((o_count.into(), o_type), (t_count.into(), t_type))?;
         // SAFETY: the caller's origin buffer of `len` bytes.
         w.get(
             unsafe { bytes_mut(origin, len) },
@@ -697,19 +715,19 @@ pub(crate) unsafe fn get(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn accumulate(
+pub(crate) unsafe fn accumulate<C: Into<i64>>(
     origin: *const c_void,
-    o_count: c_int,
+    o_count: C,
     o_type: MPI_Datatype,
     target: c_int,
     t_disp: MPI_Aint,
-    t_count: c_int,
+    t_count: C,
     t_type: MPI_Datatype,
     op: MPI_Op,
     win: MPI_Win,
 ) -> CallResult {
     on_window(win, |w| {
-        let (len, b) = matched((o_count, o_type), (t_count, t_type))?;
+        let (len, b) = matched((o_count.into(), o_type), (t_count.into(), t_type))?;
         let op = mpi_op(op)?;
         // SAFETY: the caller's origin buffer of `len` bytes.
         let src = unsafe { bytes(origin, len) };
@@ -718,30 +736,31 @@ pub(crate) unsafe fn accumulate(
 }
 
 #[allow(clippy::too_many_arguments)]
-pub(crate) unsafe fn get_accumulate(
+pub(crate) unsafe fn get_accumulate<C: Into<i64>>(
     origin: *const c_void,
-    o_count: c_int,
+    o_count: C,
     o_type: MPI_Datatype,
     result: *mut c_void,
-    r_count: c_int,
+    r_count: C,
     r_type: MPI_Datatype,
     target: c_int,
     t_disp: MPI_Aint,
-    t_count: c_int,
+    t_count: C,
     t_type: MPI_Datatype,
     op: MPI_Op,
     win: MPI_Win,
 ) -> CallResult {
     on_window(win, |w| {
         let op = mpi_op(op)?;
-        let (len, b) = matched((r_count, r_type), (t_count, t_type))?;
+        let t_count: i64 = t_count.into();
+        let (len, b) = matched((r_count.into(), r_type), (t_count, t_type))?;
         // With MPI_NO_OP the origin arguments are ignored.
         let zeros;
         let src = if op == onesided::Op::NoOp {
             zeros = vec![0u8; len];
             &zeros[..]
         } else {
-            matched((o_count, o_type), (t_count, t_type))?;
+            matched((o_count.into(), o_type), (t_count, t_type))?;
             // SAFETY: the caller's origin buffer of `len` bytes.
             unsafe { bytes(origin, len) }
         };
@@ -805,6 +824,139 @@ pub(crate) unsafe fn compare_and_swap(
     })
 }
 
+// ---- Request-based communication ------------------------------------------------------
+
+/// Runs `f` on window `win` and hands its request to the host as `*request`.
+fn with_request(
+    win: MPI_Win,
+    request: *mut c_int,
+    f: impl FnOnce(&RawWindow) -> onesided::Result<onesided::Request<'static>>,
+) -> CallResult {
+    let e = entry(win)?;
+    if request.is_null() {
+        return Err(Failure::Window(
+            e,
+            Error::InvalidArgument("request is NULL".into()),
+        ));
+    }
+    let r = match f(&e.win) {
+        Ok(r) => r,
+        Err(err) => return Err(Failure::Window(e, err)),
+    };
+    match crate::requests::start(r) {
+        Ok(h) => {
+            // SAFETY: checked non-null.
+            unsafe { *request = h };
+            Ok(())
+        }
+        Err(rc) => Err(Failure::WindowCode(e, rc, "generalized request".into())),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn rput<C: Into<i64>>(
+    origin: *const c_void,
+    o_count: C,
+    o_type: MPI_Datatype,
+    target: c_int,
+    t_disp: MPI_Aint,
+    t_count: C,
+    t_type: MPI_Datatype,
+    win: MPI_Win,
+    request: *mut c_int,
+) -> CallResult {
+    with_request(win, request, |w| {
+        let (len, _) = matched((o_count.into(), o_type), (t_count.into(), t_type))?;
+        // SAFETY: the caller's origin buffer of `len` bytes (copied or written at once).
+        w.rput(unsafe { bytes(origin, len) }, rank(target)?, disp(t_disp)?)
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn rget<C: Into<i64>>(
+    origin: *mut c_void,
+    o_count: C,
+    o_type: MPI_Datatype,
+    target: c_int,
+    t_disp: MPI_Aint,
+    t_count: C,
+    t_type: MPI_Datatype,
+    win: MPI_Win,
+    request: *mut c_int,
+) -> CallResult {
+    with_request(win, request, |w| {
+        let (len, _) = matched((o_count.into(), o_type), (t_count.into(), t_type))?;
+        // SAFETY: MPI's contract: the origin buffer stays valid and untouched until the
+        // request completes.
+        unsafe { w.rget(origin.cast(), len, rank(target)?, disp(t_disp)?) }
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn raccumulate<C: Into<i64>>(
+    origin: *const c_void,
+    o_count: C,
+    o_type: MPI_Datatype,
+    target: c_int,
+    t_disp: MPI_Aint,
+    t_count: C,
+    t_type: MPI_Datatype,
+    op: MPI_Op,
+    win: MPI_Win,
+    request: *mut c_int,
+) -> CallResult {
+    with_request(win, request, |w| {
+        let (len, b) = matched((o_count.into(), o_type), (t_count.into(), t_type))?;
+        let op = mpi_op(op)?;
+        // SAFETY: the caller's origin buffer of `len` bytes.
+        let src = unsafe { bytes(origin, len) };
+        w.raccumulate(src, elem(b, op)?, rank(target)?, disp(t_disp)?, op)
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn rget_accumulate<C: Into<i64>>(
+    origin: *const c_void,
+    o_count: C,
+    o_type: MPI_Datatype,
+    result: *mut c_void,
+    r_count: C,
+    r_type: MPI_Datatype,
+    target: c_int,
+    t_disp: MPI_Aint,
+    t_count: C,
+    t_type: MPI_Datatype,
+    op: MPI_Op,
+    win: MPI_Win,
+    request: *mut c_int,
+) -> CallResult {
+    with_request(win, request, |w| {
+        let op = mpi_op(op)?;
+        let t_count: i64 = t_count.into();
+        let (len, b) = matched((r_count.into(), r_type), (t_count, t_type))?;
+        let zeros;
+        let src = if op == onesided::Op::NoOp {
+            zeros = vec![0u8; len];
+            &zeros[..]
+        } else {
+            matched((o_count.into(), o_type), (t_count, t_type))?;
+            // SAFETY: the caller's origin buffer of `len` bytes.
+            unsafe { bytes(origin, len) }
+        };
+        // SAFETY: MPI's contract for the result buffer, as in rget.
+        unsafe {
+            w.rget_accumulate(
+                src,
+                result.cast(),
+                elem(b, op)?,
+                rank(target)?,
+                disp(t_disp)?,
+                op,
+            )
+        }
+    })
+}
+
 // ---- Error handlers ---------------------------------------------------------------------
 
 pub(crate) unsafe fn win_set_errhandler(win: MPI_Win, eh: c_int) -> CallResult {
@@ -825,6 +977,296 @@ pub(crate) unsafe fn win_get_errhandler(win: MPI_Win, eh: *mut c_int) -> CallRes
     // SAFETY: checked non-null.
     unsafe { *eh = e.errhandler() };
     Ok(())
+}
+
+pub(crate) unsafe fn win_get_attr(
+    win: MPI_Win,
+    keyval: c_int,
+    value: *mut c_void,
+    flag: *mut c_int,
+) -> CallResult {
+    let e = entry(win)?;
+    if value.is_null() || flag.is_null() {
+        return Err(Failure::Window(
+            e,
+            Error::InvalidArgument("a NULL out-argument".into()),
+        ));
+    }
+    // MPI_WIN_BASE is the base itself; the others are pointers to values the window keeps.
+    let found: Option<*mut c_void> = match keyval {
+        abi::MPI_WIN_BASE => Some(e.win.base_bytes().cast()),
+        abi::MPI_WIN_SIZE => Some((&e.size_attr as *const abi::MPI_Aint).cast_mut().cast()),
+        abi::MPI_WIN_DISP_UNIT => Some((&e.disp_unit_attr as *const c_int).cast_mut().cast()),
+        abi::MPI_WIN_CREATE_FLAVOR => Some((&e.flavor_attr as *const c_int).cast_mut().cast()),
+        abi::MPI_WIN_MODEL => Some((&e.model_attr as *const c_int).cast_mut().cast()),
+        k if state::keyval(k).is_some() => {
+            let attrs = e
+                .attrs
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match attrs.iter().find(|(key, _)| *key == k) {
+                Some(&(_, v)) => Some(v as *mut c_void),
+                None => {
+                    // SAFETY: the caller's flag, checked non-null.
+                    unsafe { *flag = 0 };
+                    return Ok(());
+                }
+            }
+        }
+        _ => None,
+    };
+    match found {
+        Some(v) => {
+            // SAFETY: the caller's `void *` slot and flag, checked non-null.
+            unsafe {
+                *value.cast::<*mut c_void>() = v;
+                *flag = 1;
+            }
+            Ok(())
+        }
+        None => Err(Failure::WindowCode(
+            e,
+            abi::MPI_ERR_KEYVAL,
+            format!("keyval {keyval:#x} is not a window keyval"),
+        )),
+    }
+}
+
+/// Runs the delete callback of attribute `keyval` = `value` of window `e`.
+fn delete_attr_value(e: &Entry, keyval: c_int, value: usize) -> c_int {
+    match state::keyval(keyval) {
+        Some(state::Keyval {
+            delete: Some(f),
+            extra,
+        }) => {
+            // SAFETY: the program's delete callback with the arguments MPI specifies.
+            unsafe {
+                f(
+                    e.handle(),
+                    keyval,
+                    value as *mut c_void,
+                    extra as *mut c_void,
+                )
+            }
+        }
+        _ => abi::MPI_SUCCESS,
+    }
+}
+
+/// Deletes every attribute of `e` (before the window is freed).
+fn delete_all_attrs(e: &Entry) -> c_int {
+    let attrs = std::mem::take(
+        &mut *e
+            .attrs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    let mut rc = abi::MPI_SUCCESS;
+    for (k, v) in attrs {
+        let r = delete_attr_value(e, k, v);
+        if rc == abi::MPI_SUCCESS {
+            rc = r;
+        }
+    }
+    rc
+}
+
+pub(crate) unsafe fn win_set_attr(win: MPI_Win, keyval: c_int, value: *mut c_void) -> CallResult {
+    let e = entry(win)?;
+    if state::keyval(keyval).is_none() {
+        return Err(Failure::WindowCode(
+            e,
+            abi::MPI_ERR_KEYVAL,
+            format!("keyval {keyval:#x} is not a user window keyval"),
+        ));
+    }
+    let old = {
+        let mut attrs = e
+            .attrs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match attrs.iter_mut().find(|(k, _)| *k == keyval) {
+            Some(slot) => Some(std::mem::replace(&mut slot.1, value as usize)),
+            None => {
+                attrs.push((keyval, value as usize));
+                None
+            }
+        }
+    };
+    if let Some(old) = old {
+        let rc = delete_attr_value(&e, keyval, old);
+        if rc != abi::MPI_SUCCESS {
+            return Err(Failure::WindowCode(
+                e,
+                rc,
+                "the attribute's delete callback failed".into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) unsafe fn win_delete_attr(win: MPI_Win, keyval: c_int) -> CallResult {
+    let e = entry(win)?;
+    let found = {
+        let mut attrs = e
+            .attrs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        attrs
+            .iter()
+            .position(|(k, _)| *k == keyval)
+            .map(|i| attrs.swap_remove(i).1)
+    };
+    match found {
+        Some(v) => {
+            let rc = delete_attr_value(&e, keyval, v);
+            if rc == abi::MPI_SUCCESS {
+                Ok(())
+            } else {
+                Err(Failure::WindowCode(
+                    e,
+                    rc,
+                    "the attribute's delete callback failed".into(),
+                ))
+            }
+        }
+        None => Err(Failure::WindowCode(
+            e,
+            abi::MPI_ERR_KEYVAL,
+            format!("the window has no attribute for keyval {keyval:#x}"),
+        )),
+    }
+}
+
+pub(crate) unsafe fn win_create_keyval(
+    copy: Option<crate::host::CopyAttrFn>,
+    delete: Option<crate::host::DeleteAttrFn>,
+    keyval: *mut c_int,
+    extra: *mut c_void,
+) -> CallResult {
+    if keyval.is_null() {
+        return Err(Failure::Comm(
+            abi::MPI_COMM_WORLD,
+            abi::MPI_ERR_ARG,
+            "keyval is NULL".into(),
+        ));
+    }
+    // The host makes the handle (unique, valid for its own calls); the callbacks are ours
+    // to run, on our windows.
+    // SAFETY: the program's arguments, passed on.
+    let rc = unsafe { (host().create_keyval)(copy, delete, keyval, extra) };
+    if rc != abi::MPI_SUCCESS {
+        return Err(Failure::Comm(
+            abi::MPI_COMM_WORLD,
+            rc,
+            "MPI_Win_create_keyval".into(),
+        ));
+    }
+    // SAFETY: set by the host.
+    let k = unsafe { *keyval };
+    state::add_keyval(
+        k,
+        state::Keyval {
+            delete,
+            extra: extra as usize,
+        },
+    );
+    Ok(())
+}
+
+pub(crate) unsafe fn win_free_keyval(keyval: *mut c_int) -> CallResult {
+    // SAFETY: the program's argument, passed on (MPI_KEYVAL_INVALID on return).
+    let rc = unsafe { (host().free_keyval)(keyval) };
+    if rc == abi::MPI_SUCCESS {
+        Ok(())
+    } else {
+        Err(Failure::Comm(
+            abi::MPI_COMM_WORLD,
+            rc,
+            "MPI_Win_free_keyval".into(),
+        ))
+    }
+}
+
+pub(crate) unsafe fn win_create_errhandler(
+    f: Option<crate::host::WinErrhandlerFn>,
+    eh: *mut c_int,
+) -> CallResult {
+    // SAFETY: the program's arguments, passed on: the host makes a valid handle.
+    let rc = unsafe { (host().create_errhandler)(f, eh) };
+    if rc != abi::MPI_SUCCESS {
+        return Err(Failure::Comm(
+            abi::MPI_COMM_WORLD,
+            rc,
+            "MPI_Win_create_errhandler".into(),
+        ));
+    }
+    if let Some(f) = f {
+        // SAFETY: set by the host.
+        state::add_errhandler(unsafe { *eh }, f);
+    }
+    Ok(())
+}
+
+pub(crate) unsafe fn win_call_errhandler(win: MPI_Win, code: c_int) -> CallResult {
+    let e = entry(win)?;
+    Err(Failure::Raised(e, code))
+}
+
+pub(crate) unsafe fn win_get_group(win: MPI_Win, group: *mut MPI_Group) -> CallResult {
+    let e = entry(win)?;
+    if group.is_null() {
+        return Err(Failure::Window(
+            e,
+            Error::InvalidArgument("group is NULL".into()),
+        ));
+    }
+    let mut copy = ffi::MPI_Group(abi::MPI_GROUP_NULL);
+    // SAFETY: the window's own group; excluding nobody makes a new handle the caller frees.
+    let rc =
+        unsafe { ffi::MPI_Group_excl(ffi::MPI_Group(e.group), 0, std::ptr::null(), &mut copy) };
+    if rc != abi::MPI_SUCCESS {
+        return Err(Failure::WindowCode(e, rc, "MPI_Group_excl".into()));
+    }
+    // SAFETY: checked non-null.
+    unsafe { *group = copy.0 };
+    Ok(())
+}
+
+pub(crate) unsafe fn win_get_info(win: MPI_Win, info: *mut MPI_Info) -> CallResult {
+    let e = entry(win)?;
+    if info.is_null() {
+        return Err(Failure::Window(
+            e,
+            Error::InvalidArgument("info is NULL".into()),
+        ));
+    }
+    let mut out = ffi::MPI_Info(abi::MPI_INFO_NULL);
+    // SAFETY: a new info object for the caller.
+    let rc = unsafe { ffi::MPI_Info_create(&mut out) };
+    if rc != abi::MPI_SUCCESS {
+        return Err(Failure::WindowCode(e, rc, "MPI_Info_create".into()));
+    }
+    for (k, v) in e.win.get_info().iter() {
+        let (Ok(k), Ok(v)) = (std::ffi::CString::new(k), std::ffi::CString::new(v)) else {
+            continue;
+        };
+        // SAFETY: NUL-terminated strings; the info object made above.
+        unsafe { ffi::MPI_Info_set(out, k.as_ptr(), v.as_ptr()) };
+    }
+    // SAFETY: checked non-null.
+    unsafe { *info = out.0 };
+    Ok(())
+}
+
+pub(crate) unsafe fn win_set_info(win: MPI_Win, info: MPI_Info) -> CallResult {
+    let e = entry(win)?;
+    let i = match info_of(info) {
+        Ok(i) => i,
+        Err(rc) => return Err(Failure::WindowCode(e, rc, "invalid info".into())),
+    };
+    e.win.set_info(&i).map_err(|err| Failure::Window(e, err))
 }
 
 /// `MPI_MAX_OBJECT_NAME`.

@@ -10,8 +10,11 @@
 
 use std::os::raw::{c_char, c_int, c_void};
 
-use crate::abi::{self, MPI_Aint, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Op, MPI_Win};
+use crate::abi::{
+    self, MPI_Aint, MPI_Comm, MPI_Count, MPI_Datatype, MPI_Group, MPI_Info, MPI_Op, MPI_Win,
+};
 use crate::calls::{self, CallResult, Failure};
+use crate::host::{CopyAttrFn, DeleteAttrFn, WinErrhandlerFn};
 use crate::state::{ERRORS_ARE_FATAL, ERRORS_RETURN};
 
 macro_rules! exports {
@@ -120,6 +123,109 @@ exports! {
         => calls::win_set_errhandler;
     MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut c_int)
         => calls::win_get_errhandler;
+    MPI_Win_allocate_c / PMPI_Win_allocate_c(
+        size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void,
+        win: *mut MPI_Win,
+    ) => calls::win_allocate;
+    MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c(
+        size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void,
+        win: *mut MPI_Win,
+    ) => calls::win_allocate_shared;
+    MPI_Win_create_c / PMPI_Win_create_c(
+        base: *mut c_void, size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm,
+        win: *mut MPI_Win,
+    ) => calls::win_create;
+    MPI_Win_shared_query_c / PMPI_Win_shared_query_c(
+        win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut MPI_Aint,
+        baseptr: *mut c_void,
+    ) => calls::win_shared_query;
+    MPI_Put_c / PMPI_Put_c(
+        origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
+        target_datatype: MPI_Datatype, win: MPI_Win,
+    ) => calls::put;
+    MPI_Get_c / PMPI_Get_c(
+        origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
+        target_datatype: MPI_Datatype, win: MPI_Win,
+    ) => calls::get;
+    MPI_Accumulate_c / PMPI_Accumulate_c(
+        origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
+        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win,
+    ) => calls::accumulate;
+    MPI_Get_accumulate_c / PMPI_Get_accumulate_c(
+        origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
+        result_addr: *mut c_void, result_count: MPI_Count, result_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
+        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win,
+    ) => calls::get_accumulate;
+
+    MPI_Win_set_attr / PMPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void)
+        => calls::win_set_attr;
+    MPI_Win_delete_attr / PMPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int)
+        => calls::win_delete_attr;
+    MPI_Win_create_keyval / PMPI_Win_create_keyval(
+        win_copy_attr_fn: Option<CopyAttrFn>, win_delete_attr_fn: Option<DeleteAttrFn>,
+        win_keyval: *mut c_int, extra_state: *mut c_void,
+    ) => calls::win_create_keyval;
+    MPI_Win_free_keyval / PMPI_Win_free_keyval(win_keyval: *mut c_int) => calls::win_free_keyval;
+    MPI_Win_create_errhandler / PMPI_Win_create_errhandler(
+        win_errhandler_fn: Option<WinErrhandlerFn>, errhandler: *mut c_int,
+    ) => calls::win_create_errhandler;
+    MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int)
+        => calls::win_call_errhandler;
+    MPI_Win_get_attr / PMPI_Win_get_attr(
+        win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int,
+    ) => calls::win_get_attr;
+    MPI_Win_get_group / PMPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group)
+        => calls::win_get_group;
+    MPI_Win_get_info / PMPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info)
+        => calls::win_get_info;
+    MPI_Win_set_info / PMPI_Win_set_info(win: MPI_Win, info: MPI_Info) => calls::win_set_info;
+    MPI_Rput / PMPI_Rput(
+        origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+        target_datatype: MPI_Datatype, win: MPI_Win, request: *mut c_int,
+    ) => calls::rput;
+    MPI_Rget / PMPI_Rget(
+        origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+        target_datatype: MPI_Datatype, win: MPI_Win, request: *mut c_int,
+    ) => calls::rget;
+    MPI_Raccumulate / PMPI_Raccumulate(
+        origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
+    ) => calls::raccumulate;
+    MPI_Rget_accumulate / PMPI_Rget_accumulate(
+        origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
+        result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
+    ) => calls::rget_accumulate;
+    MPI_Rput_c / PMPI_Rput_c(
+        origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
+        target_datatype: MPI_Datatype, win: MPI_Win, request: *mut c_int,
+    ) => calls::rput;
+    MPI_Rget_c / PMPI_Rget_c(
+        origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
+        target_datatype: MPI_Datatype, win: MPI_Win, request: *mut c_int,
+    ) => calls::rget;
+    MPI_Raccumulate_c / PMPI_Raccumulate_c(
+        origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
+        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
+    ) => calls::raccumulate;
+    MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c(
+        origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
+        result_addr: *mut c_void, result_count: MPI_Count, result_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
+        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
+    ) => calls::rget_accumulate;
+
     MPI_Win_set_name / PMPI_Win_set_name(win: MPI_Win, win_name: *const c_char)
         => calls::win_set_name;
     MPI_Win_get_name / PMPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int)
@@ -143,10 +249,22 @@ fn fail(name: &'static str, failure: Failure) -> c_int {
     match failure {
         Failure::Window(entry, err) => {
             let code = abi::error_code(err.mpi_class());
-            handle(name, entry.errhandler(), entry.comm, code, &err)
+            user_or(&entry, code)
+                .unwrap_or_else(|| handle(name, entry.errhandler(), entry.comm, code, &err))
         }
-        Failure::WindowCode(entry, code, text) => {
-            handle(name, entry.errhandler(), entry.comm, code, &text)
+        Failure::WindowCode(entry, code, text) => user_or(&entry, code)
+            .unwrap_or_else(|| handle(name, entry.errhandler(), entry.comm, code, &text)),
+        Failure::Raised(entry, code) => {
+            if user_or(&entry, code).is_none() {
+                handle(
+                    name,
+                    entry.errhandler(),
+                    entry.comm,
+                    code,
+                    &format!("error code {code}"),
+                );
+            }
+            abi::MPI_SUCCESS
         }
         Failure::Handler {
             errhandler,
@@ -175,6 +293,16 @@ fn fail(name: &'static str, failure: Failure) -> c_int {
             code
         }
     }
+}
+
+/// Runs the window's user error handler for `code`, if it has one: the code the call
+/// returns then.
+fn user_or(entry: &crate::state::Entry, code: c_int) -> Option<c_int> {
+    let f = crate::state::errhandler_fn(entry.errhandler())?;
+    let (mut win, mut c) = (entry.handle(), code);
+    // SAFETY: the program's handler, with the window and the code, as MPI specifies.
+    unsafe { f(&mut win, &mut c) };
+    Some(code)
 }
 
 /// Runs window error handler `errhandler` for error `code` (`what` says what failed).

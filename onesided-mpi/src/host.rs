@@ -21,8 +21,31 @@ type AllocMemFn = unsafe extern "C" fn(MPI_Aint, MPI_Info, *mut c_void) -> c_int
 /// `int (*)(void *)`.
 type FreeMemFn = unsafe extern "C" fn(*mut c_void) -> c_int;
 
+/// `MPI_Win_errhandler_function *`.
+pub(crate) type WinErrhandlerFn = unsafe extern "C" fn(*mut c_int, *mut c_int, ...);
+/// `int (*)(MPI_Win_errhandler_function *, MPI_Errhandler *)`.
+type CreateErrhandlerFn = unsafe extern "C" fn(Option<WinErrhandlerFn>, *mut c_int) -> c_int;
+/// `MPI_Win_copy_attr_function *`.
+pub(crate) type CopyAttrFn =
+    unsafe extern "C" fn(c_int, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
+/// `MPI_Win_delete_attr_function *`.
+pub(crate) type DeleteAttrFn =
+    unsafe extern "C" fn(c_int, c_int, *mut c_void, *mut c_void) -> c_int;
+/// `int (*)(copy_fn, delete_fn, int *keyval, void *extra_state)`.
+type CreateKeyvalFn = unsafe extern "C" fn(
+    Option<CopyAttrFn>,
+    Option<DeleteAttrFn>,
+    *mut c_int,
+    *mut c_void,
+) -> c_int;
+/// `int (*)(int *keyval)`.
+type FreeKeyvalFn = unsafe extern "C" fn(*mut c_int) -> c_int;
+
 /// The host functions, resolved at first use.
 pub(crate) struct Host {
+    pub create_errhandler: CreateErrhandlerFn,
+    pub create_keyval: CreateKeyvalFn,
+    pub free_keyval: FreeKeyvalFn,
     pub init: InitFn,
     pub init_thread: InitThreadFn,
     pub finalize: FinalizeFn,
@@ -53,6 +76,15 @@ pub(crate) fn host() -> &'static Host {
         // field it is stored in (mpi_proto.h).
         unsafe {
             Host {
+                create_errhandler: std::mem::transmute::<*mut c_void, CreateErrhandlerFn>(next(
+                    c"PMPI_Win_create_errhandler",
+                )),
+                create_keyval: std::mem::transmute::<*mut c_void, CreateKeyvalFn>(next(
+                    c"PMPI_Win_create_keyval",
+                )),
+                free_keyval: std::mem::transmute::<*mut c_void, FreeKeyvalFn>(next(
+                    c"PMPI_Win_free_keyval",
+                )),
                 init: std::mem::transmute::<*mut c_void, InitFn>(next(c"PMPI_Init")),
                 init_thread: std::mem::transmute::<*mut c_void, InitThreadFn>(next(
                     c"PMPI_Init_thread",
@@ -63,4 +95,21 @@ pub(crate) fn host() -> &'static Host {
             }
         }
     })
+}
+
+/// Refuses a program linked against another MPI than MPICH's ABI (Open MPI defines
+/// `ompi_mpi_comm_world`; its handles are pointers, and every call here would misread
+/// them): a clear message and exit status 1, before anything else runs.
+pub(crate) fn refuse_other_mpis() {
+    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no preconditions.
+    let open_mpi =
+        !unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"ompi_mpi_comm_world".as_ptr()) }.is_null();
+    if open_mpi {
+        eprintln!(
+            "onesided-mpi: this program is linked against Open MPI; libonesided_mpi.so implements \
+             the MPICH ABI (MPICH, Intel MPI, MVAPICH, Cray MPICH). Run it without LD_PRELOAD, \
+             or rebuild it with mpicc.mpich."
+        );
+        std::process::exit(1);
+    }
 }

@@ -32,4 +32,6 @@ mod exports;
 #[cfg(feature = "mpich")]
 mod host;
 #[cfg(feature = "mpich")]
+mod requests;
+#[cfg(feature = "mpich")]
 mod state;

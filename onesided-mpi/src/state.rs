@@ -28,17 +28,45 @@ pub(crate) struct Entry {
     pub errhandler: AtomicI32,
     /// `MPI_Win_set_name`.
     pub name: Mutex<String>,
+    /// The values `MPI_Win_get_attr` hands out pointers to (`MPI_WIN_SIZE`, `DISP_UNIT`,
+    /// `CREATE_FLAVOR`, `MODEL`): they live as long as the window.
+    pub size_attr: abi::MPI_Aint,
+    pub disp_unit_attr: c_int,
+    pub flavor_attr: c_int,
+    pub model_attr: c_int,
+    /// This window's handle (set when it enters the table).
+    pub handle: AtomicI32,
+    /// User attributes: keyval and value (a `void *`, kept as an address).
+    pub attrs: Mutex<Vec<(c_int, usize)>>,
 }
 
 impl Entry {
     pub(crate) fn new(win: RawWindow, comm: MPI_Comm, group: MPI_Group) -> Entry {
+        let flavor_attr = match win.flavor() {
+            onesided::Flavor::Create => abi::MPI_WIN_FLAVOR_CREATE,
+            onesided::Flavor::Allocate => abi::MPI_WIN_FLAVOR_ALLOCATE,
+            onesided::Flavor::Dynamic => abi::MPI_WIN_FLAVOR_DYNAMIC,
+            _ => abi::MPI_WIN_FLAVOR_SHARED,
+        };
         Entry {
+            size_attr: win.size_bytes() as abi::MPI_Aint,
+            disp_unit_attr: c_int::try_from(win.disp_unit()).unwrap_or(c_int::MAX),
+            flavor_attr,
+            model_attr: abi::MPI_WIN_UNIFIED,
             win,
             comm,
             group,
             errhandler: AtomicI32::new(ERRORS_ARE_FATAL),
             name: Mutex::new(String::new()),
+            handle: AtomicI32::new(abi::MPI_WIN_NULL),
+            attrs: Mutex::new(Vec::new()),
         }
+    }
+
+    /// This window's handle.
+    pub(crate) fn handle(&self) -> MPI_Win {
+        // Relaxed: set before the handle is returned to the program.
+        self.handle.load(Ordering::Relaxed)
     }
 
     pub(crate) fn errhandler(&self) -> c_int {
@@ -53,7 +81,9 @@ static WINDOWS: RwLock<Vec<Option<Arc<Entry>>>> = RwLock::new(Vec::new());
 /// Puts `entry` in the table: its handle.
 pub(crate) fn insert(entry: Entry) -> MPI_Win {
     let mut t = WINDOWS.write().unwrap_or_else(PoisonError::into_inner);
-    let entry = Some(Arc::new(entry));
+    let entry = Arc::new(entry);
+    let entry_ref = Arc::clone(&entry);
+    let entry = Some(entry);
     let index = match t.iter().position(Option::is_none) {
         Some(i) => {
             t[i] = entry;
@@ -64,7 +94,10 @@ pub(crate) fn insert(entry: Entry) -> MPI_Win {
             t.len() - 1
         }
     };
-    abi::window_handle(index)
+    let handle = abi::window_handle(index);
+    // Relaxed: published with the table's lock and the handle's return.
+    entry_ref.handle.store(handle, Ordering::Relaxed);
+    handle
 }
 
 /// The window behind `win`; `None` for a handle that is not one of ours, or freed.
@@ -120,4 +153,51 @@ pub(crate) fn release_allocation(base: usize) -> bool {
         }
         None => false,
     }
+}
+
+/// User window error handlers (`MPI_Win_create_errhandler`), by handle: kept for the life
+/// of the process, so that a handler the program freed stays callable where it is set.
+static ERRHANDLERS: Mutex<Vec<(c_int, crate::host::WinErrhandlerFn)>> = Mutex::new(Vec::new());
+
+/// Records handler `f` of handle `eh`.
+pub(crate) fn add_errhandler(eh: c_int, f: crate::host::WinErrhandlerFn) {
+    let mut t = ERRHANDLERS.lock().unwrap_or_else(PoisonError::into_inner);
+    t.retain(|(h, _)| *h != eh);
+    t.push((eh, f));
+}
+
+/// The user function of handler `eh`.
+pub(crate) fn errhandler_fn(eh: c_int) -> Option<crate::host::WinErrhandlerFn> {
+    ERRHANDLERS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .find(|(h, _)| *h == eh)
+        .map(|&(_, f)| f)
+}
+
+/// A user keyval: its copy and delete callbacks and extra state (an address).
+#[derive(Clone, Copy)]
+pub(crate) struct Keyval {
+    pub delete: Option<crate::host::DeleteAttrFn>,
+    pub extra: usize,
+}
+
+/// User keyvals by handle (kept after `MPI_Win_free_keyval`: attributes set with a freed
+/// keyval still have their delete callback run).
+static KEYVALS: Mutex<Vec<(c_int, Keyval)>> = Mutex::new(Vec::new());
+
+pub(crate) fn add_keyval(k: c_int, v: Keyval) {
+    let mut t = KEYVALS.lock().unwrap_or_else(PoisonError::into_inner);
+    t.retain(|(h, _)| *h != k);
+    t.push((k, v));
+}
+
+pub(crate) fn keyval(k: c_int) -> Option<Keyval> {
+    KEYVALS
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .iter()
+        .find(|(h, _)| *h == k)
+        .map(|&(_, v)| v)
 }

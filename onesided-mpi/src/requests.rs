@@ -1,0 +1,218 @@
+//! Requests that mix with the host's: `MPI_Rput` & co. hand out genuine MPICH requests —
+//! generalized requests of one class (`MPIX_Grequest_class_create`) whose poll function
+//! drives onesided's request and whose wait function blocks in onesided's progress — so
+//! `MPI_Wait`, `MPI_Waitall`, `MPI_Testany`, `MPI_Request_free` and tools work on them
+//! unchanged, mixed with `MPI_Isend`/`MPI_Irecv` in one array.
+//!
+//! A request freed while its operation is pending (`MPI_Request_free`; MPICH then runs the
+//! free function at once) is kept and driven to completion by later polls and at
+//! `MPI_Finalize`: the operation must still complete (a deferred `MPI_Rget` still fills its
+//! buffer).
+
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use mpi::ffi;
+use onesided::Request;
+
+use crate::abi;
+
+/// One of our requests, behind the host's generalized request.
+struct Pending {
+    req: Mutex<Option<Request<'static>>>,
+    /// The host's handle (set right after it is allocated).
+    handle: AtomicI32,
+    /// `MPI_Grequest_complete` was called.
+    completed: AtomicBool,
+}
+
+/// Requests freed while pending, driven until they complete.
+static ORPHANS: Mutex<Vec<Request<'static>>> = Mutex::new(Vec::new());
+
+/// The class of our requests (made at the first request, after `MPI_Init`).
+static CLASS: OnceLock<c_int> = OnceLock::new();
+
+/// `MPI_UNDEFINED`.
+const MPI_UNDEFINED: c_int = -32766;
+
+unsafe extern "C" fn query(_extra: *mut c_void, status: *mut ffi::MPI_Status) -> c_int {
+    if status.is_null() {
+        return abi::MPI_SUCCESS;
+    }
+    // SAFETY: the host's status out-argument; an RMA request moves no message.
+    unsafe {
+        ffi::MPI_Status_set_elements(status, ffi::RSMPI_UINT8_T, 0);
+        ffi::MPI_Status_set_cancelled(status, 0);
+        (*status).MPI_SOURCE = MPI_UNDEFINED;
+        (*status).MPI_TAG = MPI_UNDEFINED;
+    }
+    abi::MPI_SUCCESS
+}
+
+unsafe extern "C" fn free(extra: *mut c_void) -> c_int {
+    // SAFETY: `extra` is the Box made in `start`; MPICH calls free once.
+    let pending = unsafe { Box::from_raw(extra.cast::<Pending>()) };
+    let req = pending
+        .req
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    if let Some(r) = req {
+        if !r.is_complete() {
+            ORPHANS
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(r);
+        }
+    }
+    abi::MPI_SUCCESS
+}
+
+unsafe extern "C" fn cancel(_extra: *mut c_void, _complete: c_int) -> c_int {
+    // RMA operations cannot be cancelled; the request completes normally.
+    abi::MPI_SUCCESS
+}
+
+/// Tests the request behind `extra`; completes the host's request when it is done.
+unsafe extern "C" fn poll(extra: *mut c_void, _status: *mut ffi::MPI_Status) -> c_int {
+    drive_orphans();
+    // SAFETY: `extra` is a live Pending (freed only by `free`, after completion or
+    // MPI_Request_free, after which MPICH no longer polls it).
+    let p = unsafe { &*extra.cast::<Pending>() };
+    if p.completed.load(Ordering::Acquire) {
+        return abi::MPI_SUCCESS;
+    }
+    let mut slot = p.req.lock().unwrap_or_else(PoisonError::into_inner);
+    let done = match slot.as_mut() {
+        None => Ok(true),
+        Some(r) => r.test(),
+    };
+    match done {
+        Ok(true) => {
+            slot.take();
+            drop(slot);
+            complete(p);
+            abi::MPI_SUCCESS
+        }
+        Ok(false) => abi::MPI_SUCCESS,
+        Err(e) => {
+            slot.take();
+            drop(slot);
+            complete(p);
+            abi::error_code(e.mpi_class())
+        }
+    }
+}
+
+/// Waits until every request of `states` completed (or `timeout` seconds passed, when
+/// positive).
+unsafe extern "C" fn wait(
+    count: c_int,
+    states: *mut *mut c_void,
+    timeout: f64,
+    status: *mut ffi::MPI_Status,
+) -> c_int {
+    let start = std::time::Instant::now();
+    let mut spins = 0u32;
+    loop {
+        let mut all = true;
+        for i in 0..count.max(0) as usize {
+            // SAFETY: MPICH passes `count` extra states of our class.
+            let extra = unsafe { *states.add(i) };
+            // SAFETY: as in poll.
+            let rc = unsafe { poll(extra, status) };
+            if rc != abi::MPI_SUCCESS {
+                return rc;
+            }
+            // SAFETY: as in poll.
+            all &= unsafe { &*extra.cast::<Pending>() }
+                .completed
+                .load(Ordering::Acquire);
+        }
+        if all || (timeout > 0.0 && start.elapsed().as_secs_f64() >= timeout) {
+            return abi::MPI_SUCCESS;
+        }
+        spins += 1;
+        if spins > 64 {
+            std::thread::yield_now();
+        }
+    }
+}
+
+fn complete(p: &Pending) {
+    if !p.completed.swap(true, Ordering::AcqRel) {
+        // SAFETY: the live generalized request this Pending belongs to.
+        unsafe { ffi::MPI_Grequest_complete(ffi::MPI_Request(p.handle.load(Ordering::Acquire))) };
+    }
+}
+
+/// Drives the requests freed while pending.
+fn drive_orphans() {
+    let mut o = match ORPHANS.try_lock() {
+        Ok(o) => o,
+        Err(_) => return,
+    };
+    if o.is_empty() {
+        return;
+    }
+    o.retain_mut(|r| !matches!(r.test(), Ok(true) | Err(_)));
+}
+
+/// Completes every orphaned request (at finalize).
+pub(crate) fn finish_orphans() {
+    let orphans = std::mem::take(&mut *ORPHANS.lock().unwrap_or_else(PoisonError::into_inner));
+    for r in orphans {
+        if let Err(e) = r.wait() {
+            eprintln!("onesided-mpi: a request freed before it completed failed: {e}");
+        }
+    }
+}
+
+fn class() -> Result<c_int, c_int> {
+    if let Some(&c) = CLASS.get() {
+        return Ok(c);
+    }
+    let mut c: ffi::MPIX_Grequest_class = 0;
+    // SAFETY: our five functions have the prototypes of mpi.h.
+    let rc = unsafe {
+        ffi::MPIX_Grequest_class_create(
+            Some(query),
+            Some(free),
+            Some(cancel),
+            Some(poll),
+            Some(wait),
+            &mut c,
+        )
+    };
+    if rc != abi::MPI_SUCCESS {
+        return Err(rc);
+    }
+    Ok(*CLASS.get_or_init(|| c))
+}
+
+/// A host request for `req`: completed at once when `req` already is.
+pub(crate) fn start(req: Request<'static>) -> Result<c_int, c_int> {
+    let class = class()?;
+    let done = req.is_complete();
+    let pending = Box::into_raw(Box::new(Pending {
+        req: Mutex::new(if done { None } else { Some(req) }),
+        handle: AtomicI32::new(0),
+        completed: AtomicBool::new(false),
+    }));
+    let mut handle = ffi::MPI_Request(0);
+    // SAFETY: `pending` is ours until MPICH calls `free`.
+    let rc = unsafe { ffi::MPIX_Grequest_class_allocate(class, pending.cast(), &mut handle) };
+    if rc != abi::MPI_SUCCESS {
+        // SAFETY: MPICH did not take it.
+        drop(unsafe { Box::from_raw(pending) });
+        return Err(rc);
+    }
+    // SAFETY: live until `free`.
+    let p = unsafe { &*pending };
+    p.handle.store(handle.0, Ordering::Release);
+    if done {
+        complete(p);
+    }
+    Ok(handle.0)
+}
