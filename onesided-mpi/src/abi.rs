@@ -56,6 +56,8 @@ pub const MPI_ERR_KEYVAL: c_int = 48;
 /// `MPI_ERR_SIZE`.
 pub const MPI_ERR_SIZE: c_int = 51;
 
+/// `MPI_BYTE`.
+pub const MPI_BYTE: MPI_Datatype = 0x4c00_010d;
 /// `MPI_COMM_WORLD`.
 pub const MPI_COMM_WORLD: MPI_Comm = 0x4400_0000;
 /// `MPI_COMM_NULL`.

@@ -9,9 +9,10 @@ use std::os::raw::{c_char, c_int, c_void};
 use std::sync::Arc;
 
 use mpi::ffi;
-use onesided::{Assert, Comm, Error, LockType, RawWindow, WinInfo};
+use onesided::{Assert, Comm, Error, Layout, LockType, RawWindow, WinInfo};
 
 use crate::abi::{self, MPI_Aint, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Op, MPI_Win};
+use crate::datatypes::{self, Selection};
 use crate::host::host;
 use crate::state::{self, Entry, UNIVERSE};
 
@@ -111,26 +112,17 @@ fn typed(count: i64, ty: MPI_Datatype) -> onesided::Result<(usize, abi::Builtin)
     Ok((bytes, b))
 }
 
-/// The origin and target descriptions of one transfer, which must move the same bytes.
-fn matched(
-    origin: (i64, MPI_Datatype),
-    target: (i64, MPI_Datatype),
-) -> onesided::Result<(usize, abi::Builtin)> {
-    let (o_bytes, o) = typed(origin.0, origin.1)?;
-    let (t_bytes, _) = typed(target.0, target.1)?;
-    if o_bytes != t_bytes {
-        return Err(Error::LayoutMismatch {
-            op: "transfer",
-            origin: o_bytes,
-            target: t_bytes,
-        });
-    }
-    Ok((o_bytes, o))
-}
-
 /// The element type an accumulate of `b` applies ops to.
 fn elem(b: abi::Builtin, op: onesided::Op) -> onesided::Result<onesided::ElemType> {
-    match b.elem {
+    elem_of(b.elem, op)
+}
+
+/// The element type an accumulate of basic type `e` applies `op` to.
+fn elem_of(
+    e: Option<onesided::ElemType>,
+    op: onesided::Op,
+) -> onesided::Result<onesided::ElemType> {
+    match e {
         Some(e) => Ok(e),
         // MPI_BYTE: only replace and no_op (bytes moved unchanged, element-wise atomic).
         None if matches!(op, onesided::Op::Replace | onesided::Op::NoOp) => {
@@ -141,6 +133,65 @@ fn elem(b: abi::Builtin, op: onesided::Op) -> onesided::Result<onesided::ElemTyp
             op: op.name(),
             ty: "MPI_BYTE",
         }),
+    }
+}
+
+/// Origin and target of one transfer: they must select the same number of bytes.
+fn pair(
+    op: &'static str,
+    origin: (i64, MPI_Datatype),
+    target: (i64, MPI_Datatype),
+) -> onesided::Result<(Selection, Selection)> {
+    let o = datatypes::selection(origin.0, origin.1)?;
+    let t = datatypes::selection(target.0, target.1)?;
+    if o.bytes != t.bytes {
+        return Err(Error::LayoutMismatch {
+            op,
+            origin: o.bytes,
+            target: t.bytes,
+        });
+    }
+    Ok((o, t))
+}
+
+/// The memory selection `o` reads or writes at `addr`, from its lowest byte, with its
+/// layout from there.
+///
+/// # Safety
+/// `addr` is the C caller's buffer for `o` (MPI's contract).
+unsafe fn origin_view<'a>(
+    addr: *const c_void,
+    o: &Selection,
+) -> onesided::Result<(&'a mut [u8], Layout<u8>)> {
+    let low = o.low();
+    let len = (o.high() - low) as usize;
+    // SAFETY: the caller's buffer covers every block of its selection.
+    let view = unsafe { bytes_mut(addr.cast_mut().wrapping_byte_offset(low), len) };
+    Ok((view, o.layout(low)?))
+}
+
+/// The layout of target selection `t` from the target displacement.
+fn target_layout(t: &Selection) -> onesided::Result<Layout<u8>> {
+    if t.low() < 0 {
+        return Err(Error::Unsupported(
+            "a target datatype that reaches below its displacement".into(),
+        ));
+    }
+    t.layout(0)
+}
+
+/// The element type an accumulate combines: the one basic type of origin and target.
+fn acc_elem(
+    o: &Selection,
+    t: &Selection,
+    op: onesided::Op,
+) -> onesided::Result<onesided::ElemType> {
+    match (o.elem, t.elem) {
+        (Some(a), Some(b)) if a == b => elem_of(a, op),
+        _ => Err(Error::InvalidDatatype(
+            "an accumulate's origin and target must be of one predefined type (MPI-4.1 §12.3.4)"
+                .into(),
+        )),
     }
 }
 
@@ -686,9 +737,15 @@ pub(crate) unsafe fn put<C: Into<i64>>(
     win: MPI_Win,
 ) -> CallResult {
     on_window(win, |w| {
-        let (len, _) = matched((o_count.into(), o_type), (t_count.into(), t_type))?;
-        // SAFETY: the caller's origin buffer of `len` bytes.
-        w.put(unsafe { bytes(origin, len) }, rank(target)?, disp(t_disp)?)
+        let (o, t) = pair("put", (o_count.into(), o_type), (t_count.into(), t_type))?;
+        let (r, d) = (rank(target)?, disp(t_disp)?);
+        if o.contiguous() && t.contiguous() {
+            // SAFETY: the caller's origin buffer of `o.bytes` bytes.
+            return w.put(unsafe { bytes(origin, o.bytes) }, r, d);
+        }
+        // SAFETY: the caller's origin buffer (MPI's contract).
+        let (view, o_layout) = unsafe { origin_view(origin, &o)? };
+        w.put_layout(view, &o_layout, r, d, &target_layout(&t)?)
     })
 }
 
@@ -704,13 +761,15 @@ pub(crate) unsafe fn get<C: Into<i64>>(
     win: MPI_Win,
 ) -> CallResult {
     on_window(win, |w| {
-        let (len, _) = matched((o_count.into(), o_type), (t_count.into(), t_type))?;
-        // SAFETY: the caller's origin buffer of `len` bytes.
-        w.get(
-            unsafe { bytes_mut(origin, len) },
-            rank(target)?,
-            disp(t_disp)?,
-        )
+        let (o, t) = pair("get", (o_count.into(), o_type), (t_count.into(), t_type))?;
+        let (r, d) = (rank(target)?, disp(t_disp)?);
+        if o.contiguous() && t.contiguous() {
+            // SAFETY: the caller's origin buffer of `o.bytes` bytes.
+            return w.get(unsafe { bytes_mut(origin, o.bytes) }, r, d);
+        }
+        // SAFETY: the caller's origin buffer (MPI's contract).
+        let (view, o_layout) = unsafe { origin_view(origin, &o)? };
+        w.get_layout(view, &o_layout, r, d, &target_layout(&t)?)
     })
 }
 
@@ -727,11 +786,21 @@ pub(crate) unsafe fn accumulate<C: Into<i64>>(
     win: MPI_Win,
 ) -> CallResult {
     on_window(win, |w| {
-        let (len, b) = matched((o_count.into(), o_type), (t_count.into(), t_type))?;
+        let (o, t) = pair(
+            "accumulate",
+            (o_count.into(), o_type),
+            (t_count.into(), t_type),
+        )?;
         let op = mpi_op(op)?;
-        // SAFETY: the caller's origin buffer of `len` bytes.
-        let src = unsafe { bytes(origin, len) };
-        w.accumulate(src, elem(b, op)?, rank(target)?, disp(t_disp)?, op)
+        let ty = acc_elem(&o, &t, op)?;
+        let (r, d) = (rank(target)?, disp(t_disp)?);
+        if o.contiguous() && t.contiguous() {
+            // SAFETY: the caller's origin buffer of `o.bytes` bytes.
+            return w.accumulate(unsafe { bytes(origin, o.bytes) }, ty, r, d, op);
+        }
+        // SAFETY: the caller's origin buffer (MPI's contract).
+        let (view, o_layout) = unsafe { origin_view(origin, &o)? };
+        w.accumulate_layout(view, &o_layout, ty, r, d, &target_layout(&t)?, op)
     })
 }
 
@@ -753,20 +822,50 @@ pub(crate) unsafe fn get_accumulate<C: Into<i64>>(
     on_window(win, |w| {
         let op = mpi_op(op)?;
         let t_count: i64 = t_count.into();
-        let (len, b) = matched((r_count.into(), r_type), (t_count, t_type))?;
-        // With MPI_NO_OP the origin arguments are ignored.
+        let (res, t) = pair(
+            "get_accumulate",
+            (r_count.into(), r_type),
+            (t_count, t_type),
+        )?;
+        // With MPI_NO_OP the origin arguments are ignored: zeros shaped like the target.
         let zeros;
-        let src = if op == onesided::Op::NoOp {
-            zeros = vec![0u8; len];
-            &zeros[..]
+        let (o, o_addr) = if op == onesided::Op::NoOp {
+            zeros = vec![0u8; t.bytes];
+            let o = datatypes::selection(t.bytes as i64, abi::MPI_BYTE)?;
+            let o = Selection { elem: t.elem, ..o };
+            (o, zeros.as_ptr().cast::<c_void>())
         } else {
-            matched((o_count.into(), o_type), (t_count, t_type))?;
-            // SAFETY: the caller's origin buffer of `len` bytes.
-            unsafe { bytes(origin, len) }
+            (
+                pair(
+                    "get_accumulate",
+                    (o_count.into(), o_type),
+                    (t_count, t_type),
+                )?
+                .0,
+                origin,
+            )
         };
-        // SAFETY: the caller's result buffer of `len` bytes.
-        let out = unsafe { bytes_mut(result, len) };
-        w.get_accumulate(src, out, elem(b, op)?, rank(target)?, disp(t_disp)?, op)
+        let ty = acc_elem(&o, &t, op)?;
+        let (r, d) = (rank(target)?, disp(t_disp)?);
+        if o.contiguous() && t.contiguous() && res.contiguous() {
+            // SAFETY: the caller's origin and result buffers of `t.bytes` bytes each.
+            let (src, out) = unsafe { (bytes(o_addr, t.bytes), bytes_mut(result, t.bytes)) };
+            return w.get_accumulate(src, out, ty, r, d, op);
+        }
+        // SAFETY: the caller's buffers (MPI's contract).
+        let ((src, o_layout), (out, r_layout)) =
+            unsafe { (origin_view(o_addr, &o)?, origin_view(result, &res)?) };
+        w.get_accumulate_layout(
+            src,
+            &o_layout,
+            out,
+            &r_layout,
+            ty,
+            r,
+            d,
+            &target_layout(&t)?,
+            op,
+        )
     })
 }
 
@@ -866,9 +965,18 @@ pub(crate) unsafe fn rput<C: Into<i64>>(
     request: *mut c_int,
 ) -> CallResult {
     with_request(win, request, |w| {
-        let (len, _) = matched((o_count.into(), o_type), (t_count.into(), t_type))?;
-        // SAFETY: the caller's origin buffer of `len` bytes (copied or written at once).
-        w.rput(unsafe { bytes(origin, len) }, rank(target)?, disp(t_disp)?)
+        let (o, t) = pair("rput", (o_count.into(), o_type), (t_count.into(), t_type))?;
+        let (r, d) = (rank(target)?, disp(t_disp)?);
+        if o.contiguous() && t.contiguous() {
+            // SAFETY: the caller's origin buffer of `o.bytes` bytes (taken at once).
+            return w.rput(unsafe { bytes(origin, o.bytes) }, r, d);
+        }
+        // Derived datatypes: done before the call returns; the request is complete.
+        // SAFETY: the caller's origin buffer (MPI's contract).
+        let (view, o_layout) = unsafe { origin_view(origin, &o)? };
+        w.require_passive("rput", r)?;
+        w.put_layout(view, &o_layout, r, d, &target_layout(&t)?)?;
+        Ok(onesided::Request::completed())
     })
 }
 
@@ -885,10 +993,18 @@ pub(crate) unsafe fn rget<C: Into<i64>>(
     request: *mut c_int,
 ) -> CallResult {
     with_request(win, request, |w| {
-        let (len, _) = matched((o_count.into(), o_type), (t_count.into(), t_type))?;
-        // SAFETY: MPI's contract: the origin buffer stays valid and untouched until the
-        // request completes.
-        unsafe { w.rget(origin.cast(), len, rank(target)?, disp(t_disp)?) }
+        let (o, t) = pair("rget", (o_count.into(), o_type), (t_count.into(), t_type))?;
+        let (r, d) = (rank(target)?, disp(t_disp)?);
+        if o.contiguous() && t.contiguous() {
+            // SAFETY: MPI's contract: the origin buffer stays valid and untouched until
+            // the request completes.
+            return unsafe { w.rget(origin.cast(), o.bytes, r, d) };
+        }
+        // SAFETY: the caller's origin buffer (MPI's contract).
+        let (view, o_layout) = unsafe { origin_view(origin, &o)? };
+        w.require_passive("rget", r)?;
+        w.get_layout(view, &o_layout, r, d, &target_layout(&t)?)?;
+        Ok(onesided::Request::completed())
     })
 }
 
@@ -906,11 +1022,23 @@ pub(crate) unsafe fn raccumulate<C: Into<i64>>(
     request: *mut c_int,
 ) -> CallResult {
     with_request(win, request, |w| {
-        let (len, b) = matched((o_count.into(), o_type), (t_count.into(), t_type))?;
+        let (o, t) = pair(
+            "raccumulate",
+            (o_count.into(), o_type),
+            (t_count.into(), t_type),
+        )?;
         let op = mpi_op(op)?;
-        // SAFETY: the caller's origin buffer of `len` bytes.
-        let src = unsafe { bytes(origin, len) };
-        w.raccumulate(src, elem(b, op)?, rank(target)?, disp(t_disp)?, op)
+        let ty = acc_elem(&o, &t, op)?;
+        let (r, d) = (rank(target)?, disp(t_disp)?);
+        if o.contiguous() && t.contiguous() {
+            // SAFETY: the caller's origin buffer of `o.bytes` bytes.
+            return w.raccumulate(unsafe { bytes(origin, o.bytes) }, ty, r, d, op);
+        }
+        // SAFETY: the caller's origin buffer (MPI's contract).
+        let (view, o_layout) = unsafe { origin_view(origin, &o)? };
+        w.require_passive("raccumulate", r)?;
+        w.accumulate_layout(view, &o_layout, ty, r, d, &target_layout(&t)?, op)?;
+        Ok(onesided::Request::completed())
     })
 }
 
@@ -933,27 +1061,53 @@ pub(crate) unsafe fn rget_accumulate<C: Into<i64>>(
     with_request(win, request, |w| {
         let op = mpi_op(op)?;
         let t_count: i64 = t_count.into();
-        let (len, b) = matched((r_count.into(), r_type), (t_count, t_type))?;
+        let (res, t) = pair(
+            "rget_accumulate",
+            (r_count.into(), r_type),
+            (t_count, t_type),
+        )?;
         let zeros;
-        let src = if op == onesided::Op::NoOp {
-            zeros = vec![0u8; len];
-            &zeros[..]
+        let (o, o_addr) = if op == onesided::Op::NoOp {
+            zeros = vec![0u8; t.bytes];
+            let o = datatypes::selection(t.bytes as i64, abi::MPI_BYTE)?;
+            let o = Selection { elem: t.elem, ..o };
+            (o, zeros.as_ptr().cast::<c_void>())
         } else {
-            matched((o_count.into(), o_type), (t_count, t_type))?;
-            // SAFETY: the caller's origin buffer of `len` bytes.
-            unsafe { bytes(origin, len) }
-        };
-        // SAFETY: MPI's contract for the result buffer, as in rget.
-        unsafe {
-            w.rget_accumulate(
-                src,
-                result.cast(),
-                elem(b, op)?,
-                rank(target)?,
-                disp(t_disp)?,
-                op,
+            (
+                pair(
+                    "rget_accumulate",
+                    (o_count.into(), o_type),
+                    (t_count, t_type),
+                )?
+                .0,
+                origin,
             )
+        };
+        let ty = acc_elem(&o, &t, op)?;
+        let (r, d) = (rank(target)?, disp(t_disp)?);
+        if o.contiguous() && t.contiguous() && res.contiguous() {
+            // SAFETY: the origin buffer of `t.bytes` bytes; MPI's contract for the result
+            // buffer, as in rget.
+            return unsafe {
+                w.rget_accumulate(bytes(o_addr, t.bytes), result.cast(), ty, r, d, op)
+            };
         }
+        // SAFETY: the caller's buffers (MPI's contract).
+        let ((src, o_layout), (out, r_layout)) =
+            unsafe { (origin_view(o_addr, &o)?, origin_view(result, &res)?) };
+        w.require_passive("rget_accumulate", r)?;
+        w.get_accumulate_layout(
+            src,
+            &o_layout,
+            out,
+            &r_layout,
+            ty,
+            r,
+            d,
+            &target_layout(&t)?,
+            op,
+        )?;
+        Ok(onesided::Request::completed())
     })
 }
 

@@ -28,6 +28,8 @@ pub mod abi;
 #[cfg(feature = "mpich")]
 mod calls;
 #[cfg(feature = "mpich")]
+mod datatypes;
+#[cfg(feature = "mpich")]
 mod exports;
 #[cfg(feature = "mpich")]
 mod host;

@@ -241,6 +241,10 @@ pub enum Error {
         call: &'static str,
     },
 
+    /// A datatype (of a binding's run-time types) that is not valid for the call.
+    #[error("invalid datatype: {0}")]
+    InvalidDatatype(String),
+
     /// `allocate_shared` over processes that share no memory (they are on several nodes).
     #[error("{call}: the processes are on several nodes and share no memory")]
     NotShareable {
@@ -431,7 +435,7 @@ impl Error {
             Error::InvalidNotification { .. }
             | Error::InvalidArgument(_)
             | Error::CollectiveMismatch { .. } => C::Arg,
-            Error::LayoutMismatch { .. } => C::Type,
+            Error::LayoutMismatch { .. } | Error::InvalidDatatype(_) => C::Type,
             Error::Unsupported(_) => C::UnsupportedOperation,
             Error::SharedMemoryFull { .. } => C::NoMem,
             Error::Os { source, .. } if source.raw_os_error() == Some(libc_enomem()) => C::NoMem,

@@ -112,6 +112,14 @@ impl Fill<'_> {
     }
 }
 
+impl Request<'static> {
+    /// A request that is complete already: what a binding hands out for an operation it
+    /// finished before its call returned.
+    pub fn completed() -> Request<'static> {
+        Request::done()
+    }
+}
+
 impl<'a> Request<'a> {
     /// A request for an operation that completed before its call returned.
     pub(crate) fn done() -> Self {

@@ -40,7 +40,7 @@ use crate::ops::{AccElement, Op};
 use crate::progress::{Step, SyncOp, Ticket};
 use crate::request::{Delivery, Request};
 use crate::win::core::{Flags, WinCore};
-use crate::win::Window;
+use crate::win::{RawWindow, Window};
 
 /// An `rget` behind a pending synchronization: reads when the engine reaches it.
 struct DeferredGet {
@@ -122,8 +122,10 @@ impl WinCore {
     }
 }
 
-impl<T: Pod> Window<T> {
-    fn check_passive(&self, op: &'static str, target: usize) -> Result<()> {
+impl RawWindow {
+    /// Error unless a passive-target epoch of this process includes `target` — what the
+    /// request-based calls (`MPI_Rput` & co.) require.
+    pub fn require_passive(&self, op: &'static str, target: usize) -> Result<()> {
         self.core.check_rank(target)?;
         if self.core.epoch.in_passive_epoch(target) {
             Ok(())
@@ -131,11 +133,13 @@ impl<T: Pod> Window<T> {
             Err(Error::RequestOutsidePassiveEpoch { op, target })
         }
     }
+}
 
+impl<T: Pod> Window<T> {
     /// Request-based [`Window::put`] (MPI_Rput): `origin` stays borrowed until the request
     /// completes. Only inside a passive-target epoch that includes `target`.
     pub fn rput<'a>(&'a self, origin: &'a [T], target: usize, disp: usize) -> Result<Request<'a>> {
-        self.check_passive("rput", target)?;
+        self.require_passive("rput", target)?;
         self.put(origin, target, disp)?;
         Ok(Request::done())
     }
@@ -161,7 +165,7 @@ impl<T: Pod> Window<T> {
         target: usize,
         disp: usize,
     ) -> Result<Request<'a>> {
-        self.check_passive("rget", target)?;
+        self.require_passive("rget", target)?;
         let len = std::mem::size_of_val(origin);
         if self.core.gated(target) {
             self.core.resolve_ungated("rget", target, disp, len)?;
@@ -201,7 +205,7 @@ impl<T: Pod> Window<T> {
     /// # Ok::<(), onesided::Error>(())
     /// ```
     pub fn rrput<'a>(&'a self, origin: &'a [T], target: usize, disp: usize) -> Result<Request<'a>> {
-        self.check_passive("rrput", target)?;
+        self.require_passive("rrput", target)?;
         let bytes: &[u8] = bytemuck::cast_slice(origin);
         if self.core.may_defer(target, bytes.len()) {
             let ticket = self.core.defer_put(bytes, target, disp)?;
@@ -231,7 +235,7 @@ impl<T: AccElement> Window<T> {
         disp: usize,
         op: Op,
     ) -> Result<Request<'a>> {
-        self.check_passive("rraccumulate", target)?;
+        self.require_passive("rraccumulate", target)?;
         crate::rma::accumulate::check_op("rraccumulate", op, T::TYPE, false)?;
         if self.core.may_defer(target, std::mem::size_of_val(origin)) {
             let ticket =
@@ -275,7 +279,7 @@ impl<T: AccElement> Window<T> {
         disp: usize,
         op: Op,
     ) -> Result<Request<'a>> {
-        self.check_passive("raccumulate", target)?;
+        self.require_passive("raccumulate", target)?;
         self.accumulate(origin, target, disp, op)?;
         Ok(Request::done())
     }
@@ -290,7 +294,7 @@ impl<T: AccElement> Window<T> {
         disp: usize,
         op: Op,
     ) -> Result<Request<'a>> {
-        self.check_passive("rget_accumulate", target)?;
+        self.require_passive("rget_accumulate", target)?;
         if self.core.gated(target) && origin.len() == result.len() {
             crate::rma::accumulate::check_op("rget_accumulate", op, T::TYPE, true)?;
             let len = std::mem::size_of_val(origin);
