@@ -40,8 +40,16 @@ pub(crate) enum Failure {
 
 pub(crate) type CallResult = Result<(), Failure>;
 
+/// The failure with MPI error `code` on window `win`.
+pub(crate) fn window_code(win: MPI_Win, code: c_int, text: String) -> Failure {
+    match entry(win) {
+        Ok(e) => Failure::WindowCode(e, code, text),
+        Err(f) => f,
+    }
+}
+
 /// The window behind `win`, or the `MPI_ERR_WIN` failure.
-fn entry(win: MPI_Win) -> Result<Arc<Entry>, Failure> {
+pub(crate) fn entry(win: MPI_Win) -> Result<Arc<Entry>, Failure> {
     state::window(win).ok_or_else(|| {
         Failure::Comm(
             abi::MPI_COMM_WORLD,
@@ -61,7 +69,7 @@ fn on_window(win: MPI_Win, f: impl FnOnce(&RawWindow) -> onesided::Result<()>) -
 }
 
 /// The MPI assert bits as onesided's; an unknown bit is `MPI_ERR_ASSERT`.
-fn assert(bits: c_int) -> onesided::Result<Assert> {
+pub(crate) fn mode(bits: c_int) -> onesided::Result<Assert> {
     if bits & !abi::MPI_MODE_ALL != 0 {
         return Err(Error::InvalidArgument(format!(
             "assert {bits:#x} has bits no MPI_MODE_* constant has"
@@ -83,7 +91,7 @@ fn assert(bits: c_int) -> onesided::Result<Assert> {
 }
 
 /// A rank argument.
-fn rank(r: c_int) -> onesided::Result<usize> {
+pub(crate) fn rank(r: c_int) -> onesided::Result<usize> {
     usize::try_from(r).map_err(|_| Error::InvalidRank {
         rank: r as usize,
         size: 0,
@@ -91,7 +99,7 @@ fn rank(r: c_int) -> onesided::Result<usize> {
 }
 
 /// A displacement argument (never negative).
-fn disp(d: MPI_Aint) -> onesided::Result<usize> {
+pub(crate) fn disp(d: MPI_Aint) -> onesided::Result<usize> {
     usize::try_from(d).map_err(|_| Error::InvalidArgument(format!("negative displacement {d}")))
 }
 
@@ -137,7 +145,7 @@ fn elem_of(
 }
 
 /// Origin and target of one transfer: they must select the same number of bytes.
-fn pair(
+pub(crate) fn pair(
     op: &'static str,
     origin: (i64, MPI_Datatype),
     target: (i64, MPI_Datatype),
@@ -181,7 +189,7 @@ fn target_layout(t: &Selection) -> onesided::Result<Layout<u8>> {
 }
 
 /// The element type an accumulate combines: the one basic type of origin and target.
-fn acc_elem(
+pub(crate) fn acc_elem(
     o: &Selection,
     t: &Selection,
     op: onesided::Op,
@@ -195,7 +203,7 @@ fn acc_elem(
     }
 }
 
-fn mpi_op(op: MPI_Op) -> onesided::Result<onesided::Op> {
+pub(crate) fn mpi_op(op: MPI_Op) -> onesided::Result<onesided::Op> {
     abi::op(op).ok_or_else(|| {
         Error::Unsupported(format!(
             "op {op:#x}: RMA takes predefined ops only (MINLOC/MAXLOC not yet)"
@@ -207,7 +215,7 @@ fn mpi_op(op: MPI_Op) -> onesided::Result<onesided::Op> {
 ///
 /// # Safety
 /// The C caller's buffer: valid for `len` bytes.
-unsafe fn bytes<'a>(ptr: *const c_void, len: usize) -> &'a [u8] {
+pub(crate) unsafe fn bytes<'a>(ptr: *const c_void, len: usize) -> &'a [u8] {
     if len == 0 {
         return &[];
     }
@@ -338,7 +346,7 @@ fn comm_of(comm: MPI_Comm) -> Result<(Comm, MPI_Group), Failure> {
 }
 
 /// The info keys of `info` (none for `MPI_INFO_NULL`).
-fn info_of(info: MPI_Info) -> Result<WinInfo, c_int> {
+pub(crate) fn info_of(info: MPI_Info) -> Result<WinInfo, c_int> {
     let mut out = WinInfo::new();
     if info == abi::MPI_INFO_NULL {
         return Ok(out);
@@ -622,8 +630,8 @@ pub(crate) unsafe fn win_lock(kind: c_int, r: c_int, a: c_int, win: MPI_Win) -> 
 }
 
 /// `bits` as an assert, or the MPI_ERR_ASSERT failure of window `e`.
-fn checked_assert(e: &Arc<Entry>, bits: c_int) -> Result<Assert, Failure> {
-    assert(bits)
+pub(crate) fn checked_assert(e: &Arc<Entry>, bits: c_int) -> Result<Assert, Failure> {
+    mode(bits)
         .map_err(|err| Failure::WindowCode(Arc::clone(e), abi::MPI_ERR_ASSERT, err.to_string()))
 }
 
@@ -662,7 +670,7 @@ pub(crate) unsafe fn win_sync(win: MPI_Win) -> CallResult {
 }
 
 /// The ranks of host group `group` in the window's communicator.
-fn group_of(e: &Entry, group: MPI_Group) -> onesided::Result<onesided::Group> {
+pub(crate) fn group_of(e: &Entry, group: MPI_Group) -> onesided::Result<onesided::Group> {
     let mut n: c_int = 0;
     // SAFETY: a group handle of the program; MPI checks it.
     let rc = unsafe { ffi::MPI_Group_size(ffi::MPI_Group(group), &mut n) };
@@ -926,7 +934,7 @@ pub(crate) unsafe fn compare_and_swap(
 // ---- Request-based communication ------------------------------------------------------
 
 /// Runs `f` on window `win` and hands its request to the host as `*request`.
-fn with_request(
+pub(crate) fn with_request(
     win: MPI_Win,
     request: *mut c_int,
     f: impl FnOnce(&RawWindow) -> onesided::Result<onesided::Request<'static>>,

@@ -14,6 +14,7 @@ use crate::abi::{
     self, MPI_Aint, MPI_Comm, MPI_Count, MPI_Datatype, MPI_Group, MPI_Info, MPI_Op, MPI_Win,
 };
 use crate::calls::{self, CallResult, Failure};
+use crate::extensions;
 use crate::host::{CopyAttrFn, DeleteAttrFn, WinErrhandlerFn};
 use crate::state::{ERRORS_ARE_FATAL, ERRORS_RETURN};
 
@@ -225,6 +226,49 @@ exports! {
         target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
     ) => calls::rget_accumulate;
+
+    // Extensions of the seeds (mpi_onesided.h).
+    MPIX_Win_ifence / PMPIX_Win_ifence(assert: c_int, win: MPI_Win, request: *mut c_int)
+        => extensions::win_ifence;
+    MPIX_Win_ilock / PMPIX_Win_ilock(
+        lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win, request: *mut c_int,
+    ) => extensions::win_ilock;
+    MPIX_Win_iunlock / PMPIX_Win_iunlock(rank: c_int, win: MPI_Win, request: *mut c_int)
+        => extensions::win_iunlock;
+    MPIX_Win_ilock_all / PMPIX_Win_ilock_all(assert: c_int, win: MPI_Win, request: *mut c_int)
+        => extensions::win_ilock_all;
+    MPIX_Win_iunlock_all / PMPIX_Win_iunlock_all(win: MPI_Win, request: *mut c_int)
+        => extensions::win_iunlock_all;
+    MPIX_Win_iflush / PMPIX_Win_iflush(rank: c_int, win: MPI_Win, request: *mut c_int)
+        => extensions::win_iflush;
+    MPIX_Win_iflush_all / PMPIX_Win_iflush_all(win: MPI_Win, request: *mut c_int)
+        => extensions::win_iflush_all;
+    MPIX_Win_iflush_local / PMPIX_Win_iflush_local(rank: c_int, win: MPI_Win, request: *mut c_int)
+        => extensions::win_iflush_local;
+    MPIX_Win_iflush_local_all / PMPIX_Win_iflush_local_all(win: MPI_Win, request: *mut c_int)
+        => extensions::win_iflush_local_all;
+    MPIX_Win_ipost / PMPIX_Win_ipost(
+        group: MPI_Group, assert: c_int, win: MPI_Win, request: *mut c_int,
+    ) => extensions::win_ipost;
+    MPIX_Win_istart / PMPIX_Win_istart(
+        group: MPI_Group, assert: c_int, win: MPI_Win, request: *mut c_int,
+    ) => extensions::win_istart;
+    MPIX_Win_icomplete / PMPIX_Win_icomplete(win: MPI_Win, request: *mut c_int)
+        => extensions::win_icomplete;
+    MPIX_Win_iwait / PMPIX_Win_iwait(win: MPI_Win, request: *mut c_int)
+        => extensions::win_iwait;
+    MPIX_Win_dup_with_info / PMPIX_Win_dup_with_info(win: MPI_Win, info: MPI_Info, newwin: *mut MPI_Win)
+        => extensions::win_dup_with_info;
+    MPIX_Rrput / PMPIX_Rrput(
+        origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+        target_datatype: MPI_Datatype, win: MPI_Win, request: *mut c_int,
+    ) => extensions::rrput;
+    MPIX_Rraccumulate / PMPIX_Rraccumulate(
+        origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
+    ) => extensions::rraccumulate;
 
     MPI_Win_set_name / PMPI_Win_set_name(win: MPI_Win, win_name: *const c_char)
         => calls::win_set_name;

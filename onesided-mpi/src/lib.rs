@@ -32,6 +32,8 @@ mod datatypes;
 #[cfg(feature = "mpich")]
 mod exports;
 #[cfg(feature = "mpich")]
+mod extensions;
+#[cfg(feature = "mpich")]
 mod host;
 #[cfg(feature = "mpich")]
 mod requests;

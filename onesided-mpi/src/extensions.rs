@@ -1,0 +1,205 @@
+//! The seeds' extensions as C calls (`mpi_onesided.h`): seed 004's nonblocking
+//! synchronization (`MPIX_Win_ifence` & co., each returning a genuine MPICH request), seed
+//! 000's window duplication (`MPIX_Win_dup_with_info`) and remote-completing requests
+//! (`MPIX_Rrput`, `MPIX_Rraccumulate`). Scope and order are info keys (`mpi_win_scope`,
+//! `mpi_win_order`), set at creation, with `MPI_Win_set_info` or on a duplicate.
+
+use std::os::raw::{c_int, c_void};
+use std::sync::Arc;
+
+use mpi::ffi;
+use onesided::{Error, LockType, RawWindow};
+
+use crate::abi::{self, MPI_Aint, MPI_Datatype, MPI_Group, MPI_Info, MPI_Op, MPI_Win};
+use crate::calls::{self, CallResult, Failure};
+use crate::state::{self, Entry};
+
+/// Runs the nonblocking call `f` on `win` and hands its request to the host.
+fn nonblocking(
+    win: MPI_Win,
+    request: *mut c_int,
+    f: impl FnOnce(&RawWindow) -> onesided::Result<onesided::Request<'_>>,
+) -> CallResult {
+    calls::with_request(win, request, |w| {
+        let r = f(w)?;
+        w.own_request(r)
+    })
+}
+
+pub(crate) unsafe fn win_ifence(a: c_int, win: MPI_Win, request: *mut c_int) -> CallResult {
+    let a = calls::checked_assert(&calls::entry(win)?, a)?;
+    nonblocking(win, request, |w| w.ifence(a))
+}
+
+pub(crate) unsafe fn win_ilock(
+    kind: c_int,
+    r: c_int,
+    a: c_int,
+    win: MPI_Win,
+    request: *mut c_int,
+) -> CallResult {
+    let kind = match kind {
+        abi::MPI_LOCK_EXCLUSIVE => LockType::Exclusive,
+        abi::MPI_LOCK_SHARED => LockType::Shared,
+        other => {
+            return Err(calls::window_code(
+                win,
+                abi::MPI_ERR_LOCKTYPE,
+                format!("lock type {other}"),
+            ))
+        }
+    };
+    let a = calls::checked_assert(&calls::entry(win)?, a)?;
+    nonblocking(win, request, |w| w.ilock(kind, calls::rank(r)?, a))
+}
+
+pub(crate) unsafe fn win_iunlock(r: c_int, win: MPI_Win, request: *mut c_int) -> CallResult {
+    nonblocking(win, request, |w| w.iunlock(calls::rank(r)?))
+}
+
+pub(crate) unsafe fn win_ilock_all(a: c_int, win: MPI_Win, request: *mut c_int) -> CallResult {
+    let a = calls::checked_assert(&calls::entry(win)?, a)?;
+    nonblocking(win, request, |w| w.ilock_all(a))
+}
+
+pub(crate) unsafe fn win_iunlock_all(win: MPI_Win, request: *mut c_int) -> CallResult {
+    nonblocking(win, request, RawWindow::iunlock_all)
+}
+
+pub(crate) unsafe fn win_iflush(r: c_int, win: MPI_Win, request: *mut c_int) -> CallResult {
+    nonblocking(win, request, |w| w.iflush(calls::rank(r)?))
+}
+
+pub(crate) unsafe fn win_iflush_all(win: MPI_Win, request: *mut c_int) -> CallResult {
+    nonblocking(win, request, RawWindow::iflush_all)
+}
+
+pub(crate) unsafe fn win_iflush_local(r: c_int, win: MPI_Win, request: *mut c_int) -> CallResult {
+    nonblocking(win, request, |w| w.iflush_local(calls::rank(r)?))
+}
+
+pub(crate) unsafe fn win_iflush_local_all(win: MPI_Win, request: *mut c_int) -> CallResult {
+    nonblocking(win, request, RawWindow::iflush_local_all)
+}
+
+pub(crate) unsafe fn win_ipost(
+    group: MPI_Group,
+    a: c_int,
+    win: MPI_Win,
+    request: *mut c_int,
+) -> CallResult {
+    let e = calls::entry(win)?;
+    let a = calls::checked_assert(&e, a)?;
+    let g = calls::group_of(&e, group).map_err(|err| Failure::Window(Arc::clone(&e), err))?;
+    nonblocking(win, request, |w| w.ipost(&g, a))
+}
+
+pub(crate) unsafe fn win_istart(
+    group: MPI_Group,
+    a: c_int,
+    win: MPI_Win,
+    request: *mut c_int,
+) -> CallResult {
+    let e = calls::entry(win)?;
+    let a = calls::checked_assert(&e, a)?;
+    let g = calls::group_of(&e, group).map_err(|err| Failure::Window(Arc::clone(&e), err))?;
+    nonblocking(win, request, |w| w.istart(&g, a))
+}
+
+pub(crate) unsafe fn win_icomplete(win: MPI_Win, request: *mut c_int) -> CallResult {
+    nonblocking(win, request, RawWindow::icomplete)
+}
+
+pub(crate) unsafe fn win_iwait(win: MPI_Win, request: *mut c_int) -> CallResult {
+    nonblocking(win, request, RawWindow::iwait)
+}
+
+/// A second handle to `win` with `info` on top of its info (seed 000 §3); freed on its own
+/// with `MPI_Win_free` (local for a duplicate).
+pub(crate) unsafe fn win_dup_with_info(
+    win: MPI_Win,
+    info: MPI_Info,
+    newwin: *mut MPI_Win,
+) -> CallResult {
+    let e = calls::entry(win)?;
+    if newwin.is_null() {
+        return Err(Failure::Window(
+            e,
+            Error::InvalidArgument("newwin is NULL".into()),
+        ));
+    }
+    let i = calls::info_of(info)
+        .map_err(|rc| Failure::WindowCode(Arc::clone(&e), rc, "invalid info".into()))?;
+    let dup = e
+        .win
+        .dup_with_info(&i)
+        .map_err(|err| Failure::Window(Arc::clone(&e), err))?;
+    // The duplicate's own copy of the group (each handle frees its own).
+    let mut group = ffi::MPI_Group(abi::MPI_GROUP_NULL);
+    // SAFETY: the window's group; excluding nobody copies it.
+    unsafe { ffi::MPI_Group_excl(ffi::MPI_Group(e.group), 0, std::ptr::null(), &mut group) };
+    let entry = Entry::new(dup, e.comm, group.0);
+    // Relaxed: see Entry::errhandler.
+    entry
+        .errhandler
+        .store(e.errhandler(), std::sync::atomic::Ordering::Relaxed);
+    let handle = state::insert(entry);
+    // SAFETY: checked non-null.
+    unsafe { *newwin = handle };
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn rrput(
+    origin: *const c_void,
+    o_count: c_int,
+    o_type: MPI_Datatype,
+    target: c_int,
+    t_disp: MPI_Aint,
+    t_count: c_int,
+    t_type: MPI_Datatype,
+    win: MPI_Win,
+    request: *mut c_int,
+) -> CallResult {
+    calls::with_request(win, request, |w| {
+        let (o, t) = calls::pair("rrput", (o_count.into(), o_type), (t_count.into(), t_type))?;
+        if !(o.contiguous() && t.contiguous()) {
+            return Err(Error::Unsupported("MPIX_Rrput of derived datatypes".into()));
+        }
+        // SAFETY: the caller's origin buffer of `o.bytes` bytes.
+        let src = unsafe { calls::bytes(origin, o.bytes) };
+        w.rrput(src, calls::rank(target)?, calls::disp(t_disp)?)
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn rraccumulate(
+    origin: *const c_void,
+    o_count: c_int,
+    o_type: MPI_Datatype,
+    target: c_int,
+    t_disp: MPI_Aint,
+    t_count: c_int,
+    t_type: MPI_Datatype,
+    op: MPI_Op,
+    win: MPI_Win,
+    request: *mut c_int,
+) -> CallResult {
+    calls::with_request(win, request, |w| {
+        let (o, t) = calls::pair(
+            "rraccumulate",
+            (o_count.into(), o_type),
+            (t_count.into(), t_type),
+        )?;
+        if !(o.contiguous() && t.contiguous()) {
+            return Err(Error::Unsupported(
+                "MPIX_Rraccumulate of derived datatypes".into(),
+            ));
+        }
+        let op = calls::mpi_op(op)?;
+        let ty = calls::acc_elem(&o, &t, op)?;
+        // SAFETY: the caller's origin buffer of `o.bytes` bytes.
+        let src = unsafe { calls::bytes(origin, o.bytes) };
+        w.rraccumulate(src, ty, calls::rank(target)?, calls::disp(t_disp)?, op)
+    })
+}

@@ -1,0 +1,102 @@
+/* The extensions of mpi_onesided.h through the preload (2 ranks): nonblocking fence, lock,
+ * lock_all, flush and PSCW epochs whose puts land, duplicates with their own info, and
+ * remote-completing requests. Exits non-zero on the first wrong value. */
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+#include "mpi_onesided.h"
+
+#define CHECK(cond, ...)                                                                   \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
+      fprintf(stderr, "rank %d: line %d: ", rank, __LINE__);                               \
+      fprintf(stderr, __VA_ARGS__);                                                        \
+      fprintf(stderr, "\n");                                                               \
+      MPI_Abort(MPI_COMM_WORLD, 1);                                                        \
+    }                                                                                      \
+  } while (0)
+
+int main(int argc, char **argv) {
+  int rank;
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int peer = 1 - rank;
+  long *base;
+  MPI_Win win;
+  MPI_Win_allocate(8 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+  for (int i = 0; i < 8; i++) base[i] = 0;
+  MPI_Barrier(MPI_COMM_WORLD);
+
+  /* nonblocking fences around a put: the put is deferred until its epoch is active */
+  MPI_Request r[2];
+  long v = rank + 1;
+  MPIX_Win_ifence(0, win, &r[0]);
+  MPI_Put(&v, 1, MPI_LONG, peer, 0, 1, MPI_LONG, win);
+  MPIX_Win_ifence(0, win, &r[1]);
+  MPI_Status st[4];
+  MPI_Waitall(2, r, st);
+  CHECK(base[0] == peer + 1, "ifence put: %ld", base[0]);
+
+  /* ilock / iflush / iunlock, completed by MPI_Wait, MPI_Test and MPI_Waitall */
+  MPI_Request lock, flush, unlock;
+  long w = rank + 10;
+  MPIX_Win_ilock(MPI_LOCK_EXCLUSIVE, peer, 0, win, &lock);
+  MPI_Put(&w, 1, MPI_LONG, peer, 1, 1, MPI_LONG, win);
+  MPIX_Win_iflush(peer, win, &flush);
+  MPIX_Win_iunlock(peer, win, &unlock);
+  int done = 0;
+  while (!done) MPI_Test(&flush, &done, MPI_STATUS_IGNORE);
+  MPI_Wait(&lock, MPI_STATUS_IGNORE);
+  MPI_Wait(&unlock, MPI_STATUS_IGNORE);
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(base[1] == peer + 10, "ilock put: %ld", base[1]);
+
+  /* ipost/istart/icomplete/iwait */
+  MPI_Group world, pg;
+  MPI_Comm_group(MPI_COMM_WORLD, &world);
+  MPI_Group_incl(world, 1, &peer, &pg);
+  MPI_Request p[4];
+  long x = rank + 20;
+  MPIX_Win_ipost(pg, 0, win, &p[0]);
+  MPIX_Win_istart(pg, 0, win, &p[1]);
+  MPI_Put(&x, 1, MPI_LONG, peer, 2, 1, MPI_LONG, win);
+  MPIX_Win_icomplete(win, &p[2]);
+  MPIX_Win_iwait(win, &p[3]);
+  MPI_Waitall(4, p, st);
+  CHECK(base[2] == peer + 20, "pscw put: %ld", base[2]);
+  MPI_Group_free(&pg);
+  MPI_Group_free(&world);
+
+  /* a duplicate with mpi_win_order: a put, then an accumulate flag with no flush between */
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "mpi_win_order", "true");
+  MPI_Win ordered;
+  MPIX_Win_dup_with_info(win, info, &ordered);
+  MPI_Info_free(&info);
+  CHECK(((unsigned)ordered & 0xfc000000u) == 0x60000000u && ordered != win, "duplicate %#x", ordered);
+  MPI_Request la, ua;
+  MPIX_Win_ilock_all(0, win, &la);
+  MPI_Wait(&la, MPI_STATUS_IGNORE);
+  long y = rank + 30, one = 1;
+  MPI_Put(&y, 1, MPI_LONG, peer, 3, 1, MPI_LONG, ordered);
+  MPI_Accumulate(&one, 1, MPI_LONG, peer, 4, 1, MPI_LONG, MPI_SUM, ordered);
+  /* remote-completing put: done means at the target */
+  MPI_Request rr, ra;
+  long z = rank + 40;
+  MPIX_Rrput(&z, 1, MPI_LONG, peer, 5, 1, MPI_LONG, win, &rr);
+  MPIX_Rraccumulate(&one, 1, MPI_LONG, peer, 6, 1, MPI_LONG, MPI_SUM, win, &ra);
+  MPI_Wait(&rr, MPI_STATUS_IGNORE);
+  MPI_Wait(&ra, MPI_STATUS_IGNORE);
+  MPIX_Win_iunlock_all(win, &ua);
+  MPI_Wait(&ua, MPI_STATUS_IGNORE);
+  MPI_Win_free(&ordered); /* local for a duplicate */
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(base[3] == peer + 30 && base[4] == 1, "ordered put and flag: %ld %ld", base[3], base[4]);
+  CHECK(base[5] == peer + 40 && base[6] == 1, "rrput/rraccumulate: %ld %ld", base[5], base[6]);
+
+  MPI_Win_free(&win);
+  if (rank == 0) printf("extensions: ok\n");
+  MPI_Finalize();
+  return 0;
+}
