@@ -67,6 +67,21 @@ for src in onesided-mpi/tests/c/*.c; do
   if LD_PRELOAD=$lib "${mpiexec[@]}" "$exe"; then echo "c test $(basename "$exe"): ok"
   else echo "c test $(basename "$exe"): FAILED"; fail=1; fi
 done
+# The same through C++ and Fortran (mpif.h's successor `use mpi`, and `use mpi_f08`, which
+# calls PMPI_* directly): unchanged programs that check their windows are onesided's.
+for src in onesided-mpi/tests/cxx/*.cpp onesided-mpi/tests/fortran/*.f90; do
+  exe=target/cabi-tests/$(basename "${src%.*}")-${src##*.}
+  case $src in
+    *.cpp) build=(mpicxx.mpich -O2 -Wall -Werror) ;;
+    *) build=(mpif90.mpich -O2 -J target/cabi-tests) ;;
+  esac
+  if ! "${build[@]}" -o "$exe" "$src"; then
+    echo "test $(basename "$src"): does not compile"; fail=1; continue
+  fi
+  if LD_PRELOAD=$lib "${mpiexec[@]}" "$exe"; then echo "test $(basename "$src"): ok"
+  else echo "test $(basename "$src"): FAILED"; fail=1; fi
+done
+
 # The default handler ends the job non-zero, quickly.
 start=$(date +%s)
 if LD_PRELOAD=$lib "${mpiexec[@]}" target/cabi-tests/errors fatal 2>/dev/null; then

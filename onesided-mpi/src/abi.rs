@@ -154,11 +154,19 @@ pub fn builtin(ty: MPI_Datatype) -> Option<Builtin> {
     let elem = match ty as u32 {
         0x4c00_0101 | 0x4c00_0118 | 0x4c00_0137 => Some(I8), // CHAR, SIGNED_CHAR, INT8_T
         0x4c00_0102 | 0x4c00_013b | 0x4c00_013f => Some(U8), // UNSIGNED_CHAR, UINT8_T, C_BOOL
-        0x4c00_010d | 0x4c00_010f => None,                   // BYTE, PACKED
-        0x4c00_0203 | 0x4c00_0238 => Some(I16),              // SHORT, INT16_T
-        0x4c00_0204 | 0x4c00_023c => Some(U16),              // UNSIGNED_SHORT, UINT16_T
-        0x4c00_0405 | 0x4c00_0439 => Some(I32),              // INT, INT32_T
-        0x4c00_0406 | 0x4c00_043d => Some(U32),              // UNSIGNED, UINT32_T
+        // BYTE, PACKED, CHARACTER, WCHAR, LOGICAL: moved as bytes; accumulates only
+        // replace them.
+        0x4c00_010d | 0x4c00_010f | 0x4c00_011a | 0x4c00_040e | 0x4c00_041d => None,
+        0x4c00_012d => Some(I8),                // INTEGER1
+        0x4c00_022f => Some(I16),               // INTEGER2
+        0x4c00_041b | 0x4c00_0430 => Some(I32), // INTEGER, INTEGER4
+        0x4c00_0831 => Some(I64),               // INTEGER8
+        0x4c00_041c | 0x4c00_0427 => Some(F32), // REAL, REAL4
+        0x4c00_081f | 0x4c00_0829 => Some(F64), // DOUBLE_PRECISION, REAL8
+        0x4c00_0203 | 0x4c00_0238 => Some(I16), // SHORT, INT16_T
+        0x4c00_0204 | 0x4c00_023c => Some(U16), // UNSIGNED_SHORT, UINT16_T
+        0x4c00_0405 | 0x4c00_0439 => Some(I32), // INT, INT32_T
+        0x4c00_0406 | 0x4c00_043d => Some(U32), // UNSIGNED, UINT32_T
         // LONG, LONG_LONG, INT64_T, AINT, OFFSET, COUNT
         0x4c00_0807 | 0x4c00_0809 | 0x4c00_083a | 0x4c00_0843 | 0x4c00_0844 | 0x4c00_0845 => {
             Some(I64)

@@ -1147,6 +1147,24 @@ pub(crate) unsafe fn win_get_attr(
     value: *mut c_void,
     flag: *mut c_int,
 ) -> CallResult {
+    // SAFETY: the caller's arguments.
+    unsafe { win_get_attr_as(win, keyval, value, flag, ATTR_PTR) }
+}
+
+/// `MPIR_ATTR_PTR`: the attribute is a `void *` (C); bit 0 set (`MPIR_ATTR_AINT` 1,
+/// `MPIR_ATTR_INT` 3) means an integer of Fortran's (`MPII_Win_get_attr`).
+pub(crate) const ATTR_PTR: c_int = 0;
+const ATTR_INT: c_int = 3;
+
+/// `MPI_Win_get_attr` for C (`kind` = `ATTR_PTR`: predefined attributes other than the base
+/// are pointers to their values) and for Fortran (an integer kind: the values themselves).
+pub(crate) unsafe fn win_get_attr_as(
+    win: MPI_Win,
+    keyval: c_int,
+    value: *mut c_void,
+    flag: *mut c_int,
+    kind: c_int,
+) -> CallResult {
     let e = entry(win)?;
     if value.is_null() || flag.is_null() {
         return Err(Failure::Window(
@@ -1154,20 +1172,33 @@ pub(crate) unsafe fn win_get_attr(
             Error::InvalidArgument("a NULL out-argument".into()),
         ));
     }
-    // MPI_WIN_BASE is the base itself; the others are pointers to values the window keeps.
-    let found: Option<*mut c_void> = match keyval {
-        abi::MPI_WIN_BASE => Some(e.win.base_bytes().cast()),
-        abi::MPI_WIN_SIZE => Some((&e.size_attr as *const abi::MPI_Aint).cast_mut().cast()),
-        abi::MPI_WIN_DISP_UNIT => Some((&e.disp_unit_attr as *const c_int).cast_mut().cast()),
-        abi::MPI_WIN_CREATE_FLAVOR => Some((&e.flavor_attr as *const c_int).cast_mut().cast()),
-        abi::MPI_WIN_MODEL => Some((&e.model_attr as *const c_int).cast_mut().cast()),
+    let mut integer = kind & 1 != 0;
+    // MPICH's Fortran forms of the predefined keyvals are the C values + 1
+    // (MPI_WIN_SIZE: 0x66000003 in C, 0x66000004 in Fortran); they return values.
+    let keyval =
+        if (abi::MPI_WIN_BASE + 1..=abi::MPI_WIN_MODEL + 1).contains(&keyval) && keyval % 2 == 0 {
+            integer = true;
+            keyval - 1
+        } else {
+            keyval
+        };
+    let found: Option<usize> = match keyval {
+        abi::MPI_WIN_BASE => Some(e.win.base_bytes() as usize),
+        abi::MPI_WIN_SIZE if integer => Some(e.size_attr as usize),
+        abi::MPI_WIN_SIZE => Some(&e.size_attr as *const abi::MPI_Aint as usize),
+        abi::MPI_WIN_DISP_UNIT if integer => Some(e.disp_unit_attr as usize),
+        abi::MPI_WIN_DISP_UNIT => Some(&e.disp_unit_attr as *const c_int as usize),
+        abi::MPI_WIN_CREATE_FLAVOR if integer => Some(e.flavor_attr as usize),
+        abi::MPI_WIN_CREATE_FLAVOR => Some(&e.flavor_attr as *const c_int as usize),
+        abi::MPI_WIN_MODEL if integer => Some(e.model_attr as usize),
+        abi::MPI_WIN_MODEL => Some(&e.model_attr as *const c_int as usize),
         k if state::keyval(k).is_some() => {
             let attrs = e
                 .attrs
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             match attrs.iter().find(|(key, _)| *key == k) {
-                Some(&(_, v)) => Some(v as *mut c_void),
+                Some(&(_, v)) => Some(v),
                 None => {
                     // SAFETY: the caller's flag, checked non-null.
                     unsafe { *flag = 0 };
@@ -1179,9 +1210,14 @@ pub(crate) unsafe fn win_get_attr(
     };
     match found {
         Some(v) => {
-            // SAFETY: the caller's `void *` slot and flag, checked non-null.
+            // SAFETY: the caller's slot (a `void *`, an MPI_Aint or an int, as `kind`
+            // says) and flag, checked non-null.
             unsafe {
-                *value.cast::<*mut c_void>() = v;
+                if kind == ATTR_INT {
+                    *value.cast::<c_int>() = v as c_int;
+                } else {
+                    *value.cast::<usize>() = v;
+                }
                 *flag = 1;
             }
             Ok(())

@@ -276,6 +276,37 @@ exports! {
         => calls::win_get_name;
 }
 
+/// `MPII_Win_get_attr`: MPICH's Fortran bindings get window attributes through it (with
+/// an integer kind: values, not pointers).
+#[no_mangle]
+pub unsafe extern "C" fn MPII_Win_get_attr(
+    win: MPI_Win,
+    win_keyval: c_int,
+    attribute_val: *mut c_void,
+    flag: *mut c_int,
+    attr_type: c_int,
+) -> c_int {
+    enter("MPI_Win_get_attr", || {
+        // SAFETY: the Fortran binding's arguments.
+        unsafe { calls::win_get_attr_as(win, win_keyval, attribute_val, flag, attr_type) }
+    })
+}
+
+/// `MPII_Win_set_attr`: MPICH's Fortran bindings set window attributes through it (the
+/// value travels in the pointer).
+#[no_mangle]
+pub unsafe extern "C" fn MPII_Win_set_attr(
+    win: MPI_Win,
+    win_keyval: c_int,
+    attribute_val: *mut c_void,
+    _attr_type: c_int,
+) -> c_int {
+    // SAFETY: the Fortran binding's arguments.
+    enter("MPI_Win_set_attr", || unsafe {
+        calls::win_set_attr(win, win_keyval, attribute_val)
+    })
+}
+
 /// Runs one call: its result as an MPI error code, through the handler that applies.
 fn enter(name: &'static str, call: impl FnOnce() -> CallResult) -> c_int {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
