@@ -178,6 +178,12 @@ unsafe fn origin_view<'a>(
     Ok((view, o.layout(low)?))
 }
 
+/// With `MPI_NO_OP` the origin arguments are ignored: zeros shaped like target `t`.
+fn no_op_origin(t: &Selection) -> onesided::Result<Selection> {
+    let o = datatypes::selection(t.bytes as i64, abi::MPI_BYTE)?;
+    Ok(Selection { elem: t.elem, ..o })
+}
+
 /// The layout of target selection `t` from the target displacement.
 fn target_layout(t: &Selection) -> onesided::Result<Layout<u8>> {
     if t.low() < 0 {
@@ -839,19 +845,15 @@ pub(crate) unsafe fn get_accumulate<C: Into<i64>>(
         let zeros;
         let (o, o_addr) = if op == onesided::Op::NoOp {
             zeros = vec![0u8; t.bytes];
-            let o = datatypes::selection(t.bytes as i64, abi::MPI_BYTE)?;
-            let o = Selection { elem: t.elem, ..o };
-            (o, zeros.as_ptr().cast::<c_void>())
+            (no_op_origin(&t)?, zeros.as_ptr().cast::<c_void>())
         } else {
-            (
-                pair(
-                    "get_accumulate",
-                    (o_count.into(), o_type),
-                    (t_count, t_type),
-                )?
-                .0,
-                origin,
-            )
+            let o = pair(
+                "get_accumulate",
+                (o_count.into(), o_type),
+                (t_count, t_type),
+            )?
+            .0;
+            (o, origin)
         };
         let ty = acc_elem(&o, &t, op)?;
         let (r, d) = (rank(target)?, disp(t_disp)?);
@@ -1077,19 +1079,15 @@ pub(crate) unsafe fn rget_accumulate<C: Into<i64>>(
         let zeros;
         let (o, o_addr) = if op == onesided::Op::NoOp {
             zeros = vec![0u8; t.bytes];
-            let o = datatypes::selection(t.bytes as i64, abi::MPI_BYTE)?;
-            let o = Selection { elem: t.elem, ..o };
-            (o, zeros.as_ptr().cast::<c_void>())
+            (no_op_origin(&t)?, zeros.as_ptr().cast::<c_void>())
         } else {
-            (
-                pair(
-                    "rget_accumulate",
-                    (o_count.into(), o_type),
-                    (t_count, t_type),
-                )?
-                .0,
-                origin,
-            )
+            let o = pair(
+                "rget_accumulate",
+                (o_count.into(), o_type),
+                (t_count, t_type),
+            )?
+            .0;
+            (o, origin)
         };
         let ty = acc_elem(&o, &t, op)?;
         let (r, d) = (rank(target)?, disp(t_disp)?);

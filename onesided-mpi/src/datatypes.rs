@@ -216,20 +216,7 @@ struct Contents {
 }
 
 fn contents(ty: MPI_Datatype) -> Result<Contents> {
-    let (mut ni, mut na, mut nd, mut combiner) = (0, 0, 0, 0);
-    // SAFETY: a datatype handle (checked by MPI).
-    let rc = unsafe {
-        ffi::MPI_Type_get_envelope(
-            ffi::MPI_Datatype(ty),
-            &mut ni,
-            &mut na,
-            &mut nd,
-            &mut combiner,
-        )
-    };
-    if rc != abi::MPI_SUCCESS {
-        return Err(type_error(ty, "not a datatype"));
-    }
+    let (ni, na, nd, combiner) = envelope(ty)?;
     let mut c = Contents {
         combiner,
         ints: vec![0; ni as usize],
@@ -419,7 +406,9 @@ fn flatten(ty: MPI_Datatype) -> Result<Flat> {
 
 /// Frees a datatype handle `MPI_Type_get_contents` returned, unless it is predefined.
 fn free_if_derived(ty: MPI_Datatype) {
-    let Ok(c) = contents_envelope(ty) else { return };
+    let Ok((_, _, _, c)) = envelope(ty) else {
+        return;
+    };
     if c != COMBINER_NAMED {
         let mut t = ffi::MPI_Datatype(ty);
         // SAFETY: a derived handle MPI_Type_get_contents gave us to free.
@@ -427,9 +416,10 @@ fn free_if_derived(ty: MPI_Datatype) {
     }
 }
 
-fn contents_envelope(ty: MPI_Datatype) -> Result<c_int> {
+/// `MPI_Type_get_envelope`: the counts of integers, addresses and types, and the combiner.
+fn envelope(ty: MPI_Datatype) -> Result<(c_int, c_int, c_int, c_int)> {
     let (mut ni, mut na, mut nd, mut combiner) = (0, 0, 0, 0);
-    // SAFETY: a datatype handle.
+    // SAFETY: a datatype handle (checked by MPI).
     let rc = unsafe {
         ffi::MPI_Type_get_envelope(
             ffi::MPI_Datatype(ty),
@@ -440,7 +430,7 @@ fn contents_envelope(ty: MPI_Datatype) -> Result<c_int> {
         )
     };
     if rc != abi::MPI_SUCCESS {
-        return Err(Error::InvalidArgument("datatype: not a datatype".into()));
+        return Err(type_error(ty, "not a datatype"));
     }
-    Ok(combiner)
+    Ok((ni, na, nd, combiner))
 }
