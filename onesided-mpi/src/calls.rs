@@ -293,6 +293,8 @@ pub(crate) unsafe fn init_thread(
 /// finalizes with the same windows alive; one that cannot be freed is dropped), stops the
 /// progress thread, then lets the host finalize.
 pub(crate) unsafe fn finalize() -> CallResult {
+    // Requests the program freed while pending complete first: they belong to windows.
+    crate::requests::finish_orphans();
     for e in state::drain() {
         match Arc::try_unwrap(e) {
             Ok(entry) => {
@@ -304,7 +306,6 @@ pub(crate) unsafe fn finalize() -> CallResult {
             Err(shared) => drop(shared),
         }
     }
-    crate::requests::finish_orphans();
     onesided::stop_progress_thread();
     // SAFETY: the host's MPI_Finalize, called once by the program.
     let rc = unsafe { (host().finalize)() };
@@ -1115,6 +1116,27 @@ pub(crate) unsafe fn rget_accumulate<C: Into<i64>>(
         )?;
         Ok(onesided::Request::completed())
     })
+}
+
+/// `MPI_Request_get_status`: drives our request first (MPICH's never polls a generalized
+/// request), then asks the host.
+pub(crate) unsafe fn request_get_status(
+    request: c_int,
+    flag: *mut c_int,
+    status: *mut c_void,
+) -> CallResult {
+    crate::requests::poll_if_ours(request);
+    // SAFETY: the program's arguments, passed on.
+    let rc = unsafe { (host().request_get_status)(request, flag, status) };
+    if rc == abi::MPI_SUCCESS {
+        Ok(())
+    } else {
+        Err(Failure::Comm(
+            abi::MPI_COMM_WORLD,
+            rc,
+            "MPI_Request_get_status".into(),
+        ))
+    }
 }
 
 // ---- Error handlers ---------------------------------------------------------------------

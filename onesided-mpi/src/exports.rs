@@ -227,6 +227,10 @@ exports! {
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
     ) => calls::rget_accumulate;
 
+    MPI_Request_get_status / PMPI_Request_get_status(
+        request: c_int, flag: *mut c_int, status: *mut c_void,
+    ) => calls::request_get_status;
+
     // Extensions of the seeds (mpi_onesided.h).
     MPIX_Win_ifence / PMPIX_Win_ifence(assert: c_int, win: MPI_Win, request: *mut c_int)
         => extensions::win_ifence;

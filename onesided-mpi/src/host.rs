@@ -41,8 +41,12 @@ type CreateKeyvalFn = unsafe extern "C" fn(
 /// `int (*)(int *keyval)`.
 type FreeKeyvalFn = unsafe extern "C" fn(*mut c_int) -> c_int;
 
+/// `int (*)(MPI_Request, int *, MPI_Status *)`.
+type RequestGetStatusFn = unsafe extern "C" fn(c_int, *mut c_int, *mut c_void) -> c_int;
+
 /// The host functions, resolved at first use.
 pub(crate) struct Host {
+    pub request_get_status: RequestGetStatusFn,
     pub create_errhandler: CreateErrhandlerFn,
     pub create_keyval: CreateKeyvalFn,
     pub free_keyval: FreeKeyvalFn,
@@ -76,6 +80,9 @@ pub(crate) fn host() -> &'static Host {
         // field it is stored in (mpi_proto.h).
         unsafe {
             Host {
+                request_get_status: std::mem::transmute::<*mut c_void, RequestGetStatusFn>(next(
+                    c"PMPI_Request_get_status",
+                )),
                 create_errhandler: std::mem::transmute::<*mut c_void, CreateErrhandlerFn>(next(
                     c"PMPI_Win_create_errhandler",
                 )),

@@ -27,6 +27,10 @@ struct Pending {
     completed: AtomicBool,
 }
 
+/// Our live requests: host handle → their `Pending` (an address), for
+/// `MPI_Request_get_status`, which MPICH answers without polling a generalized request.
+static LIVE: Mutex<Vec<(c_int, usize)>> = Mutex::new(Vec::new());
+
 /// Requests freed while pending, driven until they complete.
 static ORPHANS: Mutex<Vec<Request<'static>>> = Mutex::new(Vec::new());
 
@@ -53,6 +57,10 @@ unsafe extern "C" fn query(_extra: *mut c_void, status: *mut ffi::MPI_Status) ->
 unsafe extern "C" fn free(extra: *mut c_void) -> c_int {
     // SAFETY: `extra` is the Box made in `start`; MPICH calls free once.
     let pending = unsafe { Box::from_raw(extra.cast::<Pending>()) };
+    let handle = pending.handle.load(Ordering::Acquire);
+    LIVE.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .retain(|&(h, _)| h != handle);
     let req = pending
         .req
         .lock()
@@ -133,8 +141,12 @@ unsafe extern "C" fn wait(
         if all || (timeout > 0.0 && start.elapsed().as_secs_f64() >= timeout) {
             return abi::MPI_SUCCESS;
         }
+        // Spin briefly, then yield, then sleep in short steps: a wait for a peer (a lock
+        // grant, a post) can last long, and the peer may need this core.
         spins += 1;
-        if spins > 64 {
+        if spins > 4096 {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        } else if spins > 64 {
             std::thread::yield_now();
         }
     }
@@ -211,8 +223,22 @@ pub(crate) fn start(req: Request<'static>) -> Result<c_int, c_int> {
     // SAFETY: live until `free`.
     let p = unsafe { &*pending };
     p.handle.store(handle.0, Ordering::Release);
+    LIVE.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push((handle.0, pending as usize));
     if done {
         complete(p);
     }
     Ok(handle.0)
+}
+
+/// Drives our request `request`, if it is one, so that a status query sees its progress
+/// (the host's `MPI_Request_get_status` never polls generalized requests).
+pub(crate) fn poll_if_ours(request: c_int) {
+    let live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(&(_, extra)) = live.iter().find(|&&(h, _)| h == request) {
+        // SAFETY: a live Pending (removed from LIVE in `free` before it is dropped; the
+        // lock is held meanwhile).
+        unsafe { poll(extra as *mut c_void, std::ptr::null_mut()) };
+    }
 }

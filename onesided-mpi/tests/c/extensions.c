@@ -87,6 +87,37 @@ int main(int argc, char **argv) {
   CHECK(base[3] == peer + 30 && base[4] == 1, "ordered put and flag: %ld %ld", base[3], base[4]);
   CHECK(base[5] == peer + 40 && base[6] == 1, "rrput/rraccumulate: %ld %ld", base[5], base[6]);
 
+  /* MPI_Request_get_status drives a pending request. Rank 1 holds an exclusive lock of
+   * itself; rank 0's epoch to it opens at once (seed 004: the ilock request completes and
+   * the put is deferred), and its iunlock completes only once rank 1 released the lock
+   * and the deferred put ran — while rank 0 only asks for the request's status. */
+  if (rank == 1) MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 1, 0, win);
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Request opened, closed = MPI_REQUEST_NULL;
+  int flag = 0;
+  long late = 99;
+  if (rank == 0) {
+    MPIX_Win_ilock(MPI_LOCK_EXCLUSIVE, 1, 0, win, &opened);
+    MPI_Wait(&opened, MPI_STATUS_IGNORE);
+    MPI_Put(&late, 1, MPI_LONG, 1, 7, 1, MPI_LONG, win);
+    MPIX_Win_iunlock(1, win, &closed);
+    MPI_Request_get_status(closed, &flag, MPI_STATUS_IGNORE);
+    CHECK(!flag, "the epoch closed while rank 1 held the lock");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 1) {
+    CHECK(base[7] == 0, "rank 0's put landed inside rank 1's exclusive epoch");
+    MPI_Win_unlock(1, win);
+  }
+  if (rank == 0) {
+    double until = MPI_Wtime() + 20;
+    while (!flag && MPI_Wtime() < until) MPI_Request_get_status(closed, &flag, MPI_STATUS_IGNORE);
+    CHECK(flag, "MPI_Request_get_status never saw the epoch complete");
+    MPI_Wait(&closed, MPI_STATUS_IGNORE);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 1) CHECK(base[7] == 99, "the deferred put: %ld", base[7]);
+
   MPI_Win_free(&win);
   if (rank == 0) printf("extensions: ok\n");
   MPI_Finalize();

@@ -203,19 +203,25 @@ impl<T: Pod> Window<T> {
     /// Errors: not a dynamic window; nothing is attached at `addr`.
     pub fn detach(&self, addr: usize) -> Result<WinBuffer<T>> {
         self.require_dynamic("detach")?;
-        self.core.dynamic_detach(addr)?;
+        // The window's own list is held across the detach, so that the region checked
+        // here is the one detached.
         let mut attached = self
             .attached
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let pos = attached
-            .iter()
-            .position(|(a, _, _)| *a == addr)
-            .expect("window and core track the same regions");
-        let kept = attached.swap_remove(pos).2;
-        Ok(kept
-            .expect("a typed handle's regions are kept by the window")
-            .take())
+        let pos = attached.iter().position(|(a, _, _)| *a == addr);
+        if let Some(p) = pos {
+            if attached[p].2.is_none() {
+                return Err(Error::InvalidArgument(format!(
+                    "detach: the region at {addr:#x} was attached through the untyped window \
+                     (RawWindow::attach): detach it there"
+                )));
+            }
+        }
+        self.core.dynamic_detach(addr)?;
+        let pos = pos.expect("window and core track the same regions");
+        let kept = attached.swap_remove(pos).2.expect("checked above");
+        Ok(kept.take())
     }
 
     /// Regions this process has attached, by address.
