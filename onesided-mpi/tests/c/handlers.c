@@ -5,15 +5,7 @@
 #include <mpi.h>
 #include <stdio.h>
 
-#define CHECK(cond, ...)                                                                   \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      fprintf(stderr, "rank %d: line %d: ", rank, __LINE__);                               \
-      fprintf(stderr, __VA_ARGS__);                                                        \
-      fprintf(stderr, "\n");                                                               \
-      MPI_Abort(MPI_COMM_WORLD, 1);                                                        \
-    }                                                                                      \
-  } while (0)
+#include "check.h"
 
 static int rank, calls, last_class;
 static MPI_Win last_win;
