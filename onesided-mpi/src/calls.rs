@@ -704,18 +704,29 @@ pub(crate) fn group_of(e: &Entry, group: MPI_Group) -> onesided::Result<onesided
     onesided::Group::new(to.into_iter().map(|r| r as usize))
 }
 
-pub(crate) unsafe fn win_post(group: MPI_Group, a: c_int, win: MPI_Win) -> CallResult {
+/// The window, group and assert of a PSCW opening call (`post`, `start` and their
+/// nonblocking forms), each error to the handler it belongs to.
+pub(crate) fn opening(
+    win: MPI_Win,
+    group: MPI_Group,
+    a: c_int,
+) -> Result<(Arc<Entry>, onesided::Group, Assert), Failure> {
     let e = entry(win)?;
     let a = checked_assert(&e, a)?;
-    let r = group_of(&e, group).and_then(|g| e.win.post(&g, a));
-    r.map_err(|err| Failure::Window(e, err))
+    match group_of(&e, group) {
+        Ok(g) => Ok((e, g, a)),
+        Err(err) => Err(Failure::Window(e, err)),
+    }
+}
+
+pub(crate) unsafe fn win_post(group: MPI_Group, a: c_int, win: MPI_Win) -> CallResult {
+    let (e, g, a) = opening(win, group, a)?;
+    e.win.post(&g, a).map_err(|err| Failure::Window(e, err))
 }
 
 pub(crate) unsafe fn win_start(group: MPI_Group, a: c_int, win: MPI_Win) -> CallResult {
-    let e = entry(win)?;
-    let a = checked_assert(&e, a)?;
-    let r = group_of(&e, group).and_then(|g| e.win.start(&g, a));
-    r.map_err(|err| Failure::Window(e, err))
+    let (e, g, a) = opening(win, group, a)?;
+    e.win.start(&g, a).map_err(|err| Failure::Window(e, err))
 }
 
 pub(crate) unsafe fn win_complete(win: MPI_Win) -> CallResult {

@@ -88,9 +88,7 @@ pub(crate) unsafe fn win_ipost(
     win: MPI_Win,
     request: *mut c_int,
 ) -> CallResult {
-    let e = calls::entry(win)?;
-    let a = calls::checked_assert(&e, a)?;
-    let g = calls::group_of(&e, group).map_err(|err| Failure::Window(Arc::clone(&e), err))?;
+    let (_, g, a) = calls::opening(win, group, a)?;
     nonblocking(win, request, |w| w.ipost(&g, a))
 }
 
@@ -100,9 +98,7 @@ pub(crate) unsafe fn win_istart(
     win: MPI_Win,
     request: *mut c_int,
 ) -> CallResult {
-    let e = calls::entry(win)?;
-    let a = calls::checked_assert(&e, a)?;
-    let g = calls::group_of(&e, group).map_err(|err| Failure::Window(Arc::clone(&e), err))?;
+    let (_, g, a) = calls::opening(win, group, a)?;
     nonblocking(win, request, |w| w.istart(&g, a))
 }
 
