@@ -14,21 +14,21 @@ use onesided::{Assert, Comm, Error, Layout, LockType, RawWindow, WinInfo};
 use crate::abi::{self, MPI_Aint, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Op, MPI_Win};
 use crate::datatypes::{self, Selection};
 use crate::host::host;
-use crate::state::{self, Entry, UNIVERSE};
+use crate::state::{self, Entry, EntryRef, UNIVERSE};
 
 /// A failed call: where its error goes, and what it was.
 pub(crate) enum Failure {
     /// An error of a call on a valid window: the window's handler.
-    Window(Arc<Entry>, Error),
+    Window(EntryRef, Error),
     /// The same with an error class of the C binding's own (an argument onesided's typed
     /// API cannot even express: a lock type, assert bits).
-    WindowCode(Arc<Entry>, c_int, String),
+    WindowCode(EntryRef, c_int, String),
     /// An error of a call without a valid window (creation, an invalid handle): the
     /// communicator's handler.
     Comm(MPI_Comm, c_int, String),
     /// `MPI_Win_call_errhandler`: run the window's handler for `code`; the call itself
     /// succeeds when the handler returns.
-    Raised(Arc<Entry>, c_int),
+    Raised(EntryRef, c_int),
     /// An error for window error handler `errhandler` of a window that is gone (a failed
     /// free), over `comm`.
     Handler {
@@ -49,7 +49,7 @@ pub(crate) fn window_code(win: MPI_Win, code: c_int, text: String) -> Failure {
 }
 
 /// The window behind `win`, or the `MPI_ERR_WIN` failure.
-pub(crate) fn entry(win: MPI_Win) -> Result<Arc<Entry>, Failure> {
+pub(crate) fn entry(win: MPI_Win) -> Result<EntryRef, Failure> {
     state::window(win).ok_or_else(|| {
         Failure::Comm(
             abi::MPI_COMM_WORLD,
@@ -144,6 +144,35 @@ fn elem_of(
     }
 }
 
+/// The bytes of a transfer between two predefined types, and their types; `None` when
+/// either is derived. The common case of every call, without building selections.
+#[inline]
+fn plain_pair(
+    op: &'static str,
+    origin: (i64, MPI_Datatype),
+    target: (i64, MPI_Datatype),
+) -> Option<onesided::Result<(usize, abi::Builtin, abi::Builtin)>> {
+    let (ob, tb) = (abi::builtin(origin.1)?, abi::builtin(target.1)?);
+    let bytes = |count: i64, b: abi::Builtin| {
+        usize::try_from(count)
+            .ok()
+            .and_then(|c| c.checked_mul(b.size))
+            .filter(|&n| n <= isize::MAX as usize)
+    };
+    Some(match (bytes(origin.0, ob), bytes(target.0, tb)) {
+        (Some(o), Some(t)) if o == t => Ok((o, ob, tb)),
+        (Some(o), Some(t)) => Err(Error::LayoutMismatch {
+            op,
+            origin: o,
+            target: t,
+        }),
+        _ => Err(Error::InvalidArgument(format!(
+            "count {} or {} is negative or overflows",
+            origin.0, target.0
+        ))),
+    })
+}
+
 /// Origin and target of one transfer: they must select the same number of bytes.
 pub(crate) fn pair(
     op: &'static str,
@@ -202,11 +231,15 @@ pub(crate) fn acc_elem(
 ) -> onesided::Result<onesided::ElemType> {
     match (o.elem, t.elem) {
         (Some(a), Some(b)) if a == b => elem_of(a, op),
-        _ => Err(Error::InvalidDatatype(
-            "an accumulate's origin and target must be of one predefined type (MPI-4.1 §12.3.4)"
-                .into(),
-        )),
+        _ => Err(mixed_types()),
     }
+}
+
+/// An accumulate over two different basic types.
+fn mixed_types() -> Error {
+    Error::InvalidDatatype(
+        "an accumulate's origin and target must be of one predefined type (MPI-4.1 §12.3.4)".into(),
+    )
 }
 
 pub(crate) fn mpi_op(op: MPI_Op) -> onesided::Result<onesided::Op> {
@@ -248,6 +281,12 @@ fn join() -> CallResult {
     if UNIVERSE.get().is_some() {
         return Ok(());
     }
+    let mut level: c_int = 3;
+    // SAFETY: a plain query (not a name we export); on failure assume MPI_THREAD_MULTIPLE.
+    if unsafe { ffi::MPI_Query_thread(&mut level) } != abi::MPI_SUCCESS {
+        level = 3;
+    }
+    state::set_thread_level(level);
     let world = mpi::topology::SimpleCommunicator::world();
     let u = onesided::init_mpi(&world).map_err(|e| {
         Failure::Comm(
@@ -526,15 +565,23 @@ pub(crate) unsafe fn win_free(win: *mut MPI_Win) -> CallResult {
     }
     // SAFETY: checked non-null.
     let handle = unsafe { *win };
-    let e = entry(handle)?;
+    entry(handle)?;
     // Epochs must be closed everywhere: checked by the collective free. Taken out of the
     // table first, so that no other thread starts a call on it.
-    let e = state::remove(handle).unwrap_or(e);
+    let Some(e) = state::remove(handle) else {
+        return Err(entry(handle).err().unwrap_or_else(|| {
+            Failure::Comm(
+                abi::MPI_COMM_WORLD,
+                abi::MPI_ERR_WIN,
+                "window freed twice".into(),
+            )
+        }));
+    };
     let entry = match Arc::try_unwrap(e) {
         Ok(entry) => entry,
         Err(shared) => {
             return Err(Failure::Window(
-                shared,
+                EntryRef::Shared(shared),
                 Error::InvalidArgument("MPI_Win_free while another thread uses the window".into()),
             ))
         }
@@ -637,9 +684,8 @@ pub(crate) unsafe fn win_lock(kind: c_int, r: c_int, a: c_int, win: MPI_Win) -> 
 }
 
 /// `bits` as an assert, or the MPI_ERR_ASSERT failure of window `e`.
-pub(crate) fn checked_assert(e: &Arc<Entry>, bits: c_int) -> Result<Assert, Failure> {
-    mode(bits)
-        .map_err(|err| Failure::WindowCode(Arc::clone(e), abi::MPI_ERR_ASSERT, err.to_string()))
+pub(crate) fn checked_assert(e: &EntryRef, bits: c_int) -> Result<Assert, Failure> {
+    mode(bits).map_err(|err| Failure::WindowCode(e.clone(), abi::MPI_ERR_ASSERT, err.to_string()))
 }
 
 pub(crate) unsafe fn win_unlock(r: c_int, win: MPI_Win) -> CallResult {
@@ -710,7 +756,7 @@ pub(crate) fn opening(
     win: MPI_Win,
     group: MPI_Group,
     a: c_int,
-) -> Result<(Arc<Entry>, onesided::Group, Assert), Failure> {
+) -> Result<(EntryRef, onesided::Group, Assert), Failure> {
     let e = entry(win)?;
     let a = checked_assert(&e, a)?;
     match group_of(&e, group) {
@@ -763,7 +809,13 @@ pub(crate) unsafe fn put<C: Into<i64>>(
     win: MPI_Win,
 ) -> CallResult {
     on_window(win, |w| {
-        let (o, t) = pair("put", (o_count.into(), o_type), (t_count.into(), t_type))?;
+        let (origin_arg, target_arg) = ((o_count.into(), o_type), (t_count.into(), t_type));
+        if let Some(plain) = plain_pair("put", origin_arg, target_arg) {
+            let (n, _, _) = plain?;
+            // SAFETY: the caller's origin buffer of `n` bytes.
+            return w.put(unsafe { bytes(origin, n) }, rank(target)?, disp(t_disp)?);
+        }
+        let (o, t) = pair("put", origin_arg, target_arg)?;
         let (r, d) = (rank(target)?, disp(t_disp)?);
         if o.contiguous() && t.contiguous() {
             // SAFETY: the caller's origin buffer of `o.bytes` bytes.
@@ -787,7 +839,17 @@ pub(crate) unsafe fn get<C: Into<i64>>(
     win: MPI_Win,
 ) -> CallResult {
     on_window(win, |w| {
-        let (o, t) = pair("get", (o_count.into(), o_type), (t_count.into(), t_type))?;
+        let (origin_arg, target_arg) = ((o_count.into(), o_type), (t_count.into(), t_type));
+        if let Some(plain) = plain_pair("get", origin_arg, target_arg) {
+            let (n, _, _) = plain?;
+            // SAFETY: the caller's origin buffer of `n` bytes.
+            return w.get(
+                unsafe { bytes_mut(origin, n) },
+                rank(target)?,
+                disp(t_disp)?,
+            );
+        }
+        let (o, t) = pair("get", origin_arg, target_arg)?;
         let (r, d) = (rank(target)?, disp(t_disp)?);
         if o.contiguous() && t.contiguous() {
             // SAFETY: the caller's origin buffer of `o.bytes` bytes.
@@ -812,12 +874,19 @@ pub(crate) unsafe fn accumulate<C: Into<i64>>(
     win: MPI_Win,
 ) -> CallResult {
     on_window(win, |w| {
-        let (o, t) = pair(
-            "accumulate",
-            (o_count.into(), o_type),
-            (t_count.into(), t_type),
-        )?;
+        let (origin_arg, target_arg) = ((o_count.into(), o_type), (t_count.into(), t_type));
         let op = mpi_op(op)?;
+        if let Some(plain) = plain_pair("accumulate", origin_arg, target_arg) {
+            let (n, ob, tb) = plain?;
+            let ty = match (ob.elem, tb.elem) {
+                (a, b) if a == b => elem_of(a, op)?,
+                _ => return Err(mixed_types()),
+            };
+            // SAFETY: the caller's origin buffer of `n` bytes.
+            let src = unsafe { bytes(origin, n) };
+            return w.accumulate(src, ty, rank(target)?, disp(t_disp)?, op);
+        }
+        let (o, t) = pair("accumulate", origin_arg, target_arg)?;
         let ty = acc_elem(&o, &t, op)?;
         let (r, d) = (rank(target)?, disp(t_disp)?);
         if o.contiguous() && t.contiguous() {

@@ -76,7 +76,11 @@ pub(crate) fn selection(count: i64, ty: MPI_Datatype) -> Result<Selection> {
             .checked_mul(b.size)
             .ok_or_else(|| Error::InvalidArgument("count overflows".into()))?;
         return Ok(Selection {
-            blocks: if bytes == 0 { vec![] } else { vec![(0, bytes)] },
+            blocks: if bytes == 0 {
+                Blocks::Empty
+            } else {
+                Blocks::One([(0, bytes)])
+            },
             bytes,
             elem: Some(b.elem),
         });
@@ -87,17 +91,26 @@ pub(crate) fn selection(count: i64, ty: MPI_Datatype) -> Result<Selection> {
         all.push_shifted(&flat, i as isize * flat.extent);
     }
     Ok(Selection {
-        blocks: all.blocks,
+        blocks: Blocks::Many(all.blocks),
         bytes: all.size,
         elem: flat.elem,
     })
+}
+
+/// The blocks of a selection: a predefined type's one run needs no allocation (the common
+/// case of every call).
+#[derive(Debug, Clone)]
+pub(crate) enum Blocks {
+    Empty,
+    One([(isize, usize); 1]),
+    Many(Vec<(isize, usize)>),
 }
 
 /// What an origin or target argument selects.
 #[derive(Debug, Clone)]
 pub(crate) struct Selection {
     /// (offset from the buffer address, bytes), in order.
-    pub blocks: Vec<(isize, usize)>,
+    pub blocks: Blocks,
     /// Total bytes.
     pub bytes: usize,
     /// The element type of accumulates (see [`Flat::elem`]).
@@ -105,19 +118,29 @@ pub(crate) struct Selection {
 }
 
 impl Selection {
+    /// (offset from the buffer address, bytes), in order.
+    pub(crate) fn blocks(&self) -> &[(isize, usize)] {
+        match &self.blocks {
+            Blocks::Empty => &[],
+            Blocks::One(b) => b,
+            Blocks::Many(v) => v,
+        }
+    }
+
     /// One contiguous run starting at the address?
     pub(crate) fn contiguous(&self) -> bool {
-        self.blocks.len() <= 1 && self.blocks.first().is_none_or(|b| b.0 == 0)
+        let b = self.blocks();
+        b.len() <= 1 && b.first().is_none_or(|b| b.0 == 0)
     }
 
     /// The lowest offset (0 when empty).
     pub(crate) fn low(&self) -> isize {
-        self.blocks.iter().map(|b| b.0).min().unwrap_or(0)
+        self.blocks().iter().map(|b| b.0).min().unwrap_or(0)
     }
 
     /// One past the highest byte touched, from the address.
     pub(crate) fn high(&self) -> isize {
-        self.blocks
+        self.blocks()
             .iter()
             .map(|b| b.0 + b.1 as isize)
             .max()
@@ -127,7 +150,7 @@ impl Selection {
     /// A byte layout of these blocks shifted by `-low` (so that it starts at 0).
     pub(crate) fn layout(&self, low: isize) -> Result<Layout<u8>> {
         let shifted: Vec<(usize, usize)> = self
-            .blocks
+            .blocks()
             .iter()
             .map(|&(o, l)| ((o - low) as usize, l))
             .collect();

@@ -326,14 +326,20 @@ fn enter(name: &'static str, call: impl FnOnce() -> CallResult) -> c_int {
 /// The error code of `failure`, after its error handler ran (a fatal one does not return).
 fn fail(name: &'static str, failure: Failure) -> c_int {
     match failure {
+        // Counted references from here: a user handler may free the window.
         Failure::Window(entry, err) => {
+            let entry = entry.shared();
             let code = abi::error_code(err.mpi_class());
             user_or(&entry, code)
                 .unwrap_or_else(|| handle(name, entry.errhandler(), entry.comm, code, &err))
         }
-        Failure::WindowCode(entry, code, text) => user_or(&entry, code)
-            .unwrap_or_else(|| handle(name, entry.errhandler(), entry.comm, code, &text)),
+        Failure::WindowCode(entry, code, text) => {
+            let entry = entry.shared();
+            user_or(&entry, code)
+                .unwrap_or_else(|| handle(name, entry.errhandler(), entry.comm, code, &text))
+        }
         Failure::Raised(entry, code) => {
+            let entry = entry.shared();
             if user_or(&entry, code).is_none() {
                 handle(
                     name,

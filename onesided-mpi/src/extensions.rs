@@ -5,7 +5,6 @@
 //! `mpi_win_order`), set at creation, with `MPI_Win_set_info` or on a duplicate.
 
 use std::os::raw::{c_int, c_void};
-use std::sync::Arc;
 
 use mpi::ffi;
 use onesided::{Error, LockType, RawWindow};
@@ -125,11 +124,11 @@ pub(crate) unsafe fn win_dup_with_info(
         ));
     }
     let i = calls::info_of(info)
-        .map_err(|rc| Failure::WindowCode(Arc::clone(&e), rc, "invalid info".into()))?;
+        .map_err(|rc| Failure::WindowCode(e.clone(), rc, "invalid info".into()))?;
     let dup = e
         .win
         .dup_with_info(&i)
-        .map_err(|err| Failure::Window(Arc::clone(&e), err))?;
+        .map_err(|err| Failure::Window(e.clone(), err))?;
     // The duplicate's own copy of the group (each handle frees its own).
     let mut group = ffi::MPI_Group(abi::MPI_GROUP_NULL);
     // SAFETY: the window's group; excluding nobody copies it.

@@ -2,7 +2,8 @@
 //! windows behind our `MPI_Win` handles, and the memory `MPI_Alloc_mem` handed out.
 
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use onesided::{AllocMem, RawWindow, Universe};
@@ -75,59 +76,159 @@ impl Entry {
     }
 }
 
-/// The windows, by handle index; freed slots are reused.
+/// The windows, by handle index; freed slots are reused. Insert and remove take the write
+/// lock and keep [`SLOTS`] in step.
 static WINDOWS: RwLock<Vec<Option<Arc<Entry>>>> = RwLock::new(Vec::new());
+
+/// Slots per chunk of [`SLOTS`].
+const CHUNK: usize = 256;
+/// Chunks: room for 1 Mi windows alive at once.
+const CHUNKS: usize = 4096;
+
+/// The same table for readers that take no lock: chunk `i / CHUNK`, slot `i % CHUNK` holds
+/// the `Arc::as_ptr` of the entry in [`WINDOWS`] (null when free). Chunks are allocated
+/// under the write lock and never freed.
+static SLOTS: [AtomicPtr<[AtomicPtr<Entry>; CHUNK]>; CHUNKS] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS];
+
+/// Whether the program may call from several threads at once (`MPI_THREAD_MULTIPLE`
+/// granted). Until `MPI_Init` says otherwise, assume so.
+static CONCURRENT_CALLS: AtomicBool = AtomicBool::new(true);
+
+/// Records the thread level the host granted (`MPI_THREAD_MULTIPLE` is 3).
+pub(crate) fn set_thread_level(provided: c_int) {
+    // Relaxed: set inside MPI_Init, before the program can make a call on a window.
+    CONCURRENT_CALLS.store(provided >= 3, Ordering::Relaxed);
+}
+
+/// A window of the table, held for the length of one call.
+///
+/// Without `MPI_THREAD_MULTIPLE` no two calls of the program overlap (MPI-4.1 §11.6), and
+/// an entry leaves the table only inside a call (`MPI_Win_free`, `MPI_Finalize`): a call
+/// may borrow the entry without touching its count (the lookup costs two loads, no atomic
+/// read-modify-write). With `MPI_THREAD_MULTIPLE` a call holds a counted reference.
+pub(crate) enum EntryRef {
+    /// The table's entry, valid until the calling thread's current call returns.
+    Borrowed(NonNull<Entry>),
+    /// A counted reference.
+    Shared(Arc<Entry>),
+}
+
+impl EntryRef {
+    /// A counted reference to the same entry (for what outlives the lookup's scope, and
+    /// for error handlers that might free the window).
+    pub(crate) fn shared(&self) -> Arc<Entry> {
+        match self {
+            EntryRef::Borrowed(p) => {
+                // SAFETY: a borrowed entry is still in the table (see `EntryRef`), so the
+                // table's Arc keeps the count ≥ 1 while we add one and rebuild an Arc.
+                unsafe {
+                    Arc::increment_strong_count(p.as_ptr());
+                    Arc::from_raw(p.as_ptr())
+                }
+            }
+            EntryRef::Shared(a) => Arc::clone(a),
+        }
+    }
+}
+
+impl Clone for EntryRef {
+    fn clone(&self) -> Self {
+        match self {
+            EntryRef::Borrowed(p) => EntryRef::Borrowed(*p),
+            EntryRef::Shared(a) => EntryRef::Shared(Arc::clone(a)),
+        }
+    }
+}
+
+impl std::ops::Deref for EntryRef {
+    type Target = Entry;
+    fn deref(&self) -> &Entry {
+        match self {
+            // SAFETY: see `EntryRef::Borrowed`.
+            EntryRef::Borrowed(p) => unsafe { p.as_ref() },
+            EntryRef::Shared(a) => a,
+        }
+    }
+}
+
+/// The chunk of slot `index`, made when `make` (under the write lock).
+fn chunk(index: usize, make: bool) -> Option<&'static [AtomicPtr<Entry>; CHUNK]> {
+    let cell = SLOTS.get(index / CHUNK)?;
+    // Acquire: pairs with the Release store below, so the chunk's slots are initialized.
+    let mut p = cell.load(Ordering::Acquire);
+    if p.is_null() && make {
+        let fresh: Box<[AtomicPtr<Entry>; CHUNK]> =
+            Box::new([const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNK]);
+        p = Box::into_raw(fresh);
+        // Release: publishes the initialized chunk (only writers, under the lock, store).
+        cell.store(p, Ordering::Release);
+    }
+    // SAFETY: chunks are never freed; a non-null pointer is a chunk made above.
+    (!p.is_null()).then(|| unsafe { &*p })
+}
 
 /// Puts `entry` in the table: its handle.
 pub(crate) fn insert(entry: Entry) -> MPI_Win {
     let mut t = WINDOWS.write().unwrap_or_else(PoisonError::into_inner);
     let entry = Arc::new(entry);
-    let entry_ref = Arc::clone(&entry);
-    let entry = Some(entry);
-    let index = match t.iter().position(Option::is_none) {
-        Some(i) => {
-            t[i] = entry;
-            i
-        }
-        None => {
-            t.push(entry);
-            t.len() - 1
-        }
-    };
+    let index = t.iter().position(Option::is_none).unwrap_or(t.len());
     let handle = abi::window_handle(index);
     // Relaxed: published with the table's lock and the handle's return.
-    entry_ref.handle.store(handle, Ordering::Relaxed);
+    entry.handle.store(handle, Ordering::Relaxed);
+    let Some(slots) = chunk(index, true) else {
+        panic!("more than {} windows alive at once", CHUNK * CHUNKS);
+    };
+    // Release: a lock-free reader that sees the pointer sees the entry's fields.
+    slots[index % CHUNK].store(Arc::as_ptr(&entry).cast_mut(), Ordering::Release);
+    if index == t.len() {
+        t.push(Some(entry));
+    } else {
+        t[index] = Some(entry);
+    }
     handle
 }
 
-/// The window behind `win`; `None` for a handle that is not one of ours, or freed.
-pub(crate) fn window(win: MPI_Win) -> Option<Arc<Entry>> {
+/// The window behind `win`, for one call; `None` for a handle that is not one of ours, or
+/// freed.
+pub(crate) fn window(win: MPI_Win) -> Option<EntryRef> {
     let i = abi::window_index(win)?;
+    // Relaxed: the level is set once in MPI_Init, before any window call.
+    if !CONCURRENT_CALLS.load(Ordering::Relaxed) {
+        // Acquire: pairs with the Release store of `insert`.
+        let p = chunk(i, false)?[i % CHUNK].load(Ordering::Acquire);
+        return NonNull::new(p).map(EntryRef::Borrowed);
+    }
     WINDOWS
         .read()
         .unwrap_or_else(PoisonError::into_inner)
         .get(i)?
         .clone()
+        .map(EntryRef::Shared)
 }
 
 /// Takes `win` out of the table.
 pub(crate) fn remove(win: MPI_Win) -> Option<Arc<Entry>> {
     let i = abi::window_index(win)?;
-    WINDOWS
-        .write()
-        .unwrap_or_else(PoisonError::into_inner)
-        .get_mut(i)?
-        .take()
+    let mut t = WINDOWS.write().unwrap_or_else(PoisonError::into_inner);
+    let e = t.get_mut(i)?.take()?;
+    if let Some(slots) = chunk(i, false) {
+        // Relaxed: only the program's own (serialized) calls read the slot lock-free.
+        slots[i % CHUNK].store(std::ptr::null_mut(), Ordering::Relaxed);
+    }
+    Some(e)
 }
 
 /// Every window still in the table, in creation-slot order, taken out.
 pub(crate) fn drain() -> Vec<Arc<Entry>> {
-    WINDOWS
-        .write()
-        .unwrap_or_else(PoisonError::into_inner)
-        .drain(..)
-        .flatten()
-        .collect()
+    let mut t = WINDOWS.write().unwrap_or_else(PoisonError::into_inner);
+    for i in 0..t.len() {
+        if let Some(slots) = chunk(i, false) {
+            // Relaxed: as in `remove`.
+            slots[i % CHUNK].store(std::ptr::null_mut(), Ordering::Relaxed);
+        }
+    }
+    t.drain(..).flatten().collect()
 }
 
 /// Memory from `MPI_Alloc_mem`, by base address.

@@ -504,6 +504,9 @@ fn windows_over_mpi_subcommunicators() {
     if let Some(pair) = pair {
         let comm = Comm::from_mpi(&pair).unwrap();
         assert_eq!((comm.size(), comm.rank()), (2, me / 2));
+        // Processes of one job: the communicator joins it (no new roster, reaper or exit
+        // handler per communicator).
+        assert_eq!(comm.job_id(), u.world().job_id());
         let win = Window::<u32>::allocate(&comm, 2).unwrap();
         win.lock_all(Assert::NONE).unwrap();
         win.put(&[me as u32 + 1], 1 - comm.rank(), 1).unwrap();

@@ -121,6 +121,35 @@ fn displacements(counts: &[i32]) -> Result<Vec<i32>> {
         .collect()
 }
 
+/// The job this process joined first (its id, its node's roster and its index there): a
+/// bootstrap over another communicator of the same processes joins it too, as a split
+/// does, instead of starting a job of its own (a roster segment, an exit handler and a
+/// reaper process each — one per window an MPI program creates over a communicator of its
+/// own).
+static PROCESS_JOB: OnceLock<(String, Arc<Roster>, usize)> = OnceLock::new();
+
+/// Bytes of a job id in the agreement of [`joined_job`] (ids are 32 hex digits).
+const JOB_ID_BYTES: usize = 64;
+
+/// Collective over `comm`: the job every member already belongs to, if they all belong to
+/// the same one (every member decides alike from the same gathered ids).
+fn joined_job(comm: &SimpleCommunicator) -> Option<(String, Arc<Roster>, usize)> {
+    let mine = PROCESS_JOB.get();
+    let mut id = [0u8; JOB_ID_BYTES];
+    if let Some((job, _, _)) = mine {
+        let n = job.len().min(JOB_ID_BYTES);
+        id[..n].copy_from_slice(&job.as_bytes()[..n]);
+    }
+    let mut all = vec![0u8; JOB_ID_BYTES * comm.size() as usize];
+    comm.all_gather_into(&id[..], &mut all[..]);
+    let joined = id != [0u8; JOB_ID_BYTES] && all.chunks_exact(JOB_ID_BYTES).all(|c| c == id);
+    if joined {
+        mine.cloned()
+    } else {
+        None
+    }
+}
+
 /// Splits a concatenation back into per-rank parts.
 fn split_parts(buf: &[u8], counts: &[i32]) -> Vec<Vec<u8>> {
     let mut at = 0;
@@ -166,6 +195,10 @@ impl MpiBootstrap {
     ) -> Result<MpiBootstrap> {
         let rank = comm.rank() as usize;
         let size = comm.size() as usize;
+        let parent = match parent {
+            Some(p) => Some(p),
+            None => joined_job(&comm),
+        };
         let (node, machine_size) = node_of_this_process(&comm)?;
         let (node_rank, node_size) = (node.rank() as usize, node.size() as usize);
         let job = match &parent {
@@ -195,6 +228,7 @@ impl MpiBootstrap {
                 let roster = Arc::new(node_roster(&node, &job)?);
                 roster.set_rank(node_rank, rank);
                 mark_exit_at_exit(Arc::clone(&roster), node_rank, rank)?;
+                let _ = PROCESS_JOB.set((job.clone(), Arc::clone(&roster), node_rank));
                 (roster, node_rank)
             }
         };
@@ -777,6 +811,8 @@ fn start_reaper(job: &str, pids: &[u32]) -> Result<()> {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
+        // Not the program's preloads (an MPI C ABI, a tool): each `sleep` would load them.
+        .env_remove("LD_PRELOAD")
         .process_group(0);
     // SAFETY: runs in the forked child before exec and only makes one system call
     // (async-signal-safe, no memory touched). It closes every inherited descriptor
