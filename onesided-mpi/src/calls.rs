@@ -540,10 +540,28 @@ pub(crate) unsafe fn win_create<U: Into<i64> + Copy>(
     unsafe {
         create_with(comm, info, win, |c, i| {
             let (s, u) = size_unit(size, unit)?;
-            RawWindow::create(c, base.cast(), s, u, i)
+            let mut i = i.clone();
+            if i.get(onesided::info_keys::SHARE_IN_PLACE).is_none() {
+                i.set(onesided::info_keys::SHARE_IN_PLACE, share_in_place());
+            }
+            RawWindow::create(c, base.cast(), s, u, &i)
         })
     }
     .map(drop)
+}
+
+/// `onesided_share_in_place` for windows whose info does not say: `ONESIDED_SHARE_IN_PLACE`
+/// if set; else `true` under `MPI_THREAD_SINGLE` (no other thread exists to write the
+/// pages around the memory while they move), `whole_pages` otherwise (only the window's
+/// own pages move).
+fn share_in_place() -> String {
+    std::env::var("ONESIDED_SHARE_IN_PLACE").unwrap_or_else(|_| {
+        if state::thread_level() == 0 {
+            "true".into()
+        } else {
+            "whole_pages".into()
+        }
+    })
 }
 
 pub(crate) unsafe fn win_create_dynamic(

@@ -95,10 +95,20 @@ static SLOTS: [AtomicPtr<[AtomicPtr<Entry>; CHUNK]>; CHUNKS] =
 /// granted). Until `MPI_Init` says otherwise, assume so.
 static CONCURRENT_CALLS: AtomicBool = AtomicBool::new(true);
 
-/// Records the thread level the host granted (`MPI_THREAD_MULTIPLE` is 3).
+/// The thread level the host granted (`MPI_THREAD_SINGLE` 0 … `MPI_THREAD_MULTIPLE` 3).
+static THREAD_LEVEL: AtomicI32 = AtomicI32::new(3);
+
+/// Records the thread level the host granted.
 pub(crate) fn set_thread_level(provided: c_int) {
-    // Relaxed: set inside MPI_Init, before the program can make a call on a window.
+    // Relaxed (both): set inside MPI_Init, before the program can make a call on a window.
+    THREAD_LEVEL.store(provided, Ordering::Relaxed);
     CONCURRENT_CALLS.store(provided >= 3, Ordering::Relaxed);
+}
+
+/// The thread level the host granted.
+pub(crate) fn thread_level() -> c_int {
+    // Relaxed: see `set_thread_level`.
+    THREAD_LEVEL.load(Ordering::Relaxed)
 }
 
 /// A window of the table, held for the length of one call.

@@ -126,8 +126,8 @@ pub use universe::init_mpi;
 pub use universe::{init, init_thread, Universe};
 pub use win::dynamic::AttachedRegion;
 pub use win::info::{
-    keys as info_keys, AccumulateOps, AccumulateOrdering, MemoryAllocKind, WinHints, WinInfo,
-    WinScope,
+    keys as info_keys, AccumulateOps, AccumulateOrdering, MemoryAllocKind, ShareInPlace, WinHints,
+    WinInfo, WinScope,
 };
 pub use win::{
     Flavor, MemoryModel, RawWindow, SharedRegion, WinBuffer, Window, WindowBuilder, WindowDup,

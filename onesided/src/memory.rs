@@ -51,6 +51,133 @@ pub(crate) fn lookup(addr: usize, len: usize) -> Option<SharedLocation> {
         })
 }
 
+/// Pages of this process's own memory moved into a shared segment for a window's life
+/// (info key `onesided_share_in_place`): peers map them like [`AllocMem`] memory. Dropping
+/// it makes them private again, with their contents.
+#[derive(Debug)]
+pub(crate) struct SharedInPlace {
+    seg: Segment,
+    base: usize,
+    len: usize,
+}
+
+/// Shares the pages that hold `[addr, addr + len)` in place (see [`SharedInPlace`]), when
+/// they are private, writable memory of the kinds a program computes in (anonymous, heap,
+/// a private file mapping's copy; not the calling thread's stack) and /dev/shm has room; `None` otherwise (peers
+/// then reach the memory by cross-memory attach). Pages partly outside the range are
+/// shared whole only when `partial_pages`; without it only a range of whole pages is.
+///
+/// # Safety
+/// No other thread of this process writes those pages while this runs, nor while the
+/// result is dropped.
+pub(crate) unsafe fn share_in_place(
+    addr: usize,
+    len: usize,
+    partial_pages: bool,
+) -> Result<Option<SharedInPlace>> {
+    let page = rustix::param::page_size();
+    let (Some(id), Some(end)) = (identity(), addr.checked_add(len)) else {
+        return Ok(None);
+    };
+    let (lo, hi) = (addr & !(page - 1), end.next_multiple_of(page));
+    if len == 0 || (!partial_pages && (lo != addr || hi != end)) || lookup(addr, len).is_some() {
+        return Ok(None);
+    }
+    if near_this_stack(lo, hi) || !private_writable(lo, hi) {
+        return Ok(None);
+    }
+    let seg = match Segment::create(&id.job, &id.rank.to_string(), hi - lo) {
+        Ok(seg) => seg,
+        Err(Error::SharedMemoryFull { .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    // SAFETY: checked private and writable above; the caller keeps other threads away.
+    unsafe { crate::shm::segment::share_pages(&seg, lo as *mut u8, hi - lo)? };
+    registry().push(Registered {
+        base: lo,
+        len: hi - lo,
+        tag: seg.tag(),
+    });
+    Ok(Some(SharedInPlace {
+        seg,
+        base: lo,
+        len: hi - lo,
+    }))
+}
+
+impl Drop for SharedInPlace {
+    fn drop(&mut self) {
+        registry().retain(|r| r.base != self.base || r.tag != self.seg.tag());
+        if near_this_stack(self.base, self.base + self.len) {
+            // This call's own frames may live in those pages: they stay shared (still this
+            // process's memory, with its contents).
+            return;
+        }
+        // SAFETY: pages this value shared (`share_in_place`, whose caller keeps other
+        // threads away now too); the window that used them is gone.
+        if let Err(e) =
+            unsafe { crate::shm::segment::unshare_pages(self.base as *mut u8, self.len) }
+        {
+            // The pages stay shared: still this process's memory with its contents.
+            eprintln!("onesided: window memory stays in shared memory: {e}");
+        }
+    }
+}
+
+/// Whether `[lo, hi)` may hold frames of the calling thread: pages that change while they
+/// are copied. (The distance covers this library's frames below a caller's stack buffer.)
+#[inline(never)]
+fn near_this_stack(lo: usize, hi: usize) -> bool {
+    const REACH: usize = 1 << 20;
+    let here = 0u8;
+    let sp = std::ptr::addr_of!(here) as usize;
+    sp.saturating_add(REACH) >= lo && sp < hi.saturating_add(REACH)
+}
+
+/// Whether every mapping of `[lo, hi)` is private and writable memory of a kind that may be
+/// moved: anonymous, `[heap]` or a regular file's private copy (a program's data
+/// segment) — not shared mappings, huge pages or special kernel mappings.
+fn private_writable(lo: usize, hi: usize) -> bool {
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
+        return false;
+    };
+    let mut covered = lo;
+    for line in maps.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        let Some((start, end)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(start), Ok(end)) = (
+            usize::from_str_radix(start, 16),
+            usize::from_str_radix(end, 16),
+        ) else {
+            continue;
+        };
+        if end <= covered || start >= hi {
+            continue;
+        }
+        let path = fields.nth(3).unwrap_or("");
+        let kind_ok = path.is_empty()
+            || path == "[heap]"
+            || (path.starts_with('/') && !path.contains("hugepage"));
+        if start > covered
+            || !perms.starts_with("rw")
+            || perms.as_bytes().get(3) != Some(&b'p')
+            || !kind_ok
+        {
+            return false;
+        }
+        covered = end;
+        if covered >= hi {
+            return true;
+        }
+    }
+    false
+}
+
 /// Memory from the node-local shared heap (MPI `MPI_Alloc_mem`).
 ///
 /// Windows created over it (and regions of dynamic windows attached from it) are reached by

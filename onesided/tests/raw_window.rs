@@ -265,3 +265,96 @@ fn shared_window(w: &onesided::Comm, peer: usize) -> onesided::Result<()> {
     shared.fence(Assert::NONE)?;
     shared.free()
 }
+
+/// Whether `addr` lies in a mapping of one of onesided's shared-memory segments.
+fn in_onesided_segment(addr: usize) -> bool {
+    std::fs::read_to_string("/proc/self/maps")
+        .unwrap()
+        .lines()
+        .any(|line| {
+            let range = line.split_whitespace().next().unwrap_or("");
+            let (lo, hi) = range.split_once('-').unwrap_or(("0", "0"));
+            let (lo, hi) = (
+                usize::from_str_radix(lo, 16).unwrap(),
+                usize::from_str_radix(hi, 16).unwrap(),
+            );
+            (lo..hi).contains(&addr) && line.contains("onesided.")
+        })
+}
+
+#[test]
+fn create_windows_share_their_memory_in_place() {
+    testing::job(2)
+        .timeout(std::time::Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            let me = w.rank();
+            let peer = 1 - me;
+            // Window memory starting and ending inside pages that hold other bytes too.
+            let mut heap = vec![0xABu8; 5 * 4096];
+            let page = (heap.as_ptr() as usize).next_multiple_of(4096) - heap.as_ptr() as usize;
+            let (start, len) = (page + 100, 6000);
+            heap[start..start + len].fill(me as u8);
+            let base = heap[start..].as_mut_ptr();
+            let info = onesided::WinInfo::new().with(onesided::info_keys::SHARE_IN_PLACE, "true");
+            // SAFETY: `heap` outlives the window; this test's process has no other thread
+            // writing those pages during creation and free.
+            let win = unsafe { RawWindow::create(w, base, len, 1, &info)? };
+            assert!(
+                in_onesided_segment(base as usize),
+                "not moved into shared memory"
+            );
+            assert_eq!(heap[start - 1], 0xAB, "bytes around the window kept");
+            win.lock_all(Assert::NONE)?;
+            win.put(&[7 + me as u8; 3], peer, 10)?;
+            let mut old = [0u8; 8];
+            win.fetch_and_op(
+                &1u64.to_ne_bytes(),
+                &mut old,
+                ElemType::U64,
+                peer,
+                5992,
+                Op::Sum,
+            )?;
+            win.unlock_all()?;
+            w.barrier()?;
+            // The peer's writes are in this process's memory, seen at the same addresses.
+            assert_eq!(heap[start + 10..start + 13], [7 + peer as u8; 3]);
+            win.free()?;
+            assert!(
+                !in_onesided_segment(base as usize),
+                "still shared after the free"
+            );
+            // Contents kept through the move back, the peer's updates included.
+            assert_eq!(heap[start + 10..start + 13], [7 + peer as u8; 3]);
+            let word = u64::from_ne_bytes(heap[start + 5992..start + 6000].try_into().unwrap());
+            assert_eq!(word, u64::from_ne_bytes([me as u8; 8]) + 1);
+            assert!(heap[..start].iter().all(|&b| b == 0xAB));
+            assert!(heap[start + len..].iter().all(|&b| b == 0xAB));
+
+            // `whole_pages` leaves memory that shares pages with other data where it is;
+            // `false` (the default) any memory.
+            for value in ["whole_pages", "false"] {
+                let info =
+                    onesided::WinInfo::new().with(onesided::info_keys::SHARE_IN_PLACE, value);
+                // SAFETY: as above.
+                let win = unsafe { RawWindow::create(w, base, len, 1, &info)? };
+                assert!(!in_onesided_segment(base as usize), "{value}: moved");
+                assert_eq!(
+                    win.get_info().get(onesided::info_keys::SHARE_IN_PLACE),
+                    Some(value)
+                );
+                win.free()?;
+            }
+            // `whole_pages` moves memory made of whole pages.
+            let aligned = heap[page..].as_mut_ptr();
+            let info =
+                onesided::WinInfo::new().with(onesided::info_keys::SHARE_IN_PLACE, "whole_pages");
+            // SAFETY: as above.
+            let win = unsafe { RawWindow::create(w, aligned, 2 * 4096, 1, &info)? };
+            assert!(in_onesided_segment(aligned as usize));
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}

@@ -181,6 +181,75 @@ impl Drop for Segment {
     }
 }
 
+/// Moves the pages `[addr, addr + len)` of this process into `seg` (a fresh segment of at
+/// least `len` bytes, `addr` and `len` page aligned): their contents are copied into it and
+/// its object is mapped over them at the same addresses, so that peers mapping `seg` share
+/// them from then on.
+///
+/// # Safety
+/// `[addr, addr + len)` is mapped private, readable and writable memory of this process,
+/// and no other thread writes it while this runs (a write between the copy and the new
+/// mapping would be lost).
+pub(crate) unsafe fn share_pages(seg: &Segment, addr: *mut u8, len: usize) -> Result<()> {
+    if len > seg.len || addr as usize % page_size() != 0 || len % page_size() != 0 {
+        return Err(Error::InvalidArgument(
+            "share_pages: unaligned range or small segment".into(),
+        ));
+    }
+    let fd = shm::open(seg.name.as_str(), shm::OFlags::RDWR, Mode::empty())
+        .map_err(|e| Error::os("shm_open (share in place)", e))?;
+    // SAFETY: both ranges are mapped and `len` long (caller's contract, and the segment's
+    // mapping is at least `len`); they do not overlap (the segment is a fresh mapping).
+    unsafe { std::ptr::copy_nonoverlapping(addr, seg.as_ptr(), len) };
+    // SAFETY: replaces the caller's pages (its contract) with the segment's object, which
+    // now holds their contents; nothing else is mapped there.
+    unsafe {
+        rustix::mm::mmap(
+            addr.cast(),
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED | MapFlags::FIXED,
+            &fd,
+            0,
+        )
+    }
+    .map_err(|e| Error::os("mmap (share in place)", e))?;
+    Ok(())
+}
+
+/// Undoes [`share_pages`]: the pages `[addr, addr + len)` become private anonymous memory
+/// again, with the contents they have now.
+///
+/// # Safety
+/// As for [`share_pages`], on a range it shared; no peer writes the segment any more.
+pub(crate) unsafe fn unshare_pages(addr: *mut u8, len: usize) -> Result<()> {
+    // SAFETY: a fresh private mapping at an address the kernel picks.
+    let fresh = unsafe {
+        rustix::mm::mmap_anonymous(
+            std::ptr::null_mut(),
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE,
+        )
+    }
+    .map_err(|e| Error::os("mmap (unshare)", e))?;
+    // SAFETY: both ranges are mapped, `len` long and distinct.
+    unsafe { std::ptr::copy_nonoverlapping(addr, fresh.cast::<u8>(), len) };
+    // SAFETY: moves the private copy over the shared pages in one step (the old mapping
+    // there is replaced; the fresh one ceases to exist at its first address).
+    unsafe {
+        rustix::mm::mremap_fixed(
+            fresh,
+            len,
+            len,
+            rustix::mm::MremapFlags::MAYMOVE,
+            addr.cast(),
+        )
+    }
+    .map_err(|e| Error::os("mremap (unshare)", e))?;
+    Ok(())
+}
+
 /// Sizes the new object `fd` to `len` bytes and reserves its pages in /dev/shm now, so that
 /// a segment larger than the free space is an error here rather than a SIGBUS at the first
 /// touch of a page (a sparse `ftruncate` alone would succeed for any size).

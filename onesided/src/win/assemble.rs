@@ -64,6 +64,7 @@ pub(crate) fn assemble(
         peer_mappings,
         rings,
         _segment: segment,
+        in_place: None,
         #[cfg(feature = "ofi")]
         net: None,
         #[cfg(feature = "ofi")]

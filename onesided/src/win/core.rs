@@ -259,6 +259,9 @@ pub(crate) struct WinCore {
     pub(crate) net_window_id: Option<u64>,
     /// The node segment or control block; the pointers above point into it.
     pub(crate) _segment: crate::win::control::ControlMemory,
+    /// This process's window memory moved into shared memory for the window's life
+    /// (`onesided_share_in_place`); made private again when dropped, after everything above.
+    pub(crate) in_place: Option<crate::memory::SharedInPlace>,
 }
 
 const _: () = {

@@ -16,7 +16,7 @@ use crate::transport::Route;
 use crate::win::assemble::{assemble, placed, Placement};
 use crate::win::control::{Control, ControlLayout, ControlMemory, WIN_MAGIC};
 use crate::win::core::{LocalRegion, PeerMapping, TargetRegion, Targets, WinCore};
-use crate::win::info::{keys, WinHints, WinInfo};
+use crate::win::info::{keys, ShareInPlace, WinHints, WinInfo};
 use crate::win::Flavor;
 
 const PAGE: usize = 4096;
@@ -477,17 +477,34 @@ impl CreateRecord {
     }
 }
 
-/// MPI_Win_create over `bytes` bytes at `base`.
+/// MPI_Win_create over `bytes` bytes at `base`. `partial_pages`: the caller allows
+/// `onesided_share_in_place=true` (no other thread writes the pages around the memory while
+/// the window is created and freed); otherwise `true` acts as `whole_pages`.
 pub(crate) fn create(
     comm: &Comm,
     base: *mut u8,
     bytes: usize,
     disp_unit: usize,
     info: &WinInfo,
+    partial_pages: bool,
 ) -> Result<WinCore> {
     let call = Call::Create;
     let me = comm.rank();
     let hints = WinHints::parse(info).and_then(|h| check_disp_unit(disp_unit).map(|()| h));
+    let single_node = comm.bootstrap().node_size() == comm.bootstrap().size();
+    let in_place = match &hints {
+        Ok(h) if single_node && h.share_in_place != ShareInPlace::Off && bytes > 0 => {
+            let partial = partial_pages && h.share_in_place == ShareInPlace::Pages;
+            // SAFETY: the memory is the caller's window memory (valid, see `RawWindow::create`);
+            // other threads stay off the pages around it only when the caller allowed
+            // `partial`, and a range of whole pages is the window's own. A failure leaves
+            // the memory where it was (reached by cross-memory attach).
+            unsafe { crate::memory::share_in_place(base as usize, bytes, partial) }
+                .ok()
+                .flatten()
+        }
+        _ => None,
+    };
     let record = hints.as_ref().ok().map(|_| CreateRecord {
         pid: std::process::id() as i32,
         addr: base as usize,
@@ -550,7 +567,7 @@ pub(crate) fn create(
     let layout = ControlLayout::with_rings(comm.size(), 0, 0, rings);
     let gran = hints.accumulate_granularity as u64;
     let segment = control_memory(comm, call, &layout, &[gran, u64::from(rings)], prior)?;
-    Ok(assemble(
+    let mut core = assemble(
         comm,
         Flavor::Create,
         segment,
@@ -563,7 +580,9 @@ pub(crate) fn create(
         },
         hints,
         peer_mappings,
-    ))
+    );
+    core.in_place = in_place;
+    Ok(core)
 }
 
 /// Where rank `rank`'s memory of a `create` window (its `record`) is reached from this

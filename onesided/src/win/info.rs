@@ -38,6 +38,18 @@ pub mod keys {
     /// own keeps polling for them. `false`: every such operation is the origin's own system
     /// call, and waits may sleep. Every process must pass the same value.
     pub const TARGET_SERVICE: &str = "onesided_target_service";
+    /// `onesided_share_in_place` (`create` windows on one node; `false`, `whole_pages` or
+    /// `true`; default `false`): the pages holding this process's window memory move into
+    /// shared memory for the window's life (same addresses, contents kept; private again
+    /// after the free), so that peers reach them with loads, stores and CPU atomics instead
+    /// of cross-memory attach. `whole_pages`: only when the memory is whole pages.
+    /// `true`: also the pages it shares with other data, which requires that no other
+    /// thread of the process writes those pages during the window's creation and free (so
+    /// it applies only to [`crate::RawWindow::create`], whose caller promises it; the MPI C
+    /// ABI sets it under `MPI_THREAD_SINGLE`). Memory other than private anonymous, heap or
+    /// private file mappings, and the calling thread's stack, stay reached as before.
+    /// Each process decides for its own memory.
+    pub const SHARE_IN_PLACE: &str = "onesided_share_in_place";
     /// `MPI_WIN_ACCESS_AFTER_ACCESS_REORDER` ("1"/"0", \[Zounmevo14\] §VI-B): see
     /// [`crate::Reorder`].
     pub const ACCESS_AFTER_ACCESS_REORDER: &str = "MPI_WIN_ACCESS_AFTER_ACCESS_REORDER";
@@ -396,6 +408,29 @@ pub struct WinHints {
     pub accumulate_intrinsic: bool,
     /// `onesided_target_service` (`create` windows).
     pub target_service: bool,
+    /// `onesided_share_in_place` (`create` windows).
+    pub share_in_place: ShareInPlace,
+}
+
+/// The values of `onesided_share_in_place` (see [`keys::SHARE_IN_PLACE`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShareInPlace {
+    /// `false`: the memory stays where it is; peers reach it by cross-memory attach.
+    Off,
+    /// `whole_pages`: shared when it is made of whole pages.
+    WholePages,
+    /// `true`: the pages holding it are shared, other data on them included.
+    Pages,
+}
+
+impl ShareInPlace {
+    fn as_str(self) -> &'static str {
+        match self {
+            ShareInPlace::Off => "false",
+            ShareInPlace::WholePages => "whole_pages",
+            ShareInPlace::Pages => "true",
+        }
+    }
 }
 
 impl Default for WinHints {
@@ -415,6 +450,7 @@ impl Default for WinHints {
             order: false,
             accumulate_intrinsic: false,
             target_service: true,
+            share_in_place: ShareInPlace::Off,
         }
     }
 }
@@ -519,6 +555,19 @@ impl WinHints {
                         next.target_service = v;
                     }
                 }
+                keys::SHARE_IN_PLACE => {
+                    let v = match value.trim().to_ascii_lowercase().as_str() {
+                        "false" => ShareInPlace::Off,
+                        "whole_pages" => ShareInPlace::WholePages,
+                        "true" => ShareInPlace::Pages,
+                        _ => {
+                            return Err(invalid(key, value, "expected false, whole_pages or true"))
+                        }
+                    };
+                    if at_creation {
+                        next.share_in_place = v;
+                    }
+                }
                 keys::ACCESS_AFTER_ACCESS_REORDER => {
                     next.reorder.access_after_access = parse_flag(key, value)?
                 }
@@ -590,6 +639,7 @@ impl WinHints {
             }
             super::Flavor::Create => {
                 info.set(keys::TARGET_SERVICE, bool_str(self.target_service));
+                info.set(keys::SHARE_IN_PLACE, self.share_in_place.as_str());
             }
             _ => {}
         }

@@ -157,7 +157,7 @@ impl<'c, T: Pod> WindowBuilder<'c, T> {
     pub fn create(self, buffer: impl Into<WinBuffer<T>>) -> Result<Window<T>> {
         let mut buffer = buffer.into();
         let (base, bytes) = buffer.raw_bytes();
-        let core = create::create(self.comm, base, bytes, self.unit(), &self.info);
+        let core = create::create(self.comm, base, bytes, self.unit(), &self.info, false);
         match core {
             Ok(core) => Ok(Window::from_core(core, Some(raw::Kept::new(buffer)))),
             Err(e) => Err(e),

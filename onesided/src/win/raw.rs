@@ -179,7 +179,9 @@ impl RawWindow {
     /// `base..base + bytes` stays valid for reads and writes — by this process's calls and
     /// by the peers' RMA — and is not freed until the window is freed; a window dropped
     /// without a successful free leaves the memory reachable by the peers for the life of
-    /// the process.
+    /// the process. With `onesided_share_in_place=true` in `info`
+    /// ([`crate::info_keys::SHARE_IN_PLACE`]), no other thread of this process writes the
+    /// pages holding that memory while the window is created and while it is freed.
     pub unsafe fn create(
         comm: &Comm,
         base: *mut u8,
@@ -192,7 +194,7 @@ impl RawWindow {
                 "create: a null base for {bytes} bytes"
             )));
         }
-        let core = crate::win::create::create(comm, base, bytes, disp_unit, info)?;
+        let core = crate::win::create::create(comm, base, bytes, disp_unit, info, true)?;
         Ok(Self::from_core(core, None))
     }
 
