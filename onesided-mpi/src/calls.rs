@@ -570,7 +570,16 @@ pub(crate) unsafe fn win_create_dynamic(
     win: *mut MPI_Win,
 ) -> CallResult {
     // SAFETY: win is checked inside.
-    unsafe { create_with(comm, info, win, RawWindow::create_dynamic) }.map(drop)
+    unsafe {
+        create_with(comm, info, win, |c, i| {
+            let mut i = i.clone();
+            if i.get(onesided::info_keys::SHARE_IN_PLACE).is_none() {
+                i.set(onesided::info_keys::SHARE_IN_PLACE, share_in_place());
+            }
+            RawWindow::create_dynamic(c, &i)
+        })
+    }
+    .map(drop)
 }
 
 pub(crate) unsafe fn win_free(win: *mut MPI_Win) -> CallResult {

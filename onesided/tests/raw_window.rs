@@ -346,6 +346,28 @@ fn create_windows_share_their_memory_in_place() {
                 );
                 win.free()?;
             }
+            // Dynamic windows: an attached region moves until its detach.
+            let info = onesided::WinInfo::new().with(onesided::info_keys::SHARE_IN_PLACE, "true");
+            let dynamic = RawWindow::create_dynamic(w, &info)?;
+            // SAFETY: `heap` outlives the attachment; no other thread writes its pages.
+            unsafe { dynamic.attach(base, len)? };
+            assert!(
+                in_onesided_segment(base as usize),
+                "attached region not moved"
+            );
+            let addrs = w.allgather(&[base as u64])?;
+            dynamic.lock_all(Assert::NONE)?;
+            dynamic.put(&[40 + me as u8; 2], peer, addrs[peer] as usize + 20)?;
+            dynamic.unlock_all()?;
+            w.barrier()?;
+            dynamic.detach(base)?;
+            assert!(
+                !in_onesided_segment(base as usize),
+                "still shared after the detach"
+            );
+            assert_eq!(heap[start + 20..start + 22], [40 + peer as u8; 2]);
+            dynamic.free()?;
+
             // `whole_pages` moves memory made of whole pages.
             let aligned = heap[page..].as_mut_ptr();
             let info =

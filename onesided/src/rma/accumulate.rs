@@ -303,22 +303,9 @@ impl WinCore {
             let Route::Direct(base) = loc.route else {
                 unreachable!("element-wise atomics only on mapped memory")
             };
-            let base = base.cast::<E>();
-            match result {
-                Some(out) => {
-                    for (i, (&v, r)) in origin.iter().zip(out.iter_mut()).enumerate() {
-                        // SAFETY: element i of a bounds-checked, aligned run of mapped
-                        // window memory; every process accesses it atomically (module docs).
-                        *r = unsafe { E::fetch_op(base.add(i), op, v) };
-                    }
-                }
-                None => {
-                    for (i, &v) in origin.iter().enumerate() {
-                        // SAFETY: as above.
-                        unsafe { E::apply_op(base.add(i), op, v) };
-                    }
-                }
-            }
+            // SAFETY: a bounds-checked, aligned run of mapped window memory that every
+            // process accesses atomically (module docs); `result` has origin's length.
+            unsafe { crate::ops::apply_run(base.cast::<E>(), origin, result, op) };
             return Ok(());
         }
         let bytes = std::mem::size_of_val(origin);
@@ -541,10 +528,11 @@ impl<T: AccElement> Window<T> {
     pub fn accumulate(&self, origin: &[T], target: usize, disp: usize, op: Op) -> Result<()> {
         if op != Op::NoOp && op.valid_for(T::TYPE) {
             if let Some(p) = self.core.atomic_fast::<T>(target, disp, origin.len()) {
-                for (i, &v) in origin.iter().enumerate() {
-                    // SAFETY: bounds and alignment checked by atomic_fast; mapped memory
-                    // that every process accesses atomically.
-                    unsafe { T::apply_op(p.add(i), op, v) };
+                // SAFETY: bounds and alignment checked by atomic_fast; mapped memory that
+                // every process accesses atomically.
+                match origin {
+                    [v] => unsafe { T::apply_op(p, op, *v) },
+                    _ => unsafe { crate::ops::apply_run(p, origin, None, op) },
                 }
                 self.core.epoch.note_rma();
                 return Ok(());

@@ -38,7 +38,8 @@ pub mod keys {
     /// own keeps polling for them. `false`: every such operation is the origin's own system
     /// call, and waits may sleep. Every process must pass the same value.
     pub const TARGET_SERVICE: &str = "onesided_target_service";
-    /// `onesided_share_in_place` (`create` windows on one node; `false`, `whole_pages` or
+    /// `onesided_share_in_place` (`create` windows on one node and the regions
+    /// [`crate::RawWindow::attach`] attaches to dynamic ones; `false`, `whole_pages` or
     /// `true`; default `false`): the pages holding this process's window memory move into
     /// shared memory for the window's life (same addresses, contents kept; private again
     /// after the free), so that peers reach them with loads, stores and CPU atomics instead
@@ -636,6 +637,7 @@ impl WinHints {
                     keys::MAX_ATTACHED_REGIONS,
                     self.max_attached_regions.to_string(),
                 );
+                info.set(keys::SHARE_IN_PLACE, self.share_in_place.as_str());
             }
             super::Flavor::Create => {
                 info.set(keys::TARGET_SERVICE, bool_str(self.target_service));

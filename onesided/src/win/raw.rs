@@ -39,6 +39,17 @@ impl<T: Pod> KeptMemory for WinBuffer<T> {
     }
 }
 
+impl KeptMemory for crate::memory::SharedInPlace {
+    fn leak(self: Box<Self>) {
+        // Peers may still reach the pages: they stay shared (the job's end removes the name).
+        std::mem::forget(self);
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+}
+
 /// One piece of kept memory.
 pub(crate) struct Kept(Box<dyn KeptMemory>);
 
@@ -206,20 +217,47 @@ impl RawWindow {
     }
 
     /// Attaches `bytes` at `base`, memory the caller keeps, to this dynamic window
-    /// (MPI_Win_attach). Local.
+    /// (MPI_Win_attach). Local. With `onesided_share_in_place` set at creation, its pages
+    /// move into shared memory until the detach, as a `create` window's do.
     ///
     /// # Safety
-    /// As for [`RawWindow::create`], until the region is detached.
+    /// As for [`RawWindow::create`], until the region is detached (and the pages around
+    /// it are left alone during the attach and the detach, under
+    /// `onesided_share_in_place=true`).
     pub unsafe fn attach(&self, base: *mut u8, bytes: usize) -> Result<()> {
         self.require_dynamic("attach")?;
         if base.is_null() {
             return Err(Error::InvalidArgument("attach: a null base".into()));
         }
+        let share = self
+            .core
+            .hints
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .share_in_place;
+        let boot = self.core.comm.bootstrap();
+        let in_place = match share {
+            // Across nodes the network registers the region's pages as they are.
+            _ if boot.node_size() != boot.size() => None,
+            info::ShareInPlace::Off => None,
+            // SAFETY: the caller's memory, valid (this function's contract), with other
+            // threads off the pages around it under `true` (the contract of that key).
+            _ => unsafe {
+                crate::memory::share_in_place(
+                    base as usize,
+                    bytes,
+                    share == info::ShareInPlace::Pages,
+                )
+            }
+            .ok()
+            .flatten(),
+        };
+        // A failed attach drops `in_place`: the pages are private again.
         self.core.dynamic_attach(base as usize, bytes)?;
         self.attached
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .push((base as usize, bytes, None));
+            .push((base as usize, bytes, in_place.map(|m| Kept(Box::new(m)))));
         Ok(())
     }
 
