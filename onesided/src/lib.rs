@@ -45,6 +45,7 @@ mod attention;
 mod backoff;
 pub mod bootstrap;
 mod coll;
+pub mod elements;
 mod error;
 mod group;
 pub mod launch;
@@ -100,6 +101,10 @@ pub use bytemuck::{Pod, Zeroable};
 pub use coll::alltoallv::{
     alltoallv_rma_oneshot, alltoallv_two_sided, Alltoallv, AlltoallvVariant, AutoChoice, BreakEven,
     NodeSplit, AUTO_PROBES,
+};
+pub use elements::{
+    Complex32, Complex64, DoubleInt, FloatInt, LongDouble, LongDoubleComplex, LongDoubleInt,
+    LongInt, ShortInt, TwoDouble, TwoFloat, TwoInt, ValueIndex,
 };
 pub use error::{Error, ErrorClass, Result};
 pub use group::Group;

@@ -120,6 +120,7 @@ pub(crate) fn acc_chunk(
 
 /// Accumulate operations (MPI_Op predefined for RMA).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Op {
     /// `target + origin` (integers wrap).
     Sum,
@@ -145,11 +146,15 @@ pub enum Op {
     Replace,
     /// The target is left unchanged; only valid where a result is fetched (MPI_NO_OP).
     NoOp,
+    /// The lower value of two value-index pairs with its index (MPI_MINLOC; pair types).
+    MinLoc,
+    /// The higher value of two value-index pairs with its index (MPI_MAXLOC; pair types).
+    MaxLoc,
 }
 
 impl Op {
     /// Every operation.
-    pub const ALL: [Op; 12] = [
+    pub const ALL: [Op; 14] = [
         Op::Sum,
         Op::Prod,
         Op::Max,
@@ -162,6 +167,8 @@ impl Op {
         Op::Lxor,
         Op::Replace,
         Op::NoOp,
+        Op::MinLoc,
+        Op::MaxLoc,
     ];
 
     /// Lower-case name as in MPI (`sum`, `replace`, `no_op`, ...).
@@ -179,21 +186,31 @@ impl Op {
             Op::Lxor => "lxor",
             Op::Replace => "replace",
             Op::NoOp => "no_op",
+            Op::MinLoc => "minloc",
+            Op::MaxLoc => "maxloc",
         }
     }
 
-    /// True when MPI defines this operation on elements of type `ty` (bitwise and logical
-    /// operations only on integers).
+    /// True when MPI defines this operation on elements of type `ty` ([MPI-4.1] §6.9.2):
+    /// bitwise and logical operations on integers, max and min on integers and reals, sum
+    /// and product on numbers (complex ones too), MINLOC and MAXLOC on value-index pairs
+    /// only; replace and no_op on everything.
     pub fn valid_for(self, ty: ElemType) -> bool {
-        !matches!(
-            self,
-            Op::Band | Op::Bor | Op::Bxor | Op::Land | Op::Lor | Op::Lxor
-        ) || ty.is_integer()
+        use ElemClass::*;
+        let class = ty.class();
+        match self {
+            Op::Replace | Op::NoOp => true,
+            Op::Band | Op::Bor | Op::Bxor | Op::Land | Op::Lor | Op::Lxor => class == Integer,
+            Op::Max | Op::Min => matches!(class, Integer | Real) && ty.arithmetic(),
+            Op::Sum | Op::Prod => matches!(class, Integer | Real | Complex) && ty.arithmetic(),
+            Op::MinLoc | Op::MaxLoc => class == Pair && ty.arithmetic(),
+        }
     }
 }
 
 /// Element types of accumulates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ElemType {
     /// `i8`
     I8,
@@ -215,11 +232,72 @@ pub enum ElemType {
     F32,
     /// `f64`
     F64,
+    /// [`crate::Complex32`] (`float _Complex`).
+    C32,
+    /// [`crate::Complex64`] (`double _Complex`).
+    C64,
+    /// [`crate::LongDouble`] (x87 `long double`).
+    LongDouble,
+    /// [`crate::LongDoubleComplex`] (`long double _Complex`).
+    LongDoubleComplex,
+    /// [`crate::FloatInt`] (`MPI_FLOAT_INT`).
+    FloatInt,
+    /// [`crate::DoubleInt`] (`MPI_DOUBLE_INT`).
+    DoubleInt,
+    /// [`crate::LongInt`] (`MPI_LONG_INT`).
+    LongInt,
+    /// [`crate::ShortInt`] (`MPI_SHORT_INT`).
+    ShortInt,
+    /// [`crate::TwoInt`] (`MPI_2INT`, `MPI_2INTEGER`).
+    TwoInt,
+    /// [`crate::TwoFloat`] (`MPI_2REAL`).
+    TwoFloat,
+    /// [`crate::TwoDouble`] (`MPI_2DOUBLE_PRECISION`).
+    TwoDouble,
+    /// [`crate::LongDoubleInt`] (`MPI_LONG_DOUBLE_INT`).
+    LongDoubleInt,
+}
+
+/// What kind of number an element type is (which operations MPI defines on it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ElemClass {
+    Integer,
+    Real,
+    Complex,
+    Pair,
 }
 
 impl ElemType {
     /// Every element type (their positions are the codes request rings carry).
-    pub(crate) const ALL: [ElemType; 10] = [
+    pub(crate) const ALL: [ElemType; 22] = [
+        ElemType::I8,
+        ElemType::I16,
+        ElemType::I32,
+        ElemType::I64,
+        ElemType::U8,
+        ElemType::U16,
+        ElemType::U32,
+        ElemType::U64,
+        ElemType::F32,
+        ElemType::F64,
+        ElemType::C32,
+        ElemType::C64,
+        ElemType::LongDouble,
+        ElemType::LongDoubleComplex,
+        ElemType::FloatInt,
+        ElemType::DoubleInt,
+        ElemType::LongInt,
+        ElemType::ShortInt,
+        ElemType::TwoInt,
+        ElemType::TwoFloat,
+        ElemType::TwoDouble,
+        ElemType::LongDoubleInt,
+    ];
+
+    /// The element types CPU atomics update and the network carries (the others go
+    /// through lock stripes on one node: see [`crate::elements`]).
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    pub(crate) const NATIVE: [ElemType; 10] = [
         ElemType::I8,
         ElemType::I16,
         ElemType::I32,
@@ -234,7 +312,31 @@ impl ElemType {
 
     /// True for the integer types.
     pub fn is_integer(self) -> bool {
-        !matches!(self, ElemType::F32 | ElemType::F64)
+        self.class() == ElemClass::Integer
+    }
+
+    pub(crate) fn class(self) -> ElemClass {
+        use ElemType::*;
+        match self {
+            I8 | I16 | I32 | I64 | U8 | U16 | U32 | U64 => ElemClass::Integer,
+            F32 | F64 | LongDouble => ElemClass::Real,
+            C32 | C64 | LongDoubleComplex => ElemClass::Complex,
+            FloatInt | DoubleInt | LongInt | ShortInt | TwoInt | TwoFloat | TwoDouble
+            | LongDoubleInt => ElemClass::Pair,
+        }
+    }
+
+    /// Whether this build computes with the type (`long double` needs the x87 unit).
+    fn arithmetic(self) -> bool {
+        !matches!(
+            self,
+            ElemType::LongDouble | ElemType::LongDoubleComplex | ElemType::LongDoubleInt
+        ) || crate::LongDouble::ARITHMETIC
+    }
+
+    /// Bytes of one element.
+    pub fn size(self) -> usize {
+        crate::with_elem_type!(self, E => std::mem::size_of::<E>())
     }
 
     /// Rust name of the type.
@@ -250,6 +352,18 @@ impl ElemType {
             ElemType::U64 => "u64",
             ElemType::F32 => "f32",
             ElemType::F64 => "f64",
+            ElemType::C32 => "Complex32",
+            ElemType::C64 => "Complex64",
+            ElemType::LongDouble => "LongDouble",
+            ElemType::LongDoubleComplex => "LongDoubleComplex",
+            ElemType::FloatInt => "FloatInt",
+            ElemType::DoubleInt => "DoubleInt",
+            ElemType::LongInt => "LongInt",
+            ElemType::ShortInt => "ShortInt",
+            ElemType::TwoInt => "TwoInt",
+            ElemType::TwoFloat => "TwoFloat",
+            ElemType::TwoDouble => "TwoDouble",
+            ElemType::LongDoubleInt => "LongDoubleInt",
         }
     }
 }
@@ -260,10 +374,17 @@ mod sealed {
 
 /// Element types that accumulate, fetch_and_op and compare_and_swap accept.
 ///
-/// Implemented for `i8`..`i64`, `u8`..`u64`, `f32` and `f64`; sealed.
+/// Implemented for `i8`..`i64`, `u8`..`u64`, `f32`, `f64` and the types of
+/// [`crate::elements`] (complex numbers, `long double`, value-index pairs); sealed.
 pub trait AccElement: Pod + PartialOrd + Send + Sync + sealed::Sealed {
     /// Runtime tag of the type.
     const TYPE: ElemType;
+
+    /// Whether a CPU atomic updates one element (the primitives); the others are updated
+    /// under lock stripes only, and their `fetch_op`, `apply_op` and `compare_swap` are
+    /// never called.
+    #[doc(hidden)]
+    const CPU_ATOMIC: bool = true;
 
     /// The result of applying `op` to a target value and an origin value (the serial
     /// semantics every atomic implementation follows).
@@ -315,7 +436,8 @@ macro_rules! integer_element {
                     Op::Lor => <$t>::from((a != 0) || (b != 0)),
                     Op::Lxor => <$t>::from((a != 0) != (b != 0)),
                     Op::Replace => b,
-                    Op::NoOp => a,
+                    // MINLOC/MAXLOC take pairs: refused for integers (Op::valid_for).
+                    Op::NoOp | Op::MinLoc | Op::MaxLoc => a,
                 }
             }
 
@@ -334,7 +456,7 @@ macro_rules! integer_element {
                     Op::Min => a.fetch_min(b, AcqRel),
                     Op::Replace => a.swap(b, AcqRel),
                     Op::NoOp => a.load(Acquire),
-                    Op::Prod | Op::Land | Op::Lor | Op::Lxor => a
+                    Op::Prod | Op::Land | Op::Lor | Op::Lxor | Op::MinLoc | Op::MaxLoc => a
                         .fetch_update(AcqRel, Acquire, |x| Some(Self::combine(op, x, b)))
                         .unwrap_or_else(|x| x),
                 }
@@ -442,6 +564,48 @@ macro_rules! float_element {
 float_element! {
     f32 => u32, AtomicU32, F32;
     f64 => u64, AtomicU64, F64;
+}
+
+macro_rules! striped_element {
+    ($($t:ty => $tag:ident, $combine:expr;)*) => {$(
+        impl sealed::Sealed for $t {}
+        impl AccElement for $t {
+            const TYPE: ElemType = ElemType::$tag;
+            const CPU_ATOMIC: bool = false;
+
+            #[inline]
+            fn combine(op: Op, a: $t, b: $t) -> $t {
+                ($combine)(op, a, b)
+            }
+
+            unsafe fn fetch_op(_: *mut $t, _: Op, _: $t) -> $t {
+                unreachable!("{} elements are updated under lock stripes", stringify!($t))
+            }
+
+            unsafe fn apply_op(_: *mut $t, _: Op, _: $t) {
+                unreachable!("{} elements are updated under lock stripes", stringify!($t))
+            }
+
+            unsafe fn compare_swap(_: *mut $t, _: $t, _: $t) -> $t {
+                unreachable!("{} elements are updated under lock stripes", stringify!($t))
+            }
+        }
+    )*};
+}
+
+striped_element! {
+    crate::Complex32 => C32, crate::Complex32::combine_op;
+    crate::Complex64 => C64, crate::Complex64::combine_op;
+    crate::LongDouble => LongDouble, crate::LongDouble::combine_op;
+    crate::LongDoubleComplex => LongDoubleComplex, crate::LongDoubleComplex::combine_op;
+    crate::FloatInt => FloatInt, crate::elements::pair_combine;
+    crate::DoubleInt => DoubleInt, crate::elements::pair_combine;
+    crate::LongInt => LongInt, crate::elements::pair_combine;
+    crate::ShortInt => ShortInt, crate::elements::pair_combine;
+    crate::TwoInt => TwoInt, crate::elements::pair_combine;
+    crate::TwoFloat => TwoFloat, crate::elements::pair_combine;
+    crate::TwoDouble => TwoDouble, crate::elements::pair_combine;
+    crate::LongDoubleInt => LongDoubleInt, crate::elements::pair_combine;
 }
 
 /// Applies `op` with `origin` to the consecutive elements at `base`, each element
@@ -585,6 +749,54 @@ macro_rules! with_elem_type {
             }
             $crate::ElemType::F64 => {
                 type $E = f64;
+                $body
+            }
+            $crate::ElemType::C32 => {
+                type $E = $crate::Complex32;
+                $body
+            }
+            $crate::ElemType::C64 => {
+                type $E = $crate::Complex64;
+                $body
+            }
+            $crate::ElemType::LongDouble => {
+                type $E = $crate::LongDouble;
+                $body
+            }
+            $crate::ElemType::LongDoubleComplex => {
+                type $E = $crate::LongDoubleComplex;
+                $body
+            }
+            $crate::ElemType::FloatInt => {
+                type $E = $crate::FloatInt;
+                $body
+            }
+            $crate::ElemType::DoubleInt => {
+                type $E = $crate::DoubleInt;
+                $body
+            }
+            $crate::ElemType::LongInt => {
+                type $E = $crate::LongInt;
+                $body
+            }
+            $crate::ElemType::ShortInt => {
+                type $E = $crate::ShortInt;
+                $body
+            }
+            $crate::ElemType::TwoInt => {
+                type $E = $crate::TwoInt;
+                $body
+            }
+            $crate::ElemType::TwoFloat => {
+                type $E = $crate::TwoFloat;
+                $body
+            }
+            $crate::ElemType::TwoDouble => {
+                type $E = $crate::TwoDouble;
+                $body
+            }
+            $crate::ElemType::LongDoubleInt => {
+                type $E = $crate::LongDoubleInt;
                 $body
             }
         }
@@ -809,13 +1021,26 @@ mod tests {
     #[test]
     fn validity_follows_mpi() {
         for op in Op::ALL {
-            assert!(op.valid_for(ElemType::I32));
-            let float_ok = !matches!(
-                op,
-                Op::Band | Op::Bor | Op::Bxor | Op::Land | Op::Lor | Op::Lxor
-            );
+            let pair_op = matches!(op, Op::MinLoc | Op::MaxLoc);
+            let any = matches!(op, Op::Replace | Op::NoOp);
+            assert_eq!(op.valid_for(ElemType::I32), !pair_op, "{op:?}");
+            let float_ok = !pair_op
+                && !matches!(
+                    op,
+                    Op::Band | Op::Bor | Op::Bxor | Op::Land | Op::Lor | Op::Lxor
+                );
             assert_eq!(op.valid_for(ElemType::F64), float_ok, "{op:?}");
+            assert_eq!(op.valid_for(ElemType::LongDouble), float_ok, "{op:?}");
+            let complex_ok = any || matches!(op, Op::Sum | Op::Prod);
+            assert_eq!(op.valid_for(ElemType::C64), complex_ok, "{op:?}");
+            assert_eq!(op.valid_for(ElemType::DoubleInt), any || pair_op, "{op:?}");
         }
+        for ty in ElemType::ALL {
+            assert_eq!(ty.size(), crate::with_elem_type!(ty, E => std::mem::size_of::<E>()));
+        }
+        assert_eq!(ElemType::DoubleInt.size(), 16);
+        assert_eq!(ElemType::ShortInt.size(), 8);
+        assert_eq!(ElemType::LongDoubleInt.size(), 32);
     }
 
     #[test]

@@ -32,6 +32,7 @@ fn bytes_of(ty: ElemType, v: i64) -> Vec<u8> {
         ElemType::U64 => (v as u64).to_ne_bytes().to_vec(),
         ElemType::F32 => (v as f32).to_ne_bytes().to_vec(),
         ElemType::F64 => (v as f64).to_ne_bytes().to_vec(),
+        other => panic!("{other:?} is not in the matrix"),
     }
 }
 
@@ -376,6 +377,115 @@ fn create_windows_share_their_memory_in_place() {
             let win = unsafe { RawWindow::create(w, aligned, 2 * 4096, 1, &info)? };
             assert!(in_onesided_segment(aligned as usize));
             win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}
+
+/// Complex numbers, x87 `long double` and MINLOC/MAXLOC pairs at run time: both ranks
+/// accumulate into rank 0's elements at once (lock stripes keep each element's update
+/// atomic), on mapped memory (allocate) and on memory reached by cross-memory attach
+/// (create over a private buffer).
+#[test]
+fn complex_long_double_and_pair_accumulates() {
+    use onesided::{Complex64, DoubleInt, LongDouble, ValueIndex};
+    testing::job(2)
+        .timeout(std::time::Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            let me = w.rank();
+            let info = onesided::WinInfo::new();
+            let mut private = vec![0u64; 16];
+            let windows = [
+                RawWindow::allocate(w, 128, 1, &info)?,
+                // SAFETY: `private` outlives the window, freed below.
+                unsafe { RawWindow::create(w, private.as_mut_ptr().cast(), 128, 1, &info)? },
+            ];
+            for win in &windows {
+                win.fence(Assert::NONE)?;
+                if me == 0 {
+                    let start = DoubleInt::new(5.0, 100);
+                    win.put(bytemuck::bytes_of(&start), 0, 64)?;
+                    win.put(bytemuck::bytes_of(&start), 0, 80)?;
+                    win.put(bytemuck::bytes_of(&Complex64 { re: 1.0, im: 0.0 }), 0, 32)?;
+                }
+                win.fence(Assert::NONE)?;
+                win.lock(LockType::Shared, 0, Assert::NONE)?;
+                for round in 0..50 {
+                    let z = Complex64 { re: 1.0, im: 1.0 };
+                    win.accumulate(bytemuck::bytes_of(&z), ElemType::C64, 0, 0, Op::Sum)?;
+                    let x = LongDouble::from_f64(0.5);
+                    win.accumulate(&x.bits, ElemType::LongDouble, 0, 16, Op::Sum)?;
+                    // Values fall over the rounds; rank 1 reaches each value first.
+                    let v = 50.0 - round as f64;
+                    let pair = DoubleInt::new(v, (me as i32) * 1000 + round);
+                    win.accumulate(
+                        bytemuck::bytes_of(&pair),
+                        ElemType::DoubleInt,
+                        0,
+                        64,
+                        Op::MinLoc,
+                    )?;
+                    let up = DoubleInt::new(round as f64 + 10.0, me as i32);
+                    win.accumulate(
+                        bytemuck::bytes_of(&up),
+                        ElemType::DoubleInt,
+                        0,
+                        80,
+                        Op::MaxLoc,
+                    )?;
+                }
+                // (1 + 0i) * i, once.
+                if me == 1 {
+                    let i = Complex64 { re: 0.0, im: 1.0 };
+                    win.accumulate(bytemuck::bytes_of(&i), ElemType::C64, 0, 32, Op::Prod)?;
+                }
+                // MPI's rules: no sum of pairs, no MINLOC of numbers.
+                let pair = DoubleInt::new(1.0, 1);
+                let e = win
+                    .accumulate(
+                        bytemuck::bytes_of(&pair),
+                        ElemType::DoubleInt,
+                        0,
+                        64,
+                        Op::Sum,
+                    )
+                    .unwrap_err();
+                assert_eq!(e.mpi_class(), ErrorClass::Op, "{e}");
+                let e = win
+                    .accumulate(&1u64.to_ne_bytes(), ElemType::U64, 0, 96, Op::MinLoc)
+                    .unwrap_err();
+                assert_eq!(e.mpi_class(), ErrorClass::Op, "{e}");
+                win.unlock(0)?;
+                w.barrier()?;
+                if me == 0 {
+                    let mut got = [0u8; 96];
+                    win.lock(LockType::Shared, 0, Assert::NONE)?;
+                    win.get(&mut got, 0, 0)?;
+                    win.unlock(0)?;
+                    let sum: Complex64 = bytemuck::pod_read_unaligned(&got[0..16]);
+                    assert_eq!(
+                        sum,
+                        Complex64 {
+                            re: 100.0,
+                            im: 100.0
+                        }
+                    );
+                    let ld: LongDouble = bytemuck::pod_read_unaligned(&got[16..32]);
+                    assert_eq!(ld.to_f64(), 50.0);
+                    let prod: Complex64 = bytemuck::pod_read_unaligned(&got[32..48]);
+                    assert_eq!(prod, Complex64 { re: 0.0, im: 1.0 });
+                    let min: DoubleInt = bytemuck::pod_read_unaligned(&got[64..80]);
+                    // Value 1.0 (round 49) from both ranks: the lower index, rank 0's.
+                    assert_eq!((min.value(), min.index()), (1.0, 49), "minloc");
+                    let max: DoubleInt = bytemuck::pod_read_unaligned(&got[80..96]);
+                    assert_eq!((max.value(), max.index()), (59.0, 0), "maxloc");
+                }
+                w.barrier()?;
+            }
+            for win in windows {
+                win.free()?;
+            }
             Ok(())
         })
         .assert_success();

@@ -209,7 +209,8 @@ impl WinCore {
     /// The element at `loc` is updated with a CPU atomic (see the module docs).
     #[inline(always)]
     fn elementwise<E: AccElement>(&self, loc: &Located) -> bool {
-        loc.shared
+        E::CPU_ATOMIC
+            && loc.shared
             && self.granule(std::mem::size_of::<E>()) == 0
             && matches!(loc.route, Route::Direct(p) if p as usize % std::mem::align_of::<E>() == 0)
     }
@@ -223,6 +224,9 @@ impl WinCore {
         disp: usize,
         count: usize,
     ) -> Option<*mut E> {
+        if !E::CPU_ATOMIC {
+            return None;
+        }
         let size = std::mem::size_of::<E>();
         let (p, shared) = self.direct_fast(target, disp, count * size)?;
         (shared && self.granule(size) == 0 && p as usize % std::mem::align_of::<E>() == 0)
@@ -313,6 +317,12 @@ impl WinCore {
         // (no lock, no emulation), not through the element-wise fallback.
         #[cfg(feature = "ofi")]
         if let Some(at) = self.net_atomic_at(target, &loc) {
+            if !E::CPU_ATOMIC {
+                return Err(Error::Unsupported(format!(
+                    "accumulates of {} on a window across nodes",
+                    E::TYPE.name()
+                )));
+            }
             let kind = match result {
                 Some(_) => crate::transport::ofi::AtomicKind::Fetch,
                 None => crate::transport::ofi::AtomicKind::Write,

@@ -15,9 +15,10 @@ use crate::ops::{AccElement, ElemType, Op};
 use crate::transport::net;
 use crate::transport::ofi::{AtomicKind, AtomicTable, NetOp, NetType, Nic, Remote};
 
-/// libfabric's operation for `op` (`no_op` is an atomic read: fetching only).
-pub(crate) fn net_op(op: Op) -> NetOp {
-    match op {
+/// libfabric's operation for `op` (`no_op` is an atomic read: fetching only); `None` for
+/// MINLOC/MAXLOC, which libfabric lacks.
+pub(crate) fn net_op(op: Op) -> Option<NetOp> {
+    Some(match op {
         Op::Sum => NetOp::Sum,
         Op::Prod => NetOp::Prod,
         Op::Max => NetOp::Max,
@@ -30,12 +31,14 @@ pub(crate) fn net_op(op: Op) -> NetOp {
         Op::Lxor => NetOp::Lxor,
         Op::Replace => NetOp::Write,
         Op::NoOp => NetOp::Read,
-    }
+        Op::MinLoc | Op::MaxLoc => return None,
+    })
 }
 
-/// libfabric's type for `ty`.
-pub(crate) fn net_type(ty: ElemType) -> NetType {
-    match ty {
+/// libfabric's type for `ty`; `None` for the types of [`crate::elements`], which stay on
+/// one node.
+pub(crate) fn net_type(ty: ElemType) -> Option<NetType> {
+    Some(match ty {
         ElemType::I8 => NetType::I8,
         ElemType::I16 => NetType::I16,
         ElemType::I32 => NetType::I32,
@@ -46,6 +49,19 @@ pub(crate) fn net_type(ty: ElemType) -> NetType {
         ElemType::U64 => NetType::U64,
         ElemType::F32 => NetType::F32,
         ElemType::F64 => NetType::F64,
+        _ => return None,
+    })
+}
+
+/// Both of `net_op` and `net_type`, or the error of an accumulate the network cannot carry.
+fn net_pair(op: Op, ty: ElemType) -> Result<(NetOp, NetType)> {
+    match (net_op(op), net_type(ty)) {
+        (Some(o), Some(t)) => Ok((o, t)),
+        _ => Err(Error::Unsupported(format!(
+            "{} of {} across nodes",
+            op.name(),
+            ty.name()
+        ))),
     }
 }
 
@@ -82,11 +98,15 @@ pub(crate) fn native(kind: AtomicKind, op: Option<Op>, ty: ElemType) -> Result<b
     Ok(match op {
         // An accumulate with no_op moves nothing: only its fetching form reaches the target.
         Some(Op::NoOp) if kind == AtomicKind::Write => true,
-        Some(op) => table.count(kind, net_op(op), net_type(ty)).is_some(),
-        None => {
-            let bits = bits_type(net_type(ty).size());
-            table.count(kind, NetOp::CompareSwap, bits).is_some()
-        }
+        Some(op) => match (net_op(op), net_type(ty)) {
+            (Some(o), Some(t)) => table.count(kind, o, t).is_some(),
+            _ => false,
+        },
+        None => net_type(ty).is_some_and(|t| {
+            table
+                .count(kind, NetOp::CompareSwap, bits_type(t.size()))
+                .is_some()
+        }),
     })
 }
 
@@ -98,7 +118,7 @@ pub(crate) fn native(kind: AtomicKind, op: Option<Op>, ty: ElemType) -> Result<b
 pub(crate) fn issue_accumulate<E: AccElement>(op: Op, origin: &[E], at: Remote) -> Result<()> {
     let ep = net::endpoint()?;
     let bytes = std::mem::size_of_val(origin);
-    let (nop, ty, size) = (net_op(op), net_type(E::TYPE), std::mem::size_of::<E>());
+    let ((nop, ty), size) = (net_pair(op, E::TYPE)?, std::mem::size_of::<E>());
     let max = match ep.table.count(AtomicKind::Write, nop, ty) {
         Some(max) if op != Op::NoOp && bytes <= net::COPY_MAX && ep.nic.orders_after_writes() => {
             max
@@ -136,7 +156,7 @@ pub(crate) fn accumulate_with<E: AccElement>(
     } else {
         AtomicKind::Write
     };
-    let (nop, ty, size) = (net_op(op), net_type(E::TYPE), std::mem::size_of::<E>());
+    let ((nop, ty), size) = (net_pair(op, E::TYPE)?, std::mem::size_of::<E>());
     let Some(max) = table.count(kind, nop, ty) else {
         return elementwise(nic, table, op, origin, result, at);
     };
@@ -272,17 +292,19 @@ pub(crate) fn compare_swap<E: AccElement>(compare: E, value: E, at: Remote) -> R
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn missing(table: &AtomicTable) -> Vec<(AtomicKind, Op, ElemType)> {
     let mut out = Vec::new();
-    for ty in ElemType::ALL {
+    for ty in ElemType::NATIVE {
+        let Some(nty) = net_type(ty) else { continue };
         for op in Op::ALL.into_iter().filter(|op| op.valid_for(ty)) {
+            let Some(nop) = net_op(op) else { continue };
             for &kind in kinds(op) {
-                if table.count(kind, net_op(op), net_type(ty)).is_none() {
+                if table.count(kind, nop, nty).is_none() {
                     out.push((kind, op, ty));
                 }
             }
         }
         if ty.is_integer()
             && table
-                .count(AtomicKind::Compare, NetOp::CompareSwap, net_type(ty))
+                .count(AtomicKind::Compare, NetOp::CompareSwap, nty)
                 .is_none()
         {
             out.push((AtomicKind::Compare, Op::Replace, ty));
@@ -370,6 +392,7 @@ mod tests {
             Op::Lxor => (0, vec![1; n as usize]),
             Op::Replace => (0, (1..=n).collect()),
             Op::NoOp => (7, vec![0; n as usize]),
+            Op::MinLoc | Op::MaxLoc => unreachable!("pairs do not cross the network"),
         }
     }
 
@@ -379,7 +402,7 @@ mod tests {
     /// serial result of all of them (any order: every operation but replace commutes; a
     /// replace leaves one of the written values).
     fn mixed<T: AccElement + std::fmt::Debug>(p: &Pair, cast: impl Fn(i64) -> T) {
-        let ty = net_type(T::TYPE);
+        let ty = net_type(T::TYPE).expect("a type the network carries");
         for op in Op::ALL.into_iter().filter(|op| op.valid_for(T::TYPE)) {
             let float = !T::TYPE.is_integer();
             let (start, values) = operands(op, float);
@@ -409,7 +432,7 @@ mod tests {
                         p.origin
                             .atomic(
                                 kind,
-                                net_op(op),
+                                net_op(op).expect("an operation the network carries"),
                                 ty,
                                 1,
                                 (v as *const T).cast(),

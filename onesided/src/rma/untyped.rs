@@ -17,49 +17,8 @@ use crate::win::{RawWindow, Window};
 
 /// Runs `$body` with `$E` bound to the Rust type of the element type `$ty`.
 macro_rules! with_elem {
-    ($ty:expr, $E:ident => $body:expr) => {
-        match $ty {
-            ElemType::I8 => {
-                type $E = i8;
-                $body
-            }
-            ElemType::I16 => {
-                type $E = i16;
-                $body
-            }
-            ElemType::I32 => {
-                type $E = i32;
-                $body
-            }
-            ElemType::I64 => {
-                type $E = i64;
-                $body
-            }
-            ElemType::U8 => {
-                type $E = u8;
-                $body
-            }
-            ElemType::U16 => {
-                type $E = u16;
-                $body
-            }
-            ElemType::U32 => {
-                type $E = u32;
-                $body
-            }
-            ElemType::U64 => {
-                type $E = u64;
-                $body
-            }
-            ElemType::F32 => {
-                type $E = f32;
-                $body
-            }
-            ElemType::F64 => {
-                type $E = f64;
-                $body
-            }
-        }
+    ($($t:tt)*) => {
+        crate::with_elem_type!($($t)*)
     };
 }
 
