@@ -154,9 +154,28 @@ pub fn builtin(ty: MPI_Datatype) -> Option<Builtin> {
     let elem = match ty as u32 {
         0x4c00_0101 | 0x4c00_0118 | 0x4c00_0137 => Some(I8), // CHAR, SIGNED_CHAR, INT8_T
         0x4c00_0102 | 0x4c00_013b | 0x4c00_013f => Some(U8), // UNSIGNED_CHAR, UINT8_T, C_BOOL
-        // BYTE, PACKED, CHARACTER, WCHAR, LOGICAL: moved as bytes; accumulates only
-        // replace them.
-        0x4c00_010d | 0x4c00_010f | 0x4c00_011a | 0x4c00_040e | 0x4c00_041d => None,
+        0x4c00_0133 => Some(U8),                             // CXX_BOOL
+        // LOGICAL: gfortran's .true. is 1, .false. 0 — the logical ops of an int.
+        0x4c00_041d => Some(I32),
+        // BYTE, PACKED, CHARACTER, WCHAR: moved as bytes; accumulates only replace them.
+        0x4c00_010d | 0x4c00_010f | 0x4c00_011a | 0x4c00_040e => None,
+        // COMPLEX, COMPLEX8, C_FLOAT_COMPLEX, CXX_FLOAT_COMPLEX
+        0x4c00_081e | 0x4c00_0828 | 0x4c00_0840 | 0x4c00_0834 => Some(C32),
+        // DOUBLE_COMPLEX, COMPLEX16, C_DOUBLE_COMPLEX, CXX_DOUBLE_COMPLEX
+        0x4c00_1022 | 0x4c00_102a | 0x4c00_1041 | 0x4c00_1035 => Some(C64),
+        0x4c00_100c => Some(LongDouble), // LONG_DOUBLE
+        // C_LONG_DOUBLE_COMPLEX, CXX_LONG_DOUBLE_COMPLEX
+        0x4c00_2042 | 0x4c00_2036 => Some(LongDoubleComplex),
+        0x4c00_0816 | 0x4c00_0820 => Some(TwoInt), // 2INT, 2INTEGER
+        0x4c00_0821 => Some(TwoFloat),             // 2REAL
+        0x4c00_1023 => Some(TwoDouble),            // 2DOUBLE_PRECISION
+        // FLOAT_INT: a direct object; 8 bytes, no padding.
+        0x8c00_0000 => {
+            return Some(Builtin {
+                size: 8,
+                elem: Some(FloatInt),
+            })
+        }
         0x4c00_012d => Some(I8),                // INTEGER1
         0x4c00_022f => Some(I16),               // INTEGER2
         0x4c00_041b | 0x4c00_0430 => Some(I32), // INTEGER, INTEGER4
@@ -183,8 +202,30 @@ pub fn builtin(ty: MPI_Datatype) -> Option<Builtin> {
     })
 }
 
-/// The accumulate op of an `MPI_Op` (`None`: not one RMA allows, e.g. a user op or
-/// MINLOC/MAXLOC, which need pair types).
+/// A predefined pair type whose C struct has padding (`MPI_DOUBLE_INT`, `MPI_LONG_INT`,
+/// `MPI_SHORT_INT`, `MPI_LONG_DOUBLE_INT`): its element type, `MPI_Type_size` and extent.
+/// Put and get move only the data bytes; accumulates combine whole structs.
+pub fn padded_pair(ty: MPI_Datatype) -> Option<(ElemType, usize, usize)> {
+    Some(match ty as u32 {
+        0x8c00_0001 => (ElemType::DoubleInt, 12, 16),
+        0x8c00_0002 => (ElemType::LongInt, 12, 16),
+        0x8c00_0003 => (ElemType::ShortInt, 6, 8),
+        0x8c00_0004 => (ElemType::LongDoubleInt, 20, 32),
+        _ => return None,
+    })
+}
+
+/// `MPI_Type_size` of the padded pair type of element type `e` (see [`padded_pair`]).
+pub fn pair_data_size(e: ElemType) -> Option<usize> {
+    match e {
+        ElemType::DoubleInt | ElemType::LongInt => Some(12),
+        ElemType::ShortInt => Some(6),
+        ElemType::LongDoubleInt => Some(20),
+        _ => None,
+    }
+}
+
+/// The accumulate op of an `MPI_Op` (`None`: not one RMA allows, e.g. a user op).
 pub fn op(op: MPI_Op) -> Option<Op> {
     Some(match op as u32 {
         0x5800_0001 => Op::Max,
@@ -197,6 +238,8 @@ pub fn op(op: MPI_Op) -> Option<Op> {
         0x5800_0008 => Op::Bor,
         0x5800_0009 => Op::Lxor,
         0x5800_000a => Op::Bxor,
+        0x5800_000b => Op::MinLoc,
+        0x5800_000c => Op::MaxLoc,
         0x5800_000d => Op::Replace,
         0x5800_000e => Op::NoOp,
         _ => return None,
@@ -224,6 +267,20 @@ mod tests {
         assert_eq!(builtin(0x4c00_080b).unwrap().size, 8); // DOUBLE
         assert_eq!(builtin(0x4c00_0405).unwrap().elem, Some(ElemType::I32)); // INT
         assert_eq!(builtin(0x4c00_010d).unwrap().elem, None); // BYTE
-        assert!(builtin(0x8c00_0000u32 as MPI_Datatype).is_none()); // FLOAT_INT: later
+        let float_int = builtin(0x8c00_0000u32 as MPI_Datatype).unwrap();
+        assert_eq!(
+            (float_int.size, float_int.elem),
+            (8, Some(ElemType::FloatInt))
+        );
+        assert_eq!(builtin(0x4c00_2042).unwrap().size, 32); // C_LONG_DOUBLE_COMPLEX
+        assert!(builtin(0x8c00_0001u32 as MPI_Datatype).is_none()); // DOUBLE_INT: padded
+        assert_eq!(
+            padded_pair(0x8c00_0001u32 as MPI_Datatype),
+            Some((ElemType::DoubleInt, 12, 16))
+        );
+        for (e, data) in [(ElemType::DoubleInt, 12), (ElemType::ShortInt, 6)] {
+            assert_eq!(pair_data_size(e), Some(data));
+            assert!(data < e.size());
+        }
     }
 }

@@ -103,16 +103,24 @@ pub(crate) fn disp(d: MPI_Aint) -> onesided::Result<usize> {
     usize::try_from(d).map_err(|_| Error::InvalidArgument(format!("negative displacement {d}")))
 }
 
-/// `count` elements of `ty` as bytes, and the element type for accumulates. Derived
-/// datatypes are not here yet.
+/// `count` elements of predefined datatype `ty` as bytes, and the element type for
+/// accumulates (`MPI_Fetch_and_op`, `MPI_Compare_and_swap`: a derived type is
+/// `MPI_ERR_TYPE`). Pairs with padding count as whole structs.
 fn typed(count: i64, ty: MPI_Datatype) -> onesided::Result<(usize, abi::Builtin)> {
     let count = usize::try_from(count)
         .map_err(|_| Error::InvalidArgument(format!("negative count {count}")))?;
-    let b = abi::builtin(ty).ok_or_else(|| {
-        Error::Unsupported(format!(
-            "datatype {ty:#x}: only predefined datatypes are supported so far"
-        ))
-    })?;
+    let b = abi::builtin(ty)
+        .or_else(|| {
+            abi::padded_pair(ty).map(|(e, _, extent)| abi::Builtin {
+                size: extent,
+                elem: Some(e),
+            })
+        })
+        .ok_or_else(|| {
+            Error::InvalidDatatype(format!(
+                "datatype {ty:#x}: this call takes a predefined datatype"
+            ))
+        })?;
     let bytes = count
         .checked_mul(b.size)
         .filter(|&n| n <= isize::MAX as usize)
@@ -191,6 +199,23 @@ pub(crate) fn pair(
     Ok((o, t))
 }
 
+/// [`pair`] for accumulates: value-index pairs as whole structs
+/// ([`Selection::whole_pairs`]).
+pub(crate) fn acc_pair(
+    op: &'static str,
+    origin: (i64, MPI_Datatype),
+    target: (i64, MPI_Datatype),
+) -> onesided::Result<(Selection, Selection)> {
+    let (mut o, mut t) = pair(op, origin, target)?;
+    if let (Some(Some(a)), Some(Some(b))) = (o.elem, t.elem) {
+        if a == b {
+            o.whole_pairs(a)?;
+            t.whole_pairs(b)?;
+        }
+    }
+    Ok((o, t))
+}
+
 /// The memory selection `o` reads or writes at `addr`, from its lowest byte, with its
 /// layout from there.
 ///
@@ -243,10 +268,10 @@ fn mixed_types() -> Error {
 }
 
 pub(crate) fn mpi_op(op: MPI_Op) -> onesided::Result<onesided::Op> {
-    abi::op(op).ok_or_else(|| {
-        Error::Unsupported(format!(
-            "op {op:#x}: RMA takes predefined ops only (MINLOC/MAXLOC not yet)"
-        ))
+    abi::op(op).ok_or(Error::InvalidOp {
+        call: "accumulate",
+        op: "a user-defined op (RMA takes predefined ops only, MPI-4.1 §12.3.4)",
+        ty: "any",
     })
 }
 
@@ -913,7 +938,7 @@ pub(crate) unsafe fn accumulate<C: Into<i64>>(
             let src = unsafe { bytes(origin, n) };
             return w.accumulate(src, ty, rank(target)?, disp(t_disp)?, op);
         }
-        let (o, t) = pair("accumulate", origin_arg, target_arg)?;
+        let (o, t) = acc_pair("accumulate", origin_arg, target_arg)?;
         let ty = acc_elem(&o, &t, op)?;
         let (r, d) = (rank(target)?, disp(t_disp)?);
         if o.contiguous() && t.contiguous() {
@@ -944,7 +969,7 @@ pub(crate) unsafe fn get_accumulate<C: Into<i64>>(
     on_window(win, |w| {
         let op = mpi_op(op)?;
         let t_count: i64 = t_count.into();
-        let (res, t) = pair(
+        let (res, t) = acc_pair(
             "get_accumulate",
             (r_count.into(), r_type),
             (t_count, t_type),
@@ -955,7 +980,7 @@ pub(crate) unsafe fn get_accumulate<C: Into<i64>>(
             zeros = vec![0u8; t.bytes];
             (no_op_origin(&t)?, zeros.as_ptr().cast::<c_void>())
         } else {
-            let o = pair(
+            let o = acc_pair(
                 "get_accumulate",
                 (o_count.into(), o_type),
                 (t_count, t_type),
@@ -999,7 +1024,7 @@ pub(crate) unsafe fn fetch_and_op(
     on_window(win, |w| {
         let (len, b) = typed(1, ty)?;
         let op = mpi_op(op)?;
-        let zeros = [0u8; 16];
+        let zeros = [0u8; 32];
         let src = if op == onesided::Op::NoOp {
             &zeros[..len]
         } else {
@@ -1140,7 +1165,7 @@ pub(crate) unsafe fn raccumulate<C: Into<i64>>(
     request: *mut c_int,
 ) -> CallResult {
     with_request(win, request, |w| {
-        let (o, t) = pair(
+        let (o, t) = acc_pair(
             "raccumulate",
             (o_count.into(), o_type),
             (t_count.into(), t_type),
@@ -1179,7 +1204,7 @@ pub(crate) unsafe fn rget_accumulate<C: Into<i64>>(
     with_request(win, request, |w| {
         let op = mpi_op(op)?;
         let t_count: i64 = t_count.into();
-        let (res, t) = pair(
+        let (res, t) = acc_pair(
             "rget_accumulate",
             (r_count.into(), r_type),
             (t_count, t_type),
@@ -1189,7 +1214,7 @@ pub(crate) unsafe fn rget_accumulate<C: Into<i64>>(
             zeros = vec![0u8; t.bytes];
             (no_op_origin(&t)?, zeros.as_ptr().cast::<c_void>())
         } else {
-            let o = pair(
+            let o = acc_pair(
                 "rget_accumulate",
                 (o_count.into(), o_type),
                 (t_count, t_type),

@@ -71,6 +71,18 @@ impl Flat {
 pub(crate) fn selection(count: i64, ty: MPI_Datatype) -> Result<Selection> {
     let count = usize::try_from(count)
         .map_err(|_| Error::InvalidArgument(format!("negative count {count}")))?;
+    if let Some((e, size, extent)) = abi::padded_pair(ty) {
+        // Each pair's data bytes, one block per struct (the padding is not part of it).
+        let bytes = count
+            .checked_mul(extent)
+            .map(|_| count * size)
+            .ok_or_else(|| Error::InvalidArgument("count overflows".into()))?;
+        return Ok(Selection {
+            blocks: Blocks::Many((0..count).map(|i| ((i * extent) as isize, size)).collect()),
+            bytes,
+            elem: Some(Some(e)),
+        });
+    }
     if let Some(b) = abi::builtin(ty) {
         let bytes = count
             .checked_mul(b.size)
@@ -131,6 +143,31 @@ impl Selection {
     pub(crate) fn contiguous(&self) -> bool {
         let b = self.blocks();
         b.len() <= 1 && b.first().is_none_or(|b| b.0 == 0)
+    }
+
+    /// For an accumulate of value-index pairs whose C struct has padding (`MPI_DOUBLE_INT`
+    /// …): every pair as its whole struct (accumulates combine structs; MPI's size leaves
+    /// the padding out, so each pair is a block of its own).
+    pub(crate) fn whole_pairs(&mut self, e: ElemType) -> Result<()> {
+        let Some(data) = abi::pair_data_size(e) else {
+            return Ok(());
+        };
+        let whole = e.size();
+        let blocks = self
+            .blocks()
+            .iter()
+            .map(|&(o, l)| {
+                (l == data).then_some((o, whole)).ok_or_else(|| {
+                    Error::InvalidDatatype(format!(
+                        "an accumulate of {} pairs that are not whole",
+                        e.name()
+                    ))
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        self.bytes = blocks.len() * whole;
+        self.blocks = Blocks::Many(blocks);
+        Ok(())
     }
 
     /// The lowest offset (0 when empty).
@@ -307,6 +344,14 @@ fn flatten(ty: MPI_Datatype) -> Result<Flat> {
     }
     let c = contents(ty)?;
     let ext = extent(ty)?;
+    if let Some((e, size, _)) = abi::padded_pair(ty) {
+        return Ok(Flat {
+            blocks: vec![(0, size)],
+            size,
+            extent: extent(ty)?,
+            elem: Some(Some(e)),
+        });
+    }
     if c.combiner == COMBINER_NAMED {
         // A predefined type this library does not know (a pair type, long double, complex):
         // bytes, which put and get move but accumulates do not combine.

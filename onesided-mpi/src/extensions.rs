@@ -181,7 +181,7 @@ pub(crate) unsafe fn rraccumulate(
     request: *mut c_int,
 ) -> CallResult {
     calls::with_request(win, request, |w| {
-        let (o, t) = calls::pair(
+        let (o, t) = calls::acc_pair(
             "rraccumulate",
             (o_count.into(), o_type),
             (t_count.into(), t_type),

@@ -1036,7 +1036,10 @@ mod tests {
             assert_eq!(op.valid_for(ElemType::DoubleInt), any || pair_op, "{op:?}");
         }
         for ty in ElemType::ALL {
-            assert_eq!(ty.size(), crate::with_elem_type!(ty, E => std::mem::size_of::<E>()));
+            assert_eq!(
+                ty.size(),
+                crate::with_elem_type!(ty, E => std::mem::size_of::<E>())
+            );
         }
         assert_eq!(ElemType::DoubleInt.size(), 16);
         assert_eq!(ElemType::ShortInt.size(), 8);

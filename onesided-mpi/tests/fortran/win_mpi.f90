@@ -1,6 +1,7 @@
 ! An unchanged Fortran program (use mpi) under the preloaded C ABI, 2 ranks: a window over
 ! an array, fence epochs with put and accumulate, a passive-target fetch_and_op, and the
-! window attributes (through MPII_Win_get_attr). Stops with a non-zero code on the first
+! window attributes (through MPII_Win_get_attr); Fortran's own types in accumulates
+! (2REAL with MAXLOC, LOGICAL with LOR, DOUBLE COMPLEX with SUM). Stops with a non-zero code on the first
 ! wrong value, and when the window is not onesided's (handle bits 31-26 = 0x18).
 program win_mpi
   use mpi
@@ -9,6 +10,10 @@ program win_mpi
   integer(kind=MPI_ADDRESS_KIND) :: winsize, disp, attr
   integer(kind=8) :: buf(4), v, one, old
   logical :: flag
+  integer :: win2
+  real :: pairs(2), mine(2)
+  logical :: truth(1), said(1)
+  double complex :: z(1), dz(1)
 
   call MPI_Init(ierr)
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
@@ -43,6 +48,38 @@ program win_mpi
   call MPI_Win_get_attr(win, MPI_WIN_CREATE_FLAVOR, attr, flag, ierr)
   if (.not. flag .or. attr /= MPI_WIN_FLAVOR_CREATE) call fail('MPI_WIN_CREATE_FLAVOR')
 
+  call MPI_Win_free(win, ierr)
+
+  ! Fortran's types: both ranks accumulate into rank 0's window at once.
+  pairs = (/ -1.0, 99.0 /)
+  truth = .false.
+  z = (0.0d0, 0.0d0)
+  winsize = 8
+  call MPI_Win_create(pairs, winsize, 8, MPI_INFO_NULL, MPI_COMM_WORLD, win, ierr)
+  winsize = 4
+  call MPI_Win_create(truth, winsize, 4, MPI_INFO_NULL, MPI_COMM_WORLD, win2, ierr)
+  call MPI_Win_lock_all(0, win, ierr)
+  call MPI_Win_lock_all(0, win2, ierr)
+  mine = (/ 7.0, real(rank) /)
+  disp = 0
+  call MPI_Accumulate(mine, 1, MPI_2REAL, 0, disp, 1, MPI_2REAL, MPI_MAXLOC, win, ierr)
+  said = (rank == 1)
+  call MPI_Accumulate(said, 1, MPI_LOGICAL, 0, disp, 1, MPI_LOGICAL, MPI_LOR, win2, ierr)
+  call MPI_Win_unlock_all(win, ierr)
+  call MPI_Win_unlock_all(win2, ierr)
+  call MPI_Barrier(MPI_COMM_WORLD, ierr)
+  if (rank == 0 .and. (pairs(1) /= 7.0 .or. pairs(2) /= 0.0)) call fail('2REAL maxloc')
+  if (rank == 0 .and. .not. truth(1)) call fail('LOGICAL lor')
+  call MPI_Win_free(win, ierr)
+  call MPI_Win_free(win2, ierr)
+  winsize = 16
+  call MPI_Win_create(z, winsize, 16, MPI_INFO_NULL, MPI_COMM_WORLD, win, ierr)
+  call MPI_Win_fence(0, win, ierr)
+  dz = (1.5d0, -2.0d0)
+  call MPI_Accumulate(dz, 1, MPI_DOUBLE_COMPLEX, 0, disp, 1, MPI_DOUBLE_COMPLEX, MPI_SUM, &
+                      win, ierr)
+  call MPI_Win_fence(0, win, ierr)
+  if (rank == 0 .and. z(1) /= (3.0d0, -4.0d0)) call fail('DOUBLE COMPLEX sum')
   call MPI_Win_free(win, ierr)
   if (rank == 0) print '(a)', 'fortran use mpi: ok'
   call MPI_Finalize(ierr)
