@@ -12,7 +12,16 @@
  * Window duplication and remote-completing requests (Schuchart et al., seed 000): a
  * duplicate is a second handle to the same window with its own per-handle info keys
  * (mpi_win_scope, mpi_win_order, mpi_assert_accumulate_intrinsic), freed on its own with
- * MPI_Win_free; MPIX_Rrput/MPIX_Rraccumulate complete when the data is at the target. */
+ * MPI_Win_free; MPIX_Rrput/MPIX_Rraccumulate complete when the data is at the target.
+ *
+ * Notified RMA (the MPI Forum's direction that supersedes seed 000's §5.1 sketch):
+ * MPIX_Win_set_num_notify (collective) gives each process counters; MPIX_Put_notify,
+ * MPIX_Get_notify and MPIX_Accumulate_notify add one to counter notification_idx of the
+ * target once the operation's data is in place there (a get: once the origin has read it).
+ * The target reads a counter (MPIX_Win_get_notify_value), swaps it to 0
+ * (MPIX_Win_reset_notify_value) or waits for it to reach a value with a genuine request
+ * (MPIX_Win_wait_notify); no synchronization epoch is needed at the target. Contiguous
+ * datatypes only; an index the target does not have is MPI_ERR_ARG. */
 #ifndef MPI_ONESIDED_H
 #define MPI_ONESIDED_H
 
@@ -44,6 +53,23 @@ int MPIX_Rraccumulate(const void *origin_addr, int origin_count, MPI_Datatype or
                       int target_rank, MPI_Aint target_disp, int target_count,
                       MPI_Datatype target_datatype, MPI_Op op, MPI_Win win,
                       MPI_Request *request);
+
+int MPIX_Win_set_num_notify(MPI_Win win, int num);
+int MPIX_Win_get_num_notify(MPI_Win win, int *num);
+int MPIX_Put_notify(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                    int target_rank, MPI_Aint target_disp, int target_count,
+                    MPI_Datatype target_datatype, int notification_idx, MPI_Win win);
+int MPIX_Get_notify(void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                    int target_rank, MPI_Aint target_disp, int target_count,
+                    MPI_Datatype target_datatype, int notification_idx, MPI_Win win);
+int MPIX_Accumulate_notify(const void *origin_addr, int origin_count,
+                           MPI_Datatype origin_datatype, int target_rank, MPI_Aint target_disp,
+                           int target_count, MPI_Datatype target_datatype, MPI_Op op,
+                           int notification_idx, MPI_Win win);
+int MPIX_Win_get_notify_value(MPI_Win win, int notification_idx, MPI_Count *value);
+int MPIX_Win_reset_notify_value(MPI_Win win, int notification_idx, MPI_Count *value);
+int MPIX_Win_wait_notify(MPI_Win win, int notification_idx, MPI_Count value,
+                         MPI_Request *request);
 
 #ifdef __cplusplus
 }

@@ -60,7 +60,7 @@ pub(crate) fn entry(win: MPI_Win) -> Result<EntryRef, Failure> {
 }
 
 /// Runs `f` on the window behind `win`, its error to the window's handler.
-fn on_window(win: MPI_Win, f: impl FnOnce(&RawWindow) -> onesided::Result<()>) -> CallResult {
+pub(crate) fn on_window(win: MPI_Win, f: impl FnOnce(&RawWindow) -> onesided::Result<()>) -> CallResult {
     let e = entry(win)?;
     match f(&e.win) {
         Ok(()) => Ok(()),
@@ -291,7 +291,7 @@ pub(crate) unsafe fn bytes<'a>(ptr: *const c_void, len: usize) -> &'a [u8] {
 ///
 /// # Safety
 /// The C caller's buffer: valid for writes of `len` bytes.
-unsafe fn bytes_mut<'a>(ptr: *mut c_void, len: usize) -> &'a mut [u8] {
+pub(crate) unsafe fn bytes_mut<'a>(ptr: *mut c_void, len: usize) -> &'a mut [u8] {
     if len == 0 {
         return &mut [];
     }

@@ -274,6 +274,35 @@ exports! {
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
     ) => extensions::rraccumulate;
 
+    MPIX_Win_set_num_notify / PMPIX_Win_set_num_notify(win: MPI_Win, num: c_int)
+        => extensions::win_set_num_notify;
+    MPIX_Win_get_num_notify / PMPIX_Win_get_num_notify(win: MPI_Win, num: *mut c_int)
+        => extensions::win_get_num_notify;
+    MPIX_Put_notify / PMPIX_Put_notify(
+        origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+        target_datatype: MPI_Datatype, notification_idx: c_int, win: MPI_Win,
+    ) => extensions::put_notify;
+    MPIX_Get_notify / PMPIX_Get_notify(
+        origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+        target_datatype: MPI_Datatype, notification_idx: c_int, win: MPI_Win,
+    ) => extensions::get_notify;
+    MPIX_Accumulate_notify / PMPIX_Accumulate_notify(
+        origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
+        target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
+        target_datatype: MPI_Datatype, op: MPI_Op, notification_idx: c_int, win: MPI_Win,
+    ) => extensions::accumulate_notify;
+    MPIX_Win_get_notify_value / PMPIX_Win_get_notify_value(
+        win: MPI_Win, notification_idx: c_int, value: *mut MPI_Count,
+    ) => extensions::win_get_notify_value;
+    MPIX_Win_reset_notify_value / PMPIX_Win_reset_notify_value(
+        win: MPI_Win, notification_idx: c_int, value: *mut MPI_Count,
+    ) => extensions::win_reset_notify_value;
+    MPIX_Win_wait_notify / PMPIX_Win_wait_notify(
+        win: MPI_Win, notification_idx: c_int, value: MPI_Count, request: *mut c_int,
+    ) => extensions::win_wait_notify;
+
     MPI_Win_set_name / PMPI_Win_set_name(win: MPI_Win, win_name: *const c_char)
         => calls::win_set_name;
     MPI_Win_get_name / PMPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int)

@@ -1,8 +1,11 @@
 //! The seeds' extensions as C calls (`mpi_onesided.h`): seed 004's nonblocking
 //! synchronization (`MPIX_Win_ifence` & co., each returning a genuine MPICH request), seed
 //! 000's window duplication (`MPIX_Win_dup_with_info`) and remote-completing requests
-//! (`MPIX_Rrput`, `MPIX_Rraccumulate`). Scope and order are info keys (`mpi_win_scope`,
-//! `mpi_win_order`), set at creation, with `MPI_Win_set_info` or on a duplicate.
+//! (`MPIX_Rrput`, `MPIX_Rraccumulate`) and notified RMA (`MPIX_Put_notify` & co.: a
+//! target's notification counters count the operations whose data is in place, the
+//! direction of the MPI Forum's notified RMA that supersedes seed 000's §5.1 sketch). Scope
+//! and order are info keys (`mpi_win_scope`, `mpi_win_order`), set at creation, with
+//! `MPI_Win_set_info` or on a duplicate.
 
 use std::os::raw::{c_int, c_void};
 
@@ -196,5 +199,185 @@ pub(crate) unsafe fn rraccumulate(
         // SAFETY: the caller's origin buffer of `o.bytes` bytes.
         let src = unsafe { calls::bytes(origin, o.bytes) };
         w.rraccumulate(src, ty, calls::rank(target)?, calls::disp(t_disp)?, op)
+    })
+}
+
+// ---- Notified RMA ---------------------------------------------------------------------
+
+/// A notification index argument.
+fn notification(idx: c_int) -> onesided::Result<usize> {
+    usize::try_from(idx)
+        .map_err(|_| Error::InvalidArgument(format!("negative notification index {idx}")))
+}
+
+/// The bytes of a notified transfer: contiguous origin and target selections only.
+fn notified_bytes(
+    call: &'static str,
+    origin: (i64, MPI_Datatype),
+    target: (i64, MPI_Datatype),
+    accumulate: bool,
+) -> onesided::Result<(usize, Option<onesided::ElemType>, Option<onesided::ElemType>)> {
+    let (o, t) = if accumulate {
+        calls::acc_pair(call, origin, target)?
+    } else {
+        calls::pair(call, origin, target)?
+    };
+    if !(o.contiguous() && t.contiguous()) {
+        return Err(Error::Unsupported(format!("{call} of derived datatypes")));
+    }
+    Ok((o.bytes, o.elem.flatten(), t.elem.flatten()))
+}
+
+pub(crate) unsafe fn win_set_num_notify(win: MPI_Win, num: c_int) -> CallResult {
+    calls::on_window(win, |w| {
+        let n = usize::try_from(num)
+            .map_err(|_| Error::InvalidArgument(format!("negative count {num}")))?;
+        w.set_num_notify(n)
+    })
+}
+
+pub(crate) unsafe fn win_get_num_notify(win: MPI_Win, num: *mut c_int) -> CallResult {
+    calls::on_window(win, |w| {
+        if num.is_null() {
+            return Err(Error::InvalidArgument("num is NULL".into()));
+        }
+        // SAFETY: checked non-null; the caller's int.
+        unsafe { *num = c_int::try_from(w.num_notify()).unwrap_or(c_int::MAX) };
+        Ok(())
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn put_notify(
+    origin: *const c_void,
+    o_count: c_int,
+    o_type: MPI_Datatype,
+    target: c_int,
+    t_disp: MPI_Aint,
+    t_count: c_int,
+    t_type: MPI_Datatype,
+    idx: c_int,
+    win: MPI_Win,
+) -> CallResult {
+    calls::on_window(win, |w| {
+        let origin_arg = (o_count.into(), o_type);
+        let (n, _, _) = notified_bytes("put_notify", origin_arg, (t_count.into(), t_type), false)?;
+        // SAFETY: the caller's origin buffer of `n` bytes.
+        let src = unsafe { calls::bytes(origin, n) };
+        w.put_notify(
+            src,
+            calls::rank(target)?,
+            calls::disp(t_disp)?,
+            notification(idx)?,
+        )
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn get_notify(
+    origin: *mut c_void,
+    o_count: c_int,
+    o_type: MPI_Datatype,
+    target: c_int,
+    t_disp: MPI_Aint,
+    t_count: c_int,
+    t_type: MPI_Datatype,
+    idx: c_int,
+    win: MPI_Win,
+) -> CallResult {
+    calls::on_window(win, |w| {
+        let origin_arg = (o_count.into(), o_type);
+        let (n, _, _) = notified_bytes("get_notify", origin_arg, (t_count.into(), t_type), false)?;
+        // SAFETY: the caller's origin buffer of `n` bytes.
+        let dst = unsafe { calls::bytes_mut(origin, n) };
+        w.get_notify(
+            dst,
+            calls::rank(target)?,
+            calls::disp(t_disp)?,
+            notification(idx)?,
+        )
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn accumulate_notify(
+    origin: *const c_void,
+    o_count: c_int,
+    o_type: MPI_Datatype,
+    target: c_int,
+    t_disp: MPI_Aint,
+    t_count: c_int,
+    t_type: MPI_Datatype,
+    op: MPI_Op,
+    idx: c_int,
+    win: MPI_Win,
+) -> CallResult {
+    calls::on_window(win, |w| {
+        let op = calls::mpi_op(op)?;
+        let origin_arg = (o_count.into(), o_type);
+        let (n, oe, te) =
+            notified_bytes("accumulate_notify", origin_arg, (t_count.into(), t_type), true)?;
+        let ty = match (oe, te) {
+            (Some(a), Some(b)) if a == b => a,
+            _ => {
+                return Err(Error::InvalidDatatype(
+                    "accumulate_notify: origin and target of one predefined type".into(),
+                ))
+            }
+        };
+        // SAFETY: the caller's origin buffer of `n` bytes.
+        let src = unsafe { calls::bytes(origin, n) };
+        w.accumulate_notify(
+            src,
+            ty,
+            calls::rank(target)?,
+            calls::disp(t_disp)?,
+            op,
+            notification(idx)?,
+        )
+    })
+}
+
+/// Writes `v` to the caller's `MPI_Count`.
+fn count_out(out: *mut abi::MPI_Count, v: u64) -> onesided::Result<()> {
+    if out.is_null() {
+        return Err(Error::InvalidArgument("value is NULL".into()));
+    }
+    // SAFETY: checked non-null; the caller's MPI_Count.
+    unsafe { *out = abi::MPI_Count::try_from(v).unwrap_or(abi::MPI_Count::MAX) };
+    Ok(())
+}
+
+pub(crate) unsafe fn win_get_notify_value(
+    win: MPI_Win,
+    idx: c_int,
+    value: *mut abi::MPI_Count,
+) -> CallResult {
+    calls::on_window(win, |w| count_out(value, w.notify_value(notification(idx)?)?))
+}
+
+pub(crate) unsafe fn win_reset_notify_value(
+    win: MPI_Win,
+    idx: c_int,
+    value: *mut abi::MPI_Count,
+) -> CallResult {
+    calls::on_window(win, |w| {
+        if value.is_null() {
+            return Err(Error::InvalidArgument("value is NULL".into()));
+        }
+        count_out(value, w.reset_notify_value(notification(idx)?)?)
+    })
+}
+
+pub(crate) unsafe fn win_wait_notify(
+    win: MPI_Win,
+    idx: c_int,
+    value: abi::MPI_Count,
+    request: *mut c_int,
+) -> CallResult {
+    calls::with_request(win, request, |w| {
+        let v = u64::try_from(value)
+            .map_err(|_| Error::InvalidArgument(format!("negative count {value}")))?;
+        w.wait_notify_owned(notification(idx)?, v)
     })
 }

@@ -360,6 +360,47 @@ impl RawWindow {
         })
     }
 
+    /// Put of bytes counted by notification counter `idx` of `target`
+    /// ([`Window::put_notify`], MPI_Put_notify).
+    pub fn put_notify(&self, src: &[u8], target: usize, disp: usize, idx: usize) -> Result<()> {
+        self.typed::<u8>().put_notify(src, target, disp, idx)
+    }
+
+    /// Get of bytes counted by notification counter `idx` of `target`
+    /// ([`Window::get_notify`], MPI_Get_notify).
+    pub fn get_notify(
+        &self,
+        dst: &mut [u8],
+        target: usize,
+        disp: usize,
+        idx: usize,
+    ) -> Result<()> {
+        self.typed::<u8>().get_notify(dst, target, disp, idx)
+    }
+
+    /// Accumulate of elements of `ty` counted by notification counter `idx` of `target`
+    /// ([`Window::accumulate_notify`], MPI_Accumulate_notify).
+    pub fn accumulate_notify(
+        &self,
+        origin: &[u8],
+        ty: ElemType,
+        target: usize,
+        disp: usize,
+        op: Op,
+        idx: usize,
+    ) -> Result<()> {
+        with_elem!(ty, E => {
+            let origin = elems::<E>("accumulate_notify", origin)?;
+            self.typed::<E>().accumulate_notify(&origin, target, disp, op, idx)
+        })
+    }
+
+    /// [`RawWindow::wait_notify`] as a request that owns what it needs (for bindings).
+    pub fn wait_notify_owned(&self, idx: usize, value: u64) -> Result<Request<'static>> {
+        let r = self.wait_notify(idx, value)?;
+        self.own_request(r)
+    }
+
     /// Request-based get (MPI_Rget) into `len` bytes at `dst`, filled once the request is
     /// seen complete.
     ///
