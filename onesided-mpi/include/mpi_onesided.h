@@ -21,7 +21,16 @@
  * The target reads a counter (MPIX_Win_get_notify_value), swaps it to 0
  * (MPIX_Win_reset_notify_value) or waits for it to reach a value with a genuine request
  * (MPIX_Win_wait_notify); no synchronization epoch is needed at the target. Contiguous
- * datatypes only; an index the target does not have is MPI_ERR_ARG. */
+ * datatypes only; an index the target does not have is MPI_ERR_ARG.
+ *
+ * Memory handles (seed 000 §4, Listing 5): MPIX_Memhandle_create registers memory with a
+ * dynamic window (the parent) and writes at most MPIX_MAX_MEMHANDLE_SIZE opaque bytes that
+ * may reach any process of the window by any means; MPIX_Win_from_memhandle (local) makes
+ * a window of that one target: put, get, accumulate (contiguous datatypes) and the flushes,
+ * displacements of disp_unit bytes from the region's start, inside passive-target epochs
+ * of the parent (lock and unlock the parent; other calls on it are MPI_ERR_RMA_FLAVOR);
+ * free it with MPI_Win_free. MPIX_Memhandle_release ends the exposure: later operations
+ * through its windows fail with MPI_ERR_WIN instead of touching the memory. */
 #ifndef MPI_ONESIDED_H
 #define MPI_ONESIDED_H
 
@@ -53,6 +62,14 @@ int MPIX_Rraccumulate(const void *origin_addr, int origin_count, MPI_Datatype or
                       int target_rank, MPI_Aint target_disp, int target_count,
                       MPI_Datatype target_datatype, MPI_Op op, MPI_Win win,
                       MPI_Request *request);
+
+#define MPIX_MAX_MEMHANDLE_SIZE 64
+
+int MPIX_Memhandle_create(void *base, MPI_Aint size, MPI_Info info, MPI_Win parentwin,
+                          void *memhandle, int *memhandle_size);
+int MPIX_Win_from_memhandle(const void *memhandle, MPI_Aint size, int disp_unit, MPI_Info info,
+                            int target, MPI_Win parentwin, MPI_Win *newwin);
+int MPIX_Memhandle_release(void *memhandle, MPI_Win parentwin);
 
 int MPIX_Win_set_num_notify(MPI_Win win, int num);
 int MPIX_Win_get_num_notify(MPI_Win win, int *num);

@@ -55,6 +55,8 @@ pub const MPI_ERR_DISP: c_int = 52;
 pub const MPI_ERR_KEYVAL: c_int = 48;
 /// `MPI_ERR_SIZE`.
 pub const MPI_ERR_SIZE: c_int = 51;
+/// `MPI_ERR_RMA_FLAVOR`.
+pub const MPI_ERR_RMA_FLAVOR: c_int = 58;
 
 /// `MPI_BYTE`.
 pub const MPI_BYTE: MPI_Datatype = 0x4c00_010d;

@@ -59,13 +59,47 @@ pub(crate) fn entry(win: MPI_Win) -> Result<EntryRef, Failure> {
     })
 }
 
-/// Runs `f` on the window behind `win`, its error to the window's handler.
-pub(crate) fn on_window(win: MPI_Win, f: impl FnOnce(&RawWindow) -> onesided::Result<()>) -> CallResult {
+/// Runs `f` on the window behind `win`, its error to the window's handler. Windows made
+/// from memory handles take only put, get, accumulate and flushes ([`on_target`]).
+pub(crate) fn on_window(
+    win: MPI_Win,
+    f: impl FnOnce(&RawWindow) -> onesided::Result<()>,
+) -> CallResult {
     let e = entry(win)?;
+    not_memhandle(&e)?;
     match f(&e.win) {
         Ok(()) => Ok(()),
         Err(err) => Err(Failure::Window(e, err)),
     }
+}
+
+/// `MPI_ERR_RMA_FLAVOR` for a window made from a memory handle: it takes put, get,
+/// accumulate and flushes only (seed 000 §4; its epochs are the parent's).
+pub(crate) fn not_memhandle(e: &EntryRef) -> Result<(), Failure> {
+    match e.mem {
+        None => Ok(()),
+        Some(_) => Err(Failure::WindowCode(
+            e.clone(),
+            abi::MPI_ERR_RMA_FLAVOR,
+            "a window made from a memory handle takes put, get, accumulate and flushes only \
+             (synchronize on its parent window)"
+                .into(),
+        )),
+    }
+}
+
+/// Runs `raw` on the window behind `win`, or `mem` when it was made from a memory handle.
+fn on_target(
+    win: MPI_Win,
+    raw: impl FnOnce(&RawWindow) -> onesided::Result<()>,
+    mem: impl FnOnce(&onesided::RawMemWindow) -> onesided::Result<()>,
+) -> CallResult {
+    let e = entry(win)?;
+    let r = match &e.mem {
+        None => raw(&e.win),
+        Some(m) => mem(m),
+    };
+    r.map_err(|err| Failure::Window(e, err))
 }
 
 /// The MPI assert bits as onesided's; an unknown bit is `MPI_ERR_ASSERT`.
@@ -179,6 +213,26 @@ fn plain_pair(
             origin.0, target.0
         ))),
     })
+}
+
+/// The bytes of a contiguous transfer on a window made from a memory handle (derived
+/// datatypes there are not supported).
+fn mem_contiguous(
+    op: &'static str,
+    origin: (i64, MPI_Datatype),
+    target: (i64, MPI_Datatype),
+) -> onesided::Result<(usize, abi::Builtin, abi::Builtin)> {
+    let (o, t) = pair(op, origin, target)?;
+    if !(o.contiguous() && t.contiguous()) {
+        return Err(Error::Unsupported(
+            "derived datatypes on a window made from a memory handle".into(),
+        ));
+    }
+    let any = abi::Builtin {
+        size: 1,
+        elem: None,
+    };
+    Ok((o.bytes, any, any))
 }
 
 /// Origin and target of one transfer: they must select the same number of bytes.
@@ -713,12 +767,14 @@ pub(crate) unsafe fn win_shared_query<U: TryFrom<usize>>(
 
 pub(crate) unsafe fn win_fence(a: c_int, win: MPI_Win) -> CallResult {
     let e = entry(win)?;
+    not_memhandle(&e)?;
     let a = checked_assert(&e, a)?;
     e.win.fence(a).map_err(|err| Failure::Window(e, err))
 }
 
 pub(crate) unsafe fn win_lock(kind: c_int, r: c_int, a: c_int, win: MPI_Win) -> CallResult {
     let e = entry(win)?;
+    not_memhandle(&e)?;
     let kind = match kind {
         abi::MPI_LOCK_EXCLUSIVE => LockType::Exclusive,
         abi::MPI_LOCK_SHARED => LockType::Shared,
@@ -746,6 +802,7 @@ pub(crate) unsafe fn win_unlock(r: c_int, win: MPI_Win) -> CallResult {
 
 pub(crate) unsafe fn win_lock_all(a: c_int, win: MPI_Win) -> CallResult {
     let e = entry(win)?;
+    not_memhandle(&e)?;
     let a = checked_assert(&e, a)?;
     e.win.lock_all(a).map_err(|err| Failure::Window(e, err))
 }
@@ -755,19 +812,39 @@ pub(crate) unsafe fn win_unlock_all(win: MPI_Win) -> CallResult {
 }
 
 pub(crate) unsafe fn win_flush(r: c_int, win: MPI_Win) -> CallResult {
-    on_window(win, |w| w.flush(rank(r)?))
+    on_target(win, |w| w.flush(rank(r)?), |m| same_target(m, r)?.flush())
+}
+
+/// A memory-handle window's one target, checked against rank argument `r`.
+fn same_target(m: &onesided::RawMemWindow, r: c_int) -> onesided::Result<&onesided::RawMemWindow> {
+    if rank(r)? == m.target() {
+        Ok(m)
+    } else {
+        Err(Error::InvalidRank {
+            rank: r as usize,
+            size: m.target() + 1,
+        })
+    }
 }
 
 pub(crate) unsafe fn win_flush_all(win: MPI_Win) -> CallResult {
-    on_window(win, RawWindow::flush_all)
+    on_target(win, RawWindow::flush_all, onesided::RawMemWindow::flush)
 }
 
 pub(crate) unsafe fn win_flush_local(r: c_int, win: MPI_Win) -> CallResult {
-    on_window(win, |w| w.flush_local(rank(r)?))
+    on_target(
+        win,
+        |w| w.flush_local(rank(r)?),
+        |m| same_target(m, r)?.flush_local(),
+    )
 }
 
 pub(crate) unsafe fn win_flush_local_all(win: MPI_Win) -> CallResult {
-    on_window(win, RawWindow::flush_local_all)
+    on_target(
+        win,
+        RawWindow::flush_local_all,
+        onesided::RawMemWindow::flush_local,
+    )
 }
 
 pub(crate) unsafe fn win_sync(win: MPI_Win) -> CallResult {
@@ -810,6 +887,7 @@ pub(crate) fn opening(
     a: c_int,
 ) -> Result<(EntryRef, onesided::Group, Assert), Failure> {
     let e = entry(win)?;
+    not_memhandle(&e)?;
     let a = checked_assert(&e, a)?;
     match group_of(&e, group) {
         Ok(g) => Ok((e, g, a)),
@@ -860,23 +938,33 @@ pub(crate) unsafe fn put<C: Into<i64>>(
     t_type: MPI_Datatype,
     win: MPI_Win,
 ) -> CallResult {
-    on_window(win, |w| {
-        let (origin_arg, target_arg) = ((o_count.into(), o_type), (t_count.into(), t_type));
-        if let Some(plain) = plain_pair("put", origin_arg, target_arg) {
-            let (n, _, _) = plain?;
+    let (o_count, t_count): (i64, i64) = (o_count.into(), t_count.into());
+    on_target(
+        win,
+        |w| {
+            let (origin_arg, target_arg) = ((o_count, o_type), (t_count, t_type));
+            if let Some(plain) = plain_pair("put", origin_arg, target_arg) {
+                let (n, _, _) = plain?;
+                // SAFETY: the caller's origin buffer of `n` bytes.
+                return w.put(unsafe { bytes(origin, n) }, rank(target)?, disp(t_disp)?);
+            }
+            let (o, t) = pair("put", origin_arg, target_arg)?;
+            let (r, d) = (rank(target)?, disp(t_disp)?);
+            if o.contiguous() && t.contiguous() {
+                // SAFETY: the caller's origin buffer of `o.bytes` bytes.
+                return w.put(unsafe { bytes(origin, o.bytes) }, r, d);
+            }
+            // SAFETY: the caller's origin buffer (MPI's contract).
+            let (view, o_layout) = unsafe { origin_view(origin, &o)? };
+            w.put_layout(view, &o_layout, r, d, &target_layout(&t)?)
+        },
+        |m| {
+            let (n, _, _) = plain_pair("put", (o_count, o_type), (t_count, t_type))
+                .unwrap_or_else(|| mem_contiguous("put", (o_count, o_type), (t_count, t_type)))?;
             // SAFETY: the caller's origin buffer of `n` bytes.
-            return w.put(unsafe { bytes(origin, n) }, rank(target)?, disp(t_disp)?);
-        }
-        let (o, t) = pair("put", origin_arg, target_arg)?;
-        let (r, d) = (rank(target)?, disp(t_disp)?);
-        if o.contiguous() && t.contiguous() {
-            // SAFETY: the caller's origin buffer of `o.bytes` bytes.
-            return w.put(unsafe { bytes(origin, o.bytes) }, r, d);
-        }
-        // SAFETY: the caller's origin buffer (MPI's contract).
-        let (view, o_layout) = unsafe { origin_view(origin, &o)? };
-        w.put_layout(view, &o_layout, r, d, &target_layout(&t)?)
-    })
+            m.put(unsafe { bytes(origin, n) }, disp(t_disp)?)
+        },
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -890,27 +978,37 @@ pub(crate) unsafe fn get<C: Into<i64>>(
     t_type: MPI_Datatype,
     win: MPI_Win,
 ) -> CallResult {
-    on_window(win, |w| {
-        let (origin_arg, target_arg) = ((o_count.into(), o_type), (t_count.into(), t_type));
-        if let Some(plain) = plain_pair("get", origin_arg, target_arg) {
-            let (n, _, _) = plain?;
+    let (o_count, t_count): (i64, i64) = (o_count.into(), t_count.into());
+    on_target(
+        win,
+        |w| {
+            let (origin_arg, target_arg) = ((o_count, o_type), (t_count, t_type));
+            if let Some(plain) = plain_pair("get", origin_arg, target_arg) {
+                let (n, _, _) = plain?;
+                // SAFETY: the caller's origin buffer of `n` bytes.
+                return w.get(
+                    unsafe { bytes_mut(origin, n) },
+                    rank(target)?,
+                    disp(t_disp)?,
+                );
+            }
+            let (o, t) = pair("get", origin_arg, target_arg)?;
+            let (r, d) = (rank(target)?, disp(t_disp)?);
+            if o.contiguous() && t.contiguous() {
+                // SAFETY: the caller's origin buffer of `o.bytes` bytes.
+                return w.get(unsafe { bytes_mut(origin, o.bytes) }, r, d);
+            }
+            // SAFETY: the caller's origin buffer (MPI's contract).
+            let (view, o_layout) = unsafe { origin_view(origin, &o)? };
+            w.get_layout(view, &o_layout, r, d, &target_layout(&t)?)
+        },
+        |m| {
+            let (n, _, _) = plain_pair("get", (o_count, o_type), (t_count, t_type))
+                .unwrap_or_else(|| mem_contiguous("get", (o_count, o_type), (t_count, t_type)))?;
             // SAFETY: the caller's origin buffer of `n` bytes.
-            return w.get(
-                unsafe { bytes_mut(origin, n) },
-                rank(target)?,
-                disp(t_disp)?,
-            );
-        }
-        let (o, t) = pair("get", origin_arg, target_arg)?;
-        let (r, d) = (rank(target)?, disp(t_disp)?);
-        if o.contiguous() && t.contiguous() {
-            // SAFETY: the caller's origin buffer of `o.bytes` bytes.
-            return w.get(unsafe { bytes_mut(origin, o.bytes) }, r, d);
-        }
-        // SAFETY: the caller's origin buffer (MPI's contract).
-        let (view, o_layout) = unsafe { origin_view(origin, &o)? };
-        w.get_layout(view, &o_layout, r, d, &target_layout(&t)?)
-    })
+            m.get(unsafe { bytes_mut(origin, n) }, disp(t_disp)?)
+        },
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -925,30 +1023,47 @@ pub(crate) unsafe fn accumulate<C: Into<i64>>(
     op: MPI_Op,
     win: MPI_Win,
 ) -> CallResult {
-    on_window(win, |w| {
-        let (origin_arg, target_arg) = ((o_count.into(), o_type), (t_count.into(), t_type));
-        let op = mpi_op(op)?;
-        if let Some(plain) = plain_pair("accumulate", origin_arg, target_arg) {
-            let (n, ob, tb) = plain?;
-            let ty = match (ob.elem, tb.elem) {
-                (a, b) if a == b => elem_of(a, op)?,
-                _ => return Err(mixed_types()),
-            };
-            // SAFETY: the caller's origin buffer of `n` bytes.
-            let src = unsafe { bytes(origin, n) };
-            return w.accumulate(src, ty, rank(target)?, disp(t_disp)?, op);
-        }
-        let (o, t) = acc_pair("accumulate", origin_arg, target_arg)?;
-        let ty = acc_elem(&o, &t, op)?;
-        let (r, d) = (rank(target)?, disp(t_disp)?);
-        if o.contiguous() && t.contiguous() {
+    let (o_count, t_count): (i64, i64) = (o_count.into(), t_count.into());
+    let op_arg = op;
+    on_target(
+        win,
+        |w| {
+            let (origin_arg, target_arg) = ((o_count, o_type), (t_count, t_type));
+            let op = mpi_op(op)?;
+            if let Some(plain) = plain_pair("accumulate", origin_arg, target_arg) {
+                let (n, ob, tb) = plain?;
+                let ty = match (ob.elem, tb.elem) {
+                    (a, b) if a == b => elem_of(a, op)?,
+                    _ => return Err(mixed_types()),
+                };
+                // SAFETY: the caller's origin buffer of `n` bytes.
+                let src = unsafe { bytes(origin, n) };
+                return w.accumulate(src, ty, rank(target)?, disp(t_disp)?, op);
+            }
+            let (o, t) = acc_pair("accumulate", origin_arg, target_arg)?;
+            let ty = acc_elem(&o, &t, op)?;
+            let (r, d) = (rank(target)?, disp(t_disp)?);
+            if o.contiguous() && t.contiguous() {
+                // SAFETY: the caller's origin buffer of `o.bytes` bytes.
+                return w.accumulate(unsafe { bytes(origin, o.bytes) }, ty, r, d, op);
+            }
+            // SAFETY: the caller's origin buffer (MPI's contract).
+            let (view, o_layout) = unsafe { origin_view(origin, &o)? };
+            w.accumulate_layout(view, &o_layout, ty, r, d, &target_layout(&t)?, op)
+        },
+        |m| {
+            let op = mpi_op(op_arg)?;
+            let (o, t) = acc_pair("accumulate", (o_count, o_type), (t_count, t_type))?;
+            let ty = acc_elem(&o, &t, op)?;
+            if !(o.contiguous() && t.contiguous()) {
+                return Err(Error::Unsupported(
+                    "derived datatypes on a window made from a memory handle".into(),
+                ));
+            }
             // SAFETY: the caller's origin buffer of `o.bytes` bytes.
-            return w.accumulate(unsafe { bytes(origin, o.bytes) }, ty, r, d, op);
-        }
-        // SAFETY: the caller's origin buffer (MPI's contract).
-        let (view, o_layout) = unsafe { origin_view(origin, &o)? };
-        w.accumulate_layout(view, &o_layout, ty, r, d, &target_layout(&t)?, op)
-    })
+            m.accumulate(unsafe { bytes(origin, o.bytes) }, ty, disp(t_disp)?, op)
+        },
+    )
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1075,6 +1190,7 @@ pub(crate) fn with_request(
     f: impl FnOnce(&RawWindow) -> onesided::Result<onesided::Request<'static>>,
 ) -> CallResult {
     let e = entry(win)?;
+    not_memhandle(&e)?;
     if request.is_null() {
         return Err(Failure::Window(
             e,

@@ -274,6 +274,16 @@ exports! {
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
     ) => extensions::rraccumulate;
 
+    MPIX_Memhandle_create / PMPIX_Memhandle_create(
+        base: *mut c_void, size: MPI_Aint, info: MPI_Info, parentwin: MPI_Win,
+        memhandle: *mut c_void, memhandle_size: *mut c_int,
+    ) => extensions::memhandle_create;
+    MPIX_Win_from_memhandle / PMPIX_Win_from_memhandle(
+        memhandle: *const c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info,
+        target: c_int, parentwin: MPI_Win, newwin: *mut MPI_Win,
+    ) => extensions::win_from_memhandle;
+    MPIX_Memhandle_release / PMPIX_Memhandle_release(memhandle: *mut c_void, parentwin: MPI_Win)
+        => extensions::memhandle_release;
     MPIX_Win_set_num_notify / PMPIX_Win_set_num_notify(win: MPI_Win, num: c_int)
         => extensions::win_set_num_notify;
     MPIX_Win_get_num_notify / PMPIX_Win_get_num_notify(win: MPI_Win, num: *mut c_int)

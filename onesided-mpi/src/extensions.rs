@@ -216,7 +216,11 @@ fn notified_bytes(
     origin: (i64, MPI_Datatype),
     target: (i64, MPI_Datatype),
     accumulate: bool,
-) -> onesided::Result<(usize, Option<onesided::ElemType>, Option<onesided::ElemType>)> {
+) -> onesided::Result<(
+    usize,
+    Option<onesided::ElemType>,
+    Option<onesided::ElemType>,
+)> {
     let (o, t) = if accumulate {
         calls::acc_pair(call, origin, target)?
     } else {
@@ -315,8 +319,12 @@ pub(crate) unsafe fn accumulate_notify(
     calls::on_window(win, |w| {
         let op = calls::mpi_op(op)?;
         let origin_arg = (o_count.into(), o_type);
-        let (n, oe, te) =
-            notified_bytes("accumulate_notify", origin_arg, (t_count.into(), t_type), true)?;
+        let (n, oe, te) = notified_bytes(
+            "accumulate_notify",
+            origin_arg,
+            (t_count.into(), t_type),
+            true,
+        )?;
         let ty = match (oe, te) {
             (Some(a), Some(b)) if a == b => a,
             _ => {
@@ -353,7 +361,9 @@ pub(crate) unsafe fn win_get_notify_value(
     idx: c_int,
     value: *mut abi::MPI_Count,
 ) -> CallResult {
-    calls::on_window(win, |w| count_out(value, w.notify_value(notification(idx)?)?))
+    calls::on_window(win, |w| {
+        count_out(value, w.notify_value(notification(idx)?)?)
+    })
 }
 
 pub(crate) unsafe fn win_reset_notify_value(
@@ -380,4 +390,104 @@ pub(crate) unsafe fn win_wait_notify(
             .map_err(|_| Error::InvalidArgument(format!("negative count {value}")))?;
         w.wait_notify_owned(notification(idx)?, v)
     })
+}
+
+// ---- Memory handles (seed 000 §4, Listing 5) -------------------------------------------
+
+/// The handle bytes at `memhandle` (a buffer of `MPIX_MAX_MEMHANDLE_SIZE` bytes).
+///
+/// # Safety
+/// `memhandle` points at a handle this library wrote (MPI's contract for the argument).
+unsafe fn handle_at(memhandle: *const c_void) -> onesided::Result<onesided::MemHandle> {
+    if memhandle.is_null() {
+        return Err(Error::InvalidArgument("memhandle is NULL".into()));
+    }
+    // SAFETY: the caller's handle buffer, at least SIZE bytes.
+    let bytes = unsafe { calls::bytes(memhandle, onesided::MemHandle::SIZE) };
+    onesided::MemHandle::from_bytes(bytes)
+}
+
+pub(crate) unsafe fn memhandle_create(
+    base: *mut c_void,
+    size: MPI_Aint,
+    _info: MPI_Info,
+    parent: MPI_Win,
+    memhandle: *mut c_void,
+    memhandle_size: *mut c_int,
+) -> CallResult {
+    calls::on_window(parent, |w| {
+        if memhandle.is_null() || memhandle_size.is_null() {
+            return Err(Error::InvalidArgument(
+                "memhandle or memhandle_size is NULL".into(),
+            ));
+        }
+        let bytes = usize::try_from(size)
+            .map_err(|_| Error::InvalidArgument(format!("negative size {size}")))?;
+        // SAFETY: MPI's contract for the region: valid until the handle is released.
+        let h = unsafe { w.memhandle_create(base.cast(), bytes)? };
+        let out = h.as_bytes();
+        // SAFETY: the caller's buffer of MPIX_MAX_MEMHANDLE_SIZE bytes (>= out.len()) and
+        // int, both checked non-null.
+        unsafe {
+            std::ptr::copy_nonoverlapping(out.as_ptr(), memhandle.cast::<u8>(), out.len());
+            *memhandle_size = out.len() as c_int;
+        }
+        Ok(())
+    })
+}
+
+pub(crate) unsafe fn memhandle_release(memhandle: *mut c_void, parent: MPI_Win) -> CallResult {
+    calls::on_window(parent, |w| {
+        // SAFETY: the caller's handle (MPI's contract).
+        let h = unsafe { handle_at(memhandle)? };
+        w.memhandle_release(&h)
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) unsafe fn win_from_memhandle(
+    memhandle: *const c_void,
+    size: MPI_Aint,
+    disp_unit: c_int,
+    _info: MPI_Info,
+    target: c_int,
+    parent: MPI_Win,
+    newwin: *mut MPI_Win,
+) -> CallResult {
+    let e = calls::entry(parent)?;
+    calls::not_memhandle(&e)?;
+    let made = (|| {
+        if newwin.is_null() {
+            return Err(Error::InvalidArgument("newwin is NULL".into()));
+        }
+        // SAFETY: the caller's handle (MPI's contract).
+        let h = unsafe { handle_at(memhandle)? };
+        if calls::rank(target)? != h.owner() {
+            return Err(Error::InvalidArgument(format!(
+                "the memory handle is rank {}'s, not rank {target}'s",
+                h.owner()
+            )));
+        }
+        let bytes = usize::try_from(size)
+            .map_err(|_| Error::InvalidArgument(format!("negative size {size}")))?;
+        let unit = usize::try_from(disp_unit)
+            .map_err(|_| Error::InvalidArgument(format!("disp_unit {disp_unit}")))?;
+        let mem = e.win.window_from_memhandle(&h, bytes, unit)?;
+        let parent_handle = e.win.dup_with_info(&onesided::WinInfo::new())?;
+        Ok((mem, parent_handle))
+    })();
+    let (mem, parent_handle) = made.map_err(|err| Failure::Window(e.clone(), err))?;
+    // The new window's own copy of the group (each handle frees its own).
+    let mut group = ffi::MPI_Group(abi::MPI_GROUP_NULL);
+    // SAFETY: the parent's group; excluding nobody copies it.
+    unsafe { ffi::MPI_Group_excl(ffi::MPI_Group(e.group), 0, std::ptr::null(), &mut group) };
+    let entry = Entry::memhandle(parent_handle, mem, e.comm, group.0);
+    // Relaxed: see Entry::errhandler.
+    entry
+        .errhandler
+        .store(e.errhandler(), std::sync::atomic::Ordering::Relaxed);
+    let handle = state::insert(entry);
+    // SAFETY: checked non-null above.
+    unsafe { *newwin = handle };
+    Ok(())
 }

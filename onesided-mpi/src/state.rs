@@ -39,6 +39,9 @@ pub(crate) struct Entry {
     pub handle: AtomicI32,
     /// User attributes: keyval and value (a `void *`, kept as an address).
     pub attrs: Mutex<Vec<(c_int, usize)>>,
+    /// A window made from a memory handle (`MPIX_Win_from_memhandle`): its operations go
+    /// here; `win` is then a handle of the parent window, freed on its own.
+    pub mem: Option<onesided::RawMemWindow>,
 }
 
 impl Entry {
@@ -61,7 +64,23 @@ impl Entry {
             name: Mutex::new(String::new()),
             handle: AtomicI32::new(abi::MPI_WIN_NULL),
             attrs: Mutex::new(Vec::new()),
+            mem: None,
         }
+    }
+
+    /// The entry of a window made from a memory handle: `parent` is a handle of the parent
+    /// window (freed with this one), `mem` the window of the handle's region.
+    pub(crate) fn memhandle(
+        parent: RawWindow,
+        mem: onesided::RawMemWindow,
+        comm: MPI_Comm,
+        group: MPI_Group,
+    ) -> Entry {
+        let mut e = Entry::new(parent, comm, group);
+        e.size_attr = mem.size_bytes() as abi::MPI_Aint;
+        e.disp_unit_attr = c_int::try_from(mem.disp_unit()).unwrap_or(c_int::MAX);
+        e.mem = Some(mem);
+        e
     }
 
     /// This window's handle.

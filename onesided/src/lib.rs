@@ -121,7 +121,7 @@ pub use progress::thread::{
 };
 pub use progress::Reorder;
 pub use request::{test_all, test_any, wait_all, wait_any, Request};
-pub use rma::memhandle::{MemHandle, MemWindow, MAX_MEMORY_HANDLE_SIZE};
+pub use rma::memhandle::{MemHandle, MemWindow, RawMemWindow, MAX_MEMORY_HANDLE_SIZE};
 pub use rma::notify::MAX_NOTIFY;
 pub use shm::liveness::sweep_dead_jobs;
 pub use shm::segment::{job_segments, sweep_job};

@@ -26,9 +26,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
-use crate::ops::{AccElement, Op};
+use crate::ops::{AccElement, ElemType, Op};
 use crate::transport::{Located, Route};
-use crate::win::{WinBuffer, Window};
+use crate::win::core::WinCore;
+use crate::win::{RawWindow, WinBuffer, Window};
 
 /// The most bytes a [`MemHandle`] takes (MPI_MAX_MEMORY_HANDLE_SIZE).
 pub const MAX_MEMORY_HANDLE_SIZE: usize = 64;
@@ -162,25 +163,7 @@ impl<T: Pod> Window<T> {
     ///
     /// Errors: the handle is not this process's, not of this window, or released already.
     pub fn memhandle_release(&self, handle: &MemHandle) -> Result<WinBuffer<T>> {
-        self.check_handle("memhandle_release", handle)?;
-        if handle.owner() != self.core.rank {
-            return Err(Error::InvalidArgument(format!(
-                "memhandle_release: the handle belongs to rank {}, not to this process ({})",
-                handle.owner(),
-                self.core.rank
-            )));
-        }
-        // The registration, not the address: the allocator may have handed the same bytes to
-        // a later plain attach, which this handle must not detach.
-        let live = self
-            .core
-            .registration_at(self.core.rank, handle.base(), handle.size_bytes())
-            == Some(handle.registration());
-        if !live {
-            return Err(Error::MemhandleReleased {
-                target: self.core.rank,
-            });
-        }
+        self.core.check_release(handle)?;
         self.detach(handle.base())
     }
 
@@ -201,23 +184,14 @@ impl<T: Pod> Window<T> {
                 std::mem::size_of::<T>()
             )));
         }
-        let target = handle.owner();
-        self.core.check_rank(target)?;
-        let seq = self.core.region_seq(target)?;
-        let at = self.core.locate_registered(
-            target,
-            handle.base(),
+        let region = self.core.handle_region(
+            handle,
+            std::mem::size_of::<T>().max(1),
             handle.size_bytes(),
-            handle.registration(),
         )?;
         Ok(MemWindow {
             parent: self,
-            target,
-            base: handle.base(),
-            bytes: handle.size_bytes(),
-            registration: handle.registration(),
-            located: at,
-            seq: AtomicU64::new(seq),
+            region,
         })
     }
 
@@ -232,6 +206,31 @@ impl<T: Pod> Window<T> {
 }
 
 impl crate::win::core::WinCore {
+    /// The checks of a release of `handle` by this process: its own, of this window, not
+    /// released yet.
+    fn check_release(&self, handle: &MemHandle) -> Result<()> {
+        if handle.window() != self.window_id() {
+            return Err(Error::InvalidArgument(
+                "memhandle_release: the memory handle belongs to another window".into(),
+            ));
+        }
+        if handle.owner() != self.rank {
+            return Err(Error::InvalidArgument(format!(
+                "memhandle_release: the handle belongs to rank {}, not to this process ({})",
+                handle.owner(),
+                self.rank
+            )));
+        }
+        // The registration, not the address: the allocator may have handed the same bytes to
+        // a later plain attach, which this handle must not detach.
+        let live = self.registration_at(self.rank, handle.base(), handle.size_bytes())
+            == Some(handle.registration());
+        if !live {
+            return Err(Error::MemhandleReleased { target: self.rank });
+        }
+        Ok(())
+    }
+
     /// An identity of this window that every process sees alike: the random tag of the
     /// node segment they all map.
     pub(crate) fn window_id(&self) -> u64 {
@@ -297,9 +296,17 @@ impl crate::win::core::WinCore {
 #[derive(Debug)]
 pub struct MemWindow<'w, T: Pod> {
     parent: &'w Window<T>,
+    region: HandleRegion,
+}
+
+/// The region a memory handle names, as a window of it reaches it.
+#[derive(Debug)]
+struct HandleRegion {
     target: usize,
     base: usize,
     bytes: usize,
+    /// Bytes per displacement.
+    unit: usize,
     /// The handle's registration number (see [`MemHandle`]).
     registration: u64,
     /// Where the region starts (fixed: a registration elsewhere is another region).
@@ -308,58 +315,67 @@ pub struct MemWindow<'w, T: Pod> {
     seq: AtomicU64,
 }
 
-impl<T: Pod> MemWindow<'_, T> {
-    /// The one target: the handle's owner.
-    pub fn target(&self) -> usize {
-        self.target
+impl crate::win::core::WinCore {
+    /// The region of `handle` (after the checks of the handle's window and owner), reached
+    /// with displacements of `unit` bytes and at most `bytes` bytes.
+    fn handle_region(&self, handle: &MemHandle, unit: usize, bytes: usize) -> Result<HandleRegion> {
+        let target = handle.owner();
+        self.check_rank(target)?;
+        let seq = self.region_seq(target)?;
+        let at = self.locate_registered(
+            target,
+            handle.base(),
+            handle.size_bytes(),
+            handle.registration(),
+        )?;
+        Ok(HandleRegion {
+            target,
+            base: handle.base(),
+            bytes: bytes.min(handle.size_bytes()),
+            unit,
+            registration: handle.registration(),
+            located: at,
+            seq: AtomicU64::new(seq),
+        })
     }
+}
 
-    /// Elements in the region.
-    pub fn len(&self) -> usize {
-        self.bytes / std::mem::size_of::<T>().max(1)
-    }
-
-    /// True for an empty region.
-    pub fn is_empty(&self) -> bool {
-        self.bytes == 0
-    }
-
-    /// Where `len` bytes at element `disp` are: checks the parent's epoch, the bounds and
-    /// that the handle was not released (one load while the owner's table is unchanged).
+impl HandleRegion {
+    /// Where `len` bytes at displacement `disp` are: checks the parent's epoch, the bounds
+    /// and that the handle was not released (one load while the owner's table is
+    /// unchanged).
     #[inline]
-    fn at(&self, op: &'static str, disp: usize, len: usize) -> Result<Located> {
-        let core = &self.parent.core;
+    fn at(&self, core: &WinCore, op: &'static str, disp: usize, len: usize) -> Result<Located> {
         core.epoch.check_access(self.target, op)?;
         core.pass_gate(self.target)?;
         let off = crate::win::resolve::checked_offset(
             op,
             self.target,
             disp,
-            std::mem::size_of::<T>().max(1),
+            self.unit.max(1),
             len,
             self.bytes,
         )?;
         // Relaxed: a hint; the Acquire load of the table number decides.
         if core.region_seq(self.target)? != self.seq.load(Ordering::Relaxed) {
-            self.revalidate()?;
+            self.revalidate(core)?;
         }
         Ok(self.located.offset(off))
     }
 
-    /// Where `len` bytes at element `disp` are when the common case applies — mapped
+    /// Where `len` bytes at displacement `disp` are when the common case applies — mapped
     /// region, access epoch already checked (which also means no synchronization is pending
     /// that the operation must wait behind), in bounds, handle unchanged — without
     /// constructing any error. `None`: take [`at`](Self::at).
     #[inline(always)]
-    fn direct(&self, disp: usize, len: usize) -> Option<*mut u8> {
-        let core = &self.parent.core;
+    fn direct(&self, core: &WinCore, disp: usize, len: usize) -> Option<*mut u8> {
         if !core.epoch.access_cached(self.target) {
             return None;
         }
         let Route::Direct(base) = self.located.route else {
             return None;
         };
-        let off = disp.checked_mul(std::mem::size_of::<T>())?;
+        let off = disp.checked_mul(self.unit)?;
         if off > self.bytes || len > self.bytes - off {
             return None;
         }
@@ -370,8 +386,7 @@ impl<T: Pod> MemWindow<'_, T> {
 
     /// The owner's table changed: the region must still be registered where it was.
     #[cold]
-    fn revalidate(&self) -> Result<()> {
-        let core = &self.parent.core;
+    fn revalidate(&self, core: &WinCore) -> Result<()> {
         let seq = core.region_seq(self.target)?;
         let now = core.locate_registered(self.target, self.base, self.bytes, self.registration)?;
         if !same_route(now.route, self.located.route) {
@@ -385,47 +400,87 @@ impl<T: Pod> MemWindow<'_, T> {
         Ok(())
     }
 
-    /// Writes `src` at element `disp` of the region (MPI_Put).
-    pub fn put(&self, src: &[T], disp: usize) -> Result<()> {
-        let bytes: &[u8] = bytemuck::cast_slice(src);
-        if let Some(dst) = self.direct(disp, bytes.len()) {
+    fn put(&self, core: &WinCore, bytes: &[u8], disp: usize) -> Result<()> {
+        if let Some(dst) = self.direct(core, disp, bytes.len()) {
             // SAFETY: dst..dst+len lies inside the registered region (bounds checked in
             // `direct`), which the owner keeps mapped while the handle is unreleased (the
-            // table number did not move); src is a distinct Rust slice.
+            // table number did not move); `bytes` is a distinct Rust slice.
             unsafe { crate::transport::shm::copy_bytes(bytes.as_ptr(), dst, bytes.len()) };
-            self.parent.core.epoch.note_rma();
+            core.epoch.note_rma();
             return Ok(());
         }
-        let at = self.at("put", disp, bytes.len())?;
+        let at = self.at(core, "put", disp, bytes.len())?;
         at.route.write(bytes)?;
-        self.parent.core.epoch.note_rma();
+        core.epoch.note_rma();
         Ok(())
+    }
+
+    fn get(&self, core: &WinCore, bytes: &mut [u8], disp: usize) -> Result<()> {
+        if let Some(src) = self.direct(core, disp, bytes.len()) {
+            // SAFETY: as in `put`, reading; `bytes` is a distinct Rust slice.
+            unsafe { crate::transport::shm::copy_bytes(src, bytes.as_mut_ptr(), bytes.len()) };
+            core.epoch.note_rma();
+            return Ok(());
+        }
+        let at = self.at(core, "get", disp, bytes.len())?;
+        at.route.read(bytes)?;
+        core.epoch.note_rma();
+        Ok(())
+    }
+
+    fn accumulate<E: AccElement>(
+        &self,
+        core: &WinCore,
+        flags: crate::win::core::Flags,
+        src: &[E],
+        disp: usize,
+        op: Op,
+    ) -> Result<()> {
+        crate::rma::accumulate::check_op("accumulate", op, E::TYPE, false)?;
+        let at = self.at(core, "accumulate", disp, std::mem::size_of_val(src))?;
+        core.acc_run(self.target, at, src, op, None, flags)?;
+        core.epoch.note_rma();
+        Ok(())
+    }
+}
+
+impl<T: Pod> MemWindow<'_, T> {
+    /// The one target: the handle's owner.
+    pub fn target(&self) -> usize {
+        self.region.target
+    }
+
+    /// Elements in the region.
+    pub fn len(&self) -> usize {
+        self.region.bytes / std::mem::size_of::<T>().max(1)
+    }
+
+    /// True for an empty region.
+    pub fn is_empty(&self) -> bool {
+        self.region.bytes == 0
+    }
+
+    /// Writes `src` at element `disp` of the region (MPI_Put).
+    pub fn put(&self, src: &[T], disp: usize) -> Result<()> {
+        self.region
+            .put(&self.parent.core, bytemuck::cast_slice(src), disp)
     }
 
     /// Reads `dst.len()` elements at `disp` (MPI_Get).
     pub fn get(&self, dst: &mut [T], disp: usize) -> Result<()> {
-        let bytes: &mut [u8] = bytemuck::cast_slice_mut(dst);
-        if let Some(src) = self.direct(disp, bytes.len()) {
-            // SAFETY: as in `put`, reading; dst is a distinct Rust slice.
-            unsafe { crate::transport::shm::copy_bytes(src, bytes.as_mut_ptr(), bytes.len()) };
-            self.parent.core.epoch.note_rma();
-            return Ok(());
-        }
-        let at = self.at("get", disp, bytes.len())?;
-        at.route.read(bytes)?;
-        self.parent.core.epoch.note_rma();
-        Ok(())
+        self.region
+            .get(&self.parent.core, bytemuck::cast_slice_mut(dst), disp)
     }
 
     /// Completes this process's operations to the target, at origin and target
     /// (MPI_Win_flush through the parent).
     pub fn flush(&self) -> Result<()> {
-        self.parent.flush(self.target)
+        self.parent.flush(self.region.target)
     }
 
     /// Completes them at the origin (MPI_Win_flush_local).
     pub fn flush_local(&self) -> Result<()> {
-        self.parent.flush_local(self.target)
+        self.parent.flush_local(self.region.target)
     }
 }
 
@@ -433,14 +488,135 @@ impl<T: AccElement> MemWindow<'_, T> {
     /// Combines `src` element-wise into the region at `disp` (MPI_Accumulate): atomic with
     /// the parent's accumulates on the same memory (same protocol per location).
     pub fn accumulate(&self, src: &[T], disp: usize, op: Op) -> Result<()> {
-        crate::rma::accumulate::check_op("accumulate", op, T::TYPE, false)?;
-        let at = self.at("accumulate", disp, std::mem::size_of_val(src))?;
         let flags = self.parent.flags.get();
-        self.parent
+        self.region
+            .accumulate(&self.parent.core, flags, src, disp, op)
+    }
+}
+
+/// [`MemWindow`] for bindings (`MPIX_Win_from_memhandle` of the C ABI): bytes, run-time
+/// element types and displacement units, and it owns a handle of its parent window
+/// (made by [`RawWindow::window_from_memhandle`]) instead of borrowing it.
+#[derive(Debug)]
+pub struct RawMemWindow {
+    parent: RawWindow,
+    region: HandleRegion,
+}
+
+impl RawWindow {
+    /// Registers `bytes` at `base` with this dynamic window and returns a handle to it
+    /// (`MPIX_Memhandle_create`), memory the caller keeps. Local; see
+    /// [`Window::memhandle_create`].
+    ///
+    /// # Safety
+    /// As for [`RawWindow::attach`], until the handle is released.
+    pub unsafe fn memhandle_create(&self, base: *mut u8, bytes: usize) -> Result<MemHandle> {
+        self.require_dynamic("memhandle_create")?;
+        // SAFETY: the caller's promise, forwarded.
+        unsafe { self.attach(base, bytes)? };
+        let registration = self
             .core
-            .acc_run(self.target, at, src, op, None, flags)?;
-        self.parent.core.epoch.note_rma();
-        Ok(())
+            .registration_at(self.core.rank, base as usize, bytes)
+            .ok_or(Error::MemhandleReleased {
+                target: self.core.rank,
+            })?;
+        Ok(MemHandle::new(
+            self.core.rank,
+            base as usize,
+            bytes,
+            self.core.window_id(),
+            1,
+            registration,
+        ))
+    }
+
+    /// Ends the exposure of `handle`'s memory (`MPIX_Memhandle_release`); see
+    /// [`Window::memhandle_release`]. The memory stays the caller's.
+    pub fn memhandle_release(&self, handle: &MemHandle) -> Result<()> {
+        self.require_dynamic("memhandle_release")?;
+        self.core.check_release(handle)?;
+        self.detach(handle.base() as *mut u8)
+    }
+
+    /// A window of one target built from `handle` (`MPIX_Win_from_memhandle`): at most
+    /// `bytes` bytes of the handle's region, reached with displacements of `disp_unit`
+    /// bytes. Local; it holds a handle of this (parent) window, whose passive-target
+    /// epochs its operations run in.
+    pub fn window_from_memhandle(
+        &self,
+        handle: &MemHandle,
+        bytes: usize,
+        disp_unit: usize,
+    ) -> Result<RawMemWindow> {
+        self.require_dynamic("window_from_memhandle")?;
+        if handle.window() != self.core.window_id() {
+            return Err(Error::InvalidArgument(
+                "window_from_memhandle: the memory handle belongs to another window".into(),
+            ));
+        }
+        if disp_unit == 0 {
+            return Err(Error::InvalidArgument("disp_unit must be positive".into()));
+        }
+        let region = self.core.handle_region(handle, disp_unit, bytes)?;
+        Ok(RawMemWindow {
+            parent: self.dup_with_info(&crate::WinInfo::new())?,
+            region,
+        })
+    }
+}
+
+impl RawMemWindow {
+    /// The one target: the handle's owner, as a rank of the parent window.
+    pub fn target(&self) -> usize {
+        self.region.target
+    }
+
+    /// Bytes this window reaches.
+    pub fn size_bytes(&self) -> usize {
+        self.region.bytes
+    }
+
+    /// Bytes per displacement.
+    pub fn disp_unit(&self) -> usize {
+        self.region.unit
+    }
+
+    /// Writes `src` at displacement `disp` (MPI_Put).
+    pub fn put(&self, src: &[u8], disp: usize) -> Result<()> {
+        self.region.put(&self.parent.core, src, disp)
+    }
+
+    /// Reads `dst.len()` bytes at displacement `disp` (MPI_Get).
+    pub fn get(&self, dst: &mut [u8], disp: usize) -> Result<()> {
+        self.region.get(&self.parent.core, dst, disp)
+    }
+
+    /// Combines `src`, elements of `ty`, into the region at `disp` (MPI_Accumulate).
+    pub fn accumulate(&self, src: &[u8], ty: ElemType, disp: usize, op: Op) -> Result<()> {
+        let flags = self.parent.flags.get();
+        crate::with_elem_type!(ty, E => {
+            let n = std::mem::size_of::<E>();
+            if src.len() % n != 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "accumulate: {} bytes are not whole {} elements",
+                    src.len(),
+                    ty.name()
+                )));
+            }
+            let elems: Vec<E> = bytemuck::pod_collect_to_vec(src);
+            self.region.accumulate(&self.parent.core, flags, &elems, disp, op)
+        })
+    }
+
+    /// Completes this process's operations to the target (MPI_Win_flush through the
+    /// parent).
+    pub fn flush(&self) -> Result<()> {
+        self.parent.flush(self.region.target)
+    }
+
+    /// Completes them at the origin (MPI_Win_flush_local).
+    pub fn flush_local(&self) -> Result<()> {
+        self.parent.flush_local(self.region.target)
     }
 }
 

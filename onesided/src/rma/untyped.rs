@@ -368,13 +368,7 @@ impl RawWindow {
 
     /// Get of bytes counted by notification counter `idx` of `target`
     /// ([`Window::get_notify`], MPI_Get_notify).
-    pub fn get_notify(
-        &self,
-        dst: &mut [u8],
-        target: usize,
-        disp: usize,
-        idx: usize,
-    ) -> Result<()> {
+    pub fn get_notify(&self, dst: &mut [u8], target: usize, disp: usize, idx: usize) -> Result<()> {
         self.typed::<u8>().get_notify(dst, target, disp, idx)
     }
 
