@@ -118,6 +118,11 @@ pub fn window_index(win: MPI_Win) -> Option<usize> {
     (bits & !INDEX_MASK == OUR_WINDOW).then_some((bits & INDEX_MASK) as usize)
 }
 
+/// Whether `win` has the bit pattern of our window handles (live or freed).
+pub fn is_ours(win: MPI_Win) -> bool {
+    window_index(win).is_some()
+}
+
 /// The MPI error code (a class is a valid code) of an error class.
 pub fn error_code(class: ErrorClass) -> c_int {
     match class {

@@ -19,10 +19,29 @@ use crate::host::{CopyAttrFn, DeleteAttrFn, WinErrhandlerFn};
 use crate::state::{ERRORS_ARE_FATAL, ERRORS_RETURN};
 
 macro_rules! exports {
-    ($( $mpi:ident / $pmpi:ident ( $($arg:ident : $ty:ty),* $(,)? ) => $imp:path ; )*) => {
+    ($( $mpi:ident / $pmpi:ident ( $($arg:ident : $ty:ty),* $(,)? ) => $imp:path
+        $(, forward $rule:ident($key:ident))? ; )*) => {
         $(
             #[no_mangle]
             pub unsafe extern "C" fn $mpi($($arg: $ty),*) -> c_int {
+                /// The host's twin of this function (`forward`).
+                #[allow(dead_code)]
+                unsafe fn host_call($($arg: $ty),*) -> c_int {
+                    static HOST: crate::forward::HostFn =
+                        crate::forward::HostFn::new(concat!("P", stringify!($mpi), "\0"));
+                    // SAFETY: the host's PMPI_ twin of this function has its prototype
+                    // (mpi_proto.h), which this signature copies.
+                    let f: unsafe extern "C" fn($($ty),*) -> c_int =
+                        unsafe { std::mem::transmute(HOST.get()) };
+                    // SAFETY: the caller's arguments, passed on unchanged.
+                    unsafe { f($($arg),*) }
+                }
+                // SAFETY: the C caller's argument, as MPI specifies it.
+                let to_host = $( unsafe { crate::forward::$rule($key) } || )? false;
+                if to_host {
+                    // SAFETY: as above.
+                    return unsafe { host_call($($arg),*) };
+                }
                 // SAFETY: the C caller's arguments, as MPI specifies them.
                 enter(stringify!($mpi), || unsafe { $imp($($arg),*) })
             }
@@ -30,7 +49,7 @@ macro_rules! exports {
             #[no_mangle]
             pub unsafe extern "C" fn $pmpi($($arg: $ty),*) -> c_int {
                 // SAFETY: as above.
-                enter(stringify!($mpi), || unsafe { $imp($($arg),*) })
+                unsafe { $mpi($($arg),*) }
             }
         )*
 
@@ -54,118 +73,118 @@ exports! {
     MPI_Win_allocate / PMPI_Win_allocate(
         size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void,
         win: *mut MPI_Win,
-    ) => calls::win_allocate;
+    ) => calls::win_allocate, forward comm(comm);
     MPI_Win_allocate_shared / PMPI_Win_allocate_shared(
         size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void,
         win: *mut MPI_Win,
-    ) => calls::win_allocate_shared;
+    ) => calls::win_allocate_shared, forward comm(comm);
     MPI_Win_create / PMPI_Win_create(
         base: *mut c_void, size: MPI_Aint, disp_unit: c_int, info: MPI_Info, comm: MPI_Comm,
         win: *mut MPI_Win,
-    ) => calls::win_create;
+    ) => calls::win_create, forward comm(comm);
     MPI_Win_create_dynamic / PMPI_Win_create_dynamic(info: MPI_Info, comm: MPI_Comm, win: *mut MPI_Win)
-        => calls::win_create_dynamic;
-    MPI_Win_free / PMPI_Win_free(win: *mut MPI_Win) => calls::win_free;
+        => calls::win_create_dynamic, forward comm(comm);
+    MPI_Win_free / PMPI_Win_free(win: *mut MPI_Win) => calls::win_free, forward win_ptr(win);
     MPI_Win_attach / PMPI_Win_attach(win: MPI_Win, base: *mut c_void, size: MPI_Aint)
-        => calls::win_attach;
-    MPI_Win_detach / PMPI_Win_detach(win: MPI_Win, base: *const c_void) => calls::win_detach;
+        => calls::win_attach, forward win(win);
+    MPI_Win_detach / PMPI_Win_detach(win: MPI_Win, base: *const c_void) => calls::win_detach, forward win(win);
     MPI_Win_shared_query / PMPI_Win_shared_query(
         win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut c_int, baseptr: *mut c_void,
-    ) => calls::win_shared_query;
+    ) => calls::win_shared_query, forward win(win);
 
-    MPI_Win_fence / PMPI_Win_fence(assert: c_int, win: MPI_Win) => calls::win_fence;
+    MPI_Win_fence / PMPI_Win_fence(assert: c_int, win: MPI_Win) => calls::win_fence, forward win(win);
     MPI_Win_lock / PMPI_Win_lock(lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win)
-        => calls::win_lock;
-    MPI_Win_unlock / PMPI_Win_unlock(rank: c_int, win: MPI_Win) => calls::win_unlock;
-    MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: MPI_Win) => calls::win_lock_all;
-    MPI_Win_unlock_all / PMPI_Win_unlock_all(win: MPI_Win) => calls::win_unlock_all;
-    MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: MPI_Win) => calls::win_flush;
-    MPI_Win_flush_all / PMPI_Win_flush_all(win: MPI_Win) => calls::win_flush_all;
-    MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: MPI_Win) => calls::win_flush_local;
-    MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win: MPI_Win) => calls::win_flush_local_all;
-    MPI_Win_sync / PMPI_Win_sync(win: MPI_Win) => calls::win_sync;
-    MPI_Win_post / PMPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win) => calls::win_post;
-    MPI_Win_start / PMPI_Win_start(group: MPI_Group, assert: c_int, win: MPI_Win) => calls::win_start;
-    MPI_Win_complete / PMPI_Win_complete(win: MPI_Win) => calls::win_complete;
-    MPI_Win_wait / PMPI_Win_wait(win: MPI_Win) => calls::win_wait;
-    MPI_Win_test / PMPI_Win_test(win: MPI_Win, flag: *mut c_int) => calls::win_test;
+        => calls::win_lock, forward win(win);
+    MPI_Win_unlock / PMPI_Win_unlock(rank: c_int, win: MPI_Win) => calls::win_unlock, forward win(win);
+    MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: MPI_Win) => calls::win_lock_all, forward win(win);
+    MPI_Win_unlock_all / PMPI_Win_unlock_all(win: MPI_Win) => calls::win_unlock_all, forward win(win);
+    MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: MPI_Win) => calls::win_flush, forward win(win);
+    MPI_Win_flush_all / PMPI_Win_flush_all(win: MPI_Win) => calls::win_flush_all, forward win(win);
+    MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: MPI_Win) => calls::win_flush_local, forward win(win);
+    MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win: MPI_Win) => calls::win_flush_local_all, forward win(win);
+    MPI_Win_sync / PMPI_Win_sync(win: MPI_Win) => calls::win_sync, forward win(win);
+    MPI_Win_post / PMPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win) => calls::win_post, forward win(win);
+    MPI_Win_start / PMPI_Win_start(group: MPI_Group, assert: c_int, win: MPI_Win) => calls::win_start, forward win(win);
+    MPI_Win_complete / PMPI_Win_complete(win: MPI_Win) => calls::win_complete, forward win(win);
+    MPI_Win_wait / PMPI_Win_wait(win: MPI_Win) => calls::win_wait, forward win(win);
+    MPI_Win_test / PMPI_Win_test(win: MPI_Win, flag: *mut c_int) => calls::win_test, forward win(win);
 
     MPI_Put / PMPI_Put(
         origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
         target_datatype: MPI_Datatype, win: MPI_Win,
-    ) => calls::put;
+    ) => calls::put, forward win(win);
     MPI_Get / PMPI_Get(
         origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
         target_datatype: MPI_Datatype, win: MPI_Win,
-    ) => calls::get;
+    ) => calls::get, forward win(win);
     MPI_Accumulate / PMPI_Accumulate(
         origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win,
-    ) => calls::accumulate;
+    ) => calls::accumulate, forward win(win);
     MPI_Get_accumulate / PMPI_Get_accumulate(
         origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win,
-    ) => calls::get_accumulate;
+    ) => calls::get_accumulate, forward win(win);
     MPI_Fetch_and_op / PMPI_Fetch_and_op(
         origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win,
-    ) => calls::fetch_and_op;
+    ) => calls::fetch_and_op, forward win(win);
     MPI_Compare_and_swap / PMPI_Compare_and_swap(
         origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void,
         datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win,
-    ) => calls::compare_and_swap;
+    ) => calls::compare_and_swap, forward win(win);
 
     MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: MPI_Win, errhandler: c_int)
-        => calls::win_set_errhandler;
+        => calls::win_set_errhandler, forward win(win);
     MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut c_int)
-        => calls::win_get_errhandler;
+        => calls::win_get_errhandler, forward win(win);
     MPI_Win_allocate_c / PMPI_Win_allocate_c(
         size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void,
         win: *mut MPI_Win,
-    ) => calls::win_allocate;
+    ) => calls::win_allocate, forward comm(comm);
     MPI_Win_allocate_shared_c / PMPI_Win_allocate_shared_c(
         size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void,
         win: *mut MPI_Win,
-    ) => calls::win_allocate_shared;
+    ) => calls::win_allocate_shared, forward comm(comm);
     MPI_Win_create_c / PMPI_Win_create_c(
         base: *mut c_void, size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm,
         win: *mut MPI_Win,
-    ) => calls::win_create;
+    ) => calls::win_create, forward comm(comm);
     MPI_Win_shared_query_c / PMPI_Win_shared_query_c(
         win: MPI_Win, rank: c_int, size: *mut MPI_Aint, disp_unit: *mut MPI_Aint,
         baseptr: *mut c_void,
-    ) => calls::win_shared_query;
+    ) => calls::win_shared_query, forward win(win);
     MPI_Put_c / PMPI_Put_c(
         origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
         target_datatype: MPI_Datatype, win: MPI_Win,
-    ) => calls::put;
+    ) => calls::put, forward win(win);
     MPI_Get_c / PMPI_Get_c(
         origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
         target_datatype: MPI_Datatype, win: MPI_Win,
-    ) => calls::get;
+    ) => calls::get, forward win(win);
     MPI_Accumulate_c / PMPI_Accumulate_c(
         origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win,
-    ) => calls::accumulate;
+    ) => calls::accumulate, forward win(win);
     MPI_Get_accumulate_c / PMPI_Get_accumulate_c(
         origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
         result_addr: *mut c_void, result_count: MPI_Count, result_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win,
-    ) => calls::get_accumulate;
+    ) => calls::get_accumulate, forward win(win);
 
     MPI_Win_set_attr / PMPI_Win_set_attr(win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void)
-        => calls::win_set_attr;
+        => calls::win_set_attr, forward win(win);
     MPI_Win_delete_attr / PMPI_Win_delete_attr(win: MPI_Win, win_keyval: c_int)
-        => calls::win_delete_attr;
+        => calls::win_delete_attr, forward win(win);
     MPI_Win_create_keyval / PMPI_Win_create_keyval(
         win_copy_attr_fn: Option<CopyAttrFn>, win_delete_attr_fn: Option<DeleteAttrFn>,
         win_keyval: *mut c_int, extra_state: *mut c_void,
@@ -175,57 +194,57 @@ exports! {
         win_errhandler_fn: Option<WinErrhandlerFn>, errhandler: *mut c_int,
     ) => calls::win_create_errhandler;
     MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int)
-        => calls::win_call_errhandler;
+        => calls::win_call_errhandler, forward win(win);
     MPI_Win_get_attr / PMPI_Win_get_attr(
         win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int,
-    ) => calls::win_get_attr;
+    ) => calls::win_get_attr, forward win(win);
     MPI_Win_get_group / PMPI_Win_get_group(win: MPI_Win, group: *mut MPI_Group)
-        => calls::win_get_group;
+        => calls::win_get_group, forward win(win);
     MPI_Win_get_info / PMPI_Win_get_info(win: MPI_Win, info_used: *mut MPI_Info)
-        => calls::win_get_info;
-    MPI_Win_set_info / PMPI_Win_set_info(win: MPI_Win, info: MPI_Info) => calls::win_set_info;
+        => calls::win_get_info, forward win(win);
+    MPI_Win_set_info / PMPI_Win_set_info(win: MPI_Win, info: MPI_Info) => calls::win_set_info, forward win(win);
     MPI_Rput / PMPI_Rput(
         origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
         target_datatype: MPI_Datatype, win: MPI_Win, request: *mut c_int,
-    ) => calls::rput;
+    ) => calls::rput, forward win(win);
     MPI_Rget / PMPI_Rget(
         origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
         target_datatype: MPI_Datatype, win: MPI_Win, request: *mut c_int,
-    ) => calls::rget;
+    ) => calls::rget, forward win(win);
     MPI_Raccumulate / PMPI_Raccumulate(
         origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
-    ) => calls::raccumulate;
+    ) => calls::raccumulate, forward win(win);
     MPI_Rget_accumulate / PMPI_Rget_accumulate(
         origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
-    ) => calls::rget_accumulate;
+    ) => calls::rget_accumulate, forward win(win);
     MPI_Rput_c / PMPI_Rput_c(
         origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
         target_datatype: MPI_Datatype, win: MPI_Win, request: *mut c_int,
-    ) => calls::rput;
+    ) => calls::rput, forward win(win);
     MPI_Rget_c / PMPI_Rget_c(
         origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
         target_datatype: MPI_Datatype, win: MPI_Win, request: *mut c_int,
-    ) => calls::rget;
+    ) => calls::rget, forward win(win);
     MPI_Raccumulate_c / PMPI_Raccumulate_c(
         origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
-    ) => calls::raccumulate;
+    ) => calls::raccumulate, forward win(win);
     MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c(
         origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
         result_addr: *mut c_void, result_count: MPI_Count, result_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
-    ) => calls::rget_accumulate;
+    ) => calls::rget_accumulate, forward win(win);
 
     MPI_Request_get_status / PMPI_Request_get_status(
         request: c_int, flag: *mut c_int, status: *mut c_void,
@@ -314,9 +333,9 @@ exports! {
     ) => extensions::win_wait_notify;
 
     MPI_Win_set_name / PMPI_Win_set_name(win: MPI_Win, win_name: *const c_char)
-        => calls::win_set_name;
+        => calls::win_set_name, forward win(win);
     MPI_Win_get_name / PMPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int)
-        => calls::win_get_name;
+        => calls::win_get_name, forward win(win);
 }
 
 /// `MPII_Win_get_attr`: MPICH's Fortran bindings get window attributes through it (with
@@ -329,6 +348,14 @@ pub unsafe extern "C" fn MPII_Win_get_attr(
     flag: *mut c_int,
     attr_type: c_int,
 ) -> c_int {
+    if !abi::is_ours(win) {
+        static HOST: crate::forward::HostFn = crate::forward::HostFn::new("MPII_Win_get_attr\0");
+        type F = unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, *mut c_int, c_int) -> c_int;
+        // SAFETY: MPICH's own MPII_Win_get_attr, of this prototype.
+        let f: F = unsafe { std::mem::transmute(HOST.get()) };
+        // SAFETY: the Fortran binding's arguments, passed on.
+        return unsafe { f(win, win_keyval, attribute_val, flag, attr_type) };
+    }
     enter("MPI_Win_get_attr", || {
         // SAFETY: the Fortran binding's arguments.
         unsafe { calls::win_get_attr_as(win, win_keyval, attribute_val, flag, attr_type) }
@@ -342,8 +369,16 @@ pub unsafe extern "C" fn MPII_Win_set_attr(
     win: MPI_Win,
     win_keyval: c_int,
     attribute_val: *mut c_void,
-    _attr_type: c_int,
+    attr_type: c_int,
 ) -> c_int {
+    if !abi::is_ours(win) {
+        static HOST: crate::forward::HostFn = crate::forward::HostFn::new("MPII_Win_set_attr\0");
+        type F = unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, c_int) -> c_int;
+        // SAFETY: MPICH's own MPII_Win_set_attr, of this prototype.
+        let f: F = unsafe { std::mem::transmute(HOST.get()) };
+        // SAFETY: the Fortran binding's arguments, passed on.
+        return unsafe { f(win, win_keyval, attribute_val, attr_type) };
+    }
     // SAFETY: the Fortran binding's arguments.
     enter("MPI_Win_set_attr", || unsafe {
         calls::win_set_attr(win, win_keyval, attribute_val)

@@ -15,9 +15,14 @@
 //! this library exports itself are reached through `dlsym(RTLD_NEXT, "PMPI_…")`
 //! (`host`), every other one directly.
 //!
+//! A window whose communicator spans several nodes stays the host MPI's, and every call on
+//! it goes to the host's function (`forward`): the program never gets an error the native
+//! MPI would not give it.
+//!
 //! Rooms: [`abi`] (the MPICH ABI: handles, constants, error codes), `host` (the host's
-//! functions we shadow), `state` (the window table and the universe), `exports` (the one
-//! table of exported functions) and `calls` (what each call does).
+//! functions we shadow), `forward` (windows left to the host), `state` (the window table
+//! and the universe), `exports` (the one table of exported functions) and `calls` (what
+//! each call does).
 //!
 //! Without the feature `mpich` the library exports nothing: building it needs the host
 //! MPI's development files, which a plain `cargo build --workspace` must not.
@@ -33,6 +38,8 @@ mod datatypes;
 mod exports;
 #[cfg(feature = "mpich")]
 mod extensions;
+#[cfg(feature = "mpich")]
+mod forward;
 #[cfg(feature = "mpich")]
 mod host;
 #[cfg(feature = "mpich")]

@@ -12,8 +12,6 @@
 
 use bytemuck::{Pod, Zeroable};
 
-use crate::ops::Op;
-
 /// `float _Complex` (`MPI_C_FLOAT_COMPLEX`, Fortran `COMPLEX`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, PartialOrd, Pod, Zeroable)]
@@ -209,21 +207,21 @@ impl LongDouble {
     }
 
     #[cfg(target_arch = "x86_64")]
-    fn add(self, o: Self) -> Self {
+    pub(crate) fn add(self, o: Self) -> Self {
         LongDouble {
             bits: x87::arith(&self.bits, &o.bits, false),
         }
     }
 
     #[cfg(target_arch = "x86_64")]
-    fn mul(self, o: Self) -> Self {
+    pub(crate) fn mul(self, o: Self) -> Self {
         LongDouble {
             bits: x87::arith(&self.bits, &o.bits, true),
         }
     }
 
     #[cfg(target_arch = "x86_64")]
-    fn sub(self, o: Self) -> Self {
+    pub(crate) fn sub(self, o: Self) -> Self {
         LongDouble {
             bits: x87::sub(&self.bits, &o.bits),
         }
@@ -353,20 +351,21 @@ pub(crate) fn loc<P: ValueIndex>(t: P, o: P, max: bool) -> P {
 macro_rules! complex_arith {
     ($t:ty, $add:expr, $sub:expr, $mul:expr) => {
         impl $t {
-            pub(crate) fn combine_op(op: Op, a: Self, b: Self) -> Self {
+            /// `a + b`.
+            pub(crate) fn sum(a: Self, b: Self) -> Self {
+                let add = $add;
+                Self {
+                    re: add(a.re, b.re),
+                    im: add(a.im, b.im),
+                }
+            }
+
+            /// `a * b`.
+            pub(crate) fn prod(a: Self, b: Self) -> Self {
                 let (add, sub, mul) = ($add, $sub, $mul);
-                match op {
-                    Op::Sum => Self {
-                        re: add(a.re, b.re),
-                        im: add(a.im, b.im),
-                    },
-                    Op::Prod => Self {
-                        re: sub(mul(a.re, b.re), mul(a.im, b.im)),
-                        im: add(mul(a.re, b.im), mul(a.im, b.re)),
-                    },
-                    Op::Replace => b,
-                    // Other operations are refused before memory is touched.
-                    _ => a,
+                Self {
+                    re: sub(mul(a.re, b.re), mul(a.im, b.im)),
+                    im: add(mul(a.re, b.im), mul(a.im, b.re)),
                 }
             }
         }
@@ -392,41 +391,6 @@ complex_arith!(
     |x: LongDouble, y: LongDouble| x.mul(y)
 );
 
-impl LongDouble {
-    pub(crate) fn combine_op(op: Op, a: Self, b: Self) -> Self {
-        match op {
-            Op::Sum => a.add(b),
-            Op::Prod => a.mul(b),
-            Op::Max => {
-                if b > a {
-                    b
-                } else {
-                    a
-                }
-            }
-            Op::Min => {
-                if b < a {
-                    b
-                } else {
-                    a
-                }
-            }
-            Op::Replace => b,
-            _ => a,
-        }
-    }
-}
-
-/// The combination of pair types: MINLOC, MAXLOC, replace.
-pub(crate) fn pair_combine<P: ValueIndex>(op: Op, a: P, b: P) -> P {
-    match op {
-        Op::MinLoc => loc(a, b, false),
-        Op::MaxLoc => loc(a, b, true),
-        Op::Replace => b,
-        _ => a,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -434,26 +398,22 @@ mod tests {
     #[test]
     fn minloc_and_maxloc_follow_the_standard() {
         let p = DoubleInt::new;
-        assert_eq!(pair_combine(Op::MinLoc, p(3.0, 5), p(2.0, 9)).index, 9);
-        assert_eq!(pair_combine(Op::MinLoc, p(2.0, 5), p(2.0, 1)).index, 1);
-        assert_eq!(pair_combine(Op::MinLoc, p(2.0, 1), p(2.0, 5)).index, 1);
-        assert_eq!(pair_combine(Op::MaxLoc, p(3.0, 5), p(2.0, 9)).index, 5);
-        assert_eq!(pair_combine(Op::MaxLoc, p(3.0, 5), p(3.0, 2)).index, 2);
+        assert_eq!(loc(p(3.0, 5), p(2.0, 9), false).index, 9);
+        assert_eq!(loc(p(2.0, 5), p(2.0, 1), false).index, 1);
+        assert_eq!(loc(p(2.0, 1), p(2.0, 5), false).index, 1);
+        assert_eq!(loc(p(3.0, 5), p(2.0, 9), true).index, 5);
+        assert_eq!(loc(p(3.0, 5), p(3.0, 2), true).index, 2);
         let (t, o) = (TwoFloat::new(1.0, 4.0), TwoFloat::new(1.0, 3.0));
-        assert_eq!(pair_combine(Op::MaxLoc, t, o).index, 3.0);
+        assert_eq!(loc(t, o, true).index, 3.0);
     }
 
     #[test]
     fn complex_products() {
         let a = Complex64 { re: 1.0, im: 2.0 };
         let b = Complex64 { re: 3.0, im: -1.0 };
+        assert_eq!(Complex64::prod(a, b), Complex64 { re: 5.0, im: 5.0 });
         assert_eq!(
-            Complex64::combine_op(Op::Prod, a, b),
-            Complex64 { re: 5.0, im: 5.0 }
-        );
-        assert_eq!(
-            Complex32::combine_op(
-                Op::Sum,
+            Complex32::sum(
                 Complex32 { re: 1.0, im: 1.0 },
                 Complex32 { re: 0.5, im: -2.0 }
             ),
@@ -466,20 +426,13 @@ mod tests {
     fn long_double_arithmetic_keeps_extended_precision() {
         let one = LongDouble::from_f64(1.0);
         let tiny = LongDouble::from_f64(f64::EPSILON / 4.0); // below f64's resolution at 1
-        let sum = LongDouble::combine_op(Op::Sum, one, tiny);
+        let sum = one.add(tiny);
         assert!(sum > one, "an x87 sum keeps what f64 would round away");
         assert_eq!(sum.to_f64(), 1.0);
-        let back = sum.sub(one);
-        assert_eq!(back.to_f64(), f64::EPSILON / 4.0);
-        let p = LongDouble::combine_op(
-            Op::Prod,
-            LongDouble::from_f64(1.5),
-            LongDouble::from_f64(-4.0),
-        );
+        assert_eq!(sum.sub(one).to_f64(), f64::EPSILON / 4.0);
+        let p = LongDouble::from_f64(1.5).mul(LongDouble::from_f64(-4.0));
         assert_eq!(p.to_f64(), -6.0);
-        assert_eq!(LongDouble::combine_op(Op::Max, one, tiny).to_f64(), 1.0);
-        let z = LongDoubleComplex::combine_op(
-            Op::Prod,
+        let z = LongDoubleComplex::prod(
             LongDoubleComplex { re: one, im: one },
             LongDoubleComplex {
                 re: one,

@@ -593,19 +593,56 @@ macro_rules! striped_element {
     )*};
 }
 
+/// Sum, product and replace of complex numbers (other operations are refused before memory
+/// is touched: `Op::valid_for`).
+macro_rules! complex_combine {
+    ($t:ty) => {
+        |op: Op, a: $t, b: $t| match op {
+            Op::Sum => <$t>::sum(a, b),
+            Op::Prod => <$t>::prod(a, b),
+            Op::Replace => b,
+            _ => a,
+        }
+    };
+}
+
+/// The operations of `long double`: a real number on the x87 unit.
+fn long_double_combine(op: Op, a: LongDouble, b: LongDouble) -> LongDouble {
+    match op {
+        Op::Sum => a.add(b),
+        Op::Prod => a.mul(b),
+        Op::Max if b > a => b,
+        Op::Min if b < a => b,
+        Op::Replace => b,
+        _ => a,
+    }
+}
+
+/// MINLOC, MAXLOC and replace of value-index pairs.
+fn pair_combine<P: crate::elements::ValueIndex>(op: Op, a: P, b: P) -> P {
+    match op {
+        Op::MinLoc => crate::elements::loc(a, b, false),
+        Op::MaxLoc => crate::elements::loc(a, b, true),
+        Op::Replace => b,
+        _ => a,
+    }
+}
+
+use crate::elements::LongDouble;
+
 striped_element! {
-    crate::Complex32 => C32, crate::Complex32::combine_op;
-    crate::Complex64 => C64, crate::Complex64::combine_op;
-    crate::LongDouble => LongDouble, crate::LongDouble::combine_op;
-    crate::LongDoubleComplex => LongDoubleComplex, crate::LongDoubleComplex::combine_op;
-    crate::FloatInt => FloatInt, crate::elements::pair_combine;
-    crate::DoubleInt => DoubleInt, crate::elements::pair_combine;
-    crate::LongInt => LongInt, crate::elements::pair_combine;
-    crate::ShortInt => ShortInt, crate::elements::pair_combine;
-    crate::TwoInt => TwoInt, crate::elements::pair_combine;
-    crate::TwoFloat => TwoFloat, crate::elements::pair_combine;
-    crate::TwoDouble => TwoDouble, crate::elements::pair_combine;
-    crate::LongDoubleInt => LongDoubleInt, crate::elements::pair_combine;
+    crate::Complex32 => C32, complex_combine!(crate::Complex32);
+    crate::Complex64 => C64, complex_combine!(crate::Complex64);
+    crate::LongDouble => LongDouble, long_double_combine;
+    crate::LongDoubleComplex => LongDoubleComplex, complex_combine!(crate::LongDoubleComplex);
+    crate::FloatInt => FloatInt, pair_combine;
+    crate::DoubleInt => DoubleInt, pair_combine;
+    crate::LongInt => LongInt, pair_combine;
+    crate::ShortInt => ShortInt, pair_combine;
+    crate::TwoInt => TwoInt, pair_combine;
+    crate::TwoFloat => TwoFloat, pair_combine;
+    crate::TwoDouble => TwoDouble, pair_combine;
+    crate::LongDoubleInt => LongDoubleInt, pair_combine;
 }
 
 /// Applies `op` with `origin` to the consecutive elements at `base`, each element

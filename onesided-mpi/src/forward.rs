@@ -1,0 +1,115 @@
+//! Windows onesided does not serve go to the host MPI's own RMA, per window: a window whose
+//! communicator spans several nodes (this build has no network transport; a job of one
+//! node never forwards), and then every call on it. Such a window keeps the host's handle,
+//! whose bit pattern ours never take (`abi`), so each call knows from its window argument
+//! alone where it goes — the program sees exactly what the native MPI gives it, never an
+//! error it would not get. The host's functions are reached with `dlsym(RTLD_NEXT, …)`
+//! (an `MPI_*` or `PMPI_*` call from here would land in our own export).
+
+use std::ffi::c_void;
+use std::os::raw::c_int;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use mpi::ffi;
+
+use crate::abi::{self, MPI_Comm, MPI_Win};
+use crate::state::UNIVERSE;
+
+/// One host function, looked up at its first use.
+pub(crate) struct HostFn {
+    /// NUL-terminated symbol name.
+    name: &'static str,
+    ptr: AtomicPtr<c_void>,
+}
+
+impl HostFn {
+    pub(crate) const fn new(name: &'static str) -> HostFn {
+        HostFn {
+            name,
+            ptr: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// The function's address (the process ends when the host has none: a program not
+    /// linked against MPICH, refused at MPI_Init already).
+    pub(crate) fn get(&self) -> *mut c_void {
+        // Relaxed: the address is the same whichever thread looks it up first.
+        let p = self.ptr.load(Ordering::Relaxed);
+        if !p.is_null() {
+            return p;
+        }
+        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name has no preconditions.
+        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr().cast()) };
+        if p.is_null() {
+            eprintln!(
+                "onesided-mpi: the host MPI has no {}",
+                self.name.trim_end_matches('\0')
+            );
+            std::process::abort();
+        }
+        // Relaxed: see above.
+        self.ptr.store(p, Ordering::Relaxed);
+        p
+    }
+}
+
+/// A call on window `win` goes to the host: the handle is not one of ours.
+///
+/// # Safety
+/// None (a plain value); `unsafe` for the uniform signature of the rules.
+pub(crate) unsafe fn win(win: MPI_Win) -> bool {
+    !abi::is_ours(win)
+}
+
+/// `MPI_Win_free(win)` goes to the host: `*win` is not one of ours.
+///
+/// # Safety
+/// `win` is null or the caller's handle (MPI's contract).
+pub(crate) unsafe fn win_ptr(win: *mut MPI_Win) -> bool {
+    // SAFETY: checked non-null; the caller's handle.
+    !win.is_null() && !abi::is_ours(unsafe { *win })
+}
+
+/// A window created over `comm` goes to the host: its processes are on several nodes.
+/// Every member decides alike (from the job's node map, no communication).
+///
+/// # Safety
+/// None beyond MPI's contract for `comm`.
+pub(crate) unsafe fn comm(comm: MPI_Comm) -> bool {
+    let Some(u) = UNIVERSE.get() else {
+        return false;
+    };
+    let world = u.world();
+    if world.node_size() == world.size() {
+        return false;
+    }
+    spans_nodes(world, comm).unwrap_or(false)
+}
+
+/// Whether the members of host communicator `comm` are on more than one node of `world`.
+fn spans_nodes(world: &onesided::Comm, comm: MPI_Comm) -> Option<bool> {
+    let (mut group, mut world_group) = (ffi::MPI_Group(0), ffi::MPI_Group(0));
+    let mut n: c_int = 0;
+    // SAFETY: queries of the program's communicator and of the world (names we do not
+    // export); every handle made here is freed below.
+    unsafe {
+        if ffi::MPI_Comm_group(ffi::MPI_Comm(comm), &mut group) != abi::MPI_SUCCESS {
+            return None;
+        }
+        ffi::MPI_Comm_group(ffi::RSMPI_COMM_WORLD, &mut world_group);
+        ffi::MPI_Group_size(group, &mut n);
+    }
+    let from: Vec<c_int> = (0..n).collect();
+    let mut to = vec![0 as c_int; n as usize];
+    // SAFETY: `from` and `to` hold n ranks; both groups are live.
+    unsafe {
+        ffi::MPI_Group_translate_ranks(group, n, from.as_ptr(), world_group, to.as_mut_ptr());
+        ffi::MPI_Group_free(&mut group);
+        ffi::MPI_Group_free(&mut world_group);
+    }
+    let mut nodes = to
+        .iter()
+        .map(|&r| world.node_of(usize::try_from(r).ok()?).ok());
+    let first = nodes.next().flatten()?;
+    Some(nodes.any(|n| n != Some(first)))
+}
