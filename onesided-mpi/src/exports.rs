@@ -25,7 +25,7 @@ macro_rules! exports {
             #[no_mangle]
             pub unsafe extern "C" fn $mpi($($arg: $ty),*) -> c_int {
                 /// The host's twin of this function (`forward`).
-                #[allow(dead_code)]
+                #[allow(dead_code, clippy::too_many_arguments)]
                 unsafe fn host_call($($arg: $ty),*) -> c_int {
                     static HOST: crate::forward::HostFn =
                         crate::forward::HostFn::new(concat!("P", stringify!($mpi), "\0"));
