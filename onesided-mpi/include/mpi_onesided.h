@@ -30,7 +30,16 @@
  * displacements of disp_unit bytes from the region's start, inside passive-target epochs
  * of the parent (lock and unlock the parent; other calls on it are MPI_ERR_RMA_FLAVOR);
  * free it with MPI_Win_free. MPIX_Memhandle_release ends the exposure: later operations
- * through its windows fail with MPI_ERR_WIN instead of touching the memory. */
+ * through its windows fail with MPI_ERR_WIN instead of touching the memory.
+ *
+ * Persistent alltoallv over RMA (Bienz et al., seed 001): MPIX_Alltoallv_init (collective,
+ * MPI_Alltoallv's arguments) builds a plan over the program's buffers; each
+ * MPIX_Alltoallv_start (collective) runs one exchange and returns a genuine MPI request;
+ * the receive buffer holds the result once it completed; MPIX_Alltoallv_plan_free
+ * (collective) frees the plan. Info key "onesided_alltoallv": "fence" (default),
+ * "hierarchical", "lock" or "auto" (measures the plan against MPI_Alltoallv and keeps the
+ * faster). Predefined datatypes without padding. The buffers must stay valid, and be left
+ * alone while an exchange runs, until the plan is freed. */
 #ifndef MPI_ONESIDED_H
 #define MPI_ONESIDED_H
 
@@ -70,6 +79,16 @@ int MPIX_Memhandle_create(void *base, MPI_Aint size, MPI_Info info, MPI_Win pare
 int MPIX_Win_from_memhandle(const void *memhandle, MPI_Aint size, int disp_unit, MPI_Info info,
                             int target, MPI_Win parentwin, MPI_Win *newwin);
 int MPIX_Memhandle_release(void *memhandle, MPI_Win parentwin);
+
+typedef int MPIX_Alltoallv_plan;
+#define MPIX_ALLTOALLV_PLAN_NULL 0
+
+int MPIX_Alltoallv_init(const void *sendbuf, const int sendcounts[], const int sdispls[],
+                        MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
+                        const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                        MPI_Info info, MPIX_Alltoallv_plan *plan);
+int MPIX_Alltoallv_start(MPIX_Alltoallv_plan plan, MPI_Request *request);
+int MPIX_Alltoallv_plan_free(MPIX_Alltoallv_plan *plan);
 
 int MPIX_Win_set_num_notify(MPI_Win win, int num);
 int MPIX_Win_get_num_notify(MPI_Win win, int *num);

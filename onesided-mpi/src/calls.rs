@@ -441,7 +441,7 @@ pub(crate) unsafe fn finalize() -> CallResult {
 // ---- Window creation and free -----------------------------------------------------------
 
 /// onesided's communicator over host communicator `comm`, and its group.
-fn comm_of(comm: MPI_Comm) -> Result<(Comm, MPI_Group), Failure> {
+pub(crate) fn comm_of(comm: MPI_Comm) -> Result<(Comm, MPI_Group), Failure> {
     let fail = |code: c_int, text: String| Failure::Comm(comm, code, text);
     let u = UNIVERSE
         .get()

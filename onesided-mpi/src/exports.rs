@@ -16,6 +16,7 @@ use crate::abi::{
 use crate::calls::{self, CallResult, Failure};
 use crate::extensions;
 use crate::host::{CopyAttrFn, DeleteAttrFn, WinErrhandlerFn};
+use crate::plans;
 use crate::state::{ERRORS_ARE_FATAL, ERRORS_RETURN};
 
 macro_rules! exports {
@@ -303,6 +304,16 @@ exports! {
     ) => extensions::win_from_memhandle;
     MPIX_Memhandle_release / PMPIX_Memhandle_release(memhandle: *mut c_void, parentwin: MPI_Win)
         => extensions::memhandle_release;
+    MPIX_Alltoallv_init / PMPIX_Alltoallv_init(
+        sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
+        sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int,
+        rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info,
+        plan: *mut c_int,
+    ) => plans::alltoallv_init;
+    MPIX_Alltoallv_start / PMPIX_Alltoallv_start(plan: c_int, request: *mut c_int)
+        => plans::alltoallv_start;
+    MPIX_Alltoallv_plan_free / PMPIX_Alltoallv_plan_free(plan: *mut c_int)
+        => plans::alltoallv_plan_free;
     MPIX_Win_set_num_notify / PMPIX_Win_set_num_notify(win: MPI_Win, num: c_int)
         => extensions::win_set_num_notify;
     MPIX_Win_get_num_notify / PMPIX_Win_get_num_notify(win: MPI_Win, num: *mut c_int)

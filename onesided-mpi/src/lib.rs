@@ -43,6 +43,8 @@ mod forward;
 #[cfg(feature = "mpich")]
 mod host;
 #[cfg(feature = "mpich")]
+mod plans;
+#[cfg(feature = "mpich")]
 mod requests;
 #[cfg(feature = "mpich")]
 mod state;

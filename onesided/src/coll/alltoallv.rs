@@ -344,6 +344,18 @@ impl<T: Pod> Alltoallv<T> {
         }
     }
 
+    /// [`Alltoallv::start`] with a request that owns what it needs (for bindings: a C
+    /// program keeps the request apart from the plan). Free the plan only after the
+    /// request completed ([`Alltoallv::free`] completes a cycle still in flight).
+    pub fn start_owned(&mut self) -> Result<Request<'static>> {
+        let core = self.window()?.core.clone_handle();
+        let r = self.start()?;
+        // SAFETY: every request `start` returns is one of the plan's window (its fences and
+        // locks) or a finished one; `core` is that window's core, which the request now
+        // keeps alive.
+        Ok(unsafe { r.into_static(core) })
+    }
+
     fn window(&self) -> Result<&Window<T>> {
         self.win
             .as_ref()
