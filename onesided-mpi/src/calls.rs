@@ -292,14 +292,31 @@ fn no_op_origin(t: &Selection) -> onesided::Result<Selection> {
     Ok(Selection { elem: t.elem, ..o })
 }
 
-/// The layout of target selection `t` from the target displacement.
-fn target_layout(t: &Selection) -> onesided::Result<Layout<u8>> {
-    if t.low() < 0 {
-        return Err(Error::Unsupported(
-            "a target datatype that reaches below its displacement".into(),
-        ));
+/// The displacement and layout of target selection `t` at displacement `d` of rank `r`. A
+/// datatype that reaches below its displacement (a negative lower bound or stride) starts
+/// its layout that many whole displacement units earlier: MPI allows it while every byte
+/// it selects is in the window.
+fn target_at(
+    w: &RawWindow,
+    r: usize,
+    d: usize,
+    t: &Selection,
+) -> onesided::Result<(usize, Layout<u8>)> {
+    let low = t.low();
+    if low >= 0 {
+        return Ok((d, t.layout(0)?));
     }
-    t.layout(0)
+    let unit = w.target_disp_unit(r)?.max(1);
+    let units = low.unsigned_abs().div_ceil(unit);
+    let start = d.checked_sub(units).ok_or(Error::OutOfBounds {
+        op: "a target datatype below the window",
+        target: r,
+        disp: d,
+        disp_unit: unit,
+        len: t.bytes,
+        size: 0,
+    })?;
+    Ok((start, t.layout(-((units * unit) as isize))?))
 }
 
 /// The element type an accumulate combines: the one basic type of origin and target.
@@ -956,7 +973,8 @@ pub(crate) unsafe fn put<C: Into<i64>>(
             }
             // SAFETY: the caller's origin buffer (MPI's contract).
             let (view, o_layout) = unsafe { origin_view(origin, &o)? };
-            w.put_layout(view, &o_layout, r, d, &target_layout(&t)?)
+            let (d, t_layout) = target_at(w, r, d, &t)?;
+            w.put_layout(view, &o_layout, r, d, &t_layout)
         },
         |m| {
             let (n, _, _) = plain_pair("put", (o_count, o_type), (t_count, t_type))
@@ -1000,7 +1018,8 @@ pub(crate) unsafe fn get<C: Into<i64>>(
             }
             // SAFETY: the caller's origin buffer (MPI's contract).
             let (view, o_layout) = unsafe { origin_view(origin, &o)? };
-            w.get_layout(view, &o_layout, r, d, &target_layout(&t)?)
+            let (d, t_layout) = target_at(w, r, d, &t)?;
+            w.get_layout(view, &o_layout, r, d, &t_layout)
         },
         |m| {
             let (n, _, _) = plain_pair("get", (o_count, o_type), (t_count, t_type))
@@ -1049,7 +1068,8 @@ pub(crate) unsafe fn accumulate<C: Into<i64>>(
             }
             // SAFETY: the caller's origin buffer (MPI's contract).
             let (view, o_layout) = unsafe { origin_view(origin, &o)? };
-            w.accumulate_layout(view, &o_layout, ty, r, d, &target_layout(&t)?, op)
+            let (d, t_layout) = target_at(w, r, d, &t)?;
+            w.accumulate_layout(view, &o_layout, ty, r, d, &t_layout, op)
         },
         |m| {
             let op = mpi_op(op_arg)?;
@@ -1113,17 +1133,8 @@ pub(crate) unsafe fn get_accumulate<C: Into<i64>>(
         // SAFETY: the caller's buffers (MPI's contract).
         let ((src, o_layout), (out, r_layout)) =
             unsafe { (origin_view(o_addr, &o)?, origin_view(result, &res)?) };
-        w.get_accumulate_layout(
-            src,
-            &o_layout,
-            out,
-            &r_layout,
-            ty,
-            r,
-            d,
-            &target_layout(&t)?,
-            op,
-        )
+        let (d, t_layout) = target_at(w, r, d, &t)?;
+        w.get_accumulate_layout(src, &o_layout, out, &r_layout, ty, r, d, &t_layout, op)
     })
 }
 
@@ -1234,7 +1245,8 @@ pub(crate) unsafe fn rput<C: Into<i64>>(
         // SAFETY: the caller's origin buffer (MPI's contract).
         let (view, o_layout) = unsafe { origin_view(origin, &o)? };
         w.require_passive("rput", r)?;
-        w.put_layout(view, &o_layout, r, d, &target_layout(&t)?)?;
+        let (d, t_layout) = target_at(w, r, d, &t)?;
+        w.put_layout(view, &o_layout, r, d, &t_layout)?;
         Ok(onesided::Request::completed())
     })
 }
@@ -1262,7 +1274,8 @@ pub(crate) unsafe fn rget<C: Into<i64>>(
         // SAFETY: the caller's origin buffer (MPI's contract).
         let (view, o_layout) = unsafe { origin_view(origin, &o)? };
         w.require_passive("rget", r)?;
-        w.get_layout(view, &o_layout, r, d, &target_layout(&t)?)?;
+        let (d, t_layout) = target_at(w, r, d, &t)?;
+        w.get_layout(view, &o_layout, r, d, &t_layout)?;
         Ok(onesided::Request::completed())
     })
 }
@@ -1296,7 +1309,8 @@ pub(crate) unsafe fn raccumulate<C: Into<i64>>(
         // SAFETY: the caller's origin buffer (MPI's contract).
         let (view, o_layout) = unsafe { origin_view(origin, &o)? };
         w.require_passive("raccumulate", r)?;
-        w.accumulate_layout(view, &o_layout, ty, r, d, &target_layout(&t)?, op)?;
+        let (d, t_layout) = target_at(w, r, d, &t)?;
+        w.accumulate_layout(view, &o_layout, ty, r, d, &t_layout, op)?;
         Ok(onesided::Request::completed())
     })
 }
@@ -1351,17 +1365,8 @@ pub(crate) unsafe fn rget_accumulate<C: Into<i64>>(
         let ((src, o_layout), (out, r_layout)) =
             unsafe { (origin_view(o_addr, &o)?, origin_view(result, &res)?) };
         w.require_passive("rget_accumulate", r)?;
-        w.get_accumulate_layout(
-            src,
-            &o_layout,
-            out,
-            &r_layout,
-            ty,
-            r,
-            d,
-            &target_layout(&t)?,
-            op,
-        )?;
+        let (d, t_layout) = target_at(w, r, d, &t)?;
+        w.get_accumulate_layout(src, &o_layout, out, &r_layout, ty, r, d, &t_layout, op)?;
         Ok(onesided::Request::completed())
     })
 }

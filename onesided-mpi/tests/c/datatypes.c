@@ -155,6 +155,39 @@ int main(int argc, char **argv) {
   MPI_Win_fence(0, win);
   MPI_Type_free(&mixed);
   MPI_Win_free(&win);
+
+  /* Target datatypes that reach below their displacement (a negative stride): on a window
+   * of 8 longs with displacement unit 8, a put at displacement 7 of vector(4, 1, -2) lands
+   * at 7, 5, 3, 1; one at displacement 5 reaches below the window: MPI_ERR_RMA_RANGE. */
+  long *lw;
+  MPI_Win_allocate(8 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &lw, &win);
+  for (int i = 0; i < 8; i++) lw[i] = -1;
+  MPI_Datatype down;
+  MPI_Type_vector(4, 1, -2, MPI_LONG, &down);
+  MPI_Type_commit(&down);
+  long four[4] = {10, 11, 12, 13};
+  MPI_Win_fence(0, win);
+  MPI_Put(four, 4, MPI_LONG, peer, 7, 1, down, win);
+  MPI_Win_fence(0, win);
+  if (lw[7] != 10 || lw[5] != 11 || lw[3] != 12 || lw[1] != 13 || lw[0] != -1 || lw[6] != -1)
+  {
+    fprintf(stderr, "window: %ld %ld %ld %ld %ld %ld %ld %ld\n", lw[0], lw[1], lw[2], lw[3],
+            lw[4], lw[5], lw[6], lw[7]);
+    fail("put with a negative-stride target type", -1);
+  }
+  long back[4] = {0};
+  MPI_Get(back, 4, MPI_LONG, peer, 7, 1, down, win);
+  MPI_Accumulate(four, 4, MPI_LONG, peer, 6, 1, down, MPI_SUM, win);
+  MPI_Win_fence(0, win);
+  if (back[0] != 10 || back[3] != 13) fail("get with a negative-stride target type", -1);
+  if (lw[6] != 9 || lw[0] != 12) fail("accumulate with a negative-stride target type", -1);
+  MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+  rc = MPI_Put(four, 4, MPI_LONG, peer, 5, 1, down, win);
+  MPI_Error_class(rc, &cls);
+  if (cls != MPI_ERR_RMA_RANGE) fail("a target type below the window is not MPI_ERR_RMA_RANGE", -1);
+  MPI_Win_fence(0, win);
+  MPI_Type_free(&down);
+  MPI_Win_free(&win);
   if (rank == 0) printf("datatypes: ok\n");
   MPI_Finalize();
   return 0;

@@ -274,6 +274,18 @@ impl RawWindow {
         Ok(())
     }
 
+    /// The displacement unit of `target`'s memory in bytes (1 on a dynamic window, whose
+    /// displacements are addresses).
+    pub fn target_disp_unit(&self, target: usize) -> Result<usize> {
+        use crate::win::core::Targets;
+        self.core.check_rank(target)?;
+        Ok(match &self.core.targets {
+            Targets::Symmetric { disp_unit, .. } => *disp_unit,
+            Targets::Table(t) => t.get(target).map_or(1, |r| r.disp_unit),
+            Targets::Dynamic => 1,
+        })
+    }
+
     /// Error unless this is a dynamic window.
     pub(crate) fn require_dynamic(&self, call: &'static str) -> Result<()> {
         if self.core.flavor == Flavor::Dynamic {
