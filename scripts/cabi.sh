@@ -67,9 +67,11 @@ for src in onesided-mpi/tests/c/*.c; do
   # forward.c: each rank on a virtual node of its own, so windows over the world span nodes.
   nodes=()
   [[ $(basename "$src") == forward.c ]] && nodes=(ONESIDED_NODES=2)
-  if env "${nodes[@]}" LD_PRELOAD="$lib" "${mpiexec[@]}" "$exe"; then
+  # A test passes when it exits 0 and MPI_Finalize had nothing to complain about.
+  if out=$(env "${nodes[@]}" LD_PRELOAD="$lib" "${mpiexec[@]}" "$exe" 2>&1) \
+    && echo "$out" && ! grep -q "onesided-mpi: MPI_Finalize" <<<"$out"; then
     echo "c test $(basename "$exe"): ok"
-  else echo "c test $(basename "$exe"): FAILED"; fail=1; fi
+  else echo "$out" | tail -20; echo "c test $(basename "$exe"): FAILED"; fail=1; fi
 done
 # The same through C++ and Fortran (mpif.h's successor `use mpi`, and `use mpi_f08`, which
 # calls PMPI_* directly): unchanged programs that check their windows are onesided's.

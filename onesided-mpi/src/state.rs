@@ -37,6 +37,10 @@ pub(crate) struct Entry {
     pub model_attr: c_int,
     /// This window's handle (set when it enters the table).
     pub handle: AtomicI32,
+    /// When it entered the table (a process-wide sequence): `MPI_Finalize` frees what is
+    /// left in creation order, which collective creations share across processes (slots
+    /// do not: local duplicates and memory-handle windows take slots too).
+    pub created: std::sync::atomic::AtomicU64,
     /// User attributes: keyval and value (a `void *`, kept as an address).
     pub attrs: Mutex<Vec<(c_int, usize)>>,
     /// A window made from a memory handle (`MPIX_Win_from_memhandle`): its operations go
@@ -63,6 +67,7 @@ impl Entry {
             errhandler: AtomicI32::new(ERRORS_ARE_FATAL),
             name: Mutex::new(String::new()),
             handle: AtomicI32::new(abi::MPI_WIN_NULL),
+            created: std::sync::atomic::AtomicU64::new(0),
             attrs: Mutex::new(Vec::new()),
             mem: None,
         }
@@ -203,8 +208,13 @@ pub(crate) fn insert(entry: Entry) -> MPI_Win {
     let entry = Arc::new(entry);
     let index = t.iter().position(Option::is_none).unwrap_or(t.len());
     let handle = abi::window_handle(index);
-    // Relaxed: published with the table's lock and the handle's return.
+    static CREATED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    // Relaxed (all three): published with the table's lock and the handle's return; the
+    // sequence only orders insertions, which the write lock serializes.
     entry.handle.store(handle, Ordering::Relaxed);
+    entry
+        .created
+        .store(CREATED.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
     let Some(slots) = chunk(index, true) else {
         panic!("more than {} windows alive at once", CHUNK * CHUNKS);
     };
@@ -248,7 +258,7 @@ pub(crate) fn remove(win: MPI_Win) -> Option<Arc<Entry>> {
     Some(e)
 }
 
-/// Every window still in the table, in creation-slot order, taken out.
+/// Every window still in the table, in creation order, taken out.
 pub(crate) fn drain() -> Vec<Arc<Entry>> {
     let mut t = WINDOWS.write().unwrap_or_else(PoisonError::into_inner);
     for i in 0..t.len() {
@@ -257,7 +267,10 @@ pub(crate) fn drain() -> Vec<Arc<Entry>> {
             slots[i % CHUNK].store(std::ptr::null_mut(), Ordering::Relaxed);
         }
     }
-    t.drain(..).flatten().collect()
+    let mut left: Vec<Arc<Entry>> = t.drain(..).flatten().collect();
+    // Relaxed: written before the entry entered the table (under its lock).
+    left.sort_by_key(|e| e.created.load(Ordering::Relaxed));
+    left
 }
 
 /// Memory from `MPI_Alloc_mem`, by base address.
