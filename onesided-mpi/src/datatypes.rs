@@ -315,7 +315,11 @@ const COMBINER_STRUCT: c_int = 12;
 const COMBINER_SUBARRAY: c_int = 13;
 const COMBINER_RESIZED: c_int = 18;
 const COMBINER_HINDEXED_BLOCK: c_int = 19;
+const COMBINER_DARRAY: c_int = 14;
 const ORDER_FORTRAN: c_int = 57;
+const DISTRIBUTE_BLOCK: isize = 121;
+const DISTRIBUTE_CYCLIC: isize = 122;
+const DISTRIBUTE_DFLT_DARG: isize = -49767;
 
 /// `MPI_Type_get_extent`.
 fn extent(ty: MPI_Datatype) -> Result<isize> {
@@ -463,9 +467,76 @@ fn flatten(ty: MPI_Datatype) -> Result<Flat> {
                 }
             }
         }
+        COMBINER_DARRAY => {
+            // size, rank, ndims, gsizes, distribs, dargs, psizes, order (MPI-4.1 §5.1.4).
+            let d = ints(2) as usize;
+            let field = |f: usize, i: usize| ints(3 + f * d + i);
+            let (gsizes, psizes): (Vec<isize>, Vec<isize>) =
+                (0..d).map(|i| (field(0, i), field(3, i).max(1))).unzip();
+            // This process's coordinates in the process grid (always row-major).
+            let mut coords = vec![0isize; d];
+            let mut r = ints(1);
+            for i in (0..d).rev() {
+                coords[i] = r % psizes[i];
+                r /= psizes[i];
+            }
+            // The global indices this process owns in each dimension, increasing.
+            let owned: Vec<Vec<isize>> = (0..d)
+                .map(|i| {
+                    let (g, p, c, darg) = (gsizes[i], psizes[i], coords[i], field(2, i));
+                    match field(1, i) {
+                        DISTRIBUTE_BLOCK => {
+                            let b = if darg == DISTRIBUTE_DFLT_DARG {
+                                (g + p - 1) / p
+                            } else {
+                                darg
+                            };
+                            (c * b..((c + 1) * b).min(g)).collect()
+                        }
+                        DISTRIBUTE_CYCLIC => {
+                            let b = if darg == DISTRIBUTE_DFLT_DARG {
+                                1
+                            } else {
+                                darg
+                            };
+                            (0..g).filter(|&x| (x / b.max(1)) % p == c).collect()
+                        }
+                        // MPI_DISTRIBUTE_NONE: the whole dimension.
+                        _ => (0..g).collect(),
+                    }
+                })
+                .collect();
+            let fortran = c.ints[3 + 4 * d] == ORDER_FORTRAN;
+            // Dimensions from the slowest-varying to the fastest.
+            let order: Vec<usize> = if fortran {
+                (0..d).rev().collect()
+            } else {
+                (0..d).collect()
+            };
+            let e = children[0].extent;
+            if owned.iter().all(|o| !o.is_empty()) {
+                let mut index = vec![0usize; d];
+                'all: loop {
+                    let mut linear = 0isize;
+                    for &k in &order {
+                        linear = linear * gsizes[k] + owned[k][index[k]];
+                    }
+                    place(&mut out, 0, linear * e, 1, &mut first);
+                    // Next index, fastest dimension first.
+                    for &k in order.iter().rev() {
+                        index[k] += 1;
+                        if index[k] < owned[k].len() {
+                            continue 'all;
+                        }
+                        index[k] = 0;
+                    }
+                    break;
+                }
+            }
+        }
         other => {
             return Err(Error::Unsupported(format!(
-                "datatype combiner {other} (darray, Fortran parameterized types) is not supported"
+                "datatype combiner {other} (Fortran parameterized types) is not supported"
             )))
         }
     }

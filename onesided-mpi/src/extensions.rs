@@ -232,6 +232,26 @@ fn notified_bytes(
     Ok((o.bytes, o.elem.flatten(), t.elem.flatten()))
 }
 
+/// The bytes, target rank, displacement and counter of a notified put or get.
+fn notified(
+    call: &'static str,
+    origin: (c_int, MPI_Datatype),
+    target_arg: (c_int, MPI_Datatype),
+    target: c_int,
+    t_disp: MPI_Aint,
+    idx: c_int,
+) -> onesided::Result<(usize, usize, usize, usize)> {
+    let origin = (i64::from(origin.0), origin.1);
+    let target_arg = (i64::from(target_arg.0), target_arg.1);
+    let (n, _, _) = notified_bytes(call, origin, target_arg, false)?;
+    Ok((
+        n,
+        calls::rank(target)?,
+        calls::disp(t_disp)?,
+        notification(idx)?,
+    ))
+}
+
 pub(crate) unsafe fn win_set_num_notify(win: MPI_Win, num: c_int) -> CallResult {
     calls::on_window(win, |w| {
         let n = usize::try_from(num)
@@ -264,16 +284,16 @@ pub(crate) unsafe fn put_notify(
     win: MPI_Win,
 ) -> CallResult {
     calls::on_window(win, |w| {
-        let origin_arg = (o_count.into(), o_type);
-        let (n, _, _) = notified_bytes("put_notify", origin_arg, (t_count.into(), t_type), false)?;
+        let (n, r, d, i) = notified(
+            "put_notify",
+            (o_count, o_type),
+            (t_count, t_type),
+            target,
+            t_disp,
+            idx,
+        )?;
         // SAFETY: the caller's origin buffer of `n` bytes.
-        let src = unsafe { calls::bytes(origin, n) };
-        w.put_notify(
-            src,
-            calls::rank(target)?,
-            calls::disp(t_disp)?,
-            notification(idx)?,
-        )
+        w.put_notify(unsafe { calls::bytes(origin, n) }, r, d, i)
     })
 }
 
@@ -290,16 +310,16 @@ pub(crate) unsafe fn get_notify(
     win: MPI_Win,
 ) -> CallResult {
     calls::on_window(win, |w| {
-        let origin_arg = (o_count.into(), o_type);
-        let (n, _, _) = notified_bytes("get_notify", origin_arg, (t_count.into(), t_type), false)?;
+        let (n, r, d, i) = notified(
+            "get_notify",
+            (o_count, o_type),
+            (t_count, t_type),
+            target,
+            t_disp,
+            idx,
+        )?;
         // SAFETY: the caller's origin buffer of `n` bytes.
-        let dst = unsafe { calls::bytes_mut(origin, n) };
-        w.get_notify(
-            dst,
-            calls::rank(target)?,
-            calls::disp(t_disp)?,
-            notification(idx)?,
-        )
+        w.get_notify(unsafe { calls::bytes_mut(origin, n) }, r, d, i)
     })
 }
 

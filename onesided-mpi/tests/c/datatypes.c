@@ -25,7 +25,7 @@ static MPI_Datatype make(int depth, MPI_Datatype basic) {
   if (depth > 0 && rnd(3) > 0) child = make(depth - 1, basic);
   MPI_Aint lb, ext;
   MPI_Type_get_extent(child, &lb, &ext);
-  int kind = rnd(10);
+  int kind = rnd(11);
   int count = 1 + rnd(4), bl = 1 + rnd(3);
   int blens[4], disps[4];
   MPI_Aint adisps[4];
@@ -61,6 +61,21 @@ static MPI_Datatype make(int depth, MPI_Datatype basic) {
     int sizes[2] = {3 + rnd(3), 3 + rnd(3)}, subs[2], starts[2];
     for (int i = 0; i < 2; i++) { subs[i] = 1 + rnd(sizes[i] - 1); starts[i] = rnd(sizes[i] - subs[i] + 1); }
     MPI_Type_create_subarray(2, sizes, subs, starts, rnd(2) ? MPI_ORDER_C : MPI_ORDER_FORTRAN, child, &t);
+    break;
+  }
+  case 9: {
+    /* a darray: one of 2-4 processes' share of a small 2-d array, block or cyclic */
+    int psizes[2] = {1 + rnd(2), 1 + rnd(2)}, gsizes[2] = {2 + rnd(5), 2 + rnd(5)};
+    int distribs[2], dargs[2];
+    for (int i = 0; i < 2; i++) {
+      int k = rnd(3);
+      distribs[i] = k == 0 ? MPI_DISTRIBUTE_BLOCK : k == 1 ? MPI_DISTRIBUTE_CYCLIC : MPI_DISTRIBUTE_NONE;
+      if (distribs[i] == MPI_DISTRIBUTE_NONE) psizes[i] = 1;
+      dargs[i] = distribs[i] == MPI_DISTRIBUTE_CYCLIC && rnd(2) ? 1 + rnd(2) : MPI_DISTRIBUTE_DFLT_DARG;
+    }
+    int nprocs = psizes[0] * psizes[1];
+    MPI_Type_create_darray(nprocs, rnd(nprocs), 2, gsizes, distribs, dargs, psizes,
+                           rnd(2) ? MPI_ORDER_C : MPI_ORDER_FORTRAN, child, &t);
     break;
   }
   default: MPI_Type_dup(child, &t); break;
