@@ -22,6 +22,9 @@ struct Registered {
     base: usize,
     len: usize,
     tag: u64,
+    /// Pages shared in place: every window over them holds the share (the last one's
+    /// drop makes them private again).
+    in_place: Option<std::sync::Weak<InPlacePages>>,
 }
 
 static REGISTRY: Mutex<Vec<Registered>> = Mutex::new(Vec::new());
@@ -52,10 +55,15 @@ pub(crate) fn lookup(addr: usize, len: usize) -> Option<SharedLocation> {
 }
 
 /// Pages of this process's own memory moved into a shared segment for a window's life
-/// (info key `onesided_share_in_place`): peers map them like [`AllocMem`] memory. Dropping
-/// it makes them private again, with their contents.
+/// (info key `onesided_share_in_place`): peers map them like [`AllocMem`] memory. Every
+/// window over them holds one (a second window inside the same pages shares the first
+/// one's move); the last one dropped makes them private again, with their contents.
+#[derive(Debug, Clone)]
+pub(crate) struct SharedInPlace(#[allow(dead_code)] std::sync::Arc<InPlacePages>);
+
+/// The moved pages (see [`SharedInPlace`]).
 #[derive(Debug)]
-pub(crate) struct SharedInPlace {
+pub(crate) struct InPlacePages {
     seg: Segment,
     base: usize,
     len: usize,
@@ -80,8 +88,20 @@ pub(crate) unsafe fn share_in_place(
         return Ok(None);
     };
     let (lo, hi) = (addr & !(page - 1), end.next_multiple_of(page));
-    if len == 0 || (!partial_pages && (lo != addr || hi != end)) || lookup(addr, len).is_some() {
+    if len == 0 || (!partial_pages && (lo != addr || hi != end)) {
         return Ok(None);
+    }
+    let mut reg = registry();
+    // Pages another window (or an alloc_mem block) already shares: inside them, this window
+    // shares that move (alloc_mem memory needs nothing: `lookup` finds it); overlapping them
+    // only in part, the memory stays where it is (peers reach it by cross-memory attach,
+    // which sees the same pages as this process).
+    if let Some(r) = reg.iter().find(|r| lo < r.base + r.len && r.base < hi) {
+        let inside = addr >= r.base && end <= r.base + r.len;
+        return Ok(match (&r.in_place, inside) {
+            (Some(w), true) => w.upgrade().map(SharedInPlace),
+            _ => None,
+        });
     }
     if near_this_stack(lo, hi) || !private_writable(lo, hi) {
         return Ok(None);
@@ -93,19 +113,22 @@ pub(crate) unsafe fn share_in_place(
     };
     // SAFETY: checked private and writable above; the caller keeps other threads away.
     unsafe { crate::shm::segment::share_pages(&seg, lo as *mut u8, hi - lo)? };
-    registry().push(Registered {
-        base: lo,
-        len: hi - lo,
-        tag: seg.tag(),
-    });
-    Ok(Some(SharedInPlace {
+    let tag = seg.tag();
+    let pages = std::sync::Arc::new(InPlacePages {
         seg,
         base: lo,
         len: hi - lo,
-    }))
+    });
+    reg.push(Registered {
+        base: lo,
+        len: hi - lo,
+        tag,
+        in_place: Some(std::sync::Arc::downgrade(&pages)),
+    });
+    Ok(Some(SharedInPlace(pages)))
 }
 
-impl Drop for SharedInPlace {
+impl Drop for InPlacePages {
     fn drop(&mut self) {
         registry().retain(|r| r.base != self.base || r.tag != self.seg.tag());
         if near_this_stack(self.base, self.base + self.len) {
@@ -230,6 +253,7 @@ impl<T: Pod> AllocMem<T> {
             base: seg.as_ptr() as usize,
             len: seg.len(),
             tag: seg.tag(),
+            in_place: None,
         });
         Ok(AllocMem {
             seg,

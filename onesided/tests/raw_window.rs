@@ -506,3 +506,51 @@ fn complex_long_double_and_pair_accumulates() {
         })
         .assert_success();
 }
+
+/// Two windows over memory in the same pages: the second shares the first one's move, and
+/// the pages stay shared until both are freed, whichever goes first; a third window that
+/// only partly overlaps those pages stays where it is (cross-memory attach) and still works.
+#[test]
+fn windows_in_the_same_pages_share_one_move() {
+    testing::job(2)
+        .timeout(std::time::Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            let (me, peer) = (w.rank(), 1 - w.rank());
+            let one_node = w.node_size() == w.size();
+            let mut heap = vec![0u8; 6 * 4096];
+            let page = (heap.as_ptr() as usize).next_multiple_of(4096) - heap.as_ptr() as usize;
+            let info = onesided::WinInfo::new().with(onesided::info_keys::SHARE_IN_PLACE, "true");
+            let base = heap.as_mut_ptr();
+            let at = |off: usize| base.wrapping_add(page + off);
+            // SAFETY: `heap` outlives the windows (freed below); no other thread writes it.
+            let (a, b, c) = unsafe {
+                (
+                    RawWindow::create(w, at(100), 100, 1, &info)?,
+                    RawWindow::create(w, at(1000), 50, 1, &info)?,
+                    // Pages 0..3: overlaps the first page only in part.
+                    RawWindow::create(w, at(3000), 2 * 4096, 1, &info)?,
+                )
+            };
+            assert_eq!(in_onesided_segment(at(100) as usize), one_node);
+            // `a` goes first; `b` still reaches the peer's memory, and the peer sees it.
+            a.free()?;
+            assert_eq!(in_onesided_segment(at(1000) as usize), one_node);
+            for win in [&b, &c] {
+                win.lock_all(Assert::NONE)?;
+                win.put(&[7 + me as u8; 4], peer, 10)?;
+                win.unlock_all()?;
+            }
+            w.barrier()?;
+            assert_eq!(heap[page + 1010..page + 1014], [7 + peer as u8; 4], "b");
+            assert_eq!(heap[page + 3010..page + 3014], [7 + peer as u8; 4], "c");
+            b.free()?;
+            c.free()?;
+            assert!(
+                !in_onesided_segment(at(1000) as usize),
+                "shared after both frees"
+            );
+            Ok(())
+        })
+        .assert_success();
+}

@@ -190,6 +190,9 @@ int main(int argc, char **argv) {
             lw[4], lw[5], lw[6], lw[7]);
     fail("put with a negative-stride target type", -1);
   }
+  /* The fence opened the next epoch: the peer's accumulate below may land at once, so both
+   * read their window before either goes on. */
+  MPI_Barrier(MPI_COMM_WORLD);
   long back[4] = {0};
   MPI_Get(back, 4, MPI_LONG, peer, 7, 1, down, win);
   MPI_Accumulate(four, 4, MPI_LONG, peer, 6, 1, down, MPI_SUM, win);
