@@ -195,6 +195,7 @@ impl Op {
     /// bitwise and logical operations on integers, max and min on integers and reals, sum
     /// and product on numbers (complex ones too), MINLOC and MAXLOC on value-index pairs
     /// only; replace and no_op on everything.
+    #[inline]
     pub fn valid_for(self, ty: ElemType) -> bool {
         use ElemClass::*;
         let class = ty.class();
@@ -311,10 +312,12 @@ impl ElemType {
     ];
 
     /// True for the integer types.
+    #[inline]
     pub fn is_integer(self) -> bool {
         self.class() == ElemClass::Integer
     }
 
+    #[inline]
     pub(crate) fn class(self) -> ElemClass {
         use ElemType::*;
         match self {
@@ -327,6 +330,7 @@ impl ElemType {
     }
 
     /// Whether this build computes with the type (`long double` needs the x87 unit).
+    #[inline]
     fn arithmetic(self) -> bool {
         !matches!(
             self,
