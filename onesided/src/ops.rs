@@ -669,6 +669,24 @@ pub(crate) unsafe fn apply_run<E: AccElement>(
     let size = std::mem::size_of::<E>();
     let lanes = 8 / size.max(1);
     let n = origin.len();
+    if size >= 8 || n < 2 * lanes {
+        // One atomic per element (the common short run; 8-byte elements always).
+        match out {
+            Some(o) => {
+                for (i, (&v, r)) in origin.iter().zip(o.iter_mut()).enumerate() {
+                    // SAFETY: element i of the run (caller's contract).
+                    *r = unsafe { E::fetch_op(base.add(i), op, v) };
+                }
+            }
+            None => {
+                for (i, &v) in origin.iter().enumerate() {
+                    // SAFETY: as above.
+                    unsafe { E::apply_op(base.add(i), op, v) };
+                }
+            }
+        }
+        return;
+    }
     let mut i = 0;
     let one = |i: usize, out: &mut Option<&mut [E]>| match out {
         // SAFETY: element i of the run (caller's contract).
@@ -676,13 +694,6 @@ pub(crate) unsafe fn apply_run<E: AccElement>(
         // SAFETY: as above.
         None => unsafe { E::apply_op(base.add(i), op, origin[i]) },
     };
-    if size >= 8 || n < 2 * lanes {
-        while i < n {
-            one(i, &mut out);
-            i += 1;
-        }
-        return;
-    }
     // Up to the first 8-byte boundary, element by element.
     while i < n && (base.wrapping_add(i) as usize) % 8 != 0 {
         one(i, &mut out);
