@@ -1,7 +1,8 @@
 /* Accumulates of every kind of predefined type through the preloaded C ABI (2 ranks, both
  * into rank 0's window at once): complex numbers (sum, prod), long double (sum, max),
- * MINLOC/MAXLOC on the C pair types (with their padding), C_BOOL logical ops, and MPI's
- * errors where it forbids (MPI_SUM on a pair, MINLOC on an int, a user-defined op). */
+ * MINLOC/MAXLOC on the C pair types (with their padding; alone and inside derived types),
+ * C_BOOL logical ops, and MPI's errors where it forbids (MPI_SUM on a pair, MINLOC on an
+ * int, a user-defined op). */
 #include <complex.h>
 #include <mpi.h>
 #include <stdio.h>
@@ -188,6 +189,41 @@ int main(int argc, char **argv) {
     CHECK(b == 1, "C_BOOL lor");
     printf("acc_types: ok\n");
   }
+  MPI_Win_free(&win);
+
+  /* Pair types inside derived types: two pairs at once (MINLOC), and every other pair of
+   * the target (MAXLOC); the pairs in between are left alone. */
+  struct double_int *pairs;
+  MPI_Win_allocate(6 * sizeof(struct double_int), 1, MPI_INFO_NULL, MPI_COMM_WORLD, &pairs, &win);
+  for (int k = 0; k < 6; k++) pairs[k] = (struct double_int){100.0, 99};
+  MPI_Datatype two, every_other;
+  MPI_Type_contiguous(2, MPI_DOUBLE_INT, &two);
+  MPI_Type_vector(2, 1, 2, MPI_DOUBLE_INT, &every_other);
+  MPI_Type_commit(&two);
+  MPI_Type_commit(&every_other);
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Win_lock_all(0, win);
+  struct double_int low[2] = {{50.0 - rank, rank}, {60.0, 10 + rank}};
+  struct double_int high[2] = {{200.0 + rank, rank}, {300.0, 20 + rank}};
+  MPI_Accumulate(low, 1, two, 0, 0, 1, two, MPI_MINLOC, win);
+  MPI_Accumulate(high, 2, MPI_DOUBLE_INT, 0, 2 * sizeof(struct double_int), 1, every_other,
+                 MPI_MAXLOC, win);
+  MPI_Win_unlock_all(win);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) {
+    CHECK(pairs[0].v == 49.0 && pairs[0].i == 1, "derived minloc 0: (%g, %d)", pairs[0].v,
+          pairs[0].i);
+    CHECK(pairs[1].v == 60.0 && pairs[1].i == 10, "derived minloc 1: (%g, %d)", pairs[1].v,
+          pairs[1].i);
+    CHECK(pairs[2].v == 201.0 && pairs[2].i == 1, "derived maxloc 2: (%g, %d)", pairs[2].v,
+          pairs[2].i);
+    CHECK(pairs[4].v == 300.0 && pairs[4].i == 20, "derived maxloc 4: (%g, %d)", pairs[4].v,
+          pairs[4].i);
+    CHECK(pairs[3].v == 100.0 && pairs[3].i == 99 && pairs[5].v == 100.0, "pairs in between");
+    printf("acc_types: derived pair types ok\n");
+  }
+  MPI_Type_free(&two);
+  MPI_Type_free(&every_other);
   MPI_Win_free(&win);
   MPI_Finalize();
   return 0;
