@@ -221,18 +221,14 @@ fn mem_contiguous(
     op: &'static str,
     origin: (i64, MPI_Datatype),
     target: (i64, MPI_Datatype),
-) -> onesided::Result<(usize, abi::Builtin, abi::Builtin)> {
+) -> onesided::Result<usize> {
     let (o, t) = pair(op, origin, target)?;
     if !(o.contiguous() && t.contiguous()) {
         return Err(Error::Unsupported(
             "derived datatypes on a window made from a memory handle".into(),
         ));
     }
-    let any = abi::Builtin {
-        size: 1,
-        elem: None,
-    };
-    Ok((o.bytes, any, any))
+    Ok(o.bytes)
 }
 
 /// Origin and target of one transfer: they must select the same number of bytes.
@@ -977,8 +973,7 @@ pub(crate) unsafe fn put<C: Into<i64>>(
             w.put_layout(view, &o_layout, r, d, &t_layout)
         },
         |m| {
-            let (n, _, _) = plain_pair("put", (o_count, o_type), (t_count, t_type))
-                .unwrap_or_else(|| mem_contiguous("put", (o_count, o_type), (t_count, t_type)))?;
+            let n = mem_contiguous("put", (o_count, o_type), (t_count, t_type))?;
             // SAFETY: the caller's origin buffer of `n` bytes.
             m.put(unsafe { bytes(origin, n) }, disp(t_disp)?)
         },
@@ -1022,8 +1017,7 @@ pub(crate) unsafe fn get<C: Into<i64>>(
             w.get_layout(view, &o_layout, r, d, &t_layout)
         },
         |m| {
-            let (n, _, _) = plain_pair("get", (o_count, o_type), (t_count, t_type))
-                .unwrap_or_else(|| mem_contiguous("get", (o_count, o_type), (t_count, t_type)))?;
+            let n = mem_contiguous("get", (o_count, o_type), (t_count, t_type))?;
             // SAFETY: the caller's origin buffer of `n` bytes.
             m.get(unsafe { bytes_mut(origin, n) }, disp(t_disp)?)
         },

@@ -63,66 +63,51 @@ mod x87 {
     //! unit): loads and stores of 80-bit values in memory, add, multiply, compare.
     use std::arch::asm;
 
-    /// `a + b` (`mul`: `a * b`).
-    pub(super) fn arith(a: &[u8; 16], b: &[u8; 16], mul: bool) -> [u8; 16] {
-        let mut out = [0u8; 16];
-        // SAFETY: reads 10 bytes at each input and writes 10 at `out`, all 16-byte arrays;
-        // the two x87 registers used are declared clobbered and left empty.
-        unsafe {
-            if mul {
-                asm!(
-                    "fld tbyte ptr [{a}]",
-                    "fld tbyte ptr [{b}]",
-                    "fmulp st(1), st",
-                    "fstp tbyte ptr [{o}]",
-                    a = in(reg) a.as_ptr(),
-                    b = in(reg) b.as_ptr(),
-                    o = in(reg) out.as_mut_ptr(),
-                    out("st(0)") _,
-                    out("st(1)") _,
-                    options(nostack),
-                );
-            } else {
-                asm!(
-                    "fld tbyte ptr [{a}]",
-                    "fld tbyte ptr [{b}]",
-                    "faddp st(1), st",
-                    "fstp tbyte ptr [{o}]",
-                    a = in(reg) a.as_ptr(),
-                    b = in(reg) b.as_ptr(),
-                    o = in(reg) out.as_mut_ptr(),
-                    out("st(0)") _,
-                    out("st(1)") _,
-                    options(nostack),
-                );
+    /// One binary operation of the x87 unit on two 80-bit values in memory: `$name(a, b)`
+    /// is `a op b`; the 6 padding bytes are kept from `a`, as a C store of the result
+    /// leaves them.
+    macro_rules! binop {
+        ($(#[$doc:meta])* $name:ident, $insn:literal) => {
+            $(#[$doc])*
+            pub(super) fn $name(a: &[u8; 16], b: &[u8; 16]) -> [u8; 16] {
+                let mut out = [0u8; 16];
+                // SAFETY: reads 10 bytes at each input and writes 10 at `out`, all 16-byte
+                // arrays; the two x87 registers used are declared clobbered and left empty.
+                unsafe {
+                    asm!(
+                        "fld tbyte ptr [{a}]",
+                        "fld tbyte ptr [{b}]",
+                        $insn,
+                        "fstp tbyte ptr [{o}]",
+                        a = in(reg) a.as_ptr(),
+                        b = in(reg) b.as_ptr(),
+                        o = in(reg) out.as_mut_ptr(),
+                        out("st(0)") _,
+                        out("st(1)") _,
+                        options(nostack),
+                    );
+                }
+                out[10..].copy_from_slice(&a[10..]);
+                out
             }
-        }
-        // The 6 padding bytes: kept from `a`, as a C store of the result leaves them.
-        out[10..].copy_from_slice(&a[10..]);
-        out
+        };
     }
 
-    /// `a - b`.
-    pub(super) fn sub(a: &[u8; 16], b: &[u8; 16]) -> [u8; 16] {
-        let mut out = [0u8; 16];
-        // SAFETY: as in `arith`.
-        unsafe {
-            asm!(
-                "fld tbyte ptr [{a}]",
-                "fld tbyte ptr [{b}]",
-                "fsubp st(1), st",
-                "fstp tbyte ptr [{o}]",
-                a = in(reg) a.as_ptr(),
-                b = in(reg) b.as_ptr(),
-                o = in(reg) out.as_mut_ptr(),
-                out("st(0)") _,
-                out("st(1)") _,
-                options(nostack),
-            );
-        }
-        out[10..].copy_from_slice(&a[10..]);
-        out
-    }
+    binop!(
+        /// `a + b`.
+        add,
+        "faddp st(1), st"
+    );
+    binop!(
+        /// `a * b`.
+        mul,
+        "fmulp st(1), st"
+    );
+    binop!(
+        /// `a - b`.
+        sub,
+        "fsubp st(1), st"
+    );
 
     /// The order of `a` and `b` (`None`: either is a NaN).
     pub(super) fn compare(a: &[u8; 16], b: &[u8; 16]) -> Option<std::cmp::Ordering> {
@@ -209,14 +194,14 @@ impl LongDouble {
     #[cfg(target_arch = "x86_64")]
     pub(crate) fn add(self, o: Self) -> Self {
         LongDouble {
-            bits: x87::arith(&self.bits, &o.bits, false),
+            bits: x87::add(&self.bits, &o.bits),
         }
     }
 
     #[cfg(target_arch = "x86_64")]
     pub(crate) fn mul(self, o: Self) -> Self {
         LongDouble {
-            bits: x87::arith(&self.bits, &o.bits, true),
+            bits: x87::mul(&self.bits, &o.bits),
         }
     }
 

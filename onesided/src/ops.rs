@@ -295,21 +295,11 @@ impl ElemType {
         ElemType::LongDoubleInt,
     ];
 
-    /// The element types CPU atomics update and the network carries (the others go
-    /// through lock stripes on one node: see [`crate::elements`]).
+    /// The element types CPU atomics update and the network carries, the first ones of
+    /// [`ElemType::ALL`] (the others go through lock stripes on one node: see
+    /// [`crate::elements`]).
     #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
-    pub(crate) const NATIVE: [ElemType; 10] = [
-        ElemType::I8,
-        ElemType::I16,
-        ElemType::I32,
-        ElemType::I64,
-        ElemType::U8,
-        ElemType::U16,
-        ElemType::U32,
-        ElemType::U64,
-        ElemType::F32,
-        ElemType::F64,
-    ];
+    pub(crate) const NATIVE: &'static [ElemType] = ElemType::ALL.split_at(10).0;
 
     /// True for the integer types.
     #[inline]

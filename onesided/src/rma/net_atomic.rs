@@ -292,7 +292,7 @@ pub(crate) fn compare_swap<E: AccElement>(compare: E, value: E, at: Remote) -> R
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn missing(table: &AtomicTable) -> Vec<(AtomicKind, Op, ElemType)> {
     let mut out = Vec::new();
-    for ty in ElemType::NATIVE {
+    for &ty in ElemType::NATIVE {
         let Some(nty) = net_type(ty) else { continue };
         for op in Op::ALL.into_iter().filter(|op| op.valid_for(ty)) {
             let Some(nop) = net_op(op) else { continue };
