@@ -61,6 +61,7 @@ mod spin;
 mod sync;
 pub mod testing;
 mod transport;
+mod typed;
 mod universe;
 mod win;
 
@@ -121,11 +122,12 @@ pub use progress::thread::{
 };
 pub use progress::Reorder;
 pub use request::{test_all, test_any, wait_all, wait_any, Request};
-pub use rma::memhandle::{MemHandle, MemWindow, RawMemWindow, MAX_MEMORY_HANDLE_SIZE};
+pub use rma::memhandle::{MemHandle, RawMemWindow, MAX_MEMORY_HANDLE_SIZE};
 pub use rma::notify::MAX_NOTIFY;
 pub use shm::liveness::sweep_dead_jobs;
 pub use shm::segment::{job_segments, sweep_job};
 pub use sync::{Assert, LockType};
+pub use typed::{MemWindow, Window, WindowBuilder, WindowDup};
 #[cfg(feature = "mpi")]
 pub use universe::init_mpi;
 pub use universe::{init, init_thread, Universe};
@@ -134,7 +136,4 @@ pub use win::info::{
     keys as info_keys, AccumulateOps, AccumulateOrdering, MemoryAllocKind, ShareInPlace, WinHints,
     WinInfo, WinScope,
 };
-pub use win::{
-    Flavor, MemoryModel, RawWindow, SharedRegion, WinBuffer, Window, WindowBuilder, WindowDup,
-    WindowLayout,
-};
+pub use win::{Flavor, MemoryModel, RawWindow, SharedRegion, WinBuffer, WindowLayout};

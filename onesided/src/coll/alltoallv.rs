@@ -44,7 +44,8 @@ use crate::bootstrap::{Call, Comm, ReduceOp};
 use crate::error::{Error, Result};
 use crate::request::Request;
 use crate::sync::{Assert, LockType};
-use crate::win::{WinBuffer, Window};
+use crate::typed::Window;
+use crate::win::WinBuffer;
 
 /// Which algorithm a plan runs (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -37,7 +37,7 @@ use crate::transport::ring::Kind;
 use crate::transport::{Located, Route};
 use crate::win::control::ACC_STRIPES;
 use crate::win::core::{Flags, WinCore};
-use crate::win::Window;
+use crate::win::RawWindow;
 
 /// Bytes per lock stripe when the window sets no granularity.
 pub(crate) const DEFAULT_GRANULE: usize = 64;
@@ -456,36 +456,10 @@ impl WinCore {
     }
 }
 
-impl<T: AccElement> Window<T> {
-    /// Whether the operations listed in `ops` on up to `max_count` elements of `T` are done
-    /// by the origin's CPU atomics alone, with no system call and no help from the target
-    /// (MPI_Win_op_intrinsic, seed 000 §2.3). `ops` is the paper's comma-separated list of
-    /// operation names: the second half of the predefined `MPI_Op` names (`sum`, `max`,
-    /// `band`, ...), `replace`, `no_op`, and `cas` for compare-and-swap.
-    ///
-    /// True on windows whose memory every process maps (`allocate`, `allocate_shared`,
-    /// `create` over [`crate::alloc_mem`] memory everywhere) unless
-    /// `mpi_accumulate_granularity` asks for coarser granules than `T`; false where some
-    /// target's memory is reached by cross-memory attach, and for dynamic windows (their
-    /// regions can be of either kind; accumulates on them are checked per call when the
-    /// window asserts `mpi_assert_accumulate_intrinsic`). `max_count` does not change the
-    /// answer: onesided applies CPU atomics element by element at any count. Elements must
-    /// be aligned, as they are with the default displacement unit.
-    ///
-    /// Errors: an unknown operation name, or one not defined for `T` (`band` on `f64`).
-    ///
-    /// ```no_run
-    /// # use onesided::{Window, WinInfo};
-    /// # let world = onesided::init()?.world().clone();
-    /// let win = Window::<u64>::allocate(&world, 8)?;
-    /// if win.op_intrinsic("sum,cas", 1)? {
-    ///     // Promise it, e.g. on a duplicate used by the latency-critical part.
-    ///     let fast = win.dup_with_info(&WinInfo::new().accumulate_intrinsic(true))?;
-    ///     # drop(fast);
-    /// }
-    /// # Ok::<(), onesided::Error>(())
-    /// ```
-    pub fn op_intrinsic(&self, ops: &str, max_count: usize) -> Result<bool> {
+impl RawWindow {
+    /// Whether `ops` on up to `max_count` elements of `ty` are done by the origin's CPU
+    /// atomics alone (MPI_Win_op_intrinsic; see [`Window::op_intrinsic`](crate::Window::op_intrinsic)).
+    pub fn op_intrinsic(&self, ops: &str, ty: ElemType, max_count: usize) -> Result<bool> {
         let _ = max_count;
         for name in ops.split(',').map(str::trim).filter(|n| !n.is_empty()) {
             if name == "cas" {
@@ -497,7 +471,7 @@ impl<T: AccElement> Window<T> {
                 .ok_or_else(|| {
                     Error::InvalidArgument(format!("op_intrinsic: unknown operation {name:?}"))
                 })?;
-            check_op("op_intrinsic", op, T::TYPE, true)?;
+            check_op("op_intrinsic", op, ty, true)?;
         }
         #[cfg(feature = "ofi")]
         if self.core.net.is_some() {
@@ -505,37 +479,28 @@ impl<T: AccElement> Window<T> {
             for name in ops.split(',').map(str::trim).filter(|n| !n.is_empty()) {
                 let native = match Op::ALL.into_iter().find(|o| o.name() == name) {
                     Some(op) => {
-                        crate::rma::net_atomic::native(AtomicKind::Write, Some(op), T::TYPE)?
-                            && crate::rma::net_atomic::native(AtomicKind::Fetch, Some(op), T::TYPE)?
+                        crate::rma::net_atomic::native(AtomicKind::Write, Some(op), ty)?
+                            && crate::rma::net_atomic::native(AtomicKind::Fetch, Some(op), ty)?
                     }
-                    None => crate::rma::net_atomic::native(AtomicKind::Compare, None, T::TYPE)?,
+                    None => crate::rma::net_atomic::native(AtomicKind::Compare, None, ty)?,
                 };
                 if !native {
                     return Ok(false);
                 }
             }
         }
-        Ok(self.core.intrinsic_everywhere(std::mem::size_of::<T>()))
+        Ok(self.core.intrinsic_everywhere(ty.size()))
     }
 
-    /// Combines `origin` element-wise into `target`'s window at `disp` with `op`
-    /// (MPI_Accumulate). Element-wise atomic with every other accumulate-type operation of
-    /// type `T` on the same elements.
-    ///
-    /// Errors: `op` not defined for `T` (bitwise/logical ops on floats) or `NoOp`, and the
-    /// errors of [`Window::put`].
-    ///
-    /// ```no_run
-    /// # use onesided::{Assert, Op, Window};
-    /// # let world = onesided::init()?.world().clone();
-    /// let hist = Window::<u64>::allocate(&world, 16)?;
-    /// hist.lock_all(Assert::NONE)?;
-    /// hist.accumulate(&[1, 0, 2], 0, 5, Op::Sum)?; // bins 5, 6, 7 of rank 0
-    /// hist.unlock_all()?;
-    /// # Ok::<(), onesided::Error>(())
-    /// ```
+    /// The element-typed form of [`Window::accumulate`].
     #[inline(always)]
-    pub fn accumulate(&self, origin: &[T], target: usize, disp: usize, op: Op) -> Result<()> {
+    pub(crate) fn accumulate_elems<T: AccElement>(
+        &self,
+        origin: &[T],
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<()> {
         if op != Op::NoOp && op.valid_for(T::TYPE) {
             if let Some(p) = self.core.atomic_fast::<T>(target, disp, origin.len()) {
                 // SAFETY: bounds and alignment checked by atomic_fast; mapped memory that
@@ -552,7 +517,13 @@ impl<T: AccElement> Window<T> {
     }
 
     #[inline(never)]
-    fn accumulate_slow(&self, origin: &[T], target: usize, disp: usize, op: Op) -> Result<()> {
+    fn accumulate_slow<T: AccElement>(
+        &self,
+        origin: &[T],
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<()> {
         check_op("accumulate", op, T::TYPE, false)?;
         if self.core.may_defer(target, std::mem::size_of_val(origin)) {
             return self
@@ -569,10 +540,8 @@ impl<T: AccElement> Window<T> {
         Ok(())
     }
 
-    /// Like [`Window::accumulate`], and returns the previous target values in `result`
-    /// (MPI_Get_accumulate). `op` may be [`Op::NoOp`] (atomic read). `origin` and `result`
-    /// have the same length.
-    pub fn get_accumulate(
+    /// The element-typed form of [`Window::get_accumulate`].
+    pub(crate) fn get_accumulate_elems<T: AccElement>(
         &self,
         origin: &[T],
         result: &mut [T],
@@ -600,21 +569,15 @@ impl<T: AccElement> Window<T> {
         Ok(())
     }
 
-    /// Single-element [`Window::get_accumulate`] (MPI_Fetch_and_op): applies `op` with
-    /// `value` to the element at `disp` of `target` and returns its previous value. On a
-    /// symmetric window an 8-byte `Op::Sum` is one `lock xadd`.
-    ///
-    /// ```no_run
-    /// # use onesided::{Assert, Op, Window};
-    /// # let world = onesided::init()?.world().clone();
-    /// let counter = Window::<u64>::allocate(&world, 1)?;
-    /// counter.lock_all(Assert::NONE)?;
-    /// let ticket = counter.fetch_and_op(1, 0, 0, Op::Sum)?; // unique across all ranks
-    /// counter.unlock_all()?;
-    /// # Ok::<(), onesided::Error>(())
-    /// ```
+    /// The element-typed form of [`Window::fetch_and_op`].
     #[inline(always)]
-    pub fn fetch_and_op(&self, value: T, target: usize, disp: usize, op: Op) -> Result<T> {
+    pub(crate) fn fetch_and_op_elems<T: AccElement>(
+        &self,
+        value: T,
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<T> {
         if op.valid_for(T::TYPE) {
             if let Some(p) = self.core.atomic_fast::<T>(target, disp, 1) {
                 // SAFETY: as in accumulate.
@@ -627,7 +590,13 @@ impl<T: AccElement> Window<T> {
     }
 
     #[inline(never)]
-    fn fetch_and_op_slow(&self, value: T, target: usize, disp: usize, op: Op) -> Result<T> {
+    fn fetch_and_op_slow<T: AccElement>(
+        &self,
+        value: T,
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Result<T> {
         check_op("fetch_and_op", op, T::TYPE, true)?;
         let mut old = [T::zeroed()];
         let loc = self
@@ -639,11 +608,15 @@ impl<T: AccElement> Window<T> {
         Ok(old[0])
     }
 
-    /// Atomically replaces the element at `disp` of `target` with `value` if it equals
-    /// `compare` (bitwise), and returns its previous value (MPI_Compare_and_swap). Integer
-    /// types only, as in MPI.
+    /// The element-typed form of [`Window::compare_and_swap`].
     #[inline(always)]
-    pub fn compare_and_swap(&self, value: T, compare: T, target: usize, disp: usize) -> Result<T> {
+    pub(crate) fn compare_and_swap_elems<T: AccElement>(
+        &self,
+        value: T,
+        compare: T,
+        target: usize,
+        disp: usize,
+    ) -> Result<T> {
         if T::TYPE.is_integer() {
             if let Some(p) = self.core.atomic_fast::<T>(target, disp, 1) {
                 // SAFETY: as in accumulate.
@@ -656,7 +629,13 @@ impl<T: AccElement> Window<T> {
     }
 
     #[inline(never)]
-    fn compare_and_swap_slow(&self, value: T, compare: T, target: usize, disp: usize) -> Result<T> {
+    fn compare_and_swap_slow<T: AccElement>(
+        &self,
+        value: T,
+        compare: T,
+        target: usize,
+        disp: usize,
+    ) -> Result<T> {
         if !T::TYPE.is_integer() {
             return Err(Error::InvalidOp {
                 call: "compare_and_swap",
@@ -674,11 +653,8 @@ impl<T: AccElement> Window<T> {
         Ok(old)
     }
 
-    /// [`Window::accumulate`] with derived layouts: the elements of `origin` selected by
-    /// `origin_layout` are combined, in order, into the elements selected by
-    /// `target_layout` at `disp` of `target`. Both layouts must select the same number of
-    /// elements, in whole elements.
-    pub fn accumulate_layout(
+    /// The element-typed form of [`Window::accumulate_layout`].
+    pub(crate) fn accumulate_layout_elems<T: AccElement>(
         &self,
         origin: &[T],
         origin_layout: &Layout<T>,
@@ -704,10 +680,9 @@ impl<T: AccElement> Window<T> {
         Ok(())
     }
 
-    /// [`Window::get_accumulate`] with derived layouts for origin, result and target; all
-    /// three select the same number of elements.
+    /// The element-typed form of [`Window::get_accumulate_layout`].
     #[allow(clippy::too_many_arguments)]
-    pub fn get_accumulate_layout(
+    pub(crate) fn get_accumulate_layout_elems<T: AccElement>(
         &self,
         origin: &[T],
         origin_layout: &Layout<T>,

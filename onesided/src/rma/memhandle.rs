@@ -23,13 +23,11 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bytemuck::Pod;
-
 use crate::error::{Error, Result};
 use crate::ops::{AccElement, ElemType, Op};
 use crate::transport::{Located, Route};
 use crate::win::core::WinCore;
-use crate::win::{RawWindow, WinBuffer, Window};
+use crate::win::RawWindow;
 
 /// The most bytes a [`MemHandle`] takes (MPI_MAX_MEMORY_HANDLE_SIZE).
 pub const MAX_MEMORY_HANDLE_SIZE: usize = 64;
@@ -111,7 +109,7 @@ impl MemHandle {
         self.words[1] as usize
     }
 
-    fn base(&self) -> usize {
+    pub(crate) fn base(&self) -> usize {
         self.words[2] as usize
     }
 
@@ -124,7 +122,7 @@ impl MemHandle {
         self.words[4]
     }
 
-    fn elem(&self) -> usize {
+    pub(crate) fn elem(&self) -> usize {
         self.words[5] as usize
     }
 
@@ -135,73 +133,37 @@ impl MemHandle {
     }
 }
 
-impl<T: Pod> Window<T> {
-    /// Registers `memory` with this dynamic window and returns a handle to it
-    /// (`MPIX_Memhandle_create`). Local. The window keeps the memory until
-    /// [`Window::memhandle_release`]; the region also counts as attached (peers may reach
-    /// it through this window at its address too).
-    ///
-    /// Errors: not a dynamic window; as [`Window::attach`].
-    pub fn memhandle_create(&self, memory: impl Into<WinBuffer<T>>) -> Result<MemHandle> {
+impl RawWindow {
+    /// Registers `bytes` at `base`, memory the window keeps as `kept` until the release,
+    /// and returns a handle for elements of `elem` bytes (a typed handle's
+    /// [`Window::memhandle_create`]).
+    pub(crate) fn memhandle_create_kept(
+        &self,
+        base: *mut u8,
+        bytes: usize,
+        elem: usize,
+        kept: crate::win::raw::Kept,
+    ) -> Result<MemHandle> {
         self.require_dynamic("memhandle_create")?;
-        let (region, registration) = self.attach_registered(memory)?;
+        let registration = self.attach_kept(base, bytes, kept)?;
         Ok(MemHandle::new(
             self.core.rank,
-            region.addr,
-            region.len * std::mem::size_of::<T>(),
+            base as usize,
+            bytes,
             self.core.window_id(),
-            std::mem::size_of::<T>(),
+            elem,
             registration,
         ))
     }
 
-    /// Ends the exposure of `handle`'s memory and gives it back
-    /// (`MPIX_Memhandle_release`). Local; only the owner may release, once. Operations of
-    /// peers must be complete (the application synchronizes, e.g. the peers signal that
-    /// they are done); later operations through windows of the handle fail with
-    /// [`Error::MemhandleReleased`].
-    ///
-    /// Errors: the handle is not this process's, not of this window, or released already.
-    pub fn memhandle_release(&self, handle: &MemHandle) -> Result<WinBuffer<T>> {
+    /// Ends the exposure of `handle` and gives back the memory the window kept for it.
+    pub(crate) fn memhandle_release_kept(
+        &self,
+        handle: &MemHandle,
+    ) -> Result<crate::win::raw::Kept> {
+        self.require_dynamic("memhandle_release")?;
         self.core.check_release(handle)?;
-        self.detach(handle.base())
-    }
-
-    /// A window of one target built from a handle sent by its owner
-    /// (`MPIX_Win_from_memhandle`). Local; it borrows this (parent) window, whose
-    /// passive-target epochs its operations run in. Displacements are element indices in
-    /// the handle's region.
-    ///
-    /// Errors: not a dynamic window; the handle is of another window or another element
-    /// size; its owner released it already.
-    pub fn window_from_memhandle(&self, handle: &MemHandle) -> Result<MemWindow<'_, T>> {
-        self.require_dynamic("window_from_memhandle")?;
-        self.check_handle("window_from_memhandle", handle)?;
-        if handle.elem() != std::mem::size_of::<T>() {
-            return Err(Error::InvalidArgument(format!(
-                "window_from_memhandle: the handle is of {}-byte elements, the window of {}",
-                handle.elem(),
-                std::mem::size_of::<T>()
-            )));
-        }
-        let region = self.core.handle_region(
-            handle,
-            std::mem::size_of::<T>().max(1),
-            handle.size_bytes(),
-        )?;
-        Ok(MemWindow {
-            parent: self,
-            region,
-        })
-    }
-
-    fn check_handle(&self, call: &'static str, handle: &MemHandle) -> Result<()> {
-        if handle.window() != self.core.window_id() {
-            return Err(Error::InvalidArgument(format!(
-                "{call}: the memory handle belongs to another window"
-            )));
-        }
-        Ok(())
+        self.detach_kept(handle.base())
     }
 }
 
@@ -274,29 +236,6 @@ impl crate::win::core::WinCore {
         }
         Ok(at)
     }
-}
-
-/// A window of one target made from a [`MemHandle`] ([`Window::window_from_memhandle`]):
-/// put, get, accumulate and flush to the handle's region, inside a passive-target epoch of
-/// the parent window that includes the owner. Freed by dropping it (local).
-///
-/// ```no_run
-/// # use onesided::{Assert, LockType, MemHandle, Op, Window};
-/// # let world = onesided::init()?.world().clone();
-/// # let win = Window::<u64>::create_dynamic(&world)?;
-/// # let handle: MemHandle = todo!();
-/// let remote = win.window_from_memhandle(&handle)?;
-/// win.lock(LockType::Shared, remote.target(), Assert::NONE)?;
-/// remote.put(&[1, 2, 3], 0)?;
-/// remote.accumulate(&[1], 3, Op::Sum)?;
-/// remote.flush()?;
-/// win.unlock(remote.target())?;
-/// # Ok::<(), onesided::Error>(())
-/// ```
-#[derive(Debug)]
-pub struct MemWindow<'w, T: Pod> {
-    parent: &'w Window<T>,
-    region: HandleRegion,
 }
 
 /// The region a memory handle names, as a window of it reaches it.
@@ -444,59 +383,12 @@ impl HandleRegion {
     }
 }
 
-impl<T: Pod> MemWindow<'_, T> {
-    /// The one target: the handle's owner.
-    pub fn target(&self) -> usize {
-        self.region.target
-    }
-
-    /// Elements in the region.
-    pub fn len(&self) -> usize {
-        self.region.bytes / std::mem::size_of::<T>().max(1)
-    }
-
-    /// True for an empty region.
-    pub fn is_empty(&self) -> bool {
-        self.region.bytes == 0
-    }
-
-    /// Writes `src` at element `disp` of the region (MPI_Put).
-    pub fn put(&self, src: &[T], disp: usize) -> Result<()> {
-        self.region
-            .put(&self.parent.core, bytemuck::cast_slice(src), disp)
-    }
-
-    /// Reads `dst.len()` elements at `disp` (MPI_Get).
-    pub fn get(&self, dst: &mut [T], disp: usize) -> Result<()> {
-        self.region
-            .get(&self.parent.core, bytemuck::cast_slice_mut(dst), disp)
-    }
-
-    /// Completes this process's operations to the target, at origin and target
-    /// (MPI_Win_flush through the parent).
-    pub fn flush(&self) -> Result<()> {
-        self.parent.flush(self.region.target)
-    }
-
-    /// Completes them at the origin (MPI_Win_flush_local).
-    pub fn flush_local(&self) -> Result<()> {
-        self.parent.flush_local(self.region.target)
-    }
-}
-
-impl<T: AccElement> MemWindow<'_, T> {
-    /// Combines `src` element-wise into the region at `disp` (MPI_Accumulate): atomic with
-    /// the parent's accumulates on the same memory (same protocol per location).
-    pub fn accumulate(&self, src: &[T], disp: usize, op: Op) -> Result<()> {
-        let flags = self.parent.flags.get();
-        self.region
-            .accumulate(&self.parent.core, flags, src, disp, op)
-    }
-}
-
-/// [`MemWindow`] for bindings (`MPIX_Win_from_memhandle` of the C ABI): bytes, run-time
-/// element types and displacement units, and it owns a handle of its parent window
-/// (made by [`RawWindow::window_from_memhandle`]) instead of borrowing it.
+/// A window of one target made from a [`MemHandle`]
+/// ([`RawWindow::window_from_memhandle`], `MPIX_Win_from_memhandle`): put, get, accumulate
+/// and flush to the handle's region, in bytes and run-time element types, inside a
+/// passive-target epoch of the parent window that includes the owner. It owns a handle of
+/// its parent window (with the parent handle's info keys as they were when it was made);
+/// [`MemWindow`](crate::MemWindow) is its typed form. Freed by dropping it (local).
 #[derive(Debug)]
 pub struct RawMemWindow {
     parent: RawWindow,
@@ -506,7 +398,7 @@ pub struct RawMemWindow {
 impl RawWindow {
     /// Registers `bytes` at `base` with this dynamic window and returns a handle to it
     /// (`MPIX_Memhandle_create`), memory the caller keeps. Local; see
-    /// [`Window::memhandle_create`].
+    /// [`Window::memhandle_create`](crate::Window::memhandle_create).
     ///
     /// # Safety
     /// As for [`RawWindow::attach`], until the handle is released.
@@ -531,7 +423,7 @@ impl RawWindow {
     }
 
     /// Ends the exposure of `handle`'s memory (`MPIX_Memhandle_release`); see
-    /// [`Window::memhandle_release`]. The memory stays the caller's.
+    /// [`Window::memhandle_release`](crate::Window::memhandle_release). The memory stays the caller's.
     pub fn memhandle_release(&self, handle: &MemHandle) -> Result<()> {
         self.require_dynamic("memhandle_release")?;
         self.core.check_release(handle)?;
@@ -559,7 +451,8 @@ impl RawWindow {
         }
         let region = self.core.handle_region(handle, disp_unit, bytes)?;
         Ok(RawMemWindow {
-            parent: self.dup_with_info(&crate::WinInfo::new())?,
+            // A handle with this one's flags, which keeps the window alive.
+            parent: self.duplicate_with(self.flags.get()),
             region,
         })
     }
@@ -593,7 +486,6 @@ impl RawMemWindow {
 
     /// Combines `src`, elements of `ty`, into the region at `disp` (MPI_Accumulate).
     pub fn accumulate(&self, src: &[u8], ty: ElemType, disp: usize, op: Op) -> Result<()> {
-        let flags = self.parent.flags.get();
         crate::with_elem_type!(ty, E => {
             let n = std::mem::size_of::<E>();
             if src.len() % n != 0 {
@@ -604,8 +496,20 @@ impl RawMemWindow {
                 )));
             }
             let elems: Vec<E> = bytemuck::pod_collect_to_vec(src);
-            self.region.accumulate(&self.parent.core, flags, &elems, disp, op)
+            self.accumulate_elems(&elems, disp, op)
         })
+    }
+
+    /// The element-typed form of [`RawMemWindow::accumulate`] ([`MemWindow::accumulate`]).
+    pub(crate) fn accumulate_elems<E: AccElement>(
+        &self,
+        src: &[E],
+        disp: usize,
+        op: Op,
+    ) -> Result<()> {
+        let flags = self.parent.flags.get();
+        self.region
+            .accumulate(&self.parent.core, flags, src, disp, op)
     }
 
     /// Completes this process's operations to the target (MPI_Win_flush through the

@@ -32,7 +32,7 @@ use crate::layout::{check_match, pieces, Layout};
 use crate::progress::{Step, SyncOp};
 use crate::transport::{self, combine, ring, Route};
 use crate::win::core::{Flags, HandleFlags, WinCore};
-use crate::win::Window;
+use crate::win::RawWindow;
 
 /// Bytes of put and accumulate data a window holds for deferred epochs; beyond it an
 /// operation waits for the pending synchronizations instead (its data then goes straight to
@@ -224,47 +224,14 @@ impl WinCore {
     }
 }
 
-impl<T: Pod> Window<T> {
-    /// Writes `src` into `target`'s window at displacement `disp` (MPI_Put).
-    ///
-    /// `disp` is in units of the target's displacement unit (for dynamic windows: an address
-    /// in the target). `src` may be reused when `put` returns; the data is visible at the
-    /// target after the epoch's next completing synchronization.
-    ///
-    /// Errors: `target` out of range; no access epoch includes `target`; the range does not
-    /// fit the target's window (or, for dynamic windows, is not attached).
-    #[inline(always)]
-    pub fn put(&self, src: &[T], target: usize, disp: usize) -> Result<()> {
-        self.core
-            .put_bytes(bytemuck::cast_slice(src), target, disp, &self.flags)
-    }
-
-    /// [`Window::put`] from a buffer the window shares until the put completes: to a rank
-    /// on another node the data goes out from `src` itself, neither copied nor waited for,
-    /// and the window holds a clone of `src` until the epoch's next completing
-    /// synchronization (MPI_Put's own contract — the origin buffer is the library's until
-    /// then — kept by ownership: nobody can change `src` while a clone is held). A long put
-    /// then costs what the network takes, pipelined with the next ones, where [`Window::put`]
-    /// copies what it sends (up to 64 KiB) or waits for it. Other routes put as `put` does.
-    /// Errors as for `put`.
-    ///
-    /// ```no_run
-    /// # use std::sync::Arc;
-    /// # use onesided::{Assert, LockType, Window};
-    /// # let world = onesided::init()?.world().clone();
-    /// let win = Window::<u8>::allocate(&world, 1 << 20)?;
-    /// let block: Arc<[u8]> = vec![7u8; 1 << 20].into();
-    /// win.lock(LockType::Shared, 1, Assert::NONE)?;
-    /// for _ in 0..64 {
-    ///     win.put_shared(&block, 1, 0)?; // all 64 in flight
-    /// }
-    /// win.unlock(1)?; // complete at rank 1; the window's clones are gone
-    /// # Ok::<(), onesided::Error>(())
-    /// ```
-    pub fn put_shared(&self, src: &std::sync::Arc<[T]>, target: usize, disp: usize) -> Result<()>
-    where
-        T: Send + Sync,
-    {
+impl RawWindow {
+    /// The element-typed form of [`Window::put_shared`].
+    pub(crate) fn put_shared_elems<T: Pod + Send + Sync>(
+        &self,
+        src: &std::sync::Arc<[T]>,
+        target: usize,
+        disp: usize,
+    ) -> Result<()> {
         let owner: std::sync::Arc<dyn Send + Sync> =
             std::sync::Arc::new(std::sync::Arc::clone(src));
         self.core.put_shared_bytes(
@@ -274,14 +241,6 @@ impl<T: Pod> Window<T> {
             disp,
             &self.flags,
         )
-    }
-
-    /// Reads `dst.len()` elements from `target`'s window at displacement `disp` into `dst`
-    /// (MPI_Get). The data is in `dst` when `get` returns. Errors as for [`Window::put`].
-    #[inline(always)]
-    pub fn get(&self, dst: &mut [T], target: usize, disp: usize) -> Result<()> {
-        self.core
-            .get_bytes(bytemuck::cast_slice_mut(dst), target, disp, &self.flags)
     }
 }
 
@@ -298,27 +257,9 @@ pub(crate) fn check_within<T: Pod>(op: &'static str, layout: &Layout<T>, len: us
     }
 }
 
-impl<T: Pod> Window<T> {
-    /// [`Window::put`] with derived layouts (MPI_Put with derived datatypes): the bytes of
-    /// `origin` selected by `origin_layout` go, in order, to the bytes selected by
-    /// `target_layout` at `disp` of `target`, as the fewest contiguous copies (one vectored
-    /// system call per 1024 pieces for cross-memory attach).
-    ///
-    /// Errors: the layouts select different amounts of data; `origin_layout` reaches past
-    /// `origin`; and those of [`Window::put`] for the target extent.
-    ///
-    /// ```no_run
-    /// # use onesided::{Assert, Layout, Window};
-    /// # let world = onesided::init()?.world().clone();
-    /// // Send column 0 of a 4x4 row-major matrix into row 0 of rank 1's matrix.
-    /// let m = Window::<f64>::allocate(&world, 16)?;
-    /// let local = [1.0; 16];
-    /// m.fence(Assert::NONE)?;
-    /// m.put_layout(&local, &Layout::vector(4, 1, 4)?, 1, 0, &Layout::contiguous(4)?)?;
-    /// m.fence(Assert::NONE)?;
-    /// # Ok::<(), onesided::Error>(())
-    /// ```
-    pub fn put_layout(
+impl RawWindow {
+    /// The element-typed form of [`Window::put_layout`].
+    pub(crate) fn put_layout_elems<T: Pod>(
         &self,
         origin: &[T],
         origin_layout: &Layout<T>,
@@ -344,10 +285,8 @@ impl<T: Pod> Window<T> {
         Ok(())
     }
 
-    /// [`Window::get`] with derived layouts: the bytes selected by `target_layout` at
-    /// `disp` of `target` land, in order, in the bytes of `origin` selected by
-    /// `origin_layout`. Errors as for [`Window::put_layout`].
-    pub fn get_layout(
+    /// The element-typed form of [`Window::get_layout`].
+    pub(crate) fn get_layout_elems<T: Pod>(
         &self,
         origin: &mut [T],
         origin_layout: &Layout<T>,

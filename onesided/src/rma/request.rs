@@ -40,7 +40,7 @@ use crate::ops::{AccElement, Op};
 use crate::progress::{Step, SyncOp, Ticket};
 use crate::request::{Delivery, Request};
 use crate::win::core::{Flags, WinCore};
-use crate::win::{RawWindow, Window};
+use crate::win::RawWindow;
 
 /// An `rget` behind a pending synchronization: reads when the engine reaches it.
 struct DeferredGet {
@@ -135,31 +135,21 @@ impl RawWindow {
     }
 }
 
-impl<T: Pod> Window<T> {
-    /// Request-based [`Window::put`] (MPI_Rput): `origin` stays borrowed until the request
-    /// completes. Only inside a passive-target epoch that includes `target`.
-    pub fn rput<'a>(&'a self, origin: &'a [T], target: usize, disp: usize) -> Result<Request<'a>> {
+impl RawWindow {
+    /// The element-typed form of [`Window::rput`].
+    pub(crate) fn rput_elems<'a, T: Pod>(
+        &'a self,
+        origin: &'a [T],
+        target: usize,
+        disp: usize,
+    ) -> Result<Request<'a>> {
         self.require_passive("rput", target)?;
-        self.put(origin, target, disp)?;
+        self.put(bytemuck::cast_slice(origin), target, disp)?;
         Ok(Request::done())
     }
 
-    /// Request-based [`Window::get`] (MPI_Rget): `origin` is filled, and may be read, once
-    /// the request completes.
-    ///
-    /// ```no_run
-    /// # use onesided::{Assert, Window};
-    /// # let world = onesided::init()?.world().clone();
-    /// # let win = Window::<u64>::allocate(&world, 4)?;
-    /// win.lock_all(Assert::NONE)?;
-    /// let mut buf = [0u64; 4];
-    /// let req = win.rget(&mut buf, 1, 0)?;
-    /// req.wait()?;
-    /// println!("{buf:?}");
-    /// win.unlock_all()?;
-    /// # Ok::<(), onesided::Error>(())
-    /// ```
-    pub fn rget<'a>(
+    /// The element-typed form of [`Window::rget`].
+    pub(crate) fn rget_elems<'a, T: Pod>(
         &'a self,
         origin: &'a mut [T],
         target: usize,
@@ -179,32 +169,19 @@ impl<T: Pod> Window<T> {
             let dst: &'a mut [u8] = bytemuck::cast_slice_mut(origin);
             return self.core.queue_read(target, op, dst, slot);
         }
-        self.get(origin, target, disp)?;
+        self.get(bytemuck::cast_slice_mut(origin), target, disp)?;
         Ok(Request::done())
     }
 }
 
-impl<T: Pod> Window<T> {
-    /// Remote-completing put (`MPI_Rrput`, seed 000 §5.2): the request completes when
-    /// `origin` is in `target`'s memory — visible to any process that synchronizes with
-    /// this one afterwards — not just when `origin` may be reused. A signal that follows
-    /// completion (an accumulate, a message) needs no flush in between. Only inside a
-    /// passive-target epoch that includes `target`.
-    ///
-    /// ```no_run
-    /// # use onesided::{Assert, Op, Window};
-    /// # let world = onesided::init()?.world().clone();
-    /// # let win = Window::<u64>::allocate(&world, 8)?;
-    /// win.lock_all(Assert::NONE)?;
-    /// let data = [7u64; 4];
-    /// let req = win.rrput(&data, 1, 0)?;
-    /// // ... useful work ...
-    /// req.wait()?; // the data is at rank 1
-    /// win.accumulate(&[1], 1, 4, Op::Sum)?; // the flag: no flush needed
-    /// win.unlock_all()?;
-    /// # Ok::<(), onesided::Error>(())
-    /// ```
-    pub fn rrput<'a>(&'a self, origin: &'a [T], target: usize, disp: usize) -> Result<Request<'a>> {
+impl RawWindow {
+    /// The element-typed form of [`Window::rrput`].
+    pub(crate) fn rrput_elems<'a, T: Pod>(
+        &'a self,
+        origin: &'a [T],
+        target: usize,
+        disp: usize,
+    ) -> Result<Request<'a>> {
         self.require_passive("rrput", target)?;
         let bytes: &[u8] = bytemuck::cast_slice(origin);
         if self.core.may_defer(target, bytes.len()) {
@@ -224,11 +201,9 @@ impl<T: Pod> Window<T> {
     }
 }
 
-impl<T: AccElement> Window<T> {
-    /// Remote-completing accumulate (`MPI_Rraccumulate`, seed 000 §5.2): the request
-    /// completes when the update is done in `target`'s memory. Errors as
-    /// [`Window::accumulate`]; only inside a passive-target epoch.
-    pub fn rraccumulate<'a>(
+impl RawWindow {
+    /// The element-typed form of [`Window::rraccumulate`].
+    pub(crate) fn rraccumulate_elems<'a, T: AccElement>(
         &'a self,
         origin: &'a [T],
         target: usize,
@@ -244,7 +219,7 @@ impl<T: AccElement> Window<T> {
             return Ok(Request::started(&self.core, ticket));
         }
         // Accumulates are never staged.
-        self.accumulate(origin, target, disp, op)?;
+        self.accumulate_elems(origin, target, disp, op)?;
         // An update handed to the target's ring is done once the ring is empty; one
         // posted to the network, once the endpoint's counters say so.
         self.core.ring_gate_for(target, self.flags.get())?;
@@ -253,10 +228,8 @@ impl<T: AccElement> Window<T> {
         Ok(Request::done())
     }
 
-    /// Remote-completing get_accumulate (`MPI_Rrget_accumulate`, seed 000 §5.2): the
-    /// request completes when the update is done at the target and `result` holds the
-    /// previous values. Errors as [`Window::get_accumulate`].
-    pub fn rrget_accumulate<'a>(
+    /// The element-typed form of [`Window::rrget_accumulate`].
+    pub(crate) fn rrget_accumulate_elems<'a, T: AccElement>(
         &'a self,
         origin: &'a [T],
         result: &'a mut [T],
@@ -266,13 +239,13 @@ impl<T: AccElement> Window<T> {
     ) -> Result<Request<'a>> {
         // A get_accumulate completes at the target before its result exists, so the
         // request-based form already completes remotely; the fence orders it like a flush.
-        let req = self.rget_accumulate(origin, result, target, disp, op)?;
+        let req = self.rget_accumulate_elems(origin, result, target, disp, op)?;
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
         Ok(req)
     }
 
-    /// Request-based [`Window::accumulate`] (MPI_Raccumulate).
-    pub fn raccumulate<'a>(
+    /// The element-typed form of [`Window::raccumulate`].
+    pub(crate) fn raccumulate_elems<'a, T: AccElement>(
         &'a self,
         origin: &'a [T],
         target: usize,
@@ -280,13 +253,12 @@ impl<T: AccElement> Window<T> {
         op: Op,
     ) -> Result<Request<'a>> {
         self.require_passive("raccumulate", target)?;
-        self.accumulate(origin, target, disp, op)?;
+        self.accumulate_elems(origin, target, disp, op)?;
         Ok(Request::done())
     }
 
-    /// Request-based [`Window::get_accumulate`] (MPI_Rget_accumulate): `result` may be read
-    /// once the request completes.
-    pub fn rget_accumulate<'a>(
+    /// The element-typed form of [`Window::rget_accumulate`].
+    pub(crate) fn rget_accumulate_elems<'a, T: AccElement>(
         &'a self,
         origin: &'a [T],
         result: &'a mut [T],
@@ -313,7 +285,7 @@ impl<T: AccElement> Window<T> {
             return self.core.queue_read(target, deferred, dst, slot);
         }
         // (Mismatched lengths are reported by get_accumulate.)
-        self.get_accumulate(origin, result, target, disp, op)?;
+        self.get_accumulate_elems(origin, result, target, disp, op)?;
         Ok(Request::done())
     }
 }

@@ -2,10 +2,11 @@
 //! and ops chosen at run time ([`ElemType`], [`Op`]) — what a C binding's `MPI_Put`,
 //! `MPI_Accumulate` & co. call once they have flattened the datatype.
 //!
-//! Each call runs the same code as the typed one: the typed window is a transparent view
-//! of the raw window, and an element type chosen at run time picks the typed path for that
-//! element once per call. Origin buffers that are not aligned for the element type (a C
-//! program may hand any address) are copied to aligned ones first.
+//! These calls hold the protocols' entry points: an element type chosen at run time picks
+//! the generic (`*_elems`) path for that element once per call, and the typed
+//! [`Window<T>`](crate::Window) calls the same generic paths with its `T` (`win::typed`).
+//! Origin buffers that are not aligned for the element type (a C program may hand any
+//! address) are copied to aligned ones first.
 
 use bytemuck::Pod;
 
@@ -13,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::ops::{ElemType, Op};
 use crate::request::Request;
-use crate::win::{RawWindow, Window};
+use crate::win::RawWindow;
 
 /// Runs `$body` with `$E` bound to the Rust type of the element type `$ty`.
 macro_rules! with_elem {
@@ -74,16 +75,6 @@ fn one<E: Pod>(call: &'static str, bytes: &[u8]) -> Result<E> {
 }
 
 impl RawWindow {
-    /// This window seen with element type `E`: the same handle (see `Window`'s
-    /// `repr(transparent)`), for the typed communication paths. Only communication calls
-    /// are made through it (they depend on `E` only for the elements they move).
-    fn typed<E: Pod>(&self) -> &Window<E> {
-        // SAFETY: Window<E> is repr(transparent) over RawWindow (its other field is a
-        // zero-sized PhantomData), so the reference points at a valid Window<E> for as
-        // long as `self` lives.
-        unsafe { &*(self as *const RawWindow).cast::<Window<E>>() }
-    }
-
     /// Writes `src` to `target`'s window at `disp` (in the target's displacement unit)
     /// (MPI_Put with a contiguous datatype). Locally complete on return.
     ///
@@ -118,8 +109,7 @@ impl RawWindow {
         disp: usize,
         target_layout: &Layout<u8>,
     ) -> Result<()> {
-        self.typed::<u8>()
-            .put_layout(origin, origin_layout, target, disp, target_layout)
+        self.put_layout_elems(origin, origin_layout, target, disp, target_layout)
     }
 
     /// [`RawWindow::get`] with byte layouts for origin and target.
@@ -131,8 +121,7 @@ impl RawWindow {
         disp: usize,
         target_layout: &Layout<u8>,
     ) -> Result<()> {
-        self.typed::<u8>()
-            .get_layout(origin, origin_layout, target, disp, target_layout)
+        self.get_layout_elems(origin, origin_layout, target, disp, target_layout)
     }
 
     /// Combines `origin`, elements of type `ty`, into `target`'s window at `disp` with `op`
@@ -159,7 +148,7 @@ impl RawWindow {
     ) -> Result<()> {
         with_elem!(ty, E => {
             let origin = elems::<E>("accumulate", origin)?;
-            self.typed::<E>().accumulate(&origin, target, disp, op)
+            self.accumulate_elems::<E>(&origin, target, disp, op)
         })
     }
 
@@ -177,8 +166,7 @@ impl RawWindow {
         with_elem!(ty, E => {
             let origin = elems::<E>("get_accumulate", origin)?;
             with_elems_mut::<E, ()>("get_accumulate", result, |result| {
-                self.typed::<E>()
-                    .get_accumulate(&origin, result, target, disp, op)
+                self.get_accumulate_elems::<E>(&origin, result, target, disp, op)
             })
         })
     }
@@ -198,7 +186,7 @@ impl RawWindow {
         with_elem!(ty, E => {
             let v = one::<E>("fetch_and_op", value)?;
             whole::<E>("fetch_and_op", result.len())?;
-            let old = self.typed::<E>().fetch_and_op(v, target, disp, op)?;
+            let old = self.fetch_and_op_elems::<E>(v, target, disp, op)?;
             result.copy_from_slice(bytemuck::bytes_of(&old));
             Ok(())
         })
@@ -220,7 +208,7 @@ impl RawWindow {
             let v = one::<E>("compare_and_swap", value)?;
             let c = one::<E>("compare_and_swap", compare)?;
             whole::<E>("compare_and_swap", result.len())?;
-            let old = self.typed::<E>().compare_and_swap(v, c, target, disp)?;
+            let old = self.compare_and_swap_elems::<E>(v, c, target, disp)?;
             result.copy_from_slice(bytemuck::bytes_of(&old));
             Ok(())
         })
@@ -240,7 +228,7 @@ impl RawWindow {
     ) -> Result<()> {
         with_elem!(ty, E => {
             let origin = elems::<E>("accumulate", origin)?;
-            self.typed::<E>().accumulate_layout(
+            self.accumulate_layout_elems::<E>(
                 &origin,
                 &origin_layout.retyped::<E>(),
                 target,
@@ -269,7 +257,7 @@ impl RawWindow {
         with_elem!(ty, E => {
             let origin = elems::<E>("get_accumulate", origin)?;
             with_elems_mut::<E, ()>("get_accumulate", result, |result| {
-                self.typed::<E>().get_accumulate_layout(
+                self.get_accumulate_layout_elems::<E>(
                     &origin,
                     &origin_layout.retyped::<E>(),
                     result,
@@ -317,14 +305,14 @@ impl RawWindow {
 
     /// Request-based [`RawWindow::put`] (MPI_Rput); the data was taken when it returns.
     pub fn rput(&self, src: &[u8], target: usize, disp: usize) -> Result<Request<'static>> {
-        let r = self.typed::<u8>().rput(src, target, disp)?;
+        let r = self.rput_elems::<u8>(src, target, disp)?;
         self.own_request(r)
     }
 
     /// Remote-completing put (`MPI_Rrput`, seed 000): complete once the bytes are in the
     /// target's memory.
     pub fn rrput(&self, src: &[u8], target: usize, disp: usize) -> Result<Request<'static>> {
-        let r = self.typed::<u8>().rrput(src, target, disp)?;
+        let r = self.rrput_elems::<u8>(src, target, disp)?;
         self.own_request(r)
     }
 
@@ -339,7 +327,7 @@ impl RawWindow {
     ) -> Result<Request<'static>> {
         with_elem!(ty, E => {
             let origin = elems::<E>("raccumulate", origin)?;
-            let r = self.typed::<E>().raccumulate(&origin, target, disp, op)?;
+            let r = self.raccumulate_elems::<E>(&origin, target, disp, op)?;
             self.own_request(r)
         })
     }
@@ -355,25 +343,13 @@ impl RawWindow {
     ) -> Result<Request<'static>> {
         with_elem!(ty, E => {
             let origin = elems::<E>("rraccumulate", origin)?;
-            let r = self.typed::<E>().rraccumulate(&origin, target, disp, op)?;
+            let r = self.rraccumulate_elems::<E>(&origin, target, disp, op)?;
             self.own_request(r)
         })
     }
 
-    /// Put of bytes counted by notification counter `idx` of `target`
-    /// ([`Window::put_notify`], MPI_Put_notify).
-    pub fn put_notify(&self, src: &[u8], target: usize, disp: usize, idx: usize) -> Result<()> {
-        self.typed::<u8>().put_notify(src, target, disp, idx)
-    }
-
-    /// Get of bytes counted by notification counter `idx` of `target`
-    /// ([`Window::get_notify`], MPI_Get_notify).
-    pub fn get_notify(&self, dst: &mut [u8], target: usize, disp: usize, idx: usize) -> Result<()> {
-        self.typed::<u8>().get_notify(dst, target, disp, idx)
-    }
-
     /// Accumulate of elements of `ty` counted by notification counter `idx` of `target`
-    /// ([`Window::accumulate_notify`], MPI_Accumulate_notify).
+    /// ([`Window::accumulate_notify`](crate::Window::accumulate_notify), MPI_Accumulate_notify).
     pub fn accumulate_notify(
         &self,
         origin: &[u8],
@@ -385,7 +361,7 @@ impl RawWindow {
     ) -> Result<()> {
         with_elem!(ty, E => {
             let origin = elems::<E>("accumulate_notify", origin)?;
-            self.typed::<E>().accumulate_notify(&origin, target, disp, op, idx)
+            self.accumulate_notify_elems::<E>(&origin, target, disp, op, idx)
         })
     }
 
@@ -411,7 +387,7 @@ impl RawWindow {
     ) -> Result<Request<'static>> {
         // SAFETY: the caller's promise, for as long as the request may write.
         let dst: &'static mut [u8] = unsafe { raw_slice("rget", dst, len)? };
-        let r = self.typed::<u8>().rget(dst, target, disp)?;
+        let r = self.rget_elems::<u8>(dst, target, disp)?;
         // SAFETY: the request refers to this window's core; `dst` is valid as promised.
         Ok(unsafe { r.into_static(self.core.clone_handle()) })
     }
@@ -442,9 +418,7 @@ impl RawWindow {
                     ty.name()
                 ))
             })?;
-            let r = self
-                .typed::<E>()
-                .rget_accumulate(&origin, out, target, disp, op)?;
+            let r = self.rget_accumulate_elems::<E>(&origin, out, target, disp, op)?;
             // SAFETY: as in rget.
             Ok(unsafe { r.into_static(self.core.clone_handle()) })
         })

@@ -103,7 +103,7 @@ impl RawWindow {
         self.core.fence(assert)
     }
 
-    /// Nonblocking [`Window::fence`] (MPI_Win_ifence, \[Zounmevo14\]): never blocks. The
+    /// Nonblocking [`Window::fence`](crate::RawWindow::fence) (MPI_Win_ifence, \[Zounmevo14\]): never blocks. The
     /// request completes when the fence's barrier has: then the epoch it closes is complete
     /// everywhere. The epoch it opens is deferred until then — an RMA call waits for the
     /// barrier rather than store into a peer that has not entered the fence. Errors as

@@ -154,13 +154,13 @@ impl RawWindow {
         self.core.flush_local(target)
     }
 
-    /// [`Window::flush_local`] for every target (MPI_Win_flush_local_all).
+    /// [`Window::flush_local`](crate::RawWindow::flush_local) for every target (MPI_Win_flush_local_all).
     #[inline]
     pub fn flush_local_all(&self) -> Result<()> {
         self.core.flush_local_all()
     }
 
-    /// Nonblocking [`Window::flush`] (MPI_Win_iflush, \[Zounmevo14\]): the request completes
+    /// Nonblocking [`Window::flush`](crate::RawWindow::flush) (MPI_Win_iflush, \[Zounmevo14\]): the request completes
     /// once every operation this process issued to `target` *before the call* is complete
     /// at origin and target; operations issued later are not covered. Errors as `flush`.
     ///
@@ -181,21 +181,21 @@ impl RawWindow {
         Ok(Request::started(&self.core, ticket))
     }
 
-    /// Nonblocking [`Window::flush_all`] (MPI_Win_iflush_all), covering the operations
+    /// Nonblocking [`Window::flush_all`](crate::RawWindow::flush_all) (MPI_Win_iflush_all), covering the operations
     /// issued before the call.
     pub fn iflush_all(&self) -> Result<Request<'_>> {
         let ticket = self.core.start_flush_all(self.flags.get())?;
         Ok(Request::started(&self.core, ticket))
     }
 
-    /// Nonblocking [`Window::flush_local`] (MPI_Win_iflush_local). Operations are locally
+    /// Nonblocking [`Window::flush_local`](crate::RawWindow::flush_local) (MPI_Win_iflush_local). Operations are locally
     /// complete when they return here, so the request is complete at once.
     pub fn iflush_local(&self, target: usize) -> Result<Request<'_>> {
         self.core.flush_local(target)?;
         Ok(Request::done())
     }
 
-    /// Nonblocking [`Window::flush_local_all`] (MPI_Win_iflush_local_all): complete at once.
+    /// Nonblocking [`Window::flush_local_all`](crate::RawWindow::flush_local_all) (MPI_Win_iflush_local_all): complete at once.
     pub fn iflush_local_all(&self) -> Result<Request<'_>> {
         self.core.flush_local_all()?;
         Ok(Request::done())

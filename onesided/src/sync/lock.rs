@@ -832,12 +832,12 @@ impl RawWindow {
         self.core.lock_all(assert)
     }
 
-    /// Ends the epoch opened by [`Window::lock_all`] (MPI_Win_unlock_all).
+    /// Ends the epoch opened by [`Window::lock_all`](crate::RawWindow::lock_all) (MPI_Win_unlock_all).
     pub fn unlock_all(&self) -> Result<()> {
         self.core.unlock_all()
     }
 
-    /// Nonblocking [`Window::lock`] (MPI_Win_ilock, \[Zounmevo14\]): never blocks. The epoch
+    /// Nonblocking [`Window::lock`](crate::RawWindow::lock) (MPI_Win_ilock, \[Zounmevo14\]): never blocks. The epoch
     /// is open when the call returns and its request is complete at once; when the lock is
     /// not free the epoch is *deferred*: it activates in call order as the engine is driven
     /// (any later call on the window, or `test`/`wait` of any request of it). Until then
@@ -858,14 +858,14 @@ impl RawWindow {
         Ok(Request::done())
     }
 
-    /// Nonblocking [`Window::lock_all`] (MPI_Win_ilock_all): never blocks; the epoch may be
-    /// deferred as with [`Window::ilock`].
+    /// Nonblocking [`Window::lock_all`](crate::RawWindow::lock_all) (MPI_Win_ilock_all): never blocks; the epoch may be
+    /// deferred as with [`Window::ilock`](crate::RawWindow::ilock).
     pub fn ilock_all(&self, assert: Assert) -> Result<Request<'_>> {
         self.core.start_lock_all(assert)?;
         Ok(Request::done())
     }
 
-    /// Nonblocking [`Window::unlock`] (MPI_Win_iunlock, \[Zounmevo14\]): the epoch to
+    /// Nonblocking [`Window::unlock`](crate::RawWindow::unlock) (MPI_Win_iunlock, \[Zounmevo14\]): the epoch to
     /// `target` is closed when the call returns (a new `lock` of `target` may follow at
     /// once and activates after it); the request completes when its operations are
     /// complete at origin and target and the lock is released. Errors as `unlock`.
@@ -874,7 +874,7 @@ impl RawWindow {
         Ok(Request::started(&self.core, ticket))
     }
 
-    /// Nonblocking [`Window::unlock_all`] (MPI_Win_iunlock_all).
+    /// Nonblocking [`Window::unlock_all`](crate::RawWindow::unlock_all) (MPI_Win_iunlock_all).
     pub fn iunlock_all(&self) -> Result<Request<'_>> {
         let ticket = self.core.start_unlock_all()?;
         Ok(Request::started(&self.core, ticket))

@@ -407,26 +407,26 @@ impl RawWindow {
         self.core.start(group, assert)
     }
 
-    /// Ends the access epoch opened by [`Window::start`] (MPI_Win_complete): the operations
+    /// Ends the access epoch opened by [`Window::start`](crate::RawWindow::start) (MPI_Win_complete): the operations
     /// are complete at the origin, and each target's `wait` may return once all its origins
     /// have completed.
     pub fn complete(&self) -> Result<()> {
         self.core.complete()
     }
 
-    /// Ends the exposure epoch opened by [`Window::post`] (MPI_Win_wait): waits until every
+    /// Ends the exposure epoch opened by [`Window::post`](crate::RawWindow::post) (MPI_Win_wait): waits until every
     /// origin in the post group has called `complete`.
     pub fn wait(&self) -> Result<()> {
         self.core.wait()
     }
 
-    /// Nonblocking [`Window::wait`] (MPI_Win_test): true, and the exposure epoch is closed,
+    /// Nonblocking [`Window::wait`](crate::RawWindow::wait) (MPI_Win_test): true, and the exposure epoch is closed,
     /// when every origin has completed; false otherwise.
     pub fn test(&self) -> Result<bool> {
         self.core.test()
     }
 
-    /// Nonblocking [`Window::post`] (MPI_Win_ipost, \[Zounmevo14\]): never blocks; the request
+    /// Nonblocking [`Window::post`](crate::RawWindow::post) (MPI_Win_ipost, \[Zounmevo14\]): never blocks; the request
     /// is complete at once. Behind a pending synchronization the exposure activates in call
     /// order.
     pub fn ipost(&self, group: &Group, assert: Assert) -> Result<Request<'_>> {
@@ -434,7 +434,7 @@ impl RawWindow {
         Ok(Request::done())
     }
 
-    /// Nonblocking [`Window::start`] (MPI_Win_istart, \[Zounmevo14\]): never blocks; the
+    /// Nonblocking [`Window::start`](crate::RawWindow::start) (MPI_Win_istart, \[Zounmevo14\]): never blocks; the
     /// request is complete at once. Until every target has posted, the access epoch is
     /// deferred: an RMA call waits for it instead of touching target memory early.
     pub fn istart(&self, group: &Group, assert: Assert) -> Result<Request<'_>> {
@@ -442,7 +442,7 @@ impl RawWindow {
         Ok(Request::done())
     }
 
-    /// Nonblocking [`Window::complete`] (MPI_Win_icomplete, \[Zounmevo14\]): the access epoch
+    /// Nonblocking [`Window::complete`](crate::RawWindow::complete) (MPI_Win_icomplete, \[Zounmevo14\]): the access epoch
     /// is closed when the call returns; the request completes once its targets have been
     /// told (their `wait` may then return).
     pub fn icomplete(&self) -> Result<Request<'_>> {
@@ -450,7 +450,7 @@ impl RawWindow {
         Ok(Request::started(&self.core, ticket))
     }
 
-    /// Nonblocking [`Window::wait`] (MPI_Win_iwait, \[Zounmevo14\]): the exposure epoch is
+    /// Nonblocking [`Window::wait`](crate::RawWindow::wait) (MPI_Win_iwait, \[Zounmevo14\]): the exposure epoch is
     /// closed when the call returns (a new `post` may follow and activates after it); the
     /// request completes once every origin of the epoch has called `complete`, and only
     /// then may the exposed memory be read as the epoch's result.

@@ -43,7 +43,7 @@ pub enum MemoryModel {
     Separate,
 }
 
-/// How a window records where every rank's memory is ([`Window::layout`](crate::Window::layout)).
+/// How a window records where every rank's memory is ([`Window::layout`](crate::RawWindow::layout)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WindowLayout {
     /// Same size and displacement unit everywhere: rank r's memory is at a fixed stride in

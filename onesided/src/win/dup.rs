@@ -28,69 +28,51 @@
 //! window it came from, so the compiler makes every duplicate go (dropped, or
 //! [`WindowDup::free`]) before the window's collective [`Window::free`].
 
-use std::ops::Deref;
+use std::sync::Arc;
 
-use bytemuck::Pod;
-
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::win::core::{Flags, HandleFlags};
 use crate::win::info::WinInfo;
-use crate::win::Window;
+use crate::win::RawWindow;
 
-/// A duplicate of a window with its own info (from [`Window::dup_with_info`]). It
-/// dereferences to a [`Window`]: every call of the window is made through it.
-#[derive(Debug)]
-pub struct WindowDup<'w, T: Pod> {
-    handle: Window<T>,
-    _parent: std::marker::PhantomData<&'w Window<T>>,
-}
-
-impl<T: Pod> Deref for WindowDup<'_, T> {
-    type Target = Window<T>;
-
-    fn deref(&self) -> &Window<T> {
-        &self.handle
+impl RawWindow {
+    /// A second handle to the same window with `flags` (the duplicate owns nothing).
+    pub(crate) fn duplicate_with(&self, flags: Flags) -> RawWindow {
+        RawWindow {
+            core: self.core.clone_handle(),
+            kept: None,
+            attached: Arc::clone(&self.attached),
+            flags: HandleFlags::new(flags),
+            duplicate: true,
+            freed: true,
+            typed: self.typed,
+        }
     }
-}
 
-impl<T: Pod> WindowDup<'_, T> {
-    /// Frees the duplicate (local; the same as dropping it). The window and its other
-    /// handles are unaffected.
-    pub fn free(self) -> Result<()> {
-        drop(self);
-        Ok(())
-    }
-}
-
-impl<T: Pod> Window<T> {
     /// A second handle to this window with `info` applied on top of this handle's info
-    /// (`MPIX_Win_dup_with_info`, seed 000 §3). Local.
+    /// (`MPIX_Win_dup_with_info`, seed 000 §3). Local. The duplicate shares everything
+    /// but the per-handle keys (`mpi_win_scope`, `mpi_win_order`,
+    /// `mpi_assert_accumulate_intrinsic`), keeps the window alive, and is freed on its own
+    /// ([`RawWindow::free`] of a duplicate is local).
     ///
-    /// `mpi_win_scope`, `mpi_win_order` and `mpi_assert_accumulate_intrinsic` take the
-    /// values in `info`; every other key keeps the window's value (they describe the shared
-    /// epoch queue and memory; [`Window::set_info`] changes them for all handles) — read
-    /// what is in force with [`Window::get_info`] on the duplicate. Errors: an invalid value
-    /// of a known key.
-    ///
-    /// ```no_run
-    /// use onesided::{Assert, Op, Window, WinInfo, WinScope};
-    /// let world = onesided::init()?.world().clone();
-    /// let win = Window::<u64>::allocate(&world, 64)?;
-    /// let ordered = win.dup_with_info(&WinInfo::new().order(true))?;
-    /// let per_thread = win.dup_with_info(&WinInfo::new().scope(WinScope::Thread))?;
-    /// win.lock_all(Assert::NONE)?; // one epoch for all three handles
-    /// ordered.put(&[42], 1, 0)?;
-    /// ordered.accumulate(&[1], 1, 1, Op::Sum)?; // lands after the put: no flush between
-    /// per_thread.flush(1)?; // this thread's operations only
-    /// win.unlock_all()?;
-    /// drop((ordered, per_thread));
-    /// win.free()?;
-    /// # Ok::<(), onesided::Error>(())
-    /// ```
-    pub fn dup_with_info(&self, info: &WinInfo) -> Result<WindowDup<'_, T>> {
-        let flags = self.flags_with(info)?;
-        Ok(WindowDup {
-            handle: Window::from_raw(self.raw.duplicate_with(flags)),
-            _parent: std::marker::PhantomData,
-        })
+    /// Errors: an invalid value of a known key; a window made through a typed
+    /// [`Window`](crate::Window), whose duplicates borrow it
+    /// ([`Window::dup_with_info`](crate::Window::dup_with_info)) since it may keep the
+    /// caller's memory.
+    pub fn dup_with_info(&self, info: &WinInfo) -> Result<RawWindow> {
+        if self.typed {
+            return Err(Error::InvalidArgument(
+                "dup_with_info: a typed window's duplicates borrow it (Window::dup_with_info)"
+                    .into(),
+            ));
+        }
+        Ok(self.duplicate_with(self.flags_with(info)?))
+    }
+
+    /// This handle's flags with `info` applied on top.
+    pub(crate) fn flags_with(&self, info: &WinInfo) -> Result<Flags> {
+        let mut hints = self.hints();
+        hints.update(info, false)?;
+        Ok(Flags::from_hints(&hints))
     }
 }

@@ -14,16 +14,14 @@
 
 use std::sync::atomic::{fence, Ordering};
 
-use bytemuck::Pod;
-
 use crate::error::{Error, Result};
 use crate::memory;
 use crate::win::core::WinCore;
 use crate::win::raw::Kept;
 use crate::win::regions::OwnedRegion;
-use crate::win::{WinBuffer, Window};
+use crate::win::RawWindow;
 
-/// A region attached with [`Window::attach`]: its address is the displacement peers use.
+/// A region attached with [`Window::attach`](crate::Window::attach): its address is the displacement peers use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct AttachedRegion {
     /// Address of the first element in the attaching process (MPI_Get_address).
@@ -156,52 +154,24 @@ impl WinCore {
     }
 }
 
-impl<T: Pod> Window<T> {
-    /// Attaches memory to a dynamic window (MPI_Win_attach); the window owns it until
-    /// [`Window::detach`]. Not collective. Peers address it by the returned
-    /// [`AttachedRegion::addr`] (plus a byte offset).
-    ///
-    /// Errors: not a dynamic window; zero bytes; overlaps an attached region; the region
-    /// table (info `onesided_max_attached_regions`) is full.
-    ///
-    /// ```no_run
-    /// # use onesided::{Assert, Window};
-    /// # let world = onesided::init()?.world().clone();
-    /// let win = Window::<u64>::create_dynamic(&world)?;
-    /// let region = win.attach(onesided::alloc_mem::<u64>(16)?)?;
-    /// let addrs = world.allgather(&[region.addr as u64])?; // tell the peers
-    /// win.lock_all(Assert::NONE)?;
-    /// win.put(&[1, 2], 1, addrs[1] as usize + 8)?; // elements 1 and 2 of rank 1's region
-    /// win.unlock_all()?;
-    /// # Ok::<(), onesided::Error>(())
-    /// ```
-    pub fn attach(&self, buffer: impl Into<WinBuffer<T>>) -> Result<AttachedRegion> {
-        self.attach_registered(buffer).map(|(region, _)| region)
-    }
-
-    /// [`Window::attach`], also returning the attach's registration number.
-    pub(crate) fn attach_registered(
-        &self,
-        buffer: impl Into<WinBuffer<T>>,
-    ) -> Result<(AttachedRegion, u64)> {
+impl RawWindow {
+    /// Attaches `bytes` at `base` to this dynamic window, memory the window keeps as `kept`
+    /// until [`RawWindow::detach_kept`] (a typed handle's buffer); returns the attach's
+    /// registration number.
+    pub(crate) fn attach_kept(&self, base: *mut u8, bytes: usize, kept: Kept) -> Result<u64> {
         self.require_dynamic("attach")?;
-        let mut buffer = buffer.into();
-        let (ptr, bytes) = buffer.raw_bytes();
-        let registration = self.core.dynamic_attach(ptr as usize, bytes)?;
-        let region = AttachedRegion {
-            addr: ptr as usize,
-            len: buffer.len(),
-        };
+        let registration = self.core.dynamic_attach(base as usize, bytes)?;
         self.attached
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push((region.addr, bytes, Some(Kept::new(buffer))));
-        Ok((region, registration))
+            .push((base as usize, bytes, Some(kept)));
+        Ok(registration)
     }
 
-    /// Detaches the region attached at `addr` and gives its memory back (MPI_Win_detach).
-    /// Errors: not a dynamic window; nothing is attached at `addr`.
-    pub fn detach(&self, addr: usize) -> Result<WinBuffer<T>> {
+    /// Detaches the region attached at `addr` with [`RawWindow::attach_kept`] and gives
+    /// back the memory it kept. Errors: not a dynamic window; nothing is attached at
+    /// `addr`; the region was attached by [`RawWindow::attach`] (memory the caller keeps).
+    pub(crate) fn detach_kept(&self, addr: usize) -> Result<Kept> {
         self.require_dynamic("detach")?;
         // The window's own list is held across the detach, so that the region checked
         // here is the one detached.
@@ -220,23 +190,19 @@ impl<T: Pod> Window<T> {
         }
         self.core.dynamic_detach(addr)?;
         let pos = pos.expect("window and core track the same regions");
-        let kept = attached.swap_remove(pos).2.expect("checked above");
-        Ok(kept.take())
+        Ok(attached.swap_remove(pos).2.expect("checked above"))
     }
 
-    /// Regions this process has attached, by address.
-    pub fn attached_regions(&self) -> Vec<AttachedRegion> {
-        let mut v: Vec<AttachedRegion> = self
+    /// Regions this process has attached, as (address, bytes), by address.
+    pub(crate) fn attached_bytes(&self) -> Vec<(usize, usize)> {
+        let mut v: Vec<(usize, usize)> = self
             .attached
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
-            .map(|(addr, bytes, _)| AttachedRegion {
-                addr: *addr,
-                len: bytes / std::mem::size_of::<T>().max(1),
-            })
+            .map(|(addr, bytes, _)| (*addr, *bytes))
             .collect();
-        v.sort_by_key(|r| r.addr);
+        v.sort_unstable();
         v
     }
 }

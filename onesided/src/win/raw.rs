@@ -142,19 +142,6 @@ impl RawWindow {
         }
     }
 
-    /// A second handle to the same window with `flags` (the duplicate owns nothing).
-    pub(crate) fn duplicate_with(&self, flags: Flags) -> RawWindow {
-        RawWindow {
-            core: self.core.clone_handle(),
-            kept: None,
-            attached: Arc::clone(&self.attached),
-            flags: HandleFlags::new(flags),
-            duplicate: true,
-            freed: true,
-            typed: self.typed,
-        }
-    }
-
     /// Allocates `bytes` at this process and creates a window over them with displacement
     /// unit `disp_unit` (MPI_Win_allocate). Collective.
     ///
@@ -207,6 +194,21 @@ impl RawWindow {
         }
         let core = crate::win::create::create(comm, base, bytes, disp_unit, info, true)?;
         Ok(Self::from_core(core, None))
+    }
+
+    /// [`RawWindow::create`] over memory the window keeps for a typed handle (`kept`, given
+    /// back by [`RawWindow::free_kept`]); pages the window shares with other data stay
+    /// where they are (`onesided_share_in_place=true` acts as `whole_pages`).
+    pub(crate) fn create_kept(
+        comm: &Comm,
+        base: *mut u8,
+        bytes: usize,
+        disp_unit: usize,
+        info: &WinInfo,
+        kept: Kept,
+    ) -> Result<Self> {
+        let core = crate::win::create::create(comm, base, bytes, disp_unit, info, false)?;
+        Ok(Self::from_core(core, Some(kept)))
     }
 
     /// Creates a window without memory (MPI_Win_create_dynamic). Collective. Memory is
@@ -296,33 +298,6 @@ impl RawWindow {
                 flavor: self.core.flavor.as_str(),
             })
         }
-    }
-
-    /// A second handle to this window with `info` applied on top of this handle's info
-    /// (`MPIX_Win_dup_with_info`, seed 000 §3). Local. The duplicate shares everything
-    /// but the per-handle keys (`mpi_win_scope`, `mpi_win_order`,
-    /// `mpi_assert_accumulate_intrinsic`), keeps the window alive, and is freed on its own
-    /// ([`RawWindow::free`] of a duplicate is local).
-    ///
-    /// Errors: an invalid value of a known key; a window made through a typed
-    /// [`Window`](crate::Window), whose duplicates borrow it
-    /// ([`Window::dup_with_info`](crate::Window::dup_with_info)) since it may keep the
-    /// caller's memory.
-    pub fn dup_with_info(&self, info: &WinInfo) -> Result<RawWindow> {
-        if self.typed {
-            return Err(Error::InvalidArgument(
-                "dup_with_info: a typed window's duplicates borrow it (Window::dup_with_info)"
-                    .into(),
-            ));
-        }
-        Ok(self.duplicate_with(self.flags_with(info)?))
-    }
-
-    /// This handle's flags with `info` applied on top.
-    pub(crate) fn flags_with(&self, info: &WinInfo) -> Result<Flags> {
-        let mut hints = self.hints();
-        hints.update(info, false)?;
-        Ok(Flags::from_hints(&hints))
     }
 
     /// The communicator of the window.

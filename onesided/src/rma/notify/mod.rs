@@ -58,8 +58,6 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use bytemuck::Pod;
-
 use crate::bootstrap::Call;
 use crate::error::{Error, Result};
 use crate::ops::{AccElement, Op};
@@ -68,7 +66,7 @@ use crate::progress::{Completes, Step, SyncOp};
 use crate::request::Request;
 use crate::shm::segment::Segment;
 use crate::win::core::WinCore;
-use crate::win::{RawWindow, Window};
+use crate::win::RawWindow;
 
 use crate::win::notify_counters as counters;
 use counters::NotifyTable;
@@ -336,7 +334,7 @@ impl RawWindow {
 
     /// A request that completes when this process's counter `idx` is at least `value`:
     /// then the data of the counted operations is visible here. The counter is not changed
-    /// (reset it with [`Window::reset_notify_value`] to reuse it). Waiting drives the
+    /// (reset it with [`Window::reset_notify_value`](crate::RawWindow::reset_notify_value) to reuse it). Waiting drives the
     /// process's progress, like every request.
     ///
     /// ```no_run
@@ -361,14 +359,12 @@ impl RawWindow {
     }
 }
 
-impl<T: Pod> Window<T> {
-    /// [`Window::put`], then counter `idx` of `target` counts it (MPI_Put_notify): when the
-    /// target sees the count, the bytes are in its memory. Errors: those of `put`, and
-    /// [`Error::InvalidNotification`] when the target has no counter `idx`.
-    pub fn put_notify(&self, src: &[T], target: usize, disp: usize, idx: usize) -> Result<()> {
+impl RawWindow {
+    /// Put of bytes counted by notification counter `idx` of `target`
+    /// ([`Window::put_notify`](crate::Window::put_notify), MPI_Put_notify).
+    pub fn put_notify(&self, bytes: &[u8], target: usize, disp: usize, idx: usize) -> Result<()> {
         const OP: &str = "put_notify";
         let table = self.core.notify_table(OP, target, idx)?;
-        let bytes: &[u8] = bytemuck::cast_slice(src);
         if let Some((dst, _)) = self.core.direct_fast(target, disp, bytes.len()) {
             // SAFETY: dst..dst+len lies inside the target's mapped window memory (bounds
             // checked by direct_fast), which outlives self; src is a distinct Rust slice.
@@ -392,10 +388,9 @@ impl<T: Pod> Window<T> {
         self.core.notify_arrival(OP, target, idx)
     }
 
-    /// [`Window::get`], then counter `idx` of `target` counts it (MPI_Get_notify): when the
-    /// target sees the count, the origin has read the bytes. Errors as for
-    /// [`Window::put_notify`].
-    pub fn get_notify(&self, dst: &mut [T], target: usize, disp: usize, idx: usize) -> Result<()> {
+    /// Get of bytes counted by notification counter `idx` of `target`
+    /// ([`Window::get_notify`](crate::Window::get_notify), MPI_Get_notify).
+    pub fn get_notify(&self, dst: &mut [u8], target: usize, disp: usize, idx: usize) -> Result<()> {
         const OP: &str = "get_notify";
         self.core.notify_table(OP, target, idx)?;
         // Waits for a deferred epoch, like get; the bytes are here when it returns.
@@ -404,11 +399,9 @@ impl<T: Pod> Window<T> {
     }
 }
 
-impl<T: AccElement> Window<T> {
-    /// [`Window::accumulate`], then counter `idx` of `target` counts it
-    /// (MPI_Accumulate_notify): when the target sees the count, the update is done. Errors:
-    /// those of `accumulate`, and [`Error::InvalidNotification`].
-    pub fn accumulate_notify(
+impl RawWindow {
+    /// The element-typed form of [`Window::accumulate_notify`].
+    pub(crate) fn accumulate_notify_elems<T: AccElement>(
         &self,
         origin: &[T],
         target: usize,
