@@ -24,6 +24,9 @@ use crate::transport::address;
 
 /// Time between SIGTERM and SIGKILL when the job is torn down.
 const TERM_GRACE: Duration = Duration::from_millis(1000);
+/// Time a job that ran out of time gets to print its ranks' hang reports (`crate::diag`)
+/// before SIGTERM: a waiting rank polls the abort word at least every 0.5 ms.
+const REPORT_GRACE: Duration = Duration::from_millis(500);
 /// How often the launcher looks at its children.
 const POLL_INTERVAL: Duration = Duration::from_millis(2);
 /// How long output pipes may stay open after every rank has exited (a rank's own children
@@ -526,6 +529,10 @@ fn supervise(spec: &LaunchSpec, job: &str, ranks: &Ranks<'_>) -> Result<Outcome>
     }
 
     let mut failure: Option<JobFailure> = None;
+    // The job ends for a timeout (here or, for an agent, at the head): waiting ranks are
+    // asked for their hang reports before they are signalled.
+    let mut report = false;
+    let mut term_at: Option<Instant> = None;
     let mut kill_at: Option<Instant> = None;
     let mut boot_unlinked = vec![false; ranks.boots.len()];
     let mut announced = false;
@@ -588,8 +595,9 @@ fn supervise(spec: &LaunchSpec, job: &str, ranks: &Ranks<'_>) -> Result<Outcome>
                     for n in news {
                         match n {
                             AgentNews::Exited(rank) => mark_exited(rank),
-                            AgentNews::Abort => {
+                            AgentNews::Abort { report: r } => {
                                 failure.get_or_insert(JobFailure::Aborted);
+                                report |= r;
                             }
                         }
                     }
@@ -610,16 +618,27 @@ fn supervise(spec: &LaunchSpec, job: &str, ranks: &Ranks<'_>) -> Result<Outcome>
                     eprintln!("{}: {f}; terminating the job", spec.name);
                 }
                 announced = true;
-                ranks.boots.iter().for_each(BootSegment::abort);
-                let mut all: Vec<&mut Running> = running.iter_mut().map(|(_, r)| r).collect();
-                signal_some(&mut all, rustix::process::Signal::TERM);
-                kill_at = Some(Instant::now() + TERM_GRACE);
+                report |= matches!(f, JobFailure::Timeout(_));
+                let grace = if report {
+                    ranks.boots.iter().for_each(BootSegment::abort_reporting);
+                    REPORT_GRACE
+                } else {
+                    ranks.boots.iter().for_each(BootSegment::abort);
+                    Duration::ZERO
+                };
+                term_at = Some(Instant::now() + grace);
+                kill_at = Some(Instant::now() + grace + TERM_GRACE);
             }
             (Some(_), Some(at)) if Instant::now() >= at => {
                 let mut all: Vec<&mut Running> = running.iter_mut().map(|(_, r)| r).collect();
                 signal_some(&mut all, rustix::process::Signal::KILL);
             }
             _ => {}
+        }
+        if term_at.is_some_and(|t| Instant::now() >= t) {
+            term_at = None;
+            let mut all: Vec<&mut Running> = running.iter_mut().map(|(_, r)| r).collect();
+            signal_some(&mut all, rustix::process::Signal::TERM);
         }
         std::thread::sleep(POLL_INTERVAL);
     }
@@ -798,9 +817,10 @@ fn launch_with_agents(spec: &LaunchSpec, agents: &NodeAgents) -> Result<JobRepor
         match (&failure, kill_at) {
             (Some(f), None) => {
                 eprintln!("{}: {f}; terminating the job", spec.name);
-                hub.abort();
-                // Agents end their ranks within their own grace period.
-                kill_at = Some(Instant::now() + 2 * TERM_GRACE);
+                let report = matches!(f, JobFailure::Timeout(_));
+                hub.abort(report);
+                // Agents end their ranks within their own grace periods.
+                kill_at = Some(Instant::now() + REPORT_GRACE + 2 * TERM_GRACE);
             }
             (Some(_), Some(at)) if Instant::now() >= at => {
                 signal_all(&mut running, rustix::process::Signal::KILL);

@@ -45,6 +45,7 @@ mod attention;
 mod backoff;
 pub mod bootstrap;
 mod coll;
+mod diag;
 pub mod elements;
 mod error;
 mod group;

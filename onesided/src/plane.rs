@@ -75,6 +75,37 @@ pub(crate) enum CtrlWord {
     },
 }
 
+impl std::fmt::Display for CtrlWord {
+    /// The word in a hang report's words.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            CtrlWord::Posts { at, from } => {
+                write!(f, "rank {at}'s count of the posts of rank {from}")
+            }
+            CtrlWord::Completions { at } => write!(f, "rank {at}'s count of completions"),
+            CtrlWord::Signal { at, round, .. } => {
+                write!(f, "rank {at}'s barrier signal of round {round}")
+            }
+            CtrlWord::Notify { at, idx } => write!(f, "notification counter {idx} of rank {at}"),
+            CtrlWord::Agreement { at, part, .. } => match part {
+                AgreementPart::Tag => write!(f, "rank {at}'s published collective call"),
+                AgreementPart::Word => write!(f, "rank {at}'s published collective word"),
+            },
+            CtrlWord::Lock { lock, part } => {
+                let which = match lock {
+                    LockAt::Global => "the window-wide lock".to_owned(),
+                    LockAt::Local(r) => format!("rank {r}'s lock"),
+                };
+                match part {
+                    LockPart::Word => write!(f, "{which} word"),
+                    LockPart::Next => write!(f, "{which}'s next ticket"),
+                    LockPart::Serving => write!(f, "{which}'s ticket served"),
+                }
+            }
+        }
+    }
+}
+
 /// Which lock of a window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum LockAt {

@@ -332,7 +332,14 @@ impl<'a> Request<'a> {
                 };
                 // Already there (the common case of a late waiter): no engine pass.
                 if !reached() {
-                    core.engine.wait_until(core, reached, None)?;
+                    let waiting = crate::progress::Waiting::new(
+                        "MPI_Win_wait_notify",
+                        "notifications of this process's counter",
+                    )
+                    .watching(word, Some(value));
+                    core.engine.wait_until(core, reached, None, || {
+                        crate::progress::Host::describe(core, &waiting)
+                    })?;
                 }
                 if let Some(e) = failed.into_inner() {
                     return Err(e);

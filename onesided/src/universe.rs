@@ -149,6 +149,8 @@ fn connect(boot: Arc<dyn Bootstrap>) -> Universe {
     // harmlessly (EINVAL).
     let _ = rustix::process::set_ptracer(rustix::process::PTracer::Any);
     crate::progress::thread::start_if_enabled();
+    crate::diag::set_rank(boot.rank());
+    crate::diag::install_logger();
     let _ = IDENTITY.set(JobIdentity {
         job: boot.job_id().to_owned(),
         rank: boot.rank(),

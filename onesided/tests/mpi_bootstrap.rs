@@ -137,6 +137,55 @@ fn a_crashed_rank_leaves_no_segments() {
     std::thread::sleep(Duration::from_secs(60));
 }
 
+/// With `ONESIDED_HANG_REPORT` a wait reports what it waits for once it lasts that long —
+/// under mpiexec, the timer alone: rank 0 waits in `start` for rank 1, which posts only
+/// after 1.5 s, and rank 2 in a barrier; rank 0 names the call and the peer, rank 2 the
+/// barrier, rank 1 (asleep outside the library) nothing, and the job then ends normally.
+#[test]
+fn a_long_wait_reports_itself_under_mpiexec() {
+    const TEST: &str = "a_long_wait_reports_itself_under_mpiexec";
+    if std::env::var_os(CHILD).is_none() {
+        let (ok, stdout, stderr) = run_mpiexec_with(TEST, &[("ONESIDED_HANG_REPORT", "0.5")]);
+        assert!(ok, "{stdout}\n{stderr}");
+        let reports: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains("hang report"))
+            .collect();
+        assert_eq!(reports.len(), 2, "{stderr}");
+        let of = |rank: usize| {
+            reports
+                .iter()
+                .find(|r| r.starts_with(&format!("[onesided rank {rank}] hang report after 0.")))
+                .unwrap_or_else(|| panic!("no report of rank {rank}: {stderr}"))
+        };
+        assert!(
+            of(0).contains("MPI_Win_start waits for rank 1: its MPI_Win_post"),
+            "{stderr}"
+        );
+        assert!(of(2).contains("MPI_Barrier"), "{stderr}");
+        return;
+    }
+    let u = onesided::init().unwrap();
+    let w = u.world();
+    let win = Window::<u64>::allocate(w, 1).unwrap();
+    w.barrier().unwrap();
+    match w.rank() {
+        0 => {
+            win.start(&onesided::Group::single(1), Assert::NONE)
+                .unwrap();
+            win.complete().unwrap();
+        }
+        1 => {
+            std::thread::sleep(Duration::from_millis(1500));
+            win.post(&onesided::Group::single(0), Assert::NONE).unwrap();
+            win.wait().unwrap();
+        }
+        _ => {}
+    }
+    w.barrier().unwrap();
+    win.free().unwrap();
+}
+
 /// Runs `test` under mpiexec and checks that the job fails within 5 s; returns its stdout
 /// and stderr.
 fn job_fails_within_5s(test: &str) -> String {

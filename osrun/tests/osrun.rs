@@ -260,6 +260,155 @@ fn timeout_kills_a_hung_job() {
     assert!(onesided::job_segments(&job_id(&text(&out.stdout))).is_empty());
 }
 
+/// A deadlock — ranks 0 and 1 each wait in `start` for the other's post, rank 2 in a
+/// barrier neither of them reaches: when the timeout ends the job, every rank first says
+/// what it waits for (the hang report), naming the call and the peer.
+#[test]
+fn timeout_asks_every_rank_for_its_hang_report() {
+    if role().is_some() {
+        let u = onesided::init().unwrap();
+        let w = u.world();
+        let win = Window::<u8>::allocate(w, 1).unwrap();
+        w.barrier().unwrap();
+        match w.rank() {
+            me @ (0 | 1) => {
+                let other = onesided::Group::single(1 - me);
+                let _ = win.start(&other, Assert::NONE);
+            }
+            _ => {
+                let _ = w.barrier();
+            }
+        }
+        std::process::exit(5);
+    }
+    let test = "timeout_asks_every_rank_for_its_hang_report";
+    let (out, elapsed) = osrun(3, &["--timeout", "2"], test, "deadlock");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(124), "{stderr}");
+    assert!(elapsed < Duration::from_secs(6), "took {elapsed:?}");
+    let report = |rank: usize| {
+        stderr
+            .lines()
+            .find(|l| l.starts_with(&format!("[onesided rank {rank}] hang report")))
+            .unwrap_or_else(|| panic!("no report from rank {rank}: {stderr}"))
+            .to_owned()
+    };
+    for (me, other) in [(0, 1), (1, 0)] {
+        let r = report(me);
+        assert!(
+            r.contains(&format!(
+                "MPI_Win_start waits for rank {other}: its MPI_Win_post"
+            )),
+            "{r}"
+        );
+        assert!(
+            r.contains("needs 1") && r.contains("the count is 0 now"),
+            "{r}"
+        );
+    }
+    let r = report(2);
+    assert!(
+        r.contains("MPI_Barrier") && r.contains("waits for ranks [0, 1]"),
+        "{r}"
+    );
+}
+
+/// With `ONESIDED_HANG_REPORT`, a wait reports itself once it has lasted that long — the
+/// timer alone, as under mpiexec: the job then finishes normally.
+#[test]
+fn a_long_wait_reports_itself() {
+    if role().is_some() {
+        let u = onesided::init().unwrap();
+        let w = u.world();
+        let win = Window::<u8>::allocate(w, 1).unwrap();
+        w.barrier().unwrap();
+        if w.rank() == 0 {
+            let mut req = win.ilock(LockType::Exclusive, 1, Assert::NONE).unwrap();
+            // Holds the lock while rank 1 waits for it for over a second.
+            while !req.test().unwrap() {
+                std::thread::yield_now();
+            }
+            drop(req);
+            w.barrier().unwrap();
+            std::thread::sleep(Duration::from_millis(1500));
+            win.unlock(1).unwrap();
+        } else {
+            w.barrier().unwrap();
+            win.lock(LockType::Shared, 1, Assert::NONE).unwrap();
+            win.unlock(1).unwrap();
+        }
+        w.barrier().unwrap();
+        win.free().unwrap();
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_osrun"))
+        .args(["-n", "2", "--timeout", "60"])
+        .arg(exe)
+        .args(["--exact", "a_long_wait_reports_itself", "--nocapture"])
+        .env(ROLE, "long-wait")
+        .env("ONESIDED_HANG_REPORT", "0.5")
+        .output()
+        .expect("run osrun");
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let reports: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("hang report"))
+        .collect();
+    assert_eq!(reports.len(), 1, "{stderr}");
+    let r = reports[0];
+    assert!(
+        r.starts_with("[onesided rank 1] hang report after 0.")
+            && r.contains("MPI_Win_lock waits for rank 1: its shared lock"),
+        "{r}"
+    );
+}
+
+/// `ONESIDED_LOG=debug` prints the library's events with the rank: windows created and
+/// freed, synchronizations, locks granted.
+#[test]
+fn onesided_log_prints_events() {
+    if role().is_some() {
+        let u = onesided::init().unwrap();
+        let w = u.world();
+        let win = Window::<u64>::allocate(w, 4).unwrap();
+        win.lock(LockType::Exclusive, 1 - w.rank(), Assert::NONE)
+            .unwrap();
+        win.unlock(1 - w.rank()).unwrap();
+        win.fence(Assert::NONE).unwrap();
+        win.free().unwrap();
+        return;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_osrun"))
+        .args(["-n", "2", "--timeout", "60"])
+        .arg(exe)
+        .args(["--exact", "onesided_log_prints_events", "--nocapture"])
+        .env(ROLE, "log")
+        .env("ONESIDED_LOG", "debug")
+        .output()
+        .expect("run osrun");
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    for rank in 0..2 {
+        let has = |what: &str| {
+            stderr.lines().any(|l| {
+                l.starts_with(&format!("[onesided rank {rank}] DEBUG ")) && l.contains(what)
+            })
+        };
+        assert!(has("onesided::window: window created"), "{stderr}");
+        assert!(has("flavor=allocate"), "{stderr}");
+        assert!(
+            has("onesided::lock: lock granted") && has(&format!("target_rank={}", 1 - rank)),
+            "{stderr}"
+        );
+        assert!(has("onesided::epoch: MPI_Win_unlock"), "{stderr}");
+        assert!(has("onesided::epoch: MPI_Win_fence"), "{stderr}");
+        assert!(has("onesided::window: window freed"), "{stderr}");
+    }
+}
+
 #[test]
 fn prefixed_output() {
     if role().is_some() {

@@ -86,6 +86,28 @@ impl Call {
         }
     }
 
+    /// The MPI function that makes this collective (for hang reports).
+    pub(crate) fn mpi_name(self) -> &'static str {
+        match self {
+            Call::Barrier => "MPI_Barrier",
+            Call::Allgather => "MPI_Allgather",
+            Call::Alltoall => "MPI_Alltoall",
+            Call::Bcast => "MPI_Bcast",
+            Call::Split => "MPI_Comm_split",
+            Call::Agree => "an agreement (MPI_Allreduce)",
+            Call::Allocate => "MPI_Win_allocate",
+            Call::AllocateShared => "MPI_Win_allocate_shared",
+            Call::Create => "MPI_Win_create",
+            Call::CreateDynamic => "MPI_Win_create_dynamic",
+            Call::Fence => "MPI_Win_fence",
+            Call::Free => "MPI_Win_free",
+            Call::SetInfo => "MPI_Win_set_info",
+            Call::SetNumNotify => "MPIX_Win_set_num_notify",
+            Call::Alltoallv => "MPI_Alltoallv",
+            Call::ControlHeap => "the window heap's set-up (MPI_Win_allocate)",
+        }
+    }
+
     /// A stable small number for the call (1..=255), the same in every process.
     pub(crate) fn code(self) -> u64 {
         Call::ALL

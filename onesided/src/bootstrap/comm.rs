@@ -399,6 +399,12 @@ impl Comm {
         self.boot.aborted()
     }
 
+    /// True when the job ends for a timeout and asks its waits to report (see
+    /// [`Bootstrap::report_requested`]).
+    pub(crate) fn report_requested(&self) -> bool {
+        self.boot.report_requested()
+    }
+
     /// The roster watch of the members (see [`Bootstrap::watch`]).
     pub(crate) fn watch(&self) -> Option<&PeerWatch> {
         self.boot.watch()

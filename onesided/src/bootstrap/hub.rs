@@ -358,8 +358,12 @@ impl Link {
 pub(crate) enum AgentNews {
     /// A rank (job rank) exited with status 0 somewhere.
     Exited(usize),
-    /// The job is aborted.
-    Abort,
+    /// The job is aborted; `report`: because it ran out of time, and waiting ranks say
+    /// what they wait for first (`crate::diag`).
+    Abort {
+        /// Ask the ranks for their hang reports before they are ended.
+        report: bool,
+    },
 }
 
 /// A rank's failure as an agent reports it.
@@ -450,7 +454,9 @@ impl AgentLink {
                 Ok(Some(f)) if f.kind == EXITED && f.words.len() == 1 => {
                     out.push(AgentNews::Exited(f.words[0] as usize))
                 }
-                Ok(Some(f)) if f.kind == ABORT => out.push(AgentNews::Abort),
+                Ok(Some(f)) if f.kind == ABORT => out.push(AgentNews::Abort {
+                    report: f.words.first() == Some(&1),
+                }),
                 Ok(Some(_)) => {
                     return Err(Error::Bootstrap("unexpected frame from the hub".into()))
                 }
@@ -807,10 +813,13 @@ impl Hub {
         self.shared.state().exited.clone()
     }
 
-    /// Tells every agent to abort the job.
-    pub fn abort(&self) {
+    /// Tells every agent to abort the job; with `report`, to ask its ranks for their hang
+    /// reports first (the job ran out of time).
+    pub fn abort(&self, report: bool) {
         let mut out = Outgoing::new();
-        self.shared.state().to_agents(ABORT, &[], &mut out);
+        self.shared
+            .state()
+            .to_agents(ABORT, &[u64::from(report)], &mut out);
         deliver(out);
     }
 }
@@ -960,7 +969,10 @@ mod tests {
         }
         // Two connections' messages: the hub may relay them in either order.
         assert_eq!(heard.len(), 2, "{heard:?}");
-        assert!(heard.contains(&AgentNews::Exited(3)) && heard.contains(&AgentNews::Abort));
+        assert!(
+            heard.contains(&AgentNews::Exited(3))
+                && heard.contains(&AgentNews::Abort { report: false })
+        );
         assert_eq!(hub.failure(), Some(failure));
     }
 

@@ -171,6 +171,11 @@ pub trait Bootstrap: Send + Sync + Debug {
     fn aborted(&self) -> bool {
         false
     }
+    /// True when the job was aborted because it ran out of time and the launcher asks each
+    /// waiting process what it waits for (`osrun --timeout`; see `ONESIDED_HANG_REPORT`).
+    fn report_requested(&self) -> bool {
+        false
+    }
     /// How the members appear in the node's roster of processes, so that the waits of
     /// windows over this communicator notice peers that exited or wait elsewhere.
     fn watch(&self) -> Option<&PeerWatch> {

@@ -340,7 +340,9 @@ impl MpiBootstrap {
         };
         let mut vigil = self.watch.vigil(tag);
         let mut backoff = Backoff::new();
+        let mut hang = crate::diag::HangClock::new();
         loop {
+            hang.tick(|| self.describe_entry(tag));
             let mut done = 0;
             // SAFETY: `request` is the live request made above; serialized by the mutex.
             unsafe { mpi::ffi::MPI_Test(&mut request, &mut done, mpi::ffi::RSMPI_STATUS_IGNORE) };
@@ -359,6 +361,18 @@ impl MpiBootstrap {
             }
         }
         Self::entered(ch, tag, recv)
+    }
+
+    /// What the entry of the collective `tag` waits for, in a hang report's words.
+    fn describe_entry(&self, tag: CallTag) -> String {
+        format!(
+            "{} (collective #{} of a communicator of the host MPI; this process is rank {} of \
+             {}) waits for every member to enter it",
+            tag.call.mpi_name(),
+            tag.seq,
+            self.rank(),
+            self.size()
+        )
     }
 
     /// The end of [`enter_inline`](Self::enter_inline): every process's entry in `recv`.
@@ -389,7 +403,9 @@ impl MpiBootstrap {
         let mut wait = board.post(tag, send);
         let mut vigil = self.watch.vigil(tag);
         let mut backoff = Backoff::new();
+        let mut hang = crate::diag::HangClock::new();
         while !board.poll(&mut wait) {
+            hang.tick(|| self.describe_entry(tag));
             vigil.check(|_| None)?;
             let mut flag = 0;
             // SAFETY: a probe on the live duplicated communicator (calls on it are serialized

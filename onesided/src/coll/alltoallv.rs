@@ -367,7 +367,12 @@ impl<T: Pod> Alltoallv<T> {
     fn settle(&mut self) -> Result<()> {
         if self.in_flight {
             let core = &*self.window()?.core;
-            core.engine.wait_until(core, || core.engine.idle(), None)?;
+            core.engine.wait_until(
+                core,
+                || core.engine.idle(),
+                None,
+                || core.engine.describe_wait(core, None),
+            )?;
             self.in_flight = false;
         }
         Ok(())

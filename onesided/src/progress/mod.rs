@@ -49,6 +49,79 @@ pub(crate) trait Host {
         let _ = scope;
         Ok(())
     }
+    /// True when the job ends because it ran out of time and asks every waiting rank what
+    /// it waits for (`crate::diag`).
+    fn report_requested(&self) -> bool {
+        false
+    }
+    /// The window's id, for events.
+    #[cfg_attr(not(feature = "trace"), allow(dead_code))]
+    fn id(&self) -> u64 {
+        0
+    }
+    /// `waiting` in a hang report's words (the window, and the watched word's value now).
+    fn describe(&self, waiting: &Waiting) -> String {
+        waiting.to_string()
+    }
+}
+
+/// What a blocked synchronization waits for: the subject of a hang report
+/// (`crate::diag`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Waiting {
+    /// The MPI call that waits (`"MPI_Win_start"`).
+    pub call: &'static str,
+    /// The rank (of the window) it waits for, when it waits for one.
+    pub peer: Option<usize>,
+    /// The control word it watches, and the value it needs there (when a count).
+    pub word: Option<(crate::plane::CtrlWord, Option<u64>)>,
+    /// What the peer has not done yet, in words.
+    pub detail: String,
+}
+
+impl Waiting {
+    /// A wait in `call` for what `detail` says.
+    pub(crate) fn new(call: &'static str, detail: impl Into<String>) -> Self {
+        Waiting {
+            call,
+            detail: detail.into(),
+            ..Waiting::default()
+        }
+    }
+
+    /// The same, for rank `peer`.
+    pub(crate) fn on(mut self, peer: usize) -> Self {
+        self.peer = Some(peer);
+        self
+    }
+
+    /// The same, watching `word` (until it reaches `need`, for a count).
+    pub(crate) fn watching(mut self, word: crate::plane::CtrlWord, need: Option<u64>) -> Self {
+        self.word = Some((word, need));
+        self
+    }
+}
+
+impl std::fmt::Display for Waiting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.call)?;
+        if let Some(peer) = self.peer {
+            write!(f, " waits for rank {peer}")?;
+        } else {
+            write!(f, " waits")?;
+        }
+        if !self.detail.is_empty() {
+            write!(f, ": {}", self.detail)?;
+        }
+        if let Some((word, need)) = &self.word {
+            write!(f, " ({word}")?;
+            if let Some(need) = need {
+                write!(f, ", needs {need}")?;
+            }
+            write!(f, ")")?;
+        }
+        Ok(())
+    }
 }
 
 /// Which operations issued before an op must be complete at their targets before the op
@@ -92,6 +165,18 @@ pub(crate) trait SyncOp<C>: Send + 'static {
     /// [`Completes`]).
     fn completes(&self) -> Completes {
         Completes::Nothing
+    }
+
+    /// The MPI call the op belongs to, for events (`crate::diag`).
+    #[cfg_attr(not(feature = "trace"), allow(dead_code))]
+    fn name(&self) -> &'static str {
+        "a synchronization"
+    }
+
+    /// What this op waits for while it is blocked (for the hang report).
+    fn waiting(&self, core: &C) -> Waiting {
+        let _ = core;
+        Waiting::new("a synchronization", "")
     }
 }
 
@@ -585,6 +670,13 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         order: Order,
         settled: bool,
     ) -> Result<Ticket> {
+        crate::diag::event!(
+            target: "onesided::sync",
+            window = ?crate::diag::Hex(core.id()),
+            op = op.name(),
+            queued_before = self.queued.load(Ordering::Relaxed) & COUNT,
+            "synchronization pending"
+        );
         let ticket = self.enqueue(op, order, settled);
         if order.reorderable {
             // It may pass the pending epochs: give it its first poll now (and advance the
@@ -721,6 +813,13 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
                     settle_before_poll(core, &*queued.op).and_then(|()| queued.op.poll(core))
                 };
                 if !matches!(polled, Ok(Step::Blocked)) {
+                    crate::diag::event!(
+                        target: "onesided::sync",
+                        window = ?crate::diag::Hex(core.id()),
+                        op = q.ops[i].op.name(),
+                        ok = polled.is_ok(),
+                        "pending synchronization done"
+                    );
                     q.ops.remove(i);
                     completed += 1;
                     if i > 0 {
@@ -780,18 +879,44 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
     /// Drives the queue until `ticket` completed, backing off while nothing moves; with
     /// `collective`, watches the peers of that window collective meanwhile.
     pub(crate) fn wait(&self, core: &C, ticket: Ticket, collective: Option<CallTag>) -> Result<()> {
-        self.wait_until(core, || self.completed(ticket), collective)
+        self.wait_until(
+            core,
+            || self.completed(ticket),
+            collective,
+            || self.describe_wait(core, Some(ticket)),
+        )
+    }
+
+    /// What the op with `ticket` (or, without one, the queue) waits for, in a hang
+    /// report's words: the op itself, and the first op still blocked before it.
+    pub(crate) fn describe_wait(&self, core: &C, ticket: Option<Ticket>) -> String {
+        let q = self.lock();
+        let Some(first) = q.ops.front() else {
+            return "nothing queued (the wait's condition is not met)".into();
+        };
+        let head = core.describe(&first.op.waiting(core));
+        let awaited = ticket.and_then(|t| q.ops.iter().position(|o| o.ticket == t));
+        match awaited {
+            Some(0) | None => head,
+            Some(i) => format!(
+                "{}, queued behind {i} earlier synchronization(s) of the window; the first: {head}",
+                core.describe(&q.ops[i].op.waiting(core))
+            ),
+        }
     }
 
     /// Drives the queue until `done()` holds, backing off while nothing moves; with
-    /// `collective`, watches the peers of that window collective meanwhile.
+    /// `collective`, watches the peers of that window collective meanwhile. `describe` says
+    /// what the wait waits for, should it last (see `crate::diag`).
     pub(crate) fn wait_until(
         &self,
         core: &C,
         done: impl Fn() -> bool,
         collective: Option<CallTag>,
+        describe: impl Fn() -> String,
     ) -> Result<()> {
         let mut backoff = Backoff::new();
+        let mut hang = crate::diag::HangClock::new();
         // The peer watch starts only once the wait is not short: a fence that completes
         // within a few polls pays no clock read and publishes no wait.
         let mut polls = 0u32;
@@ -806,8 +931,12 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
                 return Ok(());
             }
             if core.aborted() {
+                if core.report_requested() {
+                    hang.timed_out(&describe);
+                }
                 return Err(Error::JobAborted);
             }
+            hang.tick(&describe);
             if let Some(tag) = collective {
                 polls += 1;
                 if polls == WATCH_AFTER_POLLS {
@@ -1082,7 +1211,9 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(20));
                 late.store(1, Ordering::Release);
             });
-            f.engine.wait_until(&f, || f.engine.idle(), None).unwrap();
+            f.engine
+                .wait_until(&f, || f.engine.idle(), None, String::new)
+                .unwrap();
             assert!(
                 f.engine.completed(a1),
                 "idle only once the passed op completed"

@@ -48,6 +48,10 @@ struct DeferredPut {
 }
 
 impl SyncOp<WinCore> for DeferredPut {
+    fn name(&self) -> &'static str {
+        "a deferred put"
+    }
+
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         // Relaxed: a budget, not a synchronization; only this window's calls and engine
         // touch it.

@@ -51,6 +51,10 @@ struct DeferredGet {
 }
 
 impl SyncOp<WinCore> for DeferredGet {
+    fn name(&self) -> &'static str {
+        "a deferred get"
+    }
+
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         let at = core.locate("rget", self.target, self.disp, self.len)?;
         core.ring_gate(self.target)?;
@@ -73,6 +77,10 @@ struct DeferredGetAccumulate<E> {
 }
 
 impl<E: AccElement + Send> SyncOp<WinCore> for DeferredGetAccumulate<E> {
+    fn name(&self) -> &'static str {
+        "a deferred get_accumulate"
+    }
+
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         let bytes = std::mem::size_of_val(&self.origin[..]);
         let loc = core.locate("rget_accumulate", self.target, self.disp, bytes)?;

@@ -17,7 +17,7 @@ use crate::bootstrap::roster::PeerWatch;
 use crate::bootstrap::{Call, CallTag};
 use crate::error::{Error, Result};
 use crate::plane::{AgreementPart, Awaited, ControlPlane, CtrlWord};
-use crate::progress::{Completes, Host, Step, SyncOp};
+use crate::progress::{Completes, Host, Step, SyncOp, Waiting};
 use crate::shm::barrier::BarrierWait;
 use crate::win::core::WinCore;
 
@@ -142,9 +142,81 @@ impl WinCore {
     }
 }
 
+impl WinCore {
+    /// What agreement `a` (of the collective `call`) waits for: the members that have not
+    /// entered it yet, as their published tags tell (on the mapped blocks; across nodes the
+    /// words are not read for a report).
+    pub(crate) fn waiting_in_collective(&self, call: &'static str, a: &Agreement) -> Waiting {
+        let plane = self.plane();
+        if !plane.is_mapped() {
+            return Waiting::new(call, format!("collective #{} of the window", a.tag.seq));
+        }
+        let mut behind = Vec::new();
+        let mut elsewhere = Vec::new();
+        for r in (0..self.size).filter(|&r| r != self.rank) {
+            let word = published(r, a.parity(), AgreementPart::Tag);
+            let Ok(theirs) = Awaited::from(plane.load(word, Ordering::Relaxed)).wait(&plane) else {
+                continue;
+            };
+            match CallTag::unpack(theirs) {
+                Some(t) if t.seq == a.tag.seq && t.call == a.tag.call => {}
+                Some(t) if t.seq == a.tag.seq => elsewhere.push(format!(
+                    "rank {r} entered {} instead (erroneous)",
+                    t.call.mpi_name()
+                )),
+                _ => behind.push(r),
+            }
+        }
+        let mut w = Waiting::new(
+            call,
+            format!(
+                "collective #{} of the window: ranks {behind:?} have not entered it{}",
+                a.tag.seq,
+                elsewhere
+                    .iter()
+                    .map(|e| format!("; {e}"))
+                    .collect::<String>()
+            ),
+        );
+        if let [peer] = behind[..] {
+            w = w.on(peer);
+        }
+        w
+    }
+}
+
 impl Host for WinCore {
     fn aborted(&self) -> bool {
         self.comm.aborted()
+    }
+
+    fn report_requested(&self) -> bool {
+        self.comm.report_requested()
+    }
+
+    fn id(&self) -> u64 {
+        self.window_id()
+    }
+
+    fn describe(&self, waiting: &Waiting) -> String {
+        let plane = self.plane();
+        let value = match (&waiting.word, plane.is_mapped()) {
+            (Some((word, need)), true) => match plane.load(*word, Ordering::Relaxed) {
+                // A count in decimal, a lock word's bits in hex.
+                crate::plane::Answer::Ready(v) if need.is_some() => {
+                    format!("; the count is {v} now")
+                }
+                crate::plane::Answer::Ready(v) => format!("; the word holds {v:#x} now"),
+                crate::plane::Answer::Pending(_) => String::new(),
+            },
+            _ => String::new(),
+        };
+        format!(
+            "window {:#x} (this process is rank {} of {}): {waiting}{value}",
+            self.window_id(),
+            self.rank,
+            self.size
+        )
     }
 
     fn reorder(&self) -> crate::progress::Reorder {
@@ -193,9 +265,23 @@ struct AgreeOp {
 }
 
 impl SyncOp<WinCore> for AgreeOp {
+    fn name(&self) -> &'static str {
+        "a window collective"
+    }
+
     /// Window collectives (free, set_info, …) run after everything issued before them.
     fn completes(&self) -> Completes {
         Completes::All
+    }
+
+    fn waiting(&self, core: &WinCore) -> Waiting {
+        match &self.agreement {
+            Some(a) => core.waiting_in_collective(a.tag.call.mpi_name(), a),
+            None => Waiting::new(
+                "a window collective",
+                "the closing barrier after the words were read",
+            ),
+        }
     }
 
     fn poll(&mut self, core: &WinCore) -> Result<Step> {

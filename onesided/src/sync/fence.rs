@@ -10,7 +10,7 @@ use std::sync::atomic::{fence, Ordering};
 use crate::bootstrap::call::CallTag;
 use crate::bootstrap::Call;
 use crate::error::Result;
-use crate::progress::{blocking_start, Completes, Step, SyncOp, Ticket};
+use crate::progress::{blocking_start, Completes, Step, SyncOp, Ticket, Waiting};
 use crate::request::Request;
 use crate::sync::collective::Agreement;
 use crate::sync::Assert;
@@ -25,9 +25,20 @@ struct FenceOp {
 }
 
 impl SyncOp<WinCore> for FenceOp {
+    fn name(&self) -> &'static str {
+        "MPI_Win_fence"
+    }
+
     /// The epoch it closes is complete at every target before anyone passes the barrier.
     fn completes(&self) -> Completes {
         Completes::All
+    }
+
+    fn waiting(&self, core: &WinCore) -> Waiting {
+        match &self.agreement {
+            Some(a) => core.waiting_in_collective("MPI_Win_fence", a),
+            None => Waiting::new("MPI_Win_fence", ""),
+        }
     }
 
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
@@ -74,7 +85,9 @@ impl WinCore {
             flush: plan.flush,
             agreement,
         };
-        let ticket = self.engine.start(self, op)?;
+        let started = self.engine.start(self, op);
+        self.note_sync("MPI_Win_fence", None, &started);
+        let ticket = started?;
         if ticket.is_some() {
             self.epoch.forget_access_cache();
         }

@@ -19,6 +19,10 @@ use crate::win::RawWindow;
 struct FlushOp;
 
 impl SyncOp<WinCore> for FlushOp {
+    fn name(&self) -> &'static str {
+        "MPI_Win_flush"
+    }
+
     /// What was deferred behind the synchronizations it waited for went out after the
     /// flush's own call: it completes here.
     fn completes(&self) -> Completes {

@@ -64,7 +64,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 use crate::plane::{Answer, Awaited, ControlPlane, CtrlWord, LockAt, LockPart};
-use crate::progress::{blocking_start, Completes, Order, Step, SyncOp, Ticket};
+use crate::progress::{blocking_start, Completes, Order, Step, SyncOp, Ticket, Waiting};
 use crate::request::Request;
 use crate::sync::epoch::Release;
 use crate::sync::{Assert, LockType};
@@ -253,6 +253,11 @@ impl Acquisition {
     #[inline]
     pub(crate) fn is_fresh(&self) -> bool {
         self.phase == Phase::Fast
+    }
+
+    /// True once the lock is held.
+    pub(crate) fn is_acquired(&self) -> bool {
+        self.phase == Phase::Acquired
     }
 
     /// Marks the lock held without asking the plane (a parked membership taken back).
@@ -480,6 +485,35 @@ struct LockOp {
 }
 
 impl SyncOp<WinCore> for LockOp {
+    fn name(&self) -> &'static str {
+        "MPI_Win_lock"
+    }
+
+    fn waiting(&self, _core: &WinCore) -> Waiting {
+        let kind = if self.mode == Mode::Writer {
+            "exclusive"
+        } else {
+            "shared"
+        };
+        match &self.global {
+            Some(g) if !g.is_acquired() => Waiting::new(
+                "MPI_Win_lock",
+                format!(
+                    "the window-wide lock word before its {kind} lock of rank {}: another \
+                     process holds lock_all",
+                    self.target
+                ),
+            )
+            .watching(lock_word(LockAt::Global), None),
+            _ => Waiting::new(
+                "MPI_Win_lock",
+                format!("its {kind} lock: another process holds a conflicting lock"),
+            )
+            .on(self.target)
+            .watching(lock_word(LockAt::Local(self.target)), None),
+        }
+    }
+
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         if let Some(g) = &mut self.global {
             if g.is_fresh() && core.unpark_exclusive() {
@@ -496,6 +530,13 @@ impl SyncOp<WinCore> for LockOp {
                 self.mode,
                 &mut self.local,
             )? {
+                crate::diag::event!(
+                    target: "onesided::lock",
+                    window = ?crate::diag::Hex(core.window_id()),
+                    target_rank = self.target,
+                    exclusive = self.mode == Mode::Writer,
+                    "lock granted"
+                );
                 Step::Done
             } else {
                 Step::Blocked
@@ -509,6 +550,18 @@ struct LockAllOp {
 }
 
 impl SyncOp<WinCore> for LockAllOp {
+    fn name(&self) -> &'static str {
+        "MPI_Win_lock_all"
+    }
+
+    fn waiting(&self, _core: &WinCore) -> Waiting {
+        Waiting::new(
+            "MPI_Win_lock_all",
+            "the window-wide lock word: a process holds an exclusive lock",
+        )
+        .watching(lock_word(LockAt::Global), None)
+    }
+
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         if poll_acquire(
             &core.plane(),
@@ -544,6 +597,10 @@ enum UnlockOp {
 }
 
 impl SyncOp<WinCore> for UnlockOp {
+    fn name(&self) -> &'static str {
+        "MPI_Win_unlock"
+    }
+
     /// The epoch's operations are in the target's memory before its lock is released.
     fn completes(&self) -> Completes {
         match *self {
@@ -701,9 +758,46 @@ impl WinCore {
             global: global.then(Acquisition::new),
             local: Acquisition::new(),
         };
-        self.start_opening(self.engine.start_ordered(self, op, order), || {
+        let started = self.start_opening(self.engine.start_ordered(self, op, order), || {
             let _ = self.epoch.unlock(target);
-        })
+        });
+        self.note_sync("MPI_Win_lock", Some(target), &started);
+        started
+    }
+
+    /// Event: the synchronization `call` (toward `peer`) started; done at once, pending, or
+    /// failed as `started` says.
+    #[inline]
+    #[cfg_attr(not(feature = "trace"), allow(unused_variables))]
+    pub(crate) fn note_sync(
+        &self,
+        call: &'static str,
+        peer: Option<usize>,
+        started: &Result<Option<Ticket>>,
+    ) {
+        // Evaluated only when the event is enabled (the macro's fields are lazy).
+        let state = || match started {
+            Ok(None) => "done",
+            Ok(Some(_)) => "pending",
+            Err(_) => "failed",
+        };
+        let window = || crate::diag::Hex(self.window_id());
+        if let Some(peer) = peer {
+            crate::diag::event!(
+                target: "onesided::epoch",
+                window = ?window(),
+                target_rank = peer,
+                state = state(),
+                "{call}"
+            );
+        } else {
+            crate::diag::event!(
+                target: "onesided::epoch",
+                window = ?window(),
+                state = state(),
+                "{call}"
+            );
+        }
     }
 
     /// The outcome of starting an opening op: on error the epoch is forgotten again
@@ -742,8 +836,11 @@ impl WinCore {
         self.check_rank(target)?;
         let release = self.epoch.unlock(target)?;
         let order = Order::lock(release.lock.epoch, target);
-        self.engine
-            .start_ordered(self, UnlockOp::One(release), order)
+        let started = self
+            .engine
+            .start_ordered(self, UnlockOp::One(release), order);
+        self.note_sync("MPI_Win_unlock", Some(target), &started);
+        started
     }
 
     pub(crate) fn lock_all(&self, assert: Assert) -> Result<()> {
@@ -767,7 +864,7 @@ impl WinCore {
         if nocheck {
             return Ok(None);
         }
-        self.start_opening(
+        let started = self.start_opening(
             self.engine.start(
                 self,
                 LockAllOp {
@@ -777,7 +874,9 @@ impl WinCore {
             || {
                 let _ = self.epoch.unlock_all();
             },
-        )
+        );
+        self.note_sync("MPI_Win_lock_all", None, &started);
+        started
     }
 
     pub(crate) fn unlock_all(&self) -> Result<()> {
@@ -793,7 +892,9 @@ impl WinCore {
         // start of its op happen together (see `WinCore::calls`).
         let _calls = self.calls.lock();
         let nocheck = self.epoch.unlock_all()?;
-        self.engine.start(self, UnlockOp::All { nocheck })
+        let started = self.engine.start(self, UnlockOp::All { nocheck });
+        self.note_sync("MPI_Win_unlock_all", None, &started);
+        started
     }
 }
 

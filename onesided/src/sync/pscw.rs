@@ -19,7 +19,7 @@ use std::sync::atomic::Ordering;
 use crate::error::Result;
 use crate::group::Group;
 use crate::plane::{count_reached, Answer, Awaited, ControlPlane, CtrlWord};
-use crate::progress::{blocking_start, Completes, Step, SyncOp, Ticket};
+use crate::progress::{blocking_start, Completes, Step, SyncOp, Ticket, Waiting};
 use crate::request::Request;
 use crate::sync::Assert;
 use crate::win::core::WinCore;
@@ -126,6 +126,17 @@ struct PostOp {
 }
 
 impl SyncOp<WinCore> for PostOp {
+    fn name(&self) -> &'static str {
+        "MPI_Win_post"
+    }
+
+    fn waiting(&self, _core: &WinCore) -> Waiting {
+        Waiting::new(
+            "MPI_Win_post",
+            "the network to apply its announcements to the access group",
+        )
+    }
+
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         let me = core.rank;
         self.announce
@@ -140,6 +151,25 @@ struct StartOp {
 }
 
 impl SyncOp<WinCore> for StartOp {
+    fn name(&self) -> &'static str {
+        "MPI_Win_start"
+    }
+
+    fn waiting(&self, core: &WinCore) -> Waiting {
+        match self.counts.needs.get(self.counts.next) {
+            Some(&(peer, need)) => Waiting::new("MPI_Win_start", "its MPI_Win_post")
+                .on(peer)
+                .watching(
+                    CtrlWord::Posts {
+                        at: core.rank,
+                        from: peer,
+                    },
+                    Some(need),
+                ),
+            None => Waiting::new("MPI_Win_start", ""),
+        }
+    }
+
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         let me = core.rank;
         self.counts
@@ -155,9 +185,20 @@ struct CompleteOp {
 }
 
 impl SyncOp<WinCore> for CompleteOp {
+    fn name(&self) -> &'static str {
+        "MPI_Win_complete"
+    }
+
     /// The epoch's operations are in the targets' memory before any target is told.
     fn completes(&self) -> Completes {
         Completes::All
+    }
+
+    fn waiting(&self, _core: &WinCore) -> Waiting {
+        Waiting::new(
+            "MPI_Win_complete",
+            "the network to apply its announcements to the targets",
+        )
     }
 
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
@@ -199,6 +240,18 @@ impl WaitOp {
 }
 
 impl SyncOp<WinCore> for WaitOp {
+    fn name(&self) -> &'static str {
+        "MPI_Win_wait"
+    }
+
+    fn waiting(&self, core: &WinCore) -> Waiting {
+        Waiting::new(
+            "MPI_Win_wait",
+            "the MPI_Win_complete of every origin of the exposure epoch",
+        )
+        .watching(CtrlWord::Completions { at: core.rank }, Some(self.need))
+    }
+
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         let plane = core.plane();
         let step = self.poll_on(&plane, core.rank)?;
@@ -263,13 +316,15 @@ impl WinCore {
             return Ok(None);
         }
         let order = self.epoch.exposure_order();
-        self.engine.start_ordered(
+        let started = self.engine.start_ordered(
             self,
             PostOp {
                 announce: Announce::new(group.ranks().to_vec()),
             },
             order,
-        )
+        );
+        self.note_sync("MPI_Win_post", None, &started);
+        started
     }
 
     pub(crate) fn start(&self, group: &Group, assert: Assert) -> Result<()> {
@@ -307,13 +362,15 @@ impl WinCore {
                 .collect()
         };
         let order = self.epoch.pscw_access_order();
-        let ticket = self.engine.start_ordered(
+        let started = self.engine.start_ordered(
             self,
             StartOp {
                 counts: AwaitCounts::new(needs),
             },
             order,
-        )?;
+        );
+        self.note_sync("MPI_Win_start", None, &started);
+        let ticket = started?;
         if ticket.is_some() {
             self.epoch.forget_access_cache();
         }
@@ -335,8 +392,11 @@ impl WinCore {
         let order = self.epoch.pscw_access_order();
         let group = self.epoch.complete()?;
         let announce = Announce::new(group.into_ranks());
-        self.engine
-            .start_ordered(self, CompleteOp { announce }, order)
+        let started = self
+            .engine
+            .start_ordered(self, CompleteOp { announce }, order);
+        self.note_sync("MPI_Win_complete", None, &started);
+        started
     }
 
     pub(crate) fn wait(&self) -> Result<()> {
@@ -345,7 +405,10 @@ impl WinCore {
             let _calls = self.calls.lock();
             let need = self.epoch.exposure_target("wait")?;
             let order = self.epoch.exposure_order();
-            blocking_start(|| self.engine.start_ordered(self, WaitOp::new(need), order))?
+            let started =
+                blocking_start(|| self.engine.start_ordered(self, WaitOp::new(need), order));
+            self.note_sync("MPI_Win_wait", None, &started);
+            started?
         };
         if let Some(t) = ticket {
             self.engine.wait(self, t, None)?;
@@ -364,7 +427,9 @@ impl WinCore {
         let need = self.epoch.exposure_target("iwait")?;
         let order = self.epoch.exposure_order();
         self.epoch.end_exposure();
-        self.engine.start_ordered(self, WaitOp::new(need), order)
+        let started = self.engine.start_ordered(self, WaitOp::new(need), order);
+        self.note_sync("MPI_Win_wait", None, &started);
+        started
     }
 
     pub(crate) fn test(&self) -> Result<bool> {

@@ -752,6 +752,13 @@ impl Rings {
         while ring.head().load(Ordering::Acquire) < upto {
             let taken = claim_and_run(ring, &exec, Some(upto))?.slots;
             if taken > 0 {
+                crate::diag::event!(
+                    target: "onesided::ring",
+                    target_rank = target,
+                    requests = taken,
+                    "requests taken back from a target that did not serve them (done by \
+                     cross-memory attach)"
+                );
                 // Relaxed: hints owned by this process (see snubbed).
                 let doublings = self.snubs[target]
                     .fetch_add(1, Ordering::Relaxed)

@@ -130,6 +130,15 @@ const _: () = {
 
 impl RawWindow {
     pub(crate) fn from_core(core: WinCore, kept: Option<Kept>) -> Self {
+        crate::diag::event!(
+            target: "onesided::window",
+            window = ?crate::diag::Hex(core.window_id()),
+            flavor = core.flavor.as_str(),
+            bytes = core.local.bytes,
+            rank = core.rank,
+            size = core.size,
+            "window created"
+        );
         let flags = Flags::from_hints(&core.hints());
         RawWindow {
             core: SharedCore::new(core),
@@ -443,6 +452,11 @@ impl RawWindow {
         // none to the control words (a heap block may be handed out again once dropped).
         self.freed = true;
         self.core._segment.release_on_drop();
+        crate::diag::event!(
+            target: "onesided::window",
+            window = ?crate::diag::Hex(self.core.window_id()),
+            "window freed"
+        );
         Ok(())
     }
 

@@ -82,7 +82,17 @@ impl WinCore {
     #[inline]
     pub(crate) fn pass_gate(&self, target: usize) -> Result<()> {
         if self.gated(target) {
-            self.engine.wait_until(self, || !self.gated(target), None)?;
+            self.engine.wait_until(
+                self,
+                || !self.gated(target),
+                None,
+                || {
+                    format!(
+                        "an operation to rank {target} waits for its epoch to activate; {}",
+                        self.engine.describe_wait(self, None)
+                    )
+                },
+            )?;
         }
         Ok(())
     }

@@ -5,7 +5,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::bootstrap::local::{
-    word, BootLayout, MAGIC, OFF_ABORT, OFF_ATTACHED, OFF_HEADER, VERSION,
+    word, BootLayout, ABORT_FAILED, ABORT_REPORTING, MAGIC, OFF_ABORT, OFF_ATTACHED, OFF_HEADER,
+    VERSION,
 };
 use crate::bootstrap::roster::Roster;
 use crate::error::{Error, Result};
@@ -64,7 +65,14 @@ impl BootSegment {
     /// Tells every rank to give up waiting (a peer failed).
     pub fn abort(&self) {
         // Relaxed: a flag polled in wait loops; nothing is published through it.
-        word(&self.seg, OFF_ABORT).store(1, Ordering::Relaxed);
+        word(&self.seg, OFF_ABORT).store(ABORT_FAILED, Ordering::Relaxed);
+    }
+
+    /// Tells every rank to give up waiting because the job ran out of time, and to say
+    /// first what it waits for (the hang report).
+    pub fn abort_reporting(&self) {
+        // Relaxed: as in `abort`.
+        word(&self.seg, OFF_ABORT).store(ABORT_REPORTING, Ordering::Relaxed);
     }
 
     /// Records that `rank` exited with status 0: peers waiting for it in a collective it

@@ -43,6 +43,11 @@ pub(super) const VERSION: u64 = 3;
 pub(super) const LINE: usize = 64;
 pub(super) const OFF_HEADER: usize = 0;
 pub(super) const OFF_ABORT: usize = LINE;
+/// The abort word's value when a rank failed.
+pub(super) const ABORT_FAILED: u64 = 1;
+/// The abort word's value when the job ran out of time: waits report what they wait for
+/// before they give up (`crate::diag`).
+pub(super) const ABORT_REPORTING: u64 = 2;
 pub(super) const OFF_ATTACHED: usize = 2 * LINE;
 pub(super) const OFF_BARRIER: usize = 3 * LINE;
 

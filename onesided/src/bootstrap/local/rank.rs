@@ -8,8 +8,8 @@ use crate::bootstrap::call::{Call, CallTag};
 use crate::bootstrap::hub::{self, Outcome};
 use crate::bootstrap::local::launcher::BootSegment;
 use crate::bootstrap::local::{
-    word, BootLayout, ENV_BOOT, ENV_JOB, ENV_RANK, ENV_SIZE, MAGIC, OFF_ABORT, OFF_ATTACHED,
-    OFF_BARRIER, OFF_HEADER, SLOT_TAGS, VERSION,
+    word, BootLayout, ABORT_REPORTING, ENV_BOOT, ENV_JOB, ENV_RANK, ENV_SIZE, MAGIC, OFF_ABORT,
+    OFF_ATTACHED, OFF_BARRIER, OFF_HEADER, SLOT_TAGS, VERSION,
 };
 use crate::bootstrap::roster::{channel_id, PeerWatch, Roster};
 use crate::bootstrap::{alltoallv_into_by_copies, blocks_inside, one_entry_per_process, Bootstrap};
@@ -290,10 +290,16 @@ impl LocalBootstrap {
         let mut wait = b.begin(tag.pack());
         let mut backoff = Backoff::new();
         let mut vigil = self.watch.vigil(tag);
+        let mut hang = crate::diag::HangClock::new();
+        let describe = || self.describe_collective(tag, first);
         while !b.poll(&mut wait) {
             if self.aborted() {
+                if self.report_requested() {
+                    hang.timed_out(describe);
+                }
                 return Err(Error::JobAborted);
             }
+            hang.tick(describe);
             // A peer whose tag word holds any tag of this sequence number has arrived (a
             // different call is reported by the tag check once the barrier completes).
             vigil.check(|r| {
@@ -308,10 +314,45 @@ impl LocalBootstrap {
         Ok(())
     }
 
+    /// What a wait in the collective `tag` waits for, in a hang report's words: the
+    /// members that have not entered it (their tag words tell, in the first barrier of
+    /// the collective; later ones wait for its slowest member).
+    fn describe_collective(&self, tag: CallTag, first: bool) -> String {
+        let mut text = format!(
+            "{} (collective #{} of {}; this process is rank {} of {})",
+            tag.call.mpi_name(),
+            tag.seq,
+            comm_name(self.comm_id),
+            self.rank,
+            self.size
+        );
+        if first {
+            let behind: Vec<usize> = (0..self.size)
+                .filter(|&r| {
+                    // Relaxed: a look for a report.
+                    CallTag::unpack(self.tag_word(r, tag.seq).load(Ordering::Relaxed))
+                        .is_none_or(|t| t.seq != tag.seq)
+                })
+                .collect();
+            text += &format!(" waits for ranks {behind:?}, which have not entered it");
+        } else {
+            text += " waits for its last members to finish it";
+        }
+        text
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Collectives> {
         // A poisoned lock only means another thread panicked inside a collective; the barrier
         // state itself is still consistent.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// A communicator as a hang report names it.
+fn comm_name(id: u64) -> String {
+    match id {
+        0 => "the world communicator".into(),
+        id => format!("communicator {id:#x}"),
     }
 }
 
@@ -667,6 +708,13 @@ impl Bootstrap for LocalBootstrap {
             .any(|s| word(s, OFF_ABORT).load(Ordering::Relaxed) != 0)
     }
 
+    fn report_requested(&self) -> bool {
+        // Relaxed: as in `aborted`.
+        std::iter::once(&self.seg)
+            .chain(&self.ancestors)
+            .any(|s| word(s, OFF_ABORT).load(Ordering::Relaxed) == ABORT_REPORTING)
+    }
+
     fn watch(&self) -> Option<&PeerWatch> {
         Some(&self.watch)
     }
@@ -690,11 +738,27 @@ impl LocalBootstrap {
         // The wait of every collective: deferred epochs, requests handed to this process and
         // the network advance while it waits, and it backs off to sleeping.
         let mut progress = Backoff::new();
+        let mut hang = crate::diag::HangClock::new();
+        let describe = || {
+            format!(
+                "{} (collective #{} of {} across nodes; this process is rank {} of {}) waits \
+                 for the other members, through the job's hub",
+                call.mpi_name(),
+                tag.seq,
+                comm_name(self.comm_id),
+                self.rank,
+                self.size
+            )
+        };
         let mut idle = || {
             progress.snooze();
             if self.aborted() {
+                if self.report_requested() {
+                    hang.timed_out(describe);
+                }
                 return Err(Error::JobAborted);
             }
+            hang.tick(describe);
             vigil.check(|_| None)
         };
         let outcome = link.exchange(tag.seq, tag.pack(), personalised, blocks, &mut idle);

@@ -173,6 +173,10 @@ struct DeferredArrival {
 }
 
 impl SyncOp<WinCore> for DeferredArrival {
+    fn name(&self) -> &'static str {
+        "a deferred notification"
+    }
+
     /// The notified operation ran before it (same epoch, in order) — maybe only handed to
     /// the target's request ring: it is in the target's memory before the count says so.
     fn completes(&self) -> Completes {
