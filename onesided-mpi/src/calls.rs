@@ -215,22 +215,6 @@ fn plain_pair(
     })
 }
 
-/// The bytes of a contiguous transfer on a window made from a memory handle (derived
-/// datatypes there are not supported).
-fn mem_contiguous(
-    op: &'static str,
-    origin: (i64, MPI_Datatype),
-    target: (i64, MPI_Datatype),
-) -> onesided::Result<usize> {
-    let (o, t) = pair(op, origin, target)?;
-    if !(o.contiguous() && t.contiguous()) {
-        return Err(Error::Unsupported(
-            "derived datatypes on a window made from a memory handle".into(),
-        ));
-    }
-    Ok(o.bytes)
-}
-
 /// Origin and target of one transfer: they must select the same number of bytes.
 pub(crate) fn pair(
     op: &'static str,
@@ -271,7 +255,7 @@ pub(crate) fn acc_pair(
 ///
 /// # Safety
 /// `addr` is the C caller's buffer for `o` (MPI's contract).
-unsafe fn origin_view<'a>(
+pub(crate) unsafe fn origin_view<'a>(
     addr: *const c_void,
     o: &Selection,
 ) -> onesided::Result<(&'a mut [u8], Layout<u8>)> {
@@ -292,8 +276,27 @@ fn no_op_origin(t: &Selection) -> onesided::Result<Selection> {
 /// datatype that reaches below its displacement (a negative lower bound or stride) starts
 /// its layout that many whole displacement units earlier: MPI allows it while every byte
 /// it selects is in the window.
-fn target_at(
+pub(crate) fn target_at(
     w: &RawWindow,
+    r: usize,
+    d: usize,
+    t: &Selection,
+) -> onesided::Result<(usize, Layout<u8>)> {
+    shifted(w.target_disp_unit(r)?, r, d, t)
+}
+
+/// [`target_at`] on a window made from a memory handle.
+fn mem_target_at(
+    m: &onesided::RawMemWindow,
+    d: usize,
+    t: &Selection,
+) -> onesided::Result<(usize, Layout<u8>)> {
+    shifted(m.disp_unit(), m.target(), d, t)
+}
+
+/// [`target_at`] for displacement unit `unit` of rank `r`.
+fn shifted(
+    unit: usize,
     r: usize,
     d: usize,
     t: &Selection,
@@ -302,7 +305,7 @@ fn target_at(
     if low >= 0 {
         return Ok((d, t.layout(0)?));
     }
-    let unit = w.target_disp_unit(r)?.max(1);
+    let unit = unit.max(1);
     let units = low.unsigned_abs().div_ceil(unit);
     let start = d.checked_sub(units).ok_or(Error::OutOfBounds {
         op: "a target datatype below the window",
@@ -973,9 +976,15 @@ pub(crate) unsafe fn put<C: Into<i64>>(
             w.put_layout(view, &o_layout, r, d, &t_layout)
         },
         |m| {
-            let n = mem_contiguous("put", (o_count, o_type), (t_count, t_type))?;
-            // SAFETY: the caller's origin buffer of `n` bytes.
-            m.put(unsafe { bytes(origin, n) }, disp(t_disp)?)
+            let (o, t) = pair("put", (o_count, o_type), (t_count, t_type))?;
+            if o.contiguous() && t.contiguous() {
+                // SAFETY: the caller's origin buffer of `o.bytes` bytes.
+                return m.put(unsafe { bytes(origin, o.bytes) }, disp(t_disp)?);
+            }
+            // SAFETY: the caller's origin buffer (MPI's contract).
+            let (view, o_layout) = unsafe { origin_view(origin, &o)? };
+            let (d, t_layout) = mem_target_at(m, disp(t_disp)?, &t)?;
+            m.put_layout(view, &o_layout, d, &t_layout)
         },
     )
 }
@@ -1017,9 +1026,15 @@ pub(crate) unsafe fn get<C: Into<i64>>(
             w.get_layout(view, &o_layout, r, d, &t_layout)
         },
         |m| {
-            let n = mem_contiguous("get", (o_count, o_type), (t_count, t_type))?;
-            // SAFETY: the caller's origin buffer of `n` bytes.
-            m.get(unsafe { bytes_mut(origin, n) }, disp(t_disp)?)
+            let (o, t) = pair("get", (o_count, o_type), (t_count, t_type))?;
+            if o.contiguous() && t.contiguous() {
+                // SAFETY: the caller's origin buffer of `o.bytes` bytes.
+                return m.get(unsafe { bytes_mut(origin, o.bytes) }, disp(t_disp)?);
+            }
+            // SAFETY: the caller's origin buffer (MPI's contract).
+            let (view, o_layout) = unsafe { origin_view(origin, &o)? };
+            let (d, t_layout) = mem_target_at(m, disp(t_disp)?, &t)?;
+            m.get_layout(view, &o_layout, d, &t_layout)
         },
     )
 }
@@ -1069,13 +1084,14 @@ pub(crate) unsafe fn accumulate<C: Into<i64>>(
             let op = mpi_op(op_arg)?;
             let (o, t) = acc_pair("accumulate", (o_count, o_type), (t_count, t_type))?;
             let ty = acc_elem(&o, &t, op)?;
-            if !(o.contiguous() && t.contiguous()) {
-                return Err(Error::Unsupported(
-                    "derived datatypes on a window made from a memory handle".into(),
-                ));
+            if o.contiguous() && t.contiguous() {
+                // SAFETY: the caller's origin buffer of `o.bytes` bytes.
+                return m.accumulate(unsafe { bytes(origin, o.bytes) }, ty, disp(t_disp)?, op);
             }
-            // SAFETY: the caller's origin buffer of `o.bytes` bytes.
-            m.accumulate(unsafe { bytes(origin, o.bytes) }, ty, disp(t_disp)?, op)
+            // SAFETY: the caller's origin buffer (MPI's contract).
+            let (view, o_layout) = unsafe { origin_view(origin, &o)? };
+            let (d, t_layout) = mem_target_at(m, disp(t_disp)?, &t)?;
+            m.accumulate_layout(view, &o_layout, ty, d, &t_layout, op)
         },
     )
 }

@@ -161,12 +161,15 @@ pub(crate) unsafe fn rrput(
 ) -> CallResult {
     calls::with_request(win, request, |w| {
         let (o, t) = calls::pair("rrput", (o_count.into(), o_type), (t_count.into(), t_type))?;
-        if !(o.contiguous() && t.contiguous()) {
-            return Err(Error::Unsupported("MPIX_Rrput of derived datatypes".into()));
+        let (r, d) = (calls::rank(target)?, calls::disp(t_disp)?);
+        if o.contiguous() && t.contiguous() {
+            // SAFETY: the caller's origin buffer of `o.bytes` bytes.
+            return w.rrput(unsafe { calls::bytes(origin, o.bytes) }, r, d);
         }
-        // SAFETY: the caller's origin buffer of `o.bytes` bytes.
-        let src = unsafe { calls::bytes(origin, o.bytes) };
-        w.rrput(src, calls::rank(target)?, calls::disp(t_disp)?)
+        // SAFETY: the caller's origin buffer (MPI's contract).
+        let (view, o_layout) = unsafe { calls::origin_view(origin, &o)? };
+        let (d, t_layout) = calls::target_at(w, r, d, &t)?;
+        w.rrput_layout(view, &o_layout, r, d, &t_layout)
     })
 }
 
@@ -189,16 +192,17 @@ pub(crate) unsafe fn rraccumulate(
             (o_count.into(), o_type),
             (t_count.into(), t_type),
         )?;
-        if !(o.contiguous() && t.contiguous()) {
-            return Err(Error::Unsupported(
-                "MPIX_Rraccumulate of derived datatypes".into(),
-            ));
-        }
         let op = calls::mpi_op(op)?;
         let ty = calls::acc_elem(&o, &t, op)?;
-        // SAFETY: the caller's origin buffer of `o.bytes` bytes.
-        let src = unsafe { calls::bytes(origin, o.bytes) };
-        w.rraccumulate(src, ty, calls::rank(target)?, calls::disp(t_disp)?, op)
+        let (r, d) = (calls::rank(target)?, calls::disp(t_disp)?);
+        if o.contiguous() && t.contiguous() {
+            // SAFETY: the caller's origin buffer of `o.bytes` bytes.
+            return w.rraccumulate(unsafe { calls::bytes(origin, o.bytes) }, ty, r, d, op);
+        }
+        // SAFETY: the caller's origin buffer (MPI's contract).
+        let (view, o_layout) = unsafe { calls::origin_view(origin, &o)? };
+        let (d, t_layout) = calls::target_at(w, r, d, &t)?;
+        w.rraccumulate_layout(view, &o_layout, ty, r, d, &t_layout, op)
     })
 }
 
@@ -208,48 +212,6 @@ pub(crate) unsafe fn rraccumulate(
 fn notification(idx: c_int) -> onesided::Result<usize> {
     usize::try_from(idx)
         .map_err(|_| Error::InvalidArgument(format!("negative notification index {idx}")))
-}
-
-/// The bytes of a notified transfer: contiguous origin and target selections only.
-fn notified_bytes(
-    call: &'static str,
-    origin: (i64, MPI_Datatype),
-    target: (i64, MPI_Datatype),
-    accumulate: bool,
-) -> onesided::Result<(
-    usize,
-    Option<onesided::ElemType>,
-    Option<onesided::ElemType>,
-)> {
-    let (o, t) = if accumulate {
-        calls::acc_pair(call, origin, target)?
-    } else {
-        calls::pair(call, origin, target)?
-    };
-    if !(o.contiguous() && t.contiguous()) {
-        return Err(Error::Unsupported(format!("{call} of derived datatypes")));
-    }
-    Ok((o.bytes, o.elem.flatten(), t.elem.flatten()))
-}
-
-/// The bytes, target rank, displacement and counter of a notified put or get.
-fn notified(
-    call: &'static str,
-    origin: (c_int, MPI_Datatype),
-    target_arg: (c_int, MPI_Datatype),
-    target: c_int,
-    t_disp: MPI_Aint,
-    idx: c_int,
-) -> onesided::Result<(usize, usize, usize, usize)> {
-    let origin = (i64::from(origin.0), origin.1);
-    let target_arg = (i64::from(target_arg.0), target_arg.1);
-    let (n, _, _) = notified_bytes(call, origin, target_arg, false)?;
-    Ok((
-        n,
-        calls::rank(target)?,
-        calls::disp(t_disp)?,
-        notification(idx)?,
-    ))
 }
 
 pub(crate) unsafe fn win_set_num_notify(win: MPI_Win, num: c_int) -> CallResult {
@@ -284,16 +246,24 @@ pub(crate) unsafe fn put_notify(
     win: MPI_Win,
 ) -> CallResult {
     calls::on_window(win, |w| {
-        let (n, r, d, i) = notified(
+        let (o, t) = calls::pair(
             "put_notify",
-            (o_count, o_type),
-            (t_count, t_type),
-            target,
-            t_disp,
-            idx,
+            (o_count.into(), o_type),
+            (t_count.into(), t_type),
         )?;
-        // SAFETY: the caller's origin buffer of `n` bytes.
-        w.put_notify(unsafe { calls::bytes(origin, n) }, r, d, i)
+        let (r, d, i) = (
+            calls::rank(target)?,
+            calls::disp(t_disp)?,
+            notification(idx)?,
+        );
+        if o.contiguous() && t.contiguous() {
+            // SAFETY: the caller's origin buffer of `o.bytes` bytes.
+            return w.put_notify(unsafe { calls::bytes(origin, o.bytes) }, r, d, i);
+        }
+        // SAFETY: the caller's origin buffer (MPI's contract).
+        let (view, o_layout) = unsafe { calls::origin_view(origin, &o)? };
+        let (d, t_layout) = calls::target_at(w, r, d, &t)?;
+        w.put_layout_notify(view, &o_layout, r, d, &t_layout, i)
     })
 }
 
@@ -310,16 +280,24 @@ pub(crate) unsafe fn get_notify(
     win: MPI_Win,
 ) -> CallResult {
     calls::on_window(win, |w| {
-        let (n, r, d, i) = notified(
+        let (o, t) = calls::pair(
             "get_notify",
-            (o_count, o_type),
-            (t_count, t_type),
-            target,
-            t_disp,
-            idx,
+            (o_count.into(), o_type),
+            (t_count.into(), t_type),
         )?;
-        // SAFETY: the caller's origin buffer of `n` bytes.
-        w.get_notify(unsafe { calls::bytes_mut(origin, n) }, r, d, i)
+        let (r, d, i) = (
+            calls::rank(target)?,
+            calls::disp(t_disp)?,
+            notification(idx)?,
+        );
+        if o.contiguous() && t.contiguous() {
+            // SAFETY: the caller's origin buffer of `o.bytes` bytes.
+            return w.get_notify(unsafe { calls::bytes_mut(origin, o.bytes) }, r, d, i);
+        }
+        // SAFETY: the caller's origin buffer (MPI's contract).
+        let (view, o_layout) = unsafe { calls::origin_view(origin, &o)? };
+        let (d, t_layout) = calls::target_at(w, r, d, &t)?;
+        w.get_layout_notify(view, &o_layout, r, d, &t_layout, i)
     })
 }
 
@@ -338,31 +316,26 @@ pub(crate) unsafe fn accumulate_notify(
 ) -> CallResult {
     calls::on_window(win, |w| {
         let op = calls::mpi_op(op)?;
-        let origin_arg = (o_count.into(), o_type);
-        let (n, oe, te) = notified_bytes(
+        let (o, t) = calls::acc_pair(
             "accumulate_notify",
-            origin_arg,
+            (o_count.into(), o_type),
             (t_count.into(), t_type),
-            true,
         )?;
-        let ty = match (oe, te) {
-            (Some(a), Some(b)) if a == b => a,
-            _ => {
-                return Err(Error::InvalidDatatype(
-                    "accumulate_notify: origin and target of one predefined type".into(),
-                ))
-            }
-        };
-        // SAFETY: the caller's origin buffer of `n` bytes.
-        let src = unsafe { calls::bytes(origin, n) };
-        w.accumulate_notify(
-            src,
-            ty,
+        let ty = calls::acc_elem(&o, &t, op)?;
+        let (r, d, i) = (
             calls::rank(target)?,
             calls::disp(t_disp)?,
-            op,
             notification(idx)?,
-        )
+        );
+        if o.contiguous() && t.contiguous() {
+            // SAFETY: the caller's origin buffer of `o.bytes` bytes.
+            let src = unsafe { calls::bytes(origin, o.bytes) };
+            return w.accumulate_notify(src, ty, r, d, op, i);
+        }
+        // SAFETY: the caller's origin buffer (MPI's contract).
+        let (view, o_layout) = unsafe { calls::origin_view(origin, &o)? };
+        let (d, t_layout) = calls::target_at(w, r, d, &t)?;
+        w.accumulate_layout_notify(view, &o_layout, ty, r, d, &t_layout, op, i)
     })
 }
 

@@ -87,6 +87,29 @@ int main(int argc, char **argv) {
   CHECK(base[3] == peer + 30 && base[4] == 1, "ordered put and flag: %ld %ld", base[3], base[4]);
   CHECK(base[5] == peer + 40 && base[6] == 1, "rrput/rraccumulate: %ld %ld", base[5], base[6]);
 
+  /* remote-completing calls with derived datatypes: a strided target, a strided origin */
+  long *b3;
+  MPI_Win w3;
+  MPI_Win_allocate(8 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &b3, &w3);
+  for (int i = 0; i < 8; i++) b3[i] = 0;
+  MPI_Datatype s2;
+  MPI_Type_vector(2, 1, 2, MPI_LONG, &s2);
+  MPI_Type_commit(&s2);
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Win_lock_all(0, w3);
+  long two[2] = {rank + 50, rank + 60}, src[3] = {5, -9, 7};
+  MPIX_Rrput(two, 2, MPI_LONG, peer, 0, 1, s2, w3, &rr);
+  MPIX_Rraccumulate(src, 1, s2, peer, 4, 2, MPI_LONG, MPI_SUM, w3, &ra);
+  MPI_Wait(&rr, MPI_STATUS_IGNORE);
+  MPI_Wait(&ra, MPI_STATUS_IGNORE);
+  MPI_Win_unlock_all(w3);
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(b3[0] == peer + 50 && b3[1] == 0 && b3[2] == peer + 60 && b3[4] == 5 && b3[5] == 7 &&
+            b3[6] == 0,
+        "strided rrput/rraccumulate: %ld %ld %ld %ld %ld", b3[0], b3[1], b3[2], b3[4], b3[5]);
+  MPI_Type_free(&s2);
+  MPI_Win_free(&w3);
+
   /* MPI_Request_get_status drives a pending request. Rank 1 holds an exclusive lock of
    * itself; rank 0's epoch to it opens at once (seed 004: the ilock request completes and
    * the put is deferred), and its iunlock completes only once rank 1 released the lock

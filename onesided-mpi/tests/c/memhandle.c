@@ -1,7 +1,8 @@
 /* Memory handles through the C extensions (2 ranks, seed 000 §4): each process registers a
  * buffer with a dynamic window, sends the handle with MPI_Allgather, builds a window of
  * its peer from the peer's handle, and puts, accumulates and gets there inside the
- * parent's passive-target epoch; the data lands in the peer's buffer. Calls the handle's
+ * parent's passive-target epoch, with derived datatypes too (a strided target, a strided
+ * origin); the data lands in the peer's buffer. Calls the handle's
  * windows do not take are MPI_ERR_RMA_FLAVOR; after the owner's release an operation is
  * MPI_ERR_WIN, never a write into the released memory. */
 #include <mpi.h>
@@ -45,6 +46,23 @@ int main(int argc, char **argv) {
   MPI_Win_flush_all(remote);
   CHECK(got == 10 * peer + 7, "get through the handle: %ld", got);
 
+  /* Derived datatypes: to elements 1 and 4, from elements 0 and 2 of the origin. */
+  MPI_Datatype stride3, stride2;
+  MPI_Type_vector(2, 1, 3, MPI_LONG, &stride3);
+  MPI_Type_vector(2, 1, 2, MPI_LONG, &stride2);
+  MPI_Type_commit(&stride3);
+  MPI_Type_commit(&stride2);
+  long pair[2] = {500 + rank, 600 + rank}, ones[3] = {1, -7, 1}, got2[3] = {-1, -1, -1};
+  MPI_Put(pair, 2, MPI_LONG, peer, 1, 1, stride3, remote);
+  MPI_Accumulate(ones, 1, stride2, peer, 5, 2, MPI_LONG, MPI_SUM, remote);
+  MPI_Win_flush(peer, remote);
+  MPI_Get(got2, 1, stride2, peer, 6, 2, MPI_LONG, remote);
+  MPI_Win_flush(peer, remote);
+  CHECK(got2[0] == 10 * peer + 6 + 1 && got2[1] == -1 && got2[2] == 10 * peer + 7,
+        "strided get through the handle: %ld %ld %ld", got2[0], got2[1], got2[2]);
+  MPI_Type_free(&stride3);
+  MPI_Type_free(&stride2);
+
   /* Not for a handle's window: MPI_ERR_RMA_FLAVOR through its handler. */
   MPI_Win_set_errhandler(remote, MPI_ERRORS_RETURN);
   int cls = 0, rc = MPI_Win_lock_all(0, remote);
@@ -61,7 +79,10 @@ int main(int argc, char **argv) {
   MPI_Win_unlock(peer, parent);
   MPI_Barrier(MPI_COMM_WORLD);
   CHECK(buf[2] == 100 + peer, "the peer's put: %ld", buf[2]);
-  CHECK(buf[5] == 10 * rank + 5 + 1, "the peer's accumulate: %ld", buf[5]);
+  CHECK(buf[5] == 10 * rank + 5 + 2, "the peer's accumulates: %ld", buf[5]);
+  CHECK(buf[1] == 500 + peer && buf[4] == 600 + peer, "the peer's strided put: %ld %ld", buf[1],
+        buf[4]);
+  CHECK(buf[6] == 10 * rank + 6 + 1, "the peer's strided accumulate: %ld", buf[6]);
 
   /* The owner releases; the peer's next operation fails cleanly. */
   MPIX_Memhandle_release(mine, parent);

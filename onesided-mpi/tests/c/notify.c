@@ -2,7 +2,8 @@
  * MPIX_Put_notify and adds with MPIX_Accumulate_notify, rank 0 waits for the counts with
  * MPIX_Win_wait_notify requests (mixed with a two-sided request in one MPI_Waitall) and
  * finds the data in place without any synchronization epoch of its own; then the counters
- * are read, reset, and misused. */
+ * are read, reset, and misused. Then the same with derived datatypes: a put into a strided
+ * target, an accumulate from a strided origin and a get into one, each counted. */
 #include <mpi.h>
 #include <stdio.h>
 
@@ -68,6 +69,42 @@ int main(int argc, char **argv) {
     printf("notify: ok\n");
   }
   MPI_Barrier(MPI_COMM_WORLD);
+
+  MPI_Datatype every_other;
+  MPI_Type_vector(4, 1, 2, MPI_LONG, &every_other);
+  MPI_Type_commit(&every_other);
+  long *b2;
+  MPI_Win w2;
+  MPI_Win_allocate(32 * sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD, &b2, &w2);
+  for (int i = 0; i < 32; i++) b2[i] = 0;
+  MPIX_Win_set_num_notify(w2, 1);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 1) {
+    MPI_Win_lock_all(0, w2);
+    long v[4] = {1, 2, 3, 4};
+    MPIX_Put_notify(v, 4, MPI_LONG, 0, 0, 1, every_other, 0, w2); /* to 0, 2, 4, 6 */
+    long src[8] = {10, -1, 20, -1, 30, -1, 40, -1};
+    MPIX_Accumulate_notify(src, 1, every_other, 0, 10, 4, MPI_LONG, MPI_SUM, 0, w2);
+    long back[8] = {0};
+    MPIX_Get_notify(back, 1, every_other, 0, 10, 4, MPI_LONG, 0, w2);
+    CHECK(back[0] == 10 && back[2] == 20 && back[4] == 30 && back[6] == 40 && back[1] == 0 &&
+              back[7] == 0,
+          "strided get_notify: %ld %ld %ld %ld %ld", back[0], back[1], back[2], back[4], back[6]);
+    MPI_Win_unlock_all(w2);
+  } else {
+    MPI_Request rq;
+    MPIX_Win_wait_notify(w2, 0, 3, &rq);
+    MPI_Wait(&rq, MPI_STATUS_IGNORE);
+    CHECK(b2[0] == 1 && b2[1] == 0 && b2[2] == 2 && b2[4] == 3 && b2[6] == 4 && b2[7] == 0,
+          "strided put_notify: %ld %ld %ld %ld %ld", b2[0], b2[1], b2[2], b2[4], b2[6]);
+    CHECK(b2[10] == 10 && b2[11] == 20 && b2[12] == 30 && b2[13] == 40 && b2[14] == 0,
+          "accumulate_notify from a strided origin: %ld %ld %ld %ld", b2[10], b2[11], b2[12],
+          b2[13]);
+    printf("notify (derived datatypes): ok\n");
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  MPI_Type_free(&every_other);
+  MPI_Win_free(&w2);
   MPI_Win_free(&win);
   MPI_Finalize();
   return 0;

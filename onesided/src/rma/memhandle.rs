@@ -24,6 +24,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
+use crate::layout::{check_match, pieces, Layout};
 use crate::ops::{AccElement, ElemType, Op};
 use crate::transport::{Located, Route};
 use crate::win::core::WinCore;
@@ -367,6 +368,82 @@ impl HandleRegion {
         Ok(())
     }
 
+    /// The pieces of `origin` that `origin_layout` selects go, in order, to those
+    /// `target_layout` selects at `disp` (derived datatypes).
+    fn put_layout(
+        &self,
+        core: &WinCore,
+        origin: &[u8],
+        origin_layout: &Layout<u8>,
+        disp: usize,
+        target_layout: &Layout<u8>,
+    ) -> Result<()> {
+        crate::rma::check_within("put", origin_layout, origin.len())?;
+        check_match("put", origin_layout.bytes(), target_layout.bytes())?;
+        let at = self.at(core, "put", disp, target_layout.end())?;
+        let list: Vec<(usize, usize, usize)> =
+            pieces([origin_layout.blocks(), target_layout.blocks()])
+                .map(|([o, t], len)| (o, t, len))
+                .collect();
+        at.route.post_write_pieces(origin, &list)?;
+        core.note_issued(at.route);
+        core.epoch.note_rma();
+        Ok(())
+    }
+
+    /// The pieces `target_layout` selects at `disp` land, in order, in those of `origin`
+    /// that `origin_layout` selects.
+    fn get_layout(
+        &self,
+        core: &WinCore,
+        origin: &mut [u8],
+        origin_layout: &Layout<u8>,
+        disp: usize,
+        target_layout: &Layout<u8>,
+    ) -> Result<()> {
+        crate::rma::check_within("get", origin_layout, origin.len())?;
+        check_match("get", origin_layout.bytes(), target_layout.bytes())?;
+        let at = self.at(core, "get", disp, target_layout.end())?;
+        let list: Vec<(usize, usize, usize)> =
+            pieces([origin_layout.blocks(), target_layout.blocks()])
+                .map(|([o, t], len)| (o, t, len))
+                .collect();
+        at.route.read_pieces(origin, &list)?;
+        core.epoch.note_rma();
+        Ok(())
+    }
+
+    /// Combines the elements of `origin` that `origin_layout` selects into those
+    /// `target_layout` selects at `disp`, in order.
+    #[allow(clippy::too_many_arguments)]
+    fn accumulate_layout<E: AccElement>(
+        &self,
+        core: &WinCore,
+        flags: crate::win::core::Flags,
+        origin: &[E],
+        origin_layout: &Layout<E>,
+        disp: usize,
+        target_layout: &Layout<E>,
+        op: Op,
+    ) -> Result<()> {
+        crate::rma::accumulate::check_op("accumulate", op, E::TYPE, false)?;
+        let size = std::mem::size_of::<E>();
+        crate::rma::check_within("accumulate", origin_layout, origin.len())?;
+        if !(origin_layout.splits_into(size) && target_layout.splits_into(size)) {
+            return Err(Error::InvalidArgument(
+                "accumulate: the datatypes split an element".into(),
+            ));
+        }
+        check_match("accumulate", origin_layout.bytes(), target_layout.bytes())?;
+        let at = self.at(core, "accumulate", disp, target_layout.end())?;
+        for ([o, t], len) in pieces([origin_layout.blocks(), target_layout.blocks()]) {
+            let run = &origin[o / size..(o + len) / size];
+            core.acc_run(self.target, at.offset(t), run, op, None, flags)?;
+        }
+        core.epoch.note_rma();
+        Ok(())
+    }
+
     fn accumulate<E: AccElement>(
         &self,
         core: &WinCore,
@@ -482,6 +559,73 @@ impl RawMemWindow {
     /// Reads `dst.len()` bytes at displacement `disp` (MPI_Get).
     pub fn get(&self, dst: &mut [u8], disp: usize) -> Result<()> {
         self.region.get(&self.parent.core, dst, disp)
+    }
+
+    /// [`RawMemWindow::put`] with byte layouts for origin and target (derived datatypes).
+    pub fn put_layout(
+        &self,
+        origin: &[u8],
+        origin_layout: &Layout<u8>,
+        disp: usize,
+        target_layout: &Layout<u8>,
+    ) -> Result<()> {
+        self.region.put_layout(
+            &self.parent.core,
+            origin,
+            origin_layout,
+            disp,
+            target_layout,
+        )
+    }
+
+    /// [`RawMemWindow::get`] with byte layouts for origin and target (derived datatypes).
+    pub fn get_layout(
+        &self,
+        origin: &mut [u8],
+        origin_layout: &Layout<u8>,
+        disp: usize,
+        target_layout: &Layout<u8>,
+    ) -> Result<()> {
+        self.region.get_layout(
+            &self.parent.core,
+            origin,
+            origin_layout,
+            disp,
+            target_layout,
+        )
+    }
+
+    /// [`RawMemWindow::accumulate`] with byte layouts (which select whole elements of
+    /// `ty`).
+    pub fn accumulate_layout(
+        &self,
+        origin: &[u8],
+        origin_layout: &Layout<u8>,
+        ty: ElemType,
+        disp: usize,
+        target_layout: &Layout<u8>,
+        op: Op,
+    ) -> Result<()> {
+        let flags = self.parent.flags.get();
+        crate::with_elem_type!(ty, E => {
+            if origin.len() % std::mem::size_of::<E>() != 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "accumulate: {} bytes are not whole {} elements",
+                    origin.len(),
+                    ty.name()
+                )));
+            }
+            let elems: Vec<E> = bytemuck::pod_collect_to_vec(origin);
+            self.region.accumulate_layout(
+                &self.parent.core,
+                flags,
+                &elems,
+                &origin_layout.retyped::<E>(),
+                disp,
+                &target_layout.retyped::<E>(),
+                op,
+            )
+        })
     }
 
     /// Combines `src`, elements of `ty`, into the region at `disp` (MPI_Accumulate).

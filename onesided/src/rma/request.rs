@@ -36,6 +36,7 @@
 use bytemuck::Pod;
 
 use crate::error::{Error, Result};
+use crate::layout::Layout;
 use crate::ops::{AccElement, Op};
 use crate::progress::{Step, SyncOp, Ticket};
 use crate::request::{Delivery, Request};
@@ -131,6 +132,47 @@ impl WinCore {
 }
 
 impl RawWindow {
+    /// [`RawWindow::rrput`] with byte layouts (`MPIX_Rrput` with derived datatypes): the
+    /// request completes once every byte is in `target`'s memory (here: on return).
+    pub fn rrput_layout(
+        &self,
+        origin: &[u8],
+        origin_layout: &Layout<u8>,
+        target: usize,
+        disp: usize,
+        target_layout: &Layout<u8>,
+    ) -> Result<Request<'static>> {
+        self.require_passive("rrput", target)?;
+        self.put_layout(origin, origin_layout, target, disp, target_layout)?;
+        // Pieces posted to the network land before the request completes; nothing of a
+        // layout put goes through a request ring.
+        self.core.complete_net()?;
+        // As a flush: our stores are ordered before any later load or store of ours.
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        Ok(Request::done())
+    }
+
+    /// [`RawWindow::rraccumulate`] with byte layouts (`MPIX_Rraccumulate` with derived
+    /// datatypes): the request completes once every update is done at `target`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rraccumulate_layout(
+        &self,
+        origin: &[u8],
+        origin_layout: &Layout<u8>,
+        ty: crate::ops::ElemType,
+        target: usize,
+        disp: usize,
+        target_layout: &Layout<u8>,
+        op: Op,
+    ) -> Result<Request<'static>> {
+        self.require_passive("rraccumulate", target)?;
+        self.accumulate_layout(origin, origin_layout, ty, target, disp, target_layout, op)?;
+        self.core.ring_gate_for(target, self.flags.get())?;
+        self.core.complete_net()?;
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        Ok(Request::done())
+    }
+
     /// Error unless a passive-target epoch of this process includes `target` — what the
     /// request-based calls (`MPI_Rput` & co.) require.
     pub fn require_passive(&self, op: &'static str, target: usize) -> Result<()> {

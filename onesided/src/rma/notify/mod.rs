@@ -60,7 +60,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::bootstrap::Call;
 use crate::error::{Error, Result};
-use crate::ops::{AccElement, Op};
+use crate::layout::Layout;
+use crate::ops::{AccElement, ElemType, Op};
 use crate::plane::{Awaited, ControlPlane, CtrlWord};
 use crate::progress::{Completes, Step, SyncOp};
 use crate::request::Request;
@@ -389,6 +390,66 @@ impl RawWindow {
         self.core.drain_before_op(self.flags.get())?;
         at.route.write(bytes)?;
         self.core.epoch.note_rma();
+        self.core.notify_arrival(OP, target, idx)
+    }
+
+    /// [`RawWindow::put_layout`], then counter `idx` of `target` counts it (MPI_Put_notify
+    /// with derived datatypes): when the target sees the count, every byte is in its
+    /// memory. Errors: those of `put_layout`, and [`Error::InvalidNotification`].
+    pub fn put_layout_notify(
+        &self,
+        origin: &[u8],
+        origin_layout: &Layout<u8>,
+        target: usize,
+        disp: usize,
+        target_layout: &Layout<u8>,
+        idx: usize,
+    ) -> Result<()> {
+        const OP: &str = "put_notify";
+        self.core.notify_table(OP, target, idx)?;
+        // Never staged nor deferred: the pieces are written (or posted to the network,
+        // which the arrival completes first) when it returns.
+        self.put_layout(origin, origin_layout, target, disp, target_layout)?;
+        self.core.notify_arrival(OP, target, idx)
+    }
+
+    /// [`RawWindow::get_layout`], then counter `idx` of `target` counts it (MPI_Get_notify
+    /// with derived datatypes). Errors as for [`RawWindow::put_layout_notify`].
+    pub fn get_layout_notify(
+        &self,
+        origin: &mut [u8],
+        origin_layout: &Layout<u8>,
+        target: usize,
+        disp: usize,
+        target_layout: &Layout<u8>,
+        idx: usize,
+    ) -> Result<()> {
+        const OP: &str = "get_notify";
+        self.core.notify_table(OP, target, idx)?;
+        self.get_layout(origin, origin_layout, target, disp, target_layout)?;
+        self.core.notify_arrival(OP, target, idx)
+    }
+
+    /// [`RawWindow::accumulate_layout`], then counter `idx` of `target` counts it
+    /// (MPI_Accumulate_notify with derived datatypes): when the target sees the count, every
+    /// update is done. Errors as for [`RawWindow::put_layout_notify`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn accumulate_layout_notify(
+        &self,
+        origin: &[u8],
+        origin_layout: &Layout<u8>,
+        ty: ElemType,
+        target: usize,
+        disp: usize,
+        target_layout: &Layout<u8>,
+        op: Op,
+        idx: usize,
+    ) -> Result<()> {
+        const OP: &str = "accumulate_notify";
+        self.core.notify_table(OP, target, idx)?;
+        self.accumulate_layout(origin, origin_layout, ty, target, disp, target_layout, op)?;
+        // An update handed to the target's ring must be done before it is counted.
+        self.core.ring_gate_for(target, self.flags.get())?;
         self.core.notify_arrival(OP, target, idx)
     }
 
