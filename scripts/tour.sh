@@ -3,7 +3,7 @@
 # (no MPI needed). Every example checks its own results.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --workspace --bins --examples
+cargo build --release --bins --examples
 osrun=target/release/osrun
 echo
 echo "== ring: a token travels around 4 ranks with fence, then PSCW, then locks + flush"

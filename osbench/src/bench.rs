@@ -516,7 +516,7 @@ pub fn bandwidth<B: Backend>(b: &B, bench: &str, p: &Params, out: &mut Vec<Recor
     Ok(())
 }
 
-/// Puts per message-rate iteration ([Gerstenberger13] §3.1.2).
+/// Puts per message-rate iteration (\[Gerstenberger13\] §3.1.2).
 pub const MSG_BATCH: usize = 1000;
 
 /// Message rate: 1000 puts of 8 bytes to distinct slots, then one flush (under lock_all).
@@ -584,7 +584,7 @@ fn compute(n: u64) -> u64 {
     black_box(x)
 }
 
-/// Overlap ([Gerstenberger13] §3.1.1): how much of a put's time (put + flush) computation placed
+/// Overlap (\[Gerstenberger13\] §3.1.1): how much of a put's time (put + flush) computation placed
 /// between the put and the flush can hide.
 pub fn overlap<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResult<()> {
     let comm = b.comm();
@@ -736,7 +736,7 @@ where
     ))
 }
 
-/// Synchronization latency ([Gerstenberger13] §3.2): passive-target calls between ranks 0 and 1,
+/// Synchronization latency (\[Gerstenberger13\] §3.2): passive-target calls between ranks 0 and 1,
 /// fence versus process count, PSCW versus ring neighbours.
 pub fn sync_latency<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResult<()> {
     let comm = b.comm();

@@ -61,7 +61,7 @@ enum Bench {
     Bibw,
     /// Message rate: 1000 puts of 8 bytes, then one flush.
     MsgRate,
-    /// Overlap of computation with a put ([Gerstenberger13] §3.1.1).
+    /// Overlap of computation with a put (\[Gerstenberger13\] §3.1.1).
     Overlap,
     /// Synchronization calls: lock, unlock, lock_all, flush, sync; fence vs processes;
     /// PSCW vs neighbours.

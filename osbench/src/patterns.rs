@@ -1,4 +1,4 @@
-//! Nonblocking synchronization ([Zounmevo14] §VIII-B): the five inefficiency patterns, each
+//! Nonblocking synchronization (\[Zounmevo14\] §VIII-B): the five inefficiency patterns, each
 //! run with blocking and with nonblocking epoch calls in the same job (`sync-patterns`),
 //! and lock transactions (`transactions`, Fig. 12).
 //!
@@ -228,7 +228,7 @@ pub fn sync_patterns(comm: &Comm, p: &Params, out: &mut Vec<Record>) -> BResult<
 /// How long the origin computes after closing its epoch, without calling the library.
 const COMPUTE: Duration = Duration::from_millis(5);
 
-/// What the progress thread buys ([Zounmevo14] §VII-D) when the origin computes without
+/// What the progress thread buys (\[Zounmevo14\] §VII-D) when the origin computes without
 /// calling in: target 0 posts 2 ms late; origin 1 opens its epoch (`istart`), puts 1 MiB
 /// (deferred, copied), closes it (`icomplete`) and computes for 5 ms without a call. The
 /// target's epoch (post to the end of its wait) ends when the deferred put lands and the
@@ -633,7 +633,7 @@ fn late_unlock(
     tally.median(comm, 0, 2)
 }
 
-/// `transactions` ([Zounmevo14] Fig. 12): every rank runs update transactions — random
+/// `transactions` (\[Zounmevo14\] Fig. 12): every rank runs update transactions — random
 /// target, random offset, one exclusive-lock epoch with one 8-byte accumulate each — for a
 /// fixed time; throughput in transactions per second over all ranks. `uniform` picks
 /// targets uniformly; `hotspot` also sends every origin's every other transaction to
@@ -644,7 +644,7 @@ fn late_unlock(
 /// lock is held elsewhere, and any completed epoch frees its place (MPI_Waitany);
 /// `nonblocking-aaar` does the same on a window with `MPI_WIN_ACCESS_AFTER_ACCESS_REORDER`,
 /// so a transaction whose lock is free goes ahead of, and completes before, one waiting for
-/// a busy lock ("some can even complete out of order", [Zounmevo14] §IV-B). The three
+/// a busy lock ("some can even complete out of order", \[Zounmevo14\] §IV-B). The three
 /// variants take turns in `--rounds` rounds of `--time-ms / rounds` each and the median
 /// round is reported, so a slow phase of the machine moves one round, not one variant.
 /// Every update adds 1: after every round the window sums to the number of transactions,
@@ -859,7 +859,7 @@ impl Rng {
 }
 
 /// A reorder scenario: runs `reps` repetitions on a window; returns (victim µs, origin µs)
-/// medians, measured where [Zounmevo14] Figs. 7–11 measure them.
+/// medians, measured where \[Zounmevo14\] Figs. 7–11 measure them.
 type ScenarioFn = fn(&Comm, &Window<u8>, u64) -> BResult<(f64, f64)>;
 
 /// Seed 004 Figs. 7–11: nonblocking epochs only, one 1 MiB put per epoch, the late process

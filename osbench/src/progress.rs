@@ -1,4 +1,4 @@
-//! `progress`: seed 000 Fig. 5 (after [30] there) — does an origin complete RMA while its
+//! `progress`: seed 000 Fig. 5 (after \[30\] there) — does an origin complete RMA while its
 //! target computes outside the library?
 //!
 //! The origin (rank 0) does `n` one-byte put+flush operations in one exclusive-lock epoch;

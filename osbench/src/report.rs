@@ -176,7 +176,7 @@ pub fn fit_linear(points: &[(f64, f64)]) -> Option<(f64, f64)> {
     Some((a, b))
 }
 
-/// The communication model of [Gerstenberger13], P(s) = a·s + b: `b` is the latency at the smallest
+/// The communication model of \[Gerstenberger13\], P(s) = a·s + b: `b` is the latency at the smallest
 /// size (start-up cost), `a` the per-byte cost fitted through the other sizes (least squares
 /// of P(s) − b = a·s, so the large sizes, where a·s dominates, decide it — the inverse of
 /// the asymptotic bandwidth). `None` for fewer than two distinct sizes.
@@ -210,7 +210,7 @@ fn model_record(template: &Record, metric: &str, value: f64, unit: &str) -> Reco
     }
 }
 
-/// Performance models ([Gerstenberger13] §3): `P(s) = a·s + b` for every communication series
+/// Performance models (\[Gerstenberger13\] §3): `P(s) = a·s + b` for every communication series
 /// (bench, impl, window, sync) measured at two or more sizes ([`fit_size_model`]); `P(p) = a·log2(p) + b` for
 /// fence; `P(k) = a·k + b` for PSCW; a constant for every other synchronization call.
 pub fn models(records: &[Record]) -> Vec<Record> {
