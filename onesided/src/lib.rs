@@ -32,7 +32,7 @@
 //! # Ok::<(), onesided::Error>(())
 //! ```
 //!
-//! Layers (the README's "How it works" section describes each room and protocol, and its
+//! Layers (`docs/architecture.md` describes each room and protocol, and the README's
 //! "References" section the papers cited by key in these docs): [`bootstrap`] (who is who, out-of-band collectives) →
 //! transports (shared memory, cross-memory attach) → windows ([`Window`]), communication
 //! (`put`/`get`) and synchronization, every synchronization a request state machine driven

@@ -42,7 +42,7 @@
 //! The retries matter under contention: a ticket costs four more atomics on the contended
 //! line and hands the lock strictly in turn, while a lock held for ~100 ns is usually free
 //! again a poll later, often still in the cache of the process that just released it
-//! (hot-spot `transactions`: blocking up to 1.5× faster, see README).
+//! (hot-spot `transactions`: blocking up to 1.5× faster, see docs/performance.md).
 //!
 //! **Parked memberships.** In the protocol above every exclusive lock of a process that held
 //! none writes the global word twice (join the exclusive class, leave it), and every process

@@ -39,7 +39,7 @@ pub(crate) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
 const LARGE_COPY: usize = 32 << 10;
 
 /// Large copies: glibc's `memcpy` unless `ONESIDED_LARGE_COPY` names `movsb` (`rep movsb`,
-/// the kernel's copy) or `nt` (streaming stores). On the 2-vCPU Xeon of the README (2 MiB L2
+/// the kernel's copy) or `nt` (streaming stores). On the 2-vCPU Xeon of docs/performance.md (2 MiB L2
 /// per core, 480 MiB L3) `memcpy` and `movsb` tie from 32 KiB to 4 MiB; streaming stores
 /// take twice as long up to 1 MiB, are 1.25× faster for 2 MiB puts and 3% slower at 4 MiB.
 /// On the 2-vCPU AMD EPYC of issue 12 (1 MiB L2 per core, 32 MiB L3; 2026-11-25, put and
