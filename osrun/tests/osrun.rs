@@ -18,6 +18,17 @@ fn role() -> Option<String> {
 
 /// Runs osrun with this binary as the program, playing `test` with role `role`.
 fn osrun(ranks: usize, extra: &[&str], test: &str, role: &str) -> (Output, Duration) {
+    osrun_with(ranks, extra, test, role, &[])
+}
+
+/// [`osrun`] with `env` set for the job.
+fn osrun_with(
+    ranks: usize,
+    extra: &[&str],
+    test: &str,
+    role: &str,
+    env: &[(&str, &str)],
+) -> (Output, Duration) {
     let exe = std::env::current_exe().unwrap();
     let started = Instant::now();
     let out = Command::new(env!("CARGO_BIN_EXE_osrun"))
@@ -27,6 +38,7 @@ fn osrun(ranks: usize, extra: &[&str], test: &str, role: &str) -> (Output, Durat
         .arg(exe)
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(ROLE, role)
+        .envs(env.iter().copied())
         .output()
         .expect("run osrun");
     (out, started.elapsed())
@@ -341,15 +353,13 @@ fn a_long_wait_reports_itself() {
         win.free().unwrap();
         return;
     }
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_osrun"))
-        .args(["-n", "2", "--timeout", "60"])
-        .arg(exe)
-        .args(["--exact", "a_long_wait_reports_itself", "--nocapture"])
-        .env(ROLE, "long-wait")
-        .env("ONESIDED_HANG_REPORT", "0.5")
-        .output()
-        .expect("run osrun");
+    let (out, _) = osrun_with(
+        2,
+        &["--timeout", "60"],
+        "a_long_wait_reports_itself",
+        "long-wait",
+        &[("ONESIDED_HANG_REPORT", "0.5")],
+    );
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     let reports: Vec<&str> = stderr
@@ -380,15 +390,13 @@ fn onesided_log_prints_events() {
         win.free().unwrap();
         return;
     }
-    let exe = std::env::current_exe().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_osrun"))
-        .args(["-n", "2", "--timeout", "60"])
-        .arg(exe)
-        .args(["--exact", "onesided_log_prints_events", "--nocapture"])
-        .env(ROLE, "log")
-        .env("ONESIDED_LOG", "debug")
-        .output()
-        .expect("run osrun");
+    let (out, _) = osrun_with(
+        2,
+        &["--timeout", "60"],
+        "onesided_log_prints_events",
+        "log",
+        &[("ONESIDED_LOG", "debug")],
+    );
     let stderr = text(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     for rank in 0..2 {

@@ -378,13 +378,8 @@ impl HandleRegion {
         disp: usize,
         target_layout: &Layout<u8>,
     ) -> Result<()> {
-        crate::rma::check_within("put", origin_layout, origin.len())?;
-        check_match("put", origin_layout.bytes(), target_layout.bytes())?;
+        let list = crate::rma::copy_list("put", origin_layout, origin.len(), target_layout)?;
         let at = self.at(core, "put", disp, target_layout.end())?;
-        let list: Vec<(usize, usize, usize)> =
-            pieces([origin_layout.blocks(), target_layout.blocks()])
-                .map(|([o, t], len)| (o, t, len))
-                .collect();
         at.route.post_write_pieces(origin, &list)?;
         core.note_issued(at.route);
         core.epoch.note_rma();
@@ -401,13 +396,8 @@ impl HandleRegion {
         disp: usize,
         target_layout: &Layout<u8>,
     ) -> Result<()> {
-        crate::rma::check_within("get", origin_layout, origin.len())?;
-        check_match("get", origin_layout.bytes(), target_layout.bytes())?;
+        let list = crate::rma::copy_list("get", origin_layout, origin.len(), target_layout)?;
         let at = self.at(core, "get", disp, target_layout.end())?;
-        let list: Vec<(usize, usize, usize)> =
-            pieces([origin_layout.blocks(), target_layout.blocks()])
-                .map(|([o, t], len)| (o, t, len))
-                .collect();
         at.route.read_pieces(origin, &list)?;
         core.epoch.note_rma();
         Ok(())

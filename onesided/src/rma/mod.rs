@@ -248,6 +248,23 @@ impl RawWindow {
     }
 }
 
+/// The copies of a transfer with derived layouts: (origin byte offset, target byte offset,
+/// length) for the bytes `origin_layout` selects in a buffer of `origin_len` elements going,
+/// in order, to those `target_layout` selects. Errors unless the origin layout stays inside
+/// its buffer and both select as many bytes.
+pub(crate) fn copy_list<T: Pod>(
+    op: &'static str,
+    origin_layout: &Layout<T>,
+    origin_len: usize,
+    target_layout: &Layout<T>,
+) -> Result<Vec<(usize, usize, usize)>> {
+    check_within(op, origin_layout, origin_len)?;
+    check_match(op, origin_layout.bytes(), target_layout.bytes())?;
+    Ok(pieces([origin_layout.blocks(), target_layout.blocks()])
+        .map(|([o, t], len)| (o, t, len))
+        .collect())
+}
+
 /// Error unless every block of `layout` stays inside a buffer of `len` elements.
 pub(crate) fn check_within<T: Pod>(op: &'static str, layout: &Layout<T>, len: usize) -> Result<()> {
     let bytes = std::mem::size_of::<T>().saturating_mul(len);
@@ -271,17 +288,12 @@ impl RawWindow {
         disp: usize,
         target_layout: &Layout<T>,
     ) -> Result<()> {
-        check_within("put", origin_layout, origin.len())?;
-        check_match("put", origin_layout.bytes(), target_layout.bytes())?;
+        let list = copy_list("put", origin_layout, origin.len(), target_layout)?;
         let base = self
             .core
             .resolve_layout("put", target, disp, target_layout)?;
         self.core.ring_gate_for(target, self.flags.get())?;
         self.core.drain_before_op(self.flags.get())?;
-        let list: Vec<(usize, usize, usize)> =
-            pieces([origin_layout.blocks(), target_layout.blocks()])
-                .map(|([o, t], len)| (o, t, len))
-                .collect();
         base.route
             .post_write_pieces(bytemuck::cast_slice(origin), &list)?;
         self.core.note_issued(base.route);
@@ -298,17 +310,12 @@ impl RawWindow {
         disp: usize,
         target_layout: &Layout<T>,
     ) -> Result<()> {
-        check_within("get", origin_layout, origin.len())?;
-        check_match("get", origin_layout.bytes(), target_layout.bytes())?;
+        let list = copy_list("get", origin_layout, origin.len(), target_layout)?;
         let base = self
             .core
             .resolve_layout("get", target, disp, target_layout)?;
         self.core.ring_gate_for(target, self.flags.get())?;
         self.core.drain_before_op(self.flags.get())?;
-        let list: Vec<(usize, usize, usize)> =
-            pieces([origin_layout.blocks(), target_layout.blocks()])
-                .map(|([o, t], len)| (o, t, len))
-                .collect();
         base.route
             .read_pieces(bytemuck::cast_slice_mut(origin), &list)?;
         self.core.epoch.note_rma();
