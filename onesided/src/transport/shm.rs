@@ -42,7 +42,7 @@ const LARGE_COPY: usize = 32 << 10;
 /// the kernel's copy) or `nt` (streaming stores). On the 2-vCPU Xeon of docs/performance.md (2 MiB L2
 /// per core, 480 MiB L3) `memcpy` and `movsb` tie from 32 KiB to 4 MiB; streaming stores
 /// take twice as long up to 1 MiB, are 1.25× faster for 2 MiB puts and 3% slower at 4 MiB.
-/// On the 2-vCPU AMD EPYC of issue 12 (1 MiB L2 per core, 32 MiB L3; 2026-11-25, put and
+/// On a 2-vCPU AMD EPYC (1 MiB L2 per core, 32 MiB L3; 2026-11-25, put and
 /// get of 128 KiB–4 MiB, two rounds) `memcpy` and `movsb` tie again and streaming stores are
 /// 1.4–1.6× slower at every size — not a rule to hard-wire, so the knob stays for machines
 /// where it pays. `scripts/large-copy.sh` checks the result against Open MPI.
