@@ -136,6 +136,28 @@ MPICC=mpicc.openmpi CARGO_TARGET_DIR=target/openmpi \
   cargo build --release -p osbench --features mpi,ofi
 
 mkdir -p results
+# What the run ran on and with, for every table made from it (scripts/headline.py).
+commit=$(git rev-parse --short HEAD)
+git diff --quiet HEAD || commit="$commit+changes"
+python3 - "$commit" <<'PY' > results/run.json
+import json, os, platform, subprocess, sys, time
+def out(*cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
+    except OSError:
+        return ""
+cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "unknown CPU")
+mem = int(next(l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemTotal"))) // (1 << 20)
+mpich = next((l.split(":", 1)[1].strip() for l in out("mpichversion").splitlines() if "Version" in l), "?")
+ompi = next((l.split()[-1] for l in out("ompi_info", "--version").splitlines() if "Open MPI" in l), "?")
+rustc = out("rustc", "--version").split()[1] if out("rustc", "--version") else "?"
+json.dump({
+    "date": time.strftime("%Y-%m-%d"),
+    "commit": sys.argv[1],
+    "machine": f"{cpu}, {os.cpu_count()} cores, {mem} GiB, Linux {platform.release()}",
+    "versions": f"rustc {rustc}, MPICH {mpich}, Open MPI {ompi}",
+}, sys.stdout, indent=1)
+PY
 mpich=(timeout 3600 mpiexec.mpich)
 # Open MPI refuses root without the flag, and its default core binding pins its helper
 # threads onto the measured cores (which shows up as noise in every synchronization).
@@ -226,3 +248,8 @@ for bench, v in sorted(cells.items()):
     print(f"{bench:<14} {o:9.2f} {rr:8.2f} {v.get('MPICH', float('nan')):8.2f} "
           f"{v.get('Open MPI', float('nan')):9.2f} {o / rr:7.2f} {o / best:12.2f}")
 PY
+
+# README's headline table from this run (a full run only: the quick one measures other sizes).
+if ((net_only == 0)) && ((${#args[@]} == 0)); then
+  python3 scripts/headline.py
+fi
