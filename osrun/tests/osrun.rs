@@ -376,7 +376,7 @@ fn a_long_wait_reports_itself() {
 }
 
 /// `ONESIDED_LOG=debug` prints the library's events with the rank: windows created and
-/// freed, synchronizations, locks granted.
+/// freed, synchronizations (fence here; lock calls report only when they had to wait).
 #[test]
 fn onesided_log_prints_events() {
     if role().is_some() {
@@ -407,11 +407,6 @@ fn onesided_log_prints_events() {
         };
         assert!(has("onesided::window: window created"), "{stderr}");
         assert!(has("flavor=allocate"), "{stderr}");
-        assert!(
-            has("onesided::lock: lock granted") && has(&format!("target_rank={}", 1 - rank)),
-            "{stderr}"
-        );
-        assert!(has("onesided::epoch: MPI_Win_unlock"), "{stderr}");
         assert!(has("onesided::epoch: MPI_Win_fence"), "{stderr}");
         assert!(has("onesided::window: window freed"), "{stderr}");
     }

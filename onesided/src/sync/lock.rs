@@ -530,13 +530,6 @@ impl SyncOp<WinCore> for LockOp {
                 self.mode,
                 &mut self.local,
             )? {
-                crate::diag::event!(
-                    target: "onesided::lock",
-                    window = ?crate::diag::Hex(core.window_id()),
-                    target_rank = self.target,
-                    exclusive = self.mode == Mode::Writer,
-                    "lock granted"
-                );
                 Step::Done
             } else {
                 Step::Blocked
@@ -758,11 +751,9 @@ impl WinCore {
             global: global.then(Acquisition::new),
             local: Acquisition::new(),
         };
-        let started = self.start_opening(self.engine.start_ordered(self, op, order), || {
+        self.start_opening(self.engine.start_ordered(self, op, order), || {
             let _ = self.epoch.unlock(target);
-        });
-        self.note_sync("MPI_Win_lock", Some(target), &started);
-        started
+        })
     }
 
     /// Event: the synchronization `call` (toward `peer`) started; done at once, pending, or
@@ -836,11 +827,8 @@ impl WinCore {
         self.check_rank(target)?;
         let release = self.epoch.unlock(target)?;
         let order = Order::lock(release.lock.epoch, target);
-        let started = self
-            .engine
-            .start_ordered(self, UnlockOp::One(release), order);
-        self.note_sync("MPI_Win_unlock", Some(target), &started);
-        started
+        self.engine
+            .start_ordered(self, UnlockOp::One(release), order)
     }
 
     pub(crate) fn lock_all(&self, assert: Assert) -> Result<()> {
@@ -864,7 +852,7 @@ impl WinCore {
         if nocheck {
             return Ok(None);
         }
-        let started = self.start_opening(
+        self.start_opening(
             self.engine.start(
                 self,
                 LockAllOp {
@@ -874,9 +862,7 @@ impl WinCore {
             || {
                 let _ = self.epoch.unlock_all();
             },
-        );
-        self.note_sync("MPI_Win_lock_all", None, &started);
-        started
+        )
     }
 
     pub(crate) fn unlock_all(&self) -> Result<()> {
@@ -892,9 +878,7 @@ impl WinCore {
         // start of its op happen together (see `WinCore::calls`).
         let _calls = self.calls.lock();
         let nocheck = self.epoch.unlock_all()?;
-        let started = self.engine.start(self, UnlockOp::All { nocheck });
-        self.note_sync("MPI_Win_unlock_all", None, &started);
-        started
+        self.engine.start(self, UnlockOp::All { nocheck })
     }
 }
 
