@@ -32,6 +32,12 @@ for variant in fence hierarchical lock auto; do
   $osrun -n 4 --timeout 300 target/release/examples/spmv 4000 50 "$variant"
 done
 echo
+echo "== the guides' programs: nonblocking synchronization and reorder keys (seed 004),"
+echo "   thread scope, order, notifications, memory handles (seed 000), alltoallv plans (seed 001)"
+$osrun -n 2 --timeout 120 target/release/examples/nonblocking
+$osrun -n 2 --timeout 120 target/release/examples/extensions
+$osrun -n 4 --timeout 300 target/release/examples/alltoallv 4096 50
+echo
 echo "== tour: latency of every window kind, cost of every synchronization (2 ranks)"
 $osrun -n 2 --timeout 300 target/release/examples/tour
 echo

@@ -10,7 +10,8 @@
 //! osrun -n 4 target/release/examples/ring
 //! ```
 //!
-//! ```no_run
+//! ```
+//! # onesided::testing::run(2, |_| {
 //! use onesided::{Assert, LockType, Window};
 //!
 //! let universe = onesided::init()?;
@@ -29,7 +30,9 @@
 //!     assert_eq!(seen, (0..n as u64).collect::<Vec<_>>());
 //! }
 //! win.free()?;
-//! # Ok::<(), onesided::Error>(())
+//! # onesided::init()?.world().barrier()?;
+//! # Ok(())
+//! # });
 //! ```
 //!
 //! Layers (`docs/architecture.md` describes each room and protocol, and the README's
@@ -87,13 +90,16 @@ pub struct NetworkEndpoint {
 /// The network endpoint windows across nodes use in this process (feature `ofi`); `None`
 /// until the first such window opened it.
 ///
-/// ```no_run
+/// ```
+/// # onesided::testing::run(2, |_| {
 /// # let world = onesided::init()?.world().clone();
 /// let win = onesided::Window::<u64>::allocate(&world, 8)?;
 /// if let Some(net) = onesided::network() {
 ///     println!("{} ({} progress) at {}", net.provider, net.progress, net.address);
 /// }
-/// # Ok::<(), onesided::Error>(())
+/// # onesided::init()?.world().barrier()?;
+/// # Ok(())
+/// # });
 /// ```
 #[cfg(feature = "ofi")]
 pub fn network() -> Option<NetworkEndpoint> {

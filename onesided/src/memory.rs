@@ -207,12 +207,15 @@ fn private_writable(lo: usize, hi: usize) -> bool {
 /// peers with direct loads and stores, which is much faster than cross-memory attach.
 /// Contents start zeroed.
 ///
-/// ```no_run
+/// ```
+/// # onesided::testing::run(2, |_| {
 /// # let world = onesided::init()?.world().clone();
 /// let mut mem = onesided::alloc_mem::<f64>(1024)?;
 /// mem[0] = 1.5;
 /// let win = onesided::Window::create(&world, mem)?; // peers use load/store
-/// # Ok::<(), onesided::Error>(())
+/// # onesided::init()?.world().barrier()?;
+/// # Ok(())
+/// # });
 /// ```
 #[derive(Debug)]
 pub struct AllocMem<T: Pod> {

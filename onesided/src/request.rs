@@ -13,16 +13,25 @@
 //! seen complete — by `wait`, `test`, `is_complete` or `.await`; dropped (or forgotten)
 //! before that, it leaves the buffer as it was.
 //!
-//! ```no_run
+//! ```
+//! # onesided::testing::run(2, |_| {
 //! # use onesided::{Assert, Group, Window};
 //! # let world = onesided::init()?.world().clone();
 //! let win = Window::<u64>::allocate(&world, 8)?;
-//! win.post(&Group::new([1])?, Assert::NONE)?;
-//! let mut closing = win.iwait()?; // the exposure epoch ends when the origin completes
-//! while !closing.test()? {
-//!     // compute while rank 1 accesses our memory
+//! if world.rank() == 0 {
+//!     win.post(&Group::new([1])?, Assert::NONE)?;
+//!     let mut closing = win.iwait()?; // the exposure epoch ends when rank 1 completes
+//!     while !closing.test()? {
+//!         // compute while rank 1 accesses our memory
+//!     }
+//! } else if world.rank() == 1 {
+//!     win.start(&Group::new([0])?, Assert::NONE)?;
+//!     win.put(&[7], 0, 0)?;
+//!     win.complete()?;
 //! }
-//! # Ok::<(), onesided::Error>(())
+//! # onesided::init()?.world().barrier()?;
+//! # Ok(())
+//! # });
 //! ```
 
 use std::future::Future;

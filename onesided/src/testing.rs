@@ -6,8 +6,8 @@
 //! environment and runs the body as one rank. The parent waits, applies a timeout, collects
 //! the output, and removes every shared-memory segment of the job.
 //!
-//! ```no_run
-//! #[test]
+//! ```
+//! // In tests/*.rs, marked #[test]:
 //! fn two_ranks_agree() {
 //!     onesided::testing::run(2, |u| {
 //!         let sum = u.world().allgather(&[1u32])?.iter().sum::<u32>();
@@ -15,6 +15,20 @@
 //!         Ok(())
 //!     });
 //! }
+//! # two_ranks_agree();
+//! ```
+//!
+//! Called from a program's main thread instead — a documentation example, a small program —
+//! the helper launches the program itself with its own arguments; every example in these
+//! documents runs this way, on 2 ranks:
+//!
+//! ```
+//! onesided::testing::run(2, |u| {
+//!     let world = u.world();
+//!     let sum = world.allgather(&[world.rank() as u32])?.iter().sum::<u32>();
+//!     assert_eq!(sum, 1);
+//!     Ok(())
+//! });
 //! ```
 
 use std::cell::Cell;
@@ -117,23 +131,33 @@ impl Job {
                 elapsed: Duration::ZERO,
             };
         }
-        let name = std::thread::current()
-            .name()
-            .filter(|n| *n != "main")
-            .map(str::to_owned)
-            .expect("onesided::testing must be called from the thread of a #[test] function");
+        let thread = std::thread::current();
         let exe = std::env::current_exe().expect("path of the test binary");
         let mut spec = LaunchSpec::new(self.ranks, exe);
-        spec.args = [
-            "--exact",
-            &name,
-            "--nocapture",
-            "--test-threads=1",
-            "--include-ignored",
-        ]
-        .iter()
-        .map(OsString::from)
-        .collect();
+        let name = match thread.name() {
+            // A program's main thread (a documentation example, an example binary): its ranks
+            // run the program again, with its arguments.
+            Some("main") => {
+                spec.args = std::env::args_os().skip(1).collect();
+                "main".to_owned()
+            }
+            Some(test) => {
+                spec.args = [
+                    "--exact",
+                    test,
+                    "--nocapture",
+                    "--test-threads=1",
+                    "--include-ignored",
+                ]
+                .iter()
+                .map(OsString::from)
+                .collect();
+                test.to_owned()
+            }
+            None => panic!(
+                "onesided::testing must be called from a #[test] function or a program's main thread"
+            ),
+        };
         spec.timeout = Some(self.timeout);
         // ONESIDED_TEST_NODES=K: the same tests over K virtual nodes (clamped to the ranks).
         spec.nodes = self

@@ -43,7 +43,8 @@ use crate::win::{RawWindow, SharedRegion, WinBuffer};
 /// an `unlock` only after the other threads' operations of that epoch were issued, one
 /// `fence` per process — is the application's part, as in MPI.
 ///
-/// ```no_run
+/// ```
+/// # onesided::testing::run(2, |_| {
 /// use onesided::{Assert, Op, Window};
 /// let world = onesided::init()?.world().clone();
 /// let counter = Window::<u64>::allocate(&world, 1)?;
@@ -54,10 +55,13 @@ use crate::win::{RawWindow, SharedRegion, WinBuffer};
 ///     }
 /// });
 /// counter.unlock_all()?;
-/// # Ok::<(), onesided::Error>(())
+/// # onesided::init()?.world().barrier()?;
+/// # Ok(())
+/// # });
 /// ```
 ///
-/// ```no_run
+/// ```
+/// # onesided::testing::run(2, |_| {
 /// use onesided::{Assert, Window};
 /// let universe = onesided::init()?;
 /// let world = universe.world();
@@ -70,7 +74,9 @@ use crate::win::{RawWindow, SharedRegion, WinBuffer};
 /// win.local_read(10, &mut got)?;
 /// assert_eq!(got, [1.0, 2.0]);
 /// win.free()?;
-/// # Ok::<(), onesided::Error>(())
+/// # onesided::init()?.world().barrier()?;
+/// # Ok(())
+/// # });
 /// ```
 #[derive(Debug)]
 #[repr(transparent)]
@@ -82,14 +88,17 @@ pub struct Window<T: Pod> {
 
 /// Options for creating a window: info keys and displacement unit.
 ///
-/// ```no_run
+/// ```
+/// # onesided::testing::run(2, |_| {
 /// use onesided::{Window, WinInfo};
 /// # let world = onesided::init()?.world().clone();
 /// let win = Window::<u8>::builder(&world)
 ///     .info(&WinInfo::new().same_size(true).no_locks(true))
 ///     .disp_unit(1)
 ///     .allocate(4096)?;
-/// # Ok::<(), onesided::Error>(())
+/// # onesided::init()?.world().barrier()?;
+/// # Ok(())
+/// # });
 /// ```
 #[derive(Debug, Clone)]
 pub struct WindowBuilder<'c, T: Pod> {
@@ -300,7 +309,8 @@ impl<T: Pod> Window<T> {
     /// copies what it sends (up to 64 KiB) or waits for it. Other routes put as `put` does.
     /// Errors as for `put`.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use std::sync::Arc;
     /// # use onesided::{Assert, LockType, Window};
     /// # let world = onesided::init()?.world().clone();
@@ -311,7 +321,9 @@ impl<T: Pod> Window<T> {
     ///     win.put_shared(&block, 1, 0)?; // all 64 in flight
     /// }
     /// win.unlock(1)?; // complete at rank 1; the window's clones are gone
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn put_shared(&self, src: &std::sync::Arc<[T]>, target: usize, disp: usize) -> Result<()>
     where
@@ -335,7 +347,8 @@ impl<T: Pod> Window<T> {
     /// Errors: the layouts select different amounts of data; `origin_layout` reaches past
     /// `origin`; and those of [`Window::put`] for the target extent.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use onesided::{Assert, Layout, Window};
     /// # let world = onesided::init()?.world().clone();
     /// // Send column 0 of a 4x4 row-major matrix into row 0 of rank 1's matrix.
@@ -344,7 +357,9 @@ impl<T: Pod> Window<T> {
     /// m.fence(Assert::NONE)?;
     /// m.put_layout(&local, &Layout::vector(4, 1, 4)?, 1, 0, &Layout::contiguous(4)?)?;
     /// m.fence(Assert::NONE)?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn put_layout(
         &self,
@@ -393,7 +408,8 @@ impl<T: AccElement> Window<T> {
     ///
     /// Errors: an unknown operation name, or one not defined for `T` (`band` on `f64`).
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use onesided::{Window, WinInfo};
     /// # let world = onesided::init()?.world().clone();
     /// let win = Window::<u64>::allocate(&world, 8)?;
@@ -402,7 +418,9 @@ impl<T: AccElement> Window<T> {
     ///     let fast = win.dup_with_info(&WinInfo::new().accumulate_intrinsic(true))?;
     ///     # drop(fast);
     /// }
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn op_intrinsic(&self, ops: &str, max_count: usize) -> Result<bool> {
         self.raw.op_intrinsic(ops, T::TYPE, max_count)
@@ -415,14 +433,17 @@ impl<T: AccElement> Window<T> {
     /// Errors: `op` not defined for `T` (bitwise/logical ops on floats) or `NoOp`, and the
     /// errors of [`Window::put`].
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use onesided::{Assert, Op, Window};
     /// # let world = onesided::init()?.world().clone();
     /// let hist = Window::<u64>::allocate(&world, 16)?;
     /// hist.lock_all(Assert::NONE)?;
     /// hist.accumulate(&[1, 0, 2], 0, 5, Op::Sum)?; // bins 5, 6, 7 of rank 0
     /// hist.unlock_all()?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     #[inline(always)]
     pub fn accumulate(&self, origin: &[T], target: usize, disp: usize, op: Op) -> Result<()> {
@@ -448,14 +469,17 @@ impl<T: AccElement> Window<T> {
     /// `value` to the element at `disp` of `target` and returns its previous value. On a
     /// symmetric window an 8-byte `Op::Sum` is one `lock xadd`.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use onesided::{Assert, Op, Window};
     /// # let world = onesided::init()?.world().clone();
     /// let counter = Window::<u64>::allocate(&world, 1)?;
     /// counter.lock_all(Assert::NONE)?;
     /// let ticket = counter.fetch_and_op(1, 0, 0, Op::Sum)?; // unique across all ranks
     /// counter.unlock_all()?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     #[inline(always)]
     pub fn fetch_and_op(&self, value: T, target: usize, disp: usize, op: Op) -> Result<T> {
@@ -526,7 +550,8 @@ impl<T: Pod> Window<T> {
     /// Request-based [`Window::get`] (MPI_Rget): `origin` is filled, and may be read, once
     /// the request completes.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use onesided::{Assert, Window};
     /// # let world = onesided::init()?.world().clone();
     /// # let win = Window::<u64>::allocate(&world, 4)?;
@@ -536,7 +561,9 @@ impl<T: Pod> Window<T> {
     /// req.wait()?;
     /// println!("{buf:?}");
     /// win.unlock_all()?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn rget<'a>(
         &'a self,
@@ -553,7 +580,8 @@ impl<T: Pod> Window<T> {
     /// completion (an accumulate, a message) needs no flush in between. Only inside a
     /// passive-target epoch that includes `target`.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use onesided::{Assert, Op, Window};
     /// # let world = onesided::init()?.world().clone();
     /// # let win = Window::<u64>::allocate(&world, 8)?;
@@ -564,7 +592,9 @@ impl<T: Pod> Window<T> {
     /// req.wait()?; // the data is at rank 1
     /// win.accumulate(&[1], 1, 4, Op::Sum)?; // the flag: no flush needed
     /// win.unlock_all()?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn rrput<'a>(&'a self, origin: &'a [T], target: usize, disp: usize) -> Result<Request<'a>> {
         self.raw.rrput_elems(origin, target, disp)
@@ -673,7 +703,8 @@ impl<T: Pod> Window<T> {
     /// Errors: not a dynamic window; zero bytes; overlaps an attached region; the region
     /// table (info `onesided_max_attached_regions`) is full.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use onesided::{Assert, Window};
     /// # let world = onesided::init()?.world().clone();
     /// let win = Window::<u64>::create_dynamic(&world)?;
@@ -682,7 +713,9 @@ impl<T: Pod> Window<T> {
     /// win.lock_all(Assert::NONE)?;
     /// win.put(&[1, 2], 1, addrs[1] as usize + 8)?; // elements 1 and 2 of rank 1's region
     /// win.unlock_all()?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn attach(&self, buffer: impl Into<WinBuffer<T>>) -> Result<AttachedRegion> {
         let mut buffer = buffer.into();
@@ -772,7 +805,8 @@ impl<T: Pod> Window<T> {
     /// what is in force with [`Window::get_info`](crate::RawWindow::get_info) on the duplicate. Errors: an invalid value
     /// of a known key.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// use onesided::{Assert, Op, Window, WinInfo, WinScope};
     /// let world = onesided::init()?.world().clone();
     /// let win = Window::<u64>::allocate(&world, 64)?;
@@ -785,7 +819,9 @@ impl<T: Pod> Window<T> {
     /// win.unlock_all()?;
     /// drop((ordered, per_thread));
     /// win.free()?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn dup_with_info(&self, info: &WinInfo) -> Result<WindowDup<'_, T>> {
         let flags = self.raw.flags_with(info)?;
@@ -842,18 +878,24 @@ impl<T: Pod> WindowDup<'_, T> {
 /// put, get, accumulate and flush to the handle's region, inside a passive-target epoch of
 /// the parent window that includes the owner. Freed by dropping it (local).
 ///
-/// ```no_run
+/// ```
+/// # onesided::testing::run(2, |_| {
 /// # use onesided::{Assert, LockType, MemHandle, Op, Window};
 /// # let world = onesided::init()?.world().clone();
-/// # let win = Window::<u64>::create_dynamic(&world)?;
-/// # let handle: MemHandle = todo!();
+/// let win = Window::<u64>::create_dynamic(&world)?;
+/// let mine = win.memhandle_create(onesided::alloc_mem::<u64>(4)?)?;
+/// // The right neighbour's handle, by any means of transport (here an allgather).
+/// let (len, right) = (mine.as_bytes().len(), (world.rank() + 1) % world.size());
+/// let handle = MemHandle::from_bytes(&world.allgather(mine.as_bytes())?[right * len..][..len])?;
 /// let remote = win.window_from_memhandle(&handle)?;
 /// win.lock(LockType::Shared, remote.target(), Assert::NONE)?;
 /// remote.put(&[1, 2, 3], 0)?;
 /// remote.accumulate(&[1], 3, Op::Sum)?;
 /// remote.flush()?;
 /// win.unlock(remote.target())?;
-/// # Ok::<(), onesided::Error>(())
+/// # onesided::init()?.world().barrier()?;
+/// # Ok(())
+/// # });
 /// ```
 #[derive(Debug)]
 pub struct MemWindow<'w, T: Pod> {

@@ -66,10 +66,13 @@ impl Universe {
 /// `init_mpi` (feature `mpi`) to pass another communicator. Started any other way the process is a job of one. Calling `init` again
 /// returns the same universe.
 ///
-/// ```no_run
+/// ```
+/// # onesided::testing::run(2, |_| {
 /// let universe = onesided::init()?;
 /// println!("rank {} of {}", universe.rank(), universe.size());
-/// # Ok::<(), onesided::Error>(())
+/// # onesided::init()?.world().barrier()?;
+/// # Ok(())
+/// # });
 /// ```
 pub fn init() -> Result<Universe> {
     init_thread(ThreadLevel::Serialized)
@@ -79,11 +82,14 @@ pub fn init() -> Result<Universe> {
 /// host MPI is initialized with it (unless the application already initialized MPI); see
 /// [`Universe::thread_level`] for what is provided.
 ///
-/// ```no_run
+/// ```
+/// # onesided::testing::run(2, |_| {
 /// use onesided::ThreadLevel;
 /// let universe = onesided::init_thread(ThreadLevel::Multiple)?;
 /// assert!(universe.thread_level() >= ThreadLevel::Serialized);
-/// # Ok::<(), onesided::Error>(())
+/// # onesided::init()?.world().barrier()?;
+/// # Ok(())
+/// # });
 /// ```
 pub fn init_thread(required: ThreadLevel) -> Result<Universe> {
     #[cfg(not(feature = "mpi"))]

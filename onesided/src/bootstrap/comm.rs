@@ -56,12 +56,15 @@ reducible!(i32 => I32, i64 => I64, u32 => U32, u64 => U64, usize => Usize, f32 =
 ///
 /// `Comm` wraps a [`Bootstrap`] and adds typed collectives. Cloning is cheap.
 ///
-/// ```no_run
+/// ```
+/// # onesided::testing::run(2, |_| {
 /// let universe = onesided::init()?;
 /// let world = universe.world();
 /// let sizes = world.allgather(&[world.rank() as u64 * 10])?;
 /// assert_eq!(sizes.len(), world.size());
-/// # Ok::<(), onesided::Error>(())
+/// # onesided::init()?.world().barrier()?;
+/// # Ok(())
+/// # });
 /// ```
 #[derive(Clone, Debug)]
 pub struct Comm {
@@ -123,12 +126,15 @@ impl Comm {
     /// rank, alike at every process. Processes on one node share memory; under `osrun`
     /// every process is on node 0.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// let world = onesided::init()?.world().clone();
     /// let here = world.node_of(world.rank())?;
     /// let neighbours = (0..world.size()).filter(|&r| world.node_of(r).is_ok_and(|n| n == here)).count();
     /// assert_eq!(neighbours, world.node_size());
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn node_of(&self, rank: usize) -> Result<usize> {
         if rank < self.size() {
@@ -298,12 +304,15 @@ impl Comm {
 
     /// Element-wise reduction of `data` over all processes; every process gets the result.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # let world = onesided::init()?.world().clone();
     /// let mut v = [world.rank() as f64, 1.0];
     /// world.allreduce(&mut v, onesided::ReduceOp::Sum)?;
     /// assert_eq!(v[1], world.size() as f64);
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn allreduce<T: Reducible>(&self, data: &mut [T], op: ReduceOp) -> Result<()> {
         self.allreduce_for(Call::Allgather, data, op)
@@ -341,7 +350,8 @@ impl Comm {
     /// Collective: a communicator of the processes that pass the same `color`, ranked by
     /// `key` (ties by rank), like `MPI_Comm_split`; `None` for processes passing `None`.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # let world = onesided::init()?.world().clone();
     /// // Windows over the even ranks only.
     /// let color = (world.rank() % 2 == 0).then_some(0);
@@ -349,7 +359,9 @@ impl Comm {
     ///     let win = onesided::Window::<u64>::allocate(&evens, 16)?;
     ///     win.free()?;
     /// }
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn split(&self, color: Option<u32>, key: usize) -> Result<Option<Comm>> {
         Ok(self.boot.split(color, key)?.map(Comm::new))

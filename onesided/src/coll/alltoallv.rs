@@ -156,7 +156,8 @@ impl BreakEven {
 /// A persistent alltoallv plan (seed 001): init once, [`Alltoallv::start`] + wait many
 /// times, [`Alltoallv::free`] collectively.
 ///
-/// ```no_run
+/// ```
+/// # onesided::testing::run(2, |_| {
 /// use onesided::{Alltoallv, AlltoallvVariant, NodeSplit};
 /// let universe = onesided::init()?;
 /// let world = universe.world();
@@ -176,7 +177,9 @@ impl BreakEven {
 ///     assert!(plan.recv()?.iter().all(|&v| v == step));
 /// }
 /// let (_send, _recv) = plan.free()?;
-/// # Ok::<(), onesided::Error>(())
+/// # onesided::init()?.world().barrier()?;
+/// # Ok(())
+/// # });
 /// ```
 #[derive(Debug)]
 pub struct Alltoallv<T: Pod> {

@@ -50,7 +50,7 @@ pub(crate) fn start_if_enabled() {
 /// [`crate::init`]; a call while it runs does nothing. It runs until
 /// [`crate::stop_progress_thread`] or the end of the process.
 ///
-/// ```no_run
+/// ```
 /// onesided::start_progress_thread();
 /// assert!(onesided::progress_thread_running());
 /// onesided::stop_progress_thread();

@@ -39,7 +39,8 @@ const MAGIC: u64 = 0x4f53_4d48_0000_0002;
 /// A registered region of a dynamic window, as bytes that can be sent to any process of
 /// the window (seed 000 §4). Opaque: it names the owner and where the region is.
 ///
-/// ```no_run
+/// ```
+/// # onesided::testing::run(2, |_| {
 /// use onesided::{MemHandle, Window};
 /// let world = onesided::init()?.world().clone();
 /// let win = Window::<u64>::create_dynamic(&world)?;
@@ -48,7 +49,9 @@ const MAGIC: u64 = 0x4f53_4d48_0000_0002;
 /// let all = world.allgather(mine.as_bytes())?;
 /// let left = MemHandle::from_bytes(&all[..mine.as_bytes().len()])?;
 /// # drop(left);
-/// # Ok::<(), onesided::Error>(())
+/// # onesided::init()?.world().barrier()?;
+/// # Ok(())
+/// # });
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemHandle {

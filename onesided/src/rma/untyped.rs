@@ -78,7 +78,8 @@ impl RawWindow {
     /// Writes `src` to `target`'s window at `disp` (in the target's displacement unit)
     /// (MPI_Put with a contiguous datatype). Locally complete on return.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use onesided::{Assert, Window};
     /// # let world = onesided::init()?.world().clone();
     /// let win = Window::<u8>::builder(&world).disp_unit(1).allocate(64)?;
@@ -86,7 +87,9 @@ impl RawWindow {
     /// raw.fence(Assert::NONE)?;
     /// raw.put(b"hello", 1, 0)?;
     /// raw.fence(Assert::NONE)?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     #[inline]
     pub fn put(&self, src: &[u8], target: usize, disp: usize) -> Result<()> {
@@ -128,7 +131,8 @@ impl RawWindow {
     /// (MPI_Accumulate). Errors: `op` not defined for `ty`; `origin` not a whole number of
     /// elements; those of [`RawWindow::put`].
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use onesided::{Assert, ElemType, Op, Window};
     /// # let world = onesided::init()?.world().clone();
     /// let win = Window::<u64>::allocate(&world, 4)?;
@@ -136,7 +140,9 @@ impl RawWindow {
     /// raw.lock_all(Assert::NONE)?;
     /// raw.accumulate(&7u64.to_ne_bytes(), ElemType::U64, 0, 2, Op::Sum)?;
     /// raw.unlock_all()?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn accumulate(
         &self,
@@ -277,13 +283,16 @@ impl RawWindow {
     /// or it is a deferred read that still fills a borrowed buffer (use
     /// [`RawWindow::rget`], whose destination is the caller's to keep valid).
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use onesided::{Assert, Request, Window};
     /// # let world = onesided::init()?.world().clone();
     /// let win = Window::<u64>::allocate(&world, 4)?;
     /// let pending: Request<'static> = win.own_request(win.ifence(Assert::NONE)?)?;
     /// pending.wait()?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn own_request(&self, request: Request<'_>) -> Result<Request<'static>> {
         if request.fills() {

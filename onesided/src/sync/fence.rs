@@ -103,14 +103,17 @@ impl RawWindow {
     /// Valid assertions: `NOSTORE`, `NOPUT`, `NOPRECEDE`, `NOSUCCEED`. Errors: a lock,
     /// lock_all or PSCW epoch is open; `NOPRECEDE` after RMA was issued.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use onesided::{Assert, Window};
     /// # let world = onesided::init()?.world().clone();
     /// let win = Window::<u64>::allocate(&world, 4)?;
     /// win.fence(Assert::NOPRECEDE)?;
     /// win.put(&[7], (world.rank() + 1) % world.size(), 0)?;
     /// win.fence(Assert::NOSUCCEED)?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn fence(&self, assert: Assert) -> Result<()> {
         self.core.fence(assert)
@@ -122,7 +125,8 @@ impl RawWindow {
     /// barrier rather than store into a peer that has not entered the fence. Errors as
     /// `fence`; a mismatched collective is reported when the request completes.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use onesided::{Assert, Window};
     /// # let world = onesided::init()?.world().clone();
     /// let win = Window::<u64>::allocate(&world, 4)?;
@@ -130,7 +134,9 @@ impl RawWindow {
     /// win.put(&[7], (world.rank() + 1) % world.size(), 0)?; // waits for the barrier
     /// let closing = win.ifence(Assert::NOSUCCEED)?;
     /// closing.wait()?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn ifence(&self, assert: Assert) -> Result<Request<'_>> {
         Ok(match self.core.start_fence(assert)? {

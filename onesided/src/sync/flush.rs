@@ -129,7 +129,8 @@ impl RawWindow {
     /// Through a handle with `mpi_win_scope=thread`, only the operations the calling thread
     /// issued (seed 000 §2.1).
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use onesided::{Assert, LockType, Window};
     /// # let world = onesided::init()?.world().clone();
     /// # let win = Window::<u64>::allocate(&world, 1)?;
@@ -137,7 +138,9 @@ impl RawWindow {
     /// win.put(&[42], 1, 0)?;
     /// win.flush(1)?; // 42 is now in rank 1's memory
     /// win.unlock(1)?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     #[inline(always)]
     pub fn flush(&self, target: usize) -> Result<()> {
@@ -168,7 +171,8 @@ impl RawWindow {
     /// once every operation this process issued to `target` *before the call* is complete
     /// at origin and target; operations issued later are not covered. Errors as `flush`.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use onesided::{Assert, LockType, Window};
     /// # let world = onesided::init()?.world().clone();
     /// # let win = Window::<u64>::allocate(&world, 1)?;
@@ -178,7 +182,9 @@ impl RawWindow {
     /// // ... work that does not depend on the put ...
     /// flushed.wait()?; // 42 is now in rank 1's memory
     /// win.unlock(1)?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn iflush(&self, target: usize) -> Result<Request<'_>> {
         let ticket = self.core.start_flush(target, self.flags.get())?;

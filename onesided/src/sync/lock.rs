@@ -890,7 +890,8 @@ impl RawWindow {
     /// lock; nothing is acquired). Errors: the window has `no_locks=true`; `target` is
     /// already locked by this process; a lock_all, PSCW or used fence epoch is open.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use onesided::{Assert, LockType, Window};
     /// # let world = onesided::init()?.world().clone();
     /// let counter = Window::<u64>::allocate(&world, 1)?;
@@ -899,7 +900,9 @@ impl RawWindow {
     /// counter.get(&mut v, 0, 0)?;
     /// counter.put(&[v[0] + 1], 0, 0)?;
     /// counter.unlock(0)?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn lock(&self, kind: LockType, target: usize, assert: Assert) -> Result<()> {
         self.core.lock(kind, target, assert)
@@ -929,14 +932,17 @@ impl RawWindow {
     /// an RMA call to the window waits for the activation instead of touching target memory
     /// early. Errors as `lock`.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use onesided::{Assert, LockType, Window};
     /// # let world = onesided::init()?.world().clone();
     /// # let win = Window::<u64>::allocate(&world, 1)?;
     /// win.ilock(LockType::Exclusive, 1, Assert::NONE)?.wait()?; // returns at once
     /// win.put(&[1], 1, 0)?; // waits until the lock is held
     /// win.iunlock(1)?.wait()?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn ilock(&self, kind: LockType, target: usize, assert: Assert) -> Result<Request<'_>> {
         self.core.start_lock(kind, target, assert)?;

@@ -449,18 +449,23 @@ impl RawWindow {
     ///
     /// Valid assertions: `NOCHECK` (the matching `start`s also pass it), `NOSTORE`, `NOPUT`.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// # use onesided::{Assert, Group, Window};
     /// # let world = onesided::init()?.world().clone();
     /// # let win = Window::<f64>::allocate(&world, 8)?;
     /// let (me, n) = (world.rank(), world.size());
-    /// let neighbours = Group::new([(me + 1) % n, (me + n - 1) % n])?;
+    /// let (left, right) = ((me + n - 1) % n, (me + 1) % n);
+    /// // A group names each rank once: on 2 ranks both neighbours are one.
+    /// let neighbours = Group::new(if left == right { vec![left] } else { vec![left, right] })?;
     /// win.post(&neighbours, Assert::NONE)?;
     /// win.start(&neighbours, Assert::NONE)?;
     /// win.put(&[me as f64], (me + 1) % n, 0)?;
     /// win.complete()?;
     /// win.wait()?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn post(&self, group: &Group, assert: Assert) -> Result<()> {
         self.core.post(group, assert)

@@ -64,9 +64,16 @@ impl<T: Pod> WinBuffer<T> {
         (ptr.cast(), self.len() * std::mem::size_of::<T>())
     }
 
-    /// The elements, for the buffer's owner (a window's memory must not be read this way
-    /// while peers may write it).
-    pub(crate) fn as_slice(&self) -> &[T] {
+    /// The elements: the memory a window gave back ([`Window::free`](crate::Window::free),
+    /// [`Window::detach`](crate::Window::detach),
+    /// [`Window::memhandle_release`](crate::Window::memhandle_release)). For a buffer made by
+    /// [`WinBuffer::from_raw_parts`], its contract must still hold.
+    ///
+    /// ```
+    /// let buffer = onesided::WinBuffer::from(vec![1u32, 2, 3]);
+    /// assert_eq!(buffer.as_slice(), &[1, 2, 3]);
+    /// ```
+    pub fn as_slice(&self) -> &[T] {
         match self {
             WinBuffer::Vec(v) => v,
             WinBuffer::AllocMem(m) => m,
@@ -79,7 +86,7 @@ impl<T: Pod> WinBuffer<T> {
     }
 
     /// The elements, mutably (see [`WinBuffer::as_slice`]).
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [T] {
+    pub fn as_mut_slice(&mut self) -> &mut [T] {
         match self {
             WinBuffer::Vec(v) => v,
             WinBuffer::AllocMem(m) => m,

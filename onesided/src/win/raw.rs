@@ -95,14 +95,17 @@ pub(crate) type Attached = Arc<Mutex<Vec<(usize, usize, Option<Kept>)>>>;
 /// on. Displacement units are given at creation in bytes; operations take bytes and
 /// run-time element types.
 ///
-/// ```no_run
+/// ```
+/// # onesided::testing::run(2, |_| {
 /// use onesided::{Assert, Window};
 /// # let world = onesided::init()?.world().clone();
 /// let win = Window::<u64>::allocate(&world, 8)?;
 /// let raw: &onesided::RawWindow = &win; // every typed window is a raw one
 /// assert_eq!(raw.disp_unit(), 8);
 /// raw.fence(Assert::NONE)?;
-/// # Ok::<(), onesided::Error>(())
+/// # onesided::init()?.world().barrier()?;
+/// # Ok(())
+/// # });
 /// ```
 #[derive(Debug)]
 pub struct RawWindow {
@@ -154,13 +157,16 @@ impl RawWindow {
     /// Allocates `bytes` at this process and creates a window over them with displacement
     /// unit `disp_unit` (MPI_Win_allocate). Collective.
     ///
-    /// ```no_run
+    /// ```
+    /// # onesided::testing::run(2, |_| {
     /// use onesided::{RawWindow, WinInfo};
     /// # let world = onesided::init()?.world().clone();
     /// let win = RawWindow::allocate(&world, 4096, 1, &WinInfo::new())?;
     /// assert_eq!(win.size_bytes(), 4096);
     /// win.free()?;
-    /// # Ok::<(), onesided::Error>(())
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn allocate(comm: &Comm, bytes: usize, disp_unit: usize, info: &WinInfo) -> Result<Self> {
         let core = crate::win::create::allocate(comm, bytes, disp_unit, info, false)?;

@@ -31,7 +31,8 @@
 //! epochs; a reset concurrent with arriving notifications loses none (it is one atomic
 //! swap: each arrival is in the value returned or in the counter after it).
 //!
-//! ```no_run
+//! ```
+//! # onesided::testing::run(2, |_| {
 //! use onesided::{Assert, Window};
 //! let world = onesided::init()?.world().clone();
 //! let win = Window::<f64>::allocate(&world, 1024)?;
@@ -46,7 +47,9 @@
 //!     assert_eq!(got, [1.0; 256]);
 //! }
 //! win.unlock_all()?;
-//! # Ok::<(), onesided::Error>(())
+//! # onesided::init()?.world().barrier()?;
+//! # Ok(())
+//! # });
 //! ```
 //!
 //! **Changing the count.** `set_num_notify` is collective and synchronizing, and gives
@@ -342,15 +345,24 @@ impl RawWindow {
     /// (reset it with [`Window::reset_notify_value`](crate::RawWindow::reset_notify_value) to reuse it). Waiting drives the
     /// process's progress, like every request.
     ///
-    /// ```no_run
-    /// # use onesided::Window;
+    /// ```
+    /// # onesided::testing::run(2, |_| {
+    /// # use onesided::{Assert, Window};
     /// # let world = onesided::init()?.world().clone();
     /// # let win = Window::<u64>::allocate(&world, 8)?;
+    /// let (me, n) = (world.rank(), world.size());
     /// win.set_num_notify(2)?;
-    /// // ... peers put_notify with index 0 (halo from the left) and 1 (from the right)
+    /// win.lock_all(Assert::NONE)?;
+    /// // Index 0 counts the halo from the left, 1 the halo from the right.
+    /// win.put_notify(&[me as u64], (me + 1) % n, 0, 0)?;
+    /// win.put_notify(&[me as u64], (me + n - 1) % n, 1, 1)?;
     /// let mut halos = [win.wait_notify(0, 1)?, win.wait_notify(1, 1)?];
     /// let first = onesided::wait_any(&mut halos)?; // work on whichever came first
-    /// # Ok::<(), onesided::Error>(())
+    /// # let _ = first;
+    /// win.unlock_all()?;
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
     /// ```
     pub fn wait_notify(&self, idx: usize, value: u64) -> Result<Request<'_>> {
         let me = self.core.rank;

@@ -1,0 +1,82 @@
+//! The guides in `docs/guide-*.md` quote the example programs they walk through: every
+//! ```rust block of a guide must be a run of consecutive lines of its example, byte for
+//! byte, so that what a reader copies is what `scripts/tour.sh` runs and checks.
+
+use std::path::{Path, PathBuf};
+
+fn docs() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs")
+}
+
+/// The guide's example: the one `onesided/examples/<name>.rs` it links to.
+fn example_of(guide: &str) -> String {
+    let marker = "(../onesided/examples/";
+    let at = guide
+        .find(marker)
+        .expect("a guide links its example program")
+        + marker.len();
+    let name = &guide[at..at + guide[at..].find(')').expect("link end")];
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The ```rust blocks of a markdown text.
+fn rust_blocks(text: &str) -> Vec<Vec<&str>> {
+    let mut blocks = Vec::new();
+    let mut current: Option<Vec<&str>> = None;
+    for line in text.lines() {
+        match (&mut current, line.trim_end()) {
+            (None, "```rust") => current = Some(Vec::new()),
+            (Some(_), "```") => blocks.push(current.take().unwrap()),
+            (Some(block), _) => block.push(line),
+            (None, _) => {}
+        }
+    }
+    assert!(current.is_none(), "an unclosed code block");
+    blocks
+}
+
+#[test]
+fn every_guide_quotes_its_example_exactly() {
+    let mut guides: Vec<PathBuf> = std::fs::read_dir(docs())
+        .expect("docs/")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("guide-") && n.ends_with(".md"))
+        })
+        .collect();
+    guides.sort();
+    assert!(
+        guides.len() >= 3,
+        "one guide per seed extension: {guides:?}"
+    );
+    for path in guides {
+        let guide = std::fs::read_to_string(&path).expect("guide");
+        let example = example_of(&guide);
+        let lines: Vec<&str> = example.lines().collect();
+        let blocks = rust_blocks(&guide);
+        assert!(
+            !blocks.is_empty(),
+            "{}: no code from its example",
+            path.display()
+        );
+        for block in blocks {
+            assert!(
+                lines.windows(block.len()).any(|w| w == block.as_slice()),
+                "{}: this block is not in its example:\n{}",
+                path.display(),
+                block.join("\n")
+            );
+        }
+    }
+}
+
+#[test]
+fn the_block_reader_finds_blocks_and_only_rust_ones() {
+    let text = "a\n```rust\nx\ny\n```\n```text\nz\n```\n```rust\nw\n```\n";
+    assert_eq!(rust_blocks(text), vec![vec!["x", "y"], vec!["w"]]);
+}
