@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 cargo build --release --bins --examples
 osrun=target/release/osrun
 echo
+echo "== first: the README's first program (2 ranks)"
+$osrun -n 2 --timeout 120 target/release/examples/first
+echo
 echo "== ring: a token travels around 4 ranks with fence, then PSCW, then locks + flush"
 $osrun -n 4 --timeout 120 target/release/examples/ring
 echo

@@ -1,4 +1,5 @@
-//! The guides in `docs/guide-*.md` quote the example programs they walk through: every
+//! The guides in `docs/guide-*.md` (and the README's first program) quote the example
+//! programs they walk through: every
 //! ```rust block of a guide must be a run of consecutive lines of its example, byte for
 //! byte, so that what a reader copies is what `scripts/tour.sh` runs and checks.
 
@@ -79,4 +80,22 @@ fn every_guide_quotes_its_example_exactly() {
 fn the_block_reader_finds_blocks_and_only_rust_ones() {
     let text = "a\n```rust\nx\ny\n```\n```text\nz\n```\n```rust\nw\n```\n";
     assert_eq!(rust_blocks(text), vec![vec!["x", "y"], vec!["w"]]);
+}
+
+#[test]
+fn the_readme_program_is_examples_first() {
+    let readme = std::fs::read_to_string(docs().join("../README.md")).expect("README.md");
+    let program = rust_blocks(&readme)
+        .into_iter()
+        .next()
+        .expect("the README shows a first program");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/first.rs");
+    let example = std::fs::read_to_string(&path).expect("examples/first.rs");
+    let lines: Vec<&str> = example.lines().collect();
+    assert!(
+        lines
+            .windows(program.len())
+            .any(|w| w == program.as_slice()),
+        "README's first program differs from examples/first.rs"
+    );
 }
