@@ -75,13 +75,26 @@ fn writer_progress(reader_uses_lock_all: bool) {
         .run(move |u| {
             let w = u.world();
             let me = w.rank();
-            // word 0: writer rounds done; words 1, 2: a pair the writer keeps equal.
-            let win = Window::<u64>::allocate(w, 3)?;
+            // word 0: writer rounds done; words 1, 2: a pair the writer keeps equal; word 3:
+            // readers that have read once.
+            let win = Window::<u64>::allocate(w, 4)?;
             w.barrier()?;
             const WRITES: u64 = 30;
+            let readers = w.size() as u64 - 2;
             if me == 1 {
-                // Let the readers build up a continuous stream first.
-                std::thread::sleep(Duration::from_millis(50));
+                // Let the readers build up a continuous stream first: every reader has
+                // read once (a reader on another node may take a while for its first
+                // network operation), then a while more.
+                loop {
+                    win.lock(LockType::Shared, 0, Assert::NONE)?;
+                    let started = win.fetch_and_op(0, 0, 3, onesided::Op::NoOp)?;
+                    win.unlock(0)?;
+                    if started == readers {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                std::thread::sleep(Duration::from_millis(20));
                 let mut worst = Duration::ZERO;
                 for k in 1..=WRITES {
                     let t0 = Instant::now();
@@ -106,6 +119,9 @@ fn writer_progress(reader_uses_lock_all: bool) {
                         win.lock(LockType::Shared, 0, Assert::NONE)?;
                     }
                     win.get(&mut v, 0, 0)?;
+                    if reads == 0 {
+                        win.accumulate(&[1], 0, 3, onesided::Op::Sum)?;
+                    }
                     // Hold the lock a while so that holds of different readers overlap.
                     std::thread::sleep(Duration::from_micros(300));
                     if reader_uses_lock_all {

@@ -86,6 +86,13 @@ fn again(rc: isize) -> bool {
     rc == -(sys::FI_EAGAIN as isize)
 }
 
+/// True for a provider name (`core` or `core;utility`) whose core provider applies atomics
+/// in the target's software (see [`Nic::atomics_mix_with_cpu`]).
+fn software_atomics(provider: &str) -> bool {
+    let core = provider.split(';').next().unwrap_or_default();
+    matches!(core, "tcp" | "udp" | "shm")
+}
+
 /// The provider and interface a [`Nic`] runs on, as `fi_getinfo` described them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Described {
@@ -725,6 +732,16 @@ impl Nic {
     /// What the provider is and asks for.
     pub(crate) fn described(&self) -> &Described {
         &self.described
+    }
+
+    /// True when the provider applies atomics in the target process's software, with CPU
+    /// atomics (`tcp`, `udp` and `shm` and the utility providers over them): a word that
+    /// peers change with network atomics may then be changed on its own node with CPU
+    /// atomics too, and both are atomic with respect to each other. NIC atomics (`verbs`,
+    /// `cxi`, `efa`, …) are not coherent with the CPU's in general: false for every other
+    /// provider.
+    pub(crate) fn atomics_mix_with_cpu(&self) -> bool {
+        software_atomics(&self.described.provider)
     }
 
     /// This endpoint's address, to hand to the peers (`fi_getname`).
@@ -1935,6 +1952,26 @@ mod tests {
     fn shm_copied_operations_complete_at_the_flush() {
         require("shm");
         copied_operations_complete_at_the_flush("shm");
+    }
+
+    /// Software providers apply atomics with the CPU's; NIC providers do not, whatever
+    /// utility provider sits on them.
+    #[test]
+    fn only_software_providers_mix_atomics_with_the_cpu() {
+        for name in ["tcp;ofi_rxm", "udp;ofi_rxd", "shm", "tcp"] {
+            assert!(software_atomics(name), "{name}");
+        }
+        for name in [
+            "verbs;ofi_rxm",
+            "cxi",
+            "efa",
+            "psm2",
+            "sockets",
+            "net;ofi_rxm",
+            "",
+        ] {
+            assert!(!software_atomics(name), "{name}");
+        }
     }
 
     /// Whether this machine has libfabric's provider `name` (tests skip nothing silently:

@@ -5,8 +5,9 @@
 //! atomics on it. Every rank registers the segment with this process's network endpoint
 //! (`transport::net`) and publishes its endpoint name, key and remote base; peers on other
 //! nodes then reach its memory with network RMA and atomics (`Route::Net`), and every
-//! control word of the window — on this node too — through the network control plane
-//! ([`NetPlane`]): words at the same offsets in the holder's segment. Accumulate lock
+//! control word of the window through the network control plane ([`NetPlane`]): words at
+//! the same offsets in the holder's segment — changed with CPU atomics where the holder is
+//! on this node and the provider's atomics mix with the CPU's. Accumulate lock
 //! stripes and parked lock memberships, which only one node sees, are not used: an
 //! accumulate that CPU atomics cannot do (a misaligned element, a coarser
 //! `mpi_accumulate_granularity`) goes through the network for every rank, this node's
@@ -34,7 +35,7 @@ use crate::win::assemble::{placed, Placement};
 use crate::win::control::{Control, ControlLayout, ControlMemory, WIN_MAGIC};
 use crate::win::core::{LocalRegion, PeerMapping, TargetRegion, Targets, WinCore};
 use crate::win::info::WinHints;
-use crate::win::netplane::NetPlane;
+use crate::win::netplane::{Near, NetPlane};
 use crate::win::Flavor;
 
 /// What a rank publishes: its registration's key and remote base, then its endpoint name.
@@ -194,7 +195,14 @@ fn assemble_across(
     peer_mappings: Vec<PeerMapping>,
     more: Option<Registration>,
 ) -> WinCore {
-    let plane = NetPlane::new(Arc::clone(&node.ep.nic), layout, node.areas);
+    let near = node.ep.nic.atomics_mix_with_cpu().then(|| {
+        let me = comm.rank();
+        let here = node.nodes.iter().map(|&n| n == node.nodes[me]).collect();
+        // SAFETY: the node segment, mapped here with `layout`, moves into the core below
+        // with the plane and is unmapped only after it (WinCore drops `net` first).
+        unsafe { Near::new(node.seg.as_ptr(), here) }
+    });
+    let plane = NetPlane::new(Arc::clone(&node.ep.nic), layout, node.areas, near);
     let mut core = crate::win::assemble::assemble(
         comm,
         flavor,

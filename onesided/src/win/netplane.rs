@@ -1,8 +1,12 @@
 //! The control plane over the network (feature `ofi`): every control word of a window
 //! whose ranks span nodes is a u64 in the control area of the rank that holds it,
 //! registered with libfabric, and every operation on it is a network atomic — the holder's
-//! own included. (NIC atomics are not in general coherent with CPU atomics on the same
-//! word, so a window that spans nodes does not mix the two: MPICH's and Open MPI's rule.)
+//! own included — unless the provider applies atomics with CPU atomics in the target's
+//! software (`tcp`, `udp`, `shm`: [`Nic::atomics_mix_with_cpu`]): then the words held on
+//! this node ([`Near`]) are changed with CPU atomics, and only words on other nodes cost a
+//! network round trip. (NIC atomics are not in general coherent with CPU atomics on the
+//! same word, so on those providers a window that spans nodes does not mix the two:
+//! MPICH's and Open MPI's rule.)
 //!
 //! **Where a word is.** Rank `r`'s control area has the window's whole [`ControlLayout`];
 //! a word lies at [`ControlLayout::offset_of`] in the area of the rank that holds it: the
@@ -99,12 +103,37 @@ struct Slots {
     free: Vec<u64>,
 }
 
+/// The words of this node's segment, where CPU atomics may change them (see [`Near`]).
+#[derive(Debug)]
+pub(crate) struct Near {
+    /// This process's mapping of its node's window segment.
+    base: *mut u8,
+    /// Per rank: its control block (and, for rank 0, the window-wide lock word) lies in
+    /// this node's segment.
+    here: Vec<bool>,
+}
+
+impl Near {
+    /// The words of the ranks `here` says are on this node, in the segment mapped at
+    /// `base`.
+    ///
+    /// # Safety
+    /// `base` must be this process's mapping of its node's segment, laid out as the
+    /// plane's layout says, and stay mapped as long as the plane lives.
+    pub(crate) unsafe fn new(base: *mut u8, here: Vec<bool>) -> Near {
+        Near { base, here }
+    }
+}
+
 /// The control plane of a window whose ranks span nodes.
 pub(crate) struct NetPlane {
     nic: Arc<Nic>,
     layout: ControlLayout,
     /// Every rank's address and its control area's remote base and key.
     areas: Vec<Remote>,
+    /// Where the provider's atomics mix with CPU atomics: the words held on this node,
+    /// changed with CPU atomics (a round trip through the network saved per operation).
+    near: Option<Near>,
     slots: Mutex<Slots>,
     /// The first failure: every later poll reports it.
     failure: Mutex<Option<String>>,
@@ -130,12 +159,21 @@ impl std::fmt::Debug for NetPlane {
 impl NetPlane {
     /// The plane of a window with `layout` whose rank `r`'s control area is `areas[r]`
     /// (its address in `nic`'s address vector, remote base and key).
-    pub(crate) fn new(nic: Arc<Nic>, layout: ControlLayout, areas: Vec<Remote>) -> NetPlane {
+    pub(crate) fn new(
+        nic: Arc<Nic>,
+        layout: ControlLayout,
+        areas: Vec<Remote>,
+        near: Option<Near>,
+    ) -> NetPlane {
         assert_eq!(areas.len(), layout.n, "one control area per rank");
+        if let Some(near) = &near {
+            assert_eq!(near.here.len(), layout.n, "one node flag per rank");
+        }
         NetPlane {
             nic,
             layout,
             areas,
+            near,
             slots: Mutex::new(Slots {
                 chunks: Vec::new(),
                 free: Vec::new(),
@@ -161,9 +199,9 @@ impl NetPlane {
         self.nic.read_waited(dst, at).inspect_err(|e| self.fail(e))
     }
 
-    /// Where `word` is: its holder's area plus its offset.
-    fn remote(&self, word: CtrlWord) -> Remote {
-        let holder = match word {
+    /// The rank whose segment holds `word`.
+    fn holder(word: CtrlWord) -> usize {
+        match word {
             CtrlWord::Posts { at, .. }
             | CtrlWord::Completions { at }
             | CtrlWord::Agreement { at, .. }
@@ -179,7 +217,27 @@ impl NetPlane {
             CtrlWord::Notify { .. } => {
                 unreachable!("notification counters are the notify tables' words")
             }
-        };
+        }
+    }
+
+    /// `word` as this process maps it, when it lies on this node and CPU atomics may
+    /// change it.
+    #[inline]
+    fn near(&self, word: CtrlWord) -> Option<&AtomicU64> {
+        let near = self.near.as_ref()?;
+        if !near.here[Self::holder(word)] {
+            return None;
+        }
+        let offset = self.layout.offset_of(word)?;
+        // SAFETY: `Near::new`'s contract: the node segment is mapped at `base` with the
+        // plane's layout, so an offset of the layout is an aligned u64 of it, shared with
+        // the node's processes (and the provider's software) only through atomics.
+        Some(unsafe { &*near.base.add(offset).cast::<AtomicU64>() })
+    }
+
+    /// Where `word` is: its holder's area plus its offset.
+    fn remote(&self, word: CtrlWord) -> Remote {
+        let holder = Self::holder(word);
         let offset = self
             .layout
             .offset_of(word)
@@ -312,28 +370,55 @@ impl ControlPlane for NetPlane {
         }
     }
 
-    fn fetch_add(&self, word: CtrlWord, value: u64, _order: Ordering) -> Answer {
-        self.fetch(NetOp::Sum, word, value, 0)
+    // A word on this node is changed with the CPU atomic and `order` the protocol asks for;
+    // peers' network atomics on it are CPU atomics of the provider's software in the
+    // holder's process (`Nic::atomics_mix_with_cpu`).
+    fn fetch_add(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
+        match self.near(word) {
+            Some(w) => Answer::Ready(w.fetch_add(value, order)),
+            None => self.fetch(NetOp::Sum, word, value, 0),
+        }
     }
 
-    fn load(&self, word: CtrlWord, _order: Ordering) -> Answer {
-        self.fetch(NetOp::Read, word, 0, 0)
+    fn load(&self, word: CtrlWord, order: Ordering) -> Answer {
+        match self.near(word) {
+            Some(w) => Answer::Ready(w.load(order)),
+            None => self.fetch(NetOp::Read, word, 0, 0),
+        }
     }
 
-    fn swap(&self, word: CtrlWord, value: u64, _order: Ordering) -> Answer {
-        self.fetch(NetOp::Write, word, value, 0)
+    fn swap(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
+        match self.near(word) {
+            Some(w) => Answer::Ready(w.swap(value, order)),
+            None => self.fetch(NetOp::Write, word, value, 0),
+        }
     }
 
-    fn compare_swap(&self, word: CtrlWord, expected: u64, new: u64, _order: Ordering) -> Answer {
-        self.fetch(NetOp::CompareSwap, word, new, expected)
+    fn compare_swap(&self, word: CtrlWord, expected: u64, new: u64, order: Ordering) -> Answer {
+        match self.near(word) {
+            Some(w) => Answer::Ready(
+                match w.compare_exchange(expected, new, order, Ordering::Relaxed) {
+                    Ok(v) | Err(v) => v,
+                },
+            ),
+            None => self.fetch(NetOp::CompareSwap, word, new, expected),
+        }
     }
 
-    fn post_add(&self, word: CtrlWord, value: u64, _order: Ordering) {
-        self.post(NetOp::Sum, word, value);
+    fn post_add(&self, word: CtrlWord, value: u64, order: Ordering) {
+        match self.near(word) {
+            Some(w) => {
+                w.fetch_add(value, order);
+            }
+            None => self.post(NetOp::Sum, word, value),
+        }
     }
 
-    fn post_store(&self, word: CtrlWord, value: u64, _order: Ordering) {
-        self.post(NetOp::Write, word, value);
+    fn post_store(&self, word: CtrlWord, value: u64, order: Ordering) {
+        match self.near(word) {
+            Some(w) => w.store(value, order),
+            None => self.post(NetOp::Write, word, value),
+        }
     }
 
     fn order_posted(&self) -> Result<()> {
@@ -494,7 +579,7 @@ mod tests {
                         key: regs[q].key,
                     })
                     .collect();
-                NetPlane::new(Arc::clone(&nics[r]), layout, remotes)
+                NetPlane::new(Arc::clone(&nics[r]), layout, remotes, None)
             })
             .collect();
         let stop = AtomicBool::new(false);
