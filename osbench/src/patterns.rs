@@ -91,6 +91,32 @@ fn finish(r: Option<Request<'_>>) -> BResult<()> {
     Ok(())
 }
 
+/// `n` ranks of `comm` spread evenly over its nodes, as a communicator (`None` at the
+/// others): the nodes' ranks taken in turn (node of rank 0 first), so that on one node
+/// these are the first `n` ranks and across nodes each node holds its share — rank 0 stays
+/// rank 0.
+fn spread(comm: &Comm, n: usize) -> BResult<Option<Comm>> {
+    let mut by_node: Vec<(usize, Vec<usize>)> = Vec::new();
+    for r in 0..comm.size() {
+        let node = comm.node_of(r)?;
+        match by_node.iter_mut().find(|(k, _)| *k == node) {
+            Some((_, ranks)) => ranks.push(r),
+            None => by_node.push((node, vec![r])),
+        }
+    }
+    let mut order: Vec<usize> = Vec::with_capacity(comm.size());
+    for i in 0.. {
+        let before = order.len();
+        order.extend(by_node.iter().filter_map(|(_, ranks)| ranks.get(i)));
+        if order.len() == before {
+            break;
+        }
+    }
+    let me = comm.rank();
+    let at = order.iter().position(|&r| r == me).expect("every rank is on a node");
+    Ok(comm.split((at < n).then_some(0), at)?)
+}
+
 /// The first `n` ranks of `comm` as a communicator (`None` at the others).
 fn first(comm: &Comm, n: usize) -> BResult<Option<Comm>> {
     let me = comm.rank();
@@ -648,7 +674,8 @@ fn late_unlock(
 /// variants take turns in `--rounds` rounds of `--time-ms / rounds` each and the median
 /// round is reported, so a slow phase of the machine moves one round, not one variant.
 /// Every update adds 1: after every round the window sums to the number of transactions,
-/// checked.
+/// checked. Each rank count's ranks are spread evenly over the job's nodes (on two nodes,
+/// the hot-spot rank 0 on one and the updaters on both).
 pub fn transactions(comm: &Comm, p: &Params, out: &mut Vec<Record>) -> BResult<()> {
     let rounds = p.rounds.max(1);
     let budget = (p.budget.max(Duration::from_millis(100)) / rounds).max(Duration::from_millis(20));
@@ -656,7 +683,7 @@ pub fn transactions(comm: &Comm, p: &Params, out: &mut Vec<Record>) -> BResult<(
         if ranks < 2 {
             continue;
         }
-        let Some(sub) = first(comm, ranks)? else {
+        let Some(sub) = spread(comm, ranks)? else {
             continue;
         };
         let plain = Window::<u64>::allocate(&sub, TRANSACTION_SLOTS)?;
