@@ -482,3 +482,67 @@ fn shared_buffer_puts_across_nodes_hold_the_buffer_until_completion() {
         })
         .assert_success();
 }
+
+/// Nonblocking exclusive-lock epochs, up to 8 in flight per rank, from every rank of two
+/// virtual nodes to a hot-spot target on one of them and to random targets, on windows
+/// with and without `MPI_WIN_ACCESS_AFTER_ACCESS_REORDER`: an epoch to a target on the
+/// other node releases its lock behind its accumulates without a flush (the provider keeps
+/// atomics in order), and with the key a later epoch's lock request to the same target
+/// follows that release before its answer came. Every other epoch also puts a word (a
+/// network write, which the release must not overtake: the unlock flushes it first). No
+/// update may be lost, and the put word of the last epoch to each slot holds the epoch's
+/// stamp, never a torn or stale value under the lock.
+#[test]
+fn pipelined_lock_epochs_across_nodes_lose_no_update() {
+    testing::job(4)
+        .nodes(2)
+        .timeout(std::time::Duration::from_secs(90))
+        .run(|u| {
+            let w = u.world();
+            let (me, n) = (w.rank(), w.size());
+            const EPOCHS: u64 = 300;
+            for reorder in [false, true] {
+                let info = onesided::WinInfo::new().reorder(onesided::Reorder {
+                    access_after_access: reorder,
+                    ..onesided::Reorder::NONE
+                });
+                // Slot 0 counts updates; slot 1 holds the last stamp put under the lock,
+                // slot 2 a copy of it written in the same epoch (they must agree).
+                let win = Window::<u64>::builder(w).info(&info).allocate(3)?;
+                win.fence(Assert::NOPRECEDE)?;
+                let mut pending = Vec::new();
+                let mut rng = 0x9e37_79b9_7f4a_7c15u64 ^ me as u64;
+                for i in 0..EPOCHS {
+                    rng ^= rng << 13;
+                    rng ^= rng >> 7;
+                    rng ^= rng << 17;
+                    let target = if i % 2 == 0 {
+                        0
+                    } else {
+                        (rng % n as u64) as usize
+                    };
+                    drop(win.ilock(LockType::Exclusive, target, Assert::NONE)?);
+                    win.accumulate(&[1], target, 0, Op::Sum)?;
+                    if i % 2 == 1 {
+                        let stamp = (me as u64) << 32 | i;
+                        win.put(&[stamp, stamp], target, 1)?;
+                    }
+                    pending.push(win.iunlock(target)?);
+                    if pending.len() >= 8 {
+                        let done = onesided::wait_any(&mut pending)?;
+                        drop(pending.swap_remove(done));
+                    }
+                }
+                onesided::wait_all(pending.drain(..))?;
+                win.fence(Assert::NOSUCCEED)?;
+                let mut mine = [0u64; 3];
+                win.local_read(0, &mut mine)?;
+                let total: u64 = w.allgather(&[mine[0]])?.iter().sum();
+                assert_eq!(total, EPOCHS * n as u64, "reorder {reorder}: updates lost");
+                assert_eq!(mine[1], mine[2], "reorder {reorder}: a torn pair {mine:?}");
+                win.free()?;
+            }
+            Ok(())
+        })
+        .assert_success();
+}

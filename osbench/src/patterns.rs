@@ -113,7 +113,10 @@ fn spread(comm: &Comm, n: usize) -> BResult<Option<Comm>> {
         }
     }
     let me = comm.rank();
-    let at = order.iter().position(|&r| r == me).expect("every rank is on a node");
+    let at = order
+        .iter()
+        .position(|&r| r == me)
+        .expect("every rank is on a node");
     Ok(comm.split((at < n).then_some(0), at)?)
 }
 

@@ -178,6 +178,15 @@ pub(crate) trait SyncOp<C>: Send + 'static {
         let _ = core;
         Waiting::new("a synchronization", "")
     }
+
+    /// True once this op — an unlock waiting for the answer to its release — has put the
+    /// release on its way ahead of anything this process issues to that target later
+    /// (delivered in order): a later lock epoch of the same target may then pass it where
+    /// the reorder flags let epochs pass ([`Order::may_pass_released`]), its lock request
+    /// reaching the target behind the release instead of a round trip after it.
+    fn released(&self) -> bool {
+        false
+    }
 }
 
 /// Identifies a queued op.
@@ -197,7 +206,7 @@ struct Queued<C> {
     in_blocking_call: bool,
 }
 
-impl<C> Queued<C> {
+impl<C: 'static> Queued<C> {
     /// True when this op, queued earlier, keeps an op of epoch `later` started by thread
     /// `by` from running (or an operation of that epoch from touching target memory).
     ///
@@ -215,7 +224,9 @@ impl<C> Queued<C> {
     /// behind it, as before, rather than touch the target early.
     fn holds_back(&self, later: Order, by: ThreadTag, flags: Reorder) -> bool {
         let concurrent = self.in_blocking_call && self.issuer != by && self.order != later;
-        !(concurrent || later.may_pass(self.order, flags))
+        !(concurrent
+            || later.may_pass(self.order, flags)
+            || self.op.released() && later.may_pass_released(self.order, flags))
     }
 }
 
@@ -373,6 +384,17 @@ impl Order {
                 || self.epoch > earlier.epoch
                     && flags.allows(self.side, earlier.side)
                     && (self.target == NO_TARGET || self.target != earlier.target))
+    }
+
+    /// [`Order::may_pass`] for an `earlier` op whose release is already on its way
+    /// ([`SyncOp::released`]): the same-target rule does not hold it back, since this
+    /// epoch's lock request reaches the target behind that release and takes the lock
+    /// as soon as the release lets it, not a second place in its queue.
+    fn may_pass_released(self, earlier: Order, flags: Reorder) -> bool {
+        self.reorderable
+            && earlier.reorderable
+            && self.epoch > earlier.epoch
+            && flags.allows(self.side, earlier.side)
     }
 }
 
@@ -1169,6 +1191,70 @@ mod tests {
         f.engine.wait(&f, a4, None).unwrap();
         assert_eq!(*f.log.lock().unwrap(), [3, 1, 2, 4, 5, 6]);
         assert!(f.engine.idle());
+    }
+
+    /// An unlock waiting for the answer to its release: blocked until `answer` reaches 1;
+    /// its release on its way (`released`) when `early`, else not (it has not issued it).
+    struct ReleasingOp {
+        id: u32,
+        answer: Arc<AtomicU32>,
+        early: bool,
+    }
+
+    impl SyncOp<Fake> for ReleasingOp {
+        fn poll(&mut self, host: &Fake) -> Result<Step> {
+            if self.answer.load(Ordering::Acquire) < 1 {
+                return Ok(Step::Blocked);
+            }
+            host.log.lock().unwrap().push(self.id);
+            Ok(Step::Done)
+        }
+
+        fn released(&self) -> bool {
+            self.early
+        }
+    }
+
+    #[test]
+    fn a_lock_epoch_passes_an_earlier_release_of_its_target_only_once_it_is_on_its_way() {
+        let late = Arc::new(AtomicU32::new(0));
+        let now = Arc::new(AtomicU32::new(0));
+        for (flags, early, passes) in [
+            (Reorder::NONE, true, false),
+            (Reorder::ALL, false, false),
+            (Reorder::ALL, true, true),
+        ] {
+            let f = fake();
+            *f.reorder.lock().unwrap() = flags;
+            late.store(0, Ordering::Release);
+            // Epoch 1 on target 7: its unlock waits for the answer to its release.
+            let unlock = ReleasingOp {
+                id: 1,
+                answer: late.clone(),
+                early,
+            };
+            let t1 = f
+                .engine
+                .start_ordered(&f, unlock, Order::lock(1, 7))
+                .unwrap();
+            // Epoch 2's lock on the same target.
+            let t2 = f
+                .engine
+                .start_ordered(&f, op(2, &now, 0), Order::lock(2, 7))
+                .unwrap();
+            f.engine.progress(&f).unwrap();
+            let log = f.log.lock().unwrap().clone();
+            assert_eq!(
+                log == [2],
+                passes,
+                "flags {flags:?}, released early {early}: {log:?}"
+            );
+            late.store(1, Ordering::Release);
+            for t in [t1, t2].into_iter().flatten() {
+                f.engine.wait(&f, t, None).unwrap();
+            }
+            assert!(f.engine.idle());
+        }
     }
 
     #[test]

@@ -334,7 +334,11 @@ impl WinCore {
                 Some(_) => crate::rma::net_atomic::accumulate(op, origin, result, at),
                 None => {
                     crate::rma::net_atomic::issue_accumulate(op, origin, at)?;
-                    // Maybe left in flight: the next flush completes it.
+                    // Maybe left in flight: the next flush completes it, and an unlock of a
+                    // rank of this node waits for it (`WinCore::complete_net_for`).
+                    if !matches!(loc.route, Route::Net { .. }) {
+                        self.net_writes.issue_near();
+                    }
                     self.epoch.forget_flush_cache();
                     Ok(())
                 }

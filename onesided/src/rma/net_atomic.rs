@@ -111,18 +111,18 @@ pub(crate) fn native(kind: AtomicKind, op: Option<Op>, ty: ElemType) -> Result<b
 }
 
 /// [`accumulate`] without a result, *issued*: where the provider has the operation
-/// natively and delivers one endpoint's operations to a peer in order (MPI's accumulate
-/// ordering then holds while they are in flight), posted with a copy of `origin` and
-/// complete at the target by the next flush of the endpoint; otherwise (and for long
-/// runs) waited for as [`accumulate`] does.
+/// natively and delivers one endpoint's atomics to a peer in order (MPI's accumulate
+/// ordering then holds while they are in flight: [`Nic::orders_atomics`]), posted with a
+/// copy of `origin` and complete at the target by the next flush of the endpoint; otherwise
+/// (and for long runs) waited for as [`accumulate`] does.
+///
+/// [`Nic::orders_atomics`]: crate::transport::ofi::Nic::orders_atomics
 pub(crate) fn issue_accumulate<E: AccElement>(op: Op, origin: &[E], at: Remote) -> Result<()> {
     let ep = net::endpoint()?;
     let bytes = std::mem::size_of_val(origin);
     let ((nop, ty), size) = (net_pair(op, E::TYPE)?, std::mem::size_of::<E>());
     let max = match ep.table.count(AtomicKind::Write, nop, ty) {
-        Some(max) if op != Op::NoOp && bytes <= net::COPY_MAX && ep.nic.orders_after_writes() => {
-            max
-        }
+        Some(max) if op != Op::NoOp && bytes <= net::COPY_MAX && ep.nic.orders_atomics() => max,
         _ => return accumulate_with(&ep.nic, &ep.table, op, origin, None, at),
     };
     if ep.nic.held_bytes() + bytes > net::HELD_MAX {

@@ -63,20 +63,50 @@ impl WinCore {
     pub(crate) fn complete_net(&self) -> Result<()> {
         #[cfg(feature = "ofi")]
         if let Some(plane) = &self.net {
-            return plane.quiet();
+            let issued = self.net_writes.issued();
+            plane.quiet()?;
+            self.net_writes.covered(issued);
         }
         Ok(())
     }
 
-    /// After an operation was issued on `route`: one left in flight on the network makes
-    /// the next flush take the path that completes it (the inlined flush only fences).
+    /// After a write was issued on `route`: one left in flight on the network makes the
+    /// next flush take the path that completes it (the inlined flush only fences), and
+    /// counts as a write a release must not overtake ([`WinCore::net_writes_pending`]).
     #[inline]
     pub(crate) fn note_issued(&self, route: crate::transport::Route) {
         #[cfg(feature = "ofi")]
         if let crate::transport::Route::Net { .. } = route {
+            self.net_writes.issue();
             self.epoch.forget_flush_cache();
         }
         let _ = route;
+    }
+
+    /// True when a network write of this window may still be in flight: one issued after
+    /// the start of the last completion of the endpoint. (The provider may deliver an
+    /// atomic before an RMA write issued earlier; it keeps atomics in order among
+    /// themselves — `Nic::orders_atomics`.)
+    #[cfg(feature = "ofi")]
+    pub(crate) fn net_writes_pending(&self) -> bool {
+        self.net_writes.pending()
+    }
+
+    /// [`WinCore::complete_net`] for what `target` needs: a target on another node, every
+    /// network operation; one on this node, only when a network operation to this node's
+    /// ranks may be in flight — an unlock of a rank of this node does not wait for the
+    /// network's round trips to other nodes.
+    #[inline]
+    fn complete_net_for(&self, target: usize) -> Result<()> {
+        #[cfg(feature = "ofi")]
+        if self.net.is_some()
+            && self.net_toward(target).is_none()
+            && !self.net_writes.near_pending()
+        {
+            return Ok(());
+        }
+        let _ = target;
+        self.complete_net()
     }
 
     /// Before an operation that `mpi_win_order` orders after those in flight: where the
@@ -101,7 +131,7 @@ impl WinCore {
             Completes::Target(t) => {
                 self.staged.drain_all()?;
                 self.ring_gate(t)?;
-                self.complete_net()
+                self.complete_net_for(t)
             }
             Completes::All => {
                 self.drain_staged()?;

@@ -583,10 +583,32 @@ impl SyncOp<WinCore> for LockAllOp {
 /// ordered after requests started before it, and completes what they issued first.
 enum UnlockOp {
     One(Release),
+    /// The unlock of a target on another node whose provider delivers this process's
+    /// atomics to it in issue order (`transport::net::orders_atomics`). When the epoch
+    /// left no network write (RMA, not an atomic) in flight, the release — an atomic — is
+    /// issued behind the epoch's accumulates without waiting for them: the target applies
+    /// it after them. It is a fetching atomic, whose answer says that they are complete
+    /// there; the op waits for that answer, not for a flush of the whole endpoint. Until
+    /// then it lets a later lock epoch of the same target pass it ([`SyncOp::released`]):
+    /// that epoch's lock request reaches the target behind the release. With a write in
+    /// flight (whose order against an atomic the provider does not promise) the endpoint
+    /// is flushed first, as [`UnlockOp::One`] does. The window-wide word, when this was
+    /// the last exclusive lock, is released once the answer came.
+    #[cfg(feature = "ofi")]
+    InOrder(Box<InOrderRelease>),
     /// unlock_all; `nocheck`: the epoch took no global lock (`lock_all(NOCHECK)`).
     All {
         nocheck: bool,
     },
+}
+
+/// The state of an [`UnlockOp::InOrder`] (boxed: the unlock of a target on this node moves
+/// no more than it did without it).
+#[cfg(feature = "ofi")]
+struct InOrderRelease {
+    release: Release,
+    /// The release's answer, once it is issued.
+    answer: Option<Awaited>,
 }
 
 impl SyncOp<WinCore> for UnlockOp {
@@ -598,11 +620,58 @@ impl SyncOp<WinCore> for UnlockOp {
     fn completes(&self) -> Completes {
         match *self {
             UnlockOp::One(r) => Completes::Target(r.lock.target),
+            // What the epoch issued completes before the release's answer (see the variant).
+            #[cfg(feature = "ofi")]
+            UnlockOp::InOrder(_) => Completes::Nothing,
             UnlockOp::All { .. } => Completes::All,
         }
     }
 
+    fn released(&self) -> bool {
+        #[cfg(feature = "ofi")]
+        if let UnlockOp::InOrder(state) = self {
+            return state.answer.is_some();
+        }
+        false
+    }
+
+    fn waiting(&self, _core: &WinCore) -> Waiting {
+        #[cfg(feature = "ofi")]
+        if let UnlockOp::InOrder(state) = self {
+            return Waiting::new(
+                "MPI_Win_unlock",
+                "the answer to its release of the lock, which follows the epoch's accumulates",
+            )
+            .on(state.release.lock.target);
+        }
+        Waiting::new("MPI_Win_unlock", "")
+    }
+
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        #[cfg(feature = "ofi")]
+        if let UnlockOp::InOrder(state) = self {
+            let InOrderRelease { release: r, answer } = &mut **state;
+            if answer.is_none() {
+                if core.net_writes_pending() {
+                    core.complete_net()?;
+                }
+                // Release: as `release`. Issued after the epoch's operations, which the
+                // provider applies first (atomics in order; writes completed above).
+                *answer = Some(Awaited::from(core.plane().fetch_add(
+                    lock_word(LockAt::Local(r.lock.target)),
+                    Mode::local(r.lock.kind).one().wrapping_neg(),
+                    Ordering::Release,
+                )));
+            }
+            let asked = answer.as_mut().expect("issued above");
+            if asked.value(&core.plane())?.is_none() {
+                return Ok(Step::Blocked);
+            }
+            if r.global {
+                core.park_exclusive();
+            }
+            return Ok(Step::Done);
+        }
         match *self {
             UnlockOp::One(r) => {
                 if !r.lock.nocheck {
@@ -616,6 +685,8 @@ impl SyncOp<WinCore> for UnlockOp {
                     core.park_exclusive();
                 }
             }
+            #[cfg(feature = "ofi")]
+            UnlockOp::InOrder(_) => unreachable!("polled above"),
             UnlockOp::All { nocheck: false } => {
                 release(&core.plane(), LockAt::Global, Mode::LOCK_ALL);
             }
@@ -704,6 +775,17 @@ impl WinCore {
             }
         }
         took
+    }
+
+    /// True when `target` is on another node and the provider delivers atomics to it in
+    /// issue order ([`UnlockOp::InOrder`]).
+    #[cfg(feature = "ofi")]
+    #[inline]
+    fn releases_in_order(&self, target: usize) -> Result<bool> {
+        if self.net_toward(target).is_some() {
+            return crate::transport::net::orders_atomics();
+        }
+        Ok(false)
     }
 
     fn check_locks_allowed(&self, call: &'static str) -> Result<()> {
@@ -827,6 +909,14 @@ impl WinCore {
         self.check_rank(target)?;
         let release = self.epoch.unlock(target)?;
         let order = Order::lock(release.lock.epoch, target);
+        #[cfg(feature = "ofi")]
+        if !release.lock.nocheck && self.releases_in_order(target)? {
+            let op = UnlockOp::InOrder(Box::new(InOrderRelease {
+                release,
+                answer: None,
+            }));
+            return self.engine.start_ordered(self, op, order);
+        }
         self.engine
             .start_ordered(self, UnlockOp::One(release), order)
     }

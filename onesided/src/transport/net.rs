@@ -147,6 +147,12 @@ pub(crate) fn ordered() -> Result<bool> {
     Ok(endpoint()?.nic.orders_after_writes())
 }
 
+/// True when the endpoint's provider delivers atomics to a peer in issue order
+/// ([`Nic::orders_atomics`]).
+pub(crate) fn orders_atomics() -> Result<bool> {
+    Ok(endpoint()?.nic.orders_atomics())
+}
+
 /// Operations posted on the endpoint not yet seen complete (0 when none is open).
 pub(crate) fn in_flight() -> u64 {
     ENDPOINT.get().map_or(0, |e| e.nic.in_flight())
@@ -159,4 +165,68 @@ pub(crate) fn description() -> Option<crate::NetworkEndpoint> {
         progress: e.mode.name(),
         address: e.addr.clone(),
     })
+}
+
+/// What a window issued through the network that a completion must wait for before a
+/// release or an unlock may rely on it, against what a completion of the endpoint is known
+/// to cover: writes (RMA, not atomics) to any target — the provider may deliver an atomic
+/// before an RMA write issued earlier — and any operation to a rank of this node (an
+/// accumulate that CPU atomics cannot do goes through the network for this node's ranks
+/// too; an unlock of such a target otherwise completes nothing on the network). Counts
+/// only grow.
+#[derive(Debug, Default)]
+pub(crate) struct NetWrites {
+    issued: std::sync::atomic::AtomicU64,
+    covered: std::sync::atomic::AtomicU64,
+    near_issued: std::sync::atomic::AtomicU64,
+    near_covered: std::sync::atomic::AtomicU64,
+}
+
+impl NetWrites {
+    /// One more write issued (to a target on another node).
+    pub(crate) fn issue(&self) {
+        // Release: a thread that reads the count after seeing this write's effects (an
+        // unlock ordered after it) counts it.
+        self.issued
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+
+    /// One more operation issued through the network to a rank of this node.
+    pub(crate) fn issue_near(&self) {
+        // Release: as in `issue`.
+        self.near_issued
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The counts issued so far (before a completion starts).
+    pub(crate) fn issued(&self) -> (u64, u64) {
+        // Acquire: pairs with `issue`.
+        (
+            self.issued.load(std::sync::atomic::Ordering::Acquire),
+            self.near_issued.load(std::sync::atomic::Ordering::Acquire),
+        )
+    }
+
+    /// A completion that started when `issued` had been issued has ended.
+    pub(crate) fn covered(&self, (far, near): (u64, u64)) {
+        // Release: pairs with `pending`'s Acquire.
+        self.covered
+            .fetch_max(far, std::sync::atomic::Ordering::Release);
+        self.near_covered
+            .fetch_max(near, std::sync::atomic::Ordering::Release);
+    }
+
+    /// True when a write to another node may be in flight.
+    pub(crate) fn pending(&self) -> bool {
+        // Acquire both: an operation counted after the completion's snapshot stays pending.
+        self.covered.load(std::sync::atomic::Ordering::Acquire)
+            < self.issued.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// True when an operation to a rank of this node may be in flight.
+    pub(crate) fn near_pending(&self) -> bool {
+        // Acquire: as in `pending`.
+        self.near_covered.load(std::sync::atomic::Ordering::Acquire)
+            < self.near_issued.load(std::sync::atomic::Ordering::Acquire)
+    }
 }

@@ -515,6 +515,9 @@ pub(crate) struct Nic {
     contexts: Mutex<Vec<OpContext>>,
     /// Bytes the contexts keep (copies of origin data), for [`Nic::held_bytes`].
     held: AtomicUsize,
+    /// An operation completed in error (or the queue failed), whoever read the entry:
+    /// [`Nic::has_failed`].
+    failed: std::sync::atomic::AtomicBool,
     /// Requested keys of our registrations (providers without FI_MR_PROV_KEY).
     next_key: AtomicU64,
     /// The completion queue has a wait object ([`Nic::open_with`]).
@@ -687,6 +690,7 @@ impl Nic {
                 reads: Issued::default(),
                 contexts: Mutex::new(Vec::new()),
                 held: AtomicUsize::new(0),
+                failed: std::sync::atomic::AtomicBool::new(false),
                 next_key: AtomicU64::new(1),
                 waitable,
             })
@@ -1590,6 +1594,8 @@ impl Nic {
         if rc >= 0 || again(rc) || rc == -(sys::FI_ETIMEDOUT as isize) {
             return Ok(());
         }
+        // Relaxed: a flag for later polls (`has_failed`), not a synchronization.
+        self.failed.store(true, Ordering::Relaxed);
         if rc == -(sys::FI_EAVAIL as isize) {
             let mut err = sys::fi_cq_err_entry::default();
             // SAFETY: one error entry.
@@ -1600,6 +1606,15 @@ impl Nic {
             return Err(network_error("operation", -i64::from(err.err)));
         }
         Err(network_error("fi_cq_read", rc as i64))
+    }
+
+    /// True once an operation of this endpoint completed in error, whichever call read the
+    /// error (a progress thread's or a wait's poll discards it): a wait that no network
+    /// operation of its own drives — a control word on this node — learns that a peer is
+    /// gone from this.
+    pub(crate) fn has_failed(&self) -> bool {
+        // Relaxed: see `completed`.
+        self.failed.load(Ordering::Relaxed)
     }
 
     /// Reads the completion queue once: drives a manual-progress provider (its peers'
@@ -1721,6 +1736,18 @@ impl Nic {
     pub(crate) fn orders_after_writes(&self) -> bool {
         let need = u64::from(sys::FI_ORDER_RAW | sys::FI_ORDER_WAW);
         self.described.msg_order & need == need
+    }
+
+    /// True when the provider delivers this endpoint's *atomics* to one peer in issue
+    /// order where an atomic write or read follows an atomic write (`FI_ORDER_ATOMIC_WAW`
+    /// and `_RAW`, or the older bits that cover RMA and atomics together): accumulates may
+    /// stay in flight together (MPI's accumulate ordering: a fetching atomic is waited for,
+    /// so nothing overtakes a read), and an atomic that releases a lock lands after the
+    /// epoch's accumulates. `tcp;ofi_rxm` promises these but not the order of an atomic
+    /// after an RMA write.
+    pub(crate) fn orders_atomics(&self) -> bool {
+        let need = sys::FI_ORDER_ATOMIC_RAW | sys::FI_ORDER_ATOMIC_WAW;
+        self.orders_after_writes() || self.described.msg_order & need == need
     }
 
     /// Waits until the tracked operation with context `tracked` completed, driving
@@ -1952,6 +1979,15 @@ mod tests {
     fn shm_copied_operations_complete_at_the_flush() {
         require("shm");
         copied_operations_complete_at_the_flush("shm");
+    }
+
+    /// tcp;ofi_rxm promises atomics in issue order to a peer (what lets an unlock release
+    /// behind its epoch's accumulates, `sync::lock`), but not an atomic after an RMA write.
+    #[test]
+    fn tcp_rxm_keeps_atomics_in_order() {
+        require("tcp;ofi_rxm");
+        let nic = Nic::open_chosen(Some("tcp;ofi_rxm"), "127.0.0.1").unwrap();
+        assert!(nic.orders_atomics(), "{:#x}", nic.described().msg_order);
     }
 
     /// Software providers apply atomics with the CPU's; NIC providers do not, whatever

@@ -73,6 +73,8 @@ pub(crate) fn assemble(
         net_data: Vec::new(),
         #[cfg(feature = "ofi")]
         net_window_id: None,
+        #[cfg(feature = "ofi")]
+        net_writes: Default::default(),
     }
 }
 

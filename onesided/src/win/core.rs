@@ -257,6 +257,10 @@ pub(crate) struct WinCore {
     /// node's segment has its own), which memory handles carry.
     #[cfg(feature = "ofi")]
     pub(crate) net_window_id: Option<u64>,
+    /// Writes (not atomics) this window issued through the network, and how many of them
+    /// a completion of the endpoint covered (`WinCore::net_writes_pending`).
+    #[cfg(feature = "ofi")]
+    pub(crate) net_writes: crate::transport::net::NetWrites,
     /// The node segment or control block; the pointers above point into it.
     pub(crate) _segment: crate::win::control::ControlMemory,
     /// This process's window memory moved into shared memory for the window's life

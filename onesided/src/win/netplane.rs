@@ -222,10 +222,24 @@ impl NetPlane {
 
     /// `word` as this process maps it, when it lies on this node and CPU atomics may
     /// change it.
+    ///
+    /// Not once the endpoint has failed: a wait on such a word drives no network
+    /// operation of its own that would report it, so the plane fails here, and every
+    /// operation then answers with the failure (`poll`).
     #[inline]
     fn near(&self, word: CtrlWord) -> Option<&AtomicU64> {
         let near = self.near.as_ref()?;
         if !near.here[Self::holder(word)] {
+            return None;
+        }
+        if self.nic.has_failed() {
+            self.fail(&Error::Network {
+                call: "control plane",
+                code: 0,
+                text: "an operation of this process's network endpoint failed (a peer is \
+                       gone or unreachable)"
+                    .into(),
+            });
             return None;
         }
         let offset = self.layout.offset_of(word)?;
@@ -320,6 +334,10 @@ impl NetPlane {
     /// Posts a fetching atomic; a post that fails makes the plane fail (the answer is a
     /// pending operation whose poll reports it).
     fn fetch(&self, op: NetOp, word: CtrlWord, operand: u64, compare: u64) -> Answer {
+        if self.failed().is_err() {
+            // The poll of this answer reports the failure.
+            return Answer::Pending(PendingOp(u64::MAX));
+        }
         let at = self.remote(word);
         let posted = self.take_slot().and_then(|(id, words, ctx, reg)| {
             // SAFETY: the slot is ours until its answer is collected: nobody else reads or
@@ -350,6 +368,11 @@ impl NetPlane {
 
     /// Posts an atomic without a result.
     fn post(&self, op: NetOp, word: CtrlWord, value: u64) {
+        // A failed plane posts nothing more (a peer that is gone would refuse each post for
+        // the provider's patience again); its polls report the failure.
+        if self.failed().is_err() {
+            return;
+        }
         if let Err(e) = self.nic.post_word(op, value, self.remote(word)) {
             self.fail(&e);
         }
