@@ -119,7 +119,7 @@ pub fn init_thread(required: ThreadLevel) -> Result<Universe> {
 /// processes of `comm` (usually the world), which the application has initialized MPI for.
 /// Collective over `comm`. Calling it (or [`init`]) again returns the first universe.
 ///
-/// ```no_run
+/// ```
 /// # use mpi::traits::*;
 /// let (mpi_universe, _) = mpi::initialize_with_threading(mpi::Threading::Serialized).unwrap();
 /// let universe = onesided::init_mpi(&mpi_universe.world())?;

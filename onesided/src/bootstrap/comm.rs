@@ -80,7 +80,7 @@ impl Comm {
     /// Collective over the host-MPI communicator `comm`: a communicator of the same processes
     /// in the same order, over which windows can be created (feature `mpi`).
     ///
-    /// ```no_run
+    /// ```
     /// # use mpi::traits::*;
     /// let (mpi_universe, _) = mpi::initialize_with_threading(mpi::Threading::Serialized).unwrap();
     /// let world = mpi_universe.world();

@@ -38,7 +38,7 @@ struct Channel {
 /// It owns a duplicate of the communicator it was made from, so its collectives never match
 /// the application's own messages.
 ///
-/// ```no_run
+/// ```
 /// # use mpi::traits::*;
 /// let (mpi_universe, _) = mpi::initialize_with_threading(mpi::Threading::Serialized).unwrap();
 /// let universe = onesided::init_mpi(&mpi_universe.world())?;
