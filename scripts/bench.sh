@@ -5,7 +5,7 @@
 #
 #   bash scripts/bench.sh            # everything, into results/ (about 11 minutes)
 #   bash scripts/bench.sh --quick    # fewer sizes, shorter loops (about 2 minutes)
-#   bash scripts/bench.sh --net      # only the two-virtual-node section (about 2 minutes)
+#   bash scripts/bench.sh --net      # only the virtual-node sections (about 8 minutes)
 #   bash scripts/bench.sh --baseline REV [--rounds N]
 #                                    # same-run A/B of this tree against revision REV
 #
@@ -21,7 +21,9 @@
 # results/alltoallv4-*.txt for the alltoallv benchmark with 4 processes, and
 # results/large-copy.txt (scripts/large-copy.sh: large put/get vs Open MPI, median of 3), and
 # results/net-{mpich,openmpi}.* and net-summary.txt: two virtual nodes, onesided's network
-# path beside the raw libfabric baseline and each host MPI forced onto its network path.
+# path beside the raw libfabric baseline and each host MPI forced onto its network path;
+# results/net-seeds*, net-sync-patterns.*, net-alltoallv-*: the seeds' claims across virtual
+# nodes, their acceptance ratios in net-seeds-summary.txt (scripts/net_seeds.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -261,6 +263,32 @@ for bench, v in sorted(cells.items()):
     print(f"{bench:<14} {o:9.2f} {rr:8.2f} {v.get('MPICH', float('nan')):8.2f} "
           f"{v.get('Open MPI', float('nan')):9.2f} {o / rr:7.2f} {o / best:12.2f}")
 PY
+
+# The seeds' claims across two virtual nodes (docs/across-nodes.md): onesided's own
+# benchmarks under osrun --nodes (an ofi build of its own target directory), and the
+# persistent alltoallv plans beside each host MPI's MPI_Alltoallv on its network path;
+# scripts/net_seeds.py prints each acceptance ratio.
+CARGO_TARGET_DIR=target/ofi cargo build --release -p osbench -p osrun \
+  --features osbench/ofi,osrun/ofi
+ofi_bin=target/ofi/release
+echo "== Seeds across two virtual nodes, 2 ranks: transactions, thread-flush, memhandle, order-flag, notify-latency, put-latency; load $(cut -d' ' -f1-3 /proc/loadavg)"
+net_job net-seeds env ONESIDED_NET_ADDR=127.0.0.1 timeout 300 "$ofi_bin/osrun" -n 2 --nodes 2 \
+  "$ofi_bin/osbench" transactions thread-flush memhandle order-flag notify-latency put-latency \
+  --window allocate --sync flush --sizes 8 --rounds 3 --json results/net-seeds.json
+echo "== Seed 004's patterns, 4 ranks on 4 virtual nodes; load $(cut -d' ' -f1-3 /proc/loadavg)"
+net_job net-sync-patterns env ONESIDED_NET_ADDR=127.0.0.1 timeout 300 "$ofi_bin/osrun" -n 4 \
+  --nodes 4 "$ofi_bin/osbench" sync-patterns --json results/net-sync-patterns.json
+echo "== alltoallv across two virtual nodes beside Open MPI over btl tcp; load $(cut -d' ' -f1-3 /proc/loadavg)"
+net_job net-alltoallv-openmpi timeout 300 mpiexec.openmpi --allow-run-as-root --oversubscribe \
+  --bind-to none -x ONESIDED_NODES=2 -x ONESIDED_NET_ADDR=127.0.0.1 -x ONESIDED_PROGRESS=block \
+  --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca osc pt2pt \
+  -n 2 target/openmpi/release/osbench alltoallv --sizes 32K,256K \
+  --json results/net-alltoallv-openmpi.json
+echo "== alltoallv across two virtual nodes beside MPICH over UCX tcp; load $(cut -d' ' -f1-3 /proc/loadavg)"
+net_job net-alltoallv-mpich env "${net_env[@]}" MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self \
+  UCX_NET_DEVICES=lo timeout 300 mpiexec.mpich -n 2 target/mpich/release/osbench alltoallv \
+  --sizes 32K,256K --json results/net-alltoallv-mpich.json
+python3 scripts/net_seeds.py | tee results/net-seeds-summary.txt
 
 # README's headline table from this run (a full run only: the quick one measures other sizes).
 if ((net_only == 0)) && ((${#args[@]} == 0)); then
