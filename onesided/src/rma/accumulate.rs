@@ -337,7 +337,7 @@ impl WinCore {
                     // Maybe left in flight: the next flush completes it, and an unlock of a
                     // rank of this node waits for it (`WinCore::complete_net_for`).
                     if !matches!(loc.route, Route::Net { .. }) {
-                        self.net_writes.issue_near();
+                        self.net_writes.near.issue();
                     }
                     self.epoch.forget_flush_cache();
                     Ok(())

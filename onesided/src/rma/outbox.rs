@@ -77,7 +77,7 @@ impl WinCore {
     pub(crate) fn note_issued(&self, route: crate::transport::Route) {
         #[cfg(feature = "ofi")]
         if let crate::transport::Route::Net { .. } = route {
-            self.net_writes.issue();
+            self.net_writes.far.issue();
             self.epoch.forget_flush_cache();
         }
         let _ = route;
@@ -89,7 +89,7 @@ impl WinCore {
     /// themselves — `Nic::orders_atomics`.)
     #[cfg(feature = "ofi")]
     pub(crate) fn net_writes_pending(&self) -> bool {
-        self.net_writes.pending()
+        self.net_writes.far.pending()
     }
 
     /// [`WinCore::complete_net`] for what `target` needs: a target on another node, every
@@ -101,7 +101,7 @@ impl WinCore {
         #[cfg(feature = "ofi")]
         if self.net.is_some()
             && self.net_toward(target).is_none()
-            && !self.net_writes.near_pending()
+            && !self.net_writes.near.pending()
         {
             return Ok(());
         }

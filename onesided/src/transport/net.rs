@@ -176,57 +176,58 @@ pub(crate) fn description() -> Option<crate::NetworkEndpoint> {
 /// only grow.
 #[derive(Debug, Default)]
 pub(crate) struct NetWrites {
-    issued: std::sync::atomic::AtomicU64,
-    covered: std::sync::atomic::AtomicU64,
-    near_issued: std::sync::atomic::AtomicU64,
-    near_covered: std::sync::atomic::AtomicU64,
+    /// Writes to targets on other nodes.
+    pub(crate) far: IssuedCount,
+    /// Any operation to a rank of this node.
+    pub(crate) near: IssuedCount,
 }
 
 impl NetWrites {
-    /// One more write issued (to a target on another node).
+    /// Both counts issued so far (before a completion starts).
+    pub(crate) fn issued(&self) -> (u64, u64) {
+        (self.far.issued(), self.near.issued())
+    }
+
+    /// A completion that started when `issued` had been issued has ended.
+    pub(crate) fn covered(&self, (far, near): (u64, u64)) {
+        self.far.covered(far);
+        self.near.covered(near);
+    }
+}
+
+/// Operations issued, against those a completion is known to cover. Both only grow.
+#[derive(Debug, Default)]
+pub(crate) struct IssuedCount {
+    issued: std::sync::atomic::AtomicU64,
+    covered: std::sync::atomic::AtomicU64,
+}
+
+impl IssuedCount {
+    /// One more issued.
     pub(crate) fn issue(&self) {
-        // Release: a thread that reads the count after seeing this write's effects (an
+        // Release: a thread that reads the count after seeing this operation's effects (an
         // unlock ordered after it) counts it.
         self.issued
             .fetch_add(1, std::sync::atomic::Ordering::Release);
     }
 
-    /// One more operation issued through the network to a rank of this node.
-    pub(crate) fn issue_near(&self) {
-        // Release: as in `issue`.
-        self.near_issued
-            .fetch_add(1, std::sync::atomic::Ordering::Release);
-    }
-
-    /// The counts issued so far (before a completion starts).
-    pub(crate) fn issued(&self) -> (u64, u64) {
+    /// The count issued so far.
+    fn issued(&self) -> u64 {
         // Acquire: pairs with `issue`.
-        (
-            self.issued.load(std::sync::atomic::Ordering::Acquire),
-            self.near_issued.load(std::sync::atomic::Ordering::Acquire),
-        )
+        self.issued.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// A completion that started when `issued` had been issued has ended.
-    pub(crate) fn covered(&self, (far, near): (u64, u64)) {
+    fn covered(&self, issued: u64) {
         // Release: pairs with `pending`'s Acquire.
         self.covered
-            .fetch_max(far, std::sync::atomic::Ordering::Release);
-        self.near_covered
-            .fetch_max(near, std::sync::atomic::Ordering::Release);
+            .fetch_max(issued, std::sync::atomic::Ordering::Release);
     }
 
-    /// True when a write to another node may be in flight.
+    /// True when an operation may be in flight.
     pub(crate) fn pending(&self) -> bool {
-        // Acquire both: an operation counted after the completion's snapshot stays pending.
+        // Acquire both: an operation counted after a completion's snapshot stays pending.
         self.covered.load(std::sync::atomic::Ordering::Acquire)
             < self.issued.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// True when an operation to a rank of this node may be in flight.
-    pub(crate) fn near_pending(&self) -> bool {
-        // Acquire: as in `pending`.
-        self.near_covered.load(std::sync::atomic::Ordering::Acquire)
-            < self.near_issued.load(std::sync::atomic::Ordering::Acquire)
     }
 }

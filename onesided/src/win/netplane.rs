@@ -125,6 +125,17 @@ impl Near {
     }
 }
 
+/// One word of this node's segment, changed as the mapped plane changes words (CPU atomics,
+/// `plane::MappedWords`): the near operations of [`NetPlane`] are those of the mapped plane.
+struct NearWord<'a>(&'a AtomicU64);
+
+impl crate::plane::MappedWords for NearWord<'_> {
+    #[inline(always)]
+    fn mapped(&self, _word: CtrlWord) -> &AtomicU64 {
+        self.0
+    }
+}
+
 /// The control plane of a window whose ranks span nodes.
 pub(crate) struct NetPlane {
     nic: Arc<Nic>,
@@ -227,7 +238,7 @@ impl NetPlane {
     /// operation of its own that would report it, so the plane fails here, and every
     /// operation then answers with the failure (`poll`).
     #[inline]
-    fn near(&self, word: CtrlWord) -> Option<&AtomicU64> {
+    fn near(&self, word: CtrlWord) -> Option<NearWord<'_>> {
         let near = self.near.as_ref()?;
         if !near.here[Self::holder(word)] {
             return None;
@@ -246,7 +257,9 @@ impl NetPlane {
         // SAFETY: `Near::new`'s contract: the node segment is mapped at `base` with the
         // plane's layout, so an offset of the layout is an aligned u64 of it, shared with
         // the node's processes (and the provider's software) only through atomics.
-        Some(unsafe { &*near.base.add(offset).cast::<AtomicU64>() })
+        Some(NearWord(unsafe {
+            &*near.base.add(offset).cast::<AtomicU64>()
+        }))
     }
 
     /// Where `word` is: its holder's area plus its offset.
@@ -393,53 +406,47 @@ impl ControlPlane for NetPlane {
         }
     }
 
-    // A word on this node is changed with the CPU atomic and `order` the protocol asks for;
-    // peers' network atomics on it are CPU atomics of the provider's software in the
-    // holder's process (`Nic::atomics_mix_with_cpu`).
+    // A word on this node is changed as the mapped plane does (the CPU atomic and `order`
+    // the protocol asks for); peers' network atomics on it are CPU atomics of the provider's
+    // software in the holder's process (`Nic::atomics_mix_with_cpu`).
     fn fetch_add(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
         match self.near(word) {
-            Some(w) => Answer::Ready(w.fetch_add(value, order)),
+            Some(w) => w.fetch_add(word, value, order),
             None => self.fetch(NetOp::Sum, word, value, 0),
         }
     }
 
     fn load(&self, word: CtrlWord, order: Ordering) -> Answer {
         match self.near(word) {
-            Some(w) => Answer::Ready(w.load(order)),
+            Some(w) => w.load(word, order),
             None => self.fetch(NetOp::Read, word, 0, 0),
         }
     }
 
     fn swap(&self, word: CtrlWord, value: u64, order: Ordering) -> Answer {
         match self.near(word) {
-            Some(w) => Answer::Ready(w.swap(value, order)),
+            Some(w) => w.swap(word, value, order),
             None => self.fetch(NetOp::Write, word, value, 0),
         }
     }
 
     fn compare_swap(&self, word: CtrlWord, expected: u64, new: u64, order: Ordering) -> Answer {
         match self.near(word) {
-            Some(w) => Answer::Ready(
-                match w.compare_exchange(expected, new, order, Ordering::Relaxed) {
-                    Ok(v) | Err(v) => v,
-                },
-            ),
+            Some(w) => w.compare_swap(word, expected, new, order),
             None => self.fetch(NetOp::CompareSwap, word, new, expected),
         }
     }
 
     fn post_add(&self, word: CtrlWord, value: u64, order: Ordering) {
         match self.near(word) {
-            Some(w) => {
-                w.fetch_add(value, order);
-            }
+            Some(w) => w.post_add(word, value, order),
             None => self.post(NetOp::Sum, word, value),
         }
     }
 
     fn post_store(&self, word: CtrlWord, value: u64, order: Ordering) {
         match self.near(word) {
-            Some(w) => w.store(value, order),
+            Some(w) => w.post_store(word, value, order),
             None => self.post(NetOp::Write, word, value),
         }
     }
