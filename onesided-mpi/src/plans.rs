@@ -58,12 +58,13 @@ unsafe fn in_bytes(p: *const c_int, n: usize, unit: usize) -> onesided::Result<V
 }
 
 /// The plan's variant from info key `onesided_alltoallv` (`fence`, the default;
-/// `hierarchical`, `lock`, `auto`).
+/// `hierarchical`, `lock`, `notify`, `auto`).
 fn variant(info: MPI_Info) -> Result<AlltoallvVariant, c_int> {
     let i = calls::info_of(info)?;
     Ok(match i.get("onesided_alltoallv").unwrap_or("fence") {
         "hierarchical" => AlltoallvVariant::FenceHierarchical,
         "lock" => AlltoallvVariant::Lock,
+        "notify" => AlltoallvVariant::Notify,
         "auto" => AlltoallvVariant::Auto,
         _ => AlltoallvVariant::Fence,
     })

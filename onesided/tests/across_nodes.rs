@@ -289,6 +289,33 @@ fn operations_in_flight_complete_at_every_completion_point() {
             w.barrier()?;
             win.unlock_all()?;
 
+            // A flush of a rank of this node leaves operations to the other node in flight
+            // (it does not wait for their round trips); a later flush of their target still
+            // completes them.
+            win.lock_all(Assert::NONE)?;
+            if me == 0 {
+                for round in 1..=50u64 {
+                    win.put(&[round; 64], 2, 100)?;
+                    win.flush(1)?;
+                    win.flush(2)?;
+                    assert_eq!(
+                        testing::network_operations_in_flight(),
+                        0,
+                        "put, round {round}"
+                    );
+                    win.accumulate(&[1], 3, 2, Op::Sum)?;
+                    win.flush(1)?;
+                    win.flush(3)?;
+                    assert_eq!(
+                        testing::network_operations_in_flight(),
+                        0,
+                        "add, round {round}"
+                    );
+                }
+            }
+            w.barrier()?;
+            win.unlock_all()?;
+
             // mpi_win_order: data then flag, from rank 1 (node 0) to rank 3 (node 1).
             let ordered = win.dup_with_info(&onesided::WinInfo::new().order(true))?;
             if me == 1 {

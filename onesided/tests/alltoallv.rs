@@ -23,6 +23,8 @@ fn stamp(cycle: u64, src: usize, dst: usize, k: usize) -> u64 {
 fn count(pattern: &str, src: usize, dst: usize) -> usize {
     match pattern {
         "uniform" => 5,
+        // 256 KiB per pair: across nodes, long writes whose signal must land behind them.
+        "large" => 32 * 1024,
         _ => {
             // A fixed hash: some pairs (self included) get nothing, others up to 40.
             let mut x = (src as u64 * 0x9e37_79b9 + dst as u64 * 0x85eb_ca6b) ^ 0x2545_f491;
@@ -139,6 +141,7 @@ fn every_variant(n: usize) {
                         AlltoallvVariant::Fence,
                         AlltoallvVariant::FenceHierarchical,
                         AlltoallvVariant::Lock,
+                        AlltoallvVariant::Notify,
                         AlltoallvVariant::Auto,
                     ] {
                         let mut p = plan(w, variant, &s, recv_buffer(memory, s.recv_len)?)?;
@@ -197,6 +200,42 @@ fn every_variant(n: usize) {
         .assert_success();
 }
 
+/// Blocks of 256 KiB per pair, 4 ranks, 20 cycles: every element of every cycle is the
+/// cycle's (a signal that overtook its block across nodes shows up as a stale element).
+#[test]
+fn notify_plan_moves_large_blocks_in_order() {
+    testing::job(4)
+        .timeout(Duration::from_secs(300))
+        .run(|u| {
+            let w = u.world();
+            let me = w.rank();
+            let s = shape("large", me, w.size());
+            for memory in ["alloc_mem", "vec"] {
+                let mut p = plan(
+                    w,
+                    AlltoallvVariant::Notify,
+                    &s,
+                    recv_buffer(memory, s.recv_len)?,
+                )?;
+                for cycle in 1..=20 {
+                    fill_send(&s, p.send_mut()?, cycle, me);
+                    p.start()?.wait()?;
+                    let got = p.recv()?;
+                    let want = expected(&s, cycle, me);
+                    if let Some(k) = (0..got.len()).find(|&k| got[k] != want[k]) {
+                        panic!(
+                            "{memory} cycle {cycle} at rank {me}: element {k} is {:#x}",
+                            got[k]
+                        );
+                    }
+                }
+                p.free()?;
+            }
+            Ok(())
+        })
+        .assert_success();
+}
+
 #[test]
 fn every_variant_on_one_rank() {
     every_variant(1);
@@ -217,11 +256,21 @@ fn every_variant_on_four_ranks() {
     every_variant(4);
 }
 
-/// Under the lock plan one rank starts 20 ms late in every cycle (a different one each
-/// time): no rank ever sees a partial or stale block after its wait, and nobody writes into
-/// a buffer whose owner has not started yet (the owner checks its buffer right before).
+/// Under the lock and notify plans one rank starts 20 ms late in every cycle (a different
+/// one each time): no rank ever sees a partial or stale block after its wait, and nobody
+/// writes into a buffer whose owner has not started yet (the owner checks its buffer right
+/// before).
 #[test]
 fn lock_plan_with_a_late_starter_never_shows_partial_data() {
+    late_starter_never_sees_partial_data(AlltoallvVariant::Lock);
+}
+
+#[test]
+fn notify_plan_with_a_late_starter_never_shows_partial_data() {
+    late_starter_never_sees_partial_data(AlltoallvVariant::Notify);
+}
+
+fn late_starter_never_sees_partial_data(variant: AlltoallvVariant) {
     testing::job(3)
         .timeout(Duration::from_secs(120))
         .run(|u| {
@@ -229,12 +278,7 @@ fn lock_plan_with_a_late_starter_never_shows_partial_data() {
             let me = w.rank();
             let n = w.size();
             let s = shape("uniform", me, n);
-            let mut p = plan(
-                w,
-                AlltoallvVariant::Lock,
-                &s,
-                recv_buffer("vec", s.recv_len)?,
-            )?;
+            let mut p = plan(w, variant, &s, recv_buffer("vec", s.recv_len)?)?;
             for cycle in 1..=12u64 {
                 fill_send(&s, p.send_mut()?, cycle, me);
                 if cycle as usize % n == me {

@@ -367,6 +367,7 @@ fn run_case<B: Backend>(
         AlltoallvVariant::Fence,
         AlltoallvVariant::FenceHierarchical,
         AlltoallvVariant::Lock,
+        AlltoallvVariant::Notify,
         AlltoallvVariant::Auto,
     ] {
         let build = || -> BResult<Alltoallv<u64>> {
@@ -400,10 +401,10 @@ fn run_case<B: Backend>(
         plan.free()?;
         let persist = slowest(comm, secs, ok)?;
         let name = variant.name();
-        let sync = if variant == AlltoallvVariant::Lock {
-            "lock_all"
-        } else {
-            "fence"
+        let sync = match variant {
+            AlltoallvVariant::Lock => "lock_all",
+            AlltoallvVariant::Notify => "notify",
+            _ => "fence",
         };
         record(
             "create-allocmem",

@@ -22,6 +22,18 @@
 //!   self lock does, and its next block lands before I read this one (our tests caught
 //!   it). So `start` begins with a barrier too: no rank opens a new cycle before every rank
 //!   holds its self lock again.
+//! - [`AlltoallvVariant::Notify`] (ours: the done flags of the published locality-aware
+//!   code, without its barrier): no fence and no barrier per cycle. The plan holds
+//!   `lock_all` on its windows for its whole life, and every rank owns `2p` signal words:
+//!   `arrived[s]`, the last cycle whose block from `s` is in place, and `credit[t]`, the last
+//!   cycle for which `t` has freed its receive buffer. `start` of cycle `k` first writes
+//!   credit `k` at each of its senders (the last result was read: the caller is starting
+//!   again), then puts each block as soon as its target's credit `k` is there and writes
+//!   `arrived = k` behind it — across nodes an RMA write the provider places after the
+//!   data (`FI_ORDER_RMA_WAW`; where it does not promise that, after a flush of the
+//!   target), on the node a release store after the copy. The request completes when every
+//!   sender's `arrived` reads `k`. A cycle costs a one-way credit and the data with its
+//!   signal right behind; the fence plans pay a barrier and a flush round trip twice.
 //! - [`AlltoallvVariant::Auto`] (the paper's future work): the first cycles alternate between
 //!   the fence plan and the two-sided exchange of the communicator (one warm-up and
 //!   [`AUTO_PROBES`] timed cycles each); each kind's fastest cycle at the slowest rank
@@ -36,15 +48,19 @@
 //! cycle runs its request borrows the plan, so neither buffer can be touched. A request that
 //! is dropped unfinished is completed by the plan's next call.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytemuck::Pod;
 
 use crate::bootstrap::{Call, Comm, ReduceOp};
 use crate::error::{Error, Result};
+use crate::ops::Op;
+use crate::progress::{Step, SyncOp};
 use crate::request::Request;
 use crate::sync::{Assert, LockType};
 use crate::typed::Window;
+use crate::win::core::WinCore;
 use crate::win::WinBuffer;
 
 /// Which algorithm a plan runs (see the module docs).
@@ -56,6 +72,9 @@ pub enum AlltoallvVariant {
     FenceHierarchical,
     /// A self lock between cycles, `lock_all` for the puts, a barrier at the end (Algorithm 3).
     Lock,
+    /// No fence or barrier: credits and arrival flags written one-sidedly (see the module
+    /// docs).
+    Notify,
     /// Measures the fence plan against the two-sided exchange and keeps the faster.
     Auto,
 }
@@ -67,6 +86,7 @@ impl AlltoallvVariant {
             AlltoallvVariant::Fence => "fence",
             AlltoallvVariant::FenceHierarchical => "hierarchical",
             AlltoallvVariant::Lock => "lock",
+            AlltoallvVariant::Notify => "notify",
             AlltoallvVariant::Auto => "auto",
         }
     }
@@ -198,6 +218,100 @@ pub struct Alltoallv<T: Pod> {
     self_locked: bool,
     init_time: Duration,
     auto: Auto,
+    /// Notify variant: the signal words and what they count.
+    signals: Option<Signals>,
+}
+
+/// The signal words of an [`AlltoallvVariant::Notify`] plan: a window of `2p` words at
+/// every rank, `arrived` at `[0, p)` and `credit` at `[p, 2p)` (module docs).
+#[derive(Debug)]
+struct Signals {
+    win: Window<u64>,
+    /// The cycle started last (0 before the first).
+    cycle: u64,
+    /// Ranks other than this one that send it a block: whose credits it writes and whose
+    /// arrivals its requests wait for.
+    senders: Vec<usize>,
+    /// Per rank: reached through the network (another node).
+    across: Vec<bool>,
+    /// The provider places RMA writes to one peer in issue order (always false without a
+    /// network).
+    ordered_net: bool,
+}
+
+impl Signals {
+    /// This rank's signal word `i`.
+    fn word(&self, i: usize) -> &AtomicU64 {
+        debug_assert!(i < self.win.len());
+        // SAFETY: the window's memory is `2p` u64 words at `base` (alloc_mem memory, 8-byte
+        // aligned, zeroed before the window was created) and lives as long as `self.win`;
+        // peers change it only by atomics and by 8-byte network writes of whole words.
+        unsafe { AtomicU64::from_ptr(self.win.base().add(i)) }
+    }
+
+    fn credit(&self, from: usize) -> u64 {
+        // Relaxed: a credit carries no data; it only says the target read its buffer,
+        // which the puts that follow it cannot overtake (they are issued after this load).
+        self.word(self.win.len() / 2 + from).load(Ordering::Relaxed)
+    }
+}
+
+impl Signals {
+    /// The signal window (collective) and what this rank's cycles need to know.
+    fn new(comm: &Comm, recvcounts: &[usize]) -> Result<Self> {
+        let n = comm.size();
+        let me = comm.rank();
+        // alloc_mem memory starts zeroed, before the (synchronizing) window creation: no
+        // peer's credit can land before the zeros.
+        let win = Window::create(comm, crate::alloc_mem::<u64>(2 * n)?)?;
+        win.lock_all(Assert::NOCHECK)?;
+        let here = comm.node_of(me)?;
+        let across = (0..n)
+            .map(|r| comm.node_of(r).map(|node| node != here))
+            .collect::<Result<Vec<bool>>>()?;
+        #[cfg(feature = "ofi")]
+        let ordered_net = across.iter().any(|&a| a) && crate::transport::net::orders_rma_writes()?;
+        #[cfg(not(feature = "ofi"))]
+        let ordered_net = false;
+        Ok(Signals {
+            win,
+            cycle: 0,
+            senders: (0..n).filter(|&s| s != me && recvcounts[s] > 0).collect(),
+            across,
+            ordered_net,
+        })
+    }
+}
+
+/// The request of a notified cycle: done when every sender's block of `cycle` is in place.
+struct Arrivals {
+    senders: Vec<usize>,
+    cycle: u64,
+}
+
+impl SyncOp<WinCore> for Arrivals {
+    fn name(&self) -> &'static str {
+        "alltoallv: the blocks of this cycle"
+    }
+
+    fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        let words = core.local.base.cast::<u64>();
+        // Drop the senders whose block arrived; done when none is left.
+        self.senders.retain(|&s| {
+            // SAFETY: as in `Signals::word` — `core` is the signal window's core, whose
+            // memory is `2p` aligned u64 words; `s < p`.
+            let arrived = unsafe { AtomicU64::from_ptr(words.add(s)) };
+            // Acquire: pairs with the sender's release store (on the node), or follows its
+            // block in placement order (across nodes): the block is in place once this
+            // reads the cycle.
+            arrived.load(Ordering::Acquire) < self.cycle
+        });
+        Ok(if self.senders.is_empty() {
+            Step::Done
+        } else {
+            Step::Blocked
+        })
+    }
 }
 
 /// The measurements of an [`AlltoallvVariant::Auto`] plan.
@@ -256,6 +370,10 @@ impl<T: Pod> Alltoallv<T> {
         .filter(|put| put.len > 0)
         .collect();
         let win = Window::create(comm, recv)?;
+        let signals = match variant {
+            AlltoallvVariant::Notify => Some(Signals::new(comm, recvcounts)?),
+            _ => None,
+        };
         let mut plan = Alltoallv {
             comm: comm.clone(),
             variant,
@@ -279,7 +397,12 @@ impl<T: Pod> Alltoallv<T> {
                 persistent: Duration::MAX,
                 two_sided: Duration::MAX,
             },
+            signals,
         };
+        if variant == AlltoallvVariant::Notify {
+            // One passive epoch for the plan's life: cycles synchronize by their signals.
+            plan.window()?.lock_all(Assert::NOCHECK)?;
+        }
         if variant == AlltoallvVariant::Lock {
             plan.window()?.lock(LockType::Exclusive, me, Assert::NONE)?;
             plan.self_locked = true;
@@ -344,6 +467,7 @@ impl<T: Pod> Alltoallv<T> {
                 self.start_fence(Assert::NOSTORE)
             }
             AlltoallvVariant::Lock => self.start_lock(),
+            AlltoallvVariant::Notify => self.start_notify(),
             AlltoallvVariant::Auto => self.start_auto(),
         }
     }
@@ -352,11 +476,14 @@ impl<T: Pod> Alltoallv<T> {
     /// program keeps the request apart from the plan). Free the plan only after the
     /// request completed ([`Alltoallv::free`] completes a cycle still in flight).
     pub fn start_owned(&mut self) -> Result<Request<'static>> {
-        let core = self.window()?.core.clone_handle();
+        let core = match &self.signals {
+            Some(signals) => signals.win.core.clone_handle(),
+            None => self.window()?.core.clone_handle(),
+        };
         let r = self.start()?;
         // SAFETY: every request `start` returns is one of the plan's window (its fences and
-        // locks) or a finished one; `core` is that window's core, which the request now
-        // keeps alive.
+        // locks), of its signal window (a notified cycle's arrivals) or a finished one;
+        // `core` is that window's core, which the request now keeps alive.
         Ok(unsafe { r.into_static(core) })
     }
 
@@ -369,7 +496,10 @@ impl<T: Pod> Alltoallv<T> {
     /// Completes a cycle whose request was dropped unfinished.
     fn settle(&mut self) -> Result<()> {
         if self.in_flight {
-            let core = &*self.window()?.core;
+            let core = match &self.signals {
+                Some(signals) => &*signals.win.core,
+                None => &*self.window()?.core,
+            };
             core.engine.wait_until(
                 core,
                 || core.engine.idle(),
@@ -421,6 +551,106 @@ impl<T: Pod> Alltoallv<T> {
         drop(win.ifence(Assert::NOSUCCEED | Assert::NOPUT | Assert::NOSTORE)?);
         self.self_locked = true;
         self.window()?.ilock(LockType::Exclusive, me, Assert::NONE)
+    }
+
+    fn start_notify(&mut self) -> Result<Request<'_>> {
+        let me = self.comm.rank();
+        let signals = self
+            .signals
+            .as_mut()
+            .ok_or_else(|| Error::InvalidArgument("alltoallv: the plan was freed".into()))?;
+        signals.cycle += 1;
+        let cycle = signals.cycle;
+        let (win, signals) = match (&self.win, &self.signals) {
+            (Some(win), Some(signals)) => (win, signals),
+            _ => {
+                return Err(Error::InvalidArgument(
+                    "alltoallv: the plan was freed".into(),
+                ))
+            }
+        };
+        let credit_at = signals.win.len() / 2 + me;
+        // This rank's receive buffer is free again: its senders may write cycle `cycle`.
+        for &s in &signals.senders {
+            if signals.across[s] {
+                // One writer per word: an RMA write (cheaper to post than an atomic).
+                signals.win.put(&[cycle], s, credit_at)?;
+            } else {
+                signals
+                    .win
+                    .accumulate(&[cycle], s, credit_at, Op::Replace)?;
+            }
+        }
+        let send = self.send.as_slice();
+        let mut waiting: Vec<&Put> = self.puts.iter().collect();
+        while !waiting.is_empty() {
+            let before = waiting.len();
+            let mut i = 0;
+            while i < waiting.len() {
+                let put = waiting[i];
+                if put.target != me && signals.credit(put.target) < cycle {
+                    i += 1;
+                    continue;
+                }
+                waiting.swap_remove(i);
+                let block = &send[put.src..put.src + put.len];
+                if put.target == me {
+                    // Own block: a copy into own memory (a flush would also wait for the
+                    // writes to other nodes issued before it).
+                    // SAFETY: the block lies inside this rank's window memory (`len`
+                    // elements at `base`, checked at init: `disp + len <= len`); only this
+                    // rank writes it, and no reference into the receive buffer lives while
+                    // a cycle runs (`&mut self`).
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            block.as_ptr(),
+                            win.base().add(put.disp),
+                            put.len,
+                        )
+                    };
+                    continue;
+                }
+                win.put(block, put.target, put.disp)?;
+                let t = put.target;
+                if signals.across[t] {
+                    if !signals.ordered_net {
+                        win.flush(t)?;
+                    }
+                    // An RMA write: placed after the block by the provider's order (or
+                    // after the flush above).
+                    signals.win.put(&[cycle], t, me)?;
+                } else {
+                    // The block is in place on this node once the flush returns (a copy, a
+                    // system call, or the target's ring served); the replace is a release
+                    // store after it.
+                    win.flush(t)?;
+                    signals.win.accumulate(&[cycle], t, me, Op::Replace)?;
+                }
+            }
+            if waiting.len() == before {
+                // No credit yet: wait for one (the peers' starts), watching for exits.
+                let core = &*signals.win.core;
+                let ready = || {
+                    waiting
+                        .iter()
+                        .any(|put| signals.credit(put.target) >= cycle)
+                };
+                core.engine.wait_until(core, ready, None, || {
+                    format!(
+                        "alltoallv: waiting for the credits of cycle {cycle} from ranks {:?}",
+                        waiting.iter().map(|p| p.target).collect::<Vec<_>>()
+                    )
+                })?;
+            }
+        }
+        let arrivals = Arrivals {
+            senders: signals.senders.clone(),
+            cycle,
+        };
+        let core = &*signals.win.core;
+        let ticket = core.engine.start(core, arrivals)?;
+        self.in_flight = true;
+        Ok(Request::started(core, ticket))
     }
 
     fn start_auto(&mut self) -> Result<Request<'_>> {
@@ -490,6 +720,11 @@ impl<T: Pod> Alltoallv<T> {
     pub fn free(mut self) -> Result<(WinBuffer<T>, WinBuffer<T>)> {
         self.settle()?;
         let me = self.comm.rank();
+        if let Some(signals) = self.signals.take() {
+            self.window()?.unlock_all()?;
+            signals.win.unlock_all()?;
+            signals.win.free()?;
+        }
         if self.self_locked {
             self.window()?.unlock(me)?;
             self.self_locked = false;

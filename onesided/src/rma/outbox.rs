@@ -150,9 +150,11 @@ impl WinCore {
     }
 
     /// Writes the staged puts a flush through a handle with `flags` must complete: the
-    /// calling thread's with `mpi_win_scope=thread`, else every thread's.
+    /// calling thread's with `mpi_win_scope=thread`, else every thread's; completes the
+    /// network operations that `target` needs (a flush of a rank of this node does not wait
+    /// for round trips to other nodes), every one for a flush of all (`None`).
     #[inline]
-    pub(crate) fn drain_for_flush(&self, flags: Flags) -> Result<()> {
+    pub(crate) fn drain_for_flush(&self, flags: Flags, target: Option<usize>) -> Result<()> {
         if flags.thread_scope() {
             // Other threads' pieces stay staged; the caller did not set the flush cache
             // (check_flush_uncached), so the next flush — maybe of process scope, through a
@@ -165,7 +167,20 @@ impl WinCore {
             self.staged.drain_all()?;
             self.complete_rings()?;
         }
-        self.complete_net()
+        match target {
+            Some(t) => {
+                self.complete_net_for(t)?;
+                // Operations to other nodes may still be in flight (puts and accumulates):
+                // the flush cache, set by this flush's check, must not let the next flush
+                // skip them.
+                #[cfg(feature = "ofi")]
+                if self.net.is_some() {
+                    self.epoch.forget_flush_cache();
+                }
+                Ok(())
+            }
+            None => self.complete_net(),
+        }
     }
 
     /// Writes the staged puts that must land before an operation (get, accumulate,

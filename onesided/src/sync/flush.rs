@@ -39,8 +39,8 @@ impl WinCore {
     /// Makes the operations of epoch `order` issued so far (every operation, for
     /// [`Order::BARRIER`]) complete at their targets.
     #[inline]
-    fn complete_at_targets(&self, order: Order, flags: Flags) -> Result<()> {
-        match blocking_start(|| self.start_complete_at_targets(order, flags))? {
+    fn complete_at_targets(&self, order: Order, flags: Flags, target: Option<usize>) -> Result<()> {
+        match blocking_start(|| self.start_complete_at_targets(order, flags, target))? {
             None => Ok(()),
             Some(t) => self.engine.wait(self, t, None),
         }
@@ -50,9 +50,15 @@ impl WinCore {
     /// done at once when no synchronization is pending, else a ticket behind the pending
     /// ones it may not pass. A flush of one target is an op of that target's lock epoch,
     /// so it does not wait for another target's pending lock.
-    /// Staged puts: every thread's, or with `mpi_win_scope=thread` the calling thread's.
-    fn start_complete_at_targets(&self, order: Order, flags: Flags) -> Result<Option<Ticket>> {
-        self.drain_for_flush(flags)?;
+    /// Staged puts: every thread's, or with `mpi_win_scope=thread` the calling thread's;
+    /// network operations: what `target` needs (every one for a flush of all).
+    fn start_complete_at_targets(
+        &self,
+        order: Order,
+        flags: Flags,
+        target: Option<usize>,
+    ) -> Result<Option<Ticket>> {
+        self.drain_for_flush(flags, target)?;
         // Nothing queued here, and no other window asked for attention: one load decides.
         if self.engine.quiet() {
             fence(Ordering::SeqCst);
@@ -77,13 +83,13 @@ impl WinCore {
     pub(crate) fn start_flush(&self, target: usize, flags: Flags) -> Result<Option<Ticket>> {
         self.check_rank(target)?;
         self.check_flush_for(flags, "iflush", target)?;
-        self.start_complete_at_targets(self.epoch.access_order(target), flags)
+        self.start_complete_at_targets(self.epoch.access_order(target), flags, Some(target))
     }
 
     /// `iflush_all`.
     pub(crate) fn start_flush_all(&self, flags: Flags) -> Result<Option<Ticket>> {
         self.epoch.check_flush_all("iflush_all")?;
-        self.start_complete_at_targets(Order::BARRIER, flags)
+        self.start_complete_at_targets(Order::BARRIER, flags, None)
     }
 
     /// Flush: the common case (target already checked in this epoch, nothing queued in the
@@ -102,13 +108,13 @@ impl WinCore {
     fn flush_slow(&self, target: usize, flags: Flags) -> Result<()> {
         self.check_rank(target)?;
         self.check_flush_for(flags, "flush", target)?;
-        self.complete_at_targets(self.epoch.access_order(target), flags)
+        self.complete_at_targets(self.epoch.access_order(target), flags, Some(target))
     }
 
     #[inline]
     pub(crate) fn flush_all(&self, flags: Flags) -> Result<()> {
         self.epoch.check_flush_all("flush_all")?;
-        self.complete_at_targets(Order::BARRIER, flags)
+        self.complete_at_targets(Order::BARRIER, flags, None)
     }
 
     #[inline]

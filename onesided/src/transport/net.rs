@@ -153,6 +153,12 @@ pub(crate) fn orders_atomics() -> Result<bool> {
     Ok(endpoint()?.nic.orders_atomics())
 }
 
+/// True when the endpoint's provider places RMA writes to a peer in issue order
+/// ([`Nic::orders_rma_writes`]).
+pub(crate) fn orders_rma_writes() -> Result<bool> {
+    Ok(endpoint()?.nic.orders_rma_writes())
+}
+
 /// Operations posted on the endpoint not yet seen complete (0 when none is open).
 pub(crate) fn in_flight() -> u64 {
     ENDPOINT.get().map_or(0, |e| e.nic.in_flight())

@@ -1738,6 +1738,15 @@ impl Nic {
         self.described.msg_order & need == need
     }
 
+    /// True when the provider places this endpoint's RMA writes to one peer in issue order
+    /// (`FI_ORDER_RMA_WAW`, or the older `FI_ORDER_WAW` that covers RMA and atomics): a
+    /// write that signals "the data before me is there" may follow the data without a
+    /// flush. `tcp;ofi_rxm` promises it.
+    pub(crate) fn orders_rma_writes(&self) -> bool {
+        let need = sys::FI_ORDER_RMA_WAW;
+        self.orders_after_writes() || self.described.msg_order & need == need
+    }
+
     /// True when the provider delivers this endpoint's *atomics* to one peer in issue
     /// order where an atomic write or read follows an atomic write (`FI_ORDER_ATOMIC_WAW`
     /// and `_RAW`, or the older bits that cover RMA and atomics together): accumulates may
@@ -1982,12 +1991,15 @@ mod tests {
     }
 
     /// tcp;ofi_rxm promises atomics in issue order to a peer (what lets an unlock release
-    /// behind its epoch's accumulates, `sync::lock`), but not an atomic after an RMA write.
+    /// behind its epoch's accumulates, `sync::lock`) and RMA writes in issue order (what
+    /// lets the notified alltoallv plan signal behind its data), but not an atomic after an
+    /// RMA write.
     #[test]
     fn tcp_rxm_keeps_atomics_in_order() {
         require("tcp;ofi_rxm");
         let nic = Nic::open_chosen(Some("tcp;ofi_rxm"), "127.0.0.1").unwrap();
         assert!(nic.orders_atomics(), "{:#x}", nic.described().msg_order);
+        assert!(nic.orders_rma_writes(), "{:#x}", nic.described().msg_order);
     }
 
     /// Software providers apply atomics with the CPU's; NIC providers do not, whatever
