@@ -109,6 +109,7 @@ fn main() -> onesided::Result<()> {
         AlltoallvVariant::Fence,
         AlltoallvVariant::FenceHierarchical,
         AlltoallvVariant::Lock,
+        AlltoallvVariant::Notify,
         AlltoallvVariant::Auto,
     ] {
         let started = Instant::now();
