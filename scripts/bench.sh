@@ -22,8 +22,9 @@
 # results/large-copy.txt (scripts/large-copy.sh: large put/get vs Open MPI, median of 3), and
 # results/net-{mpich,openmpi}.* and net-summary.txt: two virtual nodes, onesided's network
 # path beside the raw libfabric baseline and each host MPI forced onto its network path;
-# results/net-seeds*, net-sync-patterns.*, net-alltoallv-*: the seeds' claims across virtual
-# nodes, their acceptance ratios in net-seeds-summary.txt (scripts/net_seeds.py).
+# results/net-seeds*, net-sync-patterns.*, net-alltoallv*-*, net-sync-latency*: the seeds'
+# claims across virtual nodes, their acceptance ratios and seed 003's fitted models in
+# net-seeds-summary.txt (scripts/net_seeds.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -288,6 +289,24 @@ echo "== alltoallv across two virtual nodes beside MPICH over UCX tcp; load $(cu
 net_job net-alltoallv-mpich env "${net_env[@]}" MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self \
   UCX_NET_DEVICES=lo timeout 300 mpiexec.mpich -n 2 target/mpich/release/osbench alltoallv \
   --sizes 32K,256K --json results/net-alltoallv-mpich.json
+# Seed 003's models across the nodes: fence at 2, 4 and 8 ranks (one job each, so that every
+# fence spans both nodes), PSCW by neighbours in the 8-rank job; net_seeds.py fits them.
+for ranks in 2 4 8; do
+  echo "== sync-latency, $ranks ranks on two virtual nodes; load $(cut -d' ' -f1-3 /proc/loadavg)"
+  net_job "net-sync-latency$ranks" env ONESIDED_NET_ADDR=127.0.0.1 timeout 300 \
+    "$ofi_bin/osrun" -n "$ranks" --nodes 2 "$ofi_bin/osbench" sync-latency --time-ms 5 \
+    --json "results/net-sync-latency$ranks.json"
+done
+# Seed 001 at 4 and 8 ranks split evenly over the 2 virtual nodes, beside Open MPI's network
+# path (MPICH over UCX tcp stalls at MPI_Finalize, see above: its 2-rank job stands for it).
+for ranks in 4 8; do
+  echo "== alltoallv, $ranks ranks on two virtual nodes, beside Open MPI over btl tcp; load $(cut -d' ' -f1-3 /proc/loadavg)"
+  net_job "net-alltoallv$ranks-openmpi" timeout 300 mpiexec.openmpi --allow-run-as-root \
+    --oversubscribe --bind-to none -x ONESIDED_NODES=2 -x ONESIDED_NET_ADDR=127.0.0.1 \
+    -x ONESIDED_PROGRESS=block --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo \
+    --mca osc pt2pt -n "$ranks" target/openmpi/release/osbench alltoallv --sizes 32K,256K \
+    --json "results/net-alltoallv$ranks-openmpi.json"
+done
 python3 scripts/net_seeds.py | tee results/net-seeds-summary.txt
 
 # README's headline table from this run (a full run only: the quick one measures other sizes).

@@ -403,7 +403,7 @@ fn run_case<B: Backend>(
         let name = variant.name();
         let sync = match variant {
             AlltoallvVariant::Lock => "lock_all",
-            AlltoallvVariant::Notify => "notify",
+            AlltoallvVariant::Notify | AlltoallvVariant::Auto => "notify",
             _ => "fence",
         };
         record(

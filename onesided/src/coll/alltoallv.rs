@@ -35,7 +35,7 @@
 //!   sender's `arrived` reads `k`. A cycle costs a one-way credit and the data with its
 //!   signal right behind; the fence plans pay a barrier and a flush round trip twice.
 //! - [`AlltoallvVariant::Auto`] (the paper's future work): the first cycles alternate between
-//!   the fence plan and the two-sided exchange of the communicator (one warm-up and
+//!   the notified plan and the two-sided exchange of the communicator (one warm-up and
 //!   [`AUTO_PROBES`] timed cycles each); each kind's fastest cycle at the slowest rank
 //!   decides, the same at every rank, and later cycles use the faster kind.
 //!
@@ -75,7 +75,7 @@ pub enum AlltoallvVariant {
     /// No fence or barrier: credits and arrival flags written one-sidedly (see the module
     /// docs).
     Notify,
-    /// Measures the fence plan against the two-sided exchange and keeps the faster.
+    /// Measures the notified plan against the two-sided exchange and keeps the faster.
     Auto,
 }
 
@@ -108,7 +108,7 @@ pub enum NodeSplit {
 pub enum AutoChoice {
     /// Still measuring.
     Probing,
-    /// The persistent fence plan won.
+    /// The persistent (notified) plan won.
     Persistent,
     /// The communicator's two-sided alltoallv won.
     TwoSided,
@@ -371,7 +371,9 @@ impl<T: Pod> Alltoallv<T> {
         .collect();
         let win = Window::create(comm, recv)?;
         let signals = match variant {
-            AlltoallvVariant::Notify => Some(Signals::new(comm, recvcounts)?),
+            AlltoallvVariant::Notify | AlltoallvVariant::Auto => {
+                Some(Signals::new(comm, recvcounts)?)
+            }
             _ => None,
         };
         let mut plan = Alltoallv {
@@ -399,7 +401,7 @@ impl<T: Pod> Alltoallv<T> {
             },
             signals,
         };
-        if variant == AlltoallvVariant::Notify {
+        if plan.signals.is_some() {
             // One passive epoch for the plan's life: cycles synchronize by their signals.
             plan.window()?.lock_all(Assert::NOCHECK)?;
         }
@@ -448,8 +450,9 @@ impl<T: Pod> Alltoallv<T> {
         let win = self.window()?;
         // SAFETY: the window's memory is `len` elements at `base` (the receive buffer it
         // owns); no cycle is in flight (settled above) and no peer can write into it before
-        // this rank starts the next one — a fence plan's opening fence is a barrier, and a
-        // lock plan holds its exclusive self lock. `&mut self` keeps `start` out while the
+        // this rank starts the next one — a fence plan's opening fence is a barrier, a lock
+        // plan holds its exclusive self lock, and a notified plan's senders wait for the
+        // credit this rank writes when it starts. `&mut self` keeps `start` out while the
         // slice lives.
         Ok(unsafe { std::slice::from_raw_parts(win.base().cast_const(), win.len()) })
     }
@@ -655,7 +658,7 @@ impl<T: Pod> Alltoallv<T> {
 
     fn start_auto(&mut self) -> Result<Request<'_>> {
         match self.auto.choice {
-            AutoChoice::Persistent => return self.start_fence(Assert::NONE),
+            AutoChoice::Persistent => return self.start_notify(),
             AutoChoice::TwoSided => {
                 self.two_sided_cycle()?;
                 return Ok(Request::done());
@@ -669,8 +672,7 @@ impl<T: Pod> Alltoallv<T> {
         // The fastest probe of each kind: one cycle slowed by the scheduler (2 cores, many
         // ranks) must not decide.
         if cycle % 2 == 0 {
-            // A two-sided cycle may have stored into the receive buffer: no NOSTORE.
-            self.start_fence(Assert::NONE)?.wait()?;
+            self.start_notify()?.wait()?;
             if cycle >= 2 {
                 self.auto.persistent = self.auto.persistent.min(began.elapsed());
             }
@@ -699,9 +701,10 @@ impl<T: Pod> Alltoallv<T> {
         let win = self.window()?;
         let (base, len) = (win.base(), win.len());
         // SAFETY: the window's memory is `len` elements at `base` (the receive buffer it
-        // owns). No peer writes into it during a two-sided cycle: every persistent cycle
-        // before it was waited for (its closing fence), and the next one opens with a fence
-        // this rank has not entered yet. `&mut self` keeps `recv()` out meanwhile.
+        // owns). No peer writes into it during a two-sided cycle: every persistent
+        // (notified) cycle before it was waited for (every block arrived), and a peer writes
+        // the next one only after this rank's credit, which it sends when it starts that
+        // cycle. `&mut self` keeps `recv()` out meanwhile.
         let recv = unsafe { std::slice::from_raw_parts_mut(base, len) };
         // Counts were checked at init; the exchange fails on a peer that sends otherwise.
         self.comm.alltoallv_into(
