@@ -66,6 +66,12 @@ pub(crate) enum CtrlWord {
         /// Tag or payload.
         part: AgreementPart,
     },
+    /// Rank `at`'s parked membership of the exclusive class (`sync::lock`, parked
+    /// memberships).
+    Parked {
+        /// The rank that owns it.
+        at: usize,
+    },
     /// A passive-target lock's words (`sync::lock`).
     Lock {
         /// Which lock.
@@ -83,6 +89,7 @@ impl std::fmt::Display for CtrlWord {
                 write!(f, "rank {at}'s count of the posts of rank {from}")
             }
             CtrlWord::Completions { at } => write!(f, "rank {at}'s count of completions"),
+            CtrlWord::Parked { at } => write!(f, "rank {at}'s parked exclusive membership"),
             CtrlWord::Signal { at, round, .. } => {
                 write!(f, "rank {at}'s barrier signal of round {round}")
             }

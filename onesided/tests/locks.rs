@@ -229,6 +229,54 @@ fn lock_all_takes_back_a_parked_exclusive_membership() {
     });
 }
 
+/// A process that takes and releases exclusive locks back to back (its membership of the
+/// exclusive class parks and is taken back between epochs, on its own node's words) does
+/// not starve another process's lock_all, on one node or across two: 20 lock_all epochs
+/// of rank 0 complete while rank 1 (whose class word, at rank 0, is on the other node when
+/// there are two) locks itself in a loop, and each sees rank 1's epochs whole.
+#[test]
+fn lock_all_is_not_starved_by_back_to_back_exclusive_epochs() {
+    testing::job(2)
+        .timeout(Duration::from_secs(120))
+        .run(|u| {
+            let w = u.world();
+            let win = Window::<u64>::allocate(w, 3)?;
+            w.barrier()?;
+            if w.rank() == 1 {
+                let mut k = 0u64;
+                loop {
+                    k += 1;
+                    win.lock(LockType::Exclusive, 1, Assert::NONE)?;
+                    win.put(&[k], 1, 0)?;
+                    win.flush(1)?;
+                    win.put(&[k], 1, 2)?;
+                    let mut stop = [0u64];
+                    win.get(&mut stop, 1, 1)?;
+                    win.unlock(1)?;
+                    if stop[0] == 1 {
+                        break;
+                    }
+                }
+            } else {
+                for _ in 0..20 {
+                    win.lock_all(Assert::NONE)?;
+                    let mut v = [0u64; 3];
+                    win.get(&mut v, 1, 0)?;
+                    win.flush(1)?;
+                    win.unlock_all()?;
+                    assert_eq!(v[0], v[2], "lock_all saw a half-done exclusive epoch");
+                }
+                win.lock_all(Assert::NONE)?;
+                win.put(&[1], 1, 1)?;
+                win.unlock_all()?;
+            }
+            w.barrier()?;
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}
+
 /// NOCHECK locks touch no lock word but still open the epoch.
 #[test]
 fn nocheck_locks() {

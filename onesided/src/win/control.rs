@@ -197,6 +197,7 @@ impl ControlLayout {
                 block(at) + self.posts_off + from * 8
             }
             CtrlWord::Completions { at } => block(at) + offset_of!(RankControl, completions),
+            CtrlWord::Parked { at } => block(at) + offset_of!(RankControl, parked_exclusive),
             CtrlWord::Signal { at, round, parity } => {
                 self.barrier_off + self.barrier.signal_offset(at, round, parity)
             }
@@ -396,6 +397,7 @@ impl MappedWords for Control {
         match word {
             CtrlWord::Posts { at, from } => self.post_counter(at, from),
             CtrlWord::Completions { at } => &self.rank(at).completions,
+            CtrlWord::Parked { at } => &self.rank(at).parked_exclusive,
             CtrlWord::Notify { .. } => {
                 unreachable!("notification counters are the window's notify tables' words")
             }
@@ -449,6 +451,7 @@ mod tests {
             let mut words = vec![CtrlWord::Completions { at: n - 1 }];
             for at in 0..n {
                 words.push(CtrlWord::Completions { at });
+                words.push(CtrlWord::Parked { at });
                 for from in 0..n {
                     words.push(CtrlWord::Posts { at, from });
                 }

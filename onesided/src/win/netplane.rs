@@ -210,11 +210,19 @@ impl NetPlane {
         self.nic.read_waited(dst, at).inspect_err(|e| self.fail(e))
     }
 
+    /// True when the words this node holds are changed with CPU atomics, which mix with
+    /// the network's atomics on them (`Nic::atomics_mix_with_cpu`): an operation on a word
+    /// of this node is answered at once.
+    pub(crate) fn mixes_with_cpu(&self) -> bool {
+        self.near.is_some()
+    }
+
     /// The rank whose segment holds `word`.
     fn holder(word: CtrlWord) -> usize {
         match word {
             CtrlWord::Posts { at, .. }
             | CtrlWord::Completions { at }
+            | CtrlWord::Parked { at }
             | CtrlWord::Agreement { at, .. }
             | CtrlWord::Signal { at, .. }
             | CtrlWord::Lock {
