@@ -36,8 +36,9 @@
 //! applies operations in a shuffled order (exclusion, and no writer starvation). What
 //! needs no answer is *posted*: backing out of a failed attempt, handing `serving` on, the
 //! release — increments that commute with whatever may overtake them.
-//! Parked memberships (below) are a shared-memory refinement: they read the mapped global
-//! word and the owners' `parked_exclusive` words directly.
+//! Parked memberships (below) read the mapped global word and the owners'
+//! `parked_exclusive` words directly on one node; across nodes they go through the plane
+//! (`CtrlWord::Parked`) and never read the global word.
 //!
 //! The retries matter under contention: a ticket costs four more atomics on the contended
 //! line and hands the lock strictly in turn, while a lock held for ~100 ns is usually free
