@@ -590,6 +590,16 @@ impl SyncOp<WinCore> for LockAllOp {
             Mode::LOCK_ALL,
             &mut self.phase,
         )? {
+            // A round of marks still in flight is answered before the op ends (its answers
+            // own plane slots; none can be a parked membership: that one would still be
+            // counted, and the class could not have been ours).
+            #[cfg(feature = "ofi")]
+            if !self.marks.is_empty() {
+                core.mark_parked(&mut self.marks, false)?;
+                if !self.marks.is_empty() {
+                    return Ok(Step::Blocked);
+                }
+            }
             return Ok(Step::Done);
         }
         // Exclusive members are in the way: some may only be parked.
@@ -597,7 +607,7 @@ impl SyncOp<WinCore> for LockAllOp {
         let took = if core.plane().is_mapped() {
             core.take_parked_exclusive()
         } else {
-            core.mark_parked(&mut self.marks)?
+            core.mark_parked(&mut self.marks, true)?
         };
         #[cfg(not(feature = "ofi"))]
         let took = core.take_parked_exclusive();
@@ -842,8 +852,13 @@ impl WinCore {
             Ordering::AcqRel,
         ) {
             Answer::Ready(before) => before,
-            // parks_across_nodes: a word of this node is answered at once.
-            Answer::Pending(_) => unreachable!("a word of this node answers at once"),
+            // A word of this node goes through the network only once the endpoint failed
+            // (`NetPlane::near`): every later operation reports the failure. Neither 0 nor
+            // 1, so the caller joins or leaves through the global word, as without parking.
+            Answer::Pending(op) => {
+                self.plane().abandon(op);
+                u64::MAX
+            }
         }
     }
 
@@ -858,15 +873,15 @@ impl WinCore {
 
     /// A lock_all across nodes that waits for the exclusive class: one round of marks —
     /// every rank's parked word swapped to 2, and the class left on behalf of each that
-    /// held a parked membership (1). `marks` holds the round's answers; true when a
-    /// membership was taken.
+    /// held a parked membership (1). `marks` holds the round's answers (a new round starts
+    /// when it is empty and `new_round`); true when a membership was taken.
     #[cfg(feature = "ofi")]
-    fn mark_parked(&self, marks: &mut Vec<Option<Awaited>>) -> Result<bool> {
+    fn mark_parked(&self, marks: &mut Vec<Option<Awaited>>, new_round: bool) -> Result<bool> {
         if !self.parks_across_nodes() {
             return Ok(false);
         }
         let plane = self.plane();
-        if marks.is_empty() {
+        if marks.is_empty() && new_round {
             // A new round. Acquire: pairs with the owner's parking (AcqRel CAS), so its
             // epochs' effects happen before this lock_all's.
             *marks = (0..self.size)
