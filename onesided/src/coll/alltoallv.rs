@@ -239,20 +239,31 @@ struct Signals {
     ordered_net: bool,
 }
 
-impl Signals {
-    /// This rank's signal word `i`.
-    fn word(&self, i: usize) -> &AtomicU64 {
-        debug_assert!(i < self.win.len());
-        // SAFETY: the window's memory is `2p` u64 words at `base` (alloc_mem memory, 8-byte
-        // aligned, zeroed before the window was created) and lives as long as `self.win`;
-        // peers change it only by atomics and by 8-byte network writes of whole words.
-        unsafe { AtomicU64::from_ptr(self.win.base().add(i)) }
-    }
+/// Signal word `i` of this rank, in the memory of `core`, the core of a signal window.
+fn signal_word(core: &WinCore, i: usize) -> &AtomicU64 {
+    debug_assert!(i < core.local.bytes / 8);
+    // SAFETY: a signal window's memory is `2p` u64 words at `base` (alloc_mem memory, 8-byte
+    // aligned, zeroed before the window was created) and lives as long as its core; peers
+    // change it only by atomics and by 8-byte network writes of whole words.
+    unsafe { AtomicU64::from_ptr(core.local.base.cast::<u64>().add(i)) }
+}
 
+impl Signals {
     fn credit(&self, from: usize) -> u64 {
         // Relaxed: a credit carries no data; it only says the target read its buffer,
         // which the puts that follow it cannot overtake (they are issued after this load).
-        self.word(self.win.len() / 2 + from).load(Ordering::Relaxed)
+        signal_word(&self.win.core, self.win.len() / 2 + from).load(Ordering::Relaxed)
+    }
+
+    /// Writes `value` into signal word `i` of `target`: an RMA write across nodes (one
+    /// writer per word; it keeps its place behind earlier writes where the provider orders
+    /// them), a release store on this node.
+    fn write(&self, target: usize, i: usize, value: u64) -> Result<()> {
+        if self.across[target] {
+            self.win.put(&[value], target, i)
+        } else {
+            self.win.accumulate(&[value], target, i, Op::Replace)
+        }
     }
 }
 
@@ -295,16 +306,12 @@ impl SyncOp<WinCore> for Arrivals {
     }
 
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
-        let words = core.local.base.cast::<u64>();
         // Drop the senders whose block arrived; done when none is left.
         self.senders.retain(|&s| {
-            // SAFETY: as in `Signals::word` — `core` is the signal window's core, whose
-            // memory is `2p` aligned u64 words; `s < p`.
-            let arrived = unsafe { AtomicU64::from_ptr(words.add(s)) };
             // Acquire: pairs with the sender's release store (on the node), or follows its
             // block in placement order (across nodes): the block is in place once this
             // reads the cycle.
-            arrived.load(Ordering::Acquire) < self.cycle
+            signal_word(core, s).load(Ordering::Acquire) < self.cycle
         });
         Ok(if self.senders.is_empty() {
             Step::Done
@@ -466,9 +473,7 @@ impl<T: Pod> Alltoallv<T> {
     pub fn start(&mut self) -> Result<Request<'_>> {
         self.settle()?;
         match self.variant {
-            AlltoallvVariant::Fence | AlltoallvVariant::FenceHierarchical => {
-                self.start_fence(Assert::NOSTORE)
-            }
+            AlltoallvVariant::Fence | AlltoallvVariant::FenceHierarchical => self.start_fence(),
             AlltoallvVariant::Lock => self.start_lock(),
             AlltoallvVariant::Notify => self.start_notify(),
             AlltoallvVariant::Auto => self.start_auto(),
@@ -523,10 +528,11 @@ impl<T: Pod> Alltoallv<T> {
         Ok(())
     }
 
-    /// `opening`: the assertions of the opening fence besides NOPRECEDE (NOSTORE when the
-    /// receive buffer only changes by the peers' puts).
-    fn start_fence(&mut self, opening: Assert) -> Result<Request<'_>> {
-        self.window()?.fence(Assert::NOPRECEDE | opening)?;
+    /// A fence cycle. The opening fence asserts NOSTORE: between cycles the receive buffer
+    /// changes only by the peers' puts (the two-sided cycles of `Auto` go with the notified
+    /// plan, not this one).
+    fn start_fence(&mut self) -> Result<Request<'_>> {
+        self.window()?.fence(Assert::NOPRECEDE | Assert::NOSTORE)?;
         self.issue_puts()?;
         self.in_flight = true;
         self.window()?.ifence(Assert::NOPUT | Assert::NOSUCCEED)
@@ -575,14 +581,7 @@ impl<T: Pod> Alltoallv<T> {
         let credit_at = signals.win.len() / 2 + me;
         // This rank's receive buffer is free again: its senders may write cycle `cycle`.
         for &s in &signals.senders {
-            if signals.across[s] {
-                // One writer per word: an RMA write (cheaper to post than an atomic).
-                signals.win.put(&[cycle], s, credit_at)?;
-            } else {
-                signals
-                    .win
-                    .accumulate(&[cycle], s, credit_at, Op::Replace)?;
-            }
+            signals.write(s, credit_at, cycle)?;
         }
         let send = self.send.as_slice();
         let mut waiting: Vec<&Put> = self.puts.iter().collect();
@@ -615,20 +614,13 @@ impl<T: Pod> Alltoallv<T> {
                 }
                 win.put(block, put.target, put.disp)?;
                 let t = put.target;
-                if signals.across[t] {
-                    if !signals.ordered_net {
-                        win.flush(t)?;
-                    }
-                    // An RMA write: placed after the block by the provider's order (or
-                    // after the flush above).
-                    signals.win.put(&[cycle], t, me)?;
-                } else {
-                    // The block is in place on this node once the flush returns (a copy, a
-                    // system call, or the target's ring served); the replace is a release
-                    // store after it.
+                // The flag follows the block: across nodes in the provider's order of RMA
+                // writes, else once a flush put the block in place (on this node a copy, a
+                // system call, or the target's ring served; the flag is a release store).
+                if !(signals.across[t] && signals.ordered_net) {
                     win.flush(t)?;
-                    signals.win.accumulate(&[cycle], t, me, Op::Replace)?;
                 }
+                signals.write(t, me, cycle)?;
             }
             if waiting.len() == before {
                 // No credit yet: wait for one (the peers' starts), watching for exits.
