@@ -277,6 +277,81 @@ fn lock_all_is_not_starved_by_back_to_back_exclusive_epochs() {
         .assert_success();
 }
 
+/// Nonblocking exclusive epochs pipelined to one target — each lock request issued behind
+/// the previous epoch's release, the exclusive-class membership handed from one epoch to
+/// the next while the release is in transit — keep lock_all out until each epoch is whole:
+/// rank 1 runs epochs of two accumulates on rank 0 (the other node when there are two),
+/// up to 8 in flight and never a gap between them, while rank 0's 20 lock_all epochs each
+/// see both words equal (and are not starved: a membership handed on regardless of a
+/// waiting lock_all would keep it out for ever); at the end both words count every epoch.
+/// With and without A_A_A_R.
+#[test]
+fn lock_all_sees_pipelined_nonblocking_exclusive_epochs_whole() {
+    testing::job(2)
+        .timeout(Duration::from_secs(120))
+        .run(|u| {
+            let w = u.world();
+            for aaar in [false, true] {
+                let info = onesided::WinInfo::new().reorder(onesided::Reorder {
+                    access_after_access: aaar,
+                    ..onesided::Reorder::NONE
+                });
+                let win = Window::<u64>::builder(w).info(&info).allocate(3)?;
+                w.barrier()?;
+                if w.rank() == 1 {
+                    let mut pending = Vec::new();
+                    let mut epochs = 0u64;
+                    loop {
+                        for _ in 0..16 {
+                            drop(win.ilock(LockType::Exclusive, 0, Assert::NONE)?);
+                            win.accumulate(&[1u64], 0, 0, onesided::Op::Sum)?;
+                            win.accumulate(&[1u64], 0, 2, onesided::Op::Sum)?;
+                            pending.push(win.iunlock(0)?);
+                            epochs += 1;
+                            if pending.len() >= 8 {
+                                let i = onesided::wait_any(&mut pending)?;
+                                drop(pending.swap_remove(i));
+                            }
+                        }
+                        // Rank 0 says stop in our own memory: no epoch of ours in between.
+                        let mut stop = [0u64];
+                        win.local_read(1, &mut stop)?;
+                        if stop[0] == 1 {
+                            break;
+                        }
+                    }
+                    onesided::wait_all(pending.drain(..))?;
+                    w.barrier()?;
+                    win.lock(LockType::Shared, 0, Assert::NONE)?;
+                    let mut v = [0u64; 3];
+                    win.get(&mut v, 0, 0)?;
+                    win.unlock(0)?;
+                    assert_eq!((v[0], v[2]), (epochs, epochs), "aaar {aaar}");
+                } else {
+                    // Rank 1's epochs first run alone for a while (memberships handed from
+                    // epoch to epoch), then the lock_all epochs come.
+                    std::thread::sleep(Duration::from_millis(100));
+                    for _ in 0..20 {
+                        win.lock_all(Assert::NONE)?;
+                        let mut v = [0u64; 3];
+                        win.get(&mut v, 0, 0)?;
+                        win.flush(0)?;
+                        win.unlock_all()?;
+                        assert_eq!(v[0], v[2], "aaar {aaar}: lock_all saw half an epoch");
+                    }
+                    win.lock_all(Assert::NONE)?;
+                    win.put(&[1], 1, 1)?;
+                    win.unlock_all()?;
+                    w.barrier()?;
+                }
+                w.barrier()?;
+                win.free()?;
+            }
+            Ok(())
+        })
+        .assert_success();
+}
+
 /// NOCHECK locks touch no lock word but still open the epoch.
 #[test]
 fn nocheck_locks() {

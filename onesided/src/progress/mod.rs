@@ -204,6 +204,10 @@ struct Queued<C> {
     /// nothing its thread does later can be ordered after it yet, so it holds back no other
     /// thread's op (see [`Queued::holds_back`]).
     in_blocking_call: bool,
+    /// A lock acquisition that ran early — behind released unlocks of its target only
+    /// ([`Queued::lets_open_early`]) — and is done: it stays queued, unpolled, until the ops
+    /// before it complete, so that requests still complete in order.
+    done_early: bool,
 }
 
 impl<C: 'static> Queued<C> {
@@ -227,6 +231,22 @@ impl<C: 'static> Queued<C> {
         !(concurrent
             || later.may_pass(self.order, flags)
             || self.op.released() && later.may_pass_released(self.order, flags))
+    }
+
+    /// True when this op, queued earlier, holds back the lock acquisition `later` only
+    /// until it completes, not from running: this op is an unlock of the same target whose
+    /// release is on its way ([`SyncOp::released`]), so the acquisition's lock request
+    /// reaches the target behind it and cannot take the lock before the release applies —
+    /// what serial activation asks for — while it saves the round trip between the two.
+    /// The acquisition completes only after this op does ([`Queued::done_early`]).
+    fn lets_open_early(&self, later: Order) -> bool {
+        later.opens
+            && later.target != NO_TARGET
+            && later.target == self.order.target
+            && later.reorderable
+            && self.order.reorderable
+            && later.epoch > self.order.epoch
+            && self.op.released()
     }
 }
 
@@ -321,6 +341,8 @@ pub(crate) struct Order {
     reorderable: bool,
     /// The target of a lock epoch ([`NO_TARGET`] for every other epoch).
     target: usize,
+    /// The op acquires the lock of its epoch ([`Order::opening`]).
+    opens: bool,
 }
 
 /// [`Order::target`] of epochs that are not lock epochs.
@@ -333,6 +355,7 @@ impl Order {
         side: Side::Access,
         reorderable: false,
         target: NO_TARGET,
+        opens: false,
     };
 
     /// An op of PSCW access epoch number `epoch`.
@@ -342,6 +365,7 @@ impl Order {
             side: Side::Access,
             reorderable: true,
             target: NO_TARGET,
+            opens: false,
         }
     }
 
@@ -360,6 +384,24 @@ impl Order {
             side: Side::Exposure,
             reorderable: true,
             target: NO_TARGET,
+            opens: false,
+        }
+    }
+
+    /// This order for the op that acquires a lock epoch's lock: it may run behind released
+    /// unlocks of its target ([`Queued::lets_open_early`]).
+    pub(crate) fn opening(self) -> Order {
+        Order {
+            opens: self.target != NO_TARGET,
+            ..self
+        }
+    }
+
+    /// This order for an op that must not run early ([`Engine::passes_all`]).
+    fn strict(self) -> Order {
+        Order {
+            opens: false,
+            ..self
         }
     }
 
@@ -377,6 +419,8 @@ impl Order {
     /// of that target), flags or not: both want the same lock, so the later one would only
     /// take a second place in that lock's queue, and the other processes' epochs would wait
     /// behind two of ours (measured: with A_A_A_R, hot-spot transactions slower than without).
+    /// Once the earlier unlock's release is on its way, the later lock's acquisition may
+    /// run behind it even without flags (`Queued::lets_open_early`).
     fn may_pass(self, earlier: Order, flags: Reorder) -> bool {
         self.reorderable
             && earlier.reorderable
@@ -453,10 +497,13 @@ struct Pending {
     /// The epochs of the ops of blocking calls in the run: they hold back only ops of their
     /// own epoch (rare: another thread waits in a blocking call).
     blocking: Vec<Order>,
+    /// Every op that counts is an unlock of this target whose release is on its way
+    /// ([`Queued::lets_open_early`]); `Some(NO_TARGET)` once any is not.
+    released_on: Option<usize>,
 }
 
 impl Pending {
-    fn add<C>(&mut self, q: &Queued<C>) {
+    fn add<C: 'static>(&mut self, q: &Queued<C>) {
         if q.in_blocking_call {
             self.blocking.push(q.order);
             return;
@@ -466,6 +513,35 @@ impl Pending {
             self.min_epoch
                 .map_or(q.order.epoch, |m| m.min(q.order.epoch)),
         );
+        let target = q.order.target;
+        self.released_on = Some(
+            if q.order.reorderable
+                && target != NO_TARGET
+                && self.released_on.is_none_or(|t| t == target)
+                && q.op.released()
+            {
+                target
+            } else {
+                NO_TARGET
+            },
+        );
+    }
+
+    /// True when the ops that count are released unlocks of one target (a lock
+    /// acquisition of that target may run early).
+    fn released_run(&self) -> bool {
+        matches!(self.released_on, Some(t) if t != NO_TARGET)
+    }
+
+    /// True when the lock acquisition `later` may run early behind the run
+    /// ([`Queued::lets_open_early`]; the run's epochs are all below `later`'s, as an op's
+    /// earlier in the queue than an acquisition of a later epoch).
+    fn lets_open_early(&self, later: Order) -> bool {
+        later.opens
+            && later.reorderable
+            && self.released_on == Some(later.target)
+            && self.min_epoch.is_some_and(|m| m < later.epoch)
+            && !self.blocking.contains(&later)
     }
 
     /// True when some op of the run counts.
@@ -732,6 +808,7 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
                 settled,
                 issuer: thread_tag(),
                 in_blocking_call: IN_BLOCKING_START.with(std::cell::Cell::get),
+                done_early: false,
             });
             // Relaxed: only read as "nonzero"; the ops it counts are reached under the lock.
             self.queued.fetch_add(1, Ordering::Relaxed);
@@ -766,7 +843,9 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
 
     /// True when the reorder flags let an op of epoch `order` pass every op queued now.
     fn passes_all(&self, core: &C, order: Order) -> bool {
-        order.reorderable && !self.holds_back(order, core.reorder())
+        // Strict: an acquisition that may only run early is queued (and polled there), so
+        // that it does not complete before the ops it runs behind.
+        order.reorderable && !self.holds_back(order.strict(), core.reorder())
     }
 
     /// True when a queued op is one that an op of epoch `order`, started by the calling
@@ -818,15 +897,51 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
             else {
                 break Ok(());
             };
-            let may_run = if flags.is_none() {
-                if before.holds_back_everything() || before.counts_any() && q.passers == 0 {
+            let (may_run, early) = if flags.is_none() {
+                if before.holds_back_everything()
+                    || before.counts_any() && q.passers == 0 && !before.released_run()
+                {
                     break Ok(());
                 }
-                before.lets_pass(order)
+                let may_run = before.lets_pass(order);
+                (may_run, !may_run && before.lets_open_early(order))
             } else {
-                !q.ops.range(..i).any(|p| p.holds_back(order, issuer, flags))
+                let ahead = q.ops.range(..i);
+                let may_run = !ahead.clone().any(|p| p.holds_back(order, issuer, flags));
+                let early = !may_run
+                    && order.opens
+                    && ahead
+                        .filter(|p| p.holds_back(order, issuer, flags))
+                        .all(|p| p.lets_open_early(order));
+                (may_run, early)
             };
-            if may_run {
+            if may_run && q.ops[i].done_early {
+                // Done before; the ops it ran behind have completed now.
+                q.ops.remove(i);
+                completed += 1;
+                if i > 0 {
+                    self.reordered.store(true, Ordering::Relaxed);
+                }
+                continue;
+            }
+            if early && !q.ops[i].done_early {
+                let queued = &mut q.ops[i];
+                let polled = if queued.settled {
+                    queued.op.poll(core)
+                } else {
+                    queued.settled = true;
+                    settle_before_poll(core, &*queued.op).and_then(|()| queued.op.poll(core))
+                };
+                match polled {
+                    Ok(Step::Blocked) => {}
+                    Ok(Step::Done) => queued.done_early = true,
+                    Err(e) => {
+                        q.ops.remove(i);
+                        completed += 1;
+                        break Err(e);
+                    }
+                }
+            } else if may_run {
                 let queued = &mut q.ops[i];
                 let polled = if queued.settled {
                     queued.op.poll(core)
@@ -1237,7 +1352,7 @@ mod tests {
                 .engine
                 .start_ordered(&f, unlock, Order::lock(1, 7))
                 .unwrap();
-            // Epoch 2's lock on the same target.
+            // An op of epoch 2 on the same target (not its lock acquisition).
             let t2 = f
                 .engine
                 .start_ordered(&f, op(2, &now, 0), Order::lock(2, 7))
@@ -1253,6 +1368,56 @@ mod tests {
             for t in [t1, t2].into_iter().flatten() {
                 f.engine.wait(&f, t, None).unwrap();
             }
+            assert!(f.engine.idle());
+        }
+    }
+
+    /// Without reorder flags, the acquisition of a later lock epoch of the same target
+    /// runs behind an unlock whose release is on its way, but completes only after that
+    /// unlock (requests complete in order), and nothing else of its epoch runs early. An
+    /// acquisition of another target, or one behind an unlock not yet released, waits as
+    /// before. (With flags it passes outright: the test above.)
+    #[test]
+    fn a_lock_acquisition_runs_behind_a_released_unlock_of_its_target_and_completes_after_it() {
+        for (target, early, runs) in [(7, true, true), (8, true, false), (7, false, false)] {
+            let f = fake();
+            assert!(f.reorder.lock().unwrap().is_none());
+            let late = Arc::new(AtomicU32::new(0));
+            let now = Arc::new(AtomicU32::new(0));
+            let unlock = ReleasingOp {
+                id: 1,
+                answer: late.clone(),
+                early,
+            };
+            let t1 = f
+                .engine
+                .start_ordered(&f, unlock, Order::lock(1, 7))
+                .unwrap()
+                .expect("waits for its answer");
+            // Epoch 2: its lock acquisition, then an operation of the epoch.
+            let t2 = f
+                .engine
+                .start_ordered(&f, op(2, &now, 0), Order::lock(2, target).opening())
+                .unwrap()
+                .expect("queued behind the unlock, never completed inline");
+            let t3 = f
+                .engine
+                .start_ordered(&f, op(3, &now, 0), Order::lock(2, target))
+                .unwrap()
+                .expect("queued");
+            f.engine.progress(&f).unwrap();
+            let log = f.log.lock().unwrap().clone();
+            let case = format!("target {target}, released {early}: {log:?}");
+            assert_eq!(log == [2], runs, "{case}");
+            // Done or not, the acquisition is not complete while the unlock is not.
+            for t in [t1, t2, t3] {
+                assert!(!f.engine.completed(t), "{case}");
+            }
+            late.store(1, Ordering::Release);
+            f.engine.wait(&f, t3, None).unwrap();
+            assert!(f.engine.completed(t1) && f.engine.completed(t2), "{case}");
+            let expect: &[u32] = if runs { &[2, 1, 3] } else { &[1, 2, 3] };
+            assert_eq!(*f.log.lock().unwrap(), expect, "{case}");
             assert!(f.engine.idle());
         }
     }
@@ -1449,22 +1614,33 @@ mod tests {
                         _ => Order::exposure(epoch),
                     };
                     let blocking = next() % 5 == 0;
-                    Queued {
-                        ticket: i as u64,
-                        order,
-                        op: Box::new(ClosingOp {
+                    // Unlocks waiting for their answers, released or not, among the rest.
+                    let op: Box<dyn SyncOp<Fake>> = match next() % 3 {
+                        0 => Box::new(ClosingOp {
                             id: 0,
                             scope: Completes::Nothing,
                         }),
+                        n => Box::new(ReleasingOp {
+                            id: 0,
+                            answer: Arc::new(AtomicU32::new(0)),
+                            early: n == 1,
+                        }),
+                    };
+                    Queued {
+                        ticket: i as u64,
+                        order,
+                        op,
                         settled: false,
                         issuer: if blocking { other } else { me },
                         in_blocking_call: blocking,
+                        done_early: false,
                     }
                 })
                 .collect();
             let later = match next() % 3 {
                 0 => Order::BARRIER,
                 1 => Order::lock(next() % 6, (next() % 3) as usize),
+                2 => Order::lock(next() % 7, (next() % 3) as usize).opening(),
                 _ => Order::access(next() % 6),
             };
             let mut summary = Pending::default();
@@ -1480,6 +1656,21 @@ mod tests {
             });
             if summary.holds_back_everything() {
                 assert!(!asked);
+            }
+            // Running early: the summary allows it only where every op that holds the
+            // acquisition back lets it run early, and exactly so when the queue holds only
+            // earlier epochs (as it does in use: an acquisition opens the newest epoch).
+            let early = !summary.lets_pass(later) && summary.lets_open_early(later);
+            let asked_early = !asked
+                && queue
+                    .iter()
+                    .filter(|q| q.holds_back(later, me, Reorder::NONE))
+                    .all(|q| q.lets_open_early(later));
+            if early {
+                assert!(asked_early, "{later:?} runs early");
+            }
+            if queue.iter().all(|q| q.order.epoch < later.epoch) {
+                assert_eq!(early, asked_early, "{later:?}");
             }
         }
     }

@@ -75,6 +75,16 @@
 //! word, where the lock_all's head mark queues it), and clears the 2 once such a join
 //! succeeds. So a lock_all waits for at most one epoch of each exclusive member after its
 //! first round of marks.
+//!
+//! **Memberships in transit.** Across nodes an unlock waits for the answer to its release
+//! ([`UnlockOp::InOrder`]), and a nonblocking lock of the same target may already run
+//! behind it (`progress::Queued::lets_open_early`). When that unlock was the last exclusive
+//! one, the membership it would park is still counted in the global word while the answer
+//! travels: the later lock takes it over ([`InTransit`](crate::win::core::InTransit)) instead of finding nothing parked
+//! and joining through rank 0's word (a round trip) — unless a lock_all asked for the class
+//! (the parked word holds 2): then it joins and queues as above. The unlock whose
+//! membership was taken leaves nothing when its answer comes; every membership still has
+//! exactly one holder — an open epoch, an unlock in transit, or the parked word.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -655,6 +665,9 @@ struct InOrderRelease {
     release: Release,
     /// The release's answer, once it is issued.
     answer: Option<Awaited>,
+    /// The exclusive-class membership it holds from the release until the answer comes
+    /// (the last exclusive unlock), as listed in [`InTransit`](crate::win::core::InTransit).
+    transit: Option<u64>,
 }
 
 impl SyncOp<WinCore> for UnlockOp {
@@ -696,7 +709,11 @@ impl SyncOp<WinCore> for UnlockOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         #[cfg(feature = "ofi")]
         if let UnlockOp::InOrder(state) = self {
-            let InOrderRelease { release: r, answer } = &mut **state;
+            let InOrderRelease {
+                release: r,
+                answer,
+                transit,
+            } = &mut **state;
             if answer.is_none() {
                 if core.net_writes_pending() {
                     core.complete_net()?;
@@ -708,12 +725,18 @@ impl SyncOp<WinCore> for UnlockOp {
                     Mode::local(r.lock.kind).one().wrapping_neg(),
                     Ordering::Release,
                 )));
+                // Takeable from now on, and only by a lock that runs after this point: one
+                // of a later epoch (its own epoch's lock has completed already).
+                if r.global {
+                    *transit = Some(core.memberships_in_transit.hold());
+                }
             }
             let asked = answer.as_mut().expect("issued above");
             if asked.value(&core.plane())?.is_none() {
                 return Ok(Step::Blocked);
             }
-            if r.global {
+            let ours = transit.is_none_or(|id| core.memberships_in_transit.settle(id));
+            if r.global && ours {
                 core.park_exclusive();
             }
             return Ok(Step::Done);
@@ -761,7 +784,16 @@ impl WinCore {
     #[inline(never)]
     fn unpark_exclusive(&self) -> bool {
         if !self.plane().is_mapped() {
-            return self.parks_across_nodes() && self.own_parked_cas(PARKED, 0) == PARKED;
+            if !self.parks_across_nodes() {
+                return false;
+            }
+            return match self.own_parked_cas(PARKED, 0) {
+                PARKED => true,
+                // Nothing parked, no lock_all asks: an unlock in transit may still hold one.
+                #[cfg(feature = "ofi")]
+                0 => self.memberships_in_transit.take(),
+                _ => false,
+            };
         }
         let parked = self.parked_exclusive();
         // Relaxed: a look at our own line first, then the swap that decides who owns the
@@ -968,7 +1000,7 @@ impl WinCore {
             global: global.then(Acquisition::new),
             local: Acquisition::new(),
         };
-        self.start_opening(self.engine.start_ordered(self, op, order), || {
+        self.start_opening(self.engine.start_ordered(self, op, order.opening()), || {
             let _ = self.epoch.unlock(target);
         })
     }
@@ -1049,6 +1081,7 @@ impl WinCore {
             let op = UnlockOp::InOrder(Box::new(InOrderRelease {
                 release,
                 answer: None,
+                transit: None,
             }));
             return self.engine.start_ordered(self, op, order);
         }
@@ -1201,6 +1234,29 @@ impl RawWindow {
 
 #[cfg(test)]
 mod tests {
+
+    /// A membership in transit goes to exactly one party: a lock that takes it over, or
+    /// else the unlock that holds it, when its answer comes.
+    #[cfg(feature = "ofi")]
+    #[test]
+    fn a_membership_in_transit_has_one_holder() {
+        let transit = crate::win::core::InTransit::default();
+        assert!(!transit.take(), "nothing in transit");
+        let (a, b) = (transit.hold(), transit.hold());
+        assert_ne!(a, b);
+        assert!(transit.take(), "a lock takes one over");
+        // One of the two unlocks finds its membership taken, the other keeps its own.
+        assert_eq!(
+            [transit.settle(a), transit.settle(b)]
+                .iter()
+                .filter(|&&own| own)
+                .count(),
+            1
+        );
+        assert!(!transit.take(), "both are accounted for");
+        let c = transit.hold();
+        assert!(transit.settle(c) && !transit.settle(c), "settled once");
+    }
     use super::*;
     use crate::backoff::Backoff;
     use std::sync::atomic::AtomicBool;

@@ -522,6 +522,9 @@ pub(crate) struct Nic {
     next_key: AtomicU64,
     /// The completion queue has a wait object ([`Nic::open_with`]).
     waitable: bool,
+    /// The wait object's file descriptor (owned by libfabric, open while the queue is),
+    /// when the provider gives one: [`Nic::wait_activity`] polls it itself.
+    wait_fd: Option<std::os::raw::c_int>,
 }
 
 // SAFETY: the domain is FI_THREAD_SAFE (libfabric serializes inside); every field of ours
@@ -619,18 +622,34 @@ impl Nic {
             let av = create("fi_av_open", |out| {
                 sys::fi_av_open(domain.as_ptr(), &mut av_attr, out, ptr::null_mut())
             })?;
-            let mut cq_attr = sys::fi_cq_attr {
-                format: sys::fi_cq_format_FI_CQ_FORMAT_CONTEXT,
-                wait_obj: if waitable {
-                    sys::fi_wait_obj_FI_WAIT_UNSPEC
-                } else {
-                    sys::fi_wait_obj_FI_WAIT_NONE
-                },
-                ..Default::default()
+            let open_cq = |wait_obj| {
+                let mut cq_attr = sys::fi_cq_attr {
+                    format: sys::fi_cq_format_FI_CQ_FORMAT_CONTEXT,
+                    wait_obj,
+                    ..Default::default()
+                };
+                create("fi_cq_open", |out| {
+                    sys::fi_cq_open(domain.as_ptr(), &mut cq_attr, out, ptr::null_mut())
+                })
             };
-            let cq = create("fi_cq_open", |out| {
-                sys::fi_cq_open(domain.as_ptr(), &mut cq_attr, out, ptr::null_mut())
-            })?;
+            // A waitable queue: a file descriptor where the provider has one (the server
+            // then learns when peers' operations woke it), else its own kind of wait.
+            let (cq, wait_fd) = if waitable {
+                match open_cq(sys::fi_wait_obj_FI_WAIT_FD) {
+                    Ok(cq) => {
+                        let mut fd: std::os::raw::c_int = -1;
+                        let rc = sys::fi_control(
+                            cq.fid(),
+                            sys::FI_GETWAIT as std::os::raw::c_int,
+                            (&mut fd as *mut std::os::raw::c_int).cast(),
+                        );
+                        (cq, (rc == 0 && fd >= 0).then_some(fd))
+                    }
+                    Err(_) => (open_cq(sys::fi_wait_obj_FI_WAIT_UNSPEC)?, None),
+                }
+            } else {
+                (open_cq(sys::fi_wait_obj_FI_WAIT_NONE)?, None)
+            };
             let open_cntr = || {
                 let mut attr = sys::fi_cntr_attr {
                     events: sys::fi_cntr_events_FI_CNTR_EVENTS_COMP,
@@ -693,6 +712,7 @@ impl Nic {
                 failed: std::sync::atomic::AtomicBool::new(false),
                 next_key: AtomicU64::new(1),
                 waitable,
+                wait_fd,
             })
         }
     }
@@ -1568,6 +1588,50 @@ impl Nic {
             )
         };
         self.completed(rc, &entries)
+    }
+
+    /// Drives the endpoint, then blocks until something arrives on it — a peer's
+    /// operation, an answer, a [`Nic::wake`] — or `timeout_ms` passed, and drives it again:
+    /// true when the wait ended because something arrived (the caller may expect more
+    /// soon). Without a file descriptor to wait on, a [`Nic::wait_progress`], reported as
+    /// activity.
+    pub(crate) fn wait_activity(&self, timeout_ms: i32) -> Result<bool> {
+        let Some(fd) = self.wait_fd else {
+            self.wait_progress(timeout_ms)?;
+            return Ok(true);
+        };
+        self.progress()?;
+        let mut fids = [self.cq.fid()];
+        // SAFETY: a live fabric and a live queue of it.
+        let rc = unsafe { sys::fi_trywait(self._fabric.as_ptr(), fids.as_mut_ptr(), 1) };
+        if rc != 0 {
+            // Work is waiting (-FI_EAGAIN): no sleep.
+            self.progress()?;
+            return Ok(true);
+        }
+        // SAFETY: the wait object's descriptor, which libfabric keeps open while the queue
+        // (owned by self) lives; only polled here.
+        let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+        let mut polled = [rustix::event::PollFd::new(
+            &borrowed,
+            rustix::event::PollFlags::IN,
+        )];
+        let timeout = rustix::event::Timespec {
+            tv_sec: i64::from(timeout_ms / 1000),
+            tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
+        };
+        let ready = match rustix::event::poll(&mut polled, Some(&timeout)) {
+            Ok(n) => n > 0,
+            Err(rustix::io::Errno::INTR) => true,
+            Err(e) => {
+                return Err(Error::Os {
+                    call: "poll(completion queue wait descriptor)",
+                    source: e.into(),
+                })
+            }
+        };
+        self.progress()?;
+        Ok(ready)
     }
 
     /// Ends a [`Nic::wait_progress`] in another thread now (nothing to do without a wait

@@ -75,6 +75,8 @@ pub(crate) fn assemble(
         net_window_id: None,
         #[cfg(feature = "ofi")]
         net_writes: Default::default(),
+        #[cfg(feature = "ofi")]
+        memberships_in_transit: Default::default(),
     }
 }
 

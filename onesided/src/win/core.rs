@@ -261,6 +261,11 @@ pub(crate) struct WinCore {
     /// a completion of the endpoint covered (`WinCore::net_writes_pending`).
     #[cfg(feature = "ofi")]
     pub(crate) net_writes: crate::transport::net::NetWrites,
+    /// Exclusive-class memberships that unlocks across nodes still hold while they wait
+    /// for the answer to their release, each handed to a later lock of this process at most
+    /// once (`sync::lock`, "Memberships in transit").
+    #[cfg(feature = "ofi")]
+    pub(crate) memberships_in_transit: InTransit,
     /// The node segment or control block; the pointers above point into it.
     pub(crate) _segment: crate::win::control::ControlMemory,
     /// This process's window memory moved into shared memory for the window's life
@@ -399,6 +404,51 @@ impl WinCore {
         Error::InvalidRank {
             rank,
             size: self.size,
+        }
+    }
+}
+
+/// Exclusive-class memberships held by unlocks across nodes that wait for their answers
+/// (`sync::lock`, "Memberships in transit"); a lock takes one over at most once.
+#[cfg(feature = "ofi")]
+#[derive(Debug, Default)]
+pub(crate) struct InTransit {
+    /// Ids of the memberships not taken over yet, and the next id.
+    open: std::sync::Mutex<(Vec<u64>, u64)>,
+}
+
+#[cfg(feature = "ofi")]
+impl InTransit {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Vec<u64>, u64)> {
+        self.open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// An unlock holds a membership until its answer: its id.
+    pub(crate) fn hold(&self) -> u64 {
+        let mut open = self.lock();
+        open.1 += 1;
+        let id = open.1;
+        open.0.push(id);
+        id
+    }
+
+    /// A lock takes over a membership in transit; false when none is.
+    pub(crate) fn take(&self) -> bool {
+        self.lock().0.pop().is_some()
+    }
+
+    /// The unlock holding `id` got its answer: true when the membership is still its own
+    /// (to park or leave), false when a lock took it over.
+    pub(crate) fn settle(&self, id: u64) -> bool {
+        let mut open = self.lock();
+        match open.0.iter().position(|&held| held == id) {
+            Some(at) => {
+                open.0.swap_remove(at);
+                true
+            }
+            None => false,
         }
     }
 }
