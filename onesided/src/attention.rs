@@ -194,3 +194,20 @@ pub(crate) fn call_wait_hooks() -> bool {
     }
     true
 }
+
+/// Identifies a thread of this process (never reused): for the progress engine, and for
+/// the network operations a thread posts (`transport::ofi::track_own`). Cheaper than
+/// `std::thread::current().id()`, which clones the thread handle (two atomics) on every
+/// call — and the RMA gate asks on every operation behind a pending epoch.
+pub(crate) type ThreadTag = u64;
+
+/// The calling thread's [`ThreadTag`].
+#[inline]
+pub(crate) fn thread_tag() -> ThreadTag {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        // Relaxed: only uniqueness matters.
+        static TAG: ThreadTag = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    TAG.with(|t| *t)
+}

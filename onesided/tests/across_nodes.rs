@@ -573,3 +573,93 @@ fn pipelined_lock_epochs_across_nodes_lose_no_update() {
         })
         .assert_success();
 }
+
+/// Flushes of thread scope across nodes complete the calling thread's operations, each
+/// posted with its own completion: with one thread posting, nothing is left in flight
+/// after its flush — puts and accumulates, ones posted before the window switched to
+/// thread scope (a flush of everything then), and a put deferred behind a pending lock and
+/// run by the engine; four threads each putting and flushing their own slots leave every
+/// slot with its thread's last value.
+#[test]
+fn thread_scope_flushes_across_nodes_complete_each_threads_operations() {
+    use onesided::{WinInfo, WinScope};
+    testing::job(2)
+        .nodes(2)
+        .timeout(std::time::Duration::from_secs(90))
+        .run(|u| {
+            let w = u.world();
+            let win = Window::<u64>::allocate(w, 64)?;
+            if w.rank() == 0 {
+                win.lock_all(Assert::NONE)?;
+                // Posted with process scope: no completion of its own.
+                win.put(&[1], 1, 0)?;
+            }
+            win.set_info(&WinInfo::new().scope(WinScope::Thread))?;
+            if w.rank() == 0 {
+                win.flush(1)?;
+                assert_eq!(testing::network_operations_in_flight(), 0, "older put");
+                for i in 0..200u64 {
+                    win.put(&[i], 1, 1)?;
+                    win.accumulate(&[1], 1, 2, Op::Sum)?;
+                }
+                win.flush(1)?;
+                assert_eq!(testing::network_operations_in_flight(), 0, "own operations");
+                std::thread::scope(|s| -> onesided::Result<()> {
+                    let threads: Vec<_> = (0..4usize)
+                        .map(|t| {
+                            let win = &win;
+                            s.spawn(move || -> onesided::Result<()> {
+                                for i in 1..=100u64 {
+                                    win.put(&[(t as u64) << 32 | i], 1, 8 + t)?;
+                                    win.flush(1)?;
+                                }
+                                Ok(())
+                            })
+                        })
+                        .collect();
+                    threads
+                        .into_iter()
+                        .try_for_each(|h| h.join().expect("a putting thread panicked"))
+                })?;
+                win.unlock_all()?;
+            }
+            w.barrier()?;
+            if w.rank() == 1 {
+                let mut got = [0u64; 12];
+                win.local_read(0, &mut got)?;
+                assert_eq!(&got[..3], &[1, 199, 200]);
+                for t in 0..4u64 {
+                    assert_eq!(got[8 + t as usize], t << 32 | 100, "thread {t}");
+                }
+            }
+            w.barrier()?;
+            // A put deferred behind a lock that is still pending (rank 1 holds it), run by
+            // the engine when the lock comes: the thread's flush of thread scope completes it.
+            if w.rank() == 1 {
+                win.lock(LockType::Exclusive, 1, Assert::NONE)?;
+            }
+            w.barrier()?;
+            if w.rank() == 0 {
+                let opened = win.ilock(LockType::Exclusive, 1, Assert::NONE)?;
+                win.put(&[77], 1, 3)?;
+                w.barrier()?;
+                opened.wait()?;
+                win.flush(1)?;
+                assert_eq!(testing::network_operations_in_flight(), 0, "deferred put");
+                win.unlock(1)?;
+            } else {
+                w.barrier()?;
+                win.unlock(1)?;
+            }
+            w.barrier()?;
+            if w.rank() == 1 {
+                let mut got = [0u64];
+                win.local_read(3, &mut got)?;
+                assert_eq!(got[0], 77);
+            }
+            w.barrier()?;
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}

@@ -466,21 +466,7 @@ pub(crate) fn blocking_start<R>(start: impl FnOnce() -> R) -> R {
     start()
 }
 
-/// Identifies a thread of this process for the engine (never reused). Cheaper than
-/// `std::thread::current().id()`, which clones the thread handle (two atomics) on every
-/// call — and the RMA gate asks on every operation behind a pending epoch.
-pub(crate) type ThreadTag = u64;
-
-/// The calling thread's [`ThreadTag`].
-#[inline]
-pub(crate) fn thread_tag() -> ThreadTag {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    thread_local! {
-        // Relaxed: only uniqueness matters.
-        static TAG: ThreadTag = NEXT.fetch_add(1, Ordering::Relaxed);
-    }
-    TAG.with(|t| *t)
-}
+pub(crate) use crate::attention::{thread_tag, ThreadTag};
 
 /// What a run of pending ops holds back when no reorder flag is set, summed up so that
 /// [`Engine::drive`] decides in O(1) per op: with the flags off, an op passes an earlier

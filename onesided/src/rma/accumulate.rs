@@ -89,6 +89,8 @@ struct DeferredAccumulate<E> {
     /// Remote-completing (`rraccumulate`): its request completes only when the update is
     /// in the target's memory, not when it was handed to the target's request ring.
     remote: bool,
+    /// The thread that issued it (its flush of thread scope completes it).
+    issuer: crate::progress::ThreadTag,
 }
 
 impl<E: AccElement + Send> crate::progress::SyncOp<WinCore> for DeferredAccumulate<E> {
@@ -97,7 +99,9 @@ impl<E: AccElement + Send> crate::progress::SyncOp<WinCore> for DeferredAccumula
         // Relaxed: see rma::DeferredPut.
         core.deferred_bytes.fetch_sub(bytes, Ordering::Relaxed);
         let loc = core.locate("accumulate", self.target, self.disp, bytes)?;
-        core.acc_run(self.target, loc, &self.data, self.op, None, self.flags)?;
+        core.posting_for(self.issuer, || {
+            core.acc_run(self.target, loc, &self.data, self.op, None, self.flags)
+        })?;
         if self.remote {
             core.ring_gate(self.target)?;
             core.complete_net()?;
@@ -134,6 +138,7 @@ impl WinCore {
             op,
             flags,
             remote,
+            issuer: crate::progress::thread_tag(),
         };
         let order = self.epoch.access_order(target);
         self.engine.start_ordered(self, op, order)
@@ -333,7 +338,9 @@ impl WinCore {
             return match result {
                 Some(_) => crate::rma::net_atomic::accumulate(op, origin, result, at),
                 None => {
-                    crate::rma::net_atomic::issue_accumulate(op, origin, at)?;
+                    self.posting(flags, || {
+                        crate::rma::net_atomic::issue_accumulate(op, origin, at)
+                    })?;
                     // Maybe left in flight: the next flush completes it, and an unlock of a
                     // rank of this node waits for it (`WinCore::complete_net_for`).
                     if !matches!(loc.route, Route::Net { .. }) {

@@ -45,6 +45,8 @@ struct DeferredPut {
     target: usize,
     disp: usize,
     data: Vec<u8>,
+    /// The thread that issued it (its flush of thread scope completes it).
+    issuer: crate::progress::ThreadTag,
 }
 
 impl SyncOp<WinCore> for DeferredPut {
@@ -61,7 +63,7 @@ impl SyncOp<WinCore> for DeferredPut {
         // (the call already reported any error it could see then).
         let at = core.locate("put", self.target, self.disp, self.data.len())?;
         core.ring_gate(self.target)?;
-        at.route.post_write(&self.data)?;
+        core.posting_for(self.issuer, || at.route.post_write(&self.data))?;
         core.note_issued(at.route);
         core.recycle_copy(std::mem::take(&mut self.data));
         Ok(Step::Done)
@@ -113,7 +115,7 @@ impl WinCore {
                 if flags.order() {
                     self.drain_before_op(flags)?;
                 }
-                route.post_write(src)?;
+                self.posting(flags, || route.post_write(src))?;
                 self.note_issued(route);
             }
         }
@@ -141,6 +143,7 @@ impl WinCore {
             target,
             disp,
             data: self.copy_of(src),
+            issuer: crate::progress::thread_tag(),
         };
         let order = self.epoch.access_order(target);
         self.engine.start_ordered(self, op, order)
@@ -294,8 +297,10 @@ impl RawWindow {
             .resolve_layout("put", target, disp, target_layout)?;
         self.core.ring_gate_for(target, self.flags.get())?;
         self.core.drain_before_op(self.flags.get())?;
-        base.route
-            .post_write_pieces(bytemuck::cast_slice(origin), &list)?;
+        self.core.posting(self.flags.get(), || {
+            base.route
+                .post_write_pieces(bytemuck::cast_slice(origin), &list)
+        })?;
         self.core.note_issued(base.route);
         self.core.epoch.note_rma();
         Ok(())

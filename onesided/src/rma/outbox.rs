@@ -109,6 +109,32 @@ impl WinCore {
         self.complete_net()
     }
 
+    /// Runs `post`, which posts network operations through a handle with `flags`: with
+    /// `mpi_win_scope=thread` each gets its own completion, so that the thread's flush
+    /// waits for its own only (`ofi::track_own`).
+    #[inline]
+    pub(crate) fn posting<R>(&self, flags: Flags, post: impl FnOnce() -> R) -> R {
+        #[cfg(feature = "ofi")]
+        if flags.thread_scope() && self.net.is_some() {
+            return crate::transport::ofi::track_own(true, post);
+        }
+        let _ = flags;
+        post()
+    }
+
+    /// Runs `post`, which posts network operations that thread `issuer` deferred (the
+    /// engine runs them, maybe on another thread): they count as `issuer`'s for its flushes
+    /// of thread scope (`ofi::post_for`).
+    #[inline]
+    pub(crate) fn posting_for<R>(&self, issuer: u64, post: impl FnOnce() -> R) -> R {
+        #[cfg(feature = "ofi")]
+        if self.net.is_some() {
+            return crate::transport::ofi::post_for(issuer, post);
+        }
+        let _ = issuer;
+        post()
+    }
+
     /// Before an operation that `mpi_win_order` orders after those in flight: where the
     /// provider does not deliver in order, everything issued through the network is
     /// completed first.
@@ -163,6 +189,17 @@ impl WinCore {
             // Requests in rings run in order: up to our own last one (other threads' from
             // before it included, none from after it).
             self.complete_own_rings()?;
+            // Through the network: this thread's operations, each with its own completion
+            // (`posting`), not every thread's.
+            #[cfg(feature = "ofi")]
+            if self.net.is_some() {
+                let near_only = target.is_some_and(|t| self.net_toward(t).is_none());
+                if !near_only || self.net_writes.near.pending() {
+                    crate::transport::net::complete_own()?;
+                }
+                self.epoch.forget_flush_cache();
+                return Ok(());
+            }
         } else {
             self.staged.drain_all()?;
             self.complete_rings()?;
@@ -295,7 +332,9 @@ impl WinCore {
                 let to = crate::transport::ofi::Remote { peer, addr, key };
                 // SAFETY: `owner` keeps `src` alive and unchanged (the caller's contract,
                 // which `Window::put_shared` keeps through an `Arc<[T]>` of plain data).
-                unsafe { crate::transport::net::post_write_shared(src, to, owner)? };
+                self.posting(flags, || unsafe {
+                    crate::transport::net::post_write_shared(src, to, owner)
+                })?;
                 self.note_issued(route);
                 self.epoch.note_rma();
                 return Ok(());

@@ -141,6 +141,12 @@ pub(crate) unsafe fn post_write_shared(
     unsafe { endpoint()?.nic.write_shared(src, to, owner) }
 }
 
+/// Completes the network operations the calling thread posted under
+/// [`ofi::track_own`](crate::transport::ofi::track_own) (a flush of thread scope).
+pub(crate) fn complete_own() -> Result<()> {
+    endpoint()?.nic.flush_own()
+}
+
 /// True when the endpoint's provider delivers operations to a peer in issue order where
 /// a write or a read follows a write ([`Nic::orders_after_writes`]).
 pub(crate) fn ordered() -> Result<bool> {

@@ -307,6 +307,62 @@ struct OpContext {
     /// The owner of the origin bytes of a shared-buffer write ([`Nic::write_shared`]),
     /// held until the operation completes.
     _shared: Option<Arc<dyn Send + Sync>>,
+    /// The thread that posted it (`progress::thread_tag`).
+    thread: u64,
+    /// Posted under [`track_own`]: it makes a queue entry, which marks `ctx` done, and the
+    /// context is freed only once it did (the counters may count the operation before
+    /// anyone read the entry).
+    own: bool,
+}
+
+thread_local! {
+    /// While the calling thread posts operations for a flush of thread scope: the tag of
+    /// the thread they belong to (0: the calling thread's own) and whether each makes its
+    /// own queue entry ([`track_own`], [`post_for`]).
+    static OWN_POSTS: std::cell::Cell<(u64, bool)> = const { std::cell::Cell::new((0, false)) };
+}
+
+/// Runs `post` with the posting state `state` in force (restored after, also when `post`
+/// unwinds).
+fn posting_as<R>(state: (u64, bool), post: impl FnOnce() -> R) -> R {
+    /// Restores the previous state.
+    struct Restore((u64, bool));
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            OWN_POSTS.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(OWN_POSTS.with(|c| c.replace(state)));
+    post()
+}
+
+/// Runs `post`; when `own`, every operation it posts makes its own queue entry, so that
+/// the calling thread's flush of thread scope ([`Nic::flush_own`]) waits for its own
+/// operations only, not for every thread's (seed 000 §2.1). The endpoint's counters count
+/// them as any other.
+pub(crate) fn track_own<R>(own: bool, post: impl FnOnce() -> R) -> R {
+    // Inside a `post_for`: the operations stay the issuer's.
+    if !own || OWN_POSTS.with(std::cell::Cell::get).0 != 0 {
+        return post();
+    }
+    posting_as((crate::attention::thread_tag(), true), post)
+}
+
+/// Runs `post`, which posts operations on behalf of thread `issuer` (the engine running an
+/// operation another thread deferred): they count as that thread's, without their own
+/// queue entries, so that its flush of thread scope completes them too ([`Nic::flush_own`]
+/// then completes everything).
+pub(crate) fn post_for<R>(issuer: u64, post: impl FnOnce() -> R) -> R {
+    posting_as((issuer, false), post)
+}
+
+/// The queue-entry flag of an operation of ours posted now ([`track_own`]).
+fn own_completion() -> u64 {
+    if OWN_POSTS.with(std::cell::Cell::get).1 {
+        u64::from(sys::FI_COMPLETION)
+    } else {
+        0
+    }
 }
 
 /// libfabric's atomic operations (`fi_op`).
@@ -889,6 +945,12 @@ impl Nic {
             // count before it waits and frees only contexts below it. A tracked operation
             // takes one too: the counters count it like any other.
             let ticket = self.issued(read).posted.fetch_add(1, Ordering::Relaxed);
+            let (issuer, own) = OWN_POSTS.with(std::cell::Cell::get);
+            let thread = if issuer != 0 {
+                issuer
+            } else {
+                crate::attention::thread_tag()
+            };
             match context {
                 Context::Tracked(t) => t.cast(),
                 Context::Ours(kept) => {
@@ -900,6 +962,8 @@ impl Nic {
                         ctx: Box::default(),
                         kept,
                         _shared: None,
+                        thread,
+                        own,
                     };
                     let p: *mut TrackedContext = &mut *op.ctx;
                     contexts.push(op);
@@ -912,6 +976,8 @@ impl Nic {
                         ctx: Box::default(),
                         kept: Vec::new(),
                         _shared: Some(owner),
+                        thread,
+                        own,
                     };
                     let p: *mut TrackedContext = &mut *op.ctx;
                     contexts.push(op);
@@ -1120,7 +1186,7 @@ impl Nic {
         };
         let completion = match context {
             Context::Tracked(_) => u64::from(sys::FI_COMPLETION),
-            Context::Ours(_) | Context::Shared(_) => 0,
+            Context::Ours(_) | Context::Shared(_) => own_completion(),
         };
         let call = if read { "fi_readmsg" } else { "fi_writemsg" };
         self.post_in(call, read, context, |ctx| {
@@ -1454,10 +1520,11 @@ impl Nic {
             key: at.key,
         };
         let read = kind != AtomicKind::Write;
+        let own = own_completion();
         let (context, completion, inject) = match completion {
-            Completion::Counted => (Context::Ours(Vec::new()), 0, 0),
-            Completion::Injected => (Context::Ours(Vec::new()), 0, u64::from(sys::FI_INJECT)),
-            Completion::Kept(kept) => (Context::Ours(kept), 0, 0),
+            Completion::Counted => (Context::Ours(Vec::new()), own, 0),
+            Completion::Injected => (Context::Ours(Vec::new()), own, u64::from(sys::FI_INJECT)),
+            Completion::Kept(kept) => (Context::Ours(kept), own, 0),
             Completion::Tracked(t) => (Context::Tracked(t), u64::from(sys::FI_COMPLETION), 0),
         };
         self.post_in("fi_atomicmsg", read, context, |ctx| {
@@ -1746,7 +1813,10 @@ impl Nic {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .retain(|op| {
-                let pending = op.ticket >= if op.read { reads } else { writes };
+                // Acquire: pairs with the Release of `mark` (nothing is read through it; a
+                // context whose entry is still unread must simply stay).
+                let pending = op.ticket >= if op.read { reads } else { writes }
+                    || op.own && !op.ctx.done.load(Ordering::Acquire);
                 if !pending {
                     freed += op.kept.len();
                 }
@@ -1755,6 +1825,57 @@ impl Nic {
         // Relaxed: see held_bytes.
         self.held.fetch_sub(freed, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// Completes the operations the calling thread posted under [`track_own`], at their
+    /// targets, without waiting for other threads' (a flush of thread scope). Should the
+    /// thread have others of its own in flight (posted without it), a [`Nic::flush`]
+    /// completes everything instead.
+    pub(crate) fn flush_own(&self) -> Result<()> {
+        let me = crate::attention::thread_tag();
+        let mut backoff = crate::backoff::Backoff::new();
+        loop {
+            let (mut pending, mut untracked, mut failed, mut freed) = (false, false, false, 0);
+            self.contexts
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .retain(|op| {
+                    if op.thread != me {
+                        return true;
+                    }
+                    if !op.own {
+                        untracked = true;
+                        return true;
+                    }
+                    // Acquire: pairs with `mark`'s Release: `failed` is read after it.
+                    if !op.ctx.done.load(Ordering::Acquire) {
+                        pending = true;
+                        return true;
+                    }
+                    // Its entry was read: the provider is done with it.
+                    failed |= op.ctx.failed.load(Ordering::Relaxed);
+                    freed += op.kept.len();
+                    false
+                });
+            // Relaxed: see held_bytes.
+            self.held.fetch_sub(freed, Ordering::Relaxed);
+            if failed {
+                // The queue's error entry was read already (it marked the context).
+                return Err(Error::Network {
+                    call: "flush",
+                    code: 0,
+                    text: "an operation of this thread completed in error".into(),
+                });
+            }
+            if untracked {
+                return self.flush(|| Ok(()));
+            }
+            if !pending {
+                return Ok(());
+            }
+            self.progress()?;
+            backoff.snooze();
+        }
     }
 
     /// Gives up on one posted read or fetching atomic (`read`), or write or atomic, whose

@@ -164,7 +164,16 @@ impl WinCore {
     fn defer_arrival(&self, op: &'static str, target: usize, idx: usize) -> Result<()> {
         let order = self.epoch.access_order(target);
         self.engine
-            .start_ordered(self, DeferredArrival { op, target, idx }, order)
+            .start_ordered(
+                self,
+                DeferredArrival {
+                    op,
+                    target,
+                    idx,
+                    issuer: crate::progress::thread_tag(),
+                },
+                order,
+            )
             .map(drop)
     }
 }
@@ -174,6 +183,8 @@ struct DeferredArrival {
     op: &'static str,
     target: usize,
     idx: usize,
+    /// The thread that issued it (its flush of thread scope completes it).
+    issuer: crate::progress::ThreadTag,
 }
 
 impl SyncOp<WinCore> for DeferredArrival {
@@ -188,7 +199,9 @@ impl SyncOp<WinCore> for DeferredArrival {
     }
 
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
-        core.notify_arrival(self.op, self.target, self.idx)?;
+        core.posting_for(self.issuer, || {
+            core.notify_arrival(self.op, self.target, self.idx)
+        })?;
         Ok(Step::Done)
     }
 }
