@@ -195,6 +195,39 @@ pub(crate) fn call_wait_hooks() -> bool {
     true
 }
 
+/// How a wait that backs off sleeps: registered by the network endpoint ([`set_sleeper`]),
+/// else a plain sleep.
+static SLEEPER: RwLock<Option<Sleeper>> = RwLock::new(None);
+type Sleeper = Arc<dyn Fn(std::time::Duration) + Send + Sync>;
+/// A sleeper is registered (read without the lock by every sleep).
+static HAS_SLEEPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes every backed-off wait of the library sleep with `sleep` (for at most the time it
+/// is given, earlier when what it waits on may have come): a process whose waits depend on
+/// answers from the network wakes when they arrive, not a whole back-off sleep later.
+#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+pub(crate) fn set_sleeper(sleep: Sleeper) {
+    *SLEEPER.write().unwrap_or_else(PoisonError::into_inner) = Some(sleep);
+    // Release: pairs with the Acquire in `sleep`; the lock orders the rest.
+    HAS_SLEEPER.store(true, Ordering::Release);
+}
+
+/// Sleeps for at most `d`: through the registered sleeper ([`set_sleeper`]), else plainly.
+pub(crate) fn sleep(d: std::time::Duration) {
+    // Acquire: see set_sleeper.
+    if HAS_SLEEPER.load(Ordering::Acquire) {
+        let sleeper = SLEEPER
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(sleep) = sleeper {
+            sleep(d);
+            return;
+        }
+    }
+    std::thread::sleep(d);
+}
+
 /// Identifies a thread of this process (never reused): for the progress engine, and for
 /// the network operations a thread posts (`transport::ofi::track_own`). Cheaper than
 /// `std::thread::current().id()`, which clones the thread handle (two atomics) on every

@@ -280,7 +280,13 @@ impl Backoff {
         } else {
             // Asleep, the process serves nobody: origins should not wait for it.
             self.attending = None;
-            std::thread::sleep((FIRST_SLEEP * (1 << self.sleeps.min(8))).min(MAX_SLEEP));
+            let nap = (FIRST_SLEEP * (1 << self.sleeps.min(8))).min(MAX_SLEEP);
+            if self.holds_lock {
+                std::thread::sleep(nap);
+            } else {
+                // Woken early by the network's answers where an endpoint is open.
+                crate::attention::sleep(nap);
+            }
             self.sleeps += 1;
         }
     }

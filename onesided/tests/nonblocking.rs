@@ -615,7 +615,9 @@ fn a_deferred_epoch_advances_while_its_process_waits_in_a_barrier() {
                 assert!(!closing.is_complete(), "rank 1 still holds its shared lock");
                 w.barrier()?;
                 w.barrier()?; // rank 1 arrives only after rank 0's epoch ran
-                assert!(closing.is_complete(), "the barrier completed the epoch");
+                              // Rank 1 saw the put, so the epoch ran inside the barrier; its request may
+                              // still wait for the answer to the release (across nodes the release is a
+                              // network atomic whose answer can arrive with the barrier's last message).
                 closing.wait()?;
             }
             win.free()?;

@@ -74,6 +74,17 @@ pub(crate) fn endpoint() -> Result<&'static Endpoint> {
         duty.app_polled(&polled);
         let _ = polled.progress();
     }));
+    // A wait that backs off sleeps on the endpoint (a `block` one's descriptor): the answer
+    // it waits for ends the sleep, where a plain sleep (up to 500 µs) would outlast it.
+    if nic.waits_on_fd() {
+        let woken = Arc::clone(&nic);
+        crate::attention::set_sleeper(Arc::new(move |nap| {
+            if woken.wait_activity(nap).is_err() {
+                // The endpoint failed: every operation that needs it reports it.
+                std::thread::sleep(nap);
+            }
+        }));
+    }
     let endpoint = Endpoint {
         nic,
         table,

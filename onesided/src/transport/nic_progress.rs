@@ -49,7 +49,7 @@ pub(crate) const ENV: &str = "ONESIDED_PROGRESS";
 
 /// How long a blocked server waits before it looks at its stop flag again (a stop also
 /// wakes it at once).
-const BLOCK_MS: i32 = 100;
+const BLOCK_MS: u64 = 100;
 
 /// How long after an application thread's last read of the endpoint the progress thread
 /// stands aside, and how long each of its naps lasts meanwhile: the longest a peer's
@@ -277,7 +277,7 @@ fn serve(nic: &Nic, mode: ProgressMode, duty: &PollDuty, stop: &AtomicBool) -> R
                 busy_until = None;
                 // SeqCst: see PollDuty::app_polled.
                 duty.blocked.store(true, Ordering::SeqCst);
-                if !duty.app_polls() && nic.wait_activity(BLOCK_MS)? {
+                if !duty.app_polls() && nic.wait_activity(Duration::from_millis(BLOCK_MS))? {
                     busy_until = Some(Instant::now() + BLOCK_GRACE);
                 }
                 // Relaxed: only this thread sets it; a poller's wake meanwhile, if any,
@@ -426,7 +426,10 @@ mod tests {
             key: t_reg.key,
         };
         let started = Instant::now();
-        assert!(!target.wait_activity(50).unwrap(), "a quiet endpoint woke");
+        assert!(
+            !target.wait_activity(Duration::from_millis(50)).unwrap(),
+            "a quiet endpoint woke"
+        );
         assert!(started.elapsed() >= Duration::from_millis(40), "no wait");
         let done = AtomicBool::new(false);
         let mut woken = 0;
@@ -440,7 +443,7 @@ mod tests {
             });
             // Acquire: pairs with the store above.
             while !done.load(Ordering::Acquire) {
-                woken += usize::from(target.wait_activity(1000).unwrap());
+                woken += usize::from(target.wait_activity(Duration::from_secs(1)).unwrap());
             }
         });
         assert!(woken > 0, "the peer's operations never woke the wait");

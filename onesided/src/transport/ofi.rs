@@ -1662,9 +1662,10 @@ impl Nic {
     /// true when the wait ended because something arrived (the caller may expect more
     /// soon). Without a file descriptor to wait on, a [`Nic::wait_progress`], reported as
     /// activity.
-    pub(crate) fn wait_activity(&self, timeout_ms: i32) -> Result<bool> {
+    pub(crate) fn wait_activity(&self, timeout: std::time::Duration) -> Result<bool> {
         let Some(fd) = self.wait_fd else {
-            self.wait_progress(timeout_ms)?;
+            let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
+            self.wait_progress(ms)?;
             return Ok(true);
         };
         self.progress()?;
@@ -1684,8 +1685,8 @@ impl Nic {
             rustix::event::PollFlags::IN,
         )];
         let timeout = rustix::event::Timespec {
-            tv_sec: i64::from(timeout_ms / 1000),
-            tv_nsec: i64::from(timeout_ms % 1000) * 1_000_000,
+            tv_sec: timeout.as_secs().min(i64::MAX as u64) as i64,
+            tv_nsec: i64::from(timeout.subsec_nanos()),
         };
         let ready = match rustix::event::poll(&mut polled, Some(&timeout)) {
             Ok(n) => n > 0,
@@ -1699,6 +1700,12 @@ impl Nic {
         };
         self.progress()?;
         Ok(ready)
+    }
+
+    /// True when [`Nic::wait_activity`] waits on a file descriptor (else it is a
+    /// [`Nic::wait_progress`]).
+    pub(crate) fn waits_on_fd(&self) -> bool {
+        self.wait_fd.is_some()
     }
 
     /// Ends a [`Nic::wait_progress`] in another thread now (nothing to do without a wait
