@@ -264,6 +264,10 @@ impl crate::win::core::WinCore {
     fn handle_region(&self, handle: &MemHandle, unit: usize, bytes: usize) -> Result<HandleRegion> {
         let target = handle.owner();
         self.check_rank(target)?;
+        #[cfg(feature = "ofi")]
+        if let Some(net) = self.net_toward(target) {
+            return self.handle_region_net(net, handle, unit, bytes);
+        }
         let seq = self.region_seq(target)?;
         let at = self.locate_registered(
             target,
@@ -278,6 +282,51 @@ impl crate::win::core::WinCore {
             unit,
             registration: handle.registration(),
             located: at,
+            seq: AtomicU64::new(seq),
+        })
+    }
+}
+
+#[cfg(feature = "ofi")]
+impl crate::win::core::WinCore {
+    /// [`WinCore::handle_region`] for an owner on another node: one read of its region
+    /// table (a seqlock read, each step a round trip) finds the region, checks it is still
+    /// the attach the handle registered, and gives its key and the table number it was
+    /// read at — where the path for this node's owners reads the number, looks the region up
+    /// and reads the table again for the registration (two table reads and more across
+    /// nodes: a window from a handle took ~100 µs to make).
+    fn handle_region_net(
+        &self,
+        net: &crate::win::netplane::NetPlane,
+        handle: &MemHandle,
+        unit: usize,
+        bytes: usize,
+    ) -> Result<HandleRegion> {
+        let target = handle.owner();
+        let (seq, regions) = self.read_table_net(net, target)?;
+        let region = regions
+            .iter()
+            .find(|r| r.base == handle.base() && r.len == handle.size_bytes())
+            .filter(|r| r.registration == handle.registration() && r.net_key != 0)
+            .ok_or(Error::MemhandleReleased { target })?;
+        let located = crate::win::regions::CachedRegion {
+            base: region.base,
+            len: region.len,
+            route: Route::Net {
+                peer: net.peer(target),
+                addr: region.net_base,
+                key: region.net_key,
+            },
+            shared: false,
+        }
+        .locate(handle.base());
+        Ok(HandleRegion {
+            target,
+            base: handle.base(),
+            bytes: bytes.min(handle.size_bytes()),
+            unit,
+            registration: handle.registration(),
+            located,
             seq: AtomicU64::new(seq),
         })
     }

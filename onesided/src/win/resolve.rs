@@ -417,7 +417,7 @@ impl WinCore {
     /// [`WinCore::read_table`] of a target on another node: the same seqlock read, each
     /// step a read through the network (the provider keeps reads in order).
     #[cfg(feature = "ofi")]
-    fn read_table_net(
+    pub(crate) fn read_table_net(
         &self,
         net: &crate::win::netplane::NetPlane,
         target: usize,
