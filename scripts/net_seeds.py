@@ -73,6 +73,13 @@ def main():
     line("memhandle put / allocate put (8 B + flush) <= 1.1",
          mh / al if mh and al else None, lambda r: r <= 1.1,
          f"{mh:.1f} vs {al:.1f} us" if mh and al else "")
+    cyc = cell(seeds, bench="put-latency", window="memhandle", sync="flush", bytes=8,
+               metric="create-put-free")
+    dyn = cell(seeds, bench="put-latency", window="dynamic", sync="flush", bytes=8,
+               metric="attach-put-detach")
+    line("memhandle create+put+free / dynamic attach+put+detach < 1",
+         cyc / dyn if cyc and dyn else None, lambda r: r < 1,
+         f"{cyc:.1f} vs {dyn:.1f} us" if cyc and dyn else "")
 
     jobs = [("net-alltoallv-openmpi.json", 2, "openmpi", "Open MPI", 1.5),
             ("net-alltoallv-mpich.json", 2, "mpich", "MPICH", 1.0),

@@ -7,8 +7,10 @@
 //! allows), so they sit in the same tables and plots as the other kinds. Rank 1 owns the
 //! memory (from `alloc_mem`, mapped by rank 0) and sends the handle bytes; rank 0 measures.
 //! The cycle (`put-latency`, metric `create-put-free`, 8 bytes): build the window from the
-//! handle, put, flush, drop the window — per iteration. Data is validated after every
-//! measurement.
+//! handle, put, flush, drop the window — per iteration. Beside it the cycle of today's
+//! dynamic windows that it replaces (window `dynamic`, metric `attach-put-detach`): rank 1
+//! attaches 8 bytes and sends their address, rank 0 puts and flushes, both meet, rank 1
+//! detaches. Data is validated after every measurement.
 
 use onesided::{Assert, Comm, LockType, MemHandle, Op, Window};
 
@@ -52,6 +54,12 @@ fn run(pair: &Comm, p: &Params, out: &mut Vec<Record>) -> BResult<()> {
     let us = cycle(pair, &words, p)?;
     if origin {
         out.push(record("put-latency", "flush", 8, "create-put-free", us));
+    }
+    let us = dynamic_cycle(pair, p)?;
+    if origin {
+        let mut r = record("put-latency", "flush", 8, "attach-put-detach", us);
+        r.window = "dynamic".into();
+        out.push(r);
     }
     bytes.free(pair)?;
     words.free(pair)
@@ -187,5 +195,58 @@ fn cycle(pair: &Comm, e: &Exposed<u64>, p: &Params) -> BResult<f64> {
     if !pair.agree(ok)? {
         return Err(BenchError("memhandle cycle: data validation failed".into()));
     }
+    Ok(secs * 1e6)
+}
+
+/// µs per whole cycle of a dynamic window at rank 0, what a memory handle spares
+/// (seed 000 §4): rank 1 attaches 8 bytes of `alloc_mem` memory and sends their address
+/// (a broadcast), rank 0 puts 8 bytes and flushes, both meet (a barrier: rank 0 is done
+/// with the region), rank 1 detaches it. Rank 1 checks every put's value before it
+/// detaches.
+fn dynamic_cycle(pair: &Comm, p: &Params) -> BResult<f64> {
+    let origin = pair.rank() == 0;
+    let win = Window::<u64>::create_dynamic(pair)?;
+    let mut memory: Option<onesided::WinBuffer<u64>> = if origin {
+        None
+    } else {
+        Some(onesided::alloc_mem::<u64>(1)?.into())
+    };
+    if origin {
+        win.lock(LockType::Shared, 1, Assert::NONE)?;
+    }
+    let (mut last, mut ok) = (0u64, true);
+    let (secs, _) = measure(pair, p, |n| {
+        for _ in 0..n {
+            last += 1;
+            let mut addr = [0u8; 8];
+            let mut attached = None;
+            if let Some(buffer) = memory.take() {
+                let region = win.attach(buffer)?;
+                addr = (region.addr as u64).to_le_bytes();
+                attached = Some(region.addr);
+            }
+            pair.bcast(1, &mut addr)?;
+            if origin {
+                win.put(&[last], 1, u64::from_le_bytes(addr) as usize)?;
+                win.flush(1)?;
+            }
+            pair.barrier()?;
+            if let Some(at) = attached {
+                let buffer = win.detach(at)?;
+                ok &= buffer.as_slice().first() == Some(&last);
+                memory = Some(buffer);
+            }
+        }
+        Ok(())
+    })?;
+    if origin {
+        win.unlock(1)?;
+    }
+    if !pair.agree(ok)? {
+        return Err(BenchError(
+            "dynamic attach-put-detach cycle: data validation failed".into(),
+        ));
+    }
+    win.free()?;
     Ok(secs * 1e6)
 }
