@@ -233,6 +233,19 @@ impl<C: 'static> Queued<C> {
             || self.op.released() && later.may_pass_released(self.order, flags))
     }
 
+    /// Polls the op, after the completion its [`SyncOp::completes`] asks for on its first
+    /// poll.
+    fn poll_settled(&mut self, core: &C) -> Result<Step>
+    where
+        C: Host,
+    {
+        if !self.settled {
+            self.settled = true;
+            settle_before_poll(core, &*self.op)?;
+        }
+        self.op.poll(core)
+    }
+
     /// True when this op, queued earlier, holds back the lock acquisition `later` only
     /// until it completes, not from running: this op is an unlock of the same target whose
     /// release is on its way ([`SyncOp::released`]), so the acquisition's lock request
@@ -911,16 +924,10 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
                 continue;
             }
             if early && !q.ops[i].done_early {
-                let queued = &mut q.ops[i];
-                let polled = if queued.settled {
-                    queued.op.poll(core)
-                } else {
-                    queued.settled = true;
-                    settle_before_poll(core, &*queued.op).and_then(|()| queued.op.poll(core))
-                };
+                let polled = q.ops[i].poll_settled(core);
                 match polled {
                     Ok(Step::Blocked) => {}
-                    Ok(Step::Done) => queued.done_early = true,
+                    Ok(Step::Done) => q.ops[i].done_early = true,
                     Err(e) => {
                         q.ops.remove(i);
                         completed += 1;
@@ -928,13 +935,7 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
                     }
                 }
             } else if may_run {
-                let queued = &mut q.ops[i];
-                let polled = if queued.settled {
-                    queued.op.poll(core)
-                } else {
-                    queued.settled = true;
-                    settle_before_poll(core, &*queued.op).and_then(|()| queued.op.poll(core))
-                };
+                let polled = q.ops[i].poll_settled(core);
                 if !matches!(polled, Ok(Step::Blocked)) {
                     crate::diag::event!(
                         target: "onesided::sync",
@@ -1316,6 +1317,19 @@ mod tests {
         }
     }
 
+    /// Epoch 1 on target 7: its unlock, which waits for `late` (the answer to its release),
+    /// released already when `early`.
+    fn unlock_of_epoch_1(f: &Arc<Fake>, late: &Arc<AtomicU32>, early: bool) -> Option<Ticket> {
+        let unlock = ReleasingOp {
+            id: 1,
+            answer: late.clone(),
+            early,
+        };
+        f.engine
+            .start_ordered(f, unlock, Order::lock(1, 7))
+            .unwrap()
+    }
+
     #[test]
     fn a_lock_epoch_passes_an_earlier_release_of_its_target_only_once_it_is_on_its_way() {
         let late = Arc::new(AtomicU32::new(0));
@@ -1328,16 +1342,7 @@ mod tests {
             let f = fake();
             *f.reorder.lock().unwrap() = flags;
             late.store(0, Ordering::Release);
-            // Epoch 1 on target 7: its unlock waits for the answer to its release.
-            let unlock = ReleasingOp {
-                id: 1,
-                answer: late.clone(),
-                early,
-            };
-            let t1 = f
-                .engine
-                .start_ordered(&f, unlock, Order::lock(1, 7))
-                .unwrap();
+            let t1 = unlock_of_epoch_1(&f, &late, early);
             // An op of epoch 2 on the same target (not its lock acquisition).
             let t2 = f
                 .engine
@@ -1370,16 +1375,7 @@ mod tests {
             assert!(f.reorder.lock().unwrap().is_none());
             let late = Arc::new(AtomicU32::new(0));
             let now = Arc::new(AtomicU32::new(0));
-            let unlock = ReleasingOp {
-                id: 1,
-                answer: late.clone(),
-                early,
-            };
-            let t1 = f
-                .engine
-                .start_ordered(&f, unlock, Order::lock(1, 7))
-                .unwrap()
-                .expect("waits for its answer");
+            let t1 = unlock_of_epoch_1(&f, &late, early).expect("waits for its answer");
             // Epoch 2: its lock acquisition, then an operation of the epoch.
             let t2 = f
                 .engine

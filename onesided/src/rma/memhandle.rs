@@ -275,15 +275,7 @@ impl crate::win::core::WinCore {
             handle.size_bytes(),
             handle.registration(),
         )?;
-        Ok(HandleRegion {
-            target,
-            base: handle.base(),
-            bytes: bytes.min(handle.size_bytes()),
-            unit,
-            registration: handle.registration(),
-            located: at,
-            seq: AtomicU64::new(seq),
-        })
+        Ok(HandleRegion::new(handle, unit, bytes, at, seq))
     }
 }
 
@@ -320,19 +312,25 @@ impl crate::win::core::WinCore {
             shared: false,
         }
         .locate(handle.base());
-        Ok(HandleRegion {
-            target,
+        Ok(HandleRegion::new(handle, unit, bytes, located, seq))
+    }
+}
+
+impl HandleRegion {
+    /// The region of `handle`, found at `located` while the owner's table had number
+    /// `seq`, reached with displacements of `unit` bytes and at most `bytes` bytes.
+    fn new(handle: &MemHandle, unit: usize, bytes: usize, located: Located, seq: u64) -> Self {
+        HandleRegion {
+            target: handle.owner(),
             base: handle.base(),
             bytes: bytes.min(handle.size_bytes()),
             unit,
             registration: handle.registration(),
             located,
             seq: AtomicU64::new(seq),
-        })
+        }
     }
-}
 
-impl HandleRegion {
     /// Where `len` bytes at displacement `disp` are: checks the parent's epoch, the bounds
     /// and that the handle was not released (one load while the owner's table is
     /// unchanged).

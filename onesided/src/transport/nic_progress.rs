@@ -398,20 +398,27 @@ mod tests {
         drop((t_reg, s_reg, src_reg));
     }
 
-    /// A blocking wait on a quiet endpoint times out and says nothing woke it; a peer's
-    /// operation wakes it, is served by it (the origin's fetch-adds complete with nothing
-    /// else reading the target), and is reported as activity — what lets a `block` server
-    /// keep reading for [`BLOCK_GRACE`] after a wake-up.
-    #[test]
-    fn a_wait_reports_the_activity_that_woke_it() {
-        let _watchdog = crate::testing::Watchdog::new("wait_activity", 90);
-        let target = Nic::open_with("tcp;ofi_rxm", "127.0.0.1", true).unwrap();
+    /// A waitable target endpoint with one registered word, and an origin that reaches it
+    /// (fields in drop order: the registrations before the memory they cover).
+    struct OneWord {
+        t_reg: crate::transport::ofi::Registration,
+        s_reg: crate::transport::ofi::Registration,
+        at: Remote,
+        memory: Vec<AtomicU64>,
+        _scratch: Vec<u64>,
+        origin: Nic,
+        target: Arc<Nic>,
+    }
+
+    fn one_word() -> OneWord {
+        let target = Arc::new(Nic::open_with("tcp;ofi_rxm", "127.0.0.1", true).unwrap());
         let origin = Nic::open("tcp;ofi_rxm", "127.0.0.1").unwrap();
         let peer = origin.insert(&target.name().unwrap()).unwrap();
         let memory: Vec<AtomicU64> = (0..1).map(|_| AtomicU64::new(0)).collect();
         let mut scratch = vec![0u64; 4];
-        // SAFETY: the vectors outlive the registrations (dropped at the end); the target
-        // word is only touched atomically.
+        // SAFETY: the vectors' heap buffers outlive the registrations (dropped first, see
+        // the struct) and do not move with them; the target word is only touched
+        // atomically.
         let (t_reg, s_reg) = unsafe {
             (
                 target
@@ -425,6 +432,32 @@ mod tests {
             addr: t_reg.remote_base,
             key: t_reg.key,
         };
+        OneWord {
+            t_reg,
+            s_reg,
+            at,
+            memory,
+            _scratch: scratch,
+            origin,
+            target,
+        }
+    }
+
+    /// A blocking wait on a quiet endpoint times out and says nothing woke it; a peer's
+    /// operation wakes it, is served by it (the origin's fetch-adds complete with nothing
+    /// else reading the target), and is reported as activity — what lets a `block` server
+    /// keep reading for [`BLOCK_GRACE`] after a wake-up.
+    #[test]
+    fn a_wait_reports_the_activity_that_woke_it() {
+        let _watchdog = crate::testing::Watchdog::new("wait_activity", 90);
+        let word = one_word();
+        let (target, origin, at, s_reg, memory) = (
+            &word.target,
+            &word.origin,
+            word.at,
+            &word.s_reg,
+            &word.memory,
+        );
         let started = Instant::now();
         assert!(
             !target.wait_activity(Duration::from_millis(50)).unwrap(),
@@ -436,7 +469,7 @@ mod tests {
         std::thread::scope(|s| {
             s.spawn(|| {
                 for i in 0..20u64 {
-                    assert_eq!(origin.fetch_add_u64(1, at, &s_reg).unwrap(), i);
+                    assert_eq!(origin.fetch_add_u64(1, at, s_reg).unwrap(), i);
                 }
                 // Release: the scope's join orders the rest; a flag for the loop below.
                 done.store(true, Ordering::Release);
@@ -448,7 +481,6 @@ mod tests {
         });
         assert!(woken > 0, "the peer's operations never woke the wait");
         assert_eq!(memory[0].load(Ordering::Relaxed), 20);
-        drop((t_reg, s_reg));
     }
 
     #[test]
@@ -472,48 +504,30 @@ mod tests {
     #[test]
     fn a_server_stands_aside_while_the_application_polls() {
         let _watchdog = crate::testing::Watchdog::new("stands_aside", 90);
-        let target = Arc::new(Nic::open_with("tcp;ofi_rxm", "127.0.0.1", true).unwrap());
-        let origin = Nic::open("tcp;ofi_rxm", "127.0.0.1").unwrap();
-        let peer = origin.insert(&target.name().unwrap()).unwrap();
-        let memory: Vec<AtomicU64> = (0..1).map(|_| AtomicU64::new(0)).collect();
-        let mut scratch = vec![0u64; 4];
-        // SAFETY: the vectors outlive the registrations (dropped at the end); the target
-        // word is only touched atomically.
-        let (t_reg, s_reg) = unsafe {
-            (
-                target
-                    .register(memory.as_ptr().cast_mut().cast(), 8)
-                    .unwrap(),
-                origin.register(scratch.as_mut_ptr().cast(), 32).unwrap(),
-            )
-        };
-        let at = Remote {
-            peer,
-            addr: t_reg.remote_base,
-            key: t_reg.key,
-        };
+        let word = one_word();
+        let (target, origin, at, s_reg) = (&word.target, &word.origin, word.at, &word.s_reg);
         let duty = Arc::new(PollDuty::default());
         let server =
-            Server::start(Arc::clone(&target), ProgressMode::Block, Arc::clone(&duty)).unwrap();
+            Server::start(Arc::clone(target), ProgressMode::Block, Arc::clone(&duty)).unwrap();
         let polling = AtomicBool::new(true);
         std::thread::scope(|s| {
             s.spawn(|| {
                 // Relaxed: a request to stop; the scope's join orders the rest.
                 while polling.load(Ordering::Relaxed) {
-                    duty.app_polled(&target);
+                    duty.app_polled(target);
                     target.progress().unwrap();
                     std::thread::yield_now();
                 }
             });
             for i in 0..200u64 {
-                assert_eq!(origin.fetch_add_u64(1, at, &s_reg).unwrap(), i);
+                assert_eq!(origin.fetch_add_u64(1, at, s_reg).unwrap(), i);
             }
             std::thread::sleep(Duration::from_millis(20));
             polling.store(false, Ordering::Relaxed);
         });
         assert!(duty.naps() > 0, "the server never stood aside");
         for i in 200..400u64 {
-            assert_eq!(origin.fetch_add_u64(1, at, &s_reg).unwrap(), i);
+            assert_eq!(origin.fetch_add_u64(1, at, s_reg).unwrap(), i);
         }
         let naps = duty.naps();
         std::thread::sleep(Duration::from_millis(50));
@@ -523,6 +537,5 @@ mod tests {
             "the server still naps with nobody polling"
         );
         server.stop().unwrap();
-        drop((t_reg, s_reg));
     }
 }
