@@ -72,6 +72,20 @@ pub(crate) enum CtrlWord {
         /// The rank that owns it.
         at: usize,
     },
+    /// The processes on other nodes that made windows from rank `at`'s memory handles, as
+    /// a set of bits `rank % 64` (`rma::memhandle`, "After release").
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    HandleReaders {
+        /// The rank whose handles they read.
+        at: usize,
+    },
+    /// How many detaches by owners on other nodes rank `at` was told of, owners of whose
+    /// handles it made windows (`rma::memhandle`).
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    HandleReleases {
+        /// The rank told.
+        at: usize,
+    },
     /// A passive-target lock's words (`sync::lock`).
     Lock {
         /// Which lock.
@@ -90,6 +104,10 @@ impl std::fmt::Display for CtrlWord {
             }
             CtrlWord::Completions { at } => write!(f, "rank {at}'s count of completions"),
             CtrlWord::Parked { at } => write!(f, "rank {at}'s parked exclusive membership"),
+            CtrlWord::HandleReaders { at } => write!(f, "rank {at}'s memory-handle readers"),
+            CtrlWord::HandleReleases { at } => {
+                write!(f, "rank {at}'s count of memory-handle releases")
+            }
             CtrlWord::Signal { at, round, .. } => {
                 write!(f, "rank {at}'s barrier signal of round {round}")
             }

@@ -663,3 +663,87 @@ fn thread_scope_flushes_across_nodes_complete_each_threads_operations() {
         })
         .assert_success();
 }
+
+/// Windows from memory handles of an owner on the other node learn of a release from the
+/// owner's notice, not from a round trip per operation: rank 0 owns two handles per round;
+/// ranks 1 (its node), 2 and 3 (the other node, setting their bits in the owner's readers'
+/// word at the same time) make windows of both and put into them. After rank 0 releases
+/// the first handle — a notice to every reader on the other node before the release
+/// returns — a put through it fails at every reader, while the second handle's window (whose
+/// readers were told of a release that is not theirs) still writes. Fails when the owner
+/// tells no reader (checked).
+#[test]
+fn a_release_across_nodes_reaches_every_window_of_the_handle() {
+    use onesided::{Error, MemHandle};
+    testing::job(4)
+        .nodes(2)
+        .timeout(std::time::Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            let me = w.rank();
+            let size = MemHandle::SIZE;
+            let win = Window::<u64>::create_dynamic(w)?;
+            for round in 0..3u64 {
+                let mut mine = Vec::new();
+                let mut handles = Vec::new();
+                if me == 0 {
+                    for _ in 0..2 {
+                        let h = win.memhandle_create(onesided::alloc_mem::<u64>(4)?)?;
+                        mine.extend_from_slice(h.as_bytes());
+                        handles.push(h);
+                    }
+                } else {
+                    mine = vec![0u8; 2 * size];
+                }
+                let all = w.allgather(&mine)?;
+                let theirs: Vec<MemHandle> = (0..2)
+                    .map(|k| MemHandle::from_bytes(&all[k * size..][..size]))
+                    .collect::<onesided::Result<_>>()?;
+                win.lock_all(Assert::NONE)?;
+                if me != 0 {
+                    let windows: Vec<_> = theirs
+                        .iter()
+                        .map(|h| win.window_from_memhandle(h))
+                        .collect::<onesided::Result<_>>()?;
+                    for r in &windows {
+                        r.put(&[round * 10 + me as u64], me)?;
+                        r.flush()?;
+                    }
+                    win.unlock_all()?;
+                    w.barrier()?; // the owner releases the first handle
+                    w.barrier()?;
+                    win.lock_all(Assert::NONE)?;
+                    assert!(
+                        matches!(
+                            windows[0].put(&[1], me),
+                            Err(Error::MemhandleReleased { target: 0 })
+                        ),
+                        "round {round}: rank {me} wrote through a released handle"
+                    );
+                    windows[1].put(&[round * 10 + me as u64 + 100], me)?;
+                    windows[1].flush()?;
+                    win.unlock_all()?;
+                    drop(windows);
+                    w.barrier()?;
+                } else {
+                    win.unlock_all()?;
+                    w.barrier()?;
+                    let first = win.memhandle_release(&handles[0])?;
+                    assert_eq!(
+                        first.as_slice()[1..],
+                        [round * 10 + 1, round * 10 + 2, round * 10 + 3]
+                    );
+                    w.barrier()?;
+                    w.barrier()?; // the readers' second puts are flushed
+                    let second = win.memhandle_release(&handles[1])?;
+                    assert_eq!(
+                        second.as_slice()[1..],
+                        [round * 10 + 101, round * 10 + 102, round * 10 + 103]
+                    );
+                }
+            }
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}

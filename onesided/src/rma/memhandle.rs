@@ -20,6 +20,20 @@
 //! a release retires for good, so a handle never revives when the allocator hands the same
 //! bytes to a later attach. An operation that races the release (no synchronization in
 //! between) is erroneous, as an access racing `detach` is.
+//!
+//! Across nodes the owner's table number is a round trip away, which doubled the latency
+//! of a put and flush. There the owner tells instead: a process that makes a window from a
+//! handle of an owner on another node first sets its bit in the owner's readers' word
+//! (`CtrlWord::HandleReaders`, bit `rank % 64`), and every detach of such an owner adds one
+//! to the release count of each process whose bit is set (`CtrlWord::HandleReleases`, in
+//! the reader's own block) before it returns. An operation compares its own process's
+//! count with the one its window last validated at — a load of its own memory — and only
+//! when it moved reads the owner's table number (and, if that moved, the table). What is
+//! detected is the same as on one node: an operation issued after the release, ordered by
+//! any synchronization, sees the count moved, because the release waited for it. The
+//! owner's read of the bits and a reader's setting of its bit are ordered against the
+//! table change and the reader's table read respectively, so a reader the owner did not
+//! tell read the table after the release and never had the region.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -256,6 +270,11 @@ struct HandleRegion {
     located: Located,
     /// The owner's region-table number the location was validated at.
     seq: AtomicU64,
+    /// The owner is on another node: this process's count of releases it was told of
+    /// (see the module docs) stands in for the owner's table number, and `releases` is
+    /// its value when the location was last validated.
+    #[cfg(feature = "ofi")]
+    told: Option<AtomicU64>,
 }
 
 impl crate::win::core::WinCore {
@@ -295,6 +314,9 @@ impl crate::win::core::WinCore {
         bytes: usize,
     ) -> Result<HandleRegion> {
         let target = handle.owner();
+        // Read before the table: a release after this read is told (below) and moves it.
+        let releases = self.handle_releases_told()?;
+        self.become_handle_reader(target)?;
         let (seq, regions) = self.read_table_net(net, target)?;
         let region = regions
             .iter()
@@ -312,7 +334,54 @@ impl crate::win::core::WinCore {
             shared: false,
         }
         .locate(handle.base());
-        Ok(HandleRegion::new(handle, unit, bytes, located, seq))
+        let mut region = HandleRegion::new(handle, unit, bytes, located, seq);
+        region.told = Some(AtomicU64::new(releases));
+        Ok(region)
+    }
+
+    /// How many releases of owners on other nodes this process was told of (its own
+    /// word: a load of its memory where the provider's atomics are the CPU's).
+    #[inline]
+    fn handle_releases_told(&self) -> Result<u64> {
+        use crate::plane::{Awaited, ControlPlane, CtrlWord};
+        let plane = self.plane();
+        // Acquire: pairs with the owner's Release addition, after its table changed.
+        Awaited::from(plane.load(
+            CtrlWord::HandleReleases { at: self.rank },
+            Ordering::Acquire,
+        ))
+        .wait(&plane)
+    }
+
+    /// Sets this process's bit in `target`'s readers' word (once per owner), waiting until
+    /// it is set there — before this process reads the owner's table.
+    fn become_handle_reader(&self, target: usize) -> Result<()> {
+        use crate::plane::{Awaited, ControlPlane, CtrlWord};
+        let mut owners = self
+            .dynamic
+            .handle_owners_read
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if owners.contains(&target) {
+            return Ok(());
+        }
+        let plane = self.plane();
+        let word = CtrlWord::HandleReaders { at: target };
+        let bit = 1u64 << (self.rank % 64);
+        let mut seen = 0;
+        while seen & bit == 0 {
+            // SeqCst: set before this process's later read of the owner's table, against
+            // the owner's fence between its table change and its read of this word.
+            let before =
+                Awaited::from(plane.compare_swap(word, seen, seen | bit, Ordering::SeqCst))
+                    .wait(&plane)?;
+            if before == seen {
+                break;
+            }
+            seen = before;
+        }
+        owners.insert(target);
+        Ok(())
     }
 }
 
@@ -328,7 +397,23 @@ impl HandleRegion {
             registration: handle.registration(),
             located,
             seq: AtomicU64::new(seq),
+            #[cfg(feature = "ofi")]
+            told: None,
         }
+    }
+
+    /// True while nothing says the handle may have been released since the location was
+    /// validated: the owner's table number is unchanged (owner on this node), or no
+    /// release was told to this process (owner on another node).
+    #[inline]
+    fn unchanged(&self, core: &WinCore) -> Result<bool> {
+        #[cfg(feature = "ofi")]
+        if let Some(told) = &self.told {
+            // Relaxed: a hint; the Acquire load of the count decides.
+            return Ok(core.handle_releases_told()? == told.load(Ordering::Relaxed));
+        }
+        // Relaxed: a hint; the Acquire load of the table number decides.
+        Ok(core.region_seq(self.target)? == self.seq.load(Ordering::Relaxed))
     }
 
     /// Where `len` bytes at displacement `disp` are: checks the parent's epoch, the bounds
@@ -346,8 +431,7 @@ impl HandleRegion {
             len,
             self.bytes,
         )?;
-        // Relaxed: a hint; the Acquire load of the table number decides.
-        if core.region_seq(self.target)? != self.seq.load(Ordering::Relaxed) {
+        if !self.unchanged(core)? {
             self.revalidate(core)?;
         }
         Ok(self.located.offset(off))
@@ -377,16 +461,31 @@ impl HandleRegion {
     /// The owner's table changed: the region must still be registered where it was.
     #[cold]
     fn revalidate(&self, core: &WinCore) -> Result<()> {
+        // Read first: a release after this read moves it again.
+        #[cfg(feature = "ofi")]
+        let told = match &self.told {
+            Some(_) => Some(core.handle_releases_told()?),
+            None => None,
+        };
         let seq = core.region_seq(self.target)?;
-        let now = core.locate_registered(self.target, self.base, self.bytes, self.registration)?;
-        if !same_route(now.route, self.located.route) {
-            // Registered again elsewhere (another mapping): not the region of this handle.
-            return Err(Error::MemhandleReleased {
-                target: self.target,
-            });
+        // Relaxed: see `unchanged`.
+        if seq != self.seq.load(Ordering::Relaxed) {
+            let now =
+                core.locate_registered(self.target, self.base, self.bytes, self.registration)?;
+            if !same_route(now.route, self.located.route) {
+                // Registered again elsewhere (another mapping): not the region of this handle.
+                return Err(Error::MemhandleReleased {
+                    target: self.target,
+                });
+            }
+            // Relaxed: see `unchanged`.
+            self.seq.store(seq, Ordering::Relaxed);
         }
-        // Relaxed: see `at`.
-        self.seq.store(seq, Ordering::Relaxed);
+        #[cfg(feature = "ofi")]
+        if let (Some(told), Some(now)) = (&self.told, told) {
+            // Relaxed: see `unchanged`.
+            told.store(now, Ordering::Relaxed);
+        }
         Ok(())
     }
 

@@ -85,10 +85,26 @@ pub(crate) struct RankControl {
     pub parked_exclusive: CachePadded<AtomicU64>,
     /// Sequence number (seqlock) of the dynamic-region table; odd while it changes.
     pub dyn_seq: CachePadded<AtomicU64>,
+    /// Memory handles across nodes (`rma::memhandle`, "After release").
+    pub handles: CachePadded<HandleWords>,
     /// Process identity and region count.
     pub ident: CachePadded<Ident>,
     /// Collective agreements (fence, free, set_info).
     pub collective: CachePadded<CollectiveWords>,
+}
+
+/// The words by which an owner of memory handles tells processes on other nodes that it
+/// detached a region, so that their windows of its handles need no round trip per
+/// operation to find out (`rma::memhandle`, "After release").
+#[repr(C)]
+pub(crate) struct HandleWords {
+    /// Bit `r % 64` set: rank `r` (on another node) made a window from one of this rank's
+    /// handles. Set by the readers (network compare-and-swap), never cleared: a stale bit
+    /// costs its rank one needless check.
+    pub readers: AtomicU64,
+    /// Detaches this rank was told of by owners (on other nodes) whose handles it read:
+    /// added to by those owners before their detach returns.
+    pub releases: AtomicU64,
 }
 
 /// One entry of a rank's dynamic-region table.
@@ -198,6 +214,12 @@ impl ControlLayout {
             }
             CtrlWord::Completions { at } => block(at) + offset_of!(RankControl, completions),
             CtrlWord::Parked { at } => block(at) + offset_of!(RankControl, parked_exclusive),
+            CtrlWord::HandleReaders { at } => {
+                block(at) + offset_of!(RankControl, handles) + offset_of!(HandleWords, readers)
+            }
+            CtrlWord::HandleReleases { at } => {
+                block(at) + offset_of!(RankControl, handles) + offset_of!(HandleWords, releases)
+            }
             CtrlWord::Signal { at, round, parity } => {
                 self.barrier_off + self.barrier.signal_offset(at, round, parity)
             }
@@ -398,6 +420,8 @@ impl MappedWords for Control {
             CtrlWord::Posts { at, from } => self.post_counter(at, from),
             CtrlWord::Completions { at } => &self.rank(at).completions,
             CtrlWord::Parked { at } => &self.rank(at).parked_exclusive,
+            CtrlWord::HandleReaders { at } => &self.rank(at).handles.readers,
+            CtrlWord::HandleReleases { at } => &self.rank(at).handles.releases,
             CtrlWord::Notify { .. } => {
                 unreachable!("notification counters are the window's notify tables' words")
             }
@@ -452,6 +476,8 @@ mod tests {
             for at in 0..n {
                 words.push(CtrlWord::Completions { at });
                 words.push(CtrlWord::Parked { at });
+                words.push(CtrlWord::HandleReaders { at });
+                words.push(CtrlWord::HandleReleases { at });
                 for from in 0..n {
                     words.push(CtrlWord::Posts { at, from });
                 }

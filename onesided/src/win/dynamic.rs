@@ -118,6 +118,50 @@ impl WinCore {
         // closing the connection to that origin — every later operation between the two
         // processes would fail.
         self.publish_regions();
+        #[cfg(feature = "ofi")]
+        self.tell_handle_readers()?;
+        Ok(())
+    }
+
+    /// Tells every process on another node that made a window from one of this process's
+    /// memory handles that a region went (`rma::memhandle`, "After release"): each of them
+    /// then checks its windows' regions at its next operation instead of at every one.
+    /// Returns once every notice is applied, so that an operation issued after anything
+    /// that follows this detach sees it.
+    #[cfg(feature = "ofi")]
+    fn tell_handle_readers(&self) -> Result<()> {
+        use crate::plane::{Awaited, ControlPlane, CtrlWord};
+        if self.net.is_none() {
+            return Ok(());
+        }
+        let plane = self.plane();
+        // SeqCst: the new table number (stored by publish_regions) is ordered before this
+        // read of the readers' bits, as each reader's compare-and-swap of its bit completes
+        // before it reads the table: of the two, one sees the other — a reader whose bit is
+        // not seen here read the table after this detach.
+        fence(Ordering::SeqCst);
+        let readers =
+            Awaited::from(plane.load(CtrlWord::HandleReaders { at: self.rank }, Ordering::Acquire))
+                .wait(&plane)?;
+        if readers == 0 {
+            return Ok(());
+        }
+        let here = self.comm.node_of(self.rank)?;
+        let mut told = Vec::new();
+        for r in 0..self.size {
+            if readers & (1 << (r % 64)) != 0 && self.comm.node_of(r)? != here {
+                // Release: the detach's table happens-before the reader's check that sees
+                // the notice.
+                told.push(Awaited::from(plane.fetch_add(
+                    CtrlWord::HandleReleases { at: r },
+                    1,
+                    Ordering::Release,
+                )));
+            }
+        }
+        for notice in told {
+            notice.wait(&plane)?;
+        }
         Ok(())
     }
 

@@ -223,6 +223,8 @@ impl NetPlane {
             CtrlWord::Posts { at, .. }
             | CtrlWord::Completions { at }
             | CtrlWord::Parked { at }
+            | CtrlWord::HandleReaders { at }
+            | CtrlWord::HandleReleases { at }
             | CtrlWord::Agreement { at, .. }
             | CtrlWord::Signal { at, .. }
             | CtrlWord::Lock {

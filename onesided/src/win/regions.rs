@@ -210,6 +210,10 @@ pub(crate) struct DynamicState {
     /// `WinCore::dynamic_detach`).
     #[cfg(feature = "ofi")]
     pub net_registrations: Mutex<Vec<(usize, crate::transport::ofi::Registration)>>,
+    /// Owners on other nodes whose readers' word holds this process's bit (windows from
+    /// their memory handles, `rma::memhandle`): set once, so later windows skip it.
+    #[cfg(feature = "ofi")]
+    pub handle_owners_read: Mutex<std::collections::HashSet<usize>>,
 }
 
 #[cfg(test)]
