@@ -489,7 +489,13 @@ impl HandleRegion {
         Ok(())
     }
 
-    fn put(&self, core: &WinCore, bytes: &[u8], disp: usize) -> Result<()> {
+    fn put(
+        &self,
+        core: &WinCore,
+        flags: crate::win::core::Flags,
+        bytes: &[u8],
+        disp: usize,
+    ) -> Result<()> {
         if let Some(dst) = self.direct(core, disp, bytes.len()) {
             // SAFETY: dst..dst+len lies inside the registered region (bounds checked in
             // `direct`), which the owner keeps mapped while the handle is unreleased (the
@@ -499,9 +505,9 @@ impl HandleRegion {
             return Ok(());
         }
         let at = self.at(core, "put", disp, bytes.len())?;
-        at.route.write(bytes)?;
-        core.epoch.note_rma();
-        Ok(())
+        // Issued like any put (posted, completed by the flush): a write waited for on its
+        // own cost a 32 KiB put with flush across nodes 67 µs against 18 on `allocate`.
+        core.put_routed(at.route, bytes, self.target, flags)
     }
 
     fn get(&self, core: &WinCore, bytes: &mut [u8], disp: usize) -> Result<()> {
@@ -692,7 +698,8 @@ impl RawMemWindow {
 
     /// Writes `src` at displacement `disp` (MPI_Put).
     pub fn put(&self, src: &[u8], disp: usize) -> Result<()> {
-        self.region.put(&self.parent.core, src, disp)
+        self.region
+            .put(&self.parent.core, self.parent.flags.get(), src, disp)
     }
 
     /// Reads `dst.len()` bytes at displacement `disp` (MPI_Get).

@@ -96,6 +96,19 @@ impl WinCore {
             return self.defer_put(src, target, disp).map(drop);
         }
         let route = self.resolve("put", target, disp, src.len())?.route;
+        self.put_routed(route, src, target, flags)
+    }
+
+    /// Writes `src` where `route` (resolved and checked for `target`) leads, issued as
+    /// every put is: through the request ring or the staging buffer where they apply, else
+    /// posted (complete by the window's next completion point).
+    pub(crate) fn put_routed(
+        &self,
+        route: Route,
+        src: &[u8],
+        target: usize,
+        flags: Flags,
+    ) -> Result<()> {
         if let Route::Cma { addr, .. } = route {
             if let Some(rings) = self.ring_toward(target, src.len(), flags) {
                 let req = served::byte_request(ring::Kind::Put, addr, src.len());
