@@ -34,6 +34,14 @@
 //!   target), on the node a release store after the copy. The request completes when every
 //!   sender's `arrived` reads `k`. A cycle costs a one-way credit and the data with its
 //!   signal right behind; the fence plans pay a barrier and a flush round trip twice.
+//!   Blocks from another node are *staged*: they land in two slots per sender in the
+//!   receiver's signal window, cycle `k` in slot `k % 2`, and the receiver's request copies
+//!   each into the receive buffer when its flag arrives. A sender then needs the slot's
+//!   cycle `k - 2` consumed, which its receiver tells with the credit it writes when it
+//!   starts cycle `k - 1` — before its own blocks of that cycle, which the sender waited for
+//!   to finish it, so across nodes no cycle waits for a credit: it is one message per pair
+//!   and a copy, where the credit in front of it cost a network latency per cycle. The
+//!   staging slots take as much memory again as the blocks from other nodes.
 //! - [`AlltoallvVariant::Auto`] (the paper's future work): the first cycles alternate between
 //!   the notified plan and the two-sided exchange of the communicator (one warm-up and
 //!   [`AUTO_PROBES`] timed cycles each); each kind's fastest cycle at the slowest rank
@@ -223,7 +231,8 @@ pub struct Alltoallv<T: Pod> {
 }
 
 /// The signal words of an [`AlltoallvVariant::Notify`] plan: a window of `2p` words at
-/// every rank, `arrived` at `[0, p)` and `credit` at `[p, 2p)` (module docs).
+/// every rank, `arrived` at `[0, p)` and `credit` at `[p, 2p)`, then the staging slots of
+/// the blocks from other nodes (module docs).
 #[derive(Debug)]
 struct Signals {
     win: Window<u64>,
@@ -237,12 +246,33 @@ struct Signals {
     /// The provider places RMA writes to one peer in issue order (always false without a
     /// network).
     ordered_net: bool,
+    /// Per target: where this rank's staging slot 0 at that target starts (signal words),
+    /// for targets on another node (module docs).
+    stage_to: Vec<Option<usize>>,
+    /// Per sender: where its staged block lands here and goes in the receive buffer.
+    staged_from: std::sync::Arc<[Option<Staged>]>,
+}
+
+/// A sender's staged block at its receiver: two slots of `slot_words` signal words from
+/// word `at` (slot `k % 2` for cycle `k`), `bytes` bytes each, copied to byte `recv_byte`
+/// of the receive buffer.
+#[derive(Debug, Clone, Copy)]
+struct Staged {
+    at: usize,
+    slot_words: usize,
+    bytes: usize,
+    recv_byte: usize,
+}
+
+/// Signal words a staged block of `bytes` bytes takes per slot.
+fn slot_words(bytes: usize) -> usize {
+    bytes.div_ceil(8)
 }
 
 /// Signal word `i` of this rank, in the memory of `core`, the core of a signal window.
 fn signal_word(core: &WinCore, i: usize) -> &AtomicU64 {
     debug_assert!(i < core.local.bytes / 8);
-    // SAFETY: a signal window's memory is `2p` u64 words at `base` (alloc_mem memory, 8-byte
+    // SAFETY: a signal window's memory is at least `2p` u64 words at `base` (alloc_mem memory, 8-byte
     // aligned, zeroed before the window was created) and lives as long as its core; peers
     // change it only by atomics and by 8-byte network writes of whole words.
     unsafe { AtomicU64::from_ptr(core.local.base.cast::<u64>().add(i)) }
@@ -252,7 +282,7 @@ impl Signals {
     fn credit(&self, from: usize) -> u64 {
         // Relaxed: a credit carries no data; it only says the target read its buffer,
         // which the puts that follow it cannot overtake (they are issued after this load).
-        signal_word(&self.win.core, self.win.len() / 2 + from).load(Ordering::Relaxed)
+        signal_word(&self.win.core, self.across.len() + from).load(Ordering::Relaxed)
     }
 
     /// Writes `value` into signal word `i` of `target`: an RMA write across nodes (one
@@ -265,21 +295,58 @@ impl Signals {
             self.win.accumulate(&[value], target, i, Op::Replace)
         }
     }
+
+    /// The credit a block of `cycle` needs from `target`: the receive buffer freed for this
+    /// cycle, or for a staged block the slot's previous cycle consumed.
+    fn credit_needed(&self, target: usize, cycle: u64) -> u64 {
+        match self.stage_to[target] {
+            Some(_) => cycle.saturating_sub(2),
+            None => cycle,
+        }
+    }
 }
 
 impl Signals {
-    /// The signal window (collective) and what this rank's cycles need to know.
-    fn new(comm: &Comm, recvcounts: &[usize]) -> Result<Self> {
+    /// The signal window (collective) and what this rank's cycles need to know, for
+    /// elements of `elem` bytes received at `rdispls`.
+    fn new(
+        comm: &Comm,
+        elem: usize,
+        sendcounts: &[usize],
+        recvcounts: &[usize],
+        rdispls: &[usize],
+    ) -> Result<Self> {
         let n = comm.size();
         let me = comm.rank();
-        // alloc_mem memory starts zeroed, before the (synchronizing) window creation: no
-        // peer's credit can land before the zeros.
-        let win = Window::create(comm, crate::alloc_mem::<u64>(2 * n)?)?;
-        win.lock_all(Assert::NOCHECK)?;
         let here = comm.node_of(me)?;
         let across = (0..n)
             .map(|r| comm.node_of(r).map(|node| node != here))
             .collect::<Result<Vec<bool>>>()?;
+        // Staging slots after the 2n signal words, for the blocks from other nodes.
+        let mut staged_from = vec![None; n];
+        let mut words = 2 * n;
+        for s in (0..n).filter(|&s| across[s] && recvcounts[s] > 0) {
+            let bytes = recvcounts[s] * elem;
+            staged_from[s] = Some(Staged {
+                at: words,
+                slot_words: slot_words(bytes),
+                bytes,
+                recv_byte: rdispls[s] * elem,
+            });
+            words += 2 * slot_words(bytes);
+        }
+        let mut at: Vec<u64> = staged_from
+            .iter()
+            .map(|st| st.map_or(u64::MAX, |st| st.at as u64))
+            .collect();
+        at = comm.alltoall(&at)?;
+        let stage_to = (0..n)
+            .map(|t| (at[t] != u64::MAX && sendcounts[t] > 0).then_some(at[t] as usize))
+            .collect();
+        // alloc_mem memory starts zeroed, before the (synchronizing) window creation: no
+        // peer's credit can land before the zeros.
+        let win = Window::create(comm, crate::alloc_mem::<u64>(words)?)?;
+        win.lock_all(Assert::NOCHECK)?;
         #[cfg(feature = "ofi")]
         let ordered_net = across.iter().any(|&a| a) && crate::transport::net::orders_rma_writes()?;
         #[cfg(not(feature = "ofi"))]
@@ -290,6 +357,8 @@ impl Signals {
             senders: (0..n).filter(|&s| s != me && recvcounts[s] > 0).collect(),
             across,
             ordered_net,
+            stage_to,
+            staged_from: staged_from.into(),
         })
     }
 }
@@ -298,6 +367,10 @@ impl Signals {
 struct Arrivals {
     senders: Vec<usize>,
     cycle: u64,
+    /// Per sender: its staged block, copied into the receive buffer when it arrives.
+    staged_from: std::sync::Arc<[Option<Staged>]>,
+    /// The receive buffer's first byte (the plan's window memory).
+    recv: usize,
 }
 
 impl SyncOp<WinCore> for Arrivals {
@@ -307,11 +380,32 @@ impl SyncOp<WinCore> for Arrivals {
 
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         // Drop the senders whose block arrived; done when none is left.
+        let (cycle, recv, staged) = (self.cycle, self.recv, &self.staged_from);
         self.senders.retain(|&s| {
             // Acquire: pairs with the sender's release store (on the node), or follows its
             // block in placement order (across nodes): the block is in place once this
             // reads the cycle.
-            signal_word(core, s).load(Ordering::Acquire) < self.cycle
+            if signal_word(core, s).load(Ordering::Acquire) < cycle {
+                return true;
+            }
+            if let Some(st) = staged[s] {
+                let slot = st.at + (cycle % 2) as usize * st.slot_words;
+                // SAFETY: the slot is `slot_words` words of this rank's signal memory (laid
+                // out at init: `at + 2 * slot_words` words fit), written by sender `s` only,
+                // and only for cycle `cycle + 2` after this rank's credit of `cycle`, which
+                // it writes when it starts the next cycle; the destination is `bytes` bytes
+                // of the receive buffer (checked at init), which no other process writes
+                // while this cycle runs, and which no reference reaches while the plan is
+                // borrowed by this cycle's request.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        core.local.base.cast::<u64>().add(slot).cast::<u8>(),
+                        (recv as *mut u8).add(st.recv_byte),
+                        st.bytes,
+                    )
+                };
+            }
+            false
         });
         Ok(if self.senders.is_empty() {
             Step::Done
@@ -378,9 +472,13 @@ impl<T: Pod> Alltoallv<T> {
         .collect();
         let win = Window::create(comm, recv)?;
         let signals = match variant {
-            AlltoallvVariant::Notify | AlltoallvVariant::Auto => {
-                Some(Signals::new(comm, recvcounts)?)
-            }
+            AlltoallvVariant::Notify | AlltoallvVariant::Auto => Some(Signals::new(
+                comm,
+                std::mem::size_of::<T>(),
+                sendcounts,
+                recvcounts,
+                rdispls,
+            )?),
             _ => None,
         };
         let mut plan = Alltoallv {
@@ -578,10 +676,16 @@ impl<T: Pod> Alltoallv<T> {
                 ))
             }
         };
-        let credit_at = signals.win.len() / 2 + me;
-        // This rank's receive buffer is free again: its senders may write cycle `cycle`.
+        let credit_at = me + self.comm.size();
+        // This rank's receive buffer is free again: its senders may write cycle `cycle`;
+        // those of other nodes, whose blocks are staged, the slot of cycle `cycle - 1`
+        // (consumed by its request).
         for &s in &signals.senders {
-            signals.write(s, credit_at, cycle)?;
+            if signals.staged_from[s].is_none() {
+                signals.write(s, credit_at, cycle)?;
+            } else if cycle > 1 {
+                signals.write(s, credit_at, cycle - 1)?;
+            }
         }
         let send = self.send.as_slice();
         let mut waiting: Vec<&Put> = self.puts.iter().collect();
@@ -590,7 +694,9 @@ impl<T: Pod> Alltoallv<T> {
             let mut i = 0;
             while i < waiting.len() {
                 let put = waiting[i];
-                if put.target != me && signals.credit(put.target) < cycle {
+                if put.target != me
+                    && signals.credit(put.target) < signals.credit_needed(put.target, cycle)
+                {
                     i += 1;
                     continue;
                 }
@@ -612,13 +718,26 @@ impl<T: Pod> Alltoallv<T> {
                     };
                     continue;
                 }
-                win.put(block, put.target, put.disp)?;
                 let t = put.target;
-                // The flag follows the block: across nodes in the provider's order of RMA
-                // writes, else once a flush put the block in place (on this node a copy, a
-                // system call, or the target's ring served; the flag is a release store).
-                if !(signals.across[t] && signals.ordered_net) {
-                    win.flush(t)?;
+                match signals.stage_to[t] {
+                    Some(at) => {
+                        let words = slot_words(std::mem::size_of_val(block));
+                        let slot = at + (cycle % 2) as usize * words;
+                        signals.win.raw.put(bytemuck::cast_slice(block), t, slot)?;
+                        if !signals.ordered_net {
+                            signals.win.flush(t)?;
+                        }
+                    }
+                    None => {
+                        win.put(block, put.target, put.disp)?;
+                        // The flag follows the block: across nodes in the provider's order
+                        // of RMA writes, else once a flush put the block in place (on this
+                        // node a copy, a system call, or the target's ring served; the flag
+                        // is a release store).
+                        if !(signals.across[t] && signals.ordered_net) {
+                            win.flush(t)?;
+                        }
+                    }
                 }
                 signals.write(t, me, cycle)?;
             }
@@ -626,9 +745,9 @@ impl<T: Pod> Alltoallv<T> {
                 // No credit yet: wait for one (the peers' starts), watching for exits.
                 let core = &*signals.win.core;
                 let ready = || {
-                    waiting
-                        .iter()
-                        .any(|put| signals.credit(put.target) >= cycle)
+                    waiting.iter().any(|put| {
+                        signals.credit(put.target) >= signals.credit_needed(put.target, cycle)
+                    })
                 };
                 core.engine.wait_until(core, ready, None, || {
                     format!(
@@ -641,6 +760,8 @@ impl<T: Pod> Alltoallv<T> {
         let arrivals = Arrivals {
             senders: signals.senders.clone(),
             cycle,
+            staged_from: signals.staged_from.clone(),
+            recv: win.base() as usize,
         };
         let core = &*signals.win.core;
         let ticket = core.engine.start(core, arrivals)?;
