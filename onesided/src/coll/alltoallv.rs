@@ -231,8 +231,8 @@ pub struct Alltoallv<T: Pod> {
 }
 
 /// The signal words of an [`AlltoallvVariant::Notify`] plan: a window of `2p` words at
-/// every rank, `arrived` at `[0, p)` and `credit` at `[p, 2p)`, then the staging slots of
-/// the blocks from other nodes (module docs).
+/// every rank, rank `s`'s `arrived` at `2s` and `credit` at `2s + 1` (adjacent: one write
+/// carries both), then the staging slots of the blocks from other nodes (module docs).
 #[derive(Debug)]
 struct Signals {
     win: Window<u64>,
@@ -282,7 +282,7 @@ impl Signals {
     fn credit(&self, from: usize) -> u64 {
         // Relaxed: a credit carries no data; it only says the target read its buffer,
         // which the puts that follow it cannot overtake (they are issued after this load).
-        signal_word(&self.win.core, self.across.len() + from).load(Ordering::Relaxed)
+        signal_word(&self.win.core, 2 * from + 1).load(Ordering::Relaxed)
     }
 
     /// Writes `value` into signal word `i` of `target`: an RMA write across nodes (one
@@ -385,7 +385,7 @@ impl SyncOp<WinCore> for Arrivals {
             // Acquire: pairs with the sender's release store (on the node), or follows its
             // block in placement order (across nodes): the block is in place once this
             // reads the cycle.
-            if signal_word(core, s).load(Ordering::Acquire) < cycle {
+            if signal_word(core, 2 * s).load(Ordering::Acquire) < cycle {
                 return true;
             }
             if let Some(st) = staged[s] {
@@ -676,15 +676,15 @@ impl<T: Pod> Alltoallv<T> {
                 ))
             }
         };
-        let credit_at = me + self.comm.size();
         // This rank's receive buffer is free again: its senders may write cycle `cycle`;
         // those of other nodes, whose blocks are staged, the slot of cycle `cycle - 1`
-        // (consumed by its request).
+        // (consumed by its request) — written with this rank's flag of this cycle where it
+        // sends them a block too, which they wait for before their next cycle.
         for &s in &signals.senders {
             if signals.staged_from[s].is_none() {
-                signals.write(s, credit_at, cycle)?;
-            } else if cycle > 1 {
-                signals.write(s, credit_at, cycle - 1)?;
+                signals.write(s, 2 * me + 1, cycle)?;
+            } else if cycle > 1 && signals.stage_to[s].is_none() {
+                signals.write(s, 2 * me + 1, cycle - 1)?;
             }
         }
         let send = self.send.as_slice();
@@ -727,6 +727,15 @@ impl<T: Pod> Alltoallv<T> {
                         if !signals.ordered_net {
                             signals.win.flush(t)?;
                         }
+                        // The flag and, if `t` sends here too, the credit of its slot of
+                        // the last cycle: one write of the two adjacent words.
+                        let credit = if signals.staged_from[t].is_some() {
+                            cycle - 1
+                        } else {
+                            0
+                        };
+                        signals.win.put(&[cycle, credit], t, 2 * me)?;
+                        continue;
                     }
                     None => {
                         win.put(block, put.target, put.disp)?;
@@ -739,7 +748,7 @@ impl<T: Pod> Alltoallv<T> {
                         }
                     }
                 }
-                signals.write(t, me, cycle)?;
+                signals.write(t, 2 * me, cycle)?;
             }
             if waiting.len() == before {
                 // No credit yet: wait for one (the peers' starts), watching for exits.
