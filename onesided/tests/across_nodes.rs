@@ -747,3 +747,122 @@ fn a_release_across_nodes_reaches_every_window_of_the_handle() {
         })
         .assert_success();
 }
+
+/// Notified alltoallv plans stage the blocks from the other node (two slots per sender,
+/// credits two cycles ahead): 4 ranks on 2 nodes, 16-bit elements in odd counts (blocks
+/// that are not whole words), a pair that sends nothing one way, gaps between the blocks
+/// of the receive buffer that must stay untouched, and a rank that is late every few
+/// cycles so that its peers run ahead into the next slot. Every cycle's data is checked.
+/// Then a plan that sends one way only, where nothing but the receiver's credits holds the
+/// sender back (fails when a sender ignores them: checked).
+#[test]
+fn notified_alltoallv_stages_odd_blocks_from_the_other_node() {
+    use onesided::{Alltoallv, AlltoallvVariant, NodeSplit};
+    testing::job(4)
+        .nodes(2)
+        .timeout(std::time::Duration::from_secs(120))
+        .run(|u| {
+            let w = u.world();
+            let (me, n) = (w.rank(), w.size());
+            // Elements from `s` to `r`; rank 1 sends nothing to rank 2.
+            let count = |s: usize, r: usize| {
+                if (s, r) == (1, 2) {
+                    0
+                } else {
+                    (s * 7 + r * 3) % 5 * 2 + 1
+                }
+            };
+            const GAP: u16 = 0xdead;
+            let sendcounts: Vec<usize> = (0..n).map(|r| count(me, r)).collect();
+            let recvcounts: Vec<usize> = (0..n).map(|s| count(s, me)).collect();
+            let displs = |counts: &[usize]| {
+                let mut at = 0;
+                counts
+                    .iter()
+                    .map(|&c| {
+                        let d = at;
+                        at += c + 3; // a gap of 3 elements after each block
+                        d
+                    })
+                    .collect::<Vec<usize>>()
+            };
+            let (sdispls, rdispls) = (displs(&sendcounts), displs(&recvcounts));
+            let send_len = sdispls[n - 1] + sendcounts[n - 1];
+            let recv_len = rdispls[n - 1] + recvcounts[n - 1] + 3;
+            let stamp = |cycle: u64, s: usize, r: usize, k: usize| {
+                (cycle as usize * 1000 + s * 100 + r * 10 + k) as u16
+            };
+            for variant in [AlltoallvVariant::Notify, AlltoallvVariant::Auto] {
+                let mut plan = Alltoallv::new(
+                    w,
+                    variant,
+                    NodeSplit::Hosts,
+                    vec![0u16; send_len],
+                    &sendcounts,
+                    &sdispls,
+                    vec![GAP; recv_len],
+                    &recvcounts,
+                    &rdispls,
+                )?;
+                for cycle in 1..=60u64 {
+                    let send = plan.send_mut()?;
+                    for r in 0..n {
+                        for k in 0..sendcounts[r] {
+                            send[sdispls[r] + k] = stamp(cycle, me, r, k);
+                        }
+                    }
+                    if me == 3 && cycle % 7 == 0 {
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
+                    plan.start()?.wait()?;
+                    let got = plan.recv()?;
+                    for s in 0..n {
+                        for k in 0..recvcounts[s] {
+                            assert_eq!(
+                                got[rdispls[s] + k],
+                                stamp(cycle, s, me, k),
+                                "{variant:?} cycle {cycle}: element {k} from rank {s} at {me}"
+                            );
+                        }
+                        for g in 0..3 {
+                            assert_eq!(got[rdispls[s] + recvcounts[s] + g], GAP, "gap after {s}");
+                        }
+                    }
+                }
+                plan.free()?;
+            }
+            // One way only, rank 0 to rank 2 (the other node): rank 0 waits for nobody, so
+            // only rank 2's credits keep it from overwriting a slot rank 2 has not read.
+            let one_way = |s: usize, r: usize| if (s, r) == (0, 2) { 64 } else { 0 };
+            let sendcounts: Vec<usize> = (0..n).map(|r| one_way(me, r)).collect();
+            let recvcounts: Vec<usize> = (0..n).map(|s| one_way(s, me)).collect();
+            let mut plan = Alltoallv::new(
+                w,
+                AlltoallvVariant::Notify,
+                NodeSplit::Hosts,
+                vec![0u16; 64],
+                &sendcounts,
+                &vec![0; n],
+                vec![GAP; 64],
+                &recvcounts,
+                &vec![0; n],
+            )?;
+            for cycle in 1..=40u64 {
+                plan.send_mut()?.fill(cycle as u16);
+                if me == 2 && cycle % 3 == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(2));
+                }
+                plan.start()?.wait()?;
+                if me == 2 {
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                    assert!(
+                        plan.recv()?.iter().all(|&v| v == cycle as u16),
+                        "cycle {cycle}: rank 0 wrote a slot rank 2 had not read"
+                    );
+                }
+            }
+            plan.free()?;
+            Ok(())
+        })
+        .assert_success();
+}
