@@ -116,7 +116,7 @@ impl WinCore {
     pub(crate) fn posting<R>(&self, flags: Flags, post: impl FnOnce() -> R) -> R {
         #[cfg(feature = "ofi")]
         if flags.thread_scope() && self.net.is_some() {
-            return crate::transport::ofi::track_own(true, post);
+            return crate::transport::ofi::track_own(post);
         }
         let _ = flags;
         post()

@@ -307,7 +307,8 @@ struct OpContext {
     /// The owner of the origin bytes of a shared-buffer write ([`Nic::write_shared`]),
     /// held until the operation completes.
     _shared: Option<Arc<dyn Send + Sync>>,
-    /// The thread that posted it (`progress::thread_tag`).
+    /// The thread it counts for: the poster (`attention::thread_tag`), or the issuer a
+    /// [`post_for`] names.
     thread: u64,
     /// Posted under [`track_own`]: it makes a queue entry, which marks `ctx` done, and the
     /// context is freed only once it did (the counters may count the operation before
@@ -336,13 +337,12 @@ fn posting_as<R>(state: (u64, bool), post: impl FnOnce() -> R) -> R {
     post()
 }
 
-/// Runs `post`; when `own`, every operation it posts makes its own queue entry, so that
-/// the calling thread's flush of thread scope ([`Nic::flush_own`]) waits for its own
-/// operations only, not for every thread's (seed 000 §2.1). The endpoint's counters count
-/// them as any other.
-pub(crate) fn track_own<R>(own: bool, post: impl FnOnce() -> R) -> R {
+/// Runs `post`; every operation it posts makes its own queue entry, so that the calling
+/// thread's flush of thread scope ([`Nic::flush_own`]) waits for its own operations only,
+/// not for every thread's (seed 000 §2.1). The endpoint's counters count them as any other.
+pub(crate) fn track_own<R>(post: impl FnOnce() -> R) -> R {
     // Inside a `post_for`: the operations stay the issuer's.
-    if !own || OWN_POSTS.with(std::cell::Cell::get).0 != 0 {
+    if OWN_POSTS.with(std::cell::Cell::get).0 != 0 {
         return post();
     }
     posting_as((crate::attention::thread_tag(), true), post)
