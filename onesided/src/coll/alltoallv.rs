@@ -37,11 +37,15 @@
 //!   Blocks from another node are *staged*: they land in two slots per sender in the
 //!   receiver's signal window, cycle `k` in slot `k % 2`, and the receiver's request copies
 //!   each into the receive buffer when its flag arrives. A sender then needs the slot's
-//!   cycle `k - 2` consumed, which its receiver tells with the credit it writes when it
-//!   starts cycle `k - 1` — before its own blocks of that cycle, which the sender waited for
-//!   to finish it, so across nodes no cycle waits for a credit: it is one message per pair
-//!   and a copy, where the credit in front of it cost a network latency per cycle. The
-//!   staging slots take as much memory again as the blocks from other nodes.
+//!   cycle `k - 2` consumed, which its receiver tells with the flag of its own block of
+//!   cycle `k - 1` (flag and credit are adjacent words: one write), and the sender waited
+//!   for that block to finish cycle `k - 1`. So across nodes no cycle waits for a credit:
+//!   it is one block and one 16-byte write per pair and a copy at the receiver, where the
+//!   credit in front of the block cost a network latency per cycle. The staging slots take
+//!   as much memory again as the blocks from other nodes. The staged blocks are written
+//!   from the send buffer (no copy, no wait for delivery); each write holds a token of the
+//!   plan until its completion entry is read, and the cycle's request completes only once
+//!   none does — the caller owns the send buffer again when the request is done.
 //! - [`AlltoallvVariant::Auto`] (the paper's future work): the first cycles alternate between
 //!   the notified plan and the two-sided exchange of the communicator (one warm-up and
 //!   [`AUTO_PROBES`] timed cycles each); each kind's fastest cycle at the slowest rank
@@ -214,6 +218,9 @@ pub struct Alltoallv<T: Pod> {
     comm: Comm,
     variant: AlltoallvVariant,
     send: WinBuffer<T>,
+    /// Held by every network write posted from the send buffer (a staged block) until it
+    /// is complete, beside this one: the buffer may change only while this is the only one.
+    send_writes: std::sync::Arc<()>,
     /// The window over the receive buffer (taken by `free`).
     win: Option<Window<T>>,
     /// Puts in issue order (zero-length blocks left out).
@@ -371,6 +378,9 @@ struct Arrivals {
     staged_from: std::sync::Arc<[Option<Staged>]>,
     /// The receive buffer's first byte (the plan's window memory).
     recv: usize,
+    /// The plan's [`Alltoallv::send_writes`]: the request completes only once no staged
+    /// block's write holds it (the caller may change the send buffer then).
+    send_writes: std::sync::Weak<()>,
 }
 
 impl SyncOp<WinCore> for Arrivals {
@@ -407,11 +417,32 @@ impl SyncOp<WinCore> for Arrivals {
             }
             false
         });
-        Ok(if self.senders.is_empty() {
-            Step::Done
-        } else {
-            Step::Blocked
-        })
+        if self.senders.is_empty() && self.send_writes.strong_count() > 1 {
+            // Let go of the writes that completed (their queue entries were read).
+            #[cfg(feature = "ofi")]
+            crate::transport::net::reap_own()?;
+        }
+        Ok(
+            if self.senders.is_empty() && self.send_writes.strong_count() <= 1 {
+                Step::Done
+            } else {
+                Step::Blocked
+            },
+        )
+    }
+}
+
+impl<T: Pod> Drop for Alltoallv<T> {
+    /// A plan dropped while network writes from its send buffer are in flight (its cycle's
+    /// request was not completed, nor the plan freed) leaks the buffer: the provider may
+    /// still read it.
+    fn drop(&mut self) {
+        if std::sync::Arc::strong_count(&self.send_writes) > 1 {
+            std::mem::forget(std::mem::replace(
+                &mut self.send,
+                WinBuffer::Vec(Vec::new()),
+            ));
+        }
     }
 }
 
@@ -485,6 +516,7 @@ impl<T: Pod> Alltoallv<T> {
             comm: comm.clone(),
             variant,
             send,
+            send_writes: std::sync::Arc::new(()),
             win: Some(win),
             puts,
             send_side: Side {
@@ -723,7 +755,25 @@ impl<T: Pod> Alltoallv<T> {
                     Some(at) => {
                         let words = slot_words(std::mem::size_of_val(block));
                         let slot = at + (cycle % 2) as usize * words;
-                        signals.win.raw.put(bytemuck::cast_slice(block), t, slot)?;
+                        let bytes: &[u8] = bytemuck::cast_slice(block);
+                        // From the send buffer, no copy and no wait for its delivery: the
+                        // write holds `send_writes` until it is complete (its own queue
+                        // entry tells), and the cycle's request completes only then.
+                        #[cfg(feature = "ofi")]
+                        {
+                            let owner: std::sync::Arc<dyn Send + Sync> = self.send_writes.clone();
+                            crate::transport::ofi::track_own(|| {
+                                signals.win.core.put_shared_bytes(
+                                    bytes,
+                                    owner,
+                                    t,
+                                    slot,
+                                    &signals.win.raw.flags,
+                                )
+                            })?;
+                        }
+                        #[cfg(not(feature = "ofi"))]
+                        signals.win.raw.put(bytes, t, slot)?;
                         if !signals.ordered_net {
                             signals.win.flush(t)?;
                         }
@@ -771,6 +821,7 @@ impl<T: Pod> Alltoallv<T> {
             cycle,
             staged_from: signals.staged_from.clone(),
             recv: win.base() as usize,
+            send_writes: std::sync::Arc::downgrade(&self.send_writes),
         };
         let core = &*signals.win.core;
         let ticket = core.engine.start(core, arrivals)?;

@@ -152,6 +152,12 @@ pub(crate) unsafe fn post_write_shared(
     unsafe { endpoint()?.nic.write_shared(src, to, owner) }
 }
 
+/// Lets go of what completed operations posted under
+/// [`ofi::track_own`](crate::transport::ofi::track_own) hold ([`Nic::reap_own`]).
+pub(crate) fn reap_own() -> Result<()> {
+    endpoint()?.nic.reap_own()
+}
+
 /// Completes the network operations the calling thread posted under
 /// [`ofi::track_own`](crate::transport::ofi::track_own) (a flush of thread scope).
 pub(crate) fn complete_own() -> Result<()> {

@@ -1834,6 +1834,34 @@ impl Nic {
         Ok(())
     }
 
+    /// Frees the contexts of operations posted under [`track_own`] whose queue entries were
+    /// read (reading what is there first), without waiting for anything: what they hold
+    /// (a shared write's owner) is let go. Failed ones stay, for a flush to report, but
+    /// let go of their owners too.
+    pub(crate) fn reap_own(&self) -> Result<()> {
+        self.progress()?;
+        let mut freed = 0;
+        self.contexts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .retain_mut(|op| {
+                // Acquire: pairs with `mark`'s Release: `failed` is read after it.
+                if !(op.own && op.ctx.done.load(Ordering::Acquire)) {
+                    return true;
+                }
+                if op.ctx.failed.load(Ordering::Relaxed) {
+                    // Done with the origin bytes all the same.
+                    op._shared = None;
+                    return true;
+                }
+                freed += op.kept.len();
+                false
+            });
+        // Relaxed: see held_bytes.
+        self.held.fetch_sub(freed, Ordering::Relaxed);
+        Ok(())
+    }
+
     /// Completes the operations the calling thread posted under [`track_own`], at their
     /// targets, without waiting for other threads' (a flush of thread scope). Should the
     /// thread have others of its own in flight (posted without it), a [`Nic::flush`]
