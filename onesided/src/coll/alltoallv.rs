@@ -402,8 +402,9 @@ impl SyncOp<WinCore> for Arrivals {
                 let slot = st.at + (cycle % 2) as usize * st.slot_words;
                 // SAFETY: the slot is `slot_words` words of this rank's signal memory (laid
                 // out at init: `at + 2 * slot_words` words fit), written by sender `s` only,
-                // and only for cycle `cycle + 2` after this rank's credit of `cycle`, which
-                // it writes when it starts the next cycle; the destination is `bytes` bytes
+                // and for cycle `cycle + 2` only after this rank's credit of `cycle`, which
+                // it writes after this copy (in its next cycle: with its flag to `s`, or at
+                // its start when it sends `s` nothing); the destination is `bytes` bytes
                 // of the receive buffer (checked at init), which no other process writes
                 // while this cycle runs, and which no reference reaches while the plan is
                 // borrowed by this cycle's request.
