@@ -270,9 +270,9 @@ struct HandleRegion {
     located: Located,
     /// The owner's region-table number the location was validated at.
     seq: AtomicU64,
-    /// The owner is on another node: this process's count of releases it was told of
-    /// (see the module docs) stands in for the owner's table number, and `releases` is
-    /// its value when the location was last validated.
+    /// Set when the owner is on another node: this process's count of releases it was
+    /// told of (see the module docs) when the location was last validated, which stands in
+    /// for the owner's table number.
     #[cfg(feature = "ofi")]
     told: Option<AtomicU64>,
 }
