@@ -181,7 +181,7 @@ fn misaligned_accumulates_across_nodes_lose_nothing() {
 
 /// Operations left in flight on the network: 4 ranks, 2 per virtual node. Puts and
 /// accumulates to the other node return before they are complete there (short data is
-/// copied, long data waited for); every completion point — flush, unlock, unlock_all,
+/// copied, long data sent from the caller's buffer); every completion point — flush, unlock, unlock_all,
 /// fence — must complete them first. Rank 0 puts 20 000 distinct values into rank 2 and
 /// then long puts (past the copy limit) and strided puts, with more copied bytes in flight
 /// than the endpoint may hold (a flush on the way); every rank adds 3 000 times into rank

@@ -15,7 +15,9 @@ use crate::transport::ofi::{AtomicTable, Nic, Remote, PROVIDER_ENV};
 
 /// Writes up to this many bytes are posted with a copy of their data and complete at the
 /// next completion point (the call returns at once); longer ones are posted from the
-/// caller's buffer and waited for (a copy would cost as much as the transfer).
+/// caller's buffer and the call returns once the provider is done with it
+/// ([`Nic::write_sent`]): a copy cost as much as the transfer (a stream of 1 MiB puts
+/// copied in 256 KiB pieces ran at 0.34–0.42× the raw bandwidth).
 pub(crate) const COPY_MAX: usize = 64 << 10;
 
 /// Copied origin bytes the endpoint may hold in operations not yet seen complete; beyond
@@ -118,7 +120,8 @@ impl Endpoint {
 
 /// Writes `pieces` — (offset in `src`, offset from `to`, length) — of `src` to `to`,
 /// issued: complete at the target at the caller's next completion point (a flush of the
-/// endpoint), `src` free at once. Short writes go out with a copy; long ones are waited for.
+/// endpoint), `src` free at once. Short writes go out with a copy; long ones from `src`,
+/// the call returning once the provider is done with it.
 pub(crate) fn post_write(src: &[u8], pieces: &[(usize, usize, usize)], to: Remote) -> Result<()> {
     let nic = &endpoint()?.nic;
     let total: usize = pieces.iter().map(|p| p.2).sum();
@@ -128,7 +131,7 @@ pub(crate) fn post_write(src: &[u8], pieces: &[(usize, usize, usize)], to: Remot
                 addr: to.addr + t as u64,
                 ..to
             };
-            nic.write_waited(&src[o..o + len], here)?;
+            nic.write_sent(&src[o..o + len], here)?;
         }
         return Ok(());
     }
