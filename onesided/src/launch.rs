@@ -189,8 +189,10 @@ pub struct RankOutput {
     pub stderr: Vec<u8>,
 }
 
-/// The outcome of a job.
+/// The outcome of a job. Must be looked at: a test that drops it unread passes whatever
+/// its ranks did.
 #[derive(Debug, Clone)]
+#[must_use = "a job report unread hides failed ranks (call assert_success)"]
 pub struct JobReport {
     /// The random job id.
     pub job_id: String,

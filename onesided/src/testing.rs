@@ -254,6 +254,17 @@ pub fn network_operations_in_flight() -> u64 {
     crate::transport::net::in_flight()
 }
 
+/// The bytes of the shared-memory segment that holds `win`'s control words on this node
+/// (for `allocate` windows also the memory of this node's ranks); `None` when they live in
+/// a block of the process-shared heap. Tests check that a node's segment of a window across
+/// nodes holds its own ranks' memory only.
+pub fn window_segment_bytes(win: &crate::RawWindow) -> Option<usize> {
+    match &win.core._segment {
+        crate::win::control::ControlMemory::Segment(s) => Some(s.len()),
+        crate::win::control::ControlMemory::Block(_) => None,
+    }
+}
+
 /// A unit test's guard against hanging: aborts the test process when it is still alive
 /// `secs` seconds after it was made (a hang then fails the test run instead of stalling
 /// it); dropping it disarms it. (The network tests use it: a lost answer hangs.)

@@ -114,6 +114,63 @@ fn allocate_across_two_virtual_nodes() {
 }
 
 /// allocate_shared over ranks of two nodes is an error at every rank (MPI_ERR_RMA_SHARED).
+/// A node's segment of an `allocate` window holds the memory of its own ranks only: 5 ranks
+/// on 2 nodes (3 + 2) with sizes that differ by rank (not multiples of a page), each
+/// segment no larger than its ranks' padded memory plus the control words, and every rank's
+/// memory where the others put into it — first and last element, from this node and the
+/// other — and untouched by its neighbours' puts.
+#[test]
+fn allocate_segments_hold_only_their_nodes_memory() {
+    testing::job(5)
+        .nodes(2)
+        .timeout(std::time::Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            let (me, n) = (w.rank(), w.size());
+            // Elements of rank r: (r + 1) MiB of u64 plus r * 13 elements.
+            let len = |r: usize| (r + 1) * (1 << 17) + r * 13;
+            let win = onesided::Window::<u64>::allocate(w, len(me))?;
+            let node_ranks: Vec<usize> = (0..n)
+                .filter(|&r| w.node_of(r).unwrap() == w.node_of(me).unwrap())
+                .collect();
+            let node_data: usize = node_ranks
+                .iter()
+                .map(|&r| (len(r) * 8).next_multiple_of(4096))
+                .sum();
+            let all_data: usize = (0..n).map(|r| (len(r) * 8).next_multiple_of(4096)).sum();
+            let seg = testing::window_segment_bytes(&win).expect("a segment of its own");
+            assert!(
+                seg >= node_data && seg < node_data + (1 << 20),
+                "node segment {seg} bytes for {node_data} bytes of its ranks ({all_data} in all)"
+            );
+            win.fence(Assert::NONE)?;
+            for t in (0..n).filter(|&t| t != me) {
+                let tag = (me as u64 + 1) << 32 | t as u64;
+                win.put(&[tag], t, me)?;
+                win.put(&[tag + 7], t, len(t) - 1 - me)?;
+            }
+            win.fence(Assert::NONE)?;
+            let mut mine = vec![0u64; len(me)];
+            win.local_read(0, &mut mine)?;
+            for o in (0..n).filter(|&o| o != me) {
+                let tag = (o as u64 + 1) << 32 | me as u64;
+                assert_eq!(mine[o], tag, "first elements from rank {o}");
+                assert_eq!(
+                    mine[len(me) - 1 - o],
+                    tag + 7,
+                    "last elements from rank {o}"
+                );
+            }
+            let written: usize = (0..n).filter(|&o| o != me).count() * 2;
+            let nonzero = mine.iter().filter(|&&v| v != 0).count();
+            assert_eq!(nonzero, written, "only the elements put are set");
+            win.fence(Assert::NOSUCCEED)?;
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}
+
 #[test]
 fn shared_windows_do_not_span_nodes() {
     testing::job(2)

@@ -1,7 +1,8 @@
 //! Windows whose ranks span nodes (feature `ofi`): `allocate`, `create` and dynamic.
 //!
-//! Each node's lowest rank creates the node's window segment (the whole layout, as on one
-//! node) and every rank of the node maps it: peers on the node keep loads, stores and CPU
+//! Each node's lowest rank creates the node's window segment (every rank's control block,
+//! as on one node; for `allocate`, the memory of the node's own ranks only) and every rank
+//! of the node maps it: peers on the node keep loads, stores and CPU
 //! atomics on it. Every rank registers the segment with this process's network endpoint
 //! (`transport::net`) and publishes its endpoint name, key and remote base; peers on other
 //! nodes then reach its memory with network RMA and atomics (`Route::Net`), and every
@@ -19,9 +20,9 @@
 //! memory handles carry it, and the peer watch of the window's waits is keyed by it.
 //!
 //! Not yet: request rings to another node (the network serves that memory), shared
-//! windows across nodes (an error: the ranks share no memory), and per-process address
-//! and registration costs that do not grow with the nodes (each node segment holds every
-//! rank's control block, and an `allocate` segment every rank's memory slot).
+//! windows across nodes (an error: the ranks share no memory), and control memory that
+//! does not grow with the job (each node segment holds every rank's control block, and each
+//! process an address and a key per rank).
 
 use std::sync::Arc;
 
@@ -31,7 +32,7 @@ use crate::shm::segment::Segment;
 use crate::transport::net;
 use crate::transport::ofi::{Registration, Remote};
 use crate::transport::Route;
-use crate::win::assemble::{placed, Placement};
+use crate::win::assemble::{padded, placed, Placement};
 use crate::win::control::{Control, ControlLayout, ControlMemory, WIN_MAGIC};
 use crate::win::core::{LocalRegion, PeerMapping, TargetRegion, Targets, WinCore};
 use crate::win::info::WinHints;
@@ -222,6 +223,43 @@ fn assemble_across(
     core
 }
 
+/// Where each rank's memory lies in its own node's segment, from `placement` (the whole
+/// job's, as on one node): the ranks of a node one after the other, each at the padded
+/// stride or size the job's placement gives it, so that a node's segment holds its own
+/// ranks' memory only — a window of 1 GiB per rank over 64 nodes reserves 16 GiB on a node
+/// of 16 ranks, not 1 TiB. Returns the placement (offsets within the rank's node's
+/// segment) and the data bytes of `me`'s node.
+fn per_node(
+    placement: &Placement,
+    nodes: &[usize],
+    me: usize,
+    bytes: usize,
+    disp_unit: usize,
+) -> (Placement, usize) {
+    // The next free offset of each node.
+    let mut next: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    let table = (0..nodes.len())
+        .map(|r| {
+            let (_, b, du) = placed(placement, r, bytes, disp_unit);
+            // The rank's padded extent: the symmetric stride, or the distance to the next
+            // rank's offset in the job's table (the last one's is its padded size).
+            let extent = match placement {
+                Ok(stride) => *stride,
+                Err(table) => match table.get(r + 1) {
+                    Some(&(next_off, _, _)) => next_off - table[r].0,
+                    None => padded(b),
+                },
+            };
+            let at = next.entry(nodes[r]).or_default();
+            let entry = (*at, b, du);
+            // Saturating: no more than the job's sum, which was checked.
+            *at = at.saturating_add(extent);
+            entry
+        })
+        .collect();
+    (Err(table), next.get(&nodes[me]).copied().unwrap_or(0))
+}
+
 /// MPI_Win_allocate over ranks of several nodes.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn allocate(
@@ -235,8 +273,12 @@ pub(crate) fn allocate(
 ) -> Result<WinCore> {
     let (me, n) = (comm.rank(), comm.size());
     let gran = hints.accumulate_granularity as u64;
+    let nodes: Vec<usize> = (0..n).map(|r| comm.node_of(r)).collect::<Result<_>>()?;
+    let (placement, node_bytes) = per_node(&placement, &nodes, me, bytes, disp_unit);
+    // The same control words at the same offsets on every node; only the data differs.
+    let layout = ControlLayout::new(layout.n, layout.region_cap, node_bytes);
     let node = node_segment(comm, call, layout, &[gran], Ok(()))?;
-    let (areas, nodes) = (node.areas.clone(), node.nodes.clone());
+    let areas = node.areas.clone();
     let place = |r: usize| placed(&placement, r, bytes, disp_unit);
     let targets = |ctrl: &crate::win::control::Control| {
         Targets::Table(

@@ -103,6 +103,18 @@ fn make_rings(
     Some(unsafe { crate::transport::ring::Rings::new(base, stride, comm.size(), me, serve) })
 }
 
+/// Padding between ranks' memory in `allocate` windows: whole cache lines (pages for larger
+/// windows) so that ranks never share a line (or, for big windows, a page).
+pub(crate) fn padded(bytes: usize) -> usize {
+    const PAGE: usize = 4096;
+    const LINE: usize = 64;
+    if bytes >= PAGE {
+        bytes.next_multiple_of(PAGE)
+    } else {
+        bytes.next_multiple_of(LINE)
+    }
+}
+
 /// Where each rank's memory lies in an `allocate` window's data area: one stride for all
 /// (symmetric), or (offset, bytes, disp_unit) per rank.
 pub(crate) type Placement = std::result::Result<usize, Vec<(usize, usize, usize)>>;

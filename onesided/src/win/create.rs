@@ -13,24 +13,13 @@ use crate::memory;
 use crate::shm::heap::{CHUNK_BYTES, MAX_BLOCK};
 use crate::shm::segment::{segment_name, Segment};
 use crate::transport::Route;
-use crate::win::assemble::{assemble, placed, Placement};
+use crate::win::assemble::{assemble, padded, placed, Placement};
 use crate::win::control::{Control, ControlLayout, ControlMemory, WIN_MAGIC};
 use crate::win::core::{LocalRegion, PeerMapping, TargetRegion, Targets, WinCore};
 use crate::win::info::{keys, ShareInPlace, WinHints, WinInfo};
 use crate::win::Flavor;
 
 const PAGE: usize = 4096;
-const LINE: usize = 64;
-
-/// Padding between ranks' memory in `allocate` windows: whole cache lines (pages for larger
-/// windows) so that ranks never share a line (or, for big windows, a page).
-fn padded(bytes: usize) -> usize {
-    if bytes >= PAGE {
-        bytes.next_multiple_of(PAGE)
-    } else {
-        bytes.next_multiple_of(LINE)
-    }
-}
 
 fn check_disp_unit(disp_unit: usize) -> Result<()> {
     if disp_unit == 0 {
