@@ -47,15 +47,17 @@ fn windows_larger_than_dev_shm_are_typed_errors() {
         .timeout(Duration::from_secs(60))
         .run(|u| {
             let w = u.world();
-            // 2 × 32 MiB in a node segment: more than the 16 MiB there are (every node
-            // segment holds both ranks' memory, across nodes too).
+            // 32 MiB per rank of the node in its segment: more than the 16 MiB there are
+            // (a node's segment holds its own ranks' memory: both on one node, one each
+            // across two).
             match Window::<u8>::allocate(w, 32 << 20) {
                 Err(Error::SharedMemoryFull {
                     requested,
                     available,
                 }) => {
                     assert_eq!(w.node_rank(), 0, "a node's lowest rank creates its segment");
-                    assert!(requested >= 64 << 20 && available < (SHM_MIB as u64) << 20);
+                    let node_memory = w.node_size() * (32 << 20);
+                    assert!(requested >= node_memory && available < (SHM_MIB as u64) << 20);
                     let text = Error::SharedMemoryFull {
                         requested,
                         available,

@@ -226,7 +226,7 @@ impl crate::win::core::WinCore {
     pub(crate) fn region_seq(&self, target: usize) -> Result<u64> {
         #[cfg(feature = "ofi")]
         if let Some(net) = self.net_toward(target) {
-            return self.read_remote_word(net, target, &self.ctrl.rank(target).dyn_seq);
+            return self.read_remote_word(net, target, crate::win::resolve::DYN_SEQ);
         }
         // Acquire: as in resolve_dynamic.
         Ok(self.ctrl.rank(target).dyn_seq.load(Ordering::Acquire))

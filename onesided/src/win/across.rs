@@ -33,7 +33,7 @@ use crate::transport::net;
 use crate::transport::ofi::{Registration, Remote};
 use crate::transport::Route;
 use crate::win::assemble::{padded, placed, Placement};
-use crate::win::control::{Control, ControlLayout, ControlMemory, WIN_MAGIC};
+use crate::win::control::{BlockSlots, Control, ControlLayout, ControlMemory, WIN_MAGIC};
 use crate::win::core::{LocalRegion, PeerMapping, TargetRegion, Targets, WinCore};
 use crate::win::info::WinHints;
 use crate::win::netplane::{Near, NetPlane};
@@ -52,6 +52,11 @@ fn record(reg: &Registration, name: &[u8]) -> Vec<u8> {
 /// process's endpoint, and what every rank published about its own.
 struct NodeSegment {
     seg: Segment,
+    /// The layout of every node's segment: the blocks of the largest node's ranks, then
+    /// (`allocate`) this node's ranks' memory.
+    layout: ControlLayout,
+    /// Where each rank's control block lies in its node's segment.
+    blocks: BlockSlots,
     reg: Registration,
     /// Every rank's segment as the network reaches it (its first byte).
     areas: Vec<Remote>,
@@ -80,6 +85,9 @@ fn node_segment(
         .iter()
         .position(|&x| x == nodes[me])
         .expect("a rank is on its own node");
+    // Each node's segment holds its own ranks' control blocks only.
+    let (blocks, slots) = BlockSlots::by_node(&nodes, me);
+    let layout = layout.with_slots(slots, layout.total - layout.data_off);
     // 1. The node's leader creates the segment; every rank learns every leader's name.
     let (endpoint, mut endpoint_error) = match net::endpoint() {
         Ok(ep) => (Some(ep), None),
@@ -136,7 +144,7 @@ fn node_segment(
         }
         // SAFETY: the mapping is page aligned, at least layout.total bytes, zero-filled by
         // the kernel and laid out identically by every rank of the node.
-        let ctrl = unsafe { Control::new(seg.as_ptr(), layout) };
+        let ctrl = unsafe { Control::new(seg.as_ptr(), layout) }.with_slots(blocks.clone());
         // Published by the agreement below.
         ctrl.write_own_identity(me, (me == leader).then_some(WIN_MAGIC));
         // SAFETY: the segment stays mapped while the window lives (it owns both; the
@@ -172,6 +180,8 @@ fn node_segment(
         .collect::<Result<_>>()?;
     Ok(NodeSegment {
         seg,
+        layout,
+        blocks,
         reg,
         areas,
         nodes,
@@ -188,7 +198,6 @@ fn node_segment(
 fn assemble_across(
     comm: &Comm,
     flavor: Flavor,
-    layout: ControlLayout,
     node: NodeSegment,
     targets: impl FnOnce(&crate::win::control::Control) -> Targets,
     local: impl FnOnce(&crate::win::control::Control) -> LocalRegion,
@@ -196,6 +205,7 @@ fn assemble_across(
     peer_mappings: Vec<PeerMapping>,
     more: Option<Registration>,
 ) -> WinCore {
+    let layout = node.layout;
     let near = node.ep.nic.atomics_mix_with_cpu().then(|| {
         let me = comm.rank();
         let here = node.nodes.iter().map(|&n| n == node.nodes[me]).collect();
@@ -203,12 +213,19 @@ fn assemble_across(
         // with the plane and is unmapped only after it (WinCore drops `net` first).
         unsafe { Near::new(node.seg.as_ptr(), here) }
     });
-    let plane = NetPlane::new(Arc::clone(&node.ep.nic), layout, node.areas, near);
+    let plane = NetPlane::new(
+        Arc::clone(&node.ep.nic),
+        layout,
+        node.blocks.clone(),
+        node.areas,
+        near,
+    );
     let mut core = crate::win::assemble::assemble(
         comm,
         flavor,
         ControlMemory::Segment(node.seg),
         layout,
+        node.blocks,
         targets,
         local,
         hints,
@@ -278,6 +295,7 @@ pub(crate) fn allocate(
     // The same control words at the same offsets on every node; only the data differs.
     let layout = ControlLayout::new(layout.n, layout.region_cap, node_bytes);
     let node = node_segment(comm, call, layout, &[gran], Ok(()))?;
+    let layout = node.layout;
     let areas = node.areas.clone();
     let place = |r: usize| placed(&placement, r, bytes, disp_unit);
     let targets = |ctrl: &crate::win::control::Control| {
@@ -318,7 +336,6 @@ pub(crate) fn allocate(
     let mut core = assemble_across(
         comm,
         Flavor::Allocate,
-        layout,
         node,
         targets,
         local,
@@ -412,7 +429,6 @@ pub(crate) fn create(
     let mut core = assemble_across(
         comm,
         Flavor::Create,
-        layout,
         node,
         |_| Targets::Table(table),
         |_| local,
@@ -447,7 +463,6 @@ pub(crate) fn create_dynamic(
     Ok(assemble_across(
         comm,
         Flavor::Dynamic,
-        layout,
         node,
         |_| Targets::Dynamic,
         |_| local,

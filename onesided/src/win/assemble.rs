@@ -4,7 +4,7 @@
 
 use crate::bootstrap::Comm;
 use crate::shm::barrier::Barrier;
-use crate::win::control::{Control, ControlLayout, ControlMemory};
+use crate::win::control::{BlockSlots, Control, ControlLayout, ControlMemory};
 use crate::win::core::{LocalRegion, PeerMapping, Targets, WinCore};
 use crate::win::info::WinHints;
 use crate::win::Flavor;
@@ -15,6 +15,7 @@ pub(crate) fn assemble(
     flavor: Flavor,
     segment: ControlMemory,
     layout: ControlLayout,
+    blocks: BlockSlots,
     targets: impl FnOnce(&Control) -> Targets,
     local: impl FnOnce(&Control) -> LocalRegion,
     hints: WinHints,
@@ -22,7 +23,7 @@ pub(crate) fn assemble(
 ) -> WinCore {
     // SAFETY: `segment` was mapped and checked by map_node_segment or control_memory with
     // this layout; the WinCore keeps it alive as long as `ctrl`.
-    let ctrl = unsafe { Control::new(segment.as_ptr(), layout) };
+    let ctrl = unsafe { Control::new(segment.as_ptr(), layout) }.with_slots(blocks);
     // SAFETY: the barrier area lies inside the segment, 64-byte aligned, zero-initialised,
     // and is laid out identically at every rank.
     let barrier = unsafe { Barrier::new(ctrl.barrier_base(), layout.barrier, comm.rank()) };

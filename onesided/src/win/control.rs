@@ -148,6 +148,70 @@ pub(crate) struct ControlLayout {
     pub rings_off: Option<usize>,
     pub data_off: usize,
     pub total: usize,
+    /// Control blocks laid out: every rank's (`n`) on one node; across nodes, as many as the
+    /// largest node has ranks — each node's segment holds its own ranks' blocks only
+    /// ([`BlockSlots`]).
+    pub slots: usize,
+}
+
+/// Where each rank's control block lies in its node's segment. On one node block `r` is
+/// rank `r`'s; across nodes, where every node's ranks are consecutive (as `osrun --nodes`
+/// and block placement under `mpiexec` have them), each node's segment holds its own ranks'
+/// blocks only, in rank order (without this each node reserved `n` blocks of `n` post
+/// counters each: 550 MB per window at 8192 ranks). Other placements keep every rank's
+/// block in every node's segment.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct BlockSlots {
+    /// Each rank's slot in its own node's segment (`None`: its rank).
+    table: Option<std::sync::Arc<[u32]>>,
+    /// This node's ranks: `first..first + count` (`None`: all).
+    here: Option<(usize, usize)>,
+}
+
+impl BlockSlots {
+    /// Slots of ranks on the nodes `nodes` says (by rank), seen from rank `me`; and the
+    /// number of slots every node's segment lays out (the largest node's ranks; `n` where
+    /// a node's ranks are not consecutive).
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    pub(crate) fn by_node(nodes: &[usize], me: usize) -> (BlockSlots, usize) {
+        let n = nodes.len();
+        // A node's ranks are consecutive when no node comes back after another one.
+        let mut seen = std::collections::HashSet::new();
+        let consecutive = nodes
+            .iter()
+            .enumerate()
+            .all(|(r, node)| (r > 0 && nodes[r - 1] == *node) || seen.insert(*node));
+        if !consecutive {
+            return (BlockSlots::default(), n);
+        }
+        let first = nodes.iter().position(|x| *x == nodes[me]).unwrap_or(0);
+        let count = nodes.iter().filter(|x| **x == nodes[me]).count();
+        let mut start = 0;
+        let mut largest = 0;
+        let table: Vec<u32> = (0..n)
+            .map(|r| {
+                if r > 0 && nodes[r - 1] != nodes[r] {
+                    start = r;
+                }
+                largest = largest.max(r - start + 1);
+                (r - start) as u32
+            })
+            .collect();
+        let slots = BlockSlots {
+            table: Some(table.into()),
+            here: Some((first, count)),
+        };
+        (slots, largest)
+    }
+
+    /// The slot of `rank`'s block in its own node's segment.
+    #[inline]
+    pub(crate) fn of(&self, rank: usize) -> usize {
+        match &self.table {
+            None => rank,
+            Some(t) => t[rank] as usize,
+        }
+    }
 }
 
 impl ControlLayout {
@@ -175,6 +239,7 @@ impl ControlLayout {
         };
         let data_off = (blocks_off + n * block_stride).next_multiple_of(PAGE);
         ControlLayout {
+            slots: n,
             n,
             barrier,
             barrier_off,
@@ -191,17 +256,36 @@ impl ControlLayout {
         }
     }
 
-    /// Where control word `word` lies, from the start of the segment: the same place in
-    /// every rank's copy of the layout, so a network plane names a peer's word by the
-    /// peer's registration and this offset (`None`: not a word of the control blocks —
-    /// notification counters live in their own tables).
+    /// This layout with `slots` control blocks (see [`BlockSlots`]) and `data_bytes` of
+    /// window memory after them: the control words keep their offsets, the data starts
+    /// after the last slot.
     #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
-    pub(crate) fn offset_of(&self, word: CtrlWord) -> Option<usize> {
+    pub(crate) fn with_slots(self, slots: usize, data_bytes: usize) -> Self {
+        let data_off = (self.blocks_off + slots * self.block_stride).next_multiple_of(PAGE);
+        ControlLayout {
+            slots,
+            data_off,
+            total: data_off.saturating_add(data_bytes),
+            ..self
+        }
+    }
+
+    /// Where rank `rank`'s control block starts in its node's segment.
+    pub(crate) fn block_offset(&self, slots: &BlockSlots, rank: usize) -> usize {
+        assert!(rank < self.n, "control block of rank {rank} of {}", self.n);
+        let slot = slots.of(rank);
+        assert!(slot < self.slots, "slot {slot} of {}", self.slots);
+        self.blocks_off + slot * self.block_stride
+    }
+
+    /// Where control word `word` lies, from the start of its holder's segment (its blocks
+    /// placed as `slots` says): the same place in every copy of the layout, so a network
+    /// plane names a peer's word by the peer's registration and this offset (`None`: not a
+    /// word of the control blocks — notification counters live in their own tables).
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    pub(crate) fn offset_of(&self, word: CtrlWord, slots: &BlockSlots) -> Option<usize> {
         use std::mem::offset_of;
-        let block = |rank: usize| {
-            assert!(rank < self.n, "control block of rank {rank} of {}", self.n);
-            self.blocks_off + rank * self.block_stride
-        };
+        let block = |rank: usize| self.block_offset(slots, rank);
         let part = |part: LockPart| match part {
             LockPart::Word => offset_of!(LockLine, word),
             LockPart::Next => offset_of!(LockLine, next),
@@ -256,6 +340,13 @@ impl ControlLayout {
 pub(crate) struct Control {
     base: *mut u8,
     layout: ControlLayout,
+    /// The first rank whose block this segment holds (in slot 0), and how many follow:
+    /// rank `r`'s block is slot `r - first` (all ranks' on one node).
+    first: usize,
+    count: usize,
+    /// Where every rank's block lies in its own node's segment.
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    blocks: BlockSlots,
 }
 
 // SAFETY: `base` points into a shared mapping kept alive by the window that owns the
@@ -283,12 +374,22 @@ impl Control {
         self.write_identity(me, u64::from(std::process::id()), job_rank, magic);
     }
 
-    /// The byte offset of `word` (a reference into this segment) from the segment's
-    /// start: where a peer's copy of the same word lies in its segment (every rank lays
-    /// the segment out alike).
+    /// Where the field at `field` bytes into rank `rank`'s control block lies in the
+    /// segment of `rank`'s node (this one's or another's).
     #[cfg(feature = "ofi")]
-    pub(crate) fn offset_of_ref<T>(&self, word: &T) -> usize {
-        (word as *const T as usize) - (self.base as usize)
+    pub(crate) fn remote_offset(&self, rank: usize, field: usize) -> usize {
+        self.layout.block_offset(&self.blocks, rank) + field
+    }
+
+    /// This control with its blocks placed as `slots` says (windows across nodes).
+    pub(crate) fn with_slots(self, slots: BlockSlots) -> Self {
+        let (first, count) = slots.here.unwrap_or((0, self.layout.n));
+        Control {
+            first,
+            count,
+            blocks: slots,
+            ..self
+        }
     }
 
     /// # Safety
@@ -297,7 +398,13 @@ impl Control {
     /// control part is zero-initialised or initialised by a peer with the same layout.
     pub(crate) unsafe fn new(base: *mut u8, layout: ControlLayout) -> Self {
         debug_assert_eq!(base as usize % PAGE, 0);
-        Control { base, layout }
+        Control {
+            base,
+            layout,
+            first: 0,
+            count: layout.n,
+            blocks: BlockSlots::default(),
+        }
     }
 
     /// The layout.
@@ -312,21 +419,37 @@ impl Control {
         unsafe { &*self.base.cast::<WinHeader>() }
     }
 
-    /// Fixed control words of `rank`.
+    /// The slot of `rank`'s block in this segment; a rank of another node has none here
+    /// (its words are reached through the network plane).
+    #[inline]
+    fn slot(&self, rank: usize) -> usize {
+        let slot = rank.wrapping_sub(self.first);
+        if slot >= self.count {
+            self.not_here(rank);
+        }
+        slot
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn not_here(&self, rank: usize) -> ! {
+        match rank < self.layout.n {
+            true => panic!("the control block of rank {rank} is on another node"),
+            false => panic!("control block of rank {rank} of {}", self.layout.n),
+        }
+    }
+
+    /// Fixed control words of `rank` (a rank of this node).
     #[inline]
     pub(crate) fn rank(&self, rank: usize) -> &RankControl {
-        assert!(
-            rank < self.layout.n,
-            "control block of rank {rank} of {}",
-            self.layout.n
-        );
-        // SAFETY: block `rank` lies inside the mapping by construction of the layout, and is
-        // aligned to the cache-line alignment of RankControl (blocks_off and block_stride
-        // are multiples of it).
+        let slot = self.slot(rank);
+        // SAFETY: block `slot` lies inside the mapping by construction of the layout, and
+        // is aligned to the cache-line alignment of RankControl (blocks_off and
+        // block_stride are multiples of it).
         unsafe {
             &*self
                 .base
-                .add(self.layout.blocks_off + rank * self.layout.block_stride)
+                .add(self.layout.blocks_off + slot * self.layout.block_stride)
                 .cast::<RankControl>()
         }
     }
@@ -334,7 +457,8 @@ impl Control {
     /// Number of `post` calls by `from` that included `at` (cumulative), stored at `at`.
     #[inline]
     pub(crate) fn post_counter(&self, at: usize, from: usize) -> &AtomicU64 {
-        assert!(at < self.layout.n && from < self.layout.n);
+        assert!(from < self.layout.n);
+        let at = self.slot(at);
         // SAFETY: inside block `at` (posts_off + n*8 <= regions_off), 8-byte aligned.
         unsafe {
             &*self
@@ -352,7 +476,8 @@ impl Control {
     /// Accumulate lock stripe `stripe` of `rank` (0 = free, 1 = held).
     #[inline]
     pub(crate) fn stripe(&self, rank: usize, stripe: usize) -> &AtomicU64 {
-        assert!(rank < self.layout.n && stripe < ACC_STRIPES);
+        assert!(stripe < ACC_STRIPES);
+        let rank = self.slot(rank);
         // SAFETY: inside block `rank` (stripes_off + ACC_STRIPES*8 <= regions_off), 8-aligned.
         unsafe {
             &*self
@@ -370,7 +495,8 @@ impl Control {
     /// Entry `index` of `rank`'s dynamic-region table.
     #[inline]
     pub(crate) fn region(&self, rank: usize, index: usize) -> &RegionSlot {
-        assert!(rank < self.layout.n && index < self.layout.region_cap);
+        assert!(index < self.layout.region_cap);
+        let rank = self.slot(rank);
         // SAFETY: inside block `rank` (regions_off + cap * size_of::<RegionSlot>() <=
         // block_stride), 8-aligned.
         unsafe {
@@ -504,12 +630,76 @@ mod tests {
             }
             for word in words {
                 let mapped = ctrl.mapped(word) as *const AtomicU64 as usize;
-                let offset = layout.offset_of(word).unwrap();
+                let offset = layout.offset_of(word, &BlockSlots::default()).unwrap();
                 assert_eq!(mapped - base as usize, offset, "{word:?}");
                 assert!(offset + 8 <= layout.data_off, "{word:?}");
             }
-            assert_eq!(layout.offset_of(CtrlWord::Notify { at: 0, idx: 0 }), None);
+            let none = layout.offset_of(CtrlWord::Notify { at: 0, idx: 0 }, &BlockSlots::default());
+            assert_eq!(none, None);
         }
+    }
+
+    /// Across nodes each node's segment holds the blocks of its own ranks, in rank order:
+    /// a word of a rank of this node is where the mapped plane finds it, a word of a rank
+    /// of another node lies at the offset its own node's segment has it (the slot it has
+    /// there), and its block is not reachable here. Where a node's ranks are not
+    /// consecutive, every segment keeps every rank's block.
+    #[test]
+    fn node_segments_hold_their_own_ranks_blocks() {
+        for (nodes, slot, slots) in [
+            ([0usize, 0, 0, 1, 1], [0usize, 1, 2, 0, 1], 3),
+            ([0, 0, 1, 0, 1], [0, 1, 2, 3, 4], 5),
+        ] {
+            let (n, full) = (nodes.len(), ControlLayout::new(nodes.len(), 2, 4096));
+            let split = slots < n;
+            for me in [0, 4] {
+                let (blocks, got) = BlockSlots::by_node(&nodes, me);
+                assert_eq!(got, slots, "{nodes:?}");
+                let layout = full.with_slots(slots, 4096);
+                assert_eq!(layout.total, layout.data_off + 4096);
+                let mut mem = vec![0u64; layout.total.div_ceil(8) + PAGE / 8];
+                let base = (mem.as_mut_ptr() as usize).next_multiple_of(PAGE) as *mut u8;
+                // SAFETY: `mem` covers the page-aligned base plus `total` bytes and
+                // outlives `ctrl`.
+                let ctrl = unsafe { Control::new(base, layout) }.with_slots(blocks.clone());
+                for at in 0..n {
+                    let words = [
+                        CtrlWord::Completions { at },
+                        CtrlWord::Posts { at, from: 4 },
+                        CtrlWord::Lock {
+                            lock: LockAt::Local(at),
+                            part: LockPart::Serving,
+                        },
+                    ];
+                    for word in words {
+                        let offset = layout.offset_of(word, &blocks).unwrap();
+                        let first = full.offset_of(word, &BlockSlots::default()).unwrap();
+                        // The full layout puts rank `at` in block `at`; ours in its slot.
+                        assert_eq!(
+                            offset + at * layout.block_stride,
+                            first + slot[at] * layout.block_stride,
+                            "{word:?}"
+                        );
+                        assert!(offset + 8 <= layout.data_off);
+                        let mapped = std::panic::catch_unwind(|| {
+                            ctrl.mapped(word) as *const AtomicU64 as usize - base as usize
+                        });
+                        match nodes[at] == nodes[me] || !split {
+                            true => assert_eq!(mapped.ok(), Some(offset), "{word:?}"),
+                            false => assert!(mapped.is_err(), "{word:?} of another node"),
+                        }
+                    }
+                }
+            }
+        }
+        // What it saves: 8192 ranks on nodes of 16 (what is left is mostly the fence
+        // barrier's signals, a few per rank).
+        let nodes: Vec<usize> = (0..8192).map(|r| r / 16).collect();
+        let full = ControlLayout::new(nodes.len(), 0, 0);
+        let (_, slots) = BlockSlots::by_node(&nodes, 0);
+        let node = full.with_slots(slots, 0);
+        assert!(full.total > 500 << 20, "{} bytes", full.total);
+        assert!(node.total < 4 << 20, "{} bytes", node.total);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::shm::heap::{CHUNK_BYTES, MAX_BLOCK};
 use crate::shm::segment::{segment_name, Segment};
 use crate::transport::Route;
 use crate::win::assemble::{assemble, padded, placed, Placement};
-use crate::win::control::{Control, ControlLayout, ControlMemory, WIN_MAGIC};
+use crate::win::control::{BlockSlots, Control, ControlLayout, ControlMemory, WIN_MAGIC};
 use crate::win::core::{LocalRegion, PeerMapping, TargetRegion, Targets, WinCore};
 use crate::win::info::{keys, ShareInPlace, WinHints, WinInfo};
 use crate::win::Flavor;
@@ -374,6 +374,7 @@ pub(crate) fn allocate(
         flavor,
         segment,
         layout,
+        BlockSlots::default(),
         |ctrl| match placement {
             Ok(stride) => Targets::Symmetric {
                 base: ctrl.data_base(),
@@ -561,6 +562,7 @@ pub(crate) fn create(
         Flavor::Create,
         segment,
         layout,
+        BlockSlots::default(),
         |_| Targets::Table(table),
         |_| LocalRegion {
             base,
@@ -638,6 +640,7 @@ pub(crate) fn create_dynamic(comm: &Comm, info: &WinInfo) -> Result<WinCore> {
         Flavor::Dynamic,
         segment,
         layout,
+        BlockSlots::default(),
         |_| Targets::Dynamic,
         |_| LocalRegion {
             base: std::ptr::null_mut(),

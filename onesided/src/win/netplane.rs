@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Result};
 use crate::plane::{Answer, ControlPlane, CtrlWord, LockAt, PendingOp};
 use crate::transport::ofi::{NetOp, Nic, Registration, Remote, TrackedContext};
-use crate::win::control::ControlLayout;
+use crate::win::control::{BlockSlots, ControlLayout};
 
 /// Slots per registered chunk.
 const CHUNK: usize = 64;
@@ -140,6 +140,8 @@ impl crate::plane::MappedWords for NearWord<'_> {
 pub(crate) struct NetPlane {
     nic: Arc<Nic>,
     layout: ControlLayout,
+    /// Where each rank's block lies in its node's segment.
+    blocks: BlockSlots,
     /// Every rank's address and its control area's remote base and key.
     areas: Vec<Remote>,
     /// Where the provider's atomics mix with CPU atomics: the words held on this node,
@@ -173,6 +175,7 @@ impl NetPlane {
     pub(crate) fn new(
         nic: Arc<Nic>,
         layout: ControlLayout,
+        blocks: BlockSlots,
         areas: Vec<Remote>,
         near: Option<Near>,
     ) -> NetPlane {
@@ -183,6 +186,7 @@ impl NetPlane {
         NetPlane {
             nic,
             layout,
+            blocks,
             areas,
             near,
             slots: Mutex::new(Slots {
@@ -263,7 +267,7 @@ impl NetPlane {
             });
             return None;
         }
-        let offset = self.layout.offset_of(word)?;
+        let offset = self.layout.offset_of(word, &self.blocks)?;
         // SAFETY: `Near::new`'s contract: the node segment is mapped at `base` with the
         // plane's layout, so an offset of the layout is an aligned u64 of it, shared with
         // the node's processes (and the provider's software) only through atomics.
@@ -277,7 +281,7 @@ impl NetPlane {
         let holder = Self::holder(word);
         let offset = self
             .layout
-            .offset_of(word)
+            .offset_of(word, &self.blocks)
             .expect("every word but a notification counter has an offset");
         let area = self.areas[holder];
         Remote {
@@ -619,7 +623,13 @@ mod tests {
                         key: regs[q].key,
                     })
                     .collect();
-                NetPlane::new(Arc::clone(&nics[r]), layout, remotes, None)
+                NetPlane::new(
+                    Arc::clone(&nics[r]),
+                    layout,
+                    BlockSlots::default(),
+                    remotes,
+                    None,
+                )
             })
             .collect();
         let stop = AtomicBool::new(false);
@@ -709,7 +719,8 @@ mod tests {
         });
         let layout = ControlLayout::new(2, 0, 0);
         let at = |rank: usize, word| {
-            words[rank * layout.data_off / 8 + layout.offset_of(word).unwrap() / 8]
+            words[rank * layout.data_off / 8
+                + layout.offset_of(word, &BlockSlots::default()).unwrap() / 8]
         };
         for (rank, lock) in [(1, LockAt::Local(1)), (0, LockAt::Global)] {
             let word = |part| CtrlWord::Lock { lock, part };

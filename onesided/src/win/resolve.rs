@@ -52,6 +52,10 @@ fn out_of_bounds(
     }
 }
 
+/// Where a rank's region-table number lies in its control block.
+#[cfg(feature = "ofi")]
+pub(crate) const DYN_SEQ: usize = std::mem::offset_of!(crate::win::control::RankControl, dyn_seq);
+
 impl WinCore {
     /// Where `len` bytes at `disp` in `target`'s window are, after every check (rank,
     /// epoch, bounds or attachment). A zero-length access is checked for rank and epoch
@@ -368,7 +372,7 @@ impl WinCore {
         addr: usize,
         len: usize,
     ) -> Result<Located> {
-        let seq = self.read_remote_word(net, target, &self.ctrl.rank(target).dyn_seq)?;
+        let seq = self.read_remote_word(net, target, DYN_SEQ)?;
         let mut caches = self
             .dynamic
             .caches
@@ -400,17 +404,17 @@ impl WinCore {
         Ok(cache.attached(op, target, addr, len)?.locate(addr))
     }
 
-    /// Reads the u64 `word` of `target`'s control block (a reference into this process's
-    /// copy of the layout) from `target`'s own segment, through the network.
+    /// Reads the u64 at `field` bytes into `target`'s control block (`offset_of!` of a
+    /// word of `RankControl`) from `target`'s own segment, through the network.
     #[cfg(feature = "ofi")]
     pub(crate) fn read_remote_word(
         &self,
         net: &crate::win::netplane::NetPlane,
         target: usize,
-        word: &std::sync::atomic::AtomicU64,
+        field: usize,
     ) -> Result<u64> {
         let mut v = [0u8; 8];
-        net.read_area(target, self.ctrl.offset_of_ref(word), &mut v)?;
+        net.read_area(target, self.ctrl.remote_offset(target, field), &mut v)?;
         Ok(u64::from_le_bytes(v))
     }
 
@@ -422,21 +426,25 @@ impl WinCore {
         net: &crate::win::netplane::NetPlane,
         target: usize,
     ) -> Result<(u64, Vec<OwnedRegion>)> {
-        let ctl = self.ctrl.rank(target);
+        use crate::win::control::{Ident, RankControl};
+        use std::mem::offset_of;
         let cap = self.ctrl.layout().region_cap;
         const WORDS: usize = std::mem::size_of::<crate::win::control::RegionSlot>() / 8;
+        const REGION_COUNT: usize =
+            offset_of!(RankControl, ident) + offset_of!(Ident, region_count);
         let mut backoff = Backoff::new();
         loop {
-            let s1 = self.read_remote_word(net, target, &ctl.dyn_seq)?;
+            let s1 = self.read_remote_word(net, target, DYN_SEQ)?;
             if s1 & 1 == 0 {
-                let count = (self.read_remote_word(net, target, &ctl.ident.region_count)? as usize)
-                    .min(cap);
+                let count = (self.read_remote_word(net, target, REGION_COUNT)? as usize).min(cap);
                 let mut raw = vec![0u8; count * WORDS * 8];
                 if count > 0 {
-                    let first = self.ctrl.offset_of_ref(self.ctrl.region(target, 0));
+                    let first = self
+                        .ctrl
+                        .remote_offset(target, self.ctrl.layout().region_slots().start);
                     net.read_area(target, first, &mut raw)?;
                 }
-                if self.read_remote_word(net, target, &ctl.dyn_seq)? == s1 {
+                if self.read_remote_word(net, target, DYN_SEQ)? == s1 {
                     let word = |slot: &[u8], i: usize| {
                         u64::from_le_bytes(slot[8 * i..8 * i + 8].try_into().expect("8 bytes"))
                     };
