@@ -1,13 +1,14 @@
 //! Windows whose ranks span nodes (feature `ofi`): `allocate`, `create` and dynamic.
 //!
-//! Each node's lowest rank creates the node's window segment (every rank's control block,
-//! as on one node; for `allocate`, the memory of the node's own ranks only) and every rank
-//! of the node maps it: peers on the node keep loads, stores and CPU
-//! atomics on it. Every rank registers the segment with this process's network endpoint
-//! (`transport::net`) and publishes its endpoint name, key and remote base; peers on other
-//! nodes then reach its memory with network RMA and atomics (`Route::Net`), and every
-//! control word of the window through the network control plane ([`NetPlane`]): words at
-//! the same offsets in the holder's segment — changed with CPU atomics where the holder is
+//! Each node's lowest rank creates the node's window segment — the control blocks of the
+//! node's own ranks (every rank's where a node's ranks are not consecutive:
+//! `control::BlockSlots`) and, for `allocate`, their memory — and every rank of the node
+//! maps it: peers on the node keep loads, stores and CPU atomics on it. Every rank
+//! registers the segment with this process's network endpoint (`transport::net`) and
+//! publishes its endpoint name, key and remote base; peers on other nodes then reach its
+//! memory with network RMA and atomics (`Route::Net`), and every control word of the window
+//! through the network control plane ([`NetPlane`]): a word at the offset its holder's
+//! segment has it (the holder's slot there) — changed with CPU atomics where the holder is
 //! on this node and the provider's atomics mix with the CPU's. Accumulate lock
 //! stripes and parked lock memberships, which only one node sees, are not used: an
 //! accumulate that CPU atomics cannot do (a misaligned element, a coarser
@@ -21,7 +22,7 @@
 //!
 //! Not yet: request rings to another node (the network serves that memory), shared
 //! windows across nodes (an error: the ranks share no memory), and control memory that
-//! does not grow with the job (each node segment holds every rank's control block, and each
+//! does not grow with the job (a control block holds a post counter per rank, and each
 //! process an address and a key per rank).
 
 use std::sync::Arc;
