@@ -1,6 +1,7 @@
 //! Windows onesided does not serve go to the host MPI's own RMA, per window: a window whose
-//! communicator spans several nodes (this build has no network transport; a job of one
-//! node never forwards), and then every call on it. Such a window keeps the host's handle,
+//! communicator spans several nodes — unless this build has onesided's network transport
+//! (cargo feature `ofi`) and `ONESIDED_ACROSS_NODES=onesided` asks for it; a job of one
+//! node never forwards — and then every call on it. Such a window keeps the host's handle,
 //! whose bit pattern ours never take (`abi`), so each call knows from its window argument
 //! alone where it goes — the program sees exactly what the native MPI gives it, never an
 //! error it would not get. The host's functions are reached with `dlsym(RTLD_NEXT, …)`
@@ -70,8 +71,9 @@ pub(crate) unsafe fn win_ptr(win: *mut MPI_Win) -> bool {
     !win.is_null() && !abi::is_ours(unsafe { *win })
 }
 
-/// A window created over `comm` goes to the host: its processes are on several nodes.
-/// Every member decides alike (from the job's node map, no communication).
+/// A window created over `comm` goes to the host: its processes are on several nodes and
+/// this library does not serve such windows ([`serves_across_nodes`]). Every member decides
+/// alike (from the job's node map and the job's environment, no communication).
 ///
 /// # Safety
 /// None beyond MPI's contract for `comm`.
@@ -80,10 +82,27 @@ pub(crate) unsafe fn comm(comm: MPI_Comm) -> bool {
         return false;
     };
     let world = u.world();
-    if world.node_size() == world.size() {
+    if world.node_size() == world.size() || serves_across_nodes() {
         return false;
     }
     spans_nodes(world, comm).unwrap_or(false)
+}
+
+/// The variable that makes windows across nodes onesided's (`onesided`) in a build that can
+/// serve them.
+const ACROSS_NODES_ENV: &str = "ONESIDED_ACROSS_NODES";
+
+/// True when windows whose processes span nodes are onesided's: built with its network
+/// transport (feature `ofi`) and asked to (`ONESIDED_ACROSS_NODES=onesided`). Not by
+/// default: a C program's target waits inside MPICH's calls, which do not drive onesided's
+/// endpoint, so its progress thread serves every operation — where the program's ranks
+/// take every core, an operation waited milliseconds for that thread to be scheduled here,
+/// and 20–30 µs with a spinning one, against 15 µs for MPICH's own network path.
+fn serves_across_nodes() -> bool {
+    static SERVES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SERVES.get_or_init(|| {
+        cfg!(feature = "ofi") && std::env::var(ACROSS_NODES_ENV).is_ok_and(|v| v == "onesided")
+    })
 }
 
 /// Whether the members of host communicator `comm` are on more than one node of `world`.

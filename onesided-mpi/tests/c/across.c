@@ -1,0 +1,116 @@
+/* Windows across nodes are onesided's in a library built with its network transport when
+ * ONESIDED_ACROSS_NODES=onesided asks (2 ranks, run with ONESIDED_NODES=2: each rank on a
+ * virtual node of its own, the other one reached through libfabric): fence, lock, flush, put (short and 1 MiB), get, accumulate,
+ * fetch_and_op, compare_and_swap, requests, attributes, error classes, dynamic windows,
+ * and MPI_ERR_RMA_SHARED for a shared window over both nodes. forward.c is the same job
+ * without the variable (the host MPI's windows). */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "check.h"
+
+static int ours(MPI_Win w) { return ((unsigned)w & 0xfc000000u) == 0x60000000u; }
+
+#define LONG_ELEMS (1 << 17) /* 1 MiB of long: past the copy limit of a put */
+
+int main(int argc, char **argv) {
+  int rank;
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  int peer = 1 - rank;
+  CHECK(getenv("ONESIDED_NODES") != NULL, "run with ONESIDED_NODES=2");
+  CHECK(getenv("ONESIDED_ACROSS_NODES") != NULL, "run with ONESIDED_ACROSS_NODES=onesided");
+
+  long *base;
+  MPI_Win win;
+  MPI_Win_allocate((8 + LONG_ELEMS) * sizeof(long), sizeof(long), MPI_INFO_NULL,
+                   MPI_COMM_WORLD, &base, &win);
+  CHECK(ours(win), "a window across nodes is not onesided's (%#x)", win);
+  for (int i = 0; i < 8; i++) base[i] = 10 * rank + i;
+  MPI_Win_fence(0, win);
+  long v = 100 + rank, got = -1, one = 1;
+  MPI_Put(&v, 1, MPI_LONG, peer, 1, 1, MPI_LONG, win);
+  MPI_Get(&got, 1, MPI_LONG, peer, 2, 1, MPI_LONG, win);
+  MPI_Accumulate(&one, 1, MPI_LONG, 0, 3, 1, MPI_LONG, MPI_SUM, win);
+  MPI_Win_fence(0, win);
+  CHECK(base[1] == 100 + peer, "fence put: %ld", base[1]);
+  CHECK(got == 10 * peer + 2, "fence get: %ld", got);
+  if (rank == 0) CHECK(base[3] == 3 + 2, "accumulate: %ld", base[3]);
+
+  /* A long put from a buffer the program reuses right after the epoch. */
+  long *big = malloc(LONG_ELEMS * sizeof(long));
+  for (long i = 0; i < LONG_ELEMS; i++) big[i] = i * 3 + rank;
+  MPI_Win_lock(MPI_LOCK_EXCLUSIVE, peer, 0, win);
+  MPI_Put(big, LONG_ELEMS, MPI_LONG, peer, 8, LONG_ELEMS, MPI_LONG, win);
+  MPI_Win_unlock(peer, win);
+  for (long i = 0; i < LONG_ELEMS; i++) big[i] = -1;
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (long i = 0; i < LONG_ELEMS; i += 4099)
+    CHECK(base[8 + i] == i * 3 + peer, "long put element %ld: %ld", i, base[8 + i]);
+  CHECK(base[8 + LONG_ELEMS - 1] == (LONG_ELEMS - 1) * 3 + peer, "long put, last element");
+  free(big);
+
+  MPI_Win_lock(MPI_LOCK_SHARED, peer, 0, win);
+  MPI_Request r;
+  long w = 200 + rank;
+  MPI_Rput(&w, 1, MPI_LONG, peer, 4, 1, MPI_LONG, win, &r);
+  MPI_Wait(&r, MPI_STATUS_IGNORE);
+  long old = -1, swapped = -1, want = 10 * peer + 6, new_value = 600 + rank;
+  MPI_Fetch_and_op(&one, &old, MPI_LONG, peer, 5, MPI_SUM, win);
+  MPI_Compare_and_swap(&new_value, &want, &swapped, MPI_LONG, peer, 6, win);
+  MPI_Win_flush(peer, win);
+  CHECK(old == 10 * peer + 5, "fetch_and_op: %ld", old);
+  CHECK(swapped == 10 * peer + 6, "compare_and_swap: %ld", swapped);
+  MPI_Win_unlock(peer, win);
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(base[4] == 200 + peer, "rput: %ld", base[4]);
+  CHECK(base[5] == 10 * rank + 5 + 1, "fetch_and_op at the target: %ld", base[5]);
+  CHECK(base[6] == 600 + peer, "compare_and_swap at the target: %ld", base[6]);
+
+  MPI_Aint *size;
+  int flag = 0;
+  MPI_Win_get_attr(win, MPI_WIN_SIZE, &size, &flag);
+  CHECK(flag && *size == (8 + LONG_ELEMS) * (MPI_Aint)sizeof(long), "MPI_WIN_SIZE");
+  MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN);
+  int cls = 0, rc = MPI_Put(&v, 1, MPI_LONG, 7, 0, 1, MPI_LONG, win);
+  MPI_Error_class(rc, &cls);
+  CHECK(cls == MPI_ERR_RANK, "a put to rank 7: class %d", cls);
+
+  /* A shared window cannot span nodes. */
+  long *shared_base;
+  MPI_Win shared = MPI_WIN_NULL;
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  rc = MPI_Win_allocate_shared(sizeof(long), sizeof(long), MPI_INFO_NULL, MPI_COMM_WORLD,
+                               &shared_base, &shared);
+  MPI_Error_class(rc, &cls);
+  CHECK(rc != MPI_SUCCESS && cls == MPI_ERR_RMA_SHARED, "allocate_shared across nodes: %d",
+        cls);
+
+  /* Dynamic windows across nodes: attach, addresses, put, get. */
+  MPI_Win dyn;
+  MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &dyn);
+  CHECK(ours(dyn), "a dynamic window across nodes is not onesided's");
+  long *region = calloc(4, sizeof(long));
+  region[2] = 70 + rank;
+  MPI_Win_attach(dyn, region, 4 * sizeof(long));
+  MPI_Aint mine_addr, addrs[2];
+  MPI_Get_address(region, &mine_addr);
+  MPI_Allgather(&mine_addr, 1, MPI_AINT, addrs, 1, MPI_AINT, MPI_COMM_WORLD);
+  MPI_Win_lock_all(0, dyn);
+  MPI_Put(&v, 1, MPI_LONG, peer, addrs[peer] + sizeof(long), 1, MPI_LONG, dyn);
+  MPI_Get(&got, 1, MPI_LONG, peer, addrs[peer] + 2 * sizeof(long), 1, MPI_LONG, dyn);
+  MPI_Win_unlock_all(dyn);
+  MPI_Barrier(MPI_COMM_WORLD);
+  CHECK(region[1] == 100 + peer, "dynamic put: %ld", region[1]);
+  CHECK(got == 70 + peer, "dynamic get: %ld", got);
+  MPI_Win_detach(dyn, region);
+  MPI_Win_free(&dyn);
+  free(region);
+
+  MPI_Win_free(&win);
+  CHECK(win == MPI_WIN_NULL, "free");
+  if (rank == 0) printf("across: ok\n");
+  MPI_Finalize();
+  return 0;
+}
