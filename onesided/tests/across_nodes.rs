@@ -171,6 +171,85 @@ fn allocate_segments_hold_only_their_nodes_memory() {
         .assert_success();
 }
 
+/// With `mpi_win_order`, a put to the other node and the accumulate that flags it are in
+/// flight together (the put goes as the provider's atomic writes, which it keeps in order
+/// with its atomics), yet the flag never lands before the data: rank 0 puts blocks of 1 to
+/// 3000 bytes at odd offsets (byte and word paths, several atomics per block), every 25th
+/// through a layout (an RMA write, which the flag must then wait for), and raises rank 2's
+/// flag after each without a flush; rank 2 (the other node) waits for the flag, checks
+/// that the whole block holds this round's bytes and answers, before rank 0 goes on.
+#[test]
+fn ordered_puts_and_flags_across_nodes_land_in_order() {
+    use onesided::ElemType;
+    testing::job(4)
+        .nodes(2)
+        .timeout(std::time::Duration::from_secs(120))
+        .run(|u| {
+            let w = u.world();
+            const ROUNDS: u64 = 300;
+            const FLAG: usize = 0;
+            const ACK: usize = 8;
+            const DATA: usize = 64;
+            let base = onesided::Window::<u8>::builder(w)
+                .disp_unit(1)
+                .allocate(DATA + 3100)?;
+            let win = base.dup_with_info(&onesided::WinInfo::new().order(true))?;
+            let raw: &onesided::RawWindow = &win;
+            let len = |i: u64| (i * 37 % 3000 + 1) as usize;
+            let at = |i: u64| DATA + (i % 7) as usize;
+            let byte = |i: u64| (i % 251) as u8 + 1;
+            // The u64 at `disp` of `target`, read atomically.
+            let read = |target: usize, disp: usize| -> onesided::Result<u64> {
+                let mut v = [0u8; 8];
+                let zero = 0u64.to_le_bytes();
+                raw.fetch_and_op(&zero, &mut v, ElemType::U64, target, disp, Op::NoOp)?;
+                Ok(u64::from_le_bytes(v))
+            };
+            let raise = |target: usize, disp: usize| {
+                raw.accumulate(&1u64.to_le_bytes(), ElemType::U64, target, disp, Op::Sum)
+            };
+            win.lock_all(Assert::NONE)?;
+            if w.rank() == 0 {
+                for i in 1..=ROUNDS {
+                    let block = vec![byte(i); len(i)];
+                    if i % 25 == 0 {
+                        let pieces = onesided::Layout::<u8>::vector(len(i), 1, 1)?;
+                        let whole = onesided::Layout::contiguous(len(i))?;
+                        raw.put_layout(&block, &whole, 2, at(i), &pieces)?;
+                    } else {
+                        raw.put(&block, 2, at(i))?;
+                    }
+                    raise(2, FLAG)?;
+                    while read(0, ACK)? < i {
+                        std::thread::yield_now();
+                    }
+                }
+            } else if w.rank() == 2 {
+                for i in 1..=ROUNDS {
+                    while read(2, FLAG)? < i {
+                        std::thread::yield_now();
+                    }
+                    let mut got = vec![0u8; len(i)];
+                    win.local_read(at(i), &mut got)?;
+                    let stale = got.iter().position(|&b| b != byte(i));
+                    assert!(
+                        stale.is_none(),
+                        "round {i}: byte {stale:?} of {} is {} (data behind its flag)",
+                        len(i),
+                        got[stale.unwrap_or(0)]
+                    );
+                    raise(0, ACK)?;
+                }
+            }
+            win.unlock_all()?;
+            w.barrier()?;
+            win.free()?;
+            base.free()?;
+            Ok(())
+        })
+        .assert_success();
+}
+
 #[test]
 fn shared_windows_do_not_span_nodes() {
     testing::job(2)

@@ -186,6 +186,18 @@ impl WinCore {
         }
     }
 
+    /// True when an accumulate or atomic of `E` at `loc` goes through the network's
+    /// atomics ([`WinCore::net_atomic_at`]), not CPU atomics or a fallback.
+    #[inline]
+    fn through_net_atomics<E: AccElement>(&self, target: usize, loc: &Located) -> bool {
+        #[cfg(feature = "ofi")]
+        if E::CPU_ATOMIC && !self.elementwise::<E>(loc) {
+            return self.net_atomic_at(target, loc).is_some();
+        }
+        let _ = (target, loc);
+        false
+    }
+
     /// Where the network's atomics update `loc`, on a window across nodes: another node's
     /// memory, and this node's too when CPU atomics cannot do the update (misaligned
     /// elements) — never lock stripes, which only this node sees.
@@ -307,7 +319,7 @@ impl WinCore {
     ) -> Result<()> {
         let size = std::mem::size_of::<E>();
         // Staged puts go first: they reach memory in issue order.
-        self.drain_before_op(flags)?;
+        self.drain_before_atomic(flags, || self.through_net_atomics::<E>(target, &loc))?;
         if self.elementwise::<E>(&loc) {
             let Route::Direct(base) = loc.route else {
                 unreachable!("element-wise atomics only on mapped memory")
@@ -417,7 +429,7 @@ impl WinCore {
         flags: Flags,
     ) -> Result<E> {
         // Staged puts go first (a put, then a compare-and-swap that signals it).
-        self.drain_before_op(flags)?;
+        self.drain_before_atomic(flags, || self.through_net_atomics::<E>(target, &loc))?;
         if self.elementwise::<E>(&loc) {
             let Route::Direct(p) = loc.route else {
                 unreachable!("element-wise atomics only on mapped memory")

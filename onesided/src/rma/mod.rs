@@ -128,6 +128,10 @@ impl WinCore {
                 // `mpi_win_order` promises it will not (two puts to the same bytes in one
                 // epoch are otherwise conflicting, and which lands last unspecified).
                 if flags.order() {
+                    #[cfg(feature = "ofi")]
+                    if self.put_as_atomics(route, src, flags)? {
+                        return Ok(());
+                    }
                     self.drain_before_op(flags)?;
                 }
                 self.posting(flags, || route.post_write(src))?;
@@ -136,6 +140,31 @@ impl WinCore {
         }
         self.epoch.note_rma();
         Ok(())
+    }
+
+    /// An ordered put (`mpi_win_order`) to another node issued as the provider's atomic
+    /// writes where they keep order with its atomics ([`net::post_write_atomic`]): it and
+    /// an accumulate after it (a flag) are in flight together, where an RMA write would
+    /// have to complete first. False when the put cannot go so (nothing done).
+    ///
+    /// [`net::post_write_atomic`]: crate::transport::net::post_write_atomic
+    #[cfg(feature = "ofi")]
+    #[inline(never)]
+    fn put_as_atomics(&self, route: Route, src: &[u8], flags: Flags) -> Result<bool> {
+        use crate::transport::net;
+        let Route::Net { peer, addr, key } = route else {
+            return Ok(false);
+        };
+        let to = crate::transport::ofi::Remote { peer, addr, key };
+        if !net::atomic_put_fits(src.len(), to)? {
+            return Ok(false);
+        }
+        self.drain_before_atomic(flags, || true)?;
+        self.posting(flags, || net::post_write_atomic(src, to))?;
+        // Left in flight: the next flush completes it.
+        self.epoch.forget_flush_cache();
+        self.epoch.note_rma();
+        Ok(true)
     }
 
     /// A put behind a pending synchronization ([Zounmevo14] §VII): checked now (errors are

@@ -228,12 +228,49 @@ impl WinCore {
     /// after it (seed 000 §2.2).
     #[inline]
     pub(crate) fn drain_before_op(&self, flags: Flags) -> Result<()> {
-        if flags.order() && !flags.thread_scope() {
-            self.staged.drain_all()?;
-        } else {
-            self.staged.drain_own()?;
-        }
+        self.drain_staged_before(flags)?;
         self.order_net(flags)
+    }
+
+    /// [`WinCore::drain_before_op`] before an operation that goes through the network as a
+    /// provider atomic when `through_network()` says so (a put issued as atomic writes, an
+    /// accumulate or atomic; asked only of ordered handles): where the provider delivers one endpoint's
+    /// atomics to a peer in order (`FI_ORDER_ATOMIC_RAW/WAW`) and no RMA write of this
+    /// window is in flight, the atomics before it are not completed first — they land
+    /// before it all the same. Everything else as `drain_before_op`.
+    #[inline]
+    pub(crate) fn drain_before_atomic(
+        &self,
+        flags: Flags,
+        through_network: impl FnOnce() -> bool,
+    ) -> Result<()> {
+        #[cfg(feature = "ofi")]
+        if flags.order() && through_network() && self.atomics_keep_order()? {
+            return self.drain_staged_before(flags);
+        }
+        let _ = through_network;
+        self.drain_before_op(flags)
+    }
+
+    /// True when the operations in flight on the network that an atomic must not overtake
+    /// are all atomics of a provider that keeps them in order: no RMA write of this window
+    /// since the last completion (`net_writes.far`; reads are waited for).
+    #[cfg(feature = "ofi")]
+    fn atomics_keep_order(&self) -> Result<bool> {
+        Ok(self.net.is_some()
+            && crate::transport::net::orders_atomics()?
+            && !self.net_writes.far.pending())
+    }
+
+    /// The staged puts an operation through a handle with `flags` waits for (see
+    /// [`WinCore::drain_before_op`]).
+    #[inline]
+    fn drain_staged_before(&self, flags: Flags) -> Result<()> {
+        if flags.order() && !flags.thread_scope() {
+            self.staged.drain_all()
+        } else {
+            self.staged.drain_own()
+        }
     }
 
     /// The full ring gate: before an operation toward `target` that does not go through its

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::error::{Error, Result};
 use crate::transport::nic_progress::{PollDuty, ProgressMode, Server};
-use crate::transport::ofi::{AtomicTable, Nic, Remote, PROVIDER_ENV};
+use crate::transport::ofi::{AtomicKind, AtomicTable, NetOp, NetType, Nic, Remote, PROVIDER_ENV};
 
 /// Writes up to this many bytes are posted with a copy of their data and complete at the
 /// next completion point (the call returns at once); longer ones are posted from the
@@ -139,6 +139,56 @@ pub(crate) fn post_write(src: &[u8], pieces: &[(usize, usize, usize)], to: Remot
         nic.flush(|| Ok(()))?;
     }
     nic.write_copied_pieces(src, pieces, to)
+}
+
+/// The element type and count per atomic that carry a put of `len` bytes to `to` as
+/// atomic writes ([`post_write_atomic`]): 8-byte words where the put is whole words at a
+/// word address, else bytes. `None` where the provider has no such atomic, does not keep
+/// one endpoint's atomics in order, or the put is longer than a copied one.
+fn atomic_put_type(len: usize, to: Remote) -> Result<Option<(NetType, usize)>> {
+    let ep = endpoint()?;
+    if len == 0 || len > COPY_MAX || !ep.nic.orders_atomics() {
+        return Ok(None);
+    }
+    let ty = match to.addr % 8 == 0 && len % 8 == 0 {
+        true => NetType::U64,
+        false => NetType::U8,
+    };
+    Ok(ep
+        .table
+        .count(AtomicKind::Write, NetOp::Write, ty)
+        .map(|max| (ty, max)))
+}
+
+/// True when a put of `len` bytes to `to` can go as atomic writes ([`post_write_atomic`]).
+pub(crate) fn atomic_put_fits(len: usize, to: Remote) -> Result<bool> {
+    Ok(atomic_put_type(len, to)?.is_some())
+}
+
+/// Writes `src` to `to` as the provider's atomic writes (`FI_ATOMIC_WRITE`, each element
+/// replaced), issued with a copy as a non-fetching accumulate is: the provider keeps them
+/// in order with the endpoint's other atomics to the same peer, which RMA writes are not
+/// (`tcp;ofi_rxm`), so a put of a window with `mpi_win_order` and the flag accumulate
+/// after it can both be in flight. Only where [`atomic_put_fits`].
+pub(crate) fn post_write_atomic(src: &[u8], to: Remote) -> Result<()> {
+    let Some((ty, max)) = atomic_put_type(src.len(), to)? else {
+        return Err(Error::Unsupported(
+            "puts as atomic writes on this provider".into(),
+        ));
+    };
+    let nic = &endpoint()?.nic;
+    if nic.held_bytes() + src.len() > HELD_MAX {
+        nic.flush(|| Ok(()))?;
+    }
+    let chunk = max * ty.size();
+    for (i, run) in src.chunks(chunk).enumerate() {
+        let here = Remote {
+            addr: to.addr + (i * chunk) as u64,
+            ..to
+        };
+        nic.atomic_copied(NetOp::Write, ty, run, here)?;
+    }
+    Ok(())
 }
 
 /// Writes `src` to `to` from where it is: complete at the caller's next completion point,
