@@ -412,10 +412,59 @@ impl RawWindow {
         // Never staged: this put must be in place before its count. The thread's staged
         // puts were issued first and go first (with mpi_win_order, every thread's).
         self.core.ring_gate_for(target, self.flags.get())?;
+        #[cfg(feature = "ofi")]
+        if self.put_notify_as_atomics(at.route, bytes, table, target, idx)? {
+            return Ok(());
+        }
         self.core.drain_before_op(self.flags.get())?;
         at.route.write(bytes)?;
         self.core.epoch.note_rma();
         self.core.notify_arrival(OP, target, idx)
+    }
+
+    /// A notified put to another node issued as the provider's atomic writes followed by
+    /// the count, an atomic too, where the provider delivers one endpoint's atomics to a
+    /// peer in order (`net::post_write_atomic`): the count lands after the data without
+    /// waiting for it, and the call returns at once (both complete at the next completion
+    /// point). False when the put cannot go so (nothing done).
+    #[cfg(feature = "ofi")]
+    fn put_notify_as_atomics(
+        &self,
+        route: crate::transport::Route,
+        bytes: &[u8],
+        table: &NotifyTable,
+        target: usize,
+        idx: usize,
+    ) -> Result<bool> {
+        use crate::transport::net;
+        let crate::transport::Route::Net { peer, addr, key } = route else {
+            return Ok(false);
+        };
+        let to = crate::transport::ofi::Remote { peer, addr, key };
+        if !net::atomic_put_fits(bytes.len(), to)? {
+            return Ok(false);
+        }
+        let flags = self.flags.get();
+        self.core.drain_before_atomic(flags, || true)?;
+        // What this process issued to this target before lands before the count: its
+        // atomics by the provider's order; RMA writes of the window in flight (tracked
+        // per window, not per target) and operations to ranks of this node through the
+        // network are completed first.
+        let writes = &self.core.net_writes;
+        if writes.far.pending() || writes.near.pending() {
+            self.core.complete_net()?;
+        }
+        self.core.posting(flags, || -> Result<()> {
+            net::post_write_atomic(bytes, to)?;
+            // Posted behind the data on the same endpoint (the counter's holder is the
+            // data's): its Release is the provider's order.
+            table.post_add(CtrlWord::Notify { at: target, idx }, 1, Ordering::Release);
+            Ok(())
+        })?;
+        // Left in flight: the next flush completes them.
+        self.core.epoch.forget_flush_cache();
+        self.core.epoch.note_rma();
+        Ok(true)
     }
 
     /// [`RawWindow::put_layout`], then counter `idx` of `target` counts it (MPI_Put_notify
