@@ -189,6 +189,7 @@ impl WinCore {
     /// True when an accumulate or atomic of `E` at `loc` goes through the network's
     /// atomics ([`WinCore::net_atomic_at`]), not CPU atomics or a fallback.
     #[inline]
+    #[cfg_attr(not(feature = "ofi"), allow(clippy::extra_unused_type_parameters))]
     fn through_net_atomics<E: AccElement>(&self, target: usize, loc: &Located) -> bool {
         #[cfg(feature = "ofi")]
         if E::CPU_ATOMIC && !self.elementwise::<E>(loc) {

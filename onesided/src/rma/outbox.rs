@@ -256,7 +256,7 @@ impl WinCore {
     /// are all atomics of a provider that keeps them in order: no RMA write of this window
     /// since the last completion (`net_writes.far`; reads are waited for).
     #[cfg(feature = "ofi")]
-    fn atomics_keep_order(&self) -> Result<bool> {
+    pub(crate) fn atomics_keep_order(&self) -> Result<bool> {
         Ok(self.net.is_some()
             && crate::transport::net::orders_atomics()?
             && !self.net_writes.far.pending())

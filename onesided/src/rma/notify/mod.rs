@@ -145,8 +145,20 @@ impl WinCore {
     /// Counts one arrival at counter `idx` of `target`, after the operation it reports.
     fn notify_arrival(&self, op: &'static str, target: usize, idx: usize) -> Result<()> {
         // Operations in flight on the network land before the arrival that reports them
-        // (an arrival on this node is a CPU atomic, which nothing orders after them).
-        self.complete_net()?;
+        // (an arrival on this node is a CPU atomic, which nothing orders after them) —
+        // unless the arrival goes to another node behind atomics only, which the provider
+        // delivers in order: then what this process issued to that target lands first all
+        // the same (an RMA write of the window in flight, or an operation to a rank of this
+        // node through the network, is still completed first).
+        #[cfg(feature = "ofi")]
+        let behind_atomics = self.net_toward(target).is_some()
+            && !self.net_writes.near.pending()
+            && self.atomics_keep_order()?;
+        #[cfg(not(feature = "ofi"))]
+        let behind_atomics = false;
+        if !behind_atomics {
+            self.complete_net()?;
+        }
         // Release: the operation's stores (or reads, for get_notify) happen-before whatever
         // the target does after its Acquire load sees this increment. Data moved by
         // cross-memory attach is in the target's memory when the system call returns,
@@ -413,7 +425,7 @@ impl RawWindow {
         // puts were issued first and go first (with mpi_win_order, every thread's).
         self.core.ring_gate_for(target, self.flags.get())?;
         #[cfg(feature = "ofi")]
-        if self.put_notify_as_atomics(at.route, bytes, table, target, idx)? {
+        if self.put_notify_as_atomics(at.route, bytes, target, idx)? {
             return Ok(());
         }
         self.core.drain_before_op(self.flags.get())?;
@@ -432,10 +444,10 @@ impl RawWindow {
         &self,
         route: crate::transport::Route,
         bytes: &[u8],
-        table: &NotifyTable,
         target: usize,
         idx: usize,
     ) -> Result<bool> {
+        const OP: &str = "put_notify";
         use crate::transport::net;
         let crate::transport::Route::Net { peer, addr, key } = route else {
             return Ok(false);
@@ -446,24 +458,13 @@ impl RawWindow {
         }
         let flags = self.flags.get();
         self.core.drain_before_atomic(flags, || true)?;
-        // What this process issued to this target before lands before the count: its
-        // atomics by the provider's order; RMA writes of the window in flight (tracked
-        // per window, not per target) and operations to ranks of this node through the
-        // network are completed first.
-        let writes = &self.core.net_writes;
-        if writes.far.pending() || writes.near.pending() {
-            self.core.complete_net()?;
-        }
-        self.core.posting(flags, || -> Result<()> {
-            net::post_write_atomic(bytes, to)?;
-            // Posted behind the data on the same endpoint (the counter's holder is the
-            // data's): its Release is the provider's order.
-            table.post_add(CtrlWord::Notify { at: target, idx }, 1, Ordering::Release);
-            Ok(())
-        })?;
-        // Left in flight: the next flush completes them.
+        self.core
+            .posting(flags, || net::post_write_atomic(bytes, to))?;
+        // Left in flight: the next flush completes it.
         self.core.epoch.forget_flush_cache();
         self.core.epoch.note_rma();
+        // Posted behind the data on the same endpoint (the counter's holder is the data's).
+        self.core.notify_arrival(OP, target, idx)?;
         Ok(true)
     }
 
