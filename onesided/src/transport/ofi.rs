@@ -2075,6 +2075,47 @@ mod tests {
         }
     }
 
+    /// A target endpoint's progress that a test can pause: [`PausableTarget::serve`] runs on
+    /// a thread of its own and drives the endpoint while it is not paused (so that the
+    /// target answers nothing meanwhile), until [`PausableTarget::stop`].
+    #[derive(Default)]
+    struct PausableTarget {
+        paused_wanted: std::sync::atomic::AtomicBool,
+        paused: std::sync::atomic::AtomicBool,
+        done: std::sync::atomic::AtomicBool,
+    }
+
+    impl PausableTarget {
+        fn serve(&self, nic: &Nic) {
+            // Relaxed `done`: only ends the loop. Acquire/Release: the pause is seen by
+            // the test only once the endpoint is no longer driven.
+            while !self.done.load(Ordering::Relaxed) {
+                if self.paused_wanted.load(Ordering::Acquire) {
+                    self.paused.store(true, Ordering::Release);
+                } else {
+                    nic.progress().unwrap();
+                }
+                std::thread::yield_now();
+            }
+        }
+
+        /// Returns once the target no longer progresses.
+        fn pause(&self) {
+            self.paused_wanted.store(true, Ordering::Release);
+            while !self.paused.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+        }
+
+        fn resume(&self) {
+            self.paused_wanted.store(false, Ordering::Release);
+        }
+
+        fn stop(&self) {
+            self.done.store(true, Ordering::Relaxed);
+        }
+    }
+
     /// Two endpoints of one process on `provider` at 127.0.0.1: A writes, reads and does
     /// atomics on B's registered memory while a thread of B's progresses it (every
     /// provider here progresses manually: a target nobody reads moves nothing, the
@@ -2170,29 +2211,14 @@ mod tests {
             addr: t_reg.remote_base + 8 * word as u64,
             key: t_reg.key,
         };
-        // B progresses while `serve` is set (the connection is made then), and says when
-        // it stopped (`paused`).
-        let serve = std::sync::atomic::AtomicBool::new(true);
-        let paused = std::sync::atomic::AtomicBool::new(false);
-        let done = std::sync::atomic::AtomicBool::new(false);
+        // B progresses (the connection is made then) until paused.
+        let target_progress = PausableTarget::default();
         std::thread::scope(|s| {
-            s.spawn(|| {
-                while !done.load(Ordering::Relaxed) {
-                    if serve.load(Ordering::Acquire) {
-                        b.progress().unwrap();
-                    } else {
-                        paused.store(true, Ordering::Release);
-                    }
-                    std::thread::yield_now();
-                }
-            });
+            s.spawn(|| target_progress.serve(&b));
             let mut src = [0u64];
             a.write_waited(bytemuck::cast_slice(&src), at(N + 8))
                 .unwrap();
-            serve.store(false, Ordering::Release);
-            while !paused.load(Ordering::Acquire) {
-                std::thread::yield_now();
-            }
+            target_progress.pause();
             // One while B does not progress (shm refuses a second delivery-complete write
             // until the peer answered the first), the rest while it does: the caller's
             // buffer is reused after each call.
@@ -2204,7 +2230,7 @@ mod tests {
                         a.in_flight() > 0,
                         "completed while the target did not progress"
                     );
-                    serve.store(true, Ordering::Release);
+                    target_progress.resume();
                 }
                 src[0] = i as u64 + 1;
                 a.write_copied(bytemuck::cast_slice(&src), at(i))
@@ -2239,7 +2265,7 @@ mod tests {
             a.read_waited(bytemuck::cast_slice_mut(&mut back), at(8))
                 .unwrap();
             assert_eq!(back.to_vec(), long);
-            done.store(true, Ordering::Relaxed);
+            target_progress.stop();
         });
         drop(t_reg);
     }
@@ -2272,27 +2298,13 @@ mod tests {
             addr: t_reg.remote_base + 8 * word as u64,
             key: t_reg.key,
         };
-        let serve = std::sync::atomic::AtomicBool::new(true);
-        let paused = std::sync::atomic::AtomicBool::new(false);
-        let done = std::sync::atomic::AtomicBool::new(false);
+        let target_progress = PausableTarget::default();
         std::thread::scope(|s| {
-            s.spawn(|| {
-                while !done.load(Ordering::Relaxed) {
-                    if serve.load(Ordering::Acquire) {
-                        b.progress().unwrap();
-                    } else {
-                        paused.store(true, Ordering::Release);
-                    }
-                    std::thread::yield_now();
-                }
-            });
+            s.spawn(|| target_progress.serve(&b));
             // Connected first.
             a.write_waited(bytemuck::cast_slice(&[0u64]), at(0))
                 .unwrap();
-            serve.store(false, Ordering::Release);
-            while !paused.load(Ordering::Acquire) {
-                std::thread::yield_now();
-            }
+            target_progress.pause();
             let mut src = vec![0u64; WORDS];
             let mut word = 0;
             for i in 0..N {
@@ -2302,7 +2314,7 @@ mod tests {
                         a.in_flight() > 0,
                         "complete while the target did not progress"
                     );
-                    serve.store(true, Ordering::Release);
+                    target_progress.resume();
                 }
                 for (k, w) in src[..len].iter_mut().enumerate() {
                     *w = (i as u64 + 1) << 32 | k as u64;
@@ -2325,7 +2337,7 @@ mod tests {
                 }
                 word += len;
             }
-            done.store(true, Ordering::Relaxed);
+            target_progress.stop();
         });
         drop(t_reg);
     }
