@@ -81,6 +81,14 @@ def main():
          cyc / dyn if cyc and dyn else None, lambda r: r < 1,
          f"{cyc:.1f} vs {dyn:.1f} us" if cyc and dyn else "")
 
+    # Seed 000 Figs. 10-11: a flag behind its data through mpi_win_order costs less than
+    # the flush it replaces (no acceptance line of its own; checked as the paper's claim).
+    flushed = cell(seeds, bench="order-flag", metric="put-flush-flag")
+    ordered = cell(seeds, bench="order-flag", metric="put-flag-ordered")
+    line("order-flag: put+flush+flag / ordered put+flag > 1",
+         flushed / ordered if flushed and ordered else None, lambda r: r > 1,
+         f"{flushed:.1f} vs {ordered:.1f} us" if flushed and ordered else "")
+
     jobs = [("net-alltoallv-openmpi.json", 2, "openmpi", "Open MPI", 1.5),
             ("net-alltoallv-mpich.json", 2, "mpich", "MPICH", 1.0),
             ("net-alltoallv4-openmpi.json", 4, "openmpi", "Open MPI", None),
