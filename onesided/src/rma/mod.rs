@@ -150,7 +150,7 @@ impl WinCore {
     /// [`net::post_write_atomic`]: crate::transport::net::post_write_atomic
     #[cfg(feature = "ofi")]
     #[inline(never)]
-    fn put_as_atomics(&self, route: Route, src: &[u8], flags: Flags) -> Result<bool> {
+    pub(crate) fn put_as_atomics(&self, route: Route, src: &[u8], flags: Flags) -> Result<bool> {
         use crate::transport::net;
         let Route::Net { peer, addr, key } = route else {
             return Ok(false);

@@ -234,10 +234,10 @@ impl WinCore {
 
     /// [`WinCore::drain_before_op`] before an operation that goes through the network as a
     /// provider atomic when `through_network()` says so (a put issued as atomic writes, an
-    /// accumulate or atomic; asked only of ordered handles): where the provider delivers one endpoint's
-    /// atomics to a peer in order (`FI_ORDER_ATOMIC_RAW/WAW`) and no RMA write of this
-    /// window is in flight, the atomics before it are not completed first — they land
-    /// before it all the same. Everything else as `drain_before_op`.
+    /// accumulate or atomic; asked only of ordered handles): where the provider delivers
+    /// one endpoint's atomics to a peer in order (`FI_ORDER_ATOMIC_RAW/WAW`) and no RMA
+    /// write of this window is in flight, the atomics before it are not completed first —
+    /// they land before it all the same. Everything else as `drain_before_op`.
     #[inline]
     pub(crate) fn drain_before_atomic(
         &self,

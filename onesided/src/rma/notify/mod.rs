@@ -448,21 +448,9 @@ impl RawWindow {
         idx: usize,
     ) -> Result<bool> {
         const OP: &str = "put_notify";
-        use crate::transport::net;
-        let crate::transport::Route::Net { peer, addr, key } = route else {
-            return Ok(false);
-        };
-        let to = crate::transport::ofi::Remote { peer, addr, key };
-        if !net::atomic_put_fits(bytes.len(), to)? {
+        if !self.core.put_as_atomics(route, bytes, self.flags.get())? {
             return Ok(false);
         }
-        let flags = self.flags.get();
-        self.core.drain_before_atomic(flags, || true)?;
-        self.core
-            .posting(flags, || net::post_write_atomic(bytes, to))?;
-        // Left in flight: the next flush completes it.
-        self.core.epoch.forget_flush_cache();
-        self.core.epoch.note_rma();
         // Posted behind the data on the same endpoint (the counter's holder is the data's).
         self.core.notify_arrival(OP, target, idx)?;
         Ok(true)
