@@ -68,20 +68,25 @@ struct NodeSegment {
     id: u64,
 }
 
-/// Creates (at the node's lowest rank) and maps the node segment of `layout`, registers it
-/// and publishes key, base and endpoint name (collective; every rank returns the same
-/// success or failure). `prior`: the caller's local checks, which join the agreement;
-/// `params`: values every rank must pass alike (they fix the layout or a protocol).
+/// Every rank's node.
+fn node_map(comm: &Comm) -> Result<Vec<usize>> {
+    (0..comm.size()).map(|r| comm.node_of(r)).collect()
+}
+
+/// Creates (at the node's lowest rank) and maps the node segment of `layout` over the ranks
+/// on the nodes `nodes` says (by rank), registers it and publishes key, base and endpoint
+/// name (collective; every rank returns the same success or failure). `prior`: the
+/// caller's local checks, which join the agreement; `params`: values every rank must pass
+/// alike (they fix the layout or a protocol).
 fn node_segment(
     comm: &Comm,
     call: Call,
+    nodes: Vec<usize>,
     layout: ControlLayout,
     params: &[u64],
     prior: Result<()>,
 ) -> Result<NodeSegment> {
     let me = comm.rank();
-    let n = comm.size();
-    let nodes: Vec<usize> = (0..n).map(|r| comm.node_of(r)).collect::<Result<_>>()?;
     let leader = nodes
         .iter()
         .position(|&x| x == nodes[me])
@@ -291,13 +296,12 @@ pub(crate) fn allocate(
 ) -> Result<WinCore> {
     let (me, n) = (comm.rank(), comm.size());
     let gran = hints.accumulate_granularity as u64;
-    let nodes: Vec<usize> = (0..n).map(|r| comm.node_of(r)).collect::<Result<_>>()?;
+    let nodes = node_map(comm)?;
     let (placement, node_bytes) = per_node(&placement, &nodes, me, bytes, disp_unit);
     // The same control words at the same offsets on every node; only the data differs.
     let layout = ControlLayout::new(layout.n, layout.region_cap, node_bytes);
-    let node = node_segment(comm, call, layout, &[gran], Ok(()))?;
-    let layout = node.layout;
-    let areas = node.areas.clone();
+    let node = node_segment(comm, call, nodes, layout, &[gran], Ok(()))?;
+    let (layout, areas, nodes) = (node.layout, node.areas.clone(), node.nodes.clone());
     let place = |r: usize| placed(&placement, r, bytes, disp_unit);
     let targets = |ctrl: &crate::win::control::Control| {
         Targets::Table(
@@ -371,7 +375,7 @@ pub(crate) fn create(
     // cross-memory attach reaches this node's peers directly.
     let layout = ControlLayout::new(n, 0, 0);
     let gran = hints.accumulate_granularity as u64;
-    let node = node_segment(comm, call, layout, &[gran], Ok(()))?;
+    let node = node_segment(comm, call, node_map(comm)?, layout, &[gran], Ok(()))?;
     // Our memory, registered for the network (an empty window registers nothing).
     let mine = match local.bytes {
         0 => Ok(None),
@@ -455,7 +459,7 @@ pub(crate) fn create_dynamic(
     // MPI requires the same granularity everywhere; it picks the accumulate protocol.
     let gran = hints.accumulate_granularity as u64;
     let params = [layout.region_cap as u64, gran];
-    let node = node_segment(comm, call, layout, &params, prior)?;
+    let node = node_segment(comm, call, node_map(comm)?, layout, &params, prior)?;
     let local = LocalRegion {
         base: std::ptr::null_mut(),
         bytes: 0,
