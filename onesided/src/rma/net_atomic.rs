@@ -350,9 +350,12 @@ mod tests {
         }
     }
 
-    fn pair(provider: &str) -> Pair {
-        let target = Arc::new(Nic::open(provider, "127.0.0.1").unwrap());
-        let origin = Nic::open(provider, "127.0.0.1").unwrap();
+    /// Two endpoints of `provider`, atomics between them as `atomics` says (`socket`,
+    /// `provider`), the target served by a progress thread.
+    fn pair_as(provider: &str, atomics: &str) -> Pair {
+        let open = || Nic::open_as(provider, "127.0.0.1", false, Some(atomics)).unwrap();
+        let target = Arc::new(open());
+        let origin = open();
         let peer = origin.insert(&target.name().unwrap()).unwrap();
         let server =
             Server::start(Arc::clone(&target), ProgressMode::Yield, Arc::default()).unwrap();
@@ -497,9 +500,9 @@ mod tests {
         }
     }
 
-    fn every_type(provider: &str) {
+    fn every_type(provider: &str, atomics: &str) {
         let _watchdog = Watchdog::new("mixed atomics", 120);
-        let p = pair(provider);
+        let p = pair_as(provider, atomics);
         mixed::<i8>(&p, |v| v as i8);
         mixed::<u8>(&p, |v| v as u8);
         mixed::<i16>(&p, |v| v as i16);
@@ -559,13 +562,27 @@ mod tests {
         ));
     }
 
+    fn pair(provider: &str) -> Pair {
+        pair_as(provider, "socket")
+    }
+
     #[test]
     fn cpu_and_network_atomics_mix_on_one_word_tcp() {
-        every_type("tcp;ofi_rxm");
+        every_type("tcp;ofi_rxm", "socket");
+    }
+
+    #[test]
+    fn cpu_and_provider_atomics_mix_on_one_word_tcp() {
+        every_type("tcp;ofi_rxm", "provider");
     }
 
     #[test]
     fn cpu_and_network_atomics_mix_on_one_word_shm() {
-        every_type("shm");
+        every_type("shm", "socket");
+    }
+
+    #[test]
+    fn cpu_and_provider_atomics_mix_on_one_word_shm() {
+        every_type("shm", "provider");
     }
 }

@@ -20,6 +20,8 @@ pub(crate) mod nic_progress;
 pub(crate) mod ofi;
 pub(crate) mod ring;
 pub(crate) mod shm;
+#[cfg(feature = "ofi")]
+pub(crate) mod wire;
 
 use crate::error::Result;
 

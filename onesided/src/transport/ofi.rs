@@ -38,6 +38,8 @@ use std::sync::{Arc, Mutex};
 use onesided_ofi_sys as sys;
 
 use crate::error::{Error, Result};
+use crate::ops::{ElemType, Op};
+use crate::transport::wire::{self, Wire};
 
 /// The libfabric API version we program against.
 const API_VERSION: u32 = sys::FI_VERSION(1, 17);
@@ -91,6 +93,37 @@ fn again(rc: isize) -> bool {
 fn software_atomics(provider: &str) -> bool {
     let core = provider.split(';').next().unwrap_or_default();
     matches!(core, "tcp" | "udp" | "shm")
+}
+
+/// The wire for atomics to other nodes, as [`wire::ENV`] says: by default where the
+/// provider's atomics are software (they are messages the target applies with CPU atomics
+/// either way, and ours cost half the round trip), never where they are the NIC's (not
+/// coherent with the CPU atomics the wire applies).
+fn open_wire(provider: &str, node: &str, atomics: Option<&str>) -> Result<Option<Arc<Wire>>> {
+    let wanted = match atomics {
+        None | Some("") => software_atomics(provider),
+        Some("socket") if software_atomics(provider) => true,
+        Some("socket") => {
+            return Err(Error::InvalidArgument(format!(
+                "{}=socket: provider {provider} applies atomics in the NIC, which the \
+                 CPU atomics of the socket path would not be atomic with",
+                wire::ENV
+            )))
+        }
+        Some("provider") => false,
+        Some(other) => {
+            return Err(Error::InvalidArgument(format!(
+                "{}={other}: expected socket or provider",
+                wire::ENV
+            )))
+        }
+    };
+    if !wanted || node.parse::<std::net::IpAddr>().is_err() {
+        return Ok(None);
+    }
+    // SAFETY (of the function handed over): `mark` takes a context the wire holds until
+    // it marks it, which is what `mark` requires.
+    Ok(Some(Arc::new(Wire::open(node, mark)?)))
 }
 
 /// The provider and interface a [`Nic`] runs on, as `fi_getinfo` described them.
@@ -404,6 +437,25 @@ impl NetOp {
         NetOp::CompareSwap,
     ];
 
+    /// The MPI operation that applies it (`Read` is `no_op`, `Write` `replace`;
+    /// `CompareSwap` has none and maps to `replace`, the wire tells it by its kind).
+    fn mpi(self) -> Op {
+        match self {
+            NetOp::Min => Op::Min,
+            NetOp::Max => Op::Max,
+            NetOp::Sum => Op::Sum,
+            NetOp::Prod => Op::Prod,
+            NetOp::Lor => Op::Lor,
+            NetOp::Land => Op::Land,
+            NetOp::Bor => Op::Bor,
+            NetOp::Band => Op::Band,
+            NetOp::Lxor => Op::Lxor,
+            NetOp::Bxor => Op::Bxor,
+            NetOp::Read => Op::NoOp,
+            NetOp::Write | NetOp::CompareSwap => Op::Replace,
+        }
+    }
+
     fn op(self) -> sys::fi_op {
         match self {
             NetOp::Min => sys::fi_op_FI_MIN,
@@ -452,6 +504,22 @@ impl NetType {
         NetType::F32,
         NetType::F64,
     ];
+
+    /// The element type of accumulates it is.
+    fn elem(self) -> ElemType {
+        match self {
+            NetType::I8 => ElemType::I8,
+            NetType::U8 => ElemType::U8,
+            NetType::I16 => ElemType::I16,
+            NetType::U16 => ElemType::U16,
+            NetType::I32 => ElemType::I32,
+            NetType::U32 => ElemType::U32,
+            NetType::I64 => ElemType::I64,
+            NetType::U64 => ElemType::U64,
+            NetType::F32 => ElemType::F32,
+            NetType::F64 => ElemType::F64,
+        }
+    }
 
     fn datatype(self) -> sys::fi_datatype {
         match self {
@@ -545,6 +613,13 @@ struct Issued {
     posted: AtomicU64,
     /// Taken tickets whose post failed: they will never complete.
     failed: AtomicU64,
+    /// Tickets of operations posted over the wire (completed by its answers, not by the
+    /// provider's counter).
+    wire: AtomicU64,
+    /// The highest value read from the provider's counter: while it covers every ticket
+    /// the provider serves, a wait need not read the counter (each read of a
+    /// manual-progress provider's counter drives its progress: system calls).
+    seen: AtomicU64,
 }
 
 /// One network interface of this process: an RDM endpoint with its address vector,
@@ -581,6 +656,9 @@ pub(crate) struct Nic {
     /// The wait object's file descriptor (owned by libfabric, open while the queue is),
     /// when the provider gives one: [`Nic::wait_activity`] polls it itself.
     wait_fd: Option<std::os::raw::c_int>,
+    /// Atomics to other nodes as messages of ours ([`wire`]), where the provider's
+    /// atomics are software too and [`wire::ENV`] does not say `provider`.
+    wire: Option<Arc<Wire>>,
 }
 
 // SAFETY: the domain is FI_THREAD_SAFE (libfabric serializes inside); every field of ours
@@ -608,6 +686,17 @@ pub(crate) struct Registration {
     pub remote_base: u64,
     base: usize,
     len: usize,
+    /// The wire that lets peers address it, told when it goes.
+    wire: Option<Arc<Wire>>,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        // Before the registration closes: no atomic of the wire touches the memory after.
+        if let Some(w) = &self.wire {
+            w.remove_region(self.key);
+        }
+    }
 }
 
 // SAFETY: a registration is an owned handle; libfabric's domain is thread-safe.
@@ -660,6 +749,18 @@ impl Nic {
     /// [`Nic::open`]; `waitable`: the completion queue gets a wait object, so that a
     /// thread can block in [`Nic::wait_progress`] (the `block` progress mode).
     pub(crate) fn open_with(provider: &str, node: &str, waitable: bool) -> Result<Nic> {
+        let atomics = std::env::var(wire::ENV).ok();
+        Self::open_as(provider, node, waitable, atomics.as_deref())
+    }
+
+    /// [`Nic::open_with`], with atomics to other nodes as `atomics` says (the values of
+    /// [`wire::ENV`]; `None`: the default).
+    pub(crate) fn open_as(
+        provider: &str,
+        node: &str,
+        waitable: bool,
+        atomics: Option<&str>,
+    ) -> Result<Nic> {
         let info = getinfo(provider, node)?;
         let i = info.chosen.as_ptr();
         // SAFETY: `i` is a valid entry of the list `info` owns; every call gets valid
@@ -751,6 +852,7 @@ impl Nic {
                     == sys::fi_progress_FI_PROGRESS_MANUAL,
                 msg_order: (*(*i).tx_attr).msg_order,
             };
+            let wire = open_wire(&described.provider, node, atomics)?;
             Ok(Nic {
                 ep,
                 cq,
@@ -769,6 +871,7 @@ impl Nic {
                 next_key: AtomicU64::new(1),
                 waitable,
                 wait_fd,
+                wire,
             })
         }
     }
@@ -821,10 +924,13 @@ impl Nic {
     /// `cxi`, `efa`, …) are not coherent with the CPU's in general: false for every other
     /// provider.
     pub(crate) fn atomics_mix_with_cpu(&self) -> bool {
+        // The wire's atomics are CPU atomics.
         software_atomics(&self.described.provider)
     }
 
-    /// This endpoint's address, to hand to the peers (`fi_getname`).
+    /// This endpoint's address, to hand to the peers: the length of the provider's
+    /// address (`fi_getname`, two bytes, little-endian), that address, and where the
+    /// wire listens (text; empty without a wire).
     pub(crate) fn name(&self) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; 256];
         let mut len = buf.len();
@@ -832,11 +938,39 @@ impl Nic {
         let rc = unsafe { sys::fi_getname(self.ep.fid(), buf.as_mut_ptr().cast(), &mut len) };
         check("fi_getname", rc)?;
         buf.truncate(len);
-        Ok(buf)
+        let mut name = (len as u16).to_le_bytes().to_vec();
+        name.extend_from_slice(&buf);
+        if let Some(w) = &self.wire {
+            name.extend_from_slice(w.address().to_string().as_bytes());
+        }
+        Ok(name)
     }
 
-    /// Inserts a peer's address (from its [`Nic::name`]) into the address vector.
+    /// Inserts a peer's address (from its [`Nic::name`]) into the address vector (and
+    /// its wire's, if it has one and so do we).
     pub(crate) fn insert(&self, name: &[u8]) -> Result<sys::fi_addr_t> {
+        let malformed = || Error::InvalidArgument("a malformed endpoint name".into());
+        let (len, rest) = name.split_first_chunk::<2>().ok_or_else(malformed)?;
+        let len = usize::from(u16::from_le_bytes(*len));
+        if rest.len() < len {
+            return Err(malformed());
+        }
+        let (name, wire_at) = rest.split_at(len);
+        let addr = self.insert_provider(name)?;
+        if let Some(w) = &self.wire {
+            if !wire_at.is_empty() {
+                let at = std::str::from_utf8(wire_at)
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .ok_or_else(malformed)?;
+                w.add_peer(addr, at);
+            }
+        }
+        Ok(addr)
+    }
+
+    /// Inserts a provider address into the address vector.
+    fn insert_provider(&self, name: &[u8]) -> Result<sys::fi_addr_t> {
         let mut addr: sys::fi_addr_t = sys::FI_ADDR_UNSPEC;
         // SAFETY: name holds one address in the provider's format (from fi_getname);
         // addr receives one entry.
@@ -896,12 +1030,16 @@ impl Nic {
         } else {
             0
         };
+        if let Some(w) = &self.wire {
+            w.add_region(key, base as usize, len, remote_base);
+        }
         Ok(Registration {
             mr,
             key,
             remote_base,
             base: base as usize,
             len,
+            wire: self.wire.clone(),
         })
     }
 
@@ -1308,17 +1446,11 @@ impl Nic {
     fn wait_reads(&self) -> Result<()> {
         let mut backoff = crate::backoff::Backoff::new();
         let mut failure = Ok(());
-        // SAFETY: a live counter. Errors count for the whole life of the endpoint: only
-        // those from now on fail this wait.
-        let errors_before = unsafe { sys::fi_cntr_readerr(self.read_cntr.as_ptr()) };
+        // Errors count for the whole life of the endpoint: only those from now on fail
+        // this wait.
+        let errors_before = self.read_completions().1;
         loop {
-            // SAFETY: a live counter.
-            let (done, errors) = unsafe {
-                (
-                    sys::fi_cntr_read(self.read_cntr.as_ptr()),
-                    sys::fi_cntr_readerr(self.read_cntr.as_ptr()),
-                )
-            };
+            let (done, errors) = self.read_completions();
             // As in flush: the posted count read after the counter.
             std::sync::atomic::fence(Ordering::SeqCst);
             // Relaxed: ordered by the fence; the counts only grow.
@@ -1340,6 +1472,14 @@ impl Nic {
             }
             backoff.snooze();
         }
+    }
+
+    /// Reads and fetching atomics completed, and failed, so far (the provider's counter
+    /// plus the wire's answers).
+    fn read_completions(&self) -> (u64, u64) {
+        let (done, errors) = self.provider_completions(true);
+        let (wire_done, wire_failed) = self.wire.as_ref().map_or((0, 0), |w| w.counts(true));
+        (done + wire_done, errors + wire_failed)
     }
 
     /// Posts one read of `len` bytes into `dst` (descriptor `desc`) from `from`, with
@@ -1536,6 +1676,58 @@ impl Nic {
         completion: Completion,
     ) -> Result<()> {
         let bytes = count * ty.size();
+        if let Some(w) = self.wire.as_ref().filter(|w| w.reaches(at.peer)) {
+            let request = wire::Request {
+                kind: match kind {
+                    AtomicKind::Write => wire::Kind::Write,
+                    AtomicKind::Fetch => wire::Kind::Fetch,
+                    AtomicKind::Compare => wire::Kind::Compare,
+                },
+                op: op.mpi(),
+                ty: ty.elem(),
+                count,
+                key: at.key,
+                addr: at.addr,
+            };
+            // SAFETY: the operand (and a compare's compare values) are `bytes` long and
+            // valid during the call (the caller's contract); the wire copies them.
+            let (operand, compare) = unsafe {
+                (
+                    std::slice::from_raw_parts(operand, bytes),
+                    if kind == AtomicKind::Compare {
+                        std::slice::from_raw_parts(compare, bytes)
+                    } else {
+                        &[][..]
+                    },
+                )
+            };
+            let context = match completion {
+                Completion::Counted | Completion::Injected => Context::Ours(Vec::new()),
+                Completion::Kept(kept) => Context::Ours(kept),
+                Completion::Tracked(t) => Context::Tracked(t),
+            };
+            let mut refused = None;
+            let posted = self.post_in("atomic", kind != AtomicKind::Write, context, |ctx| {
+                // SAFETY: the result buffer and the context stay valid until the
+                // operation completes (the caller's contract; ours live in the contexts
+                // until a flush counts it).
+                match unsafe { w.post(at.peer, &request, operand, compare, result, ctx) } {
+                    Ok(()) => 0,
+                    Err(e) => {
+                        refused = Some(e);
+                        -(sys::FI_EIO as isize)
+                    }
+                }
+            });
+            if posted.is_ok() {
+                // Relaxed: after the ticket; `completions` reads it only to decide whether
+                // to read the provider's counter (see there).
+                self.issued(kind != AtomicKind::Write)
+                    .wire
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            return posted.map_err(|e| refused.take().unwrap_or(e));
+        }
         let desc = |p: *const u8| self.local_desc(local, p as usize, bytes);
         let mut operand_desc = [desc(operand)?];
         let mut compare_desc = [if kind == AtomicKind::Compare {
@@ -1710,8 +1902,17 @@ impl Nic {
     /// activity.
     pub(crate) fn wait_activity(&self, timeout: std::time::Duration) -> Result<bool> {
         let Some(fd) = self.wait_fd else {
+            // The wire's sockets do not end the queue's wait: short naps then.
+            let timeout = if self.wire.is_some() {
+                timeout.min(std::time::Duration::from_millis(1))
+            } else {
+                timeout
+            };
             let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
             self.wait_progress(ms)?;
+            if let Some(w) = &self.wire {
+                w.progress()?;
+            }
             return Ok(true);
         };
         self.progress()?;
@@ -1726,10 +1927,14 @@ impl Nic {
         // SAFETY: the wait object's descriptor, which libfabric keeps open while the queue
         // (owned by self) lives; only polled here.
         let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-        let mut polled = [rustix::event::PollFd::new(
+        let mut polled = vec![rustix::event::PollFd::new(
             &borrowed,
             rustix::event::PollFlags::IN,
         )];
+        let wire_fd = self.wire.as_ref().map(|w| w.fd());
+        if let Some(fd) = &wire_fd {
+            polled.push(rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN));
+        }
         let timeout = rustix::event::Timespec {
             tv_sec: timeout.as_secs().min(i64::MAX as u64) as i64,
             tv_nsec: i64::from(timeout.subsec_nanos()),
@@ -1798,7 +2003,7 @@ impl Nic {
     /// gone from this.
     pub(crate) fn has_failed(&self) -> bool {
         // Relaxed: see `completed`.
-        self.failed.load(Ordering::Relaxed)
+        self.failed.load(Ordering::Relaxed) || self.wire.as_ref().is_some_and(|w| w.has_failed())
     }
 
     /// Reads the completion queue once: drives a manual-progress provider (its peers'
@@ -1808,7 +2013,56 @@ impl Nic {
         // SAFETY: the buffer holds CQ_BATCH entries of the queue's format (context).
         let rc =
             unsafe { sys::fi_cq_read(self.cq.as_ptr(), entries.as_mut_ptr().cast(), CQ_BATCH) };
-        self.completed(rc, &entries)
+        let provider = self.completed(rc, &entries);
+        let wire = self.wire.as_ref().map_or(Ok(()), |w| w.progress());
+        provider.and(wire)
+    }
+
+    /// Completions and failures counted so far: (writes, reads, failures) — the
+    /// provider's counters plus the wire's answers.
+    fn completions(&self) -> (u64, u64, u64) {
+        let (w, we) = self.provider_completions(false);
+        let (r, re) = self.provider_completions(true);
+        match &self.wire {
+            None => (w, r, we + re),
+            Some(wire) => {
+                let ((ww, wf), (rw, rf)) = (wire.counts(false), wire.counts(true));
+                (w + ww, r + rw, we + re + wf + rf)
+            }
+        }
+    }
+
+    /// The provider's completions (and errors) of reads (`read`) or writes: a lower bound
+    /// of them — the counter's last value while it covers every ticket the provider may
+    /// still complete, else the counter read now. Every wait compares completions with
+    /// the posted count read after them, so a lower bound only ever waits longer; and
+    /// while only the wire has operations in flight, a wait reads no counter.
+    fn provider_completions(&self, read: bool) -> (u64, u64) {
+        let issued = self.issued(read);
+        // Relaxed: counts that only grow; the decision below only chooses between a lower
+        // bound and a fresh read.
+        let served = issued.posted.load(Ordering::Relaxed).saturating_sub(
+            issued.wire.load(Ordering::Relaxed) + issued.failed.load(Ordering::Relaxed),
+        );
+        let seen = issued.seen.load(Ordering::Relaxed);
+        if seen >= served && !self.failed.load(Ordering::Relaxed) {
+            return (seen, 0);
+        }
+        let cntr = if read {
+            &self.read_cntr
+        } else {
+            &self.write_cntr
+        };
+        // SAFETY: a live counter.
+        let (done, errors) = unsafe {
+            (
+                sys::fi_cntr_read(cntr.as_ptr()),
+                sys::fi_cntr_readerr(cntr.as_ptr()),
+            )
+        };
+        // Relaxed: see above.
+        issued.seen.fetch_max(done, Ordering::Relaxed);
+        (done, errors)
     }
 
     /// Waits until every operation posted so far has completed — at the target, for
@@ -1823,15 +2077,7 @@ impl Nic {
     pub(crate) fn flush(&self, mut meanwhile: impl FnMut() -> Result<()>) -> Result<()> {
         let mut backoff = crate::backoff::Backoff::new();
         let (writes, reads) = loop {
-            // SAFETY: live counters.
-            let (w, r, errors) = unsafe {
-                (
-                    sys::fi_cntr_read(self.write_cntr.as_ptr()),
-                    sys::fi_cntr_read(self.read_cntr.as_ptr()),
-                    sys::fi_cntr_readerr(self.write_cntr.as_ptr())
-                        + sys::fi_cntr_readerr(self.read_cntr.as_ptr()),
-                )
-            };
+            let (w, r, errors) = self.completions();
             if errors > 0 {
                 // The queue's error entry says what failed.
                 self.progress()?;
@@ -1970,13 +2216,7 @@ impl Nic {
 
     /// Operations posted and not yet counted complete (nor failed) by the counters.
     pub(crate) fn in_flight(&self) -> u64 {
-        // SAFETY: live counters.
-        let (w, r) = unsafe {
-            (
-                sys::fi_cntr_read(self.write_cntr.as_ptr()),
-                sys::fi_cntr_read(self.read_cntr.as_ptr()),
-            )
-        };
+        let (w, r, _) = self.completions();
         // Relaxed: a snapshot for tests; counts only grow.
         let done = w
             + r
@@ -2120,9 +2360,9 @@ mod tests {
     /// atomics on B's registered memory while a thread of B's progresses it (every
     /// provider here progresses manually: a target nobody reads moves nothing, the
     /// connection handshake included).
-    fn rma_and_atomics_between_two_endpoints(provider: &str) {
-        let a = Nic::open(provider, "127.0.0.1").expect("open A");
-        let b = Nic::open(provider, "127.0.0.1").expect("open B");
+    fn rma_and_atomics_between_two_endpoints(provider: &str, atomics: &str) {
+        let a = Nic::open_as(provider, "127.0.0.1", false, Some(atomics)).expect("open A");
+        let b = Nic::open_as(provider, "127.0.0.1", false, Some(atomics)).expect("open B");
         assert_eq!(a.described().provider, provider);
         let b_at_a = a.insert(&b.name().unwrap()).unwrap();
         let mut target = Words::new(8);
@@ -2195,10 +2435,10 @@ mod tests {
     /// buffer is reused at once — until a flush; nothing can complete while the target
     /// does not progress, and the flush returns only once every one is at the target.
     /// Waited writes and reads complete on their own; copies held return to zero.
-    fn copied_operations_complete_at_the_flush(provider: &str) {
+    fn copied_operations_complete_at_the_flush(provider: &str, atomics: &str) {
         let _watchdog = crate::testing::Watchdog::new("copied operations", 60);
-        let a = Nic::open(provider, "127.0.0.1").expect("open A");
-        let b = Nic::open(provider, "127.0.0.1").expect("open B");
+        let a = Nic::open_as(provider, "127.0.0.1", false, Some(atomics)).expect("open A");
+        let b = Nic::open_as(provider, "127.0.0.1", false, Some(atomics)).expect("open B");
         let b_at_a = a.insert(&b.name().unwrap()).unwrap();
         // Well below what a peer's queues hold: posts to a target that does not progress
         // are accepted only up to there (shm's command queue stops short of 400).
@@ -2345,13 +2585,15 @@ mod tests {
     #[test]
     fn tcp_rxm_copied_operations_complete_at_the_flush() {
         require("tcp;ofi_rxm");
-        copied_operations_complete_at_the_flush("tcp;ofi_rxm");
+        copied_operations_complete_at_the_flush("tcp;ofi_rxm", "socket");
+        copied_operations_complete_at_the_flush("tcp;ofi_rxm", "provider");
     }
 
     #[test]
     fn shm_copied_operations_complete_at_the_flush() {
         require("shm");
-        copied_operations_complete_at_the_flush("shm");
+        copied_operations_complete_at_the_flush("shm", "socket");
+        copied_operations_complete_at_the_flush("shm", "provider");
     }
 
     /// tcp;ofi_rxm promises atomics in issue order to a peer (what lets an unlock release
@@ -2401,13 +2643,15 @@ mod tests {
     #[test]
     fn tcp_rxm_endpoints_write_read_and_do_atomics() {
         require("tcp;ofi_rxm");
-        rma_and_atomics_between_two_endpoints("tcp;ofi_rxm");
+        rma_and_atomics_between_two_endpoints("tcp;ofi_rxm", "socket");
+        rma_and_atomics_between_two_endpoints("tcp;ofi_rxm", "provider");
     }
 
     #[test]
     fn shm_endpoints_write_read_and_do_atomics() {
         require("shm");
-        rma_and_atomics_between_two_endpoints("shm");
+        rma_and_atomics_between_two_endpoints("shm", "socket");
+        rma_and_atomics_between_two_endpoints("shm", "provider");
     }
 
     /// Without a name, the best provider this machine has: here (no cxi, verbs or efa

@@ -1,0 +1,1076 @@
+//! Atomics across nodes as messages of our own over TCP, applied by the target's progress
+//! with CPU atomics (feature `ofi`; the `socket` path of [`ENV`]).
+//!
+//! On `tcp;ofi_rxm` a network atomic is already a message that the target's software
+//! applies with CPU atomics: rxm sends the request over its TCP connection, the target's
+//! progress applies it and sends the answer. Measured here (loopback, both sides polling,
+//! 8 bytes): an rxm message round trip takes 14.8 µs (`fi_pingpong`), the same exchange
+//! over a plain TCP socket 6.9 µs — rxm's and the tcp provider's layers cost as much as
+//! the kernel's transfer. So where the provider's atomics are software anyway (`tcp`),
+//! every atomic to another node goes over a TCP connection of ours instead: a request
+//! (operation, type, count, key, address, operands), applied by whoever drives the
+//! target's progress (a waiting thread or the progress thread, as for the provider's own
+//! operations), and an answer (the previous values, or an acknowledgement) — one
+//! request/answer pair per operation, as the provider's. Applied with the same CPU atomics
+//! as node-local accumulates, they mix with those and with the provider's atomics on one
+//! word.
+//!
+//! One connection per origin and target process, opened at the first atomic, carries
+//! every atomic of the origin to that target in issue order and the target applies them
+//! in that order: the accumulate ordering MPI asks for, and the provider's
+//! `FI_ORDER_ATOMIC_RAW/WAW` that the library relies on (an atomic that releases a lock
+//! lands after the epoch's accumulates) hold as before. Between atomics and RMA there is
+//! no order, as between rxm's.
+//!
+//! ```text
+//! ONESIDED_NET_ATOMICS=provider osrun -n 4 --nodes 2 ./app   # the provider's atomics
+//! ```
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::c_void;
+use std::io::{ErrorKind, Read, Write};
+use std::mem::MaybeUninit;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use rustix::event::epoll;
+
+use crate::error::{Error, Result};
+use crate::ops::{AccElement, ElemType, Op};
+
+/// The environment variable that chooses how atomics reach another node: `socket` (our
+/// messages, the default where the provider's atomics are software) or `provider`.
+pub(crate) const ENV: &str = "ONESIDED_NET_ATOMICS";
+
+/// How long the first connection to a peer may take before the atomic fails.
+const CONNECT_PATIENCE: Duration = Duration::from_secs(5);
+
+/// The epoll token of the listening socket (links use their index).
+const LISTENER: u64 = u64::MAX;
+
+/// How long atomics whose target closed its connection stay pending before they fail: a
+/// target process that exited is then reported as gone by the job's roster first
+/// (`Error::PeerGone`, which says more than a failed operation), as when the provider's
+/// operations to it go unanswered.
+const LOST_AFTER: Duration = Duration::from_secs(2);
+
+/// Bytes of a request's header after its length word.
+const REQUEST_HEADER: usize = 24;
+
+/// How an atomic answers: nothing (an acknowledgement), the previous values, or the
+/// previous values of a compare-and-swap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Write = 0,
+    Fetch = 1,
+    Compare = 2,
+}
+
+/// The element types the wire carries (libfabric's), by their code on the wire.
+const TYPES: [ElemType; 10] = [
+    ElemType::I8,
+    ElemType::U8,
+    ElemType::I16,
+    ElemType::U16,
+    ElemType::I32,
+    ElemType::U32,
+    ElemType::I64,
+    ElemType::U64,
+    ElemType::F32,
+    ElemType::F64,
+];
+
+/// One atomic: `kind` of `op` on `count` elements of `ty` at `addr` of the target's
+/// registration `key`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Request {
+    pub kind: Kind,
+    pub op: Op,
+    pub ty: ElemType,
+    pub count: usize,
+    pub key: u64,
+    pub addr: u64,
+}
+
+/// What an answer says (its first byte).
+const OK: u8 = 0;
+const NO_REGION: u8 = 1;
+const OUT_OF_RANGE: u8 = 2;
+const BAD_REQUEST: u8 = 3;
+
+/// A registered region of this process as peers address it.
+#[derive(Debug, Clone, Copy)]
+struct Region {
+    base: usize,
+    len: usize,
+    /// The address peers name the first byte with.
+    remote_base: u64,
+}
+
+/// An atomic of ours waiting for its answer.
+struct Pending {
+    /// The operation's context, marked when the answer comes.
+    ctx: *mut c_void,
+    /// Where the previous values go (fetching atomics), `len` bytes.
+    result: *mut u8,
+    len: usize,
+    /// Counted with the reads (fetching) or the writes.
+    read: bool,
+}
+
+/// One connection: ours to a target (we send requests, read answers), or a peer's to us
+/// (we read requests, answer).
+struct Link {
+    stream: TcpStream,
+    /// A peer's connection: this process serves it.
+    serves: bool,
+    state: Mutex<LinkState>,
+}
+
+#[derive(Default)]
+struct LinkState {
+    /// Bytes to send, from `sent` on.
+    out: Vec<u8>,
+    sent: usize,
+    /// Bytes received and not yet parsed.
+    input: Vec<u8>,
+    /// Our atomics on this link, in issue order (answers come in that order).
+    pending: VecDeque<Pending>,
+    /// The connection failed or closed.
+    broken: bool,
+    /// Counted in [`Wire::backlog`]: bytes wait that the kernel did not take.
+    backlogged: bool,
+    /// When the target closed the connection with atomics of ours pending ([`LOST_AFTER`]).
+    closed_at: Option<std::time::Instant>,
+}
+
+// SAFETY: the raw pointers of `Pending` name buffers whose owners keep them valid until
+// the operation is marked complete (the posting contract), whichever thread marks it.
+unsafe impl Send for LinkState {}
+
+/// Marks an operation's context complete (`true`: in error); the endpoint's own marking.
+pub(crate) type Complete = unsafe fn(*mut c_void, bool);
+
+/// This process's atomics over TCP: its listening socket, its links, the regions peers
+/// may address, and counts of completed operations.
+pub(crate) struct Wire {
+    listener: TcpListener,
+    address: SocketAddr,
+    /// Every link's socket and the listener, level-triggered.
+    poller: OwnedFd,
+    regions: RwLock<HashMap<u64, Region>>,
+    /// Peers' wire addresses, by their address-vector entry.
+    peers: Mutex<HashMap<u64, SocketAddr>>,
+    /// Our links to targets, by address-vector entry.
+    targets: Mutex<HashMap<u64, Arc<Link>>>,
+    /// Every link, its index its epoll token.
+    links: RwLock<Vec<Arc<Link>>>,
+    /// Links with bytes the kernel did not take yet.
+    backlog: AtomicUsize,
+    /// Links closed by their targets with atomics pending, failed after [`LOST_AFTER`].
+    closing: Mutex<Vec<Arc<Link>>>,
+    /// `closing.len()`, read without the lock.
+    closing_count: AtomicUsize,
+    /// One thread reads the links at a time; others skip.
+    reading: Mutex<()>,
+    /// Operations answered, by counter (0: writes, 1: reads).
+    done: [AtomicU64; 2],
+    /// Operations failed, by counter.
+    failed: [AtomicU64; 2],
+    /// Set once any operation failed.
+    broken: AtomicBool,
+    complete: Complete,
+}
+
+impl std::fmt::Debug for Wire {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wire")
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
+}
+
+fn os(call: &'static str) -> impl FnOnce(std::io::Error) -> Error {
+    move |source| Error::Os { call, source }
+}
+
+fn lost(text: String) -> Error {
+    Error::Network {
+        call: "atomic",
+        code: 0,
+        text,
+    }
+}
+
+impl Wire {
+    /// Listens on `node` (the endpoint's address), any port; `complete` marks contexts.
+    pub(crate) fn open(node: &str, complete: Complete) -> Result<Wire> {
+        let ip: std::net::IpAddr = node.parse().map_err(|_| {
+            Error::InvalidArgument(format!("the endpoint address {node} is not an IP address"))
+        })?;
+        let listener = TcpListener::bind((ip, 0)).map_err(os("bind(atomics socket)"))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(os("fcntl(atomics socket)"))?;
+        let address = listener
+            .local_addr()
+            .map_err(os("getsockname(atomics socket)"))?;
+        let poller = epoll::create(epoll::CreateFlags::CLOEXEC).map_err(|e| Error::Os {
+            call: "epoll_create",
+            source: e.into(),
+        })?;
+        epoll::add(
+            &poller,
+            &listener,
+            epoll::EventData::new_u64(LISTENER),
+            epoll::EventFlags::IN,
+        )
+        .map_err(|e| Error::Os {
+            call: "epoll_ctl",
+            source: e.into(),
+        })?;
+        Ok(Wire {
+            listener,
+            address,
+            poller,
+            regions: RwLock::default(),
+            peers: Mutex::default(),
+            targets: Mutex::default(),
+            links: RwLock::default(),
+            backlog: AtomicUsize::new(0),
+            closing: Mutex::default(),
+            closing_count: AtomicUsize::new(0),
+            reading: Mutex::new(()),
+            done: [AtomicU64::new(0), AtomicU64::new(0)],
+            failed: [AtomicU64::new(0), AtomicU64::new(0)],
+            broken: AtomicBool::new(false),
+            complete,
+        })
+    }
+
+    /// Where peers connect.
+    pub(crate) fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// A descriptor that is readable while something waits on a link or the listener.
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.poller.as_fd()
+    }
+
+    /// Learns where peer `peer` (its address-vector entry) listens.
+    pub(crate) fn add_peer(&self, peer: u64, at: SocketAddr) {
+        lock(&self.peers).insert(peer, at);
+    }
+
+    /// True when atomics to `peer` go over the wire (it listens on one).
+    pub(crate) fn reaches(&self, peer: u64) -> bool {
+        lock(&self.peers).contains_key(&peer)
+    }
+
+    /// Lets peers address `len` bytes at `base` as registration `key`, first byte at
+    /// `remote_base`.
+    pub(crate) fn add_region(&self, key: u64, base: usize, len: usize, remote_base: u64) {
+        write(&self.regions).insert(
+            key,
+            Region {
+                base,
+                len,
+                remote_base,
+            },
+        );
+    }
+
+    /// Ends peers' access to registration `key`: once this returns no atomic touches it.
+    pub(crate) fn remove_region(&self, key: u64) {
+        // The write lock waits for every atomic being applied (they hold the read lock).
+        write(&self.regions).remove(&key);
+    }
+
+    /// Operations answered (`read`: fetching ones) and failed.
+    pub(crate) fn counts(&self, read: bool) -> (u64, u64) {
+        let i = usize::from(read);
+        // Acquire: pairs with the Release of `finish`; a flush that sees the count frees
+        // the contexts the answers marked before.
+        (
+            self.done[i].load(Ordering::Acquire),
+            self.failed[i].load(Ordering::Acquire),
+        )
+    }
+
+    /// True once an operation failed.
+    pub(crate) fn has_failed(&self) -> bool {
+        // Relaxed: a flag for later polls.
+        self.broken.load(Ordering::Relaxed)
+    }
+
+    /// Sends `request` with its `operand` (and `compare`) bytes to `peer`; the answer
+    /// writes the previous values to `result` and marks `ctx`.
+    ///
+    /// # Safety
+    /// `result` (for a fetching request, `count` elements) and `ctx` stay valid until the
+    /// operation is marked complete, or until this returns an error.
+    pub(crate) unsafe fn post(
+        &self,
+        peer: u64,
+        request: &Request,
+        operand: &[u8],
+        compare: &[u8],
+        result: *mut u8,
+        ctx: *mut c_void,
+    ) -> Result<()> {
+        let Some(code) = TYPES.iter().position(|t| *t == request.ty) else {
+            return Err(Error::Unsupported(format!(
+                "atomics on {:?} across nodes",
+                request.ty
+            )));
+        };
+        let op = Op::ALL.iter().position(|o| *o == request.op).unwrap_or(0);
+        let link = self.link_to(peer)?;
+        let mut state = lock(&link.state);
+        if state.broken || state.closed_at.is_some() {
+            return Err(lost(
+                "the connection to the target's process is gone".into(),
+            ));
+        }
+        let body = REQUEST_HEADER + operand.len() + compare.len();
+        let out = &mut state.out;
+        out.extend_from_slice(&(body as u32).to_le_bytes());
+        out.extend_from_slice(&[request.kind as u8, op as u8, code as u8, 0]);
+        out.extend_from_slice(&(request.count as u32).to_le_bytes());
+        out.extend_from_slice(&request.key.to_le_bytes());
+        out.extend_from_slice(&request.addr.to_le_bytes());
+        out.extend_from_slice(operand);
+        out.extend_from_slice(compare);
+        let read = request.kind != Kind::Write;
+        state.pending.push_back(Pending {
+            ctx,
+            result,
+            len: if read { operand.len() } else { 0 },
+            read,
+        });
+        self.send(&link, &mut state);
+        Ok(())
+    }
+
+    /// Our link to `peer`, connected now if it is not yet.
+    fn link_to(&self, peer: u64) -> Result<Arc<Link>> {
+        if let Some(l) = lock(&self.targets).get(&peer) {
+            return Ok(Arc::clone(l));
+        }
+        let at = *lock(&self.peers)
+            .get(&peer)
+            .ok_or_else(|| lost("no atomics address for this peer".into()))?;
+        // Connected outside the map's lock (a connection may take a while); a second
+        // thread that raced us keeps the first link in the map.
+        let stream = TcpStream::connect_timeout(&at, CONNECT_PATIENCE)
+            .map_err(|e| lost(format!("connecting to {at}: {e}")))?;
+        let link = self.adopt(stream, false)?;
+        let mut targets = lock(&self.targets);
+        Ok(Arc::clone(targets.entry(peer).or_insert(link)))
+    }
+
+    /// Makes `stream` a link (nonblocking, no Nagle delay) and watches it.
+    fn adopt(&self, stream: TcpStream, serves: bool) -> Result<Arc<Link>> {
+        stream
+            .set_nodelay(true)
+            .map_err(os("setsockopt(TCP_NODELAY)"))?;
+        stream
+            .set_nonblocking(true)
+            .map_err(os("fcntl(O_NONBLOCK)"))?;
+        let link = Arc::new(Link {
+            stream,
+            serves,
+            state: Mutex::default(),
+        });
+        let mut links = write(&self.links);
+        epoll::add(
+            &self.poller,
+            &link.stream,
+            epoll::EventData::new_u64(links.len() as u64),
+            epoll::EventFlags::IN,
+        )
+        .map_err(|e| Error::Os {
+            call: "epoll_ctl",
+            source: e.into(),
+        })?;
+        links.push(Arc::clone(&link));
+        Ok(link)
+    }
+
+    /// Sends what `state` holds as far as the kernel takes it; the rest waits for a later
+    /// progress call.
+    fn send(&self, link: &Link, state: &mut LinkState) {
+        while state.sent < state.out.len() {
+            match (&link.stream).write(&state.out[state.sent..]) {
+                Ok(0) => break,
+                Ok(n) => state.sent += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    self.fail(state);
+                    return;
+                }
+            }
+        }
+        if state.sent == state.out.len() {
+            state.out.clear();
+            state.sent = 0;
+        }
+        self.set_backlogged(state, state.sent < state.out.len());
+    }
+
+    /// Records whether `state` has bytes waiting for the kernel.
+    fn set_backlogged(&self, state: &mut LinkState, backlogged: bool) {
+        if state.backlogged != backlogged {
+            state.backlogged = backlogged;
+            // Relaxed: a hint for progress calls, which then look at every link's state
+            // under its lock.
+            if backlogged {
+                self.backlog.fetch_add(1, Ordering::Relaxed);
+            } else {
+                self.backlog.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The link is gone: every atomic waiting on it fails.
+    fn fail(&self, state: &mut LinkState) {
+        state.broken = true;
+        self.set_backlogged(state, false);
+        state.out.clear();
+        state.sent = 0;
+        if !state.pending.is_empty() {
+            // Relaxed: see `has_failed`. Only an operation lost makes the endpoint failed:
+            // a connection closed with nothing in flight is a peer that left (later posts
+            // to it fail).
+            self.broken.store(true, Ordering::Relaxed);
+        }
+        while let Some(p) = state.pending.pop_front() {
+            self.finish(&p, true);
+        }
+    }
+
+    /// Marks `p` complete and counts it.
+    fn finish(&self, p: &Pending, failed: bool) {
+        // SAFETY: the context is valid until marked (the posting contract).
+        unsafe { (self.complete)(p.ctx, failed) };
+        let i = usize::from(p.read);
+        // Release, after the mark: a flush that acquires the count may free the context.
+        if failed {
+            self.failed[i].fetch_add(1, Ordering::Release);
+        } else {
+            self.done[i].fetch_add(1, Ordering::Release);
+        }
+    }
+
+    /// Reads what arrived — peers' requests (applied and answered) and answers to ours —
+    /// and sends what waits; skipped while another thread does it. An error reports
+    /// atomics of ours that failed in this call.
+    pub(crate) fn progress(&self) -> Result<()> {
+        let Ok(_reading) = self.reading.try_lock() else {
+            return Ok(());
+        };
+        let failed_before =
+            self.failed[0].load(Ordering::Relaxed) + self.failed[1].load(Ordering::Relaxed);
+        let mut events = [MaybeUninit::<epoll::Event>::uninit(); 32];
+        let zero = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let (ready, _) = match epoll::wait(&self.poller, &mut events, Some(&zero)) {
+            Ok(r) => r,
+            Err(rustix::io::Errno::INTR) => return Ok(()),
+            Err(e) => {
+                return Err(Error::Os {
+                    call: "epoll_wait",
+                    source: e.into(),
+                })
+            }
+        };
+        let tokens: Vec<u64> = ready.iter().map(|e| e.data.u64()).collect();
+        for token in tokens {
+            if token == LISTENER {
+                self.accept();
+                continue;
+            }
+            let link = read(&self.links).get(token as usize).cloned();
+            if let Some(link) = link {
+                self.receive(&link);
+            }
+        }
+        // Relaxed: a hint (see `receive`).
+        if self.closing_count.load(Ordering::Relaxed) > 0 {
+            self.fail_lost();
+        }
+        // Relaxed: a hint (see `send`).
+        if self.backlog.load(Ordering::Relaxed) > 0 {
+            let links: Vec<Arc<Link>> = read(&self.links).clone();
+            for link in links {
+                let mut state = lock(&link.state);
+                if state.backlogged {
+                    self.send(&link, &mut state);
+                }
+            }
+        }
+        let failed_now =
+            self.failed[0].load(Ordering::Relaxed) + self.failed[1].load(Ordering::Relaxed);
+        if failed_now > failed_before {
+            return Err(lost(format!(
+                "{} atomics failed: the target's process is gone",
+                failed_now - failed_before
+            )));
+        }
+        Ok(())
+    }
+
+    /// Accepts the connections peers opened to us.
+    fn accept(&self) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    // A link we cannot watch is dropped: the peer's atomics then fail.
+                    let _ = self.adopt(stream, true);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Reads what `link` has, then handles every whole message.
+    fn receive(&self, link: &Arc<Link>) {
+        let mut state = lock(&link.state);
+        if state.broken {
+            return;
+        }
+        let mut closed = false;
+        let mut chunk = [0u8; 16 << 10];
+        loop {
+            match (&link.stream).read(&mut chunk) {
+                Ok(0) => {
+                    closed = true;
+                    break;
+                }
+                Ok(n) => {
+                    state.input.extend_from_slice(&chunk[..n]);
+                    if n < chunk.len() {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    closed = true;
+                    break;
+                }
+            }
+        }
+        let input = std::mem::take(&mut state.input);
+        let mut at = 0;
+        while input.len() - at >= 4 {
+            let body = u32::from_le_bytes(input[at..at + 4].try_into().expect("4 bytes")) as usize;
+            if input.len() - at - 4 < body {
+                break;
+            }
+            let message = &input[at + 4..at + 4 + body];
+            at += 4 + body;
+            if link.serves {
+                let mut answer = std::mem::take(&mut state.out);
+                let start = answer.len();
+                answer.extend_from_slice(&[0u8; 8]);
+                let status = self.apply(message, &mut answer);
+                let len = (answer.len() - start - 4) as u32;
+                answer[start..start + 4].copy_from_slice(&len.to_le_bytes());
+                answer[start + 4] = status;
+                state.out = answer;
+            } else if let Some(p) = state.pending.pop_front() {
+                // An answer: status, three bytes of padding, the previous values.
+                let ok = message.first() == Some(&OK) && message.len() == 4 + p.len;
+                if ok && p.len > 0 {
+                    // SAFETY: the result buffer holds `len` bytes until the operation is
+                    // marked (the posting contract).
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(message[4..].as_ptr(), p.result, p.len)
+                    };
+                }
+                self.finish(&p, !ok);
+                if !ok {
+                    // Relaxed: see `has_failed`.
+                    self.broken.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+        state.input = input;
+        state.input.drain(..at);
+        if link.serves {
+            self.send(link, &mut state);
+        }
+        if closed && state.closed_at.is_none() {
+            if link.serves || state.pending.is_empty() {
+                state.broken = true;
+                self.set_backlogged(&mut state, false);
+            } else {
+                state.closed_at = Some(std::time::Instant::now());
+                lock(&self.closing).push(Arc::clone(link));
+                // Relaxed: a hint for progress calls (the list is under its lock).
+                self.closing_count.fetch_add(1, Ordering::Relaxed);
+            }
+            // The peer is gone: stop watching its socket (else it stays readable).
+            let _ = epoll::delete(&self.poller, &link.stream);
+        }
+    }
+
+    /// Fails the atomics of links closed [`LOST_AFTER`] ago.
+    fn fail_lost(&self) {
+        let mut closing = lock(&self.closing);
+        closing.retain(|link| {
+            let mut state = lock(&link.state);
+            if state.closed_at.is_some_and(|t| t.elapsed() < LOST_AFTER) {
+                return true;
+            }
+            self.fail(&mut state);
+            // Relaxed: see above.
+            self.closing_count.fetch_sub(1, Ordering::Relaxed);
+            false
+        });
+    }
+
+    /// Applies one request and appends the previous values to `answer`: its status.
+    fn apply(&self, message: &[u8], answer: &mut Vec<u8>) -> u8 {
+        if message.len() < REQUEST_HEADER {
+            return BAD_REQUEST;
+        }
+        let kind = match message[0] {
+            0 => Kind::Write,
+            1 => Kind::Fetch,
+            2 => Kind::Compare,
+            _ => return BAD_REQUEST,
+        };
+        let (Some(&op), Some(&ty)) = (
+            Op::ALL.get(usize::from(message[1])),
+            TYPES.get(usize::from(message[2])),
+        ) else {
+            return BAD_REQUEST;
+        };
+        let count = u32::from_le_bytes(message[4..8].try_into().expect("4 bytes")) as usize;
+        let key = u64::from_le_bytes(message[8..16].try_into().expect("8 bytes"));
+        let addr = u64::from_le_bytes(message[16..24].try_into().expect("8 bytes"));
+        let bytes = count * ty.size();
+        let operands = &message[REQUEST_HEADER..];
+        let want = if kind == Kind::Compare {
+            2 * bytes
+        } else {
+            bytes
+        };
+        if operands.len() != want {
+            return BAD_REQUEST;
+        }
+        let (operand, compare) = operands.split_at(bytes);
+        // Held while the atomic is applied: a registration removed meanwhile waits.
+        let regions = read(&self.regions);
+        let Some(region) = regions.get(&key) else {
+            return NO_REGION;
+        };
+        let Some(offset) = addr
+            .checked_sub(region.remote_base)
+            .map(|o| o as usize)
+            .filter(|&o| o <= region.len && bytes <= region.len - o)
+        else {
+            return OUT_OF_RANGE;
+        };
+        let target = (region.base + offset) as *mut u8;
+        let apply = Apply {
+            kind,
+            op,
+            target,
+            count,
+            operand,
+            compare,
+        };
+        // SAFETY: the region is registered memory, valid while registered (the read lock
+        // holds it), which peers may change at any time: accessed with atomics only.
+        unsafe {
+            match ty {
+                ElemType::I8 => apply.run::<i8>(answer),
+                ElemType::U8 => apply.run::<u8>(answer),
+                ElemType::I16 => apply.run::<i16>(answer),
+                ElemType::U16 => apply.run::<u16>(answer),
+                ElemType::I32 => apply.run::<i32>(answer),
+                ElemType::U32 => apply.run::<u32>(answer),
+                ElemType::I64 => apply.run::<i64>(answer),
+                ElemType::U64 => apply.run::<u64>(answer),
+                ElemType::F32 => apply.run::<f32>(answer),
+                ElemType::F64 => apply.run::<f64>(answer),
+                _ => return BAD_REQUEST,
+            }
+        }
+        OK
+    }
+}
+
+/// Elements misaligned for their type cannot take CPU atomics: they are updated under
+/// this lock (atomic among the wire's own updates, as the provider's software does).
+static MISALIGNED: Mutex<()> = Mutex::new(());
+
+/// One request being applied.
+struct Apply<'a> {
+    kind: Kind,
+    op: Op,
+    target: *mut u8,
+    count: usize,
+    operand: &'a [u8],
+    compare: &'a [u8],
+}
+
+impl Apply<'_> {
+    /// Applies the request element by element, each one atomic, appending previous values.
+    ///
+    /// # Safety
+    /// `count` elements of `T` at `target` are valid memory that is only accessed
+    /// atomically.
+    unsafe fn run<T: AccElement>(&self, answer: &mut Vec<u8>) {
+        let size = std::mem::size_of::<T>();
+        let aligned = (self.target as usize) % std::mem::align_of::<T>() == 0;
+        let _misaligned = (!aligned).then(|| lock(&MISALIGNED));
+        for i in 0..self.count {
+            let origin: T = bytemuck::pod_read_unaligned(&self.operand[i * size..][..size]);
+            // SAFETY: inside the request's elements (the caller's contract).
+            let p = unsafe { self.target.add(i * size) }.cast::<T>();
+            let previous = if aligned {
+                // SAFETY: aligned, valid, accessed atomically only (the caller's contract).
+                unsafe {
+                    match self.kind {
+                        Kind::Write => {
+                            T::apply_op(p, self.op, origin);
+                            None
+                        }
+                        Kind::Fetch => Some(T::fetch_op(p, self.op, origin)),
+                        Kind::Compare => {
+                            let c: T =
+                                bytemuck::pod_read_unaligned(&self.compare[i * size..][..size]);
+                            Some(T::compare_swap(p, c, origin))
+                        }
+                    }
+                }
+            } else {
+                // SAFETY: valid (the caller's contract); misaligned updates are serialized
+                // by the lock held.
+                let current = unsafe { p.read_unaligned() };
+                let new = match self.kind {
+                    Kind::Compare => {
+                        let c = &self.compare[i * size..][..size];
+                        (bytemuck::bytes_of(&current) == c).then_some(origin)
+                    }
+                    _ if self.op == Op::NoOp => None,
+                    _ => Some(T::combine(self.op, current, origin)),
+                };
+                if let Some(v) = new {
+                    // SAFETY: as for the read.
+                    unsafe { p.write_unaligned(v) };
+                }
+                (self.kind != Kind::Write).then_some(current)
+            };
+            if let Some(v) = previous {
+                answer.extend_from_slice(bytemuck::bytes_of(&v));
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn read<T>(m: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    m.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn write<T>(m: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    m.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU8;
+
+    /// A context the tests' `complete` marks: 1 done, 2 failed.
+    #[derive(Default)]
+    struct Flag(AtomicU8);
+
+    /// SAFETY (for the wire): `ctx` is a live `Flag`.
+    unsafe fn complete(ctx: *mut c_void, failed: bool) {
+        // SAFETY: the tests post live flags.
+        let flag = unsafe { &*ctx.cast::<Flag>() };
+        flag.0.store(if failed { 2 } else { 1 }, Ordering::Release);
+    }
+
+    /// An origin and a target wire, the target known to the origin as peer 7.
+    fn pair() -> (Wire, Arc<Wire>) {
+        let origin = Wire::open("127.0.0.1", complete).unwrap();
+        let target = Arc::new(Wire::open("127.0.0.1", complete).unwrap());
+        origin.add_peer(7, target.address());
+        (origin, target)
+    }
+
+    /// Drives both until `flag` is marked: its mark.
+    fn wait(origin: &Wire, target: &Wire, flag: &Flag) -> u8 {
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let _ = origin.progress();
+            let _ = target.progress();
+            let f = flag.0.load(Ordering::Acquire);
+            if f != 0 {
+                return f;
+            }
+            assert!(std::time::Instant::now() < give_up, "no answer in 10 s");
+            std::thread::yield_now();
+        }
+    }
+
+    fn request(kind: Kind, op: Op, ty: ElemType, count: usize, addr: u64) -> Request {
+        Request {
+            kind,
+            op,
+            ty,
+            count,
+            key: 42,
+            addr,
+        }
+    }
+
+    #[test]
+    fn atomics_apply_in_issue_order_and_answer_previous_values() {
+        let (origin, target) = pair();
+        let mut memory = vec![0u64; 4];
+        target.add_region(42, memory.as_mut_ptr() as usize, 32, 1000);
+        // 100 sums, then a fetching read behind them: it sees every one.
+        let flags: Vec<Flag> = (0..101).map(|_| Flag::default()).collect();
+        for f in &flags[..100] {
+            let one = 1u64.to_le_bytes();
+            // SAFETY: no result; the flag outlives the operation.
+            unsafe {
+                origin
+                    .post(
+                        7,
+                        &request(Kind::Write, Op::Sum, ElemType::U64, 1, 1008),
+                        &one,
+                        &[],
+                        std::ptr::null_mut(),
+                        (f as *const Flag).cast_mut().cast(),
+                    )
+                    .unwrap();
+            }
+        }
+        let mut seen = 0u64;
+        // SAFETY: `seen` and the flag outlive the operation (waited for below).
+        unsafe {
+            origin
+                .post(
+                    7,
+                    &request(Kind::Fetch, Op::NoOp, ElemType::U64, 1, 1008),
+                    &0u64.to_le_bytes(),
+                    &[],
+                    (&mut seen as *mut u64).cast(),
+                    (&flags[100] as *const Flag).cast_mut().cast(),
+                )
+                .unwrap();
+        }
+        assert_eq!(wait(&origin, &target, &flags[100]), 1);
+        assert_eq!(seen, 100);
+        assert!(flags.iter().all(|f| f.0.load(Ordering::Acquire) == 1));
+        assert_eq!(origin.counts(false), (100, 0));
+        assert_eq!(origin.counts(true), (1, 0));
+        // A compare-and-swap that matches, one that does not.
+        let mut previous = [0u64; 2];
+        let flag = Flag::default();
+        // SAFETY: as above.
+        unsafe {
+            origin
+                .post(
+                    7,
+                    &request(Kind::Compare, Op::Replace, ElemType::U64, 2, 1008),
+                    &[5u64.to_le_bytes(), 6u64.to_le_bytes()].concat(),
+                    &[100u64.to_le_bytes(), 9u64.to_le_bytes()].concat(),
+                    previous.as_mut_ptr().cast(),
+                    (&flag as *const Flag).cast_mut().cast(),
+                )
+                .unwrap();
+        }
+        assert_eq!(wait(&origin, &target, &flag), 1);
+        assert_eq!(previous, [100, 0]);
+        assert_eq!(memory[1..3], [5, 0]);
+    }
+
+    #[test]
+    fn misaligned_elements_and_every_type_apply() {
+        let (origin, target) = pair();
+        let mut memory = vec![0u8; 64];
+        target.add_region(42, memory.as_mut_ptr() as usize, 64, 0);
+        // Three f64 at byte 3 (misaligned): max with 2.5, fetched.
+        let values: Vec<u8> = [1.0f64, 2.5, -7.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let flag = Flag::default();
+        // SAFETY: no result; the flag outlives the operation.
+        unsafe {
+            origin
+                .post(
+                    7,
+                    &request(Kind::Write, Op::Replace, ElemType::F64, 3, 3),
+                    &values,
+                    &[],
+                    std::ptr::null_mut(),
+                    (&flag as *const Flag).cast_mut().cast(),
+                )
+                .unwrap();
+        }
+        assert_eq!(wait(&origin, &target, &flag), 1);
+        let mut previous = [0f64; 3];
+        let flag = Flag::default();
+        let operand: Vec<u8> = [2.5f64; 3].iter().flat_map(|v| v.to_le_bytes()).collect();
+        // SAFETY: `previous` and the flag outlive the operation.
+        unsafe {
+            origin
+                .post(
+                    7,
+                    &request(Kind::Fetch, Op::Max, ElemType::F64, 3, 3),
+                    &operand,
+                    &[],
+                    previous.as_mut_ptr().cast(),
+                    (&flag as *const Flag).cast_mut().cast(),
+                )
+                .unwrap();
+        }
+        assert_eq!(wait(&origin, &target, &flag), 1);
+        assert_eq!(previous, [1.0, 2.5, -7.0]);
+        let now: Vec<f64> = memory[3..27]
+            .chunks(8)
+            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(now, [2.5, 2.5, 2.5]);
+        // Every type once: a sum of 1 into an aligned element.
+        for (i, ty) in TYPES.iter().enumerate() {
+            let size = ty.size();
+            let at = 32 + (i % 4) * 8;
+            let mut one = vec![0u8; size];
+            match ty {
+                ElemType::F32 => one.copy_from_slice(&1f32.to_le_bytes()),
+                ElemType::F64 => one.copy_from_slice(&1f64.to_le_bytes()),
+                _ => one[0] = 1,
+            }
+            memory[at..at + 8].fill(0);
+            let mut previous = vec![0xAAu8; size];
+            let flag = Flag::default();
+            // SAFETY: `previous` and the flag outlive the operation.
+            unsafe {
+                origin
+                    .post(
+                        7,
+                        &request(Kind::Fetch, Op::Sum, *ty, 1, at as u64),
+                        &one,
+                        &[],
+                        previous.as_mut_ptr(),
+                        (&flag as *const Flag).cast_mut().cast(),
+                    )
+                    .unwrap();
+            }
+            assert_eq!(wait(&origin, &target, &flag), 1, "{ty:?}");
+            assert!(previous.iter().all(|&b| b == 0), "{ty:?}");
+            assert_eq!(memory[at..at + size], one[..], "{ty:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_regions_out_of_range_and_lost_targets_fail() {
+        let (origin, target) = pair();
+        let mut memory = vec![0u64; 2];
+        target.add_region(42, memory.as_mut_ptr() as usize, 16, 0);
+        let one = 1u64.to_le_bytes();
+        for (addr, key) in [(8u64, 43u64), (16, 42), (9, 42)] {
+            let flag = Flag::default();
+            let r = Request {
+                key,
+                ..request(Kind::Write, Op::Sum, ElemType::U64, 1, addr)
+            };
+            // SAFETY: no result; the flag outlives the operation.
+            unsafe {
+                origin
+                    .post(
+                        7,
+                        &r,
+                        &one,
+                        &[],
+                        std::ptr::null_mut(),
+                        (&flag as *const Flag).cast_mut().cast(),
+                    )
+                    .unwrap();
+            }
+            assert_eq!(wait(&origin, &target, &flag), 2, "key {key} at {addr}");
+        }
+        assert_eq!(memory, [0, 0]);
+        assert!(origin.has_failed());
+        // A removed region is unknown.
+        target.remove_region(42);
+        let flag = Flag::default();
+        // SAFETY: as above.
+        unsafe {
+            origin
+                .post(
+                    7,
+                    &request(Kind::Write, Op::Sum, ElemType::U64, 1, 0),
+                    &one,
+                    &[],
+                    std::ptr::null_mut(),
+                    (&flag as *const Flag).cast_mut().cast(),
+                )
+                .unwrap();
+        }
+        assert_eq!(wait(&origin, &target, &flag), 2);
+        assert_eq!(memory, [0, 0]);
+        // The target's process gone: what waits fails, later posts are refused.
+        let flag = Flag::default();
+        // SAFETY: as above.
+        unsafe {
+            origin
+                .post(
+                    7,
+                    &request(Kind::Write, Op::Sum, ElemType::U64, 1, 0),
+                    &one,
+                    &[],
+                    std::ptr::null_mut(),
+                    (&flag as *const Flag).cast_mut().cast(),
+                )
+                .unwrap();
+        }
+        drop(target);
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        while flag.0.load(Ordering::Acquire) == 0 {
+            let _ = origin.progress();
+            assert!(
+                std::time::Instant::now() < give_up,
+                "the loss went unnoticed"
+            );
+            std::thread::yield_now();
+        }
+        assert_eq!(flag.0.load(Ordering::Acquire), 2);
+        let flag = Flag::default();
+        // SAFETY: as above.
+        let refused = unsafe {
+            origin.post(
+                7,
+                &request(Kind::Write, Op::Sum, ElemType::U64, 1, 0),
+                &one,
+                &[],
+                std::ptr::null_mut(),
+                (&flag as *const Flag).cast_mut().cast(),
+            )
+        };
+        assert!(matches!(refused, Err(Error::Network { .. })), "{refused:?}");
+    }
+}
