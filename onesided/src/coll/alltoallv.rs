@@ -353,6 +353,10 @@ impl Signals {
         // alloc_mem memory starts zeroed, before the (synchronizing) window creation: no
         // peer's credit can land before the zeros.
         let win = Window::create(comm, crate::alloc_mem::<u64>(words)?)?;
+        // The flags follow the blocks in the provider's order of RMA writes.
+        win.raw
+            .flags
+            .set(win.raw.flags.get().keeping_rma_order(true));
         win.lock_all(Assert::NOCHECK)?;
         #[cfg(feature = "ofi")]
         let ordered_net = across.iter().any(|&a| a) && crate::transport::net::orders_rma_writes()?;
@@ -513,6 +517,12 @@ impl<T: Pod> Alltoallv<T> {
             )?),
             _ => None,
         };
+        if signals.is_some() {
+            // The blocks go before their flags in the provider's order of RMA writes.
+            win.raw
+                .flags
+                .set(win.raw.flags.get().keeping_rma_order(true));
+        }
         let mut plan = Alltoallv {
             comm: comm.clone(),
             variant,

@@ -124,6 +124,16 @@ impl WinCore {
             }
             route => {
                 self.ring_gate_for(target, flags)?;
+                #[cfg(feature = "ofi")]
+                if let Route::Net { peer, addr, key } = route {
+                    let to = crate::transport::ofi::Remote { peer, addr, key };
+                    if !flags.keeps_rma_order()
+                        && crate::transport::net::put_over_wire(src.len(), to)?
+                        && self.put_as_atomics(route, src, flags)?
+                    {
+                        return Ok(());
+                    }
+                }
                 // A put that is not staged would overtake the staged ones; only
                 // `mpi_win_order` promises it will not (two puts to the same bytes in one
                 // epoch are otherwise conflicting, and which lands last unspecified).
@@ -142,11 +152,14 @@ impl WinCore {
         Ok(())
     }
 
-    /// An ordered put (`mpi_win_order`) to another node issued as the provider's atomic
-    /// writes where they keep order with its atomics ([`net::post_write_atomic`]): it and
-    /// an accumulate after it (a flag) are in flight together, where an RMA write would
-    /// have to complete first. False when the put cannot go so (nothing done).
+    /// A put to another node issued as atomic writes where they keep order with the
+    /// endpoint's other atomics ([`net::post_write_atomic`]): an ordered put
+    /// (`mpi_win_order`) and an accumulate after it (a flag) are in flight together, where
+    /// an RMA write would have to complete first; and a short put to a target the wire
+    /// reaches completes in the wire's round trip ([`net::WIRE_PUT_MAX`]). False when the
+    /// put cannot go so (nothing done).
     ///
+    /// [`net::WIRE_PUT_MAX`]: crate::transport::net::WIRE_PUT_MAX
     /// [`net::post_write_atomic`]: crate::transport::net::post_write_atomic
     #[cfg(feature = "ofi")]
     #[inline(never)]

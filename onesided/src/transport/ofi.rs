@@ -969,6 +969,27 @@ impl Nic {
         Ok(addr)
     }
 
+    /// Waits until the atomics (puts as atomic writes among them) sent to `peer` over the
+    /// wire are answered: a read through the provider after them must see them, as it sees
+    /// the RMA writes issued before it (the provider orders a read behind them; the wire's
+    /// connection is another stream). Nothing to wait for in the common case.
+    fn settle_wire(&self, peer: sys::fi_addr_t) -> Result<()> {
+        let Some(w) = &self.wire else {
+            return Ok(());
+        };
+        let mut backoff = crate::backoff::Backoff::new();
+        while w.pending_to(peer) {
+            self.progress()?;
+            backoff.snooze();
+        }
+        Ok(())
+    }
+
+    /// True when atomics to `peer` go over the wire ([`wire`]).
+    pub(crate) fn wire_reaches(&self, peer: sys::fi_addr_t) -> bool {
+        self.wire.as_ref().is_some_and(|w| w.reaches(peer))
+    }
+
     /// Inserts a provider address into the address vector.
     fn insert_provider(&self, name: &[u8]) -> Result<sys::fi_addr_t> {
         let mut addr: sys::fi_addr_t = sys::FI_ADDR_UNSPEC;
@@ -1355,6 +1376,9 @@ impl Nic {
         context: Context,
         delivered: bool,
     ) -> Result<()> {
+        if read {
+            self.settle_wire(at.peer)?;
+        }
         let mut desc_arr = [desc];
         let iov = sys::iovec {
             iov_base: buf.cast(),

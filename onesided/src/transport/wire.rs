@@ -266,6 +266,12 @@ impl Wire {
         lock(&self.peers).insert(peer, at);
     }
 
+    /// True while atomics of ours to `peer` wait for their answers.
+    pub(crate) fn pending_to(&self, peer: u64) -> bool {
+        let link = lock(&self.targets).get(&peer).cloned();
+        link.is_some_and(|l| !lock(&l.state).pending.is_empty())
+    }
+
     /// True when atomics to `peer` go over the wire (it listens on one).
     pub(crate) fn reaches(&self, peer: u64) -> bool {
         lock(&self.peers).contains_key(&peer)

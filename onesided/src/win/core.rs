@@ -139,6 +139,7 @@ impl Flags {
     const THREAD_SCOPE: u8 = 1;
     const ORDER: u8 = 2;
     const INTRINSIC: u8 = 4;
+    const RMA_ORDER: u8 = 8;
 
     pub(crate) fn from_hints(h: &WinHints) -> Flags {
         let mut bits = 0;
@@ -167,6 +168,23 @@ impl Flags {
     /// `mpi_assert_accumulate_intrinsic=true`.
     pub(crate) fn intrinsic(self) -> bool {
         self.0 & Self::INTRINSIC != 0
+    }
+
+    /// Puts to other nodes keep the provider's order of RMA writes: never as atomics over
+    /// the wire (`transport::net::WIRE_PUT_MAX`). The library's own signal windows set it,
+    /// whose flags follow their data (written to another window) in that order; MPI
+    /// orders no puts without `mpi_win_order`.
+    pub(crate) fn keeps_rma_order(self) -> bool {
+        self.0 & Self::RMA_ORDER != 0
+    }
+
+    /// These flags, and [`Flags::keeps_rma_order`] if `keep`.
+    pub(crate) fn keeping_rma_order(self, keep: bool) -> Flags {
+        if keep {
+            Flags(self.0 | Self::RMA_ORDER)
+        } else {
+            self
+        }
     }
 }
 

@@ -438,7 +438,9 @@ impl RawWindow {
         self.core
             .reorder
             .store(next.reorder.bits(), std::sync::atomic::Ordering::Relaxed);
-        self.flags.set(Flags::from_hints(&next));
+        let keep = self.flags.get().keeps_rma_order();
+        self.flags
+            .set(Flags::from_hints(&next).keeping_rma_order(keep));
         *self.core.hints() = next;
         Ok(())
     }
