@@ -163,9 +163,9 @@ pub(crate) struct Wire {
     poller: OwnedFd,
     regions: RwLock<HashMap<u64, Region>>,
     /// Peers' wire addresses, by their address-vector entry.
-    peers: Mutex<HashMap<u64, SocketAddr>>,
+    peers: RwLock<HashMap<u64, SocketAddr>>,
     /// Our links to targets, by address-vector entry.
-    targets: Mutex<HashMap<u64, Arc<Link>>>,
+    targets: RwLock<HashMap<u64, Arc<Link>>>,
     /// Every link, its index its epoll token.
     links: RwLock<Vec<Arc<Link>>>,
     /// Links with bytes the kernel did not take yet.
@@ -237,8 +237,8 @@ impl Wire {
             address,
             poller,
             regions: RwLock::default(),
-            peers: Mutex::default(),
-            targets: Mutex::default(),
+            peers: RwLock::default(),
+            targets: RwLock::default(),
             links: RwLock::default(),
             backlog: AtomicUsize::new(0),
             closing: Mutex::default(),
@@ -263,18 +263,18 @@ impl Wire {
 
     /// Learns where peer `peer` (its address-vector entry) listens.
     pub(crate) fn add_peer(&self, peer: u64, at: SocketAddr) {
-        lock(&self.peers).insert(peer, at);
+        write(&self.peers).insert(peer, at);
     }
 
     /// True while atomics of ours to `peer` wait for their answers.
     pub(crate) fn pending_to(&self, peer: u64) -> bool {
-        let link = lock(&self.targets).get(&peer).cloned();
+        let link = read(&self.targets).get(&peer).cloned();
         link.is_some_and(|l| !lock(&l.state).pending.is_empty())
     }
 
     /// True when atomics to `peer` go over the wire (it listens on one).
     pub(crate) fn reaches(&self, peer: u64) -> bool {
-        lock(&self.peers).contains_key(&peer)
+        read(&self.peers).contains_key(&peer)
     }
 
     /// Lets peers address `len` bytes at `base` as registration `key`, first byte at
@@ -351,12 +351,12 @@ impl Wire {
         out.extend_from_slice(&request.addr.to_le_bytes());
         out.extend_from_slice(operand);
         out.extend_from_slice(compare);
-        let read = request.kind != Kind::Write;
+        let fetching = request.kind != Kind::Write;
         state.pending.push_back(Pending {
             ctx,
             result,
-            len: if read { operand.len() } else { 0 },
-            read,
+            len: if fetching { operand.len() } else { 0 },
+            read: fetching,
         });
         self.send(&link, &mut state);
         Ok(())
@@ -364,10 +364,10 @@ impl Wire {
 
     /// Our link to `peer`, connected now if it is not yet.
     fn link_to(&self, peer: u64) -> Result<Arc<Link>> {
-        if let Some(l) = lock(&self.targets).get(&peer) {
+        if let Some(l) = read(&self.targets).get(&peer) {
             return Ok(Arc::clone(l));
         }
-        let at = *lock(&self.peers)
+        let at = *read(&self.peers)
             .get(&peer)
             .ok_or_else(|| lost("no atomics address for this peer".into()))?;
         // Connected outside the map's lock (a connection may take a while); a second
@@ -375,7 +375,7 @@ impl Wire {
         let stream = TcpStream::connect_timeout(&at, CONNECT_PATIENCE)
             .map_err(|e| lost(format!("connecting to {at}: {e}")))?;
         let link = self.adopt(stream, false)?;
-        let mut targets = lock(&self.targets);
+        let mut targets = write(&self.targets);
         Ok(Arc::clone(targets.entry(peer).or_insert(link)))
     }
 
