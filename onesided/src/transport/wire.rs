@@ -849,66 +849,76 @@ mod tests {
         }
     }
 
+    /// Posts `r` with its operands to the target, previous values into `result`, and
+    /// waits for the answer: its mark (1 done, 2 failed).
+    fn exchange(
+        origin: &Wire,
+        target: &Wire,
+        r: Request,
+        operands: (&[u8], &[u8]),
+        result: &mut [u8],
+    ) -> u8 {
+        let flag = Flag::default();
+        let out = if result.is_empty() {
+            std::ptr::null_mut()
+        } else {
+            result.as_mut_ptr()
+        };
+        // SAFETY: `result` and the flag outlive the operation: waited for below.
+        unsafe { origin.post(7, &r, operands.0, operands.1, out, flag_ptr(&flag)) }.unwrap();
+        wait(origin, target, &flag)
+    }
+
+    fn flag_ptr(flag: &Flag) -> *mut c_void {
+        (flag as *const Flag).cast_mut().cast()
+    }
+
+    fn words(values: &[u64]) -> Vec<u8> {
+        values.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+
     #[test]
     fn atomics_apply_in_issue_order_and_answer_previous_values() {
         let (origin, target) = pair();
         let mut memory = vec![0u64; 4];
         target.add_region(42, memory.as_mut_ptr() as usize, 32, 1000);
-        // 100 sums, then a fetching read behind them: it sees every one.
-        let flags: Vec<Flag> = (0..101).map(|_| Flag::default()).collect();
-        for f in &flags[..100] {
-            let one = 1u64.to_le_bytes();
-            // SAFETY: no result; the flag outlives the operation.
+        // 100 sums in flight together, then a fetching read behind them: it sees them all.
+        let flags: Vec<Flag> = (0..100).map(|_| Flag::default()).collect();
+        let sum = request(Kind::Write, Op::Sum, ElemType::U64, 1, 1008);
+        for f in &flags {
+            // SAFETY: no result; the flags outlive the operations (the read below is
+            // answered after them).
             unsafe {
-                origin
-                    .post(
-                        7,
-                        &request(Kind::Write, Op::Sum, ElemType::U64, 1, 1008),
-                        &one,
-                        &[],
-                        std::ptr::null_mut(),
-                        (f as *const Flag).cast_mut().cast(),
-                    )
-                    .unwrap();
-            }
-        }
-        let mut seen = 0u64;
-        // SAFETY: `seen` and the flag outlive the operation (waited for below).
-        unsafe {
-            origin
-                .post(
+                origin.post(
                     7,
-                    &request(Kind::Fetch, Op::NoOp, ElemType::U64, 1, 1008),
-                    &0u64.to_le_bytes(),
+                    &sum,
+                    &words(&[1]),
                     &[],
-                    (&mut seen as *mut u64).cast(),
-                    (&flags[100] as *const Flag).cast_mut().cast(),
+                    std::ptr::null_mut(),
+                    flag_ptr(f),
                 )
-                .unwrap();
+            }
+            .unwrap();
         }
-        assert_eq!(wait(&origin, &target, &flags[100]), 1);
-        assert_eq!(seen, 100);
+        let mut seen = [0u8; 8];
+        let read = request(Kind::Fetch, Op::NoOp, ElemType::U64, 1, 1008);
+        assert_eq!(
+            exchange(&origin, &target, read, (&words(&[0]), &[]), &mut seen),
+            1
+        );
+        assert_eq!(u64::from_le_bytes(seen), 100);
         assert!(flags.iter().all(|f| f.0.load(Ordering::Acquire) == 1));
         assert_eq!(origin.counts(false), (100, 0));
         assert_eq!(origin.counts(true), (1, 0));
         // A compare-and-swap that matches, one that does not.
-        let mut previous = [0u64; 2];
-        let flag = Flag::default();
-        // SAFETY: as above.
-        unsafe {
-            origin
-                .post(
-                    7,
-                    &request(Kind::Compare, Op::Replace, ElemType::U64, 2, 1008),
-                    &[5u64.to_le_bytes(), 6u64.to_le_bytes()].concat(),
-                    &[100u64.to_le_bytes(), 9u64.to_le_bytes()].concat(),
-                    previous.as_mut_ptr().cast(),
-                    (&flag as *const Flag).cast_mut().cast(),
-                )
-                .unwrap();
-        }
-        assert_eq!(wait(&origin, &target, &flag), 1);
-        assert_eq!(previous, [100, 0]);
+        let mut previous = [0u8; 16];
+        let cas = request(Kind::Compare, Op::Replace, ElemType::U64, 2, 1008);
+        let (values, compare) = (words(&[5, 6]), words(&[100, 9]));
+        assert_eq!(
+            exchange(&origin, &target, cas, (&values, &compare), &mut previous),
+            1
+        );
+        assert_eq!(previous[..], words(&[100, 0])[..]);
         assert_eq!(memory[1..3], [5, 0]);
     }
 
@@ -917,50 +927,29 @@ mod tests {
         let (origin, target) = pair();
         let mut memory = vec![0u8; 64];
         target.add_region(42, memory.as_mut_ptr() as usize, 64, 0);
-        // Three f64 at byte 3 (misaligned): max with 2.5, fetched.
-        let values: Vec<u8> = [1.0f64, 2.5, -7.0]
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect();
-        let flag = Flag::default();
-        // SAFETY: no result; the flag outlives the operation.
-        unsafe {
-            origin
-                .post(
-                    7,
-                    &request(Kind::Write, Op::Replace, ElemType::F64, 3, 3),
-                    &values,
-                    &[],
-                    std::ptr::null_mut(),
-                    (&flag as *const Flag).cast_mut().cast(),
-                )
-                .unwrap();
-        }
-        assert_eq!(wait(&origin, &target, &flag), 1);
-        let mut previous = [0f64; 3];
-        let flag = Flag::default();
-        let operand: Vec<u8> = [2.5f64; 3].iter().flat_map(|v| v.to_le_bytes()).collect();
-        // SAFETY: `previous` and the flag outlive the operation.
-        unsafe {
-            origin
-                .post(
-                    7,
-                    &request(Kind::Fetch, Op::Max, ElemType::F64, 3, 3),
-                    &operand,
-                    &[],
-                    previous.as_mut_ptr().cast(),
-                    (&flag as *const Flag).cast_mut().cast(),
-                )
-                .unwrap();
-        }
-        assert_eq!(wait(&origin, &target, &flag), 1);
-        assert_eq!(previous, [1.0, 2.5, -7.0]);
-        let now: Vec<f64> = memory[3..27]
-            .chunks(8)
-            .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
-            .collect();
-        assert_eq!(now, [2.5, 2.5, 2.5]);
-        // Every type once: a sum of 1 into an aligned element.
+        // Three f64 at byte 3 (misaligned): written, then max with 2.5, fetched.
+        let f64s = |v: &[f64]| -> Vec<u8> { v.iter().flat_map(|x| x.to_le_bytes()).collect() };
+        let write = request(Kind::Write, Op::Replace, ElemType::F64, 3, 3);
+        let values = f64s(&[1.0, 2.5, -7.0]);
+        assert_eq!(
+            exchange(&origin, &target, write, (&values, &[]), &mut []),
+            1
+        );
+        let mut previous = [0u8; 24];
+        let max = request(Kind::Fetch, Op::Max, ElemType::F64, 3, 3);
+        assert_eq!(
+            exchange(
+                &origin,
+                &target,
+                max,
+                (&f64s(&[2.5; 3]), &[]),
+                &mut previous
+            ),
+            1
+        );
+        assert_eq!(previous[..], values[..]);
+        assert_eq!(memory[3..27], f64s(&[2.5; 3])[..]);
+        // Every type once: a sum of 1 into an aligned element, fetched.
         for (i, ty) in TYPES.iter().enumerate() {
             let size = ty.size();
             let at = 32 + (i % 4) * 8;
@@ -972,21 +961,12 @@ mod tests {
             }
             memory[at..at + 8].fill(0);
             let mut previous = vec![0xAAu8; size];
-            let flag = Flag::default();
-            // SAFETY: `previous` and the flag outlive the operation.
-            unsafe {
-                origin
-                    .post(
-                        7,
-                        &request(Kind::Fetch, Op::Sum, *ty, 1, at as u64),
-                        &one,
-                        &[],
-                        previous.as_mut_ptr(),
-                        (&flag as *const Flag).cast_mut().cast(),
-                    )
-                    .unwrap();
-            }
-            assert_eq!(wait(&origin, &target, &flag), 1, "{ty:?}");
+            let add = request(Kind::Fetch, Op::Sum, *ty, 1, at as u64);
+            assert_eq!(
+                exchange(&origin, &target, add, (&one, &[]), &mut previous),
+                1,
+                "{ty:?}"
+            );
             assert!(previous.iter().all(|&b| b == 0), "{ty:?}");
             assert_eq!(memory[at..at + size], one[..], "{ty:?}");
         }
@@ -997,63 +977,30 @@ mod tests {
         let (origin, target) = pair();
         let mut memory = vec![0u64; 2];
         target.add_region(42, memory.as_mut_ptr() as usize, 16, 0);
-        let one = 1u64.to_le_bytes();
+        let one = words(&[1]);
         for (addr, key) in [(8u64, 43u64), (16, 42), (9, 42)] {
-            let flag = Flag::default();
             let r = Request {
                 key,
                 ..request(Kind::Write, Op::Sum, ElemType::U64, 1, addr)
             };
-            // SAFETY: no result; the flag outlives the operation.
-            unsafe {
-                origin
-                    .post(
-                        7,
-                        &r,
-                        &one,
-                        &[],
-                        std::ptr::null_mut(),
-                        (&flag as *const Flag).cast_mut().cast(),
-                    )
-                    .unwrap();
-            }
-            assert_eq!(wait(&origin, &target, &flag), 2, "key {key} at {addr}");
+            assert_eq!(
+                exchange(&origin, &target, r, (&one, &[]), &mut []),
+                2,
+                "key {key} at {addr}"
+            );
         }
         assert_eq!(memory, [0, 0]);
         assert!(origin.has_failed());
         // A removed region is unknown.
         target.remove_region(42);
-        let flag = Flag::default();
-        // SAFETY: as above.
-        unsafe {
-            origin
-                .post(
-                    7,
-                    &request(Kind::Write, Op::Sum, ElemType::U64, 1, 0),
-                    &one,
-                    &[],
-                    std::ptr::null_mut(),
-                    (&flag as *const Flag).cast_mut().cast(),
-                )
-                .unwrap();
-        }
-        assert_eq!(wait(&origin, &target, &flag), 2);
+        let sum = request(Kind::Write, Op::Sum, ElemType::U64, 1, 0);
+        assert_eq!(exchange(&origin, &target, sum, (&one, &[]), &mut []), 2);
         assert_eq!(memory, [0, 0]);
-        // The target's process gone: what waits fails, later posts are refused.
+        // The target's process gone: what waits fails (after LOST_AFTER), later posts are
+        // refused.
         let flag = Flag::default();
-        // SAFETY: as above.
-        unsafe {
-            origin
-                .post(
-                    7,
-                    &request(Kind::Write, Op::Sum, ElemType::U64, 1, 0),
-                    &one,
-                    &[],
-                    std::ptr::null_mut(),
-                    (&flag as *const Flag).cast_mut().cast(),
-                )
-                .unwrap();
-        }
+        // SAFETY: no result; the flag outlives the operation (waited for below).
+        unsafe { origin.post(7, &sum, &one, &[], std::ptr::null_mut(), flag_ptr(&flag)) }.unwrap();
         drop(target);
         let give_up = std::time::Instant::now() + Duration::from_secs(10);
         while flag.0.load(Ordering::Acquire) == 0 {
@@ -1066,17 +1013,9 @@ mod tests {
         }
         assert_eq!(flag.0.load(Ordering::Acquire), 2);
         let flag = Flag::default();
-        // SAFETY: as above.
-        let refused = unsafe {
-            origin.post(
-                7,
-                &request(Kind::Write, Op::Sum, ElemType::U64, 1, 0),
-                &one,
-                &[],
-                std::ptr::null_mut(),
-                (&flag as *const Flag).cast_mut().cast(),
-            )
-        };
+        // SAFETY: as above (refused: nothing is posted).
+        let refused =
+            unsafe { origin.post(7, &sum, &one, &[], std::ptr::null_mut(), flag_ptr(&flag)) };
         assert!(matches!(refused, Err(Error::Network { .. })), "{refused:?}");
     }
 }
