@@ -354,9 +354,7 @@ impl Signals {
         // peer's credit can land before the zeros.
         let win = Window::create(comm, crate::alloc_mem::<u64>(words)?)?;
         // The flags follow the blocks in the provider's order of RMA writes.
-        win.raw
-            .flags
-            .set(win.raw.flags.get().keeping_rma_order(true));
+        win.raw.keep_rma_order();
         win.lock_all(Assert::NOCHECK)?;
         #[cfg(feature = "ofi")]
         let ordered_net = across.iter().any(|&a| a) && crate::transport::net::orders_rma_writes()?;
@@ -519,9 +517,7 @@ impl<T: Pod> Alltoallv<T> {
         };
         if signals.is_some() {
             // The blocks go before their flags in the provider's order of RMA writes.
-            win.raw
-                .flags
-                .set(win.raw.flags.get().keeping_rma_order(true));
+            win.raw.keep_rma_order();
         }
         let mut plan = Alltoallv {
             comm: comm.clone(),

@@ -350,6 +350,11 @@ mod tests {
         }
     }
 
+    /// [`pair_as`] with the wire's atomics (the default on these providers).
+    fn pair(provider: &str) -> Pair {
+        pair_as(provider, "socket")
+    }
+
     /// Two endpoints of `provider`, atomics between them as `atomics` says (`socket`,
     /// `provider`), the target served by a progress thread.
     fn pair_as(provider: &str, atomics: &str) -> Pair {
@@ -560,10 +565,6 @@ mod tests {
             accumulate_with(&p.origin, &none, Op::Sum, &[1u64], None, at),
             Err(Error::Unsupported(_))
         ));
-    }
-
-    fn pair(provider: &str) -> Pair {
-        pair_as(provider, "socket")
     }
 
     #[test]

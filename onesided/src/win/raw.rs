@@ -132,6 +132,12 @@ const _: () = {
 };
 
 impl RawWindow {
+    /// Keeps this handle's puts to other nodes in the provider's order of RMA writes
+    /// ([`Flags::keeps_rma_order`]): for the library's own signal windows.
+    pub(crate) fn keep_rma_order(&self) {
+        self.flags.set(self.flags.get().keeping_rma_order(true));
+    }
+
     pub(crate) fn from_core(core: WinCore, kept: Option<Kept>) -> Self {
         crate::diag::event!(
             target: "onesided::window",
