@@ -497,8 +497,7 @@ impl Wire {
                 })
             }
         };
-        let tokens: Vec<u64> = ready.iter().map(|e| e.data.u64()).collect();
-        for token in tokens {
+        for token in ready.iter().map(|e| e.data.u64()) {
             if token == LISTENER {
                 self.accept();
                 continue;
