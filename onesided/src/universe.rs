@@ -157,6 +157,8 @@ fn connect(boot: Arc<dyn Bootstrap>) -> Universe {
     crate::progress::thread::start_if_enabled();
     crate::diag::set_rank(boot.rank());
     crate::diag::install_logger();
+    #[cfg(feature = "ofi")]
+    crate::transport::ofi::set_job_of_process(boot.job_id(), boot.rank());
     let _ = IDENTITY.set(JobIdentity {
         job: boot.job_id().to_owned(),
         rank: boot.rank(),

@@ -11,15 +11,27 @@ use std::time::Duration;
 use onesided::{alloc_mem, testing, Assert, Error, Window};
 
 const ROLE: &str = "ONESIDED_TEST_SMALL_SHM";
-const SHM_MIB: usize = 16;
+
+/// The small /dev/shm, in MiB: 16, or room for libfabric's shm provider where it carries
+/// the network's operations (it declines to open an endpoint unless /dev/shm has room
+/// for a region per core: 32 MiB on 2 cores), with the windows scaled alike.
+fn shm_mib() -> usize {
+    if std::env::var("ONESIDED_PROVIDER").is_ok_and(|p| p == "shm") {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        16 * (cores + 2)
+    } else {
+        16
+    }
+}
 
 #[test]
 fn windows_larger_than_dev_shm_are_typed_errors() {
     if std::env::var_os(ROLE).is_none() {
         let exe = std::env::current_exe().unwrap();
         let script = format!(
-            "mount -t tmpfs -o size={SHM_MIB}m,mode=1777 tmpfs /dev/shm && exec \"$0\" \
-             --exact windows_larger_than_dev_shm_are_typed_errors --nocapture --test-threads=1"
+            "mount -t tmpfs -o size={}m,mode=1777 tmpfs /dev/shm && exec \"$0\" \
+             --exact windows_larger_than_dev_shm_are_typed_errors --nocapture --test-threads=1",
+            shm_mib()
         );
         let out = Command::new("timeout")
             .args(["120", "unshare", "--mount", "--propagation", "private"])
@@ -38,26 +50,27 @@ fn windows_larger_than_dev_shm_are_typed_errors() {
         return;
     }
     // Inside the namespace: /dev/shm is the small tmpfs.
+    let shm_mib = shm_mib();
     let stat = rustix::fs::statvfs("/dev/shm").unwrap();
     assert!(
-        stat.f_blocks * stat.f_frsize <= (SHM_MIB as u64) << 20,
+        stat.f_blocks * stat.f_frsize <= (shm_mib as u64) << 20,
         "not the small tmpfs"
     );
     testing::job(2)
         .timeout(Duration::from_secs(60))
         .run(|u| {
             let w = u.world();
-            // 32 MiB per rank of the node in its segment: more than the 16 MiB there are
-            // (a node's segment holds its own ranks' memory: both on one node, one each
-            // across two).
-            match Window::<u8>::allocate(w, 32 << 20) {
+            // Twice /dev/shm per rank of the node in its segment (a node's segment holds
+            // its own ranks' memory: both on one node, one each across two).
+            let per_rank = 2 * (shm_mib << 20);
+            match Window::<u8>::allocate(w, per_rank) {
                 Err(Error::SharedMemoryFull {
                     requested,
                     available,
                 }) => {
                     assert_eq!(w.node_rank(), 0, "a node's lowest rank creates its segment");
-                    let node_memory = w.node_size() * (32 << 20);
-                    assert!(requested >= node_memory && available < (SHM_MIB as u64) << 20);
+                    let node_memory = w.node_size() * per_rank;
+                    assert!(requested >= node_memory && available < (shm_mib as u64) << 20);
                     let text = Error::SharedMemoryFull {
                         requested,
                         available,
@@ -71,7 +84,7 @@ fn windows_larger_than_dev_shm_are_typed_errors() {
             // A terabyte per rank fails at once instead of being "created" sparsely.
             assert!(Window::<u8>::allocate(w, 1 << 40).is_err());
             assert!(matches!(
-                alloc_mem::<u8>(SHM_MIB << 20),
+                alloc_mem::<u8>(shm_mib << 20),
                 Err(Error::SharedMemoryFull { .. })
             ));
             // What fits still works, and its memory is really there.

@@ -319,6 +319,7 @@ impl WinCore {
         flags: Flags,
     ) -> Result<()> {
         let size = std::mem::size_of::<E>();
+        self.settle_writes_before_atomic(|| self.through_net_atomics::<E>(target, &loc))?;
         // Staged puts go first: they reach memory in issue order.
         self.drain_before_atomic(flags, || self.through_net_atomics::<E>(target, &loc))?;
         if self.elementwise::<E>(&loc) {
@@ -430,6 +431,7 @@ impl WinCore {
         flags: Flags,
     ) -> Result<E> {
         // Staged puts go first (a put, then a compare-and-swap that signals it).
+        self.settle_writes_before_atomic(|| self.through_net_atomics::<E>(target, &loc))?;
         self.drain_before_atomic(flags, || self.through_net_atomics::<E>(target, &loc))?;
         if self.elementwise::<E>(&loc) {
             let Route::Direct(p) = loc.route else {

@@ -373,9 +373,9 @@ mod tests {
     }
 
     #[test]
-    fn every_operation_and_type_is_native_on_tcp_and_shm() {
+    fn every_operation_and_type_is_native_on_tcp_udp_and_shm() {
         let _watchdog = Watchdog::new("native atomics", 60);
-        for provider in ["tcp;ofi_rxm", "shm"] {
+        for provider in ["tcp;ofi_rxm", "udp;ofi_rxd", "shm"] {
             let nic = Nic::open(provider, "127.0.0.1").unwrap();
             let missing = missing(&nic.atomic_table());
             assert!(missing.is_empty(), "{provider} lacks {missing:?}");
@@ -585,5 +585,22 @@ mod tests {
     #[test]
     fn cpu_and_provider_atomics_mix_on_one_word_shm() {
         every_type("shm", "provider");
+    }
+
+    #[test]
+    fn cpu_and_network_atomics_mix_on_one_word_udp() {
+        every_type("udp;ofi_rxd", "socket");
+    }
+
+    /// udp;ofi_rxd's own atomics lose updates against CPU atomics (see
+    /// `provider_atomics_mix_with_cpu`): windows then take every atomic word through the
+    /// network, as with a NIC's atomics; over the wire they mix.
+    #[test]
+    fn udp_provider_atomics_are_not_taken_to_mix_with_the_cpu() {
+        let _watchdog = Watchdog::new("udp atomics", 60);
+        let provider = Nic::open_as("udp;ofi_rxd", "127.0.0.1", false, Some("provider")).unwrap();
+        assert!(!provider.atomics_mix_with_cpu());
+        let socket = Nic::open_as("udp;ofi_rxd", "127.0.0.1", false, Some("socket")).unwrap();
+        assert!(socket.atomics_mix_with_cpu());
     }
 }

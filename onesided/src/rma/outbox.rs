@@ -252,6 +252,25 @@ impl WinCore {
         self.drain_before_op(flags)
     }
 
+    /// Before an atomic that goes `through_network`: this window's network writes still in
+    /// flight complete first where the network may deliver the atomic before them (the
+    /// wire's atomics travel beside the provider's writes; `tcp;ofi_rxm` does not order an
+    /// atomic after a write). So an accumulate lands after the puts its origin issued
+    /// before it, as on one node: MPI leaves a put and an accumulate to one location in one
+    /// epoch undefined, but a deferred epoch promises issue order.
+    #[inline]
+    pub(crate) fn settle_writes_before_atomic(
+        &self,
+        through_network: impl FnOnce() -> bool,
+    ) -> Result<()> {
+        #[cfg(feature = "ofi")]
+        if self.net_writes_pending() && !crate::transport::net::ordered()? && through_network() {
+            return self.complete_net();
+        }
+        let _ = through_network;
+        Ok(())
+    }
+
     /// True when the operations in flight on the network that an atomic must not overtake
     /// are all atomics of a provider that keeps them in order: no RMA write of this window
     /// since the last completion (`net_writes.far`; reads are waited for).

@@ -277,7 +277,7 @@ fn no_room(requested: usize) -> Error {
 }
 
 /// Free bytes in /dev/shm (0 when it cannot be told).
-fn shm_free_bytes() -> u64 {
+pub(crate) fn shm_free_bytes() -> u64 {
     rustix::fs::statvfs(SHM_DIR).map_or(0, |s| s.f_bavail.saturating_mul(s.f_frsize))
 }
 

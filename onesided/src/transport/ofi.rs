@@ -89,10 +89,26 @@ fn again(rc: isize) -> bool {
 }
 
 /// True for a provider name (`core` or `core;utility`) whose core provider applies atomics
-/// in the target's software (see [`Nic::atomics_mix_with_cpu`]).
+/// in the target's software: the wire may carry the atomics instead (a NIC's atomics are
+/// not coherent with the CPU atomics the wire applies).
 fn software_atomics(provider: &str) -> bool {
     let core = provider.split(';').next().unwrap_or_default();
     matches!(core, "tcp" | "udp" | "shm")
+}
+
+/// True for a provider name whose own atomics are atomic with the target's CPU atomics
+/// (see [`Nic::atomics_mix_with_cpu`]): `tcp;ofi_rxm` and `shm`. Not `udp;ofi_rxd`,
+/// although its atomics are software too: against CPU atomics on one word it lost
+/// compare-and-swap increments and products here (about one run in six of
+/// `cpu_and_provider_atomics_mix_on_one_word_udp`).
+fn provider_atomics_mix_with_cpu(provider: &str) -> bool {
+    let core = provider.split(';').next().unwrap_or_default();
+    let utility = provider.split(';').nth(1);
+    match core {
+        "tcp" => utility.is_none_or(|u| u == "ofi_rxm"),
+        "shm" => utility.is_none(),
+        _ => false,
+    }
 }
 
 /// The wire for atomics to other nodes, as [`wire::ENV`] says: by default where the
@@ -165,11 +181,16 @@ fn getinfo(provider: &str, node: &str) -> Result<InfoList> {
         )));
     }
     let prov = CString::new(provider).map_err(|_| bad_name("provider", provider))?;
+    // shm names an endpoint's region in /dev/shm after its source address
+    // (`fi_shm://<node>` gives `<node>:<uid>:<index>`): bound to the node's address, every
+    // process of the node would create the same region (libfabric 1.17 then crashes in
+    // fi_enable), and unbound it is named after the process id — guessable, and left
+    // behind when the process exits without closing the endpoint (every rank keeps it to
+    // the end). So it is named like the job's own segments: unguessable, and removed with
+    // them when a rank or the job ends (`segment::sweep_job`).
+    let shm_region = (provider == "shm").then(shm_region_name);
+    let node = shm_region.as_deref().unwrap_or(node);
     let node_c = CString::new(node).map_err(|_| bad_name("node", node))?;
-    // shm names an endpoint after its source address (`fi_shm://<node>`): bound to one
-    // address, every process of the node would create the same region (libfabric 1.17
-    // then crashes in fi_enable). Unbound, it names it after the process.
-    let named_by_process = provider == "shm";
     // SAFETY: fi_allocinfo returns a zeroed fi_info with its attribute structs allocated
     // (or null); it is freed below whatever happens.
     let hints = unsafe { sys::fi_allocinfo() };
@@ -201,13 +222,9 @@ fn getinfo(provider: &str, node: &str) -> Result<InfoList> {
         (*(*h).fabric_attr).prov_name = libc_strdup(&prov);
         let rc = sys::fi_getinfo(
             API_VERSION,
-            if named_by_process {
-                ptr::null()
-            } else {
-                node_c.as_ptr()
-            },
+            node_c.as_ptr(),
             ptr::null(),
-            if named_by_process { 0 } else { sys::FI_SOURCE },
+            sys::FI_SOURCE,
             h,
             &mut info,
         );
@@ -215,13 +232,48 @@ fn getinfo(provider: &str, node: &str) -> Result<InfoList> {
         rc
     };
     if rc == -(sys::FI_ENODATA as c_int) || (rc >= 0 && info.is_null()) {
+        // shm declines when /dev/shm has less room than its regions may take (libfabric
+        // 1.17: about 32 MiB here); say so, or the refusal reads like a missing feature.
+        let room = match shm_region {
+            Some(_) => format!(
+                " (shm declines when /dev/shm lacks room for its regions: {} MiB free)",
+                crate::shm::segment::shm_free_bytes() >> 20
+            ),
+            None => String::new(),
+        };
         return Err(Error::Unsupported(format!(
-            "libfabric provider {provider:?} offers no RMA + atomics endpoint at {node}"
+            "libfabric provider {provider:?} offers no RMA + atomics endpoint at {node}{room}"
         )));
     }
     check("fi_getinfo", rc)?;
     let head = NonNull::new(info).expect("fi_getinfo succeeded with an entry");
     Ok(InfoList { head, chosen: head })
+}
+
+/// The longest nap of a `block` progress thread between reads of an endpoint that has no
+/// wait descriptor (`shm`): what a peer's operation may wait at an idle target.
+const NAP_WITHOUT_WAIT_FD: std::time::Duration = std::time::Duration::from_micros(500);
+
+/// The name of this process's `shm` endpoint: under the job's segment prefix where the
+/// process belongs to a job (`onesided.<job>.ofi<rank>.<random>`), else under the
+/// library's prefix with this process's id.
+fn shm_region_name() -> String {
+    use crate::shm::segment::{random_u64, NAME_PREFIX};
+    let tag = random_u64();
+    match JOB_OF_PROCESS.get() {
+        Some((job, rank)) => format!("{NAME_PREFIX}{job}.ofi{rank}.{tag:016x}"),
+        None => format!("{NAME_PREFIX}pid{}.ofi.{tag:016x}", std::process::id()),
+    }
+}
+
+/// The job and rank of this process, for naming what the provider creates on the node
+/// ([`shm_region_name`]).
+static JOB_OF_PROCESS: std::sync::OnceLock<(String, usize)> = std::sync::OnceLock::new();
+
+/// Tells the transport which job and rank this process is (once, at start-up): endpoints
+/// that leave a named object on the node are named so that the job's cleanup removes them.
+pub(crate) fn set_job_of_process(job: &str, rank: usize) {
+    let _ = JOB_OF_PROCESS.set((job.to_owned(), rank));
 }
 
 /// `strdup` through libfabric's allocator's libc: the string fi_freeinfo will free.
@@ -747,7 +799,7 @@ impl Nic {
     }
 
     /// [`Nic::open`]; `waitable`: the completion queue gets a wait object, so that a
-    /// thread can block in [`Nic::wait_progress`] (the `block` progress mode).
+    /// thread can block in [`Nic::wait_activity`] (the `block` progress mode).
     pub(crate) fn open_with(provider: &str, node: &str, waitable: bool) -> Result<Nic> {
         let atomics = std::env::var(wire::ENV).ok();
         Self::open_as(provider, node, waitable, atomics.as_deref())
@@ -917,15 +969,14 @@ impl Nic {
         &self.described
     }
 
-    /// True when the provider applies atomics in the target process's software, with CPU
-    /// atomics (`tcp`, `udp` and `shm` and the utility providers over them): a word that
-    /// peers change with network atomics may then be changed on its own node with CPU
-    /// atomics too, and both are atomic with respect to each other. NIC atomics (`verbs`,
-    /// `cxi`, `efa`, …) are not coherent with the CPU's in general: false for every other
-    /// provider.
+    /// True when the network's atomics are applied at the target with CPU atomics: a word
+    /// that peers change with network atomics may then be changed on its own node with CPU
+    /// atomics too, and both are atomic with respect to each other. So with the wire (its
+    /// atomics are CPU atomics), and with the provider's own atomics on `tcp;ofi_rxm` and
+    /// `shm` ([`provider_atomics_mix_with_cpu`]). NIC atomics (`verbs`, `cxi`, `efa`, …)
+    /// are not coherent with the CPU's in general, nor are `udp;ofi_rxd`'s.
     pub(crate) fn atomics_mix_with_cpu(&self) -> bool {
-        // The wire's atomics are CPU atomics.
-        software_atomics(&self.described.provider)
+        self.wire.is_some() || provider_atomics_mix_with_cpu(&self.described.provider)
     }
 
     /// This endpoint's address, to hand to the peers: the length of the provider's
@@ -1894,50 +1945,39 @@ impl Nic {
         }
     }
 
-    /// Drives the endpoint like [`Nic::progress`], but blocks in the completion queue's
-    /// wait object (the endpoint must be opened waitable) for up to `timeout_ms` while
-    /// nothing completes: a manual-progress provider still applies the peers' operations
-    /// that arrive meanwhile (the wait wakes on its sockets). [`Nic::wake`] ends a wait
-    /// early.
-    pub(crate) fn wait_progress(&self, timeout_ms: i32) -> Result<()> {
-        if !self.waitable {
-            return Err(Error::InvalidArgument(
-                "a blocking progress wait needs an endpoint opened waitable".into(),
-            ));
-        }
-        let mut entries = [sys::fi_cq_entry::default(); CQ_BATCH];
-        // SAFETY: the buffer holds CQ_BATCH entries of the queue's format (context).
-        let rc = unsafe {
-            sys::fi_cq_sread(
-                self.cq.as_ptr(),
-                entries.as_mut_ptr().cast(),
-                CQ_BATCH,
-                ptr::null(),
-                timeout_ms,
-            )
-        };
-        self.completed(rc, &entries)
-    }
-
     /// Drives the endpoint, then blocks until something arrives on it — a peer's
     /// operation, an answer, a [`Nic::wake`] — or `timeout_ms` passed, and drives it again:
     /// true when the wait ended because something arrived (the caller may expect more
-    /// soon). Without a file descriptor to wait on, a [`Nic::wait_progress`], reported as
-    /// activity.
+    /// soon). Without a file descriptor to wait on, a nap of at most
+    /// [`NAP_WITHOUT_WAIT_FD`] between two reads.
     pub(crate) fn wait_activity(&self, timeout: std::time::Duration) -> Result<bool> {
         let Some(fd) = self.wait_fd else {
-            // The wire's sockets do not end the queue's wait: short naps then.
-            let timeout = if self.wire.is_some() {
-                timeout.min(std::time::Duration::from_millis(1))
-            } else {
-                timeout
+            // Without a descriptor (`shm`), no blocking read: libfabric 1.17's shm queue
+            // wait overran a 1 ms timeout by up to 4.5 s here while peers' operations (which
+            // make no entry) and the wire's requests waited for it. The endpoint is driven
+            // between naps instead, on the wire's descriptor where there is one.
+            self.progress()?;
+            let nap = timeout.min(NAP_WITHOUT_WAIT_FD);
+            let ready = match &self.wire {
+                Some(w) => {
+                    let fd = w.fd();
+                    let mut polled = [rustix::event::PollFd::new(
+                        &fd,
+                        rustix::event::PollFlags::IN,
+                    )];
+                    let nap = rustix::event::Timespec {
+                        tv_sec: 0,
+                        tv_nsec: i64::from(nap.subsec_nanos()),
+                    };
+                    matches!(rustix::event::poll(&mut polled, Some(&nap)), Ok(n) if n > 0)
+                }
+                None => {
+                    std::thread::sleep(nap);
+                    false
+                }
             };
-            let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
-            self.wait_progress(ms)?;
-            if let Some(w) = &self.wire {
-                w.progress()?;
-            }
-            return Ok(true);
+            self.progress()?;
+            return Ok(ready);
         };
         self.progress()?;
         let mut fids = [self.cq.fid()];
@@ -1977,15 +2017,14 @@ impl Nic {
         Ok(ready)
     }
 
-    /// True when [`Nic::wait_activity`] waits on a file descriptor (else it is a
-    /// [`Nic::wait_progress`]).
+    /// True when [`Nic::wait_activity`] waits on a file descriptor (else it naps).
     pub(crate) fn waits_on_fd(&self) -> bool {
         self.wait_fd.is_some()
     }
 
-    /// Ends a [`Nic::wait_progress`] in another thread now (nothing to do without a wait
+    /// Ends a [`Nic::wait_activity`] in another thread now (nothing to do without a wait
     /// object: no thread can be waiting, and signalling such a queue crashes the tcp
-    /// provider).
+    /// provider; a nap ends on its own).
     pub(crate) fn wake(&self) {
         if self.waitable {
             // SAFETY: a live queue with a wait object.
@@ -2259,11 +2298,18 @@ impl Nic {
         self.held.load(Ordering::Relaxed)
     }
 
-    /// True when the provider delivers this endpoint's operations to one peer in issue
-    /// order where a write follows a write or a read follows a write (RMA and atomics):
-    /// then operations that must land in order (MPI's accumulate ordering,
-    /// `mpi_win_order`) can stay in flight together.
+    /// True when this endpoint's operations reach one peer in issue order where a write
+    /// follows a write or a read follows a write (RMA and atomics): then operations that
+    /// must land in order (MPI's accumulate ordering, `mpi_win_order`) can stay in flight
+    /// together. Never with a wire: its atomics and short puts travel beside the
+    /// provider's RMA, and neither channel waits for the other.
     pub(crate) fn orders_after_writes(&self) -> bool {
+        self.wire.is_none() && self.provider_orders_after_writes()
+    }
+
+    /// The provider's own promise behind [`Nic::orders_after_writes`] (`FI_ORDER_RAW`
+    /// and `FI_ORDER_WAW`), for its RMA among themselves and its atomics among themselves.
+    fn provider_orders_after_writes(&self) -> bool {
         let need = u64::from(sys::FI_ORDER_RAW | sys::FI_ORDER_WAW);
         self.described.msg_order & need == need
     }
@@ -2274,7 +2320,7 @@ impl Nic {
     /// flush. `tcp;ofi_rxm` promises it.
     pub(crate) fn orders_rma_writes(&self) -> bool {
         let need = sys::FI_ORDER_RMA_WAW;
-        self.orders_after_writes() || self.described.msg_order & need == need
+        self.provider_orders_after_writes() || self.described.msg_order & need == need
     }
 
     /// True when the provider delivers this endpoint's *atomics* to one peer in issue
@@ -2283,10 +2329,11 @@ impl Nic {
     /// stay in flight together (MPI's accumulate ordering: a fetching atomic is waited for,
     /// so nothing overtakes a read), and an atomic that releases a lock lands after the
     /// epoch's accumulates. `tcp;ofi_rxm` promises these but not the order of an atomic
-    /// after an RMA write.
+    /// after an RMA write. The wire keeps its atomics in order too (one FIFO connection
+    /// per peer); every atomic to a peer takes one channel.
     pub(crate) fn orders_atomics(&self) -> bool {
         let need = sys::FI_ORDER_ATOMIC_RAW | sys::FI_ORDER_ATOMIC_WAW;
-        self.orders_after_writes() || self.described.msg_order & need == need
+        self.provider_orders_after_writes() || self.described.msg_order & need == need
     }
 
     /// Waits until the tracked operation with context `tracked` completed, driving
@@ -2649,7 +2696,12 @@ mod tests {
             "",
         ] {
             assert!(!software_atomics(name), "{name}");
+            assert!(!provider_atomics_mix_with_cpu(name), "{name}");
         }
+        for name in ["tcp;ofi_rxm", "tcp", "shm"] {
+            assert!(provider_atomics_mix_with_cpu(name), "{name}");
+        }
+        assert!(!provider_atomics_mix_with_cpu("udp;ofi_rxd"));
     }
 
     /// Whether this machine has libfabric's provider `name` (tests skip nothing silently:

@@ -143,7 +143,7 @@ struct LinkState {
     broken: bool,
     /// Counted in [`Wire::backlog`]: bytes wait that the kernel did not take.
     backlogged: bool,
-    /// When the target closed the connection with atomics of ours pending ([`LOST_AFTER`]).
+    /// When the target closed the connection ([`LOST_AFTER`]).
     closed_at: Option<std::time::Instant>,
 }
 
@@ -170,7 +170,7 @@ pub(crate) struct Wire {
     links: RwLock<Vec<Arc<Link>>>,
     /// Links with bytes the kernel did not take yet.
     backlog: AtomicUsize,
-    /// Links closed by their targets with atomics pending, failed after [`LOST_AFTER`].
+    /// Links closed by their targets, failed (with their atomics) after [`LOST_AFTER`].
     closing: Mutex<Vec<Arc<Link>>>,
     /// `closing.len()`, read without the lock.
     closing_count: AtomicUsize,
@@ -337,7 +337,7 @@ impl Wire {
         let op = Op::ALL.iter().position(|o| *o == request.op).unwrap_or(0);
         let link = self.link_to(peer)?;
         let mut state = lock(&link.state);
-        if state.broken || state.closed_at.is_some() {
+        if state.broken {
             return Err(lost(
                 "the connection to the target's process is gone".into(),
             ));
@@ -358,6 +358,13 @@ impl Wire {
             len: if fetching { operand.len() } else { 0 },
             read: fetching,
         });
+        if state.closed_at.is_some() {
+            // The target closed the connection lately: the atomic stays pending, unsent,
+            // and fails with the link's others ([`LOST_AFTER`]).
+            state.out.clear();
+            state.sent = 0;
+            return Ok(());
+        }
         self.send(&link, &mut state);
         Ok(())
     }
@@ -615,10 +622,14 @@ impl Wire {
             self.send(link, &mut state);
         }
         if closed && state.closed_at.is_none() {
-            if link.serves || state.pending.is_empty() {
+            // A target's link stays open to posts for LOST_AFTER even when idle: an atomic
+            // posted meanwhile (the process has not learnt of the exit yet) waits too,
+            // so that the roster's `PeerGone` comes first.
+            if link.serves {
                 state.broken = true;
                 self.set_backlogged(&mut state, false);
             } else {
+                self.set_backlogged(&mut state, false);
                 state.closed_at = Some(std::time::Instant::now());
                 lock(&self.closing).push(Arc::clone(link));
                 // Relaxed: a hint for progress calls (the list is under its lock).
@@ -1001,8 +1012,18 @@ mod tests {
         // SAFETY: no result; the flag outlives the operation (waited for below).
         unsafe { origin.post(7, &sum, &one, &[], std::ptr::null_mut(), flag_ptr(&flag)) }.unwrap();
         drop(target);
+        // Once the origin saw the connection close, a post is taken (the exit may not be
+        // known to the caller yet) and fails with the others.
+        let closed_seen = std::time::Instant::now() + Duration::from_millis(200);
+        while std::time::Instant::now() < closed_seen {
+            let _ = origin.progress();
+            std::thread::yield_now();
+        }
+        let late = Flag::default();
+        // SAFETY: as above.
+        unsafe { origin.post(7, &sum, &one, &[], std::ptr::null_mut(), flag_ptr(&late)) }.unwrap();
         let give_up = std::time::Instant::now() + Duration::from_secs(10);
-        while flag.0.load(Ordering::Acquire) == 0 {
+        while flag.0.load(Ordering::Acquire) == 0 || late.0.load(Ordering::Acquire) == 0 {
             let _ = origin.progress();
             assert!(
                 std::time::Instant::now() < give_up,
@@ -1011,6 +1032,7 @@ mod tests {
             std::thread::yield_now();
         }
         assert_eq!(flag.0.load(Ordering::Acquire), 2);
+        assert_eq!(late.0.load(Ordering::Acquire), 2);
         let flag = Flag::default();
         // SAFETY: as above (refused: nothing is posted).
         let refused =
