@@ -583,24 +583,7 @@ mod tests {
     }
 
     #[test]
-    fn cpu_and_provider_atomics_mix_on_one_word_shm() {
-        every_type("shm", "provider");
-    }
-
-    #[test]
     fn cpu_and_network_atomics_mix_on_one_word_udp() {
         every_type("udp;ofi_rxd", "socket");
-    }
-
-    /// udp;ofi_rxd's own atomics lose updates against CPU atomics (see
-    /// `provider_atomics_mix_with_cpu`): windows then take every atomic word through the
-    /// network, as with a NIC's atomics; over the wire they mix.
-    #[test]
-    fn udp_provider_atomics_are_not_taken_to_mix_with_the_cpu() {
-        let _watchdog = Watchdog::new("udp atomics", 60);
-        let provider = Nic::open_as("udp;ofi_rxd", "127.0.0.1", false, Some("provider")).unwrap();
-        assert!(!provider.atomics_mix_with_cpu());
-        let socket = Nic::open_as("udp;ofi_rxd", "127.0.0.1", false, Some("socket")).unwrap();
-        assert!(socket.atomics_mix_with_cpu());
     }
 }

@@ -97,28 +97,37 @@ fn software_atomics(provider: &str) -> bool {
 }
 
 /// True for a provider name whose own atomics are atomic with the target's CPU atomics
-/// (see [`Nic::atomics_mix_with_cpu`]): `tcp;ofi_rxm` and `shm`. Not `udp;ofi_rxd`,
-/// although its atomics are software too: against CPU atomics on one word it lost
-/// compare-and-swap increments and products here (about one run in six of
-/// `cpu_and_provider_atomics_mix_on_one_word_udp`).
+/// (see [`Nic::atomics_mix_with_cpu`]): `tcp;ofi_rxm` (and bare `tcp`), whose target
+/// applies them with CPU atomics — measured by `cpu_and_provider_atomics_mix_on_one_word_tcp`
+/// and the 2-node suite under `ONESIDED_NET_ATOMICS=provider`.
 fn provider_atomics_mix_with_cpu(provider: &str) -> bool {
-    let core = provider.split(';').next().unwrap_or_default();
-    let utility = provider.split(';').nth(1);
-    match core {
-        "tcp" => utility.is_none_or(|u| u == "ofi_rxm"),
-        "shm" => utility.is_none(),
-        _ => false,
-    }
+    let mut names = provider.split(';');
+    names.next() == Some("tcp") && names.next().is_none_or(|u| u == "ofi_rxm")
 }
 
-/// The wire for atomics to other nodes, as [`wire::ENV`] says: by default where the
-/// provider's atomics are software (they are messages the target applies with CPU atomics
-/// either way, and ours cost half the round trip), never where they are the NIC's (not
-/// coherent with the CPU atomics the wire applies).
-fn open_wire(provider: &str, node: &str, atomics: Option<&str>) -> Result<Option<Arc<Wire>>> {
-    let wanted = match atomics {
-        None | Some("") => software_atomics(provider),
-        Some("socket") if software_atomics(provider) => true,
+/// How atomics reach other nodes, as [`wire::ENV`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NetAtomics {
+    /// Our own messages over TCP ([`wire`]), applied with CPU atomics.
+    Socket,
+    /// The provider's atomics to other nodes; this node's words keep CPU atomics where
+    /// the provider's mix with them.
+    Provider,
+    /// The provider's atomics for every atomic word of a window across nodes, this
+    /// node's included: what a NIC's atomics need, on a provider whose atomics would mix
+    /// (tests of that path without such a NIC).
+    ProviderEverywhere,
+}
+
+/// The way [`wire::ENV`] (`atomics`) chooses for `provider`: by default the wire where
+/// the provider's atomics are software (they are messages the target applies with CPU
+/// atomics either way, and ours cost half the round trip), never where they are the
+/// NIC's (not coherent with the CPU atomics the wire applies).
+fn net_atomics(provider: &str, atomics: Option<&str>) -> Result<NetAtomics> {
+    let chosen = match atomics {
+        None | Some("") if software_atomics(provider) => return Ok(NetAtomics::Socket),
+        None | Some("") => return Ok(NetAtomics::Provider),
+        Some("socket") if software_atomics(provider) => return Ok(NetAtomics::Socket),
         Some("socket") => {
             return Err(Error::InvalidArgument(format!(
                 "{}=socket: provider {provider} applies atomics in the NIC, which the \
@@ -126,15 +135,35 @@ fn open_wire(provider: &str, node: &str, atomics: Option<&str>) -> Result<Option
                 wire::ENV
             )))
         }
-        Some("provider") => false,
+        Some("provider") => NetAtomics::Provider,
+        Some("provider-everywhere") => NetAtomics::ProviderEverywhere,
         Some(other) => {
             return Err(Error::InvalidArgument(format!(
-                "{}={other}: expected socket or provider",
+                "{}={other}: expected socket, provider or provider-everywhere",
                 wire::ENV
             )))
         }
     };
-    if !wanted || node.parse::<std::net::IpAddr>().is_err() {
+    // libfabric 1.17's own atomics between processes of udp;ofi_rxd lost updates against
+    // CPU atomics and crashed the target (SIGSEGV in fi_cq_read) once this node's words
+    // went through them too; shm's hung a lock across processes and crashed alike. The
+    // wire serves both.
+    let core = provider.split(';').next().unwrap_or_default();
+    if matches!(core, "udp" | "shm") {
+        return Err(Error::Unsupported(format!(
+            "{}={}: the {provider} provider's own atomics between processes lose updates \
+             or crash here (libfabric 1.17); leave {} unset (socket)",
+            wire::ENV,
+            atomics.unwrap_or_default(),
+            wire::ENV
+        )));
+    }
+    Ok(chosen)
+}
+
+/// The wire, where `atomics` chose it.
+fn open_wire(node: &str, atomics: NetAtomics) -> Result<Option<Arc<Wire>>> {
+    if atomics != NetAtomics::Socket || node.parse::<std::net::IpAddr>().is_err() {
         return Ok(None);
     }
     // SAFETY (of the function handed over): `mark` takes a context the wire holds until
@@ -711,6 +740,9 @@ pub(crate) struct Nic {
     /// Atomics to other nodes as messages of ours ([`wire`]), where the provider's
     /// atomics are software too and [`wire::ENV`] does not say `provider`.
     wire: Option<Arc<Wire>>,
+    /// [`NetAtomics::ProviderEverywhere`]: this node's atomic words go through the
+    /// provider too ([`Nic::atomics_mix_with_cpu`] is false).
+    cpu_atomics_apart: bool,
 }
 
 // SAFETY: the domain is FI_THREAD_SAFE (libfabric serializes inside); every field of ours
@@ -904,7 +936,8 @@ impl Nic {
                     == sys::fi_progress_FI_PROGRESS_MANUAL,
                 msg_order: (*(*i).tx_attr).msg_order,
             };
-            let wire = open_wire(&described.provider, node, atomics)?;
+            let atomics = net_atomics(&described.provider, atomics)?;
+            let wire = open_wire(node, atomics)?;
             Ok(Nic {
                 ep,
                 cq,
@@ -924,6 +957,7 @@ impl Nic {
                 waitable,
                 wait_fd,
                 wire,
+                cpu_atomics_apart: atomics == NetAtomics::ProviderEverywhere,
             })
         }
     }
@@ -972,11 +1006,12 @@ impl Nic {
     /// True when the network's atomics are applied at the target with CPU atomics: a word
     /// that peers change with network atomics may then be changed on its own node with CPU
     /// atomics too, and both are atomic with respect to each other. So with the wire (its
-    /// atomics are CPU atomics), and with the provider's own atomics on `tcp;ofi_rxm` and
-    /// `shm` ([`provider_atomics_mix_with_cpu`]). NIC atomics (`verbs`, `cxi`, `efa`, …)
-    /// are not coherent with the CPU's in general, nor are `udp;ofi_rxd`'s.
+    /// atomics are CPU atomics), and with the provider's own atomics on `tcp;ofi_rxm`
+    /// ([`provider_atomics_mix_with_cpu`]) unless `provider-everywhere` was asked for.
+    /// NIC atomics (`verbs`, `cxi`, `efa`, …) are not coherent with the CPU's in general.
     pub(crate) fn atomics_mix_with_cpu(&self) -> bool {
-        self.wire.is_some() || provider_atomics_mix_with_cpu(&self.described.provider)
+        self.wire.is_some()
+            || (!self.cpu_atomics_apart && provider_atomics_mix_with_cpu(&self.described.provider))
     }
 
     /// This endpoint's address, to hand to the peers: the length of the provider's
@@ -2664,7 +2699,6 @@ mod tests {
     fn shm_copied_operations_complete_at_the_flush() {
         require("shm");
         copied_operations_complete_at_the_flush("shm", "socket");
-        copied_operations_complete_at_the_flush("shm", "provider");
     }
 
     /// tcp;ofi_rxm promises atomics in issue order to a peer (what lets an unlock release
@@ -2698,10 +2732,50 @@ mod tests {
             assert!(!software_atomics(name), "{name}");
             assert!(!provider_atomics_mix_with_cpu(name), "{name}");
         }
-        for name in ["tcp;ofi_rxm", "tcp", "shm"] {
+        for name in ["tcp;ofi_rxm", "tcp"] {
             assert!(provider_atomics_mix_with_cpu(name), "{name}");
         }
-        assert!(!provider_atomics_mix_with_cpu("udp;ofi_rxd"));
+        for name in ["udp;ofi_rxd", "shm", "tcp;ofi_rxd"] {
+            assert!(!provider_atomics_mix_with_cpu(name), "{name}");
+        }
+    }
+
+    /// `ONESIDED_NET_ATOMICS`: the wire by default on software providers; the provider's
+    /// atomics on request where they work between processes, mixing with CPU atomics on
+    /// this node's words unless `provider-everywhere`; refused where they do not work.
+    #[test]
+    fn net_atomics_follow_the_environment_and_the_provider() {
+        let _watchdog = crate::testing::Watchdog::new("net atomics", 60);
+        let tcp = |atomics| Nic::open_as("tcp;ofi_rxm", "127.0.0.1", false, Some(atomics));
+        let socket = tcp("socket").unwrap();
+        assert!(socket.wire.is_some() && socket.atomics_mix_with_cpu());
+        let provider = tcp("provider").unwrap();
+        assert!(provider.wire.is_none() && provider.atomics_mix_with_cpu());
+        let everywhere = tcp("provider-everywhere").unwrap();
+        assert!(everywhere.wire.is_none() && !everywhere.atomics_mix_with_cpu());
+        assert!(matches!(tcp("nic"), Err(Error::InvalidArgument(_))));
+        for name in ["udp;ofi_rxd", "shm"] {
+            for atomics in ["provider", "provider-everywhere"] {
+                let refused = Nic::open_as(name, "127.0.0.1", false, Some(atomics));
+                assert!(
+                    matches!(refused, Err(Error::Unsupported(_))),
+                    "{name} {atomics}"
+                );
+            }
+            let socket = Nic::open_as(name, "127.0.0.1", false, None).unwrap();
+            assert!(
+                socket.wire.is_some() && socket.atomics_mix_with_cpu(),
+                "{name}"
+            );
+        }
+        assert!(matches!(
+            net_atomics("verbs;ofi_rxm", Some("socket")),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert_eq!(
+            net_atomics("verbs;ofi_rxm", None).unwrap(),
+            NetAtomics::Provider
+        );
     }
 
     /// Whether this machine has libfabric's provider `name` (tests skip nothing silently:
@@ -2727,7 +2801,6 @@ mod tests {
     fn shm_endpoints_write_read_and_do_atomics() {
         require("shm");
         rma_and_atomics_between_two_endpoints("shm", "socket");
-        rma_and_atomics_between_two_endpoints("shm", "provider");
     }
 
     /// Without a name, the best provider this machine has: here (no cxi, verbs or efa
