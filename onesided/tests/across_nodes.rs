@@ -192,10 +192,15 @@ fn ordered_puts_and_flags_across_nodes_land_in_order() {
             const DATA: usize = 64;
             let base = onesided::Window::<u8>::builder(w)
                 .disp_unit(1)
-                .allocate(DATA + 3100)?;
+                .allocate(DATA + 40_100)?;
             let win = base.dup_with_info(&onesided::WinInfo::new().order(true))?;
             let raw: &onesided::RawWindow = &win;
-            let len = |i: u64| (i * 37 % 3000 + 1) as usize;
+            // Every 30th put is longer than the provider carries in one atomic (16 KiB on
+            // tcp;ofi_rxm), shorter than a copied put.
+            let len = |i: u64| match i % 30 {
+                0 => 40_000,
+                _ => (i * 37 % 3000 + 1) as usize,
+            };
             let at = |i: u64| DATA + (i % 7) as usize;
             let byte = |i: u64| (i % 251) as u8 + 1;
             // The u64 at `disp` of `target`, read atomically.
