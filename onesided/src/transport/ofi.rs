@@ -47,6 +47,9 @@ const API_VERSION: u32 = sys::FI_VERSION(1, 17);
 /// Completion-queue entries read per call.
 const CQ_BATCH: usize = 16;
 
+/// With a wire, a wait's poll reads the provider's queue this often ([`Nic::progress`]).
+const PROVIDER_POLL_EVERY: u64 = 4;
+
 /// How long a post may be refused with "again" before it fails (see `Nic::post_in`): a
 /// queue that is merely full drains in microseconds while progress is driven, so this long
 /// means a peer that is gone (exits on other nodes are in no roster here; a collective's
@@ -743,6 +746,8 @@ pub(crate) struct Nic {
     /// [`NetAtomics::ProviderEverywhere`]: this node's atomic words go through the
     /// provider too ([`Nic::atomics_mix_with_cpu`] is false).
     cpu_atomics_apart: bool,
+    /// Polls of [`Nic::progress`] so far.
+    polls: AtomicU64,
 }
 
 // SAFETY: the domain is FI_THREAD_SAFE (libfabric serializes inside); every field of ours
@@ -958,6 +963,7 @@ impl Nic {
                 wait_fd,
                 wire,
                 cpu_atomics_apart: atomics == NetAtomics::ProviderEverywhere,
+                polls: AtomicU64::new(0),
             })
         }
     }
@@ -1569,7 +1575,7 @@ impl Nic {
             if done + errors + failed >= posted {
                 if errors > errors_before && failure.is_ok() {
                     // The queue's error entry says what failed.
-                    failure = self.progress().and(Err(Error::Network {
+                    failure = self.progress_all().and(Err(Error::Network {
                         call: "read",
                         code: 0,
                         text: format!("{} reads completed in error", errors - errors_before),
@@ -1991,7 +1997,7 @@ impl Nic {
             // wait overran a 1 ms timeout by up to 4.5 s here while peers' operations (which
             // make no entry) and the wire's requests waited for it. The endpoint is driven
             // between naps instead, on the wire's descriptor where there is one.
-            self.progress()?;
+            self.progress_all()?;
             let nap = timeout.min(NAP_WITHOUT_WAIT_FD);
             let ready = match &self.wire {
                 Some(w) => {
@@ -2011,16 +2017,16 @@ impl Nic {
                     false
                 }
             };
-            self.progress()?;
+            self.progress_all()?;
             return Ok(ready);
         };
-        self.progress()?;
+        self.progress_all()?;
         let mut fids = [self.cq.fid()];
         // SAFETY: a live fabric and a live queue of it.
         let rc = unsafe { sys::fi_trywait(self._fabric.as_ptr(), fids.as_mut_ptr(), 1) };
         if rc != 0 {
             // Work is waiting (-FI_EAGAIN): no sleep.
-            self.progress()?;
+            self.progress_all()?;
             return Ok(true);
         }
         // SAFETY: the wait object's descriptor, which libfabric keeps open while the queue
@@ -2048,7 +2054,7 @@ impl Nic {
                 })
             }
         };
-        self.progress()?;
+        self.progress_all()?;
         Ok(ready)
     }
 
@@ -2104,9 +2110,39 @@ impl Nic {
         self.failed.load(Ordering::Relaxed) || self.wire.as_ref().is_some_and(|w| w.has_failed())
     }
 
-    /// Reads the completion queue once: drives a manual-progress provider (its peers'
-    /// operations on our memory included) and reports failed operations.
+    /// One poll of a wait: the wire's sockets every time, the provider's queue every
+    /// [`PROVIDER_POLL_EVERY`]th time unless operations of its own are in flight (then
+    /// every time). A read of a manual-progress provider's queue is its progress — system
+    /// calls on its own sockets — and a wire answer that arrives meanwhile waits for it: a
+    /// waiter on the wire alone polls it more often. Peers' operations on our memory
+    /// through the provider wait at most that many polls.
     pub(crate) fn progress(&self) -> Result<()> {
+        let Some(wire) = &self.wire else {
+            return self.progress_all();
+        };
+        // Relaxed: a poll count; any interleaving of threads' polls is fine.
+        let polls = self.polls.fetch_add(1, Ordering::Relaxed);
+        if polls % PROVIDER_POLL_EVERY == 0 || self.provider_in_flight() {
+            return self.progress_all();
+        }
+        wire.progress()
+    }
+
+    /// True when operations the provider serves (not the wire) may be in flight.
+    fn provider_in_flight(&self) -> bool {
+        [&self.writes, &self.reads].iter().any(|issued| {
+            // Relaxed: counts that only grow; a stale value polls the provider once more
+            // or once less before the next due poll.
+            let served = issued.posted.load(Ordering::Relaxed).saturating_sub(
+                issued.wire.load(Ordering::Relaxed) + issued.failed.load(Ordering::Relaxed),
+            );
+            issued.seen.load(Ordering::Relaxed) < served
+        })
+    }
+
+    /// Reads the completion queue once: drives a manual-progress provider (its peers'
+    /// operations on our memory included) and reports failed operations; and the wire.
+    pub(crate) fn progress_all(&self) -> Result<()> {
         let mut entries = [sys::fi_cq_entry::default(); CQ_BATCH];
         // SAFETY: the buffer holds CQ_BATCH entries of the queue's format (context).
         let rc =
@@ -2178,7 +2214,7 @@ impl Nic {
             let (w, r, errors) = self.completions();
             if errors > 0 {
                 // The queue's error entry says what failed.
-                self.progress()?;
+                self.progress_all()?;
                 return Err(Error::Network {
                     call: "flush",
                     code: 0,
@@ -2229,7 +2265,7 @@ impl Nic {
     /// (a shared write's owner) is let go. Failed ones stay, for a flush to report, but
     /// let go of their owners too.
     pub(crate) fn reap_own(&self) -> Result<()> {
-        self.progress()?;
+        self.progress_all()?;
         let mut freed = 0;
         self.contexts
             .lock()
