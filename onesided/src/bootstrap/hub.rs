@@ -724,7 +724,7 @@ impl Hub {
     /// Starts a hub on a Unix socket in a new private directory under `dir` (which every
     /// node of the job must see; `/dev/shm` will not do when nodes have their own).
     pub fn start_unix(dir: &std::path::Path, job: &str) -> Result<Hub> {
-        let socket_dir = dir.join(format!("onesided-hub-{job}"));
+        let socket_dir = crate::shm::liveness::hub_dir(dir, job);
         std::fs::create_dir(&socket_dir)
             .and_then(|()| {
                 use std::os::unix::fs::PermissionsExt;
@@ -865,7 +865,7 @@ mod tests {
     fn gathers_and_personalised_exchanges_over_unix_and_tcp() {
         let dir = std::env::temp_dir();
         let job = crate::shm::segment::random_job_id();
-        let socket_dir = dir.join(format!("onesided-hub-{job}"));
+        let socket_dir = crate::shm::liveness::hub_dir(&dir, &job);
         for hub in [
             Hub::start_unix(&dir, &job).unwrap(),
             Hub::start_tcp("127.0.0.1:0").unwrap(),

@@ -8,6 +8,9 @@
 //! could not remove (for example the segments of `alloc_mem`, which outlive windows) does
 //! not stay in /dev/shm until the next reboot.
 //!
+//! The sweep also removes such a job's hub directory in the temporary directory (the
+//! launcher's bootstrap socket, [`hub_dir`]), which a launcher killed by a signal leaves.
+//!
 //! The file is created under a temporary name outside the `onesided.` prefix, locked, then
 //! renamed into place, so that no sweeper ever sees it unlocked while its job starts. Jobs
 //! without a liveness file (under `mpiexec`, whose per-node reaper cleans up) are never
@@ -101,8 +104,13 @@ fn is_dead(job: &str) -> bool {
     lock(&file, FlockOperation::NonBlockingLockExclusive).is_ok()
 }
 
-/// Removes every segment of every job on this node whose processes are all gone; returns
-/// how many segments were removed.
+/// The directory of job `job`'s hub socket under `dir` (`bootstrap::hub`).
+pub(crate) fn hub_dir(dir: &std::path::Path, job: &str) -> std::path::PathBuf {
+    dir.join(format!("onesided-hub-{job}"))
+}
+
+/// Removes every segment of every job on this node whose processes are all gone, and its
+/// hub directory in the temporary directory; returns how many segments were removed.
 pub fn sweep_dead_jobs() -> usize {
     let Ok(dir) = std::fs::read_dir(SHM_DIR) else {
         return 0;
@@ -117,7 +125,12 @@ pub fn sweep_dead_jobs() -> usize {
         .collect();
     jobs.iter()
         .filter(|job| is_dead(job))
-        .map(|job| sweep_job(job))
+        .map(|job| {
+            // Before the segments: the liveness file goes with them, and a job without one
+            // is never taken for dead again.
+            let _ = std::fs::remove_dir_all(hub_dir(&std::env::temp_dir(), job));
+            sweep_job(job)
+        })
         .sum()
 }
 
@@ -136,9 +149,18 @@ mod tests {
         std::fs::write(live_path(&dead), b"").unwrap();
         let seg = crate::shm::segment::Segment::create(&dead, "0", 10).unwrap();
         std::mem::forget(seg); // a crashed owner
+        let (dead_hub, live_hub) = (
+            hub_dir(&std::env::temp_dir(), &dead),
+            hub_dir(&std::env::temp_dir(), &job),
+        );
+        std::fs::create_dir(&dead_hub).unwrap();
+        std::fs::create_dir(&live_hub).unwrap();
         assert!(is_dead(&dead));
         assert!(sweep_dead_jobs() >= 2);
         assert!(job_segments(&dead).is_empty());
+        assert!(!dead_hub.exists(), "a dead job's hub directory is swept");
+        assert!(live_hub.exists(), "a live job's hub directory stays");
+        std::fs::remove_dir(&live_hub).unwrap();
         assert_eq!(job_segments(&job).len(), 1, "the live job keeps its file");
         drop(guard);
         assert!(
