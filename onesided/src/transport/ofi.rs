@@ -47,7 +47,8 @@ const API_VERSION: u32 = sys::FI_VERSION(1, 17);
 /// Completion-queue entries read per call.
 const CQ_BATCH: usize = 16;
 
-/// With a wire, a wait's poll reads the provider's queue this often ([`Nic::progress`]).
+/// While a wait awaits the wire's answers, its poll reads the provider's queue this often
+/// ([`Nic::progress`]).
 const PROVIDER_POLL_EVERY: u64 = 4;
 
 /// How long a post may be refused with "again" before it fails (see `Nic::post_in`): a
@@ -704,6 +705,24 @@ struct Issued {
     /// the provider serves, a wait need not read the counter (each read of a
     /// manual-progress provider's counter drives its progress: system calls).
     seen: AtomicU64,
+}
+
+impl Issued {
+    /// Tickets the provider completes (not the wire's, nor failed posts).
+    fn served_by_provider(&self) -> u64 {
+        // Relaxed: counts that only grow; callers only choose between reading the
+        // provider once more or once less.
+        self.posted
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.wire.load(Ordering::Relaxed) + self.failed.load(Ordering::Relaxed))
+    }
+
+    /// True when operations the provider serves may be in flight (its counter's last
+    /// value read does not cover them).
+    fn provider_in_flight(&self) -> bool {
+        // Relaxed: as above.
+        self.seen.load(Ordering::Relaxed) < self.served_by_provider()
+    }
 }
 
 /// One network interface of this process: an RDM endpoint with its address vector,
@@ -1992,58 +2011,41 @@ impl Nic {
     /// soon). Without a file descriptor to wait on, a nap of at most
     /// [`NAP_WITHOUT_WAIT_FD`] between two reads.
     pub(crate) fn wait_activity(&self, timeout: std::time::Duration) -> Result<bool> {
-        let Some(fd) = self.wait_fd else {
-            // Without a descriptor (`shm`), no blocking read: libfabric 1.17's shm queue
-            // wait overran a 1 ms timeout by up to 4.5 s here while peers' operations (which
-            // make no entry) and the wire's requests waited for it. The endpoint is driven
-            // between naps instead, on the wire's descriptor where there is one.
-            self.progress_all()?;
-            let nap = timeout.min(NAP_WITHOUT_WAIT_FD);
-            let ready = match &self.wire {
-                Some(w) => {
-                    let fd = w.fd();
-                    let mut polled = [rustix::event::PollFd::new(
-                        &fd,
-                        rustix::event::PollFlags::IN,
-                    )];
-                    let nap = rustix::event::Timespec {
-                        tv_sec: 0,
-                        tv_nsec: i64::from(nap.subsec_nanos()),
-                    };
-                    matches!(rustix::event::poll(&mut polled, Some(&nap)), Ok(n) if n > 0)
-                }
-                None => {
-                    std::thread::sleep(nap);
-                    false
-                }
-            };
-            self.progress_all()?;
-            return Ok(ready);
-        };
         self.progress_all()?;
-        let mut fids = [self.cq.fid()];
-        // SAFETY: a live fabric and a live queue of it.
-        let rc = unsafe { sys::fi_trywait(self._fabric.as_ptr(), fids.as_mut_ptr(), 1) };
-        if rc != 0 {
-            // Work is waiting (-FI_EAGAIN): no sleep.
-            self.progress_all()?;
-            return Ok(true);
-        }
-        // SAFETY: the wait object's descriptor, which libfabric keeps open while the queue
-        // (owned by self) lives; only polled here.
-        let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
-        let mut polled = vec![rustix::event::PollFd::new(
-            &borrowed,
-            rustix::event::PollFlags::IN,
-        )];
-        let wire_fd = self.wire.as_ref().map(|w| w.fd());
-        if let Some(fd) = &wire_fd {
-            polled.push(rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN));
-        }
+        // Without a descriptor (`shm`), no blocking read of the queue: libfabric 1.17's
+        // shm queue wait overran a 1 ms timeout by up to 4.5 s here while peers'
+        // operations (which make no entry) and the wire's requests waited for it. The
+        // endpoint is driven between naps instead, on the wire's descriptor if any.
+        let (queue, timeout) = match self.wait_fd {
+            Some(fd) => {
+                let mut fids = [self.cq.fid()];
+                // SAFETY: a live fabric and a live queue of it.
+                let rc = unsafe { sys::fi_trywait(self._fabric.as_ptr(), fids.as_mut_ptr(), 1) };
+                if rc != 0 {
+                    // Work is waiting (-FI_EAGAIN): no sleep.
+                    self.progress_all()?;
+                    return Ok(true);
+                }
+                // SAFETY: the wait object's descriptor, which libfabric keeps open while
+                // the queue (owned by self) lives; only polled here.
+                (
+                    Some(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }),
+                    timeout,
+                )
+            }
+            None => (None, timeout.min(NAP_WITHOUT_WAIT_FD)),
+        };
+        let wire = self.wire.as_ref().map(|w| w.fd());
+        let mut polled: Vec<_> = queue
+            .iter()
+            .chain(wire.as_ref())
+            .map(|fd| rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN))
+            .collect();
         let timeout = rustix::event::Timespec {
             tv_sec: timeout.as_secs().min(i64::MAX as u64) as i64,
             tv_nsec: i64::from(timeout.subsec_nanos()),
         };
+        // Nothing to poll (no descriptor, no wire): a plain nap.
         let ready = match rustix::event::poll(&mut polled, Some(&timeout)) {
             Ok(n) => n > 0,
             Err(rustix::io::Errno::INTR) => true,
@@ -2110,34 +2112,41 @@ impl Nic {
         self.failed.load(Ordering::Relaxed) || self.wire.as_ref().is_some_and(|w| w.has_failed())
     }
 
-    /// One poll of a wait: the wire's sockets every time, the provider's queue every
-    /// [`PROVIDER_POLL_EVERY`]th time unless operations of its own are in flight (then
-    /// every time). A read of a manual-progress provider's queue is its progress — system
-    /// calls on its own sockets — and a wire answer that arrives meanwhile waits for it: a
-    /// waiter on the wire alone polls it more often. Peers' operations on our memory
-    /// through the provider wait at most that many polls.
+    /// One poll of a wait. While answers to our operations over the wire are awaited
+    /// (and none of the provider's own are in flight), the provider's queue is read only
+    /// every [`PROVIDER_POLL_EVERY`]th time, the wire's sockets every time: a read of a
+    /// manual-progress provider's queue is its progress — system calls on its own sockets
+    /// — and an answer that arrives meanwhile waits for it. Otherwise both, every time
+    /// (a process that only serves does not know which its peers will use).
     pub(crate) fn progress(&self) -> Result<()> {
         let Some(wire) = &self.wire else {
             return self.progress_all();
         };
+        if !self.wire_in_flight(wire) || self.provider_in_flight() {
+            return self.progress_all();
+        }
         // Relaxed: a poll count; any interleaving of threads' polls is fine.
-        let polls = self.polls.fetch_add(1, Ordering::Relaxed);
-        if polls % PROVIDER_POLL_EVERY == 0 || self.provider_in_flight() {
+        if self.polls.fetch_add(1, Ordering::Relaxed) % PROVIDER_POLL_EVERY == 0 {
             return self.progress_all();
         }
         wire.progress()
     }
 
+    /// True when operations posted over the wire may still wait for their answers.
+    fn wire_in_flight(&self, wire: &Wire) -> bool {
+        // Relaxed: counts that only grow; a stale value only reads the provider once more
+        // or once less. (An answer may be counted before its post is: then this is false
+        // for a moment, which reads the provider.)
+        let posted =
+            self.writes.wire.load(Ordering::Relaxed) + self.reads.wire.load(Ordering::Relaxed);
+        let ((written, write_failed), (read, read_failed)) =
+            (wire.counts(false), wire.counts(true));
+        written + write_failed + read + read_failed < posted
+    }
+
     /// True when operations the provider serves (not the wire) may be in flight.
     fn provider_in_flight(&self) -> bool {
-        [&self.writes, &self.reads].iter().any(|issued| {
-            // Relaxed: counts that only grow; a stale value polls the provider once more
-            // or once less before the next due poll.
-            let served = issued.posted.load(Ordering::Relaxed).saturating_sub(
-                issued.wire.load(Ordering::Relaxed) + issued.failed.load(Ordering::Relaxed),
-            );
-            issued.seen.load(Ordering::Relaxed) < served
-        })
+        self.writes.provider_in_flight() || self.reads.provider_in_flight()
     }
 
     /// Reads the completion queue once: drives a manual-progress provider (its peers'
@@ -2173,14 +2182,9 @@ impl Nic {
     /// while only the wire has operations in flight, a wait reads no counter.
     fn provider_completions(&self, read: bool) -> (u64, u64) {
         let issued = self.issued(read);
-        // Relaxed: counts that only grow; the decision below only chooses between a lower
-        // bound and a fresh read.
-        let served = issued.posted.load(Ordering::Relaxed).saturating_sub(
-            issued.wire.load(Ordering::Relaxed) + issued.failed.load(Ordering::Relaxed),
-        );
-        let seen = issued.seen.load(Ordering::Relaxed);
-        if seen >= served && !self.failed.load(Ordering::Relaxed) {
-            return (seen, 0);
+        // Relaxed: the decision below only chooses between a lower bound and a fresh read.
+        if !issued.provider_in_flight() && !self.failed.load(Ordering::Relaxed) {
+            return (issued.seen.load(Ordering::Relaxed), 0);
         }
         let cntr = if read {
             &self.read_cntr
