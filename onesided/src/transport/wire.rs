@@ -342,15 +342,6 @@ impl Wire {
                 "the connection to the target's process is gone".into(),
             ));
         }
-        let body = REQUEST_HEADER + operand.len() + compare.len();
-        let out = &mut state.out;
-        out.extend_from_slice(&(body as u32).to_le_bytes());
-        out.extend_from_slice(&[request.kind as u8, op as u8, code as u8, 0]);
-        out.extend_from_slice(&(request.count as u32).to_le_bytes());
-        out.extend_from_slice(&request.key.to_le_bytes());
-        out.extend_from_slice(&request.addr.to_le_bytes());
-        out.extend_from_slice(operand);
-        out.extend_from_slice(compare);
         let fetching = request.kind != Kind::Write;
         state.pending.push_back(Pending {
             ctx,
@@ -361,10 +352,17 @@ impl Wire {
         if state.closed_at.is_some() {
             // The target closed the connection lately: the atomic stays pending, unsent,
             // and fails with the link's others ([`LOST_AFTER`]).
-            state.out.clear();
-            state.sent = 0;
             return Ok(());
         }
+        let body = REQUEST_HEADER + operand.len() + compare.len();
+        let out = &mut state.out;
+        out.extend_from_slice(&(body as u32).to_le_bytes());
+        out.extend_from_slice(&[request.kind as u8, op as u8, code as u8, 0]);
+        out.extend_from_slice(&(request.count as u32).to_le_bytes());
+        out.extend_from_slice(&request.key.to_le_bytes());
+        out.extend_from_slice(&request.addr.to_le_bytes());
+        out.extend_from_slice(operand);
+        out.extend_from_slice(compare);
         self.send(&link, &mut state);
         Ok(())
     }
@@ -622,14 +620,15 @@ impl Wire {
             self.send(link, &mut state);
         }
         if closed && state.closed_at.is_none() {
-            // A target's link stays open to posts for LOST_AFTER even when idle: an atomic
-            // posted meanwhile (the process has not learnt of the exit yet) waits too,
-            // so that the roster's `PeerGone` comes first.
+            // Nothing more goes out on it. A target's link still takes posts for
+            // LOST_AFTER, even idle: an atomic posted meanwhile (the process has not learnt
+            // of the exit yet) waits too, so that the roster's `PeerGone` comes first.
+            self.set_backlogged(&mut state, false);
+            state.out.clear();
+            state.sent = 0;
             if link.serves {
                 state.broken = true;
-                self.set_backlogged(&mut state, false);
             } else {
-                self.set_backlogged(&mut state, false);
                 state.closed_at = Some(std::time::Instant::now());
                 lock(&self.closing).push(Arc::clone(link));
                 // Relaxed: a hint for progress calls (the list is under its lock).
