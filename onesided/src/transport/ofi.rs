@@ -1088,7 +1088,7 @@ impl Nic {
         let Some(w) = &self.wire else {
             return Ok(());
         };
-        let mut backoff = crate::backoff::Backoff::new();
+        let mut backoff = crate::backoff::Backoff::for_network();
         while w.pending_to(peer) {
             self.progress()?;
             backoff.snooze();
@@ -1579,7 +1579,7 @@ impl Nic {
     /// [`Nic::flush`] does for both kinds. A failure ends the wait only once no read is in
     /// flight any more (a buffer of one may still be written until then).
     fn wait_reads(&self) -> Result<()> {
-        let mut backoff = crate::backoff::Backoff::new();
+        let mut backoff = crate::backoff::Backoff::for_network();
         let mut failure = Ok(());
         // Errors count for the whole life of the endpoint: only those from now on fail
         // this wait.
@@ -2213,7 +2213,7 @@ impl Nic {
     /// counters equal the posted counts read *after* them: completions never exceed posts,
     /// so then every operation posted by that moment — ours among them — has completed.
     pub(crate) fn flush(&self, mut meanwhile: impl FnMut() -> Result<()>) -> Result<()> {
-        let mut backoff = crate::backoff::Backoff::new();
+        let mut backoff = crate::backoff::Backoff::for_network();
         let (writes, reads) = loop {
             let (w, r, errors) = self.completions();
             if errors > 0 {
@@ -2298,7 +2298,7 @@ impl Nic {
     /// completes everything instead.
     pub(crate) fn flush_own(&self) -> Result<()> {
         let me = crate::attention::thread_tag();
-        let mut backoff = crate::backoff::Backoff::new();
+        let mut backoff = crate::backoff::Backoff::for_network();
         loop {
             let (mut pending, mut untracked, mut failed, mut freed) = (false, false, false, 0);
             self.contexts
@@ -2416,7 +2416,7 @@ impl Nic {
     /// call reports meanwhile does not end the wait (the context must outlive the
     /// operation); it is returned after it.
     fn wait_tracked(&self, tracked: &TrackedContext) -> Result<()> {
-        let mut backoff = crate::backoff::Backoff::new();
+        let mut backoff = crate::backoff::Backoff::for_network();
         let mut other = Ok(());
         loop {
             match tracked.completed() {
