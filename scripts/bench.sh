@@ -22,7 +22,7 @@
 # results/large-copy.txt (scripts/large-copy.sh: large put/get vs Open MPI, median of 3), and
 # results/net-{mpich,openmpi}.* and net-summary.txt: two virtual nodes, onesided's network
 # path beside the raw libfabric baseline and each host MPI forced onto its network path;
-# results/net-seeds*, net-sync-patterns.*, net-alltoallv*-*, net-sync-latency*: the seeds'
+# results/net-seeds*, net-transactions*, net-sync-patterns.*, net-alltoallv*-*, net-sync-latency*: the seeds'
 # claims across virtual nodes, their acceptance ratios and seed 003's fitted models in
 # net-seeds-summary.txt (scripts/net_seeds.py).
 set -euo pipefail
@@ -283,6 +283,11 @@ echo "== transactions, 2 ranks on two virtual nodes, progress thread yield; load
 net_job net-transactions-yield env ONESIDED_NET_ADDR=127.0.0.1 ONESIDED_PROGRESS=yield \
   timeout 300 "$ofi_bin/osrun" -n 2 --nodes 2 "$ofi_bin/osbench" transactions --rounds 3 \
   --json results/net-transactions-yield.json
+# The same at 4 and 8 ranks split evenly over the 2 virtual nodes (the job measures 2, 4 and
+# 8; the acceptance line is the 2-rank job's above, these are reported).
+echo "== transactions, 8 ranks on two virtual nodes (2, 4 and 8 measured); load $(cut -d' ' -f1-3 /proc/loadavg)"
+net_job net-transactions8 env ONESIDED_NET_ADDR=127.0.0.1 timeout 300 "$ofi_bin/osrun" -n 8 \
+  --nodes 2 "$ofi_bin/osbench" transactions --rounds 3 --json results/net-transactions8.json
 echo "== Seed 004's patterns, 4 ranks on 4 virtual nodes; load $(cut -d' ' -f1-3 /proc/loadavg)"
 net_job net-sync-patterns env ONESIDED_NET_ADDR=127.0.0.1 timeout 300 "$ofi_bin/osrun" -n 4 \
   --nodes 4 "$ofi_bin/osbench" sync-patterns --json results/net-sync-patterns.json

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The seeds' acceptance ratios across two virtual nodes, from the records bench.sh --net
-writes (results/net-seeds.json, net-transactions-yield.json, net-sync-patterns.json, net-alltoallv-{mpich,openmpi}.json,
+writes (results/net-seeds.json, net-transactions-yield.json, net-transactions8.json,
+net-sync-patterns.json, net-alltoallv-{mpich,openmpi}.json,
 net-alltoallv{4,8}-openmpi.json).
 Prints one line per claim: what it asks, the ratio measured, and whether it holds."""
 import json
@@ -47,6 +48,16 @@ def main():
         line(f"transactions hot spot, 2 ranks, progress {mode}: A_A_A_R / blocking >= 1.2",
              a / b if a and b else None, lambda r: r >= 1.2,
              f"{a:.0f} vs {b:.0f} tx/s" if a and b else "")
+
+    wider = load("net-transactions8.json")
+    for ranks in [4, 8]:
+        for pattern in ["hotspot", "uniform"]:
+            b = cell(wider, bench="transactions", sync=pattern, ranks=ranks, metric="blocking")
+            a = cell(wider, bench="transactions", sync=pattern, ranks=ranks,
+                     metric="nonblocking-aaar")
+            line(f"transactions {pattern}, {ranks} ranks on 2 nodes: A_A_A_R / blocking",
+                 a / b if a and b else None, None,
+                 f"{a:.0f} vs {b:.0f} tx/s" if a and b else "")
 
     for pattern in ["late-post", "late-complete", "wait-at-fence", "late-unlock"]:
         nb = cell(patterns, bench="sync-patterns", sync=pattern, metric="nonblocking")
