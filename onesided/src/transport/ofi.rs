@@ -483,6 +483,17 @@ fn own_completion() -> u64 {
     }
 }
 
+/// The turn of the one thread that polls the endpoint ([`Nic::progress`]), given back
+/// when dropped — by a poll that panicked too, so that the others do not yield for ever.
+struct PollToken<'a>(&'a AtomicBool);
+
+impl Drop for PollToken<'_> {
+    fn drop(&mut self) {
+        // Release: pairs with the Acquire of the next poller's `compare_exchange`.
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 /// libfabric's atomic operations (`fi_op`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum NetOp {
@@ -2139,10 +2150,8 @@ impl Nic {
             std::thread::yield_now();
             return Ok(());
         }
-        let result = self.poll_once();
-        // Release: see above.
-        self.polling.store(false, Ordering::Release);
-        result
+        let _token = PollToken(&self.polling);
+        self.poll_once()
     }
 
     /// [`Nic::progress`] by the one polling thread.
