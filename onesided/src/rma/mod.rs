@@ -304,6 +304,7 @@ impl RawWindow {
             target,
             disp,
             &self.flags,
+            crate::transport::WriteEnd::Delivered,
         )
     }
 }

@@ -366,8 +366,8 @@ impl WinCore {
 impl WinCore {
     /// [`WinCore::put_bytes`] of bytes that `owner` owns and keeps unchanged while it lives
     /// ([`Window::put_shared`]): to another node they go out from where they are, neither
-    /// copied nor waited for, `owner` held until the write completes; every other route
-    /// puts them as `put_bytes` does.
+    /// copied nor waited for, `owner` held until the write completes as `end` says; every
+    /// other route puts them as `put_bytes` does.
     pub(crate) fn put_shared_bytes(
         &self,
         src: &[u8],
@@ -375,6 +375,7 @@ impl WinCore {
         target: usize,
         disp: usize,
         flags: &HandleFlags,
+        end: crate::transport::WriteEnd,
     ) -> Result<()> {
         #[cfg(feature = "ofi")]
         if !self.may_defer(target, src.len()) {
@@ -389,14 +390,14 @@ impl WinCore {
                 // SAFETY: `owner` keeps `src` alive and unchanged (the caller's contract,
                 // which `Window::put_shared` keeps through an `Arc<[T]>` of plain data).
                 self.posting(flags, || unsafe {
-                    crate::transport::net::post_write_shared(src, to, owner)
+                    crate::transport::net::post_write_shared(src, to, owner, end)
                 })?;
                 self.note_issued(route);
                 self.epoch.note_rma();
                 return Ok(());
             }
         }
-        let _ = owner;
+        let _ = (owner, end);
         self.put_bytes(src, target, disp, flags)
     }
 }

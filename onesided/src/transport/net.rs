@@ -212,8 +212,8 @@ pub(crate) fn post_write_atomic(src: &[u8], to: Remote) -> Result<()> {
     Ok(())
 }
 
-/// Writes `src` to `to` from where it is: complete at the caller's next completion point,
-/// `owner` (which owns `src` and keeps it unchanged) held until then.
+/// Writes `src` to `to` from where it is: complete at the caller's next completion point
+/// (as `end` says), `owner` (which owns `src` and keeps it unchanged) held until then.
 ///
 /// # Safety
 /// As [`Nic::write_shared`].
@@ -221,9 +221,10 @@ pub(crate) unsafe fn post_write_shared(
     src: &[u8],
     to: Remote,
     owner: std::sync::Arc<dyn Send + Sync>,
+    end: crate::transport::WriteEnd,
 ) -> Result<()> {
     // SAFETY: the caller's contract.
-    unsafe { endpoint()?.nic.write_shared(src, to, owner) }
+    unsafe { endpoint()?.nic.write_shared(src, to, owner, end) }
 }
 
 /// Lets go of what completed operations posted under

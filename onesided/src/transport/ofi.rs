@@ -40,6 +40,7 @@ use onesided_ofi_sys as sys;
 use crate::error::{Error, Result};
 use crate::ops::{ElemType, Op};
 use crate::transport::wire::{self, Wire};
+use crate::transport::WriteEnd;
 
 /// The libfabric API version we program against.
 const API_VERSION: u32 = sys::FI_VERSION(1, 17);
@@ -1395,9 +1396,12 @@ impl Nic {
         Ok(())
     }
 
-    /// Writes `src` to `to` from where it is, neither copied nor waited for: complete at
-    /// the target once a later [`Nic::flush`] returns, `owner` (which owns `src`) held
-    /// until then.
+    /// Writes `src` to `to` from where it is, neither copied nor waited for: `owner`
+    /// (which owns `src`) is held until the write completes — once delivered (complete at
+    /// the target once a later [`Nic::flush`] returns), or once the provider is done with
+    /// `src` where the caller proves its delivery otherwise: [`WriteEnd::Followed`] on a
+    /// provider that places a peer's writes in issue order (the caller's next write to
+    /// the peer), [`WriteEnd::Answered`] (the target's answer).
     ///
     /// # Safety
     /// `src` lies in memory that `owner` keeps alive and that nobody changes while `owner`
@@ -1407,11 +1411,18 @@ impl Nic {
         src: &[u8],
         to: Remote,
         owner: Arc<dyn Send + Sync>,
+        end: WriteEnd,
     ) -> Result<()> {
         let desc = self.local_desc(None, src.as_ptr() as usize, src.len())?;
+        let delivered = match end {
+            WriteEnd::Delivered => true,
+            WriteEnd::Followed => !self.orders_rma_writes(),
+            WriteEnd::Answered => false,
+        };
+        let (buf, len, ctx) = (src.as_ptr().cast_mut(), src.len(), Context::Shared(owner));
         // SAFETY: the caller's contract: `src` stays valid and unchanged while `owner`
-        // lives, and the context holds `owner` until a flush sees the write complete.
-        unsafe { self.post_write(src.as_ptr(), src.len(), desc, to, Context::Shared(owner)) }
+        // lives, and the context holds `owner` until the write completed.
+        unsafe { self.post_rma(false, buf, len, desc, to, ctx, delivered) }
     }
 
     /// Writes `src` to `to` and waits until the write is complete at the target (only
