@@ -13,7 +13,8 @@
 //!
 //! A wait inside the library that lasts longer than `ONESIDED_HANG_REPORT` seconds (unset:
 //! never) prints once, on this rank's stderr, what it waits for: the MPI call, the window,
-//! the peer, the control word it watches with its value now and the value it needs. And
+//! the peer, the control word it watches with its value now and the value it needs (a
+//! wait for the network endpoint: the operations it waits for and how many completed). And
 //! when `osrun --timeout` ends a job, it first asks every rank for that report (the abort
 //! word of the node's boot segment says why the job ends), so a timed-out job says where
 //! each rank was stuck. Under `mpiexec` or `srun` the timer alone applies.
@@ -35,6 +36,23 @@ static RANK: AtomicUsize = AtomicUsize::new(usize::MAX);
 /// Records this process's rank in its job (labels its reports).
 pub(crate) fn set_rank(rank: usize) {
     RANK.store(rank, Ordering::Relaxed);
+}
+
+/// The job of this process, for waits that serve no window and so see no abort word of
+/// their own (the network endpoint's: a flush, a read).
+static JOB: OnceLock<std::sync::Arc<dyn crate::bootstrap::Bootstrap>> = OnceLock::new();
+
+/// Records the job of this process (its launcher's abort word; see [`job_ending`]).
+pub(crate) fn set_job(boot: std::sync::Arc<dyn crate::bootstrap::Bootstrap>) {
+    let _ = JOB.set(boot);
+}
+
+/// `None` while the job runs; once its launcher aborted it, `Some(true)` when the
+/// launcher asks every wait what it waits for (`osrun --timeout`), else `Some(false)`.
+#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+pub(crate) fn job_ending() -> Option<bool> {
+    let boot = JOB.get()?;
+    boot.aborted().then(|| boot.report_requested())
 }
 
 /// `[onesided rank N]`, or `[onesided pid P]` before the rank is known.
@@ -297,6 +315,28 @@ impl HangClock {
         }
     }
 
+    /// One poll of a wait that watches the job itself ([`job_ending`]; a wait with a window
+    /// watches its window's communicator instead): [`HangClock::tick`], and every
+    /// [`JOB_CHECK_POLLS`] polls a look at the job — true when it was aborted, after the
+    /// report its launcher asked for, if it asked.
+    #[inline]
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    pub(crate) fn tick_job(&mut self, polls: u64, describe: impl Fn() -> String) -> bool {
+        self.tick(&describe);
+        if polls % JOB_CHECK_POLLS != 0 {
+            return false;
+        }
+        match job_ending() {
+            None => false,
+            Some(report) => {
+                if report {
+                    self.timed_out(describe);
+                }
+                true
+            }
+        }
+    }
+
     /// The job ends because it ran out of time (`osrun --timeout`): prints what this wait
     /// waits for, unless it reported already.
     pub(crate) fn timed_out(&mut self, describe: impl FnOnce() -> String) {
@@ -306,6 +346,11 @@ impl HangClock {
         }
     }
 }
+
+/// How often [`HangClock::tick_job`] looks at the job's abort word: a look costs a few
+/// loads behind an indirect call, a poll of the network a system call.
+#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+pub(crate) const JOB_CHECK_POLLS: u64 = 64;
 
 fn print_report(waited: Option<Duration>, what: &str) {
     use std::io::Write;

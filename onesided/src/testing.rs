@@ -236,6 +236,14 @@ impl JobReport {
             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
             .unwrap_or_default()
     }
+
+    /// Captured stderr of `rank` as text (the library's reports go there).
+    pub fn stderr_of(&self, rank: usize) -> String {
+        self.output
+            .get(rank)
+            .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+            .unwrap_or_default()
+    }
 }
 
 /// Batches of operations this process has carried out for origins as a target, on windows

@@ -1007,3 +1007,110 @@ fn notified_alltoallv_stages_odd_blocks_from_the_other_node() {
         })
         .assert_success();
 }
+
+/// Stops process `pid` (a rank on this machine) until it is sent `SIGCONT`.
+fn stop(pid: u64) {
+    let id = rustix::process::Pid::from_raw(pid as i32).expect("a pid");
+    rustix::process::kill_process(id, rustix::process::Signal::STOP).expect("stop");
+    // The stop takes effect at the process's next return from the kernel: wait until the
+    // system says it is stopped, and a little more.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        if status
+            .lines()
+            .any(|l| l.starts_with("State:") && l.contains("T (stopped)"))
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "rank {pid} never stopped"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+}
+
+/// A network wait that lasts reports what it waits for (`ONESIDED_HANG_REPORT`), and still
+/// completes: rank 0 stops rank 1 (the other node), so nothing answers its get until a
+/// thread of rank 0 lets rank 1 continue 2 s later.
+#[test]
+fn a_network_wait_that_lasts_reports_itself() {
+    let report = testing::job(2)
+        .nodes(2)
+        .env("ONESIDED_HANG_REPORT", "0.5")
+        .timeout(std::time::Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            let me = w.rank();
+            let win = Window::<u64>::allocate(w, 4)?;
+            win.local_write(0, &[me as u64 + 40; 4])?;
+            let pids = w.allgather(&[std::process::id() as u64])?;
+            win.lock_all(Assert::NONE)?;
+            // Warm: the connection is up before the peer stops.
+            let mut v = [0u64];
+            win.get(&mut v, 1 - me, 0)?;
+            win.flush(1 - me)?;
+            w.barrier()?;
+            if me == 0 {
+                stop(pids[1]);
+                let peer = rustix::process::Pid::from_raw(pids[1] as i32).unwrap();
+                let waker = std::thread::spawn(move || {
+                    std::thread::sleep(std::time::Duration::from_secs(2));
+                    rustix::process::kill_process(peer, rustix::process::Signal::CONT)
+                });
+                // A fetching atomic: every provider needs the target to apply it (a read
+                // it may serve from the stopped peer's memory by itself, as `shm` does).
+                let before = win.fetch_and_op(1, 1, 2, Op::Sum)?;
+                assert_eq!(before, 41, "the atomic after the peer continued");
+                waker.join().unwrap().expect("continue");
+            }
+            win.unlock_all()?;
+            w.barrier()?;
+            win.free()?;
+            Ok(())
+        });
+    report.assert_success();
+    let err = report.stderr_of(0);
+    assert!(
+        err.lines()
+            .any(|l| l.contains("hang report after") && l.contains("network")),
+        "rank 0 reported no network wait:\n{err}"
+    );
+}
+
+/// A job that times out while a rank waits for the network hears from that wait: the
+/// launcher asks every wait what it waits for, and rank 0's atomic at a peer it stopped (and
+/// never lets continue) says so before the job ends.
+#[test]
+fn a_timed_out_job_hears_from_its_network_waits() {
+    let report = testing::job(2)
+        .nodes(2)
+        .timeout(std::time::Duration::from_secs(4))
+        .run(|u| {
+            let w = u.world();
+            let me = w.rank();
+            let win = Window::<u64>::allocate(w, 4)?;
+            let pids = w.allgather(&[std::process::id() as u64])?;
+            win.lock_all(Assert::NONE)?;
+            let mut v = [0u64];
+            win.get(&mut v, 1 - me, 0)?;
+            win.flush(1 - me)?;
+            w.barrier()?;
+            if me == 0 {
+                stop(pids[1]);
+                // A fetching atomic, as above.
+                win.fetch_and_op(1, 1, 2, Op::Sum)?;
+            }
+            w.barrier()?;
+            Ok(())
+        });
+    assert!(!report.success(), "the job should have timed out");
+    let err = report.stderr_of(0);
+    assert!(
+        err.lines()
+            .any(|l| l.contains("hang report: ") && l.contains("network")),
+        "rank 0's network wait did not report:\n{err}"
+    );
+}

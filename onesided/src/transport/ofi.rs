@@ -1104,9 +1104,15 @@ impl Nic {
             return Ok(());
         };
         let mut backoff = crate::backoff::Backoff::for_network();
+        let (mut hang, mut polls) = (crate::diag::HangClock::new(), 0u64);
         while w.pending_to(peer) {
             self.progress()?;
             backoff.snooze();
+            polls += 1;
+            // Reported, not abandoned: the answers write into the callers' buffers.
+            hang.tick_job(polls, || {
+                format!("the answers of atomics sent over the wire to endpoint {peer}")
+            });
         }
         Ok(())
     }
@@ -1609,6 +1615,7 @@ impl Nic {
         // Errors count for the whole life of the endpoint: only those from now on fail
         // this wait.
         let errors_before = self.read_completions().1;
+        let (mut hang, mut polls) = (crate::diag::HangClock::new(), 0u64);
         loop {
             let (done, errors) = self.read_completions();
             // As in flush: the posted count read after the counter.
@@ -1631,6 +1638,15 @@ impl Nic {
                 failure = failure.and(Err(e));
             }
             backoff.snooze();
+            polls += 1;
+            // Reported, not abandoned: the reads write into the callers' buffers.
+            hang.tick_job(polls, || {
+                format!(
+                    "network reads to complete: {} of {posted} done, {} failed",
+                    done + errors,
+                    failed
+                )
+            });
         }
     }
 
@@ -2262,6 +2278,7 @@ impl Nic {
     /// so then every operation posted by that moment — ours among them — has completed.
     pub(crate) fn flush(&self, mut meanwhile: impl FnMut() -> Result<()>) -> Result<()> {
         let mut backoff = crate::backoff::Backoff::for_network();
+        let (mut hang, mut polls) = (crate::diag::HangClock::new(), 0u64);
         let (writes, reads) = loop {
             let (w, r, errors) = self.completions();
             if errors > 0 {
@@ -2290,6 +2307,14 @@ impl Nic {
             self.progress()?;
             meanwhile()?;
             backoff.snooze();
+            polls += 1;
+            // The contexts stay with the endpoint: giving up on an aborted job is safe.
+            let describe = || {
+                format!("a network flush: {w} of {writes} writes and {r} of {reads} reads complete")
+            };
+            if hang.tick_job(polls, describe) {
+                return Err(Error::JobAborted);
+            }
         };
         // Every operation with a ticket below the counts read first has completed: its
         // context is free.
@@ -2347,6 +2372,7 @@ impl Nic {
     pub(crate) fn flush_own(&self) -> Result<()> {
         let me = crate::attention::thread_tag();
         let mut backoff = crate::backoff::Backoff::for_network();
+        let (mut hang, mut polls) = (crate::diag::HangClock::new(), 0u64);
         loop {
             let (mut pending, mut untracked, mut failed, mut freed) = (false, false, false, 0);
             self.contexts
@@ -2388,6 +2414,13 @@ impl Nic {
             }
             self.progress()?;
             backoff.snooze();
+            polls += 1;
+            // As in flush: the contexts stay with the endpoint.
+            if hang.tick_job(polls, || {
+                "this thread's network operations to complete".into()
+            }) {
+                return Err(Error::JobAborted);
+            }
         }
     }
 
@@ -2465,6 +2498,7 @@ impl Nic {
     /// operation); it is returned after it.
     fn wait_tracked(&self, tracked: &TrackedContext) -> Result<()> {
         let mut backoff = crate::backoff::Backoff::for_network();
+        let (mut hang, mut polls) = (crate::diag::HangClock::new(), 0u64);
         let mut other = Ok(());
         loop {
             match tracked.completed() {
@@ -2482,6 +2516,11 @@ impl Nic {
                 other = other.and(Err(e));
             }
             backoff.snooze();
+            polls += 1;
+            // Reported, not abandoned: the provider still holds the context and the buffer.
+            hang.tick_job(polls, || {
+                "a network operation waited for alone to complete".into()
+            });
         }
     }
 
