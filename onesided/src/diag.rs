@@ -38,21 +38,23 @@ pub(crate) fn set_rank(rank: usize) {
     RANK.store(rank, Ordering::Relaxed);
 }
 
-/// The job of this process, for waits that serve no window and so see no abort word of
-/// their own (the network endpoint's: a flush, a read).
-static JOB: OnceLock<std::sync::Arc<dyn crate::bootstrap::Bootstrap>> = OnceLock::new();
+/// What the job of this process says about its end ([`job_ending`]), for waits that
+/// serve no window and so watch no abort word of their own (the network endpoint's: a
+/// flush, a read). Set by the bootstrap's owner, a layer above.
+type JobProbe = Box<dyn Fn() -> Option<bool> + Send + Sync>;
+static JOB: OnceLock<JobProbe> = OnceLock::new();
 
-/// Records the job of this process (its launcher's abort word; see [`job_ending`]).
-pub(crate) fn set_job(boot: std::sync::Arc<dyn crate::bootstrap::Bootstrap>) {
-    let _ = JOB.set(boot);
+/// Records how to ask the job of this process whether its launcher ended it (see
+/// [`job_ending`]; the first call wins).
+pub(crate) fn set_job_probe(probe: impl Fn() -> Option<bool> + Send + Sync + 'static) {
+    let _ = JOB.set(Box::new(probe));
 }
 
 /// `None` while the job runs; once its launcher aborted it, `Some(true)` when the
 /// launcher asks every wait what it waits for (`osrun --timeout`), else `Some(false)`.
 #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
 pub(crate) fn job_ending() -> Option<bool> {
-    let boot = JOB.get()?;
-    boot.aborted().then(|| boot.report_requested())
+    JOB.get().and_then(|probe| probe())
 }
 
 /// `[onesided rank N]`, or `[onesided pid P]` before the rank is known.

@@ -156,7 +156,8 @@ fn connect(boot: Arc<dyn Bootstrap>) -> Universe {
     let _ = rustix::process::set_ptracer(rustix::process::PTracer::Any);
     crate::progress::thread::start_if_enabled();
     crate::diag::set_rank(boot.rank());
-    crate::diag::set_job(Arc::clone(&boot));
+    let job = Arc::clone(&boot);
+    crate::diag::set_job_probe(move || job.aborted().then(|| job.report_requested()));
     crate::diag::install_logger();
     #[cfg(feature = "ofi")]
     crate::transport::ofi::set_job_of_process(boot.job_id(), boot.rank());

@@ -786,8 +786,8 @@ impl<T: Pod> Alltoallv<T> {
                                     slot,
                                     &signals.win.raw.flags,
                                     match signals.ordered_net {
-                                        true => crate::transport::WriteEnd::Followed,
-                                        false => crate::transport::WriteEnd::Delivered,
+                                        true => crate::transport::write_end::WriteEnd::Followed,
+                                        false => crate::transport::write_end::WriteEnd::Delivered,
                                     },
                                 )
                             })?;
@@ -819,7 +819,7 @@ impl<T: Pod> Alltoallv<T> {
                                     t,
                                     2 * me,
                                     &signals.win.raw.flags,
-                                    crate::transport::WriteEnd::Answered,
+                                    crate::transport::write_end::WriteEnd::Answered,
                                 )
                             })?;
                         }

@@ -304,7 +304,7 @@ impl RawWindow {
             target,
             disp,
             &self.flags,
-            crate::transport::WriteEnd::Delivered,
+            crate::transport::write_end::WriteEnd::Delivered,
         )
     }
 }

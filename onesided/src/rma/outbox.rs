@@ -375,7 +375,7 @@ impl WinCore {
         target: usize,
         disp: usize,
         flags: &HandleFlags,
-        end: crate::transport::WriteEnd,
+        end: crate::transport::write_end::WriteEnd,
     ) -> Result<()> {
         #[cfg(feature = "ofi")]
         if !self.may_defer(target, src.len()) {

@@ -221,7 +221,7 @@ pub(crate) unsafe fn post_write_shared(
     src: &[u8],
     to: Remote,
     owner: std::sync::Arc<dyn Send + Sync>,
-    end: crate::transport::WriteEnd,
+    end: crate::transport::write_end::WriteEnd,
 ) -> Result<()> {
     // SAFETY: the caller's contract.
     unsafe { endpoint()?.nic.write_shared(src, to, owner, end) }

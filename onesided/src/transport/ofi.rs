@@ -40,7 +40,7 @@ use onesided_ofi_sys as sys;
 use crate::error::{Error, Result};
 use crate::ops::{ElemType, Op};
 use crate::transport::wire::{self, Wire};
-use crate::transport::WriteEnd;
+use crate::transport::write_end::WriteEnd;
 
 /// The libfabric API version we program against.
 const API_VERSION: u32 = sys::FI_VERSION(1, 17);
