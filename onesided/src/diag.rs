@@ -291,6 +291,8 @@ mod log {
 pub(crate) struct HangClock {
     since: Option<Instant>,
     reported: bool,
+    /// Polls seen by [`HangClock::tick_job`].
+    polls: u64,
 }
 
 impl HangClock {
@@ -323,9 +325,10 @@ impl HangClock {
     /// report its launcher asked for, if it asked.
     #[inline]
     #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
-    pub(crate) fn tick_job(&mut self, polls: u64, describe: impl Fn() -> String) -> bool {
+    pub(crate) fn tick_job(&mut self, describe: impl Fn() -> String) -> bool {
         self.tick(&describe);
-        if polls % JOB_CHECK_POLLS != 0 {
+        self.polls += 1;
+        if self.polls % JOB_CHECK_POLLS != 0 {
             return false;
         }
         match job_ending() {

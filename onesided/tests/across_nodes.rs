@@ -1032,6 +1032,21 @@ fn stop(pid: u64) {
     std::thread::sleep(std::time::Duration::from_millis(50));
 }
 
+/// A window of 2 ranks (one per node) holding `40 + rank` in every element, in a `lock_all`
+/// epoch whose connections are up (each rank read the other), and the ranks' process ids.
+fn window_of_two(w: &onesided::Comm) -> onesided::Result<(Window<u64>, Vec<u64>)> {
+    let me = w.rank();
+    let win = Window::<u64>::allocate(w, 4)?;
+    win.local_write(0, &[me as u64 + 40; 4])?;
+    let pids = w.allgather(&[std::process::id() as u64])?;
+    win.lock_all(Assert::NONE)?;
+    let mut v = [0u64];
+    win.get(&mut v, 1 - me, 0)?;
+    win.flush(1 - me)?;
+    w.barrier()?;
+    Ok((win, pids))
+}
+
 /// A network wait that lasts reports what it waits for (`ONESIDED_HANG_REPORT`), and still
 /// completes: rank 0 stops rank 1 (the other node), so nothing answers its get until a
 /// thread of rank 0 lets rank 1 continue 2 s later.
@@ -1043,17 +1058,8 @@ fn a_network_wait_that_lasts_reports_itself() {
         .timeout(std::time::Duration::from_secs(60))
         .run(|u| {
             let w = u.world();
-            let me = w.rank();
-            let win = Window::<u64>::allocate(w, 4)?;
-            win.local_write(0, &[me as u64 + 40; 4])?;
-            let pids = w.allgather(&[std::process::id() as u64])?;
-            win.lock_all(Assert::NONE)?;
-            // Warm: the connection is up before the peer stops.
-            let mut v = [0u64];
-            win.get(&mut v, 1 - me, 0)?;
-            win.flush(1 - me)?;
-            w.barrier()?;
-            if me == 0 {
+            let (win, pids) = window_of_two(w)?;
+            if w.rank() == 0 {
                 stop(pids[1]);
                 let peer = rustix::process::Pid::from_raw(pids[1] as i32).unwrap();
                 let waker = std::thread::spawn(move || {
@@ -1090,15 +1096,8 @@ fn a_timed_out_job_hears_from_its_network_waits() {
         .timeout(std::time::Duration::from_secs(4))
         .run(|u| {
             let w = u.world();
-            let me = w.rank();
-            let win = Window::<u64>::allocate(w, 4)?;
-            let pids = w.allgather(&[std::process::id() as u64])?;
-            win.lock_all(Assert::NONE)?;
-            let mut v = [0u64];
-            win.get(&mut v, 1 - me, 0)?;
-            win.flush(1 - me)?;
-            w.barrier()?;
-            if me == 0 {
+            let (win, pids) = window_of_two(w)?;
+            if w.rank() == 0 {
                 stop(pids[1]);
                 // A fetching atomic, as above.
                 win.fetch_and_op(1, 1, 2, Op::Sum)?;

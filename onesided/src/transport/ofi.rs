@@ -1104,13 +1104,12 @@ impl Nic {
             return Ok(());
         };
         let mut backoff = crate::backoff::Backoff::for_network();
-        let (mut hang, mut polls) = (crate::diag::HangClock::new(), 0u64);
+        let mut hang = crate::diag::HangClock::new();
         while w.pending_to(peer) {
             self.progress()?;
             backoff.snooze();
-            polls += 1;
             // Reported, not abandoned: the answers write into the callers' buffers.
-            hang.tick_job(polls, || {
+            hang.tick_job(|| {
                 format!("the answers of atomics sent over the wire to endpoint {peer}")
             });
         }
@@ -1615,7 +1614,7 @@ impl Nic {
         // Errors count for the whole life of the endpoint: only those from now on fail
         // this wait.
         let errors_before = self.read_completions().1;
-        let (mut hang, mut polls) = (crate::diag::HangClock::new(), 0u64);
+        let mut hang = crate::diag::HangClock::new();
         loop {
             let (done, errors) = self.read_completions();
             // As in flush: the posted count read after the counter.
@@ -1638,9 +1637,8 @@ impl Nic {
                 failure = failure.and(Err(e));
             }
             backoff.snooze();
-            polls += 1;
             // Reported, not abandoned: the reads write into the callers' buffers.
-            hang.tick_job(polls, || {
+            hang.tick_job(|| {
                 format!(
                     "network reads to complete: {} of {posted} done, {} failed",
                     done + errors,
@@ -2278,7 +2276,7 @@ impl Nic {
     /// so then every operation posted by that moment — ours among them — has completed.
     pub(crate) fn flush(&self, mut meanwhile: impl FnMut() -> Result<()>) -> Result<()> {
         let mut backoff = crate::backoff::Backoff::for_network();
-        let (mut hang, mut polls) = (crate::diag::HangClock::new(), 0u64);
+        let mut hang = crate::diag::HangClock::new();
         let (writes, reads) = loop {
             let (w, r, errors) = self.completions();
             if errors > 0 {
@@ -2307,12 +2305,11 @@ impl Nic {
             self.progress()?;
             meanwhile()?;
             backoff.snooze();
-            polls += 1;
             // The contexts stay with the endpoint: giving up on an aborted job is safe.
             let describe = || {
                 format!("a network flush: {w} of {writes} writes and {r} of {reads} reads complete")
             };
-            if hang.tick_job(polls, describe) {
+            if hang.tick_job(describe) {
                 return Err(Error::JobAborted);
             }
         };
@@ -2372,7 +2369,7 @@ impl Nic {
     pub(crate) fn flush_own(&self) -> Result<()> {
         let me = crate::attention::thread_tag();
         let mut backoff = crate::backoff::Backoff::for_network();
-        let (mut hang, mut polls) = (crate::diag::HangClock::new(), 0u64);
+        let mut hang = crate::diag::HangClock::new();
         loop {
             let (mut pending, mut untracked, mut failed, mut freed) = (false, false, false, 0);
             self.contexts
@@ -2414,11 +2411,8 @@ impl Nic {
             }
             self.progress()?;
             backoff.snooze();
-            polls += 1;
             // As in flush: the contexts stay with the endpoint.
-            if hang.tick_job(polls, || {
-                "this thread's network operations to complete".into()
-            }) {
+            if hang.tick_job(|| "this thread's network operations to complete".into()) {
                 return Err(Error::JobAborted);
             }
         }
@@ -2498,7 +2492,7 @@ impl Nic {
     /// operation); it is returned after it.
     fn wait_tracked(&self, tracked: &TrackedContext) -> Result<()> {
         let mut backoff = crate::backoff::Backoff::for_network();
-        let (mut hang, mut polls) = (crate::diag::HangClock::new(), 0u64);
+        let mut hang = crate::diag::HangClock::new();
         let mut other = Ok(());
         loop {
             match tracked.completed() {
@@ -2516,11 +2510,8 @@ impl Nic {
                 other = other.and(Err(e));
             }
             backoff.snooze();
-            polls += 1;
             // Reported, not abandoned: the provider still holds the context and the buffer.
-            hang.tick_job(polls, || {
-                "a network operation waited for alone to complete".into()
-            });
+            hang.tick_job(|| "a network operation waited for alone to complete".into());
         }
     }
 
