@@ -20,9 +20,9 @@ use crate::transport::ofi::{AtomicKind, AtomicTable, NetOp, NetType, Nic, Remote
 /// copied in 256 KiB pieces ran at 0.34–0.42× the raw bandwidth).
 pub(crate) const COPY_MAX: usize = 64 << 10;
 
-/// Copied origin bytes the endpoint may hold in operations not yet seen complete; beyond
-/// it a write first completes everything in flight, so a long epoch of small writes holds
-/// bounded memory.
+/// Bytes the endpoint may hold in operations not yet seen complete (copied origin bytes
+/// and each operation's bookkeeping, [`Nic::held_bytes`]); beyond it a write first
+/// completes everything in flight, so a long epoch of small writes holds bounded memory.
 pub(crate) const HELD_MAX: usize = 16 << 20;
 
 /// The endpoint, its server and what the provider offers.

@@ -435,6 +435,20 @@ struct OpContext {
     own: bool,
 }
 
+impl OpContext {
+    /// What this context keeps alive, for [`Nic::held_bytes`]: the copy of the origin
+    /// bytes and its own bookkeeping (without the latter, 8-byte writes that no flush
+    /// completes would keep ~150 bytes each while the budget counted 8).
+    fn held(&self) -> usize {
+        self.kept.len() + CONTEXT_BYTES
+    }
+}
+
+/// The bookkeeping of one posted operation of ours: its [`OpContext`] and the boxed
+/// [`TrackedContext`] the provider holds.
+const CONTEXT_BYTES: usize =
+    std::mem::size_of::<OpContext>() + std::mem::size_of::<TrackedContext>();
+
 thread_local! {
     /// While the calling thread posts operations for a flush of thread scope: the tag of
     /// the thread they belong to (0: the calling thread's own) and whether each makes its
@@ -759,7 +773,8 @@ pub(crate) struct Nic {
     reads: Issued,
     /// Contexts of posted operations, freed by the flush that sees them complete.
     contexts: Mutex<Vec<OpContext>>,
-    /// Bytes the contexts keep (copies of origin data), for [`Nic::held_bytes`].
+    /// Bytes the contexts keep (copies of origin data and their own), for
+    /// [`Nic::held_bytes`].
     held: AtomicUsize,
     /// An operation completed in error (or the queue failed), whoever read the entry:
     /// [`Nic::has_failed`].
@@ -1244,8 +1259,6 @@ impl Nic {
             match context {
                 Context::Tracked(t) => t.cast(),
                 Context::Ours(kept) => {
-                    // Relaxed: a budget (see held_bytes), not a synchronization.
-                    self.held.fetch_add(kept.len(), Ordering::Relaxed);
                     let mut op = OpContext {
                         read,
                         ticket,
@@ -1256,6 +1269,8 @@ impl Nic {
                         own,
                     };
                     let p: *mut TrackedContext = &mut *op.ctx;
+                    // Relaxed: a budget (see held_bytes), not a synchronization.
+                    self.held.fetch_add(op.held(), Ordering::Relaxed);
                     contexts.push(op);
                     p.cast()
                 }
@@ -1270,6 +1285,8 @@ impl Nic {
                         own,
                     };
                     let p: *mut TrackedContext = &mut *op.ctx;
+                    // Relaxed: a budget (see held_bytes), not a synchronization.
+                    self.held.fetch_add(op.held(), Ordering::Relaxed);
                     contexts.push(op);
                     p.cast()
                 }
@@ -2325,7 +2342,7 @@ impl Nic {
                 let pending = op.ticket >= if op.read { reads } else { writes }
                     || op.own && !op.ctx.done.load(Ordering::Acquire);
                 if !pending {
-                    freed += op.kept.len();
+                    freed += op.held();
                 }
                 pending
             });
@@ -2354,7 +2371,7 @@ impl Nic {
                     op._shared = None;
                     return true;
                 }
-                freed += op.kept.len();
+                freed += op.held();
                 false
             });
         // Relaxed: see held_bytes.
@@ -2390,7 +2407,7 @@ impl Nic {
                     }
                     // Its entry was read: the provider is done with it.
                     failed |= op.ctx.failed.load(Ordering::Relaxed);
-                    freed += op.kept.len();
+                    freed += op.held();
                     false
                 });
             // Relaxed: see held_bytes.
@@ -2440,9 +2457,9 @@ impl Nic {
         posted.saturating_sub(done)
     }
 
-    /// Bytes of origin data that posted operations keep ([`Nic::write_copied`],
-    /// [`Nic::atomic_copied`]) until a flush sees them complete: a caller bounds it by
-    /// flushing.
+    /// Bytes that posted operations keep until a flush sees them complete — copies of
+    /// origin data ([`Nic::write_copied`], [`Nic::atomic_copied`]) and each operation's
+    /// bookkeeping: a caller bounds it by flushing.
     pub(crate) fn held_bytes(&self) -> usize {
         // Relaxed: a budget; a stale value only moves one flush earlier or later.
         self.held.load(Ordering::Relaxed)
@@ -2689,7 +2706,10 @@ mod tests {
             const PAUSED: usize = 1;
             for i in 0..N {
                 if i == PAUSED {
-                    assert!(a.held_bytes() >= PAUSED * 8, "copies held");
+                    assert!(
+                        a.held_bytes() >= PAUSED * (8 + CONTEXT_BYTES),
+                        "copies and their contexts held"
+                    );
                     assert!(
                         a.in_flight() > 0,
                         "completed while the target did not progress"
