@@ -424,7 +424,10 @@ impl Impls {
         }
     }
 
-    /// Adds the raw network baseline when `world` spans nodes (collective).
+    /// Adds the raw network baseline when `world` spans nodes and a planned benchmark runs
+    /// it (collective). Only then: its endpoint is polled by every wait inside onesided
+    /// (so that a target waiting in the harness answers it), system calls that would slow
+    /// onesided in the benchmarks raw does not run.
     #[cfg(feature = "ofi")]
     fn with_raw_baseline(mut self, cli: &Cli) -> BResult<Impls> {
         let world = self.ours.comm();
@@ -433,7 +436,10 @@ impl Impls {
             .collect::<Result<Vec<_>, _>>()?
             .windows(2)
             .any(|w| w[0] != w[1]);
-        if spans && !cli.onesided_only {
+        let raw_runs = plan(cli)
+            .iter()
+            .any(|step| ofi_raw::runs(step.bench.name()));
+        if spans && raw_runs && !cli.onesided_only {
             self.raw = Some(ofi_raw::OfiRaw::new(world.clone())?);
         }
         Ok(self)
