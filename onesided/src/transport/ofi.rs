@@ -1241,7 +1241,7 @@ impl Nic {
         context: Context,
         mut post: impl FnMut(*mut c_void) -> isize,
     ) -> Result<()> {
-        let ctx: *mut c_void = {
+        let ctx: *mut c_void = 'ctx: {
             let mut contexts = self
                 .contexts
                 .lock()
@@ -1256,41 +1256,25 @@ impl Nic {
             } else {
                 crate::attention::thread_tag()
             };
-            match context {
-                Context::Tracked(t) => t.cast(),
-                Context::Ours(kept) => {
-                    let mut op = OpContext {
-                        read,
-                        ticket,
-                        ctx: Box::default(),
-                        kept,
-                        _shared: None,
-                        thread,
-                        own,
-                    };
-                    let p: *mut TrackedContext = &mut *op.ctx;
-                    // Relaxed: a budget (see held_bytes), not a synchronization.
-                    self.held.fetch_add(op.held(), Ordering::Relaxed);
-                    contexts.push(op);
-                    p.cast()
-                }
-                Context::Shared(owner) => {
-                    let mut op = OpContext {
-                        read,
-                        ticket,
-                        ctx: Box::default(),
-                        kept: Vec::new(),
-                        _shared: Some(owner),
-                        thread,
-                        own,
-                    };
-                    let p: *mut TrackedContext = &mut *op.ctx;
-                    // Relaxed: a budget (see held_bytes), not a synchronization.
-                    self.held.fetch_add(op.held(), Ordering::Relaxed);
-                    contexts.push(op);
-                    p.cast()
-                }
-            }
+            let (kept, shared) = match context {
+                Context::Tracked(t) => break 'ctx t.cast(),
+                Context::Ours(kept) => (kept, None),
+                Context::Shared(owner) => (Vec::new(), Some(owner)),
+            };
+            let mut op = OpContext {
+                read,
+                ticket,
+                ctx: Box::default(),
+                kept,
+                _shared: shared,
+                thread,
+                own,
+            };
+            let p: *mut TrackedContext = &mut *op.ctx;
+            // Relaxed: a budget (see held_bytes), not a synchronization.
+            self.held.fetch_add(op.held(), Ordering::Relaxed);
+            contexts.push(op);
+            p.cast()
         };
         // "Again" while the provider connects or its queues drain; for this long at most:
         // a peer that is gone can keep answering it (tcp;ofi_rxm reconnecting to a closed
