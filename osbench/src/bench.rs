@@ -882,15 +882,49 @@ pub fn sync_latency<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BRe
     Ok(())
 }
 
-/// Resident memory of this process in bytes (from /proc/self/statm).
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
-    let pages: u64 = statm
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    pages * 4096
+/// What this process holds, in bytes: resident memory (from /proc/self/statm), the shared
+/// memory among it (`RssShmem` of /proc/self/status) and the heap bytes allocated and not
+/// freed (`mallinfo2`: what the allocator hands out, without the pages it keeps spare).
+#[derive(Debug, Clone, Copy, Default)]
+struct Footprint {
+    rss: f64,
+    shared: f64,
+    heap: f64,
+}
+
+impl Footprint {
+    fn now() -> Footprint {
+        let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+        let pages: f64 = statm
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0.0);
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let shared_kib: f64 = status
+            .lines()
+            .find(|l| l.starts_with("RssShmem:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0.0);
+        // SAFETY: mallinfo2 only reads the allocator's statistics.
+        let heap = unsafe { libc::mallinfo2() }.uordblks as f64;
+        Footprint {
+            rss: pages * 4096.0,
+            shared: shared_kib * 1024.0,
+            heap,
+        }
+    }
+
+    /// `self - earlier`, each part, divided by `windows`.
+    fn per(self, earlier: Footprint, windows: usize) -> [f64; 3] {
+        let w = windows as f64;
+        [
+            (self.rss - earlier.rss) / w,
+            (self.shared - earlier.shared) / w,
+            (self.heap - earlier.heap) / w,
+        ]
+    }
 }
 
 /// Stays away from the library for `d`: sleeps, with no call into it, until the time is up
@@ -909,6 +943,11 @@ pub(crate) fn median(v: &mut [f64]) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
+/// Windows `win-create` holds at once to measure memory per window.
+const MEMORY_WINDOWS: usize = 64;
+/// After how many of them it reads resident memory the first time.
+const MEMORY_FIRST: usize = 16;
+
 /// Window creation time and per-process memory versus process count, for every kind.
 pub fn win_create<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResult<()> {
     let comm = b.comm();
@@ -924,14 +963,38 @@ pub fn win_create<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResu
                 // and without touching the window memory, which costs the same everywhere
                 // once the application uses it.
                 // One window first, so that one-time costs (lazy initialization, the
-                // first segment mappings) are not charged to the measured one.
+                // first segment mappings) are not charged to the measured ones. Then
+                // MEMORY_WINDOWS windows held at once, the footprint read after the first
+                // MEMORY_FIRST and after all: the metrics are the increments per window
+                // between the two — one window's own delta moves by whole pages with the
+                // heap's growth, and costs a process pays once (connections, address vector
+                // entries, tables that windows over the same ranks share) would be charged
+                // to it. `rss_delta`: resident memory; `shm_delta` the shared memory in it
+                // (the window's segment pages this process touched); `heap_delta` the heap
+                // bytes allocated and kept (resident heap grows by whole pages, and by less
+                // where earlier frees left room: that part of `rss_delta` depends on what
+                // the process did before); `rss_once` what the first windows cost beyond
+                // their increments.
                 s.window::<u8>(kind, len)?.free()?;
-                let mem = s.memory::<u8>(kind, len)?;
+                let memories = (0..MEMORY_WINDOWS)
+                    .map(|_| s.memory::<u8>(kind, len))
+                    .collect::<BResult<Vec<_>>>()?;
                 c.barrier()?;
-                let before = rss_bytes();
-                let w = s.window_over::<u8>(kind, len, mem)?;
-                let mut delta = [rss_bytes().saturating_sub(before) as f64];
-                w.free()?;
+                let before = Footprint::now();
+                let mut first = before;
+                let mut held = Vec::with_capacity(MEMORY_WINDOWS);
+                for mem in memories {
+                    held.push(s.window_over::<u8>(kind, len, mem)?);
+                    if held.len() == MEMORY_FIRST {
+                        first = Footprint::now();
+                    }
+                }
+                let [rss, shm, heap] = Footprint::now().per(first, MEMORY_WINDOWS - MEMORY_FIRST);
+                let once = (first.rss - before.rss - MEMORY_FIRST as f64 * rss).max(0.0);
+                for w in held {
+                    w.free()?;
+                }
+                let mut delta = [rss, shm, heap, once];
                 c.allreduce(&mut delta, ReduceOp::Sum)?;
                 // Time: the slowest process's creation (and free), the median over
                 // repetitions. Not the mean: on a machine with as many cores as processes, a
@@ -970,7 +1033,11 @@ pub fn win_create<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResu
                     };
                     timed("create_time", &mut t_create);
                     timed("free_time", &mut t_free);
-                    out.push(rec("rss_delta", delta[0] / ranks as f64 / 1024.0, "KiB"));
+                    let kib = |v: f64| v / ranks as f64 / 1024.0;
+                    out.push(rec("rss_delta", kib(delta[0]), "KiB"));
+                    out.push(rec("shm_delta", kib(delta[1]), "KiB"));
+                    out.push(rec("heap_delta", kib(delta[2]), "KiB"));
+                    out.push(rec("rss_once", kib(delta[3]), "KiB"));
                 }
             }
         }

@@ -19,8 +19,9 @@ impl OsBackend {
 /// A onesided window and how element indices become displacements.
 pub struct OsWin<T: Elem> {
     win: Window<T>,
-    /// Displacement of element 0 at each rank: 0, or the attached region's address for
-    /// dynamic windows.
+    /// Displacement of element 0 at each rank: the attached region's address for dynamic
+    /// windows; empty (0 everywhere) for the others, so that `win-create` measures no
+    /// table of the harness in a window's memory.
     bases: Vec<usize>,
     /// Displacement units per element: 1, or the element size for dynamic windows (whose
     /// displacements are byte addresses).
@@ -88,7 +89,7 @@ impl Backend for OsBackend {
             .create(WinBuffer::from(vec![T::default(); len]))?;
         Ok(Some(OsWin {
             win,
-            bases: vec![0; self.comm.size()],
+            bases: Vec::new(),
             scale: 1,
         }))
     }
@@ -99,10 +100,9 @@ impl Backend for OsBackend {
         len: usize,
         mem: Option<WinBuffer<T>>,
     ) -> BResult<OsWin<T>> {
-        let n = self.comm.size();
         let plain = |win| OsWin {
             win,
-            bases: vec![0; n],
+            bases: Vec::new(),
             scale: 1,
         };
         let missing = || BenchError(format!("{} window without memory", kind.name()));

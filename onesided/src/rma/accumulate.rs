@@ -213,7 +213,7 @@ impl WinCore {
             Route::Direct(_) | Route::Cma { .. } => match self.net_data.get(target) {
                 Some(base) => Some(crate::transport::ofi::Remote {
                     addr: base.addr + loc.key as u64,
-                    ..*base
+                    ..base
                 }),
                 // Dynamic windows: `key` is the address at the target.
                 None if self.flavor == crate::win::Flavor::Dynamic => {
@@ -290,6 +290,9 @@ impl WinCore {
                 // allocate / allocate_shared: one mapped segment.
                 Targets::Symmetric { .. } => true,
                 Targets::Table(t) => t.iter().all(|r| r.shared || r.bytes == 0),
+                // Spans nodes (answered above with the network plane).
+                #[cfg(feature = "ofi")]
+                Targets::Spread { .. } => false,
                 // Regions come and go, each with its own kind of memory.
                 Targets::Dynamic => false,
             }

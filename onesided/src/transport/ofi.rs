@@ -1164,25 +1164,51 @@ impl Nic {
     /// The memory must stay valid until the registration is dropped; peers may then write
     /// it at any time, so nothing else may hold a Rust reference to it meanwhile.
     pub(crate) unsafe fn register(&self, base: *mut u8, len: usize) -> Result<Registration> {
+        // SAFETY: the caller's contract.
+        unsafe { self.register_as(base, len, None) }
+    }
+
+    /// [`Nic::register`], under the key `wanted` where the provider lets us choose keys and
+    /// addresses by offset (every process can then name the same key for its own memory:
+    /// peers need no table of keys and bases); under a key of its own otherwise, or when
+    /// the provider refuses `wanted` (already taken in this domain).
+    ///
+    /// # Safety
+    /// As for [`Nic::register`].
+    pub(crate) unsafe fn register_as(
+        &self,
+        base: *mut u8,
+        len: usize,
+        wanted: Option<u64>,
+    ) -> Result<Registration> {
         let access =
             u64::from(sys::FI_READ | sys::FI_WRITE | sys::FI_REMOTE_READ | sys::FI_REMOTE_WRITE);
-        let requested = self.next_key.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: the caller's contract covers the memory; the registration is owned at once.
-        let mr = unsafe {
-            create("fi_mr_reg", |out| {
-                sys::fi_mr_reg(
-                    self.domain.as_ptr(),
-                    base.cast(),
-                    len,
-                    access,
-                    0,
-                    requested,
-                    0,
-                    out,
-                    ptr::null_mut(),
-                )
-            })
-        }?;
+        let ours = u64::from(sys::FI_MR_PROV_KEY | sys::FI_MR_VIRT_ADDR);
+        let wanted = wanted.filter(|_| self.described.mr_mode & ours == 0);
+        let reg = |requested: u64| {
+            // SAFETY: the caller's contract covers the memory; the registration is owned
+            // at once.
+            unsafe {
+                create("fi_mr_reg", |out| {
+                    sys::fi_mr_reg(
+                        self.domain.as_ptr(),
+                        base.cast(),
+                        len,
+                        access,
+                        0,
+                        requested,
+                        0,
+                        out,
+                        ptr::null_mut(),
+                    )
+                })
+            }
+        };
+        let mr = match wanted.map(reg) {
+            Some(Ok(mr)) => mr,
+            // Relaxed: a counter of unique keys, nothing published through it.
+            _ => reg(self.next_key.fetch_add(1, Ordering::Relaxed))?,
+        };
         if self.described.mr_mode & u64::from(sys::FI_MR_ENDPOINT) != 0 {
             // SAFETY: live registration and endpoint.
             unsafe {

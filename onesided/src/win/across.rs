@@ -20,10 +20,16 @@
 //! network (`win::resolve`). Every rank agrees on one window id (rank 0's segment tag):
 //! memory handles carry it, and the peer watch of the window's waits is keyed by it.
 //!
+//! Per window and process nothing grows with the job where the provider lets every rank
+//! register its node's segment under one key, addressed by offset (`tcp`, `udp`): a rank is
+//! reached through the route table every window over the same ranks shares
+//! (`win::reach`, `win::interned`), and an `allocate` window of one size everywhere
+//! computes each rank's memory from its slot. Elsewhere (`shm`: its keys and addresses
+//! differ per process) each window keeps a key and an address per rank.
+//!
 //! Not yet: request rings to another node (the network serves that memory), shared
-//! windows across nodes (an error: the ranks share no memory), and control memory that
-//! does not grow with the job (a control block holds a post counter per rank, and each
-//! process an address and a key per rank).
+//! windows across nodes (an error: the ranks share no memory), and a control block
+//! without a post counter per rank (laid out, not touched until PSCW uses it).
 
 use std::sync::Arc;
 
@@ -38,7 +44,14 @@ use crate::win::control::{BlockSlots, Control, ControlLayout, ControlMemory, WIN
 use crate::win::core::{LocalRegion, PeerMapping, TargetRegion, Targets, WinCore};
 use crate::win::info::WinHints;
 use crate::win::netplane::{Near, NetPlane};
+use crate::win::reach::{RankRoute, Remotes};
 use crate::win::Flavor;
+
+/// The key every rank requests for its registration of the window's node segment, derived
+/// from the id they agree on (high bit set: apart from the keys `Nic::register` counts up).
+fn uniform_key(id: u64) -> u64 {
+    id | 1 << 63
+}
 
 /// What a rank publishes: its registration's key and remote base, then its endpoint name.
 fn record(reg: &Registration, name: &[u8]) -> Vec<u8> {
@@ -60,9 +73,9 @@ struct NodeSegment {
     blocks: BlockSlots,
     reg: Registration,
     /// Every rank's segment as the network reaches it (its first byte).
-    areas: Vec<Remote>,
-    /// Every rank's node.
-    nodes: Vec<usize>,
+    areas: Remotes,
+    /// How every rank is reached (shared with other windows over the same ranks).
+    routes: Arc<Vec<RankRoute>>,
     ep: &'static net::Endpoint,
     /// The window's id at every rank (see [`join_network`]).
     id: u64,
@@ -155,7 +168,12 @@ fn node_segment(
         ctrl.write_own_identity(me, (me == leader).then_some(WIN_MAGIC));
         // SAFETY: the segment stays mapped while the window lives (it owns both; the
         // registration drops first); peers write it only through the window's operations.
-        let reg = unsafe { ep.nic.register(seg.as_ptr(), layout.total) }?;
+        // Under the key every rank requests, where the provider lets us choose keys and
+        // addresses by offset: then no rank needs another's key or base (`Remotes`).
+        let reg = unsafe {
+            ep.nic
+                .register_as(seg.as_ptr(), layout.total, Some(uniform_key(id)))
+        }?;
         let name = ep.nic.name()?;
         Ok((seg, reg, name))
     })();
@@ -184,13 +202,36 @@ fn node_segment(
             })
         })
         .collect::<Result<_>>()?;
+    let routes = crate::win::interned::intern(
+        areas
+            .iter()
+            .enumerate()
+            .map(|(r, a)| RankRoute {
+                peer: a.peer,
+                slot: blocks.of(r) as u32,
+                here: nodes[r] == nodes[me],
+            })
+            .collect(),
+    );
+    // Every rank sees the same records: all decide alike.
+    let key = uniform_key(id);
+    let areas = if areas.iter().all(|a| a.key == key && a.addr == 0) {
+        Remotes::Uniform {
+            routes: Arc::clone(&routes),
+            key,
+            base: 0,
+            stride: 0,
+        }
+    } else {
+        Remotes::Table(areas)
+    };
     Ok(NodeSegment {
         seg,
         layout,
         blocks,
         reg,
         areas,
-        nodes,
+        routes,
         ep,
         id,
     })
@@ -213,11 +254,9 @@ fn assemble_across(
 ) -> WinCore {
     let layout = node.layout;
     let near = node.ep.nic.atomics_mix_with_cpu().then(|| {
-        let me = comm.rank();
-        let here = node.nodes.iter().map(|&n| n == node.nodes[me]).collect();
         // SAFETY: the node segment, mapped here with `layout`, moves into the core below
         // with the plane and is unmapped only after it (WinCore drops `net` first).
-        unsafe { Near::new(node.seg.as_ptr(), here) }
+        unsafe { Near::new(node.seg.as_ptr(), Arc::clone(&node.routes)) }
     });
     let plane = NetPlane::new(
         Arc::clone(&node.ep.nic),
@@ -297,25 +336,47 @@ pub(crate) fn allocate(
     let (me, n) = (comm.rank(), comm.size());
     let gran = hints.accumulate_granularity as u64;
     let nodes = node_map(comm)?;
+    let symmetric = placement.as_ref().ok().copied();
     let (placement, node_bytes) = per_node(&placement, &nodes, me, bytes, disp_unit);
     // The same control words at the same offsets on every node; only the data differs.
     let layout = ControlLayout::new(layout.n, layout.region_cap, node_bytes);
     let node = node_segment(comm, call, nodes, layout, &[gran], Ok(()))?;
-    let (layout, areas, nodes) = (node.layout, node.areas.clone(), node.nodes.clone());
+    let layout = node.layout;
     let place = |r: usize| placed(&placement, r, bytes, disp_unit);
-    let targets = |ctrl: &crate::win::control::Control| {
-        Targets::Table(
+    // Every rank's memory on the network: after the control blocks, a node's ranks one
+    // after the other (`per_node`), at the symmetric stride where the job's placement has
+    // one and the node's ranks are consecutive (their block slots are their places).
+    let stride = match symmetric {
+        Some(stride) if node.blocks.consecutive() => Some(stride),
+        _ => None,
+    };
+    let data_off = layout.data_off as u64;
+    let net_data = node
+        .areas
+        .shifted(data_off, stride.map(|s| s as u64), |r| place(r).0 as u64);
+    let routes = Arc::clone(&node.routes);
+    let targets = |ctrl: &crate::win::control::Control| match (stride, &net_data) {
+        (Some(stride), Remotes::Uniform { key, .. }) => Targets::Spread {
+            routes,
+            node_base: ctrl.data_base(),
+            stride,
+            bytes,
+            disp_unit,
+            net_base: data_off,
+            key: *key,
+        },
+        _ => Targets::Table(
             (0..n)
                 .map(|r| {
                     let (off, bytes, disp_unit) = place(r);
-                    let same_node = nodes[r] == nodes[me];
-                    let route = if same_node {
+                    let here = routes[r].here;
+                    let route = if here {
                         Route::Direct(ctrl.data_base().wrapping_add(off))
                     } else {
-                        let a = areas[r];
+                        let a = net_data.get(r).expect("one remote per rank");
                         Route::Net {
                             peer: a.peer,
-                            addr: a.addr + (layout.data_off + off) as u64,
+                            addr: a.addr,
                             key: a.key,
                         }
                     };
@@ -323,12 +384,12 @@ pub(crate) fn allocate(
                         route,
                         bytes,
                         disp_unit,
-                        shared: same_node,
+                        shared: here,
                         lazy: None,
                     }
                 })
                 .collect(),
-        )
+        ),
     };
     let local = |ctrl: &crate::win::control::Control| {
         let (off, bytes, disp_unit) = place(me);
@@ -348,12 +409,7 @@ pub(crate) fn allocate(
         Vec::new(),
         None,
     );
-    core.net_data = (0..n)
-        .map(|r| Remote {
-            addr: areas[r].addr + (layout.data_off + place(r).0) as u64,
-            ..areas[r]
-        })
-        .collect();
+    core.net_data = net_data;
     Ok(core)
 }
 
@@ -370,7 +426,7 @@ pub(crate) fn create(
     hints: WinHints,
     same_node: impl Fn(usize, &mut Vec<PeerMapping>) -> Result<TargetRegion>,
 ) -> Result<WinCore> {
-    let (me, n) = (comm.rank(), comm.size());
+    let n = comm.size();
     // No request rings: the network control plane serves the windows across nodes, and
     // cross-memory attach reaches this node's peers directly.
     let layout = ControlLayout::new(n, 0, 0);
@@ -395,8 +451,9 @@ pub(crate) fn create(
     let data_reg = comm.agree_on(call, mine)?;
     let data: Vec<Remote> = records
         .iter()
-        .zip(&node.areas)
-        .map(|(r, area)| {
+        .enumerate()
+        .map(|(rank, r)| {
+            let area = node.areas.get(rank).expect("one area per rank");
             let word = |i: usize| {
                 r.get(8 * i..8 * i + 8)
                     .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
@@ -414,7 +471,7 @@ pub(crate) fn create(
     let mut peer_mappings = Vec::new();
     let table = (0..n)
         .map(|r| {
-            if node.nodes[r] == node.nodes[me] {
+            if node.routes[r].here {
                 return same_node(r, &mut peer_mappings);
             }
             let (bytes, disp_unit) = extents[r];
@@ -441,7 +498,7 @@ pub(crate) fn create(
         peer_mappings,
         data_reg,
     );
-    core.net_data = data;
+    core.net_data = Remotes::Table(data);
     Ok(core)
 }
 

@@ -71,7 +71,7 @@ pub(crate) fn assemble(
         #[cfg(feature = "ofi")]
         net_registrations: Vec::new(),
         #[cfg(feature = "ofi")]
-        net_data: Vec::new(),
+        net_data: crate::win::reach::Remotes::Table(Vec::new()),
         #[cfg(feature = "ofi")]
         net_window_id: None,
         #[cfg(feature = "ofi")]

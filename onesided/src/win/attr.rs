@@ -47,7 +47,9 @@ pub enum MemoryModel {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WindowLayout {
     /// Same size and displacement unit everywhere: rank r's memory is at a fixed stride in
-    /// one node segment; O(1) metadata per process (\[Gerstenberger13\] §2.2).
+    /// its node's segment; O(1) metadata per process and window (\[Gerstenberger13\]
+    /// §2.2). Across nodes where every rank registers its node's segment under one key,
+    /// addressed by offset (providers that let us choose keys: `tcp`, `udp`).
     Symmetric,
     /// One (address, size, disp_unit) record per rank: O(p) metadata per process.
     PerRank,

@@ -3,13 +3,19 @@
 //!
 //! ```text
 //! header        magic; the global lock word of [Gerstenberger13] and its FIFO tickets
-//! barrier       fence's dissemination counters
 //! block[0..n]   per rank: local lock word + tickets, PSCW completion counter,
 //!               dynamic-region sequence number, pid, collective tags, PSCW post
 //!               counters (one per peer),
 //!               accumulate lock stripes, dynamic-region table
+//! barrier       fence's dissemination counters
 //! data          window memory (allocate / allocate_shared), page aligned
 //! ```
+//!
+//! The first rank's block follows the header: creating a window, a process writes its own
+//! block and the first rank also the header, so each touches one page of the segment
+//! where both fit in one (with the barrier in between, whose signals grow with the ranks,
+//! the first rank of a node touched two pages from 32 ranks on: 25% more memory per window
+//! and process at 4 ranks a node than at 1).
 //!
 //! Every word another process reads or writes is an `AtomicU64`, and independently contended
 //! words sit on separate cache lines.
@@ -163,7 +169,7 @@ pub(crate) struct ControlLayout {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct BlockSlots {
     /// Each rank's slot in its own node's segment (`None`: its rank).
-    table: Option<std::sync::Arc<[u32]>>,
+    table: Option<std::sync::Arc<Vec<u32>>>,
     /// This node's ranks: `first..first + count` (`None`: all).
     here: Option<(usize, usize)>,
 }
@@ -198,10 +204,19 @@ impl BlockSlots {
             })
             .collect();
         let slots = BlockSlots {
-            table: Some(table.into()),
+            // Shared by every window over the same ranks (`win::interned`).
+            table: Some(crate::win::interned::intern(table)),
             here: Some((first, count)),
         };
         (slots, largest)
+    }
+
+    /// True when each node's segment holds its own ranks' blocks only, in rank order (a
+    /// node's ranks are consecutive): a rank's slot is then its place among its node's
+    /// ranks.
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    pub(crate) fn consecutive(&self) -> bool {
+        self.table.is_some()
     }
 
     /// The slot of `rank`'s block in its own node's segment.
@@ -212,6 +227,16 @@ impl BlockSlots {
             Some(t) => t[rank] as usize,
         }
     }
+}
+
+/// Where the barrier and the data start after blocks that end at `blocks_end`.
+fn after_blocks(blocks_end: usize, barrier: &BarrierLayout) -> (usize, usize) {
+    let line = std::mem::align_of::<CachePadded<AtomicU64>>();
+    let barrier_off = blocks_end.next_multiple_of(line);
+    (
+        barrier_off,
+        (barrier_off + barrier.bytes()).next_multiple_of(PAGE),
+    )
 }
 
 impl ControlLayout {
@@ -225,8 +250,7 @@ impl ControlLayout {
     pub(crate) fn with_rings(n: usize, region_cap: usize, data_bytes: usize, rings: bool) -> Self {
         let line = std::mem::align_of::<CachePadded<AtomicU64>>();
         let barrier = BarrierLayout::new(n);
-        let barrier_off = std::mem::size_of::<WinHeader>();
-        let blocks_off = (barrier_off + barrier.bytes()).next_multiple_of(line);
+        let blocks_off = std::mem::size_of::<WinHeader>().next_multiple_of(line);
         let posts_off = std::mem::size_of::<RankControl>();
         let stripes_off = (posts_off + n * 8).next_multiple_of(64);
         let regions_off = stripes_off + ACC_STRIPES * 8;
@@ -237,7 +261,7 @@ impl ControlLayout {
             Some(off) => (off + crate::transport::ring::area_bytes(n)).next_multiple_of(line),
             None => regions_end,
         };
-        let data_off = (blocks_off + n * block_stride).next_multiple_of(PAGE);
+        let (barrier_off, data_off) = after_blocks(blocks_off + n * block_stride, &barrier);
         ControlLayout {
             slots: n,
             n,
@@ -257,13 +281,16 @@ impl ControlLayout {
     }
 
     /// This layout with `slots` control blocks (see [`BlockSlots`]) and `data_bytes` of
-    /// window memory after them: the control words keep their offsets, the data starts
-    /// after the last slot.
+    /// window memory after them: the blocks' words keep their offsets, the barrier and the
+    /// data follow the last slot (every node's segment takes the same slots, so a word is
+    /// at the same offset on every node).
     #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub(crate) fn with_slots(self, slots: usize, data_bytes: usize) -> Self {
-        let data_off = (self.blocks_off + slots * self.block_stride).next_multiple_of(PAGE);
+        let (barrier_off, data_off) =
+            after_blocks(self.blocks_off + slots * self.block_stride, &self.barrier);
         ControlLayout {
             slots,
+            barrier_off,
             data_off,
             total: data_off.saturating_add(data_bytes),
             ..self
@@ -707,7 +734,9 @@ mod tests {
         for n in [1, 2, 7, 64] {
             for cap in [0, 1, 256] {
                 let l = ControlLayout::new(n, cap, 1000);
-                assert!(l.barrier_off + l.barrier.bytes() <= l.blocks_off);
+                assert!(std::mem::size_of::<WinHeader>() <= l.blocks_off);
+                assert!(l.blocks_off + n * l.block_stride <= l.barrier_off);
+                assert!(l.barrier_off + l.barrier.bytes() <= l.data_off);
                 assert!(l.posts_off + 8 * n <= l.stripes_off);
                 assert!(l.stripes_off + 8 * ACC_STRIPES <= l.regions_off);
                 assert!(l.regions_off + 32 * cap <= l.block_stride);
@@ -716,8 +745,9 @@ mod tests {
                 assert!(slots.start + 32 * cap <= slots.end && slots.end <= l.block_stride);
                 let r = ControlLayout::with_rings(n, cap, 1000, true);
                 assert_eq!(r.region_slots().end, r.rings_off.unwrap());
-                assert!(l.blocks_off + n * l.block_stride <= l.data_off);
                 assert_eq!(l.data_off % PAGE, 0);
+                // The first rank's identity lies on the header's page (see the module docs).
+                assert!(l.blocks_off + std::mem::size_of::<RankControl>() <= PAGE);
                 assert_eq!(l.total, l.data_off + 1000);
             }
         }

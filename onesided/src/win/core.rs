@@ -29,8 +29,74 @@ pub(crate) enum Targets {
     },
     /// One entry per rank.
     Table(Vec<TargetRegion>),
+    /// `allocate` across nodes, same size everywhere, every rank's node segment under one
+    /// key: rank r's memory is `slot(r) * stride` into its node's data, mapped here
+    /// (`node_base`) or reached at that offset from `net_base` under `key` — the per-rank
+    /// table is the one every window over these ranks shares.
+    #[cfg(feature = "ofi")]
+    Spread {
+        routes: std::sync::Arc<Vec<crate::win::reach::RankRoute>>,
+        node_base: *mut u8,
+        stride: usize,
+        bytes: usize,
+        disp_unit: usize,
+        net_base: u64,
+        key: u64,
+    },
     /// Dynamic window: resolved through the region-descriptor cache.
     Dynamic,
+}
+
+impl Targets {
+    /// Rank `rank`'s memory (a rank that exists; dynamic windows have none to give).
+    #[inline]
+    pub(crate) fn region(&self, rank: usize) -> Option<TargetRegion> {
+        match self {
+            Targets::Symmetric {
+                base,
+                stride,
+                bytes,
+                disp_unit,
+            } => Some(TargetRegion {
+                route: Route::Direct(base.wrapping_add(rank * stride)),
+                bytes: *bytes,
+                disp_unit: *disp_unit,
+                shared: true,
+                lazy: None,
+            }),
+            Targets::Table(t) => t.get(rank).copied(),
+            #[cfg(feature = "ofi")]
+            Targets::Spread {
+                routes,
+                node_base,
+                stride,
+                bytes,
+                disp_unit,
+                net_base,
+                key,
+            } => {
+                let r = routes.get(rank)?;
+                let at = r.slot as usize * stride;
+                let route = if r.here {
+                    Route::Direct(node_base.wrapping_add(at))
+                } else {
+                    Route::Net {
+                        peer: r.peer,
+                        addr: net_base + at as u64,
+                        key: *key,
+                    }
+                };
+                Some(TargetRegion {
+                    route,
+                    bytes: *bytes,
+                    disp_unit: *disp_unit,
+                    shared: r.here,
+                    lazy: None,
+                })
+            }
+            Targets::Dynamic => None,
+        }
+    }
 }
 
 // SAFETY: the pointers in `Targets` point into mappings the WinCore keeps alive (its node
@@ -270,7 +336,7 @@ pub(crate) struct WinCore {
     /// otherwise): accumulates that CPU atomics cannot do go there for every rank, this
     /// node's included, so that one element never sees two protocols.
     #[cfg(feature = "ofi")]
-    pub(crate) net_data: Vec<crate::transport::ofi::Remote>,
+    pub(crate) net_data: crate::win::reach::Remotes,
     /// Windows across nodes: the id every rank agrees on (rank 0's node segment tag; each
     /// node's segment has its own), which memory handles carry.
     #[cfg(feature = "ofi")]

@@ -153,8 +153,8 @@ fn control_memory(
     // The words this process owns until the agreement below publishes the window: its
     // rank's control block, and for rank 0 the header and barrier (see `shm::heap`).
     let block = layout.blocks_off + me * layout.block_stride;
-    // SAFETY: all three ranges lie inside the span (`blocks_off + n * block_stride <=
-    // layout.total <= span.len`), which lies inside a chunk the heap keeps mapped; nobody else
+    // SAFETY: every range lies inside the span (the blocks, then the barrier, end before
+    // `data_off <= layout.total <= span.len`), which lies inside a chunk the heap keeps mapped; nobody else
     // accesses them: the block's previous window was freed everywhere before the agreement
     // that recycled it, and peers touch this window's words only after the agreement below.
     unsafe {
@@ -170,6 +170,11 @@ fn control_memory(
         );
         if me == 0 {
             std::ptr::write_bytes(base, 0, layout.blocks_off);
+            std::ptr::write_bytes(
+                base.wrapping_add(layout.barrier_off),
+                0,
+                layout.barrier.bytes(),
+            );
         }
     }
     // SAFETY: the span lies inside a chunk every process of `comm` mapped and keeps mapped

@@ -18,10 +18,13 @@ mod create;
 mod dup;
 pub(crate) mod dynamic;
 pub mod info;
+mod interned;
 #[cfg(feature = "ofi")]
 pub(crate) mod netplane;
 pub(crate) mod notify_counters;
 pub(crate) mod raw;
+#[cfg(feature = "ofi")]
+pub(crate) mod reach;
 pub(crate) mod regions;
 pub(crate) mod resolve;
 
@@ -36,7 +39,6 @@ use bytemuck::Pod;
 use crate::error::Result;
 use crate::transport::Route;
 use crate::win::attr::Flavor as WinFlavor;
-use crate::win::core::Targets;
 use crate::win::resolve::checked_offset;
 
 impl RawWindow {
@@ -92,26 +94,16 @@ impl RawWindow {
     /// memory is not directly accessible. Errors for an invalid rank.
     pub fn shared_query(&self, rank: usize) -> Result<Option<SharedRegion<u8>>> {
         self.core.check_rank(rank)?;
-        let (route, bytes, disp_unit) = match &self.core.targets {
-            Targets::Symmetric {
-                base,
-                stride,
-                bytes,
-                disp_unit,
-            } => (
-                Route::Direct(base.wrapping_add(rank * stride)),
-                *bytes,
-                *disp_unit,
+        let Some(region) = self.core.targets.region(rank) else {
+            return Ok(None);
+        };
+        let (route, bytes, disp_unit) = match region.lazy {
+            Some(i) => (
+                Route::Direct(self.core.peer_mappings[i as usize].map(region.bytes)?),
+                region.bytes,
+                region.disp_unit,
             ),
-            Targets::Table(t) => {
-                let r = t[rank];
-                let route = match r.lazy {
-                    Some(i) => Route::Direct(self.core.peer_mappings[i as usize].map(r.bytes)?),
-                    None => r.route,
-                };
-                (route, r.bytes, r.disp_unit)
-            }
-            Targets::Dynamic => return Ok(None),
+            None => (region.route, region.bytes, region.disp_unit),
         };
         match route {
             Route::Direct(ptr) => Ok(Some(SharedRegion {

@@ -37,6 +37,7 @@ use crate::error::{Error, Result};
 use crate::plane::{Answer, ControlPlane, CtrlWord, LockAt, PendingOp};
 use crate::transport::ofi::{NetOp, Nic, Registration, Remote, TrackedContext};
 use crate::win::control::{BlockSlots, ControlLayout};
+use crate::win::reach::{RankRoute, Remotes};
 
 /// Slots per registered chunk.
 const CHUNK: usize = 64;
@@ -108,20 +109,20 @@ struct Slots {
 pub(crate) struct Near {
     /// This process's mapping of its node's window segment.
     base: *mut u8,
-    /// Per rank: its control block (and, for rank 0, the window-wide lock word) lies in
-    /// this node's segment.
-    here: Vec<bool>,
+    /// Per rank (`here`): its control block (and, for rank 0, the window-wide lock word)
+    /// lies in this node's segment.
+    routes: Arc<Vec<RankRoute>>,
 }
 
 impl Near {
-    /// The words of the ranks `here` says are on this node, in the segment mapped at
+    /// The words of the ranks `routes` says are on this node, in the segment mapped at
     /// `base`.
     ///
     /// # Safety
     /// `base` must be this process's mapping of its node's segment, laid out as the
     /// plane's layout says, and stay mapped as long as the plane lives.
-    pub(crate) unsafe fn new(base: *mut u8, here: Vec<bool>) -> Near {
-        Near { base, here }
+    pub(crate) unsafe fn new(base: *mut u8, routes: Arc<Vec<RankRoute>>) -> Near {
+        Near { base, routes }
     }
 }
 
@@ -143,7 +144,7 @@ pub(crate) struct NetPlane {
     /// Where each rank's block lies in its node's segment.
     blocks: BlockSlots,
     /// Every rank's address and its control area's remote base and key.
-    areas: Vec<Remote>,
+    areas: Remotes,
     /// Where the provider's atomics mix with CPU atomics: the words held on this node,
     /// changed with CPU atomics (a round trip through the network saved per operation).
     near: Option<Near>,
@@ -176,12 +177,12 @@ impl NetPlane {
         nic: Arc<Nic>,
         layout: ControlLayout,
         blocks: BlockSlots,
-        areas: Vec<Remote>,
+        areas: Remotes,
         near: Option<Near>,
     ) -> NetPlane {
         assert_eq!(areas.len(), layout.n, "one control area per rank");
         if let Some(near) = &near {
-            assert_eq!(near.here.len(), layout.n, "one node flag per rank");
+            assert_eq!(near.routes.len(), layout.n, "one node flag per rank");
         }
         NetPlane {
             nic,
@@ -200,13 +201,19 @@ impl NetPlane {
 
     /// Rank `rank`'s endpoint in the address vector.
     pub(crate) fn peer(&self, rank: usize) -> u64 {
-        self.areas[rank].peer
+        self.area(rank).peer
+    }
+
+    /// Rank `rank`'s control area.
+    #[inline]
+    pub(crate) fn area(&self, rank: usize) -> Remote {
+        self.areas.get(rank).expect("one control area per rank")
     }
 
     /// Reads `dst.len()` bytes at `offset` of rank `rank`'s control area (a bulk read of
     /// words it publishes, like its dynamic-region table), waited for.
     pub(crate) fn read_area(&self, rank: usize, offset: usize, dst: &mut [u8]) -> Result<()> {
-        let area = self.areas[rank];
+        let area = self.area(rank);
         let at = Remote {
             addr: area.addr + offset as u64,
             ..area
@@ -254,7 +261,7 @@ impl NetPlane {
     #[inline]
     fn near(&self, word: CtrlWord) -> Option<NearWord<'_>> {
         let near = self.near.as_ref()?;
-        if !near.here[Self::holder(word)] {
+        if !near.routes[Self::holder(word)].here {
             return None;
         }
         if self.nic.has_failed() {
@@ -283,7 +290,7 @@ impl NetPlane {
             .layout
             .offset_of(word, &self.blocks)
             .expect("every word but a notification counter has an offset");
-        let area = self.areas[holder];
+        let area = self.area(holder);
         Remote {
             peer: area.peer,
             addr: area.addr + offset as u64,
@@ -627,7 +634,7 @@ mod tests {
                     Arc::clone(&nics[r]),
                     layout,
                     BlockSlots::default(),
-                    remotes,
+                    Remotes::Table(remotes),
                     None,
                 )
             })

@@ -162,6 +162,16 @@ impl WinCore {
                     key: off,
                 })
             }
+            #[cfg(feature = "ofi")]
+            Targets::Spread { .. } => {
+                let t = self.targets.region(target).expect("a checked rank");
+                let off = checked_offset(op, target, disp, t.disp_unit, len, t.bytes)?;
+                Ok(Located {
+                    route: t.route.offset(off),
+                    shared: t.shared,
+                    key: off,
+                })
+            }
             Targets::Table(table) => {
                 let t = &table[target];
                 let off = checked_offset(op, target, disp, t.disp_unit, len, t.bytes)?;
@@ -219,6 +229,23 @@ impl WinCore {
                     bytes,
                     disp_unit,
                     shared,
+                ),
+                _ => return None,
+            },
+            #[cfg(feature = "ofi")]
+            Targets::Spread {
+                routes,
+                node_base,
+                stride,
+                bytes,
+                disp_unit,
+                ..
+            } => match routes[target] {
+                r if r.here => (
+                    node_base.wrapping_add(r.slot as usize * stride),
+                    *bytes,
+                    *disp_unit,
+                    true,
                 ),
                 _ => return None,
             },
