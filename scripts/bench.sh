@@ -22,8 +22,8 @@
 # results/large-copy.txt (scripts/large-copy.sh: large put/get vs Open MPI, median of 3), and
 # results/net-{mpich,openmpi}.* and net-summary.txt: two virtual nodes, onesided's network
 # path beside the raw libfabric baseline and each host MPI forced onto its network path;
-# results/net-seeds*, net-transactions*, net-sync-patterns.*, net-alltoallv*-*, net-sync-latency*: the seeds'
-# claims across virtual nodes, their acceptance ratios and seed 003's fitted models in
+# results/net-seeds*, net-transactions*, net-sync-patterns.*, net-alltoallv*-*, net-sync-latency*,
+# net-memory*: the seeds' claims across virtual nodes, their acceptance ratios and seed 003's fitted models in
 # net-seeds-summary.txt (scripts/net_seeds.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -318,6 +318,23 @@ for ranks in 4 8; do
     -x ONESIDED_PROGRESS=block --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo \
     --mca osc pt2pt -n "$ranks" target/openmpi/release/osbench alltoallv --sizes 32K,256K \
     --json "results/net-alltoallv$ranks-openmpi.json"
+done
+# Seed 003's scale of memory: allocate windows at 2 to 64 ranks on one virtual node (one job
+# measures 2, 4, ..., 64) and at 8, 32 and 64 ranks on 8 (a job each; oversubscribed is fine
+# for memory). win-create's metrics are increments per window over 64 windows held at once;
+# glibc's per-thread cache of freed chunks (tcache, up to 7 per size class) is off: mallinfo
+# counts what it holds as allocated, and the transient tables of a creation (an entry per
+# rank) fill it in sizes that depend on the rank count — a once-per-process cost that
+# would otherwise move the heap increment by up to 0.8 KiB between 32 and 64 ranks.
+mem_env=(env GLIBC_TUNABLES=glibc.malloc.tcache_count=0 ONESIDED_NET_ADDR=127.0.0.1)
+echo "== win-create memory, 2-64 ranks on one virtual node; load $(cut -d' ' -f1-3 /proc/loadavg)"
+net_job net-memory1 "${mem_env[@]}" timeout 600 "$ofi_bin/osrun" -n 64 "$ofi_bin/osbench" \
+  win-create --window allocate --iters 10 --json results/net-memory1.json
+for ranks in 8 32 64; do
+  echo "== win-create memory, $ranks ranks on 8 virtual nodes; load $(cut -d' ' -f1-3 /proc/loadavg)"
+  net_job "net-memory8-$ranks" "${mem_env[@]}" timeout 600 "$ofi_bin/osrun" -n "$ranks" \
+    --nodes 8 "$ofi_bin/osbench" win-create --window allocate --iters 10 \
+    --json "results/net-memory8-$ranks.json"
 done
 python3 scripts/net_seeds.py | tee results/net-seeds-summary.txt
 

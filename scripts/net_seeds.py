@@ -2,7 +2,7 @@
 """The seeds' acceptance ratios across two virtual nodes, from the records bench.sh --net
 writes (results/net-seeds.json, net-transactions-yield.json, net-transactions8.json,
 net-sync-patterns.json, net-alltoallv-{mpich,openmpi}.json,
-net-alltoallv{4,8}-openmpi.json).
+net-alltoallv{4,8}-openmpi.json, net-memory1.json, net-memory8-{8,32,64}.json).
 Prints one line per claim: what it asks, the ratio measured, and whether it holds."""
 import json
 import os
@@ -122,8 +122,40 @@ def main():
                 holds = lambda r, n=need: r >= n
             line(claim, theirs / plans[best] if best and theirs else None, holds,
                  f"{theirs:.1f} vs {plans[best]:.1f} us, {best}" if best and theirs else "")
+    memory()
     models()
     return 0
+
+
+def memory():
+    """Seed 003's scale of memory: what one more allocate window costs a process (its
+    segment pages plus the heap it keeps), flat within 10% from 2 to 64 ranks on one node
+    and from 8 to 64 on 8; resident memory and the once-per-process costs beside."""
+    print()
+    print("Memory per allocate window and process (KiB; win-create, increments over 64 windows)")
+    print(f"{'nodes':>5} {'ranks':>5} {'window':>7} {'shared':>7} {'heap':>6} {'resident':>8} "
+          f"{'once':>6}")
+    for nodes, jobs, counts in [(1, ["net-memory1.json"], [2, 8, 32, 64]),
+                                (8, [f"net-memory8-{n}.json" for n in (8, 32, 64)],
+                                 [8, 32, 64])]:
+        records = [r for j in jobs for r in load(j) if r.get("impl") == "onesided"]
+        totals = []
+        for ranks in counts:
+            def kib(metric, ranks=ranks):
+                return cell(records, bench="win-create", window="allocate", ranks=ranks,
+                            metric=metric)
+            shm, heap, rss, once = (kib(m) for m in
+                                    ("shm_delta", "heap_delta", "rss_delta", "rss_once"))
+            if shm is None or heap is None:
+                print(f"{nodes:>5} {ranks:>5}  not measured")
+                continue
+            totals.append(shm + heap)
+            print(f"{nodes:>5} {ranks:>5} {shm + heap:7.2f} {shm:7.2f} {heap:6.2f} "
+                  f"{rss:8.2f} {once:6.2f}")
+        if totals:
+            line(f"memory per window on {nodes} node(s), {counts[0]}-{counts[-1]} ranks: "
+                 "max / min <= 1.1", max(totals) / min(totals), lambda r: r <= 1.1,
+                 f"{min(totals):.2f}-{max(totals):.2f} KiB")
 
 
 def fit(points):
