@@ -233,20 +233,14 @@ impl WinCore {
                 _ => return None,
             },
             #[cfg(feature = "ofi")]
-            Targets::Spread {
-                routes,
-                node_base,
-                stride,
-                bytes,
-                disp_unit,
-                ..
-            } => match routes[target] {
-                r if r.here => (
-                    node_base.wrapping_add(r.slot as usize * stride),
-                    *bytes,
-                    *disp_unit,
-                    true,
-                ),
+            Targets::Spread { .. } => match self.targets.region(target)? {
+                TargetRegion {
+                    route: Route::Direct(p),
+                    bytes,
+                    disp_unit,
+                    shared,
+                    ..
+                } => (p, bytes, disp_unit, shared),
                 _ => return None,
             },
             Targets::Dynamic => return self.dynamic_fast(target, disp, len),
