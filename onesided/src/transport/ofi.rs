@@ -1137,24 +1137,37 @@ impl Nic {
     }
 
     /// Inserts a provider address into the address vector.
+    ///
+    /// An insert that inserted nothing without an error code is tried again, twice: on
+    /// `udp;ofi_rxd` one came back empty once in CI (a rank's window creation failed with
+    /// `fi_av_insert: Operation not permitted`, not reproduced in 6 runs since). rxd adds a
+    /// peer's address itself when a packet from it arrives first; our reading is that an
+    /// insert raced that one, and that an insert after it finds the entry.
     fn insert_provider(&self, name: &[u8]) -> Result<sys::fi_addr_t> {
-        let mut addr: sys::fi_addr_t = sys::FI_ADDR_UNSPEC;
-        // SAFETY: name holds one address in the provider's format (from fi_getname);
-        // addr receives one entry.
-        let rc = unsafe {
-            sys::fi_av_insert(
-                self.av.as_ptr(),
-                name.as_ptr().cast(),
-                1,
-                &mut addr,
-                0,
-                ptr::null_mut(),
-            )
-        };
-        if rc != 1 {
-            return Err(network_error("fi_av_insert", i64::from(rc.min(-1))));
+        let mut rc = 0;
+        for _ in 0..3 {
+            let mut addr: sys::fi_addr_t = sys::FI_ADDR_UNSPEC;
+            // SAFETY: name holds one address in the provider's format (from fi_getname);
+            // addr receives one entry.
+            rc = unsafe {
+                sys::fi_av_insert(
+                    self.av.as_ptr(),
+                    name.as_ptr().cast(),
+                    1,
+                    &mut addr,
+                    0,
+                    ptr::null_mut(),
+                )
+            };
+            if rc == 1 {
+                return Ok(addr);
+            }
+            if rc < 0 {
+                break;
+            }
+            std::thread::yield_now();
         }
-        Ok(addr)
+        Err(network_error("fi_av_insert", i64::from(rc.min(-1))))
     }
 
     /// Registers `len` bytes at `base` for remote reads, writes and atomics (and as a
