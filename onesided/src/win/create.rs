@@ -154,9 +154,10 @@ fn control_memory(
     // rank's control block, and for rank 0 the header and barrier (see `shm::heap`).
     let block = layout.blocks_off + me * layout.block_stride;
     // SAFETY: every range lies inside the span (the blocks, then the barrier, end before
-    // `data_off <= layout.total <= span.len`), which lies inside a chunk the heap keeps mapped; nobody else
-    // accesses them: the block's previous window was freed everywhere before the agreement
-    // that recycled it, and peers touch this window's words only after the agreement below.
+    // `data_off <= layout.total <= span.len`), which lies inside a chunk the heap keeps
+    // mapped; nobody else accesses them: the block's previous window was freed everywhere
+    // before the agreement that recycled it, and peers touch this window's words only after
+    // the agreement below.
     unsafe {
         // The region table (dynamic windows: 8 KiB a rank by default) is left as the last
         // window had it: readers read only the slots below the region count, which is
