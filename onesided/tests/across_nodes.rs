@@ -715,6 +715,103 @@ fn pipelined_lock_epochs_across_nodes_lose_no_update() {
         .assert_success();
 }
 
+/// Exclusive epochs of accumulates to another node, issued nonblocking, travel as one
+/// message each (lock, updates, release: `progress::shipping`). While the target holds its
+/// own lock, such a message finds the lock busy and applies nothing: the target sees its
+/// memory unchanged for as long as it holds the lock, the origin acquires the lock the
+/// usual way and sends the updates again, and none is lost — with and without
+/// `MPI_WIN_ACCESS_AFTER_ACCESS_REORDER` (with it, later epochs of the same target pass the
+/// ones that found the lock busy). Epochs that cannot travel whole go as before in the same
+/// stream: one that reads (a get), one that flushes, one whose unlock comes late (its lock
+/// is asked for meanwhile). The events say that epochs were shipped and found the lock
+/// busy (a lazy lock waits up to 100 ms for its unlock here: debug builds are slow). Where
+/// epochs do not ship (below), the same epochs go as before and lose nothing either.
+#[test]
+fn shipped_epochs_wait_for_a_busy_lock_and_lose_no_update() {
+    let report = testing::job(2)
+        .nodes(2)
+        .env("ONESIDED_SHIP_EPOCHS", "100000")
+        .env("ONESIDED_LOG", "debug")
+        .timeout(std::time::Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            let me = w.rank();
+            const EPOCHS: u64 = 40;
+            for reorder in [false, true] {
+                let info = onesided::WinInfo::new().reorder(onesided::Reorder {
+                    access_after_access: reorder,
+                    ..onesided::Reorder::NONE
+                });
+                let win = Window::<u64>::builder(w).info(&info).allocate(2)?;
+                win.fence(Assert::NOPRECEDE)?;
+                win.fence(Assert::NOSUCCEED)?;
+                if me == 0 {
+                    win.lock(LockType::Exclusive, 0, Assert::NONE)?;
+                    w.barrier()?;
+                    // Rank 1's epochs arrive meanwhile (served by the progress thread).
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                    let mut held = [0u64; 2];
+                    win.local_read(0, &mut held)?;
+                    assert_eq!(held, [0, 0], "reorder {reorder}: applied under our lock");
+                    win.unlock(0)?;
+                    w.barrier()?;
+                } else {
+                    // An exclusive epoch first, whose unlock parks this process's
+                    // membership of the exclusive class: a shipped epoch takes it back
+                    // without a round trip (the first exclusive lock joins the usual way).
+                    win.lock(LockType::Exclusive, 1, Assert::NONE)?;
+                    win.unlock(1)?;
+                    w.barrier()?;
+                    let mut pending = Vec::new();
+                    let mut seen = [0u64];
+                    for i in 0..EPOCHS {
+                        drop(win.ilock(LockType::Exclusive, 0, Assert::NONE)?);
+                        win.accumulate(&[1], 0, 0, Op::Sum)?;
+                        match i % 10 {
+                            3 => win.get(&mut seen, 0, 1)?,
+                            5 => win.flush(0)?,
+                            7 => std::thread::sleep(std::time::Duration::from_millis(150)),
+                            _ => {}
+                        }
+                        win.accumulate(&[2], 0, 1, Op::Sum)?;
+                        pending.push(win.iunlock(0)?);
+                        if i < 2 {
+                            // Drive the first epochs out while rank 0 holds its lock.
+                            let until =
+                                std::time::Instant::now() + std::time::Duration::from_millis(50);
+                            while std::time::Instant::now() < until {
+                                assert!(onesided::test_any(&mut pending)?.is_none());
+                                std::thread::yield_now();
+                            }
+                        }
+                    }
+                    w.barrier()?;
+                    onesided::wait_all(pending.drain(..))?;
+                }
+                w.barrier()?;
+                win.lock(LockType::Shared, 0, Assert::NONE)?;
+                let mut got = [0u64; 2];
+                win.get(&mut got, 0, 0)?;
+                win.unlock(0)?;
+                assert_eq!(got, [EPOCHS, 2 * EPOCHS], "reorder {reorder}: updates lost");
+                w.barrier()?;
+                win.free()?;
+            }
+            Ok(())
+        });
+    report.assert_success();
+    // Epochs ship where the wire carries the atomics and unlocks across nodes release in
+    // order (`UnlockOp::InOrder`): not through the provider's atomics, nor on `shm`, whose
+    // provider does not promise the order (there every epoch goes as before).
+    let ships = std::env::var_os("ONESIDED_NET_ATOMICS").is_none()
+        && std::env::var("ONESIDED_PROVIDER").map_or(true, |p| p != "shm");
+    if ships {
+        let err = report.stderr_of(1);
+        assert!(err.contains("epoch sent in one message"), "{err}");
+        assert!(err.contains("found the lock busy"), "{err}");
+    }
+}
+
 /// Flushes of thread scope across nodes complete the calling thread's operations, each
 /// posted with its own completion: with one thread posting, nothing is left in flight
 /// after its flush — puts and accumulates, ones posted before the window switched to

@@ -19,6 +19,7 @@
 //! engine.
 
 pub(crate) mod registry;
+pub(crate) mod shipping;
 pub(crate) mod thread;
 
 use std::collections::VecDeque;
@@ -187,6 +188,47 @@ pub(crate) trait SyncOp<C>: Send + 'static {
     fn released(&self) -> bool {
         false
     }
+
+    /// True once this op — an unlock — sent a release that applies unless its epoch's
+    /// lock turns out taken ([`shipping`]): where the reorder flags let a later epoch of
+    /// the same target pass a released unlock ([`Order::may_pass_released`]), it may pass
+    /// this one too (without the flags, epochs activate in order: only
+    /// [`SyncOp::released`] counts). Never false again once true: an op that passed it
+    /// may be half-way through a protocol (a ticket of a lock's queue) and must go on
+    /// being polled.
+    fn release_sent(&self) -> bool {
+        self.released()
+    }
+
+    /// True while this op — a lock acquisition — waits to see its whole epoch before it
+    /// asks for the lock ([`shipping`]).
+    fn lazy(&self) -> bool {
+        false
+    }
+
+    /// The lazy acquisition's epoch is not shipped: it asks for the lock as before.
+    fn go_eager(&mut self) {}
+
+    /// What this op is to the lazy epoch it belongs to ([`shipping::ShipRole`]).
+    fn ship_role(&self, core: &C) -> shipping::ShipRole {
+        let _ = core;
+        shipping::ShipRole::Other
+    }
+
+    /// An update of a lazy epoch ([`shipping::ShipRole::Update`]): its request in the
+    /// epoch's message, encoded; `None` when it cannot travel there after all.
+    fn ship_request(&self, core: &C) -> Option<Vec<u8>> {
+        let _ = core;
+        None
+    }
+
+    /// The epoch ships ([`shipping`]): an acquisition takes what it needs first (false:
+    /// it cannot, nothing changed); an update completes at its poll (it travels in the
+    /// message); the unlock takes `payload` and sends the epoch.
+    fn ship(&mut self, core: &C, payload: Option<Vec<u8>>) -> bool {
+        let _ = (core, payload);
+        false
+    }
 }
 
 /// Identifies a queued op.
@@ -230,7 +272,7 @@ impl<C: 'static> Queued<C> {
         let concurrent = self.in_blocking_call && self.issuer != by && self.order != later;
         !(concurrent
             || later.may_pass(self.order, flags)
-            || self.op.released() && later.may_pass_released(self.order, flags))
+            || self.op.release_sent() && later.may_pass_released(self.order, flags))
     }
 
     /// Polls the op, after the completion its [`SyncOp::completes`] asks for on its first
@@ -477,6 +519,12 @@ pub(crate) fn blocking_start<R>(start: impl FnOnce() -> R) -> R {
     IN_BLOCKING_START.with(|b| b.set(true));
     let _started = Started;
     start()
+}
+
+/// True while the calling thread runs the starting half of a blocking call
+/// ([`blocking_start`]).
+pub(crate) fn in_blocking_start() -> bool {
+    IN_BLOCKING_START.with(std::cell::Cell::get)
 }
 
 pub(crate) use crate::attention::{thread_tag, ThreadTag};
@@ -924,6 +972,9 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
                 continue;
             }
             if early && !q.ops[i].done_early {
+                if q.ops[i].op.lazy() {
+                    decide_shipping(&mut q.ops, i, core);
+                }
                 let polled = q.ops[i].poll_settled(core);
                 match polled {
                     Ok(Step::Blocked) => {}
@@ -935,6 +986,9 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
                     }
                 }
             } else if may_run {
+                if q.ops[i].op.lazy() {
+                    decide_shipping(&mut q.ops, i, core);
+                }
                 let polled = q.ops[i].poll_settled(core);
                 if !matches!(polled, Ok(Step::Blocked)) {
                     crate::diag::event!(
@@ -1100,6 +1154,68 @@ fn check_exits<C: Host>(
         }
     }
     Ok(())
+}
+
+/// Decides for the lazy lock acquisition `ops[i]` (about to be polled; [`shipping`]): ships its epoch
+/// when the whole epoch is queued and can travel in one message, makes it ask for the lock
+/// as before when the epoch holds something that cannot, and otherwise leaves it lazy.
+fn decide_shipping<C: Host + 'static>(ops: &mut VecDeque<Queued<C>>, i: usize, core: &C) {
+    let epoch = ops[i].order;
+    let mut updates = Vec::new();
+    let mut close = None;
+    for (j, q) in ops.iter().enumerate().skip(i + 1).take(shipping::SCAN) {
+        if !q.order.reorderable {
+            // It completes or orders what the epoch issued: the epoch cannot wait for it.
+            ops[i].op.go_eager();
+            return;
+        }
+        if q.order.epoch != epoch.epoch || q.order.target != epoch.target {
+            continue;
+        }
+        match q.op.ship_role(core) {
+            shipping::ShipRole::Update => updates.push(j),
+            shipping::ShipRole::Close => {
+                close = Some(j);
+                break;
+            }
+            shipping::ShipRole::Other => {
+                ops[i].op.go_eager();
+                return;
+            }
+        }
+    }
+    let Some(u) = close else {
+        // The unlock may come yet (the lock's own poll ends the wait after a while).
+        return;
+    };
+    // The whole epoch is queued: its requests, encoded once.
+    let mut payload = Vec::new();
+    for &j in &updates {
+        match ops[j].op.ship_request(core) {
+            Some(r) if payload.len() + r.len() <= shipping::MAX_PAYLOAD => {
+                payload.extend_from_slice(&r)
+            }
+            _ => {
+                ops[i].op.go_eager();
+                return;
+            }
+        }
+    }
+    if !ops[i].op.ship(core, None) {
+        ops[i].op.go_eager();
+        return;
+    }
+    for j in updates {
+        ops[j].op.ship(core, None);
+    }
+    crate::diag::event!(
+        target: "onesided::sync",
+        window = ?crate::diag::Hex(core.id()),
+        target_rank = epoch.target,
+        bytes = payload.len(),
+        "epoch sent in one message"
+    );
+    ops[u].op.ship(core, Some(payload));
 }
 
 /// Completes what `op` needs complete before its first poll ([`SyncOp::completes`]).

@@ -91,13 +91,68 @@ struct DeferredAccumulate<E> {
     remote: bool,
     /// The thread that issued it (its flush of thread scope completes it).
     issuer: crate::progress::ThreadTag,
+    /// It travels in its epoch's message (`progress::shipping`): nothing to issue here.
+    shipped: bool,
 }
 
 impl<E: AccElement + Send> crate::progress::SyncOp<WinCore> for DeferredAccumulate<E> {
+    /// An update of a lock epoch toward another node can travel in the epoch's message
+    /// when the wire carries it as one request: not remote-completing (its own request
+    /// waits for it), not asked to be the provider's own (`intrinsic`), an operation that
+    /// changes the target, on elements the CPU updates atomically.
+    #[cfg(feature = "ofi")]
+    fn ship_role(&self, _core: &WinCore) -> crate::progress::shipping::ShipRole {
+        use crate::progress::shipping::ShipRole;
+        if self.remote
+            || self.shipped
+            || self.op == Op::NoOp
+            || !E::CPU_ATOMIC
+            || self.flags.intrinsic()
+        {
+            return ShipRole::Other;
+        }
+        ShipRole::Update
+    }
+
+    /// Its request for the epoch's message: the target's memory as the network reaches it
+    /// (a rank on another node), encoded for the wire.
+    #[cfg(feature = "ofi")]
+    fn ship_request(&self, core: &WinCore) -> Option<Vec<u8>> {
+        use crate::transport::wire;
+        let bytes: &[u8] = bytemuck::cast_slice(&self.data);
+        let loc = core
+            .locate("accumulate", self.target, self.disp, bytes.len())
+            .ok()?;
+        let Route::Net { addr, key, .. } = loc.route else {
+            return None;
+        };
+        let request = wire::Request {
+            kind: wire::Kind::Write,
+            op: self.op,
+            ty: E::TYPE,
+            count: self.data.len(),
+            key,
+            addr,
+        };
+        let mut encoded = Vec::with_capacity(bytes.len() + 32);
+        wire::encode(&mut encoded, &request, bytes, &[]).ok()?;
+        Some(encoded)
+    }
+
+    #[cfg(feature = "ofi")]
+    fn ship(&mut self, _core: &WinCore, _payload: Option<Vec<u8>>) -> bool {
+        self.shipped = true;
+        true
+    }
+
     fn poll(&mut self, core: &WinCore) -> Result<crate::progress::Step> {
         let bytes = std::mem::size_of_val(&self.data[..]);
         // Relaxed: see rma::DeferredPut.
         core.deferred_bytes.fetch_sub(bytes, Ordering::Relaxed);
+        if self.shipped {
+            // Complete with its epoch's unlock, which sends it.
+            return Ok(crate::progress::Step::Done);
+        }
         let loc = core.locate("accumulate", self.target, self.disp, bytes)?;
         core.posting_for(self.issuer, || {
             core.acc_run(self.target, loc, &self.data, self.op, None, self.flags)
@@ -139,6 +194,7 @@ impl WinCore {
             flags,
             remote,
             issuer: crate::progress::thread_tag(),
+            shipped: false,
         };
         let order = self.epoch.access_order(target);
         self.engine.start_ordered(self, op, order)

@@ -512,6 +512,27 @@ struct LockOp {
     mode: Mode,
     global: Option<Acquisition>,
     local: Acquisition,
+    /// An `ilock` of a rank on another node that waits, from this instant on, to see its
+    /// whole epoch before it asks for the lock: the epoch may go as one message
+    /// (`progress::shipping`).
+    lazy: Option<std::time::Instant>,
+}
+
+/// Joins the exclusive class for an exclusive lock (the first of this process): takes the
+/// parked membership back, or acquires the global word; true once a member.
+fn join_class(core: &WinCore, g: &mut Acquisition) -> Result<bool> {
+    if g.is_fresh() && core.unpark_exclusive() {
+        g.set_acquired();
+    }
+    if !g.is_acquired() {
+        if !poll_acquire(&core.plane(), LockAt::Global, Mode::EXCLUSIVE, g)? {
+            return Ok(false);
+        }
+        if !core.plane().is_mapped() {
+            core.joined_exclusive();
+        }
+    }
+    Ok(true)
 }
 
 impl SyncOp<WinCore> for LockOp {
@@ -525,6 +546,13 @@ impl SyncOp<WinCore> for LockOp {
         } else {
             "shared"
         };
+        if self.lazy.is_some() {
+            return Waiting::new(
+                "MPI_Win_lock",
+                "its epoch's unlock, to send the whole epoch in one message (briefly)",
+            )
+            .on(self.target);
+        }
         match &self.global {
             Some(g) if !g.is_acquired() => Waiting::new(
                 "MPI_Win_lock",
@@ -544,18 +572,43 @@ impl SyncOp<WinCore> for LockOp {
         }
     }
 
-    fn poll(&mut self, core: &WinCore) -> Result<Step> {
+    fn lazy(&self) -> bool {
+        self.lazy.is_some()
+    }
+
+    fn go_eager(&mut self) {
+        self.lazy = None;
+    }
+
+    /// The epoch ships: this lock is taken by the message at the target, or by the unlock
+    /// should the lock be busy there. The exclusive-class membership is taken here, where
+    /// it can be without a round trip (parked, or in transit); else the epoch goes as
+    /// before.
+    fn ship(&mut self, core: &WinCore, _payload: Option<Vec<u8>>) -> bool {
+        if !self.local.is_fresh() {
+            return false;
+        }
         if let Some(g) = &mut self.global {
-            if g.is_fresh() && core.unpark_exclusive() {
-                g.set_acquired();
+            if !(g.is_fresh() && core.unpark_exclusive()) {
+                return false;
             }
-            if !g.is_acquired() {
-                if !poll_acquire(&core.plane(), LockAt::Global, Mode::EXCLUSIVE, g)? {
-                    return Ok(Step::Blocked);
-                }
-                if !core.plane().is_mapped() {
-                    core.joined_exclusive();
-                }
+            g.set_acquired();
+        }
+        self.lazy = None;
+        self.local.set_acquired();
+        true
+    }
+
+    fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        if let Some(since) = self.lazy {
+            if crate::progress::shipping::lazy_for().is_some_and(|d| since.elapsed() < d) {
+                return Ok(Step::Blocked);
+            }
+            self.lazy = None;
+        }
+        if let Some(g) = &mut self.global {
+            if !join_class(core, g)? {
+                return Ok(Step::Blocked);
             }
         }
         Ok(
@@ -668,6 +721,139 @@ struct InOrderRelease {
     /// The exclusive-class membership it holds from the release until the answer comes
     /// (the last exclusive unlock), as listed in [`InTransit`](crate::win::core::InTransit).
     transit: Option<u64>,
+    /// The whole epoch goes in one message (`progress::shipping`).
+    shipped: Option<Shipped>,
+}
+
+/// An epoch that goes to its target in one message (`progress::shipping`).
+#[cfg(feature = "ofi")]
+struct Shipped {
+    /// The epoch's accumulates, encoded (`transport::wire::encode`).
+    payload: Vec<u8>,
+    phase: ShipPhase,
+}
+
+/// Where a shipped epoch stands; the message's answer waits in the unlock's `answer`.
+#[cfg(feature = "ofi")]
+enum ShipPhase {
+    /// Not sent yet.
+    Unsent,
+    /// Sent: the answer says whether the lock was free (then all is done).
+    Sent,
+    /// The lock was not free and a later lock took the exclusive-class membership over
+    /// meanwhile: joining the class again before the lock is acquired.
+    Rejoin(Acquisition),
+    /// The lock was not free: acquiring it the usual way.
+    Acquiring(Acquisition),
+    /// The lock held, the accumulates and the release sent: waiting for the answer.
+    Applying,
+}
+
+#[cfg(feature = "ofi")]
+impl InOrderRelease {
+    /// True while its release is on its way and applies for certain.
+    fn release_certain(&self) -> bool {
+        match &self.shipped {
+            Some(s) => matches!(s.phase, ShipPhase::Applying),
+            None => self.answer.is_some(),
+        }
+    }
+
+    /// [`SyncOp::poll`] of an unlock that carries its whole epoch (`progress::shipping`).
+    fn poll_shipped(&mut self, core: &WinCore) -> Result<Step> {
+        let r = self.release;
+        let target = r.lock.target;
+        let Some(ship) = self.shipped.as_mut() else {
+            return Ok(Step::Done);
+        };
+        loop {
+            match &mut ship.phase {
+                ShipPhase::Unsent => {
+                    // As for a release: writes of this process in flight (whose order
+                    // against atomics the provider does not promise) complete first.
+                    if core.net_writes_pending() {
+                        core.complete_net()?;
+                    }
+                    self.answer = Some(send_epoch(core, target, false, &ship.payload)?);
+                    // Takeable from now on, as for a release: should the lock be busy, the
+                    // membership is joined again (below).
+                    if r.global {
+                        self.transit = Some(core.memberships_in_transit.hold());
+                    }
+                    ship.phase = ShipPhase::Sent;
+                }
+                ShipPhase::Sent => {
+                    let asked = self.answer.as_mut().expect("sent above");
+                    let Some(before) = asked.value(&core.plane())? else {
+                        return Ok(Step::Blocked);
+                    };
+                    self.answer = None;
+                    let ours = self
+                        .transit
+                        .take()
+                        .is_none_or(|id| core.memberships_in_transit.settle(id));
+                    if before == 0 {
+                        // Taken, applied and released at the target.
+                        if r.global && ours {
+                            core.park_exclusive();
+                        }
+                        return Ok(Step::Done);
+                    }
+                    crate::diag::event!(
+                        target: "onesided::sync",
+                        window = ?crate::diag::Hex(core.window_id()),
+                        target_rank = target,
+                        "an epoch sent in one message found the lock busy: acquiring it"
+                    );
+                    // Busy: nothing was applied. The epoch needs its membership back when
+                    // a later lock took it over.
+                    ship.phase = if r.global && !ours {
+                        ShipPhase::Rejoin(Acquisition::new())
+                    } else {
+                        ShipPhase::Acquiring(Acquisition::new())
+                    };
+                }
+                ShipPhase::Rejoin(g) => {
+                    if !join_class(core, g)? {
+                        return Ok(Step::Blocked);
+                    }
+                    ship.phase = ShipPhase::Acquiring(Acquisition::new());
+                }
+                ShipPhase::Acquiring(acq) => {
+                    if !poll_acquire(&core.plane(), LockAt::Local(target), Mode::Writer, acq)? {
+                        return Ok(Step::Blocked);
+                    }
+                    self.answer = Some(send_epoch(core, target, true, &ship.payload)?);
+                    ship.phase = ShipPhase::Applying;
+                }
+                ShipPhase::Applying => {
+                    let asked = self.answer.as_mut().expect("sent above");
+                    if asked.value(&core.plane())?.is_none() {
+                        return Ok(Step::Blocked);
+                    }
+                    if r.global {
+                        core.park_exclusive();
+                    }
+                    return Ok(Step::Done);
+                }
+            }
+        }
+    }
+}
+
+/// Sends the epoch `payload` to `target`'s lock word in one message (`held`: the lock is
+/// ours already): its answer.
+#[cfg(feature = "ofi")]
+fn send_epoch(core: &WinCore, target: usize, held: bool, payload: &[u8]) -> Result<Awaited> {
+    let word = lock_word(LockAt::Local(target));
+    core.net_toward(target)
+        .and_then(|net| net.ship_epoch(word, 0, WRITER, held, payload))
+        .map(Awaited::from)
+        .ok_or_else(|| Error::Network {
+            call: "MPI_Win_unlock",
+            code: 0,
+            text: format!("rank {target}'s lock words no longer take a whole epoch"),
+        })
 }
 
 impl SyncOp<WinCore> for UnlockOp {
@@ -689,14 +875,72 @@ impl SyncOp<WinCore> for UnlockOp {
     fn released(&self) -> bool {
         #[cfg(feature = "ofi")]
         if let UnlockOp::InOrder(state) = self {
-            return state.answer.is_some();
+            return state.release_certain();
         }
         false
+    }
+
+    fn release_sent(&self) -> bool {
+        #[cfg(feature = "ofi")]
+        if let UnlockOp::InOrder(state) = self {
+            // Once sent, for good: a later epoch that passed it may have started to
+            // acquire the lock (holding a ticket of its queue); should this one then find
+            // the lock busy and queue too, that epoch must not be held back behind it.
+            return state.release_certain()
+                || state
+                    .shipped
+                    .as_ref()
+                    .is_some_and(|s| !matches!(s.phase, ShipPhase::Unsent));
+        }
+        false
+    }
+
+    #[cfg(feature = "ofi")]
+    fn ship_role(&self, _core: &WinCore) -> crate::progress::shipping::ShipRole {
+        match self {
+            UnlockOp::InOrder(state)
+                if state.answer.is_none()
+                    && state.shipped.is_none()
+                    && state.release.lock.kind == LockType::Exclusive =>
+            {
+                crate::progress::shipping::ShipRole::Close
+            }
+            _ => crate::progress::shipping::ShipRole::Other,
+        }
+    }
+
+    #[cfg(feature = "ofi")]
+    fn ship(&mut self, _core: &WinCore, payload: Option<Vec<u8>>) -> bool {
+        let (UnlockOp::InOrder(state), Some(payload)) = (self, payload) else {
+            return false;
+        };
+        state.shipped = Some(Shipped {
+            payload,
+            phase: ShipPhase::Unsent,
+        });
+        true
     }
 
     fn waiting(&self, _core: &WinCore) -> Waiting {
         #[cfg(feature = "ofi")]
         if let UnlockOp::InOrder(state) = self {
+            if let Some(s) = &state.shipped {
+                let detail = match s.phase {
+                    ShipPhase::Unsent | ShipPhase::Sent => {
+                        "the answer to its epoch, sent in one message"
+                    }
+                    ShipPhase::Rejoin(_) => {
+                        "the window-wide lock word before its exclusive lock (its epoch found \
+                         the lock busy): another process holds lock_all"
+                    }
+                    ShipPhase::Acquiring(_) => {
+                        "its exclusive lock (its epoch found it busy): another process holds \
+                         a conflicting lock"
+                    }
+                    ShipPhase::Applying => "the answer to its epoch's accumulates and release",
+                };
+                return Waiting::new("MPI_Win_unlock", detail).on(state.release.lock.target);
+            }
             return Waiting::new(
                 "MPI_Win_unlock",
                 "the answer to its release of the lock, which follows the epoch's accumulates",
@@ -709,10 +953,14 @@ impl SyncOp<WinCore> for UnlockOp {
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
         #[cfg(feature = "ofi")]
         if let UnlockOp::InOrder(state) = self {
+            if state.shipped.is_some() {
+                return state.poll_shipped(core);
+            }
             let InOrderRelease {
                 release: r,
                 answer,
                 transit,
+                ..
             } = &mut **state;
             if answer.is_none() {
                 if core.net_writes_pending() {
@@ -944,6 +1192,19 @@ impl WinCore {
         Ok(took)
     }
 
+    /// True when an exclusive epoch to `target` may go as one message
+    /// (`progress::shipping`): `target` is on another node, reached by the wire, which
+    /// delivers this process's atomics in issue order ([`UnlockOp::InOrder`]).
+    #[inline]
+    fn ships_epochs_to(&self, target: usize) -> Result<bool> {
+        #[cfg(feature = "ofi")]
+        if let Some(net) = self.net_toward(target) {
+            return Ok(net.ships_epochs(target) && crate::transport::net::orders_atomics()?);
+        }
+        let _ = target;
+        Ok(false)
+    }
+
     /// True when `target` is on another node and the provider delivers atomics to it in
     /// issue order ([`UnlockOp::InOrder`]).
     #[cfg(feature = "ofi")]
@@ -999,6 +1260,11 @@ impl WinCore {
             mode: Mode::local(kind),
             global: global.then(Acquisition::new),
             local: Acquisition::new(),
+            lazy: (kind == LockType::Exclusive
+                && !crate::progress::in_blocking_start()
+                && crate::progress::shipping::lazy_for().is_some()
+                && self.ships_epochs_to(target)?)
+            .then(std::time::Instant::now),
         };
         self.start_opening(self.engine.start_ordered(self, op, order.opening()), || {
             let _ = self.epoch.unlock(target);
@@ -1082,6 +1348,7 @@ impl WinCore {
                 release,
                 answer: None,
                 transit: None,
+                shipped: None,
             }));
             return self.engine.start_ordered(self, op, order);
         }

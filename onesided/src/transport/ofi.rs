@@ -2063,6 +2063,66 @@ impl Nic {
         }
     }
 
+    /// True when a whole lock epoch can go to `peer` as one message ([`Nic::ship_epoch`]):
+    /// our atomics to it travel over the wire.
+    pub(crate) fn ships_epochs_to(&self, peer: u64) -> bool {
+        self.wire.as_ref().is_some_and(|w| w.reaches(peer))
+    }
+
+    /// Sends a whole exclusive lock epoch over the wire ([`Wire::post_epoch`]): a
+    /// compare-and-swap of the lock word at `at` from `words[1]` to `words[0]`, the
+    /// previous value into `words[2]` as for [`Nic::fetch_word`], and when it took the lock
+    /// (or with `held`), the updates of `payload` ([`wire::encode`]) and the release.
+    /// Counted as a fetching atomic. Fails where the wire does not reach the peer.
+    ///
+    /// # Safety
+    /// As for [`Nic::fetch_word`].
+    pub(crate) unsafe fn ship_epoch(
+        &self,
+        words: *mut u64,
+        at: Remote,
+        held: bool,
+        payload: &[u8],
+        tracked: *mut TrackedContext,
+    ) -> Result<()> {
+        let Some(w) = self.wire.as_ref().filter(|w| w.reaches(at.peer)) else {
+            return Err(Error::Unsupported(
+                "a lock epoch in one message to a peer the wire does not reach".into(),
+            ));
+        };
+        // SAFETY: three valid u64 (the caller's contract).
+        let (new, expected) = unsafe { (words.read(), words.add(1).read()) };
+        let mut refused = None;
+        let posted = self.post_in("atomic", true, Context::Tracked(tracked), |ctx| {
+            // SAFETY: the result word and the context stay valid until the operation
+            // completes (the caller's contract).
+            let sent = unsafe {
+                w.post_epoch(
+                    at.peer,
+                    (at.key, at.addr),
+                    expected,
+                    new,
+                    held,
+                    payload,
+                    words.add(2).cast(),
+                    ctx,
+                )
+            };
+            match sent {
+                Ok(()) => 0,
+                Err(e) => {
+                    refused = Some(e);
+                    -(sys::FI_EIO as isize)
+                }
+            }
+        });
+        if posted.is_ok() {
+            // Relaxed: as for the wire's other atomics (`post_atomic`).
+            self.issued(true).wire.fetch_add(1, Ordering::Relaxed);
+        }
+        posted.map_err(|e| refused.take().unwrap_or(e))
+    }
+
     /// Posts an atomic without a result (`Sum` or `Write` of `value`) on the u64 at `at`:
     /// injected (nothing of ours stays referenced), complete at the target once a later
     /// [`Nic::flush`] returns (`FI_DELIVERY_COMPLETE`).

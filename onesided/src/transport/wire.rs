@@ -67,6 +67,42 @@ pub(crate) enum Kind {
     Write = 0,
     Fetch = 1,
     Compare = 2,
+    /// A whole lock epoch in one message ([`Wire::post_epoch`]): a compare-and-swap of a
+    /// lock word, answered with its previous value, and when it took the lock, the
+    /// requests it carries applied and the lock released.
+    Epoch = 3,
+}
+
+/// The flag byte of an [`Kind::Epoch`] request: the origin holds the lock already (it
+/// acquired it the usual way after a first attempt failed): apply and release, no
+/// compare-and-swap.
+const HELD: u8 = 1;
+
+/// Appends `request` with its `operand` (and `compare`) bytes to `out` as one message: its
+/// length, the header, the operands — what [`Wire::post`] sends, and an element of the
+/// payload of [`Wire::post_epoch`]. Fails for an element type the wire does not carry.
+pub(crate) fn encode(
+    out: &mut Vec<u8>,
+    request: &Request,
+    operand: &[u8],
+    compare: &[u8],
+) -> Result<()> {
+    let Some(code) = TYPES.iter().position(|t| *t == request.ty) else {
+        return Err(Error::Unsupported(format!(
+            "atomics on {:?} across nodes",
+            request.ty
+        )));
+    };
+    let op = Op::ALL.iter().position(|o| *o == request.op).unwrap_or(0);
+    let body = REQUEST_HEADER + operand.len() + compare.len();
+    out.extend_from_slice(&(body as u32).to_le_bytes());
+    out.extend_from_slice(&[request.kind as u8, op as u8, code as u8, 0]);
+    out.extend_from_slice(&(request.count as u32).to_le_bytes());
+    out.extend_from_slice(&request.key.to_le_bytes());
+    out.extend_from_slice(&request.addr.to_le_bytes());
+    out.extend_from_slice(operand);
+    out.extend_from_slice(compare);
+    Ok(())
 }
 
 /// The element types the wire carries (libfabric's), by their code on the wire.
@@ -328,13 +364,12 @@ impl Wire {
         result: *mut u8,
         ctx: *mut c_void,
     ) -> Result<()> {
-        let Some(code) = TYPES.iter().position(|t| *t == request.ty) else {
+        if !TYPES.contains(&request.ty) {
             return Err(Error::Unsupported(format!(
                 "atomics on {:?} across nodes",
                 request.ty
             )));
-        };
-        let op = Op::ALL.iter().position(|o| *o == request.op).unwrap_or(0);
+        }
         let link = self.link_to(peer)?;
         let mut state = lock(&link.state);
         if state.broken {
@@ -354,15 +389,70 @@ impl Wire {
             // and fails with the link's others ([`LOST_AFTER`]).
             return Ok(());
         }
-        let body = REQUEST_HEADER + operand.len() + compare.len();
-        let out = &mut state.out;
-        out.extend_from_slice(&(body as u32).to_le_bytes());
-        out.extend_from_slice(&[request.kind as u8, op as u8, code as u8, 0]);
-        out.extend_from_slice(&(request.count as u32).to_le_bytes());
-        out.extend_from_slice(&request.key.to_le_bytes());
-        out.extend_from_slice(&request.addr.to_le_bytes());
-        out.extend_from_slice(operand);
-        out.extend_from_slice(compare);
+        encode(&mut state.out, request, operand, compare)?;
+        self.send(&link, &mut state);
+        Ok(())
+    }
+
+    /// Sends a whole exclusive lock epoch to `peer` as one message: a compare-and-swap of
+    /// the lock word at `word` (key and address) from `expected` to `new`, whose previous
+    /// value the answer writes to `result` (8 bytes) before it marks `ctx`. When it found
+    /// `expected` — it took the lock — the target applies `payload` (non-fetching requests
+    /// as [`encode`] writes them, in order) and then releases the lock, subtracting `new`
+    /// (Release), before it answers. With `held` the origin holds the lock already: no
+    /// compare-and-swap (the answer says `expected`), the rest as before.
+    ///
+    /// # Safety
+    /// As for [`Wire::post`]: `result` (8 bytes) and `ctx` stay valid until the operation
+    /// is marked complete, or until this returns an error.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn post_epoch(
+        &self,
+        peer: u64,
+        word: (u64, u64),
+        expected: u64,
+        new: u64,
+        held: bool,
+        payload: &[u8],
+        result: *mut u8,
+        ctx: *mut c_void,
+    ) -> Result<()> {
+        let link = self.link_to(peer)?;
+        let mut state = lock(&link.state);
+        if state.broken {
+            return Err(lost(
+                "the connection to the target's process is gone".into(),
+            ));
+        }
+        state.pending.push_back(Pending {
+            ctx,
+            result,
+            len: 8,
+            read: true,
+        });
+        if state.closed_at.is_some() {
+            // As in `post`: pending, unsent, failed with the link's others.
+            return Ok(());
+        }
+        let request = Request {
+            kind: Kind::Epoch,
+            op: Op::Replace,
+            ty: ElemType::U64,
+            count: 1,
+            key: word.0,
+            addr: word.1,
+        };
+        let start = state.out.len();
+        encode(
+            &mut state.out,
+            &request,
+            &new.to_le_bytes(),
+            &expected.to_le_bytes(),
+        )?;
+        state.out[start + 7] = if held { HELD } else { 0 };
+        state.out.extend_from_slice(payload);
+        let body = (state.out.len() - start - 4) as u32;
+        state.out[start..start + 4].copy_from_slice(&body.to_le_bytes());
         self.send(&link, &mut state);
         Ok(())
     }
@@ -663,6 +753,7 @@ impl Wire {
             0 => Kind::Write,
             1 => Kind::Fetch,
             2 => Kind::Compare,
+            3 => return self.apply_epoch(message, answer),
             _ => return BAD_REQUEST,
         };
         let (Some(&op), Some(&ty)) = (
@@ -725,6 +816,81 @@ impl Wire {
         }
         OK
     }
+
+    /// Applies a [`Kind::Epoch`] request ([`Wire::post_epoch`]): appends the lock word's
+    /// previous value to `answer`; its status is the worst of the carried requests'.
+    fn apply_epoch(&self, message: &[u8], answer: &mut Vec<u8>) -> u8 {
+        // Header, then the new value and the expected one (u64 each), then the payload.
+        if message.len() < REQUEST_HEADER + 16 {
+            return BAD_REQUEST;
+        }
+        let held = message[3] & HELD != 0;
+        let key = u64::from_le_bytes(message[8..16].try_into().expect("8 bytes"));
+        let addr = u64::from_le_bytes(message[16..24].try_into().expect("8 bytes"));
+        let new = u64::from_le_bytes(message[24..32].try_into().expect("8 bytes"));
+        let expected = u64::from_le_bytes(message[32..40].try_into().expect("8 bytes"));
+        let payload = &message[REQUEST_HEADER + 16..];
+        let word = {
+            let regions = read(&self.regions);
+            let Some(region) = regions.get(&key) else {
+                return NO_REGION;
+            };
+            let Some(offset) = addr
+                .checked_sub(region.remote_base)
+                .map(|o| o as usize)
+                .filter(|&o| o <= region.len && 8 <= region.len - o)
+            else {
+                return OUT_OF_RANGE;
+            };
+            let p = region.base + offset;
+            if p % 8 != 0 {
+                return BAD_REQUEST;
+            }
+            p as *const AtomicU64
+        };
+        // SAFETY: an aligned word of a registered region (a window's control words, which
+        // live as long as the window: an origin sends epochs only inside one, and the
+        // segment is unregistered after every rank freed it), accessed atomically only.
+        let word = unsafe { &*word };
+        let before = if held {
+            expected
+        } else {
+            // Acquire: the previous holder's updates (released by its unlock) come first.
+            match word.compare_exchange(expected, new, Ordering::Acquire, Ordering::Relaxed) {
+                Ok(v) | Err(v) => v,
+            }
+        };
+        answer.extend_from_slice(&before.to_le_bytes());
+        if before != expected {
+            return OK;
+        }
+        let mut status = OK;
+        let mut at = 0;
+        let mut scratch = Vec::new();
+        while at < payload.len() {
+            let Some(len) = payload
+                .get(at..at + 4)
+                .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+                .filter(|&len| payload.len() - at - 4 >= len)
+            else {
+                status = BAD_REQUEST;
+                break;
+            };
+            let request = &payload[at + 4..at + 4 + len];
+            at += 4 + len;
+            // Only updates: their answers would have nowhere to go.
+            let s = if request.first() == Some(&(Kind::Write as u8)) {
+                scratch.clear();
+                self.apply(request, &mut scratch)
+            } else {
+                BAD_REQUEST
+            };
+            status = status.max(s);
+        }
+        // Release: the epoch's updates are visible to the lock's next holder (its Acquire).
+        word.fetch_sub(new, Ordering::Release);
+        status
+    }
 }
 
 /// Elements misaligned for their type cannot take CPU atomics: they are updated under
@@ -769,6 +935,7 @@ impl Apply<'_> {
                                 bytemuck::pod_read_unaligned(&self.compare[i * size..][..size]);
                             Some(T::compare_swap(p, c, origin))
                         }
+                        Kind::Epoch => unreachable!("applied by apply_epoch"),
                     }
                 }
             } else {
@@ -1037,5 +1204,56 @@ mod tests {
         let refused =
             unsafe { origin.post(7, &sum, &one, &[], std::ptr::null_mut(), flag_ptr(&flag)) };
         assert!(matches!(refused, Err(Error::Network { .. })), "{refused:?}");
+    }
+
+    /// Posts a lock epoch of `payload` at word 0 of region 42 (previous value into the
+    /// returned word) and waits for its answer: (mark, previous value).
+    fn epoch(origin: &Wire, target: &Wire, held: bool, payload: &[u8]) -> (u8, u64) {
+        let flag = Flag::default();
+        let mut before = [0u8; 8];
+        // SAFETY: `before` and the flag outlive the operation: waited for below.
+        unsafe {
+            origin.post_epoch(
+                7,
+                (42, 1000),
+                0,
+                1 << 32,
+                held,
+                payload,
+                before.as_mut_ptr(),
+                flag_ptr(&flag),
+            )
+        }
+        .unwrap();
+        (wait(origin, target, &flag), u64::from_le_bytes(before))
+    }
+
+    #[test]
+    fn an_epoch_applies_its_updates_only_when_it_takes_the_lock_and_releases_it() {
+        let (origin, target) = pair();
+        // Word 0: the lock; words 1 and 2: data.
+        let memory: Vec<AtomicU64> = (0..3).map(|_| AtomicU64::new(0)).collect();
+        target.add_region(42, memory.as_ptr() as usize, 24, 1000);
+        let mut payload = Vec::new();
+        let sum = |addr| request(Kind::Write, Op::Sum, ElemType::U64, 1, addr);
+        encode(&mut payload, &sum(1008), &words(&[5]), &[]).unwrap();
+        encode(&mut payload, &sum(1016), &words(&[7]), &[]).unwrap();
+        // Free: taken, applied, released.
+        assert_eq!(epoch(&origin, &target, false, &payload), (1, 0));
+        let now = |i: usize| memory[i].load(Ordering::Relaxed);
+        assert_eq!((now(0), now(1), now(2)), (0, 5, 7));
+        // Held by someone else: nothing applied, the holder's word untouched.
+        memory[0].store(1 << 32, Ordering::Relaxed);
+        assert_eq!(epoch(&origin, &target, false, &payload), (1, 1 << 32));
+        assert_eq!((now(0), now(1), now(2)), (1 << 32, 5, 7));
+        // Held by us (acquired the usual way): applied and released without an attempt.
+        assert_eq!(epoch(&origin, &target, true, &payload), (1, 0));
+        assert_eq!((now(0), now(1), now(2)), (0, 10, 14));
+        // A fetching request has nowhere to answer: the epoch fails, the lock is released.
+        let mut fetching = payload.clone();
+        let fetch = request(Kind::Fetch, Op::Sum, ElemType::U64, 1, 1008);
+        encode(&mut fetching, &fetch, &words(&[1]), &[]).unwrap();
+        assert_eq!(epoch(&origin, &target, false, &fetching).0, 2);
+        assert_eq!(now(0), 0);
     }
 }

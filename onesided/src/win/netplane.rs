@@ -400,6 +400,58 @@ impl NetPlane {
         }
     }
 
+    /// True when the lock words of rank `rank` take whole epochs in one message
+    /// ([`NetPlane::ship_epoch`]).
+    pub(crate) fn ships_epochs(&self, rank: usize) -> bool {
+        self.nic.ships_epochs_to(self.peer(rank))
+    }
+
+    /// A whole exclusive lock epoch on `word` (a lock word) in one message
+    /// (`Wire::post_epoch`): a compare-and-swap from `expected` to `new` answered with the
+    /// previous value; when it took the lock (or with `held`), the target applies the
+    /// updates of `payload` and releases the lock before it answers. `None` where the
+    /// wire does not reach the holder ([`NetPlane::ships_epochs`]): nothing was sent.
+    pub(crate) fn ship_epoch(
+        &self,
+        word: CtrlWord,
+        expected: u64,
+        new: u64,
+        held: bool,
+        payload: &[u8],
+    ) -> Option<Answer> {
+        if self.failed().is_err() {
+            // The poll of this answer reports the failure.
+            return Some(Answer::Pending(PendingOp(u64::MAX)));
+        }
+        let at = self.remote(word);
+        if !self.nic.ships_epochs_to(at.peer) {
+            return None;
+        }
+        let posted = self.take_slot().and_then(|(id, words, ctx, _)| {
+            // SAFETY: as in `fetch`: the slot is ours until its answer is collected.
+            unsafe {
+                words.write(new);
+                words.add(1).write(expected);
+                words.add(2).write(0);
+                (*ctx).reset();
+                let (_, _, posted) = self.slot(id);
+                // Relaxed: as in `fetch`.
+                (*posted).store(self.now_ms(), Ordering::Relaxed);
+                self.nic
+                    .ship_epoch(words, at, held, payload, ctx.cast_mut())
+                    .map(|()| id)
+                    .inspect_err(|_| self.release_slot(id))
+            }
+        });
+        Some(match posted {
+            Ok(id) => Answer::Pending(PendingOp(id)),
+            Err(e) => {
+                self.fail(&e);
+                Answer::Pending(PendingOp(u64::MAX))
+            }
+        })
+    }
+
     /// Posts an atomic without a result.
     fn post(&self, op: NetOp, word: CtrlWord, value: u64) {
         // A failed plane posts nothing more (a peer that is gone would refuse each post for
