@@ -778,17 +778,10 @@ impl Wire {
         let (operand, compare) = operands.split_at(bytes);
         // Held while the atomic is applied: a registration removed meanwhile waits.
         let regions = read(&self.regions);
-        let Some(region) = regions.get(&key) else {
-            return NO_REGION;
+        let target = match place(&regions, key, addr, bytes) {
+            Ok(p) => p as *mut u8,
+            Err(status) => return status,
         };
-        let Some(offset) = addr
-            .checked_sub(region.remote_base)
-            .map(|o| o as usize)
-            .filter(|&o| o <= region.len && bytes <= region.len - o)
-        else {
-            return OUT_OF_RANGE;
-        };
-        let target = (region.base + offset) as *mut u8;
         let apply = Apply {
             kind,
             op,
@@ -830,23 +823,10 @@ impl Wire {
         let new = u64::from_le_bytes(message[24..32].try_into().expect("8 bytes"));
         let expected = u64::from_le_bytes(message[32..40].try_into().expect("8 bytes"));
         let payload = &message[REQUEST_HEADER + 16..];
-        let word = {
-            let regions = read(&self.regions);
-            let Some(region) = regions.get(&key) else {
-                return NO_REGION;
-            };
-            let Some(offset) = addr
-                .checked_sub(region.remote_base)
-                .map(|o| o as usize)
-                .filter(|&o| o <= region.len && 8 <= region.len - o)
-            else {
-                return OUT_OF_RANGE;
-            };
-            let p = region.base + offset;
-            if p % 8 != 0 {
-                return BAD_REQUEST;
-            }
-            p as *const AtomicU64
+        let word = match place(&read(&self.regions), key, addr, 8) {
+            Ok(p) if p % 8 == 0 => p as *const AtomicU64,
+            Ok(_) => return BAD_REQUEST,
+            Err(status) => return status,
         };
         // SAFETY: an aligned word of a registered region (a window's control words, which
         // live as long as the window: an origin sends epochs only inside one, and the
@@ -891,6 +871,23 @@ impl Wire {
         word.fetch_sub(new, Ordering::Release);
         status
     }
+}
+
+/// Where `bytes` bytes at `addr` of registration `key` lie in this process, or the status
+/// that answers a request for them (unknown registration, out of its range).
+fn place(
+    regions: &HashMap<u64, Region>,
+    key: u64,
+    addr: u64,
+    bytes: usize,
+) -> std::result::Result<usize, u8> {
+    let region = regions.get(&key).ok_or(NO_REGION)?;
+    let offset = addr
+        .checked_sub(region.remote_base)
+        .map(|o| o as usize)
+        .filter(|&o| o <= region.len && bytes <= region.len - o)
+        .ok_or(OUT_OF_RANGE)?;
+    Ok(region.base + offset)
 }
 
 /// Elements misaligned for their type cannot take CPU atomics: they are updated under
