@@ -724,8 +724,9 @@ fn pipelined_lock_epochs_across_nodes_lose_no_update() {
 /// ones that found the lock busy). Epochs that cannot travel whole go as before in the same
 /// stream: one that reads (a get), one that flushes, one whose unlock comes late (its lock
 /// is asked for meanwhile). The events say that epochs were shipped and found the lock
-/// busy (a lazy lock waits up to 100 ms for its unlock here: debug builds are slow). Where
-/// epochs do not ship (below), the same epochs go as before and lose nothing either.
+/// busy (a lazy lock waits up to 100 ms for its unlock here: debug builds are slow), and a
+/// get right after an `ilock` does not wait that long. Where epochs do not ship (below),
+/// the same epochs go as before and lose nothing either.
 #[test]
 fn shipped_epochs_wait_for_a_busy_lock_and_lose_no_update() {
     let report = testing::job(2)
@@ -787,6 +788,17 @@ fn shipped_epochs_wait_for_a_busy_lock_and_lose_no_update() {
                     }
                     w.barrier()?;
                     onesided::wait_all(pending.drain(..))?;
+                    // A get right after an `ilock` does not sit out the lock's wait for its
+                    // unlock (100 ms here): the lock is asked for when the get waits.
+                    let asked = std::time::Instant::now();
+                    drop(win.ilock(LockType::Exclusive, 0, Assert::NONE)?);
+                    win.get(&mut seen, 0, 0)?;
+                    assert!(
+                        asked.elapsed() < std::time::Duration::from_millis(50),
+                        "reorder {reorder}: a get waited {:?} for a lazy lock",
+                        asked.elapsed()
+                    );
+                    win.unlock(0)?;
                 }
                 w.barrier()?;
                 win.lock(LockType::Shared, 0, Assert::NONE)?;

@@ -905,6 +905,17 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
             .any(|q| q.holds_back(order, me, flags))
     }
 
+    /// Lock acquisitions that wait to see their epoch whole ([`shipping`]) ask for their
+    /// locks at once: a thread waits for an epoch to activate (an operation that needs a
+    /// result, or finds no room to be deferred), which such a wait would only delay.
+    pub(crate) fn end_lazy_locks(&self) {
+        for q in self.lock().ops.iter_mut() {
+            if q.op.lazy() {
+                q.op.go_eager();
+            }
+        }
+    }
+
     /// The error an op left when another thread polled it.
     fn take_parked(&self) -> Result<()> {
         // Relaxed: set under the queue lock, which we take before reading the error.

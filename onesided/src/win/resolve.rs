@@ -86,6 +86,9 @@ impl WinCore {
     #[inline]
     pub(crate) fn pass_gate(&self, target: usize) -> Result<()> {
         if self.gated(target) {
+            // The operation waits for its epoch: a lock that waits to see its epoch whole
+            // (`progress::shipping`) asks for the lock now instead of after its wait.
+            self.engine.end_lazy_locks();
             self.engine.wait_until(
                 self,
                 || !self.gated(target),
