@@ -1167,9 +1167,10 @@ fn check_exits<C: Host>(
     Ok(())
 }
 
-/// Decides for the lazy lock acquisition `ops[i]` (about to be polled; [`shipping`]): ships its epoch
-/// when the whole epoch is queued and can travel in one message, makes it ask for the lock
-/// as before when the epoch holds something that cannot, and otherwise leaves it lazy.
+/// Decides for the lazy lock acquisition `ops[i]`, about to be polled ([`shipping`]):
+/// ships its epoch when the whole epoch is queued and can travel in one message, makes it
+/// ask for the lock as before when the epoch holds something that cannot, and otherwise
+/// leaves it lazy.
 fn decide_shipping<C: Host + 'static>(ops: &mut VecDeque<Queued<C>>, i: usize, core: &C) {
     let epoch = ops[i].order;
     let mut updates = Vec::new();

@@ -368,11 +368,27 @@ impl NetPlane {
     /// Posts a fetching atomic; a post that fails makes the plane fail (the answer is a
     /// pending operation whose poll reports it).
     fn fetch(&self, op: NetOp, word: CtrlWord, operand: u64, compare: u64) -> Answer {
+        let at = self.remote(word);
+        self.post_in_slot(operand, compare, |words, reg, ctx| {
+            // SAFETY: the slot's words and context stay ours until the answer is collected
+            // (`post_in_slot`); the registration lives as long as the plane.
+            unsafe { self.nic.fetch_word(op, words, reg, at, ctx) }
+        })
+    }
+
+    /// Takes a free slot, writes `operand` and `compare` to its first two words and clears
+    /// the third (the answer's), and posts with `post` (the words, their registration, the
+    /// slot's context): the answer to wait for. A post that fails makes the plane fail; so
+    /// does a failed plane's answer (its poll reports the failure).
+    fn post_in_slot(
+        &self,
+        operand: u64,
+        compare: u64,
+        post: impl FnOnce(*mut u64, &Registration, *mut TrackedContext) -> Result<()>,
+    ) -> Answer {
         if self.failed().is_err() {
-            // The poll of this answer reports the failure.
             return Answer::Pending(PendingOp(u64::MAX));
         }
-        let at = self.remote(word);
         let posted = self.take_slot().and_then(|(id, words, ctx, reg)| {
             // SAFETY: the slot is ours until its answer is collected: nobody else reads or
             // writes its words; the chunk (and registration) live as long as the plane.
@@ -385,8 +401,7 @@ impl NetPlane {
                 // the answer to through a synchronizing queue).
                 let (_, _, posted) = self.slot(id);
                 (*posted).store(self.now_ms(), Ordering::Relaxed);
-                self.nic
-                    .fetch_word(op, words, &*reg, at, ctx.cast_mut())
+                post(words, &*reg, ctx.cast_mut())
                     .map(|()| id)
                     .inspect_err(|_| self.release_slot(id))
             }
@@ -419,37 +434,14 @@ impl NetPlane {
         held: bool,
         payload: &[u8],
     ) -> Option<Answer> {
-        if self.failed().is_err() {
-            // The poll of this answer reports the failure.
-            return Some(Answer::Pending(PendingOp(u64::MAX)));
-        }
         let at = self.remote(word);
         if !self.nic.ships_epochs_to(at.peer) {
             return None;
         }
-        let posted = self.take_slot().and_then(|(id, words, ctx, _)| {
-            // SAFETY: as in `fetch`: the slot is ours until its answer is collected.
-            unsafe {
-                words.write(new);
-                words.add(1).write(expected);
-                words.add(2).write(0);
-                (*ctx).reset();
-                let (_, _, posted) = self.slot(id);
-                // Relaxed: as in `fetch`.
-                (*posted).store(self.now_ms(), Ordering::Relaxed);
-                self.nic
-                    .ship_epoch(words, at, held, payload, ctx.cast_mut())
-                    .map(|()| id)
-                    .inspect_err(|_| self.release_slot(id))
-            }
-        });
-        Some(match posted {
-            Ok(id) => Answer::Pending(PendingOp(id)),
-            Err(e) => {
-                self.fail(&e);
-                Answer::Pending(PendingOp(u64::MAX))
-            }
-        })
+        Some(self.post_in_slot(new, expected, |words, _, ctx| {
+            // SAFETY: as in `fetch`.
+            unsafe { self.nic.ship_epoch(words, at, held, payload, ctx) }
+        }))
     }
 
     /// Posts an atomic without a result.
