@@ -1198,8 +1198,10 @@ impl WinCore {
     #[inline]
     fn ships_epochs_to(&self, target: usize) -> Result<bool> {
         #[cfg(feature = "ofi")]
-        if let Some(net) = self.net_toward(target) {
-            return Ok(net.ships_epochs(target) && crate::transport::net::orders_atomics()?);
+        if self.releases_in_order(target)? {
+            return Ok(self
+                .net_toward(target)
+                .is_some_and(|net| net.ships_epochs(target)));
         }
         let _ = target;
         Ok(false)

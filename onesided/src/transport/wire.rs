@@ -78,6 +78,14 @@ pub(crate) enum Kind {
 /// compare-and-swap.
 const HELD: u8 = 1;
 
+/// The code of element type `ty` on the wire; an error for a type it does not carry.
+fn type_code(ty: ElemType) -> Result<usize> {
+    TYPES
+        .iter()
+        .position(|t| *t == ty)
+        .ok_or_else(|| Error::Unsupported(format!("atomics on {ty:?} across nodes")))
+}
+
 /// Appends `request` with its `operand` (and `compare`) bytes to `out` as one message: its
 /// length, the header, the operands — what [`Wire::post`] sends, and an element of the
 /// payload of [`Wire::post_epoch`]. Fails for an element type the wire does not carry.
@@ -87,12 +95,7 @@ pub(crate) fn encode(
     operand: &[u8],
     compare: &[u8],
 ) -> Result<()> {
-    let Some(code) = TYPES.iter().position(|t| *t == request.ty) else {
-        return Err(Error::Unsupported(format!(
-            "atomics on {:?} across nodes",
-            request.ty
-        )));
-    };
+    let code = type_code(request.ty)?;
     let op = Op::ALL.iter().position(|o| *o == request.op).unwrap_or(0);
     let body = REQUEST_HEADER + operand.len() + compare.len();
     out.extend_from_slice(&(body as u32).to_le_bytes());
@@ -364,12 +367,8 @@ impl Wire {
         result: *mut u8,
         ctx: *mut c_void,
     ) -> Result<()> {
-        if !TYPES.contains(&request.ty) {
-            return Err(Error::Unsupported(format!(
-                "atomics on {:?} across nodes",
-                request.ty
-            )));
-        }
+        // Refused before anything is queued (`encode` below would refuse it too late).
+        type_code(request.ty)?;
         let link = self.link_to(peer)?;
         let mut state = lock(&link.state);
         if state.broken {
