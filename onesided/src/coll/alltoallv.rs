@@ -769,6 +769,25 @@ impl<T: Pod> Alltoallv<T> {
                         let words = slot_words(std::mem::size_of_val(block));
                         let slot = at + (cycle % 2) as usize * words;
                         let bytes: &[u8] = bytemuck::cast_slice(block);
+                        // The flag and, if `t` sends here too, the credit of its slot of
+                        // the last cycle: adjacent words, written together.
+                        let credit = if signals.staged_from[t].is_some() {
+                            cycle - 1
+                        } else {
+                            0
+                        };
+                        // Where our own connection reaches `t`: block, flag and credit in
+                        // one message, placed by `t`'s progress in that order, unanswered
+                        // (`t` waits for the flag before its cycle completes).
+                        if signals.win.core.deliver_flagged(
+                            bytes,
+                            t,
+                            slot,
+                            &[cycle, credit],
+                            2 * me,
+                        )? {
+                            continue;
+                        }
                         // From the send buffer, no copy and no wait for its delivery: the
                         // write holds `send_writes` until it is complete (its own queue
                         // entry tells), and the cycle's request completes only then. Where
@@ -797,13 +816,6 @@ impl<T: Pod> Alltoallv<T> {
                         if !signals.ordered_net {
                             signals.win.flush(t)?;
                         }
-                        // The flag and, if `t` sends here too, the credit of its slot of
-                        // the last cycle: one write of the two adjacent words.
-                        let credit = if signals.staged_from[t].is_some() {
-                            cycle - 1
-                        } else {
-                            0
-                        };
                         #[cfg(feature = "ofi")]
                         {
                             // Sent, not acknowledged: `t` tells its delivery — it waits

@@ -400,4 +400,55 @@ impl WinCore {
         let _ = (owner, end);
         self.put_bytes(src, target, disp, flags)
     }
+
+    /// Writes `src` at `disp` of `target` and then stores `words` from `flag_disp` on
+    /// (Release) in one message that nobody answers, where `target` lives on another node
+    /// that the wire reaches: true when sent, false (nothing sent) elsewhere — the caller
+    /// then puts them its own way. The caller's protocol hands the block's bytes at the
+    /// target to this message alone and learns of its delivery from the target (which
+    /// acquires the first word); no flush counts it. Whether it is sent depends on the
+    /// target and the block's length only. For the library's own signal windows.
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    pub(crate) fn deliver_flagged(
+        &self,
+        src: &[u8],
+        target: usize,
+        disp: usize,
+        words: &[u64],
+        flag_disp: usize,
+    ) -> Result<bool> {
+        // Never deferred: whether a delivery goes this way must not change from one call to
+        // the next (a flag sent another way could overtake it and be overwritten by it).
+        #[cfg(feature = "ofi")]
+        {
+            use crate::transport::Route;
+            let block = self.resolve("put", target, disp, src.len())?.route;
+            let flag = self
+                .resolve("put", target, flag_disp, 8 * words.len())?
+                .route;
+            if let (
+                Route::Net { peer, addr, key },
+                Route::Net {
+                    peer: flag_peer,
+                    addr: flag_addr,
+                    key: flag_key,
+                },
+            ) = (block, flag)
+            {
+                use crate::transport::ofi::Remote;
+                let to = Remote { peer, addr, key };
+                let flag = Remote {
+                    peer: flag_peer,
+                    addr: flag_addr,
+                    key: flag_key,
+                };
+                if crate::transport::net::deliver(src, to, words, flag)? {
+                    self.epoch.note_rma();
+                    return Ok(true);
+                }
+            }
+        }
+        let _ = (src, target, disp, words, flag_disp);
+        Ok(false)
+    }
 }

@@ -227,6 +227,14 @@ pub(crate) unsafe fn post_write_shared(
     unsafe { endpoint()?.nic.write_shared(src, to, owner, end) }
 }
 
+/// Sends `block` to `to` and then `words` to `flag` in one message that nobody answers,
+/// where the wire reaches the peer ([`Nic::deliver`]): false, with nothing sent, elsewhere.
+///
+/// [`Nic::deliver`]: crate::transport::ofi::Nic::deliver
+pub(crate) fn deliver(block: &[u8], to: Remote, words: &[u64], flag: Remote) -> Result<bool> {
+    endpoint()?.nic.deliver(block, to, words, flag)
+}
+
 /// Lets go of what completed operations posted under
 /// [`ofi::track_own`](crate::transport::ofi::track_own) hold ([`Nic::reap_own`]).
 pub(crate) fn reap_own() -> Result<()> {

@@ -2123,6 +2123,35 @@ impl Nic {
         posted.map_err(|e| refused.take().unwrap_or(e))
     }
 
+    /// Sends `block` to `to` and then `words` to `flag` (the same peer), each word stored
+    /// with Release order, in one message over the wire that nobody answers
+    /// ([`Wire::post_deliver`]): false, with nothing sent, where the wire does not reach
+    /// the peer or the block is longer than a delivery carries. Nothing of it is counted
+    /// for a flush: the caller learns of its delivery from the receiver.
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    pub(crate) fn deliver(
+        &self,
+        block: &[u8],
+        to: Remote,
+        words: &[u64],
+        flag: Remote,
+    ) -> Result<bool> {
+        let Some(w) = self.wire.as_ref().filter(|w| w.reaches(to.peer)) else {
+            return Ok(false);
+        };
+        if flag.peer != to.peer || block.len() > wire::DELIVER_MAX {
+            return Ok(false);
+        }
+        w.post_deliver(
+            to.peer,
+            (to.key, to.addr),
+            block,
+            (flag.key, flag.addr),
+            words,
+        )?;
+        Ok(true)
+    }
+
     /// Posts an atomic without a result (`Sum` or `Write` of `value`) on the u64 at `at`:
     /// injected (nothing of ours stays referenced), complete at the target once a later
     /// [`Nic::flush`] returns (`FI_DELIVERY_COMPLETE`).

@@ -60,6 +60,17 @@ const LOST_AFTER: Duration = Duration::from_secs(2);
 /// Bytes of a request's header after its length word.
 const REQUEST_HEADER: usize = 24;
 
+/// Room a read of a link has at least; a link's input buffer grows to hold its longest
+/// message whole (a delivered block then arrives in one read, not through a bounce
+/// buffer), and shrinks back once it held more than [`INPUT_KEPT`] and is empty.
+const READ_ROOM: usize = 16 << 10;
+
+/// The longest input buffer a link keeps between messages.
+const INPUT_KEPT: usize = 1 << 20;
+
+/// The longest block [`Wire::post_deliver`] carries.
+pub(crate) const DELIVER_MAX: usize = 1 << 20;
+
 /// How an atomic answers: nothing (an acknowledgement), the previous values, or the
 /// previous values of a compare-and-swap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +82,10 @@ pub(crate) enum Kind {
     /// lock word, answered with its previous value, and when it took the lock, the
     /// requests it carries applied and the lock released.
     Epoch = 3,
+    /// Bytes written and then words stored (Release), neither answered
+    /// ([`Wire::post_deliver`]): a block and the flag that tells its receiver it is in
+    /// place, in one message.
+    Deliver = 4,
 }
 
 /// The flag byte of an [`Kind::Epoch`] request: the origin holds the lock already (it
@@ -174,8 +189,10 @@ struct LinkState {
     /// Bytes to send, from `sent` on.
     out: Vec<u8>,
     sent: usize,
-    /// Bytes received and not yet parsed.
+    /// Bytes received and not yet parsed: the first `filled` of it (the rest is room
+    /// for the next read, zeroed once when it grew).
     input: Vec<u8>,
+    filled: usize,
     /// Our atomics on this link, in issue order (answers come in that order).
     pending: VecDeque<Pending>,
     /// The connection failed or closed.
@@ -221,6 +238,8 @@ pub(crate) struct Wire {
     failed: [AtomicU64; 2],
     /// Set once any operation failed.
     broken: AtomicBool,
+    /// Deliveries received that had no place here ([`Wire::refused`]).
+    refused: AtomicU64,
     complete: Complete,
 }
 
@@ -286,6 +305,7 @@ impl Wire {
             done: [AtomicU64::new(0), AtomicU64::new(0)],
             failed: [AtomicU64::new(0), AtomicU64::new(0)],
             broken: AtomicBool::new(false),
+            refused: AtomicU64::new(0),
             complete,
         })
     }
@@ -454,6 +474,94 @@ impl Wire {
         state.out[start..start + 4].copy_from_slice(&body.to_le_bytes());
         self.send(&link, &mut state);
         Ok(())
+    }
+
+    /// Sends `block` to `peer`, to be written at `to` (registration key, address), and then
+    /// `words` to be stored at `flag` (key, address of the first, 8-byte aligned), each
+    /// with Release order — one message that nobody answers: its receiver learns of the
+    /// block from the flag, its sender of its delivery only from the receiver. It goes out
+    /// from the caller's slices as far as the kernel takes them, and only the rest is
+    /// copied: `block` is free when this returns. Messages to one peer land in the order
+    /// they were posted, behind the atomics posted before them.
+    ///
+    /// The receiver writes the block with plain copies: the caller's protocol hands those
+    /// bytes to this message alone (nobody reads or writes them until the flag says it
+    /// landed). A receiver that cannot place either part drops the message and counts it
+    /// ([`Wire::refused`]).
+    pub(crate) fn post_deliver(
+        &self,
+        peer: u64,
+        to: (u64, u64),
+        block: &[u8],
+        flag: (u64, u64),
+        words: &[u64],
+    ) -> Result<()> {
+        if block.len() > DELIVER_MAX || words.is_empty() || words.len() > u8::MAX as usize {
+            return Err(Error::InvalidArgument(format!(
+                "a delivery of {} bytes and {} flag words",
+                block.len(),
+                words.len()
+            )));
+        }
+        let link = self.link_to(peer)?;
+        let mut state = lock(&link.state);
+        if state.broken || state.closed_at.is_some() {
+            return Err(lost(
+                "the connection to the target's process is gone".into(),
+            ));
+        }
+        let fixed = REQUEST_HEADER + 16 + 8 * words.len();
+        let mut head = Vec::with_capacity(4 + fixed);
+        head.extend_from_slice(&((fixed + block.len()) as u32).to_le_bytes());
+        head.extend_from_slice(&[Kind::Deliver as u8, 0, 0, words.len() as u8]);
+        head.extend_from_slice(&(block.len() as u32).to_le_bytes());
+        for v in [to.0, to.1, flag.0, flag.1]
+            .into_iter()
+            .chain(words.iter().copied())
+        {
+            head.extend_from_slice(&v.to_le_bytes());
+        }
+        let mut taken = 0;
+        if state.out.is_empty() {
+            // Nothing queued before it: straight from the slices.
+            let slices = [std::io::IoSlice::new(&head), std::io::IoSlice::new(block)];
+            loop {
+                match rustix::net::sendmsg(
+                    &link.stream,
+                    &slices,
+                    &mut rustix::net::SendAncillaryBuffer::default(),
+                    rustix::net::SendFlags::NOSIGNAL,
+                ) {
+                    Ok(n) => taken = n,
+                    Err(rustix::io::Errno::INTR) => continue,
+                    Err(rustix::io::Errno::AGAIN) => {}
+                    Err(_) => {
+                        self.fail(&mut state);
+                        return Err(lost(
+                            "the connection to the target's process is gone".into(),
+                        ));
+                    }
+                }
+                break;
+            }
+        }
+        // What the kernel did not take waits in the link's queue.
+        if taken < head.len() {
+            state.out.extend_from_slice(&head[taken..]);
+            state.out.extend_from_slice(block);
+        } else if taken < head.len() + block.len() {
+            state.out.extend_from_slice(&block[taken - head.len()..]);
+        }
+        self.send(&link, &mut state);
+        Ok(())
+    }
+
+    /// Deliveries this process received and could not place (a registration unknown or
+    /// too short): their flags were not stored.
+    #[cfg(test)]
+    pub(crate) fn refused(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.refused.load(Ordering::Relaxed)
     }
 
     /// Our link to `peer`, connected now if it is not yet.
@@ -647,16 +755,21 @@ impl Wire {
             return;
         }
         let mut closed = false;
-        let mut chunk = [0u8; 16 << 10];
+        // Straight into the input buffer, as much as the kernel holds.
+        let mut input = std::mem::take(&mut state.input);
+        let mut filled = state.filled;
         loop {
-            match (&link.stream).read(&mut chunk) {
+            if input.len() - filled < READ_ROOM / 2 {
+                input.resize(filled + READ_ROOM, 0);
+            }
+            match (&link.stream).read(&mut input[filled..]) {
                 Ok(0) => {
                     closed = true;
                     break;
                 }
                 Ok(n) => {
-                    state.input.extend_from_slice(&chunk[..n]);
-                    if n < chunk.len() {
+                    filled += n;
+                    if filled < input.len() {
                         break;
                     }
                 }
@@ -668,16 +781,21 @@ impl Wire {
                 }
             }
         }
-        let input = std::mem::take(&mut state.input);
         let mut at = 0;
-        while input.len() - at >= 4 {
+        while filled - at >= 4 {
             let body = u32::from_le_bytes(input[at..at + 4].try_into().expect("4 bytes")) as usize;
-            if input.len() - at - 4 < body {
+            if filled - at - 4 < body {
+                // A longer message than the room: grown so that one read can finish it.
+                if at + 4 + body > input.len() {
+                    input.resize(at + 4 + body + READ_ROOM, 0);
+                }
                 break;
             }
             let message = &input[at + 4..at + 4 + body];
             at += 4 + body;
-            if link.serves {
+            if link.serves && message.first() == Some(&(Kind::Deliver as u8)) {
+                self.deliver(message);
+            } else if link.serves {
                 let mut answer = std::mem::take(&mut state.out);
                 let start = answer.len();
                 answer.extend_from_slice(&[0u8; 8]);
@@ -703,8 +821,14 @@ impl Wire {
                 }
             }
         }
+        // What is left of a message moves to the front.
+        input.copy_within(at..filled, 0);
+        state.filled = filled - at;
+        if state.filled == 0 && input.len() > INPUT_KEPT {
+            // A burst of long messages is over: the room shrinks back.
+            input = Vec::new();
+        }
         state.input = input;
-        state.input.drain(..at);
         if link.serves {
             self.send(link, &mut state);
         }
@@ -872,6 +996,61 @@ impl Wire {
     }
 }
 
+impl Wire {
+    /// Places a [`Kind::Deliver`] message ([`Wire::post_deliver`]): the block, then the
+    /// flag words; nothing of it when either part has no place here.
+    fn deliver(&self, message: &[u8]) {
+        let status = self.place_delivery(message);
+        if status != OK {
+            // Relaxed: a statistic.
+            self.refused.fetch_add(1, Ordering::Relaxed);
+            // Its receiver waits for a flag that never comes: the event says why.
+            crate::diag::event!(
+                target: "onesided::net",
+                status,
+                "a delivery from a peer had no place here (1: unknown registration, 2: out of its range, 3: malformed)"
+            );
+        }
+    }
+
+    fn place_delivery(&self, message: &[u8]) -> u8 {
+        // Header, the flag's key and address, the words, the block.
+        if message.len() < REQUEST_HEADER + 16 {
+            return BAD_REQUEST;
+        }
+        let word = |i: usize| u64::from_le_bytes(message[i..i + 8].try_into().expect("8 bytes"));
+        let n = usize::from(message[3]);
+        let count = u32::from_le_bytes(message[4..8].try_into().expect("4 bytes")) as usize;
+        let words_at = REQUEST_HEADER + 16;
+        let block_at = words_at + 8 * n;
+        if message.len() != block_at + count {
+            return BAD_REQUEST;
+        }
+        // Held while the delivery is placed: a registration removed meanwhile waits.
+        let regions = read(&self.regions);
+        let (block, flag) = match (
+            place(&regions, word(8), word(16), count),
+            place(&regions, word(24), word(32), 8 * n),
+        ) {
+            (Ok(b), Ok(f)) if f % 8 == 0 => (b as *mut u8, f as *const AtomicU64),
+            (Err(status), _) | (_, Err(status)) => return status,
+            _ => return BAD_REQUEST,
+        };
+        // SAFETY: `count` bytes of a registered region (valid while the read lock holds
+        // it), which the sender's protocol hands to this message alone (`post_deliver`'s
+        // contract): no other access while it lands.
+        unsafe { std::ptr::copy_nonoverlapping(message[block_at..].as_ptr(), block, count) };
+        for i in 0..n {
+            // SAFETY: `n` aligned words of a registered region, accessed atomically only.
+            let w = unsafe { &*flag.add(i) };
+            // Release: the block (and the words before) are visible to whoever acquires
+            // this word.
+            w.store(word(words_at + 8 * i), Ordering::Release);
+        }
+        OK
+    }
+}
+
 /// Where `bytes` bytes at `addr` of registration `key` lie in this process, or the status
 /// that answers a request for them (unknown registration, out of its range).
 fn place(
@@ -931,7 +1110,9 @@ impl Apply<'_> {
                                 bytemuck::pod_read_unaligned(&self.compare[i * size..][..size]);
                             Some(T::compare_swap(p, c, origin))
                         }
-                        Kind::Epoch => unreachable!("applied by apply_epoch"),
+                        Kind::Epoch | Kind::Deliver => {
+                            unreachable!("applied by apply_epoch and deliver")
+                        }
                     }
                 }
             } else {
@@ -1251,5 +1432,73 @@ mod tests {
         encode(&mut fetching, &fetch, &words(&[1]), &[]).unwrap();
         assert_eq!(epoch(&origin, &target, false, &fetching).0, 2);
         assert_eq!(now(0), 0);
+    }
+
+    /// Deliveries land block first, flag words after, in issue order with the atomics
+    /// around them, unanswered: long blocks, more than the sockets hold (the rest waits in
+    /// the link's queue, arrives in pieces and grows the receiver's buffer), a short one,
+    /// and deliveries the target cannot place (counted, nothing stored).
+    #[test]
+    fn deliveries_place_the_block_then_the_flag_and_refuse_what_has_no_place() {
+        let (origin, target) = pair();
+        let mut blocks = vec![0u8; 400 << 10];
+        let flags: Vec<AtomicU64> = (0..3).map(|_| AtomicU64::new(0)).collect();
+        target.add_region(42, blocks.as_mut_ptr() as usize, blocks.len(), 1 << 20);
+        target.add_region(43, flags.as_ptr() as usize, 24, 1000);
+        // Twenty long ones before the target reads anything: more than the sockets hold.
+        let long =
+            |k: usize| -> Vec<u8> { (0..300 << 10).map(|i| ((i + k) % 251) as u8).collect() };
+        for k in 0..20 {
+            origin
+                .post_deliver(7, (42, 1 << 20), &long(k), (43, 1000), &[1, 11])
+                .unwrap();
+        }
+        let short = [7u8; 100];
+        origin
+            .post_deliver(
+                7,
+                (42, (1 << 20) + (350 << 10)),
+                &short,
+                (43, 1008),
+                &[2, 22],
+            )
+            .unwrap();
+        // A delivery to an unknown registration and one past the end of its region.
+        origin
+            .post_deliver(7, (44, 0), &short, (43, 1000), &[9])
+            .unwrap();
+        origin
+            .post_deliver(
+                7,
+                (42, (1 << 20) + (400 << 10) - 50),
+                &short,
+                (43, 1000),
+                &[9],
+            )
+            .unwrap();
+        // An answered atomic behind them: its answer comes after all four were handled.
+        let sum = Request {
+            key: 43,
+            ..request(Kind::Write, Op::Sum, ElemType::U64, 1, 1016)
+        };
+        assert_eq!(
+            exchange(&origin, &target, sum, (&words(&[5]), &[]), &mut []),
+            1
+        );
+        let now = |i: usize| flags[i].load(Ordering::Acquire);
+        // Word 1: the second delivery's first word over the first's second; word 2: its
+        // second word, then the sum behind it (22 + 5: stored before the sum applied).
+        assert_eq!((now(0), now(1), now(2)), (1, 2, 27));
+        assert!(blocks[..300 << 10] == long(19)[..], "the last long block");
+        assert_eq!(blocks[350 << 10..(350 << 10) + 100], short);
+        assert!(
+            blocks[(400 << 10) - 50..].iter().all(|&b| b == 0),
+            "past the end"
+        );
+        assert_eq!(target.refused(), 2);
+        assert!(matches!(
+            origin.post_deliver(7, (42, 0), &vec![0; DELIVER_MAX + 1], (43, 1000), &[1]),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 }
