@@ -65,6 +65,11 @@ const REQUEST_HEADER: usize = 24;
 /// buffer), and shrinks back once it held more than [`INPUT_KEPT`] and is empty.
 const READ_ROOM: usize = 16 << 10;
 
+/// Deliveries with blocks at least this long are read from the socket straight into
+/// their place ([`Wire::land`]), not through the link's input buffer: a copy less, for a
+/// system call more.
+const LAND_MIN: usize = 64 << 10;
+
 /// The longest input buffer a link keeps between messages.
 const INPUT_KEPT: usize = 1 << 20;
 
@@ -193,6 +198,8 @@ struct LinkState {
     /// for the next read, zeroed once when it grew).
     input: Vec<u8>,
     filled: usize,
+    /// A delivery whose block is being read into its place: the link's next bytes.
+    landing: Option<Landing>,
     /// Our atomics on this link, in issue order (answers come in that order).
     pending: VecDeque<Pending>,
     /// The connection failed or closed.
@@ -206,6 +213,31 @@ struct LinkState {
 // SAFETY: the raw pointers of `Pending` name buffers whose owners keep them valid until
 // the operation is marked complete (the posting contract), whichever thread marks it.
 unsafe impl Send for LinkState {}
+
+/// The rest of a long delivery's block, read from the socket into its place
+/// ([`Wire::land`]).
+struct Landing {
+    /// The block's registration and the address of its next byte to read.
+    key: u64,
+    addr: u64,
+    /// Bytes of the block still in the socket.
+    left: usize,
+    /// The flag words' registration and address, and the words.
+    flag: (u64, u64),
+    words: Vec<u64>,
+    /// [`OK`], or why the delivery has no place here: its bytes are then read and dropped.
+    status: u8,
+}
+
+/// How a [`Wire::land`] ended.
+enum Landed {
+    /// The block is in place and its flag stored: the link's next message follows.
+    Done,
+    /// The socket has no more for now.
+    Blocked,
+    /// The connection closed or failed.
+    Closed,
+}
 
 /// Marks an operation's context complete (`true`: in error); the endpoint's own marking.
 pub(crate) type Complete = unsafe fn(*mut c_void, bool);
@@ -748,82 +780,111 @@ impl Wire {
         }
     }
 
-    /// Reads what `link` has, then handles every whole message.
+    /// Reads what `link` has, then handles every whole message; the block of a long
+    /// delivery is read from the socket straight into its place ([`LAND_MIN`]).
     fn receive(&self, link: &Arc<Link>) {
         let mut state = lock(&link.state);
         if state.broken {
             return;
         }
         let mut closed = false;
-        // Straight into the input buffer, as much as the kernel holds.
         let mut input = std::mem::take(&mut state.input);
         let mut filled = state.filled;
         loop {
-            if input.len() - filled < READ_ROOM / 2 {
-                input.resize(filled + READ_ROOM, 0);
-            }
-            match (&link.stream).read(&mut input[filled..]) {
-                Ok(0) => {
-                    closed = true;
-                    break;
-                }
-                Ok(n) => {
-                    filled += n;
-                    if filled < input.len() {
+            if state.landing.is_some() {
+                match self.land(link, &mut state) {
+                    Landed::Done => {}
+                    Landed::Blocked => break,
+                    Landed::Closed => {
+                        closed = true;
                         break;
                     }
                 }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            }
+            // One read, into all the room there is and more than the rest of the message
+            // in front (a read that fills its room leaves the kernel holding more) — but for
+            // a long delivery whose header is not all here yet: its block stays in the
+            // socket for `land`.
+            let need = match filled >= 4 {
+                true => 4 + u32::from_le_bytes(input[..4].try_into().expect("4 bytes")) as usize,
+                false => 0,
+            };
+            let room = match filled > 4 && input[4] == Kind::Deliver as u8 && need > LAND_MIN {
+                true => READ_ROOM,
+                false => (need.saturating_sub(filled) + READ_ROOM).max(input.len() - filled),
+            };
+            if input.len() < filled + room {
+                input.resize(filled + room, 0);
+            }
+            let drained = match (&link.stream).read(&mut input[filled..filled + room]) {
+                Ok(0) => {
+                    closed = true;
+                    true
+                }
+                Ok(n) => {
+                    filled += n;
+                    n < room
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => false,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => true,
                 Err(_) => {
                     closed = true;
+                    true
+                }
+            };
+            let mut at = 0;
+            let mut landing = false;
+            while filled - at >= 4 {
+                let body =
+                    u32::from_le_bytes(input[at..at + 4].try_into().expect("4 bytes")) as usize;
+                if filled - at - 4 < body {
+                    if link.serves {
+                        if let Some(l) = self.start_landing(&input[at + 4..filled], body) {
+                            state.landing = Some(l);
+                            at = filled;
+                            landing = true;
+                        }
+                    }
                     break;
                 }
-            }
-        }
-        let mut at = 0;
-        while filled - at >= 4 {
-            let body = u32::from_le_bytes(input[at..at + 4].try_into().expect("4 bytes")) as usize;
-            if filled - at - 4 < body {
-                // A longer message than the room: grown so that one read can finish it.
-                if at + 4 + body > input.len() {
-                    input.resize(at + 4 + body + READ_ROOM, 0);
+                let message = &input[at + 4..at + 4 + body];
+                at += 4 + body;
+                if link.serves && message.first() == Some(&(Kind::Deliver as u8)) {
+                    self.deliver(message);
+                } else if link.serves {
+                    let mut answer = std::mem::take(&mut state.out);
+                    let start = answer.len();
+                    answer.extend_from_slice(&[0u8; 8]);
+                    let status = self.apply(message, &mut answer);
+                    let len = (answer.len() - start - 4) as u32;
+                    answer[start..start + 4].copy_from_slice(&len.to_le_bytes());
+                    answer[start + 4] = status;
+                    state.out = answer;
+                } else if let Some(p) = state.pending.pop_front() {
+                    // An answer: status, three bytes of padding, the previous values.
+                    let ok = message.first() == Some(&OK) && message.len() == 4 + p.len;
+                    if ok && p.len > 0 {
+                        // SAFETY: the result buffer holds `len` bytes until the operation is
+                        // marked (the posting contract).
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(message[4..].as_ptr(), p.result, p.len)
+                        };
+                    }
+                    self.finish(&p, !ok);
+                    if !ok {
+                        // Relaxed: see `has_failed`.
+                        self.broken.store(true, Ordering::Relaxed);
+                    }
                 }
+            }
+            // What is left of a message moves to the front.
+            input.copy_within(at..filled, 0);
+            filled -= at;
+            if closed || (drained && !landing) {
                 break;
             }
-            let message = &input[at + 4..at + 4 + body];
-            at += 4 + body;
-            if link.serves && message.first() == Some(&(Kind::Deliver as u8)) {
-                self.deliver(message);
-            } else if link.serves {
-                let mut answer = std::mem::take(&mut state.out);
-                let start = answer.len();
-                answer.extend_from_slice(&[0u8; 8]);
-                let status = self.apply(message, &mut answer);
-                let len = (answer.len() - start - 4) as u32;
-                answer[start..start + 4].copy_from_slice(&len.to_le_bytes());
-                answer[start + 4] = status;
-                state.out = answer;
-            } else if let Some(p) = state.pending.pop_front() {
-                // An answer: status, three bytes of padding, the previous values.
-                let ok = message.first() == Some(&OK) && message.len() == 4 + p.len;
-                if ok && p.len > 0 {
-                    // SAFETY: the result buffer holds `len` bytes until the operation is
-                    // marked (the posting contract).
-                    unsafe {
-                        std::ptr::copy_nonoverlapping(message[4..].as_ptr(), p.result, p.len)
-                    };
-                }
-                self.finish(&p, !ok);
-                if !ok {
-                    // Relaxed: see `has_failed`.
-                    self.broken.store(true, Ordering::Relaxed);
-                }
-            }
         }
-        // What is left of a message moves to the front.
-        input.copy_within(at..filled, 0);
-        state.filled = filled - at;
+        state.filled = filled;
         if state.filled == 0 && input.len() > INPUT_KEPT {
             // A burst of long messages is over: the room shrinks back.
             input = Vec::new();
@@ -1001,6 +1062,11 @@ impl Wire {
     /// flag words; nothing of it when either part has no place here.
     fn deliver(&self, message: &[u8]) {
         let status = self.place_delivery(message);
+        self.count_refusal(status);
+    }
+
+    /// Counts and tells a delivery that had no place here (`status` not [`OK`]).
+    fn count_refusal(&self, status: u8) {
         if status != OK {
             // Relaxed: a statistic.
             self.refused.fetch_add(1, Ordering::Relaxed);
@@ -1028,11 +1094,11 @@ impl Wire {
         }
         // Held while the delivery is placed: a registration removed meanwhile waits.
         let regions = read(&self.regions);
-        let (block, flag) = match (
+        let block = match (
             place(&regions, word(8), word(16), count),
             place(&regions, word(24), word(32), 8 * n),
         ) {
-            (Ok(b), Ok(f)) if f % 8 == 0 => (b as *mut u8, f as *const AtomicU64),
+            (Ok(b), Ok(f)) if f % 8 == 0 => b as *mut u8,
             (Err(status), _) | (_, Err(status)) => return status,
             _ => return BAD_REQUEST,
         };
@@ -1040,12 +1106,127 @@ impl Wire {
         // it), which the sender's protocol hands to this message alone (`post_deliver`'s
         // contract): no other access while it lands.
         unsafe { std::ptr::copy_nonoverlapping(message[block_at..].as_ptr(), block, count) };
-        for i in 0..n {
-            // SAFETY: `n` aligned words of a registered region, accessed atomically only.
-            let w = unsafe { &*flag.add(i) };
+        drop(regions);
+        let words: Vec<u64> = (0..n).map(|i| word(words_at + 8 * i)).collect();
+        self.store_words((word(24), word(32)), &words)
+    }
+}
+
+impl Wire {
+    /// Starts reading a long delivery's block into its place, given the first bytes of its
+    /// message (`body` bytes in all): `None` when it is not one, or when its header is not
+    /// all here yet. The block's bytes already here are copied into place.
+    fn start_landing(&self, have: &[u8], body: usize) -> Option<Landing> {
+        if have.len() < REQUEST_HEADER + 16 || have[0] != Kind::Deliver as u8 || body < LAND_MIN {
+            return None;
+        }
+        let word = |i: usize| u64::from_le_bytes(have[i..i + 8].try_into().expect("8 bytes"));
+        let n = usize::from(have[3]);
+        let count = u32::from_le_bytes(have[4..8].try_into().expect("4 bytes")) as usize;
+        let block_at = REQUEST_HEADER + 16 + 8 * n;
+        if have.len() < block_at {
+            return None;
+        }
+        let mut landing = Landing {
+            key: word(8),
+            addr: word(16),
+            left: count,
+            flag: (word(24), word(32)),
+            words: (0..n).map(|i| word(REQUEST_HEADER + 16 + 8 * i)).collect(),
+            status: OK,
+        };
+        if body != block_at + count {
+            // Malformed: its bytes are dropped as far as the length says.
+            landing.left = body - block_at;
+            landing.status = BAD_REQUEST;
+        }
+        let regions = read(&self.regions);
+        if landing.status == OK {
+            landing.status = match (
+                place(&regions, landing.key, landing.addr, count),
+                place(&regions, landing.flag.0, landing.flag.1, 8 * n),
+            ) {
+                (Ok(_), Ok(f)) if f % 8 == 0 => OK,
+                (Err(status), _) | (_, Err(status)) => status,
+                _ => BAD_REQUEST,
+            };
+        }
+        let here = &have[block_at..];
+        if landing.status == OK {
+            if let Ok(at) = place(&regions, landing.key, landing.addr, here.len()) {
+                // SAFETY: inside the block's place, checked above, which the sender's
+                // protocol hands to this message alone (`post_deliver`'s contract).
+                unsafe { std::ptr::copy_nonoverlapping(here.as_ptr(), at as *mut u8, here.len()) };
+            }
+        }
+        landing.addr += here.len() as u64;
+        landing.left -= here.len();
+        Some(landing)
+    }
+
+    /// Reads the rest of the landing block from the socket into its place, then stores its
+    /// flag words.
+    fn land(&self, link: &Link, state: &mut LinkState) -> Landed {
+        let Some(l) = state.landing.as_mut() else {
+            return Landed::Done;
+        };
+        let mut scratch = [0u8; 4096];
+        while l.left > 0 {
+            // Placed again for each read: the read lock is held only while one lasts.
+            let regions = read(&self.regions);
+            let place = match l.status {
+                OK => place(&regions, l.key, l.addr, l.left).ok(),
+                _ => None,
+            };
+            let got = match place {
+                // SAFETY: `left` bytes of a registered region (valid while the read lock
+                // holds it), which the sender's protocol hands to this message alone.
+                Some(at) => (&link.stream)
+                    .read(unsafe { std::slice::from_raw_parts_mut(at as *mut u8, l.left) }),
+                None => {
+                    if l.status == OK {
+                        // Its registration went away under it.
+                        l.status = NO_REGION;
+                    }
+                    let len = l.left.min(scratch.len());
+                    (&link.stream).read(&mut scratch[..len])
+                }
+            };
+            drop(regions);
+            match got {
+                Ok(0) => return Landed::Closed,
+                Ok(n) => {
+                    l.left -= n;
+                    l.addr += n as u64;
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Landed::Blocked,
+                Err(_) => return Landed::Closed,
+            }
+        }
+        let status = match l.status {
+            OK => self.store_words(l.flag, &l.words),
+            refused => refused,
+        };
+        state.landing = None;
+        self.count_refusal(status);
+        Landed::Done
+    }
+
+    /// Stores `words` (Release each) from `flag` (key, address) on: the status.
+    fn store_words(&self, flag: (u64, u64), words: &[u64]) -> u8 {
+        let regions = read(&self.regions);
+        let at = match place(&regions, flag.0, flag.1, 8 * words.len()) {
+            Ok(p) if p % 8 == 0 => p as *const AtomicU64,
+            Ok(_) => return BAD_REQUEST,
+            Err(status) => return status,
+        };
+        for (i, &v) in words.iter().enumerate() {
+            // SAFETY: aligned words of a registered region, accessed atomically only.
+            let w = unsafe { &*at.add(i) };
             // Release: the block (and the words before) are visible to whoever acquires
             // this word.
-            w.store(word(words_at + 8 * i), Ordering::Release);
+            w.store(v, Ordering::Release);
         }
         OK
     }
@@ -1463,7 +1644,11 @@ mod tests {
                 &[2, 22],
             )
             .unwrap();
-        // A delivery to an unknown registration and one past the end of its region.
+        // Deliveries to an unknown registration (a long one, whose bytes are read and
+        // dropped, and a short one) and one past the end of its region.
+        origin
+            .post_deliver(7, (44, 0), &long(0), (43, 1000), &[9])
+            .unwrap();
         origin
             .post_deliver(7, (44, 0), &short, (43, 1000), &[9])
             .unwrap();
@@ -1495,7 +1680,7 @@ mod tests {
             blocks[(400 << 10) - 50..].iter().all(|&b| b == 0),
             "past the end"
         );
-        assert_eq!(target.refused(), 2);
+        assert_eq!(target.refused(), 3);
         assert!(matches!(
             origin.post_deliver(7, (42, 0), &vec![0; DELIVER_MAX + 1], (43, 1000), &[1]),
             Err(Error::InvalidArgument(_))
