@@ -24,34 +24,37 @@
 //!   holds its self lock again.
 //! - [`AlltoallvVariant::Notify`] (ours: the done flags of the published locality-aware
 //!   code, without its barrier): no fence and no barrier per cycle. The plan holds
-//!   `lock_all` on its windows for its whole life, and every rank owns `2p` signal words:
-//!   `arrived[s]`, the last cycle whose block from `s` is in place, and `credit[t]`, the last
-//!   cycle for which `t` has freed its receive buffer. `start` of cycle `k` first writes
-//!   credit `k` at each of its senders (the last result was read: the caller is starting
-//!   again), then puts each block as soon as its target's credit `k` is there and writes
-//!   `arrived = k` behind it — across nodes an RMA write the provider places after the
-//!   data (`FI_ORDER_RMA_WAW`; where it does not promise that, after a flush of the
-//!   target), on the node a release store after the copy. The request completes when every
-//!   sender's `arrived` reads `k`. A cycle costs a one-way credit and the data with its
-//!   signal right behind; the fence plans pay a barrier and a flush round trip twice.
+//!   `lock_all` on its windows for its whole life, and every rank owns `3p + 1` signal
+//!   words: `arrived[s]`, the last cycle whose block from `s` is in place (one word for even
+//!   cycles, one for odd ones: a sender one cycle ahead does not overwrite the flag that is
+//!   still to be read), `credit[t]`, the last cycle for which `t` has freed its receive
+//!   buffer, and a gate word, the cycle this rank started last. `start` of cycle `k` first
+//!   writes credit `k` at each of its senders (the last result was read: the caller is
+//!   starting again), then puts each block as soon as its target's credit `k` is there and
+//!   writes `arrived = k` behind it — on the node a release store after the copy. The
+//!   request completes when every sender's `arrived` reads `k`. A cycle costs a one-way
+//!   credit and the data with its signal right behind; the fence plans pay a barrier and a
+//!   flush round trip twice.
 //!   Blocks from another node are *staged*: they land in two slots per sender in the
 //!   receiver's signal window, cycle `k` in slot `k % 2`, and the receiver's request copies
 //!   each into the receive buffer when its flag arrives. A sender then needs the slot's
 //!   cycle `k - 2` consumed, which its receiver tells with the flag of its own block of
 //!   cycle `k - 1` (flag and credit are adjacent words: one write), and the sender waited
-//!   for that block to finish cycle `k - 1`. So across nodes no cycle waits for a credit:
-//!   it is one block and one 16-byte write per pair and a copy at the receiver, where the
-//!   credit in front of the block cost a network latency per cycle. The staging slots take
-//!   as much memory again as the blocks from other nodes. The staged blocks are written
-//!   from the send buffer (no copy, no wait for delivery); each write holds a token of the
-//!   plan until its completion entry is read, and the cycle's request completes only once
-//!   none does — the caller owns the send buffer again when the request is done. Neither
-//!   write waits for an acknowledgement from the receiver: the block completes once sent,
-//!   its flag right behind it proving its delivery (where the provider does not place
-//!   writes in order, the block is delivered and flushed first), and the flag once sent
-//!   too, its receiver proving the flag's delivery by waiting for it (and the plan is
-//!   freed collectively, after every rank's last cycle). Acknowledged, the two writes cost
-//!   a 32 KiB cycle of 2 ranks over 2 nodes 36–42 µs; sent, 24–27 µs.
+//!   for that block to finish cycle `k - 1`. So across nodes no cycle waits for a credit.
+//!   Where our own connection reaches the receiver (`transport::wire`, the `tcp` provider)
+//!   block, flag and credit are one message, unanswered, placed by the receiver's progress
+//!   in that order — into the receive buffer itself, the flag marked, when the receiver's
+//!   gate word says it has started that cycle by then (no copy at the receiver; the usual
+//!   case: both sides start a cycle together), else into the slot. Elsewhere they are RMA
+//!   writes: the block from the send buffer (no copy, no wait for delivery; each write holds
+//!   a token of the plan until its completion entry is read, and the cycle's request
+//!   completes only once none does — the caller owns the send buffer again when the
+//!   request is done), the flag right behind it (`FI_ORDER_RMA_WAW`; where the provider
+//!   does not promise it, after a flush of the target), neither acknowledged: the
+//!   receiver proves the flag's delivery by waiting for it, and the plan is freed
+//!   collectively, after every rank's last cycle. The staging slots take as much memory
+//!   again as the blocks from other nodes. 32 KiB per pair, 2 ranks over 2 nodes: RMA
+//!   writes acknowledged 36–42 µs a cycle, unacknowledged 24–27 µs, one message 10–13 µs.
 //! - [`AlltoallvVariant::Auto`] (the paper's future work): the first cycles alternate between
 //!   the notified plan and the two-sided exchange of the communicator (one warm-up and
 //!   [`AUTO_PROBES`] timed cycles each); each kind's fastest cycle at the slowest rank
@@ -76,6 +79,7 @@ use crate::error::{Error, Result};
 use crate::ops::Op;
 use crate::progress::{Step, SyncOp};
 use crate::request::Request;
+use crate::rma::WinGate;
 use crate::sync::{Assert, LockType};
 use crate::typed::Window;
 use crate::win::core::WinCore;
@@ -243,9 +247,12 @@ pub struct Alltoallv<T: Pod> {
     signals: Option<Signals>,
 }
 
-/// The signal words of an [`AlltoallvVariant::Notify`] plan: a window of `2p` words at
-/// every rank, rank `s`'s `arrived` at `2s` and `credit` at `2s + 1` (adjacent: one write
-/// carries both), then the staging slots of the blocks from other nodes (module docs).
+/// The signal words of an [`AlltoallvVariant::Notify`] plan: a window of `3p + 1` words at
+/// every rank — rank `s`'s `arrived` of even cycles at `3s`, its `credit` at `3s + 1`, its
+/// `arrived` of odd cycles at `3s + 2` (the flag of a cycle and the credit are adjacent:
+/// one write carries both, and the flag of the next cycle does not overwrite it), the gate
+/// word (the cycle this rank started last) — then the staging slots of the blocks from
+/// other nodes (module docs).
 #[derive(Debug)]
 struct Signals {
     win: Window<u64>,
@@ -277,6 +284,29 @@ struct Staged {
     recv_byte: usize,
 }
 
+/// The mark of an `arrived` word whose block went straight into the receive buffer (its
+/// receiver had started the cycle when it came), not into its staging slot.
+const DIRECT: u64 = 1 << 63;
+
+/// Where sender `s`'s `arrived` word of `cycle` lies among the signal words.
+fn arrived_word(s: usize, cycle: u64) -> usize {
+    3 * s + 2 * (cycle % 2) as usize
+}
+
+/// Where sender `s`'s `credit` word lies among the signal words.
+fn credit_word(s: usize) -> usize {
+    3 * s + 1
+}
+
+/// The flag of `cycle` (its value `arrived`) and the credit `credit` as one write: the
+/// first word's index and the two words, in place order.
+fn flag_and_credit(s: usize, cycle: u64, arrived: u64, credit: u64) -> (usize, [u64; 2]) {
+    match cycle % 2 {
+        0 => (arrived_word(s, cycle), [arrived, credit]),
+        _ => (credit_word(s), [credit, arrived]),
+    }
+}
+
 /// Signal words a staged block of `bytes` bytes takes per slot.
 fn slot_words(bytes: usize) -> usize {
     bytes.div_ceil(8)
@@ -285,9 +315,9 @@ fn slot_words(bytes: usize) -> usize {
 /// Signal word `i` of this rank, in the memory of `core`, the core of a signal window.
 fn signal_word(core: &WinCore, i: usize) -> &AtomicU64 {
     debug_assert!(i < core.local.bytes / 8);
-    // SAFETY: a signal window's memory is at least `2p` u64 words at `base` (alloc_mem memory, 8-byte
-    // aligned, zeroed before the window was created) and lives as long as its core; peers
-    // change it only by atomics and by 8-byte network writes of whole words.
+    // SAFETY: a signal window's memory is at least `3p + 1` u64 words at `base` (alloc_mem
+    // memory, 8-byte aligned, zeroed before the window was created) and lives as long as its
+    // core; peers change it only by atomics and by 8-byte writes of whole words.
     unsafe { AtomicU64::from_ptr(core.local.base.cast::<u64>().add(i)) }
 }
 
@@ -295,7 +325,7 @@ impl Signals {
     fn credit(&self, from: usize) -> u64 {
         // Relaxed: a credit carries no data; it only says the target read its buffer,
         // which the puts that follow it cannot overtake (they are issued after this load).
-        signal_word(&self.win.core, 2 * from + 1).load(Ordering::Relaxed)
+        signal_word(&self.win.core, credit_word(from)).load(Ordering::Relaxed)
     }
 
     /// Writes `value` into signal word `i` of `target`: an RMA write across nodes (one
@@ -307,6 +337,11 @@ impl Signals {
         } else {
             self.win.accumulate(&[value], target, i, Op::Replace)
         }
+    }
+
+    /// The gate word: the cycle this rank started last, after the `3p` signal words.
+    fn gate(&self) -> usize {
+        3 * self.across.len()
     }
 
     /// The credit a block of `cycle` needs from `target`: the receive buffer freed for this
@@ -335,9 +370,10 @@ impl Signals {
         let across = (0..n)
             .map(|r| comm.node_of(r).map(|node| node != here))
             .collect::<Result<Vec<bool>>>()?;
-        // Staging slots after the 2n signal words, for the blocks from other nodes.
+        // The gate word after the 3n signal words, then staging slots for the blocks from
+        // other nodes.
         let mut staged_from = vec![None; n];
-        let mut words = 2 * n;
+        let mut words = 3 * n + 1;
         for s in (0..n).filter(|&s| across[s] && recvcounts[s] > 0) {
             let bytes = recvcounts[s] * elem;
             staged_from[s] = Some(Staged {
@@ -403,10 +439,11 @@ impl SyncOp<WinCore> for Arrivals {
             // Acquire: pairs with the sender's release store (on the node), or follows its
             // block in placement order (across nodes): the block is in place once this
             // reads the cycle.
-            if signal_word(core, 2 * s).load(Ordering::Acquire) < cycle {
+            let arrived = signal_word(core, arrived_word(s, cycle)).load(Ordering::Acquire);
+            if arrived & !DIRECT < cycle {
                 return true;
             }
-            if let Some(st) = staged[s] {
+            if let (Some(st), false) = (staged[s], arrived & DIRECT != 0) {
                 let slot = st.at + (cycle % 2) as usize * st.slot_words;
                 // SAFETY: the slot is `slot_words` words of this rank's signal memory (laid
                 // out at init: `at + 2 * slot_words` words fit), written by sender `s` only,
@@ -713,6 +750,10 @@ impl<T: Pod> Alltoallv<T> {
             .ok_or_else(|| Error::InvalidArgument("alltoallv: the plan was freed".into()))?;
         signals.cycle += 1;
         let cycle = signals.cycle;
+        // Release: the caller is done with the receive buffer (it gave up `recv()` to
+        // call this); blocks of this cycle from other nodes that arrive from now on go
+        // straight into it (their deliveries' gate).
+        signal_word(&signals.win.core, signals.gate()).store(cycle, Ordering::Release);
         let (win, signals) = match (&self.win, &self.signals) {
             (Some(win), Some(signals)) => (win, signals),
             _ => {
@@ -727,9 +768,9 @@ impl<T: Pod> Alltoallv<T> {
         // sends them a block too, which they wait for before their next cycle.
         for &s in &signals.senders {
             if signals.staged_from[s].is_none() {
-                signals.write(s, 2 * me + 1, cycle)?;
+                signals.write(s, credit_word(me), cycle)?;
             } else if cycle > 1 && signals.stage_to[s].is_none() {
-                signals.write(s, 2 * me + 1, cycle - 1)?;
+                signals.write(s, credit_word(me), cycle - 1)?;
             }
         }
         let send = self.send.as_slice();
@@ -776,15 +817,27 @@ impl<T: Pod> Alltoallv<T> {
                         } else {
                             0
                         };
+                        let (flag_at, flag) = flag_and_credit(me, cycle, cycle, credit);
                         // Where our own connection reaches `t`: block, flag and credit in
                         // one message, placed by `t`'s progress in that order, unanswered
-                        // (`t` waits for the flag before its cycle completes).
+                        // (`t` waits for the flag before its cycle completes) — into the
+                        // receive buffer itself, the flag marked `DIRECT`, when `t` has
+                        // started this cycle by the time it arrives (its gate word).
+                        let (_, direct) = flag_and_credit(me, cycle, cycle | DIRECT, credit);
+                        let gate = WinGate {
+                            word_disp: signals.gate(),
+                            at_least: cycle,
+                            core: &win.core,
+                            disp: put.disp,
+                            words: &direct,
+                        };
                         if signals.win.core.deliver_flagged(
                             bytes,
                             t,
                             slot,
-                            &[cycle, credit],
-                            2 * me,
+                            &flag,
+                            flag_at,
+                            Some(gate),
                         )? {
                             continue;
                         }
@@ -821,22 +874,21 @@ impl<T: Pod> Alltoallv<T> {
                             // Sent, not acknowledged: `t` tells its delivery — it waits
                             // for the flag before its cycle `cycle` completes, and frees
                             // the plan (collectively) only after its last cycle.
-                            let words: std::sync::Arc<[u64; 2]> =
-                                std::sync::Arc::new([cycle, credit]);
+                            let words: std::sync::Arc<[u64; 2]> = std::sync::Arc::new(flag);
                             let bytes: &[u8] = bytemuck::cast_slice(&words[..]);
                             crate::transport::ofi::track_own(|| {
                                 signals.win.core.put_shared_bytes(
                                     bytes,
                                     words.clone(),
                                     t,
-                                    2 * me,
+                                    flag_at,
                                     &signals.win.raw.flags,
                                     crate::transport::write_end::WriteEnd::Answered,
                                 )
                             })?;
                         }
                         #[cfg(not(feature = "ofi"))]
-                        signals.win.put(&[cycle, credit], t, 2 * me)?;
+                        signals.win.put(&flag, t, flag_at)?;
                         continue;
                     }
                     None => {
@@ -850,7 +902,7 @@ impl<T: Pod> Alltoallv<T> {
                         }
                     }
                 }
-                signals.write(t, 2 * me, cycle)?;
+                signals.write(t, arrived_word(me, cycle), cycle)?;
             }
             if waiting.len() == before {
                 // No credit yet: wait for one (the peers' starts), watching for exits.

@@ -34,6 +34,8 @@ use crate::transport::{self, combine, ring, Route};
 use crate::win::core::{Flags, HandleFlags, WinCore};
 use crate::win::RawWindow;
 
+pub(crate) use outbox::WinGate;
+
 /// Bytes of put and accumulate data a window holds for deferred epochs; beyond it an
 /// operation waits for the pending synchronizations instead (its data then goes straight to
 /// the target). 8 MiB: several 1 MiB epochs can queue behind a late peer (seed 004's

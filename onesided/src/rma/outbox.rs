@@ -363,6 +363,19 @@ impl WinCore {
     }
 }
 
+/// A second place for a delivery ([`WinCore::deliver_flagged`]): `disp` of the target in
+/// the window of `core`, taken when the target's word `word_disp` (of the delivering
+/// window) holds at least `at_least` as the block arrives; `words` are stored then.
+#[derive(Clone, Copy)]
+#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+pub(crate) struct WinGate<'a> {
+    pub word_disp: usize,
+    pub at_least: u64,
+    pub core: &'a WinCore,
+    pub disp: usize,
+    pub words: &'a [u64],
+}
+
 impl WinCore {
     /// [`WinCore::put_bytes`] of bytes that `owner` owns and keeps unchanged while it lives
     /// ([`Window::put_shared`]): to another node they go out from where they are, neither
@@ -404,10 +417,13 @@ impl WinCore {
     /// Writes `src` at `disp` of `target` and then stores `words` from `flag_disp` on
     /// (Release) in one message that nobody answers, where `target` lives on another node
     /// that the wire reaches: true when sent, false (nothing sent) elsewhere — the caller
-    /// then puts them its own way. The caller's protocol hands the block's bytes at the
-    /// target to this message alone and learns of its delivery from the target (which
-    /// acquires the first word); no flush counts it. Whether it is sent depends on the
-    /// target and the block's length only. For the library's own signal windows.
+    /// then puts them its own way. With `gate`, the target writes `src` to the gate's
+    /// place and stores the gate's words instead when its gate word holds enough as the
+    /// block arrives (`wire::Gate`). The caller's protocol hands the block's bytes at the
+    /// target (both places) to this message alone and learns of its delivery from the
+    /// target (which acquires the first word); no flush counts it. Whether it is sent
+    /// depends on the target and the block's length only. For the library's own signal
+    /// windows.
     #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub(crate) fn deliver_flagged(
         &self,
@@ -416,39 +432,46 @@ impl WinCore {
         disp: usize,
         words: &[u64],
         flag_disp: usize,
+        gate: Option<WinGate<'_>>,
     ) -> Result<bool> {
         // Never deferred: whether a delivery goes this way must not change from one call to
         // the next (a flag sent another way could overtake it and be overwritten by it).
         #[cfg(feature = "ofi")]
         {
+            use crate::transport::ofi::{DeliverGate, Remote};
             use crate::transport::Route;
-            let block = self.resolve("put", target, disp, src.len())?.route;
-            let flag = self
-                .resolve("put", target, flag_disp, 8 * words.len())?
-                .route;
-            if let (
-                Route::Net { peer, addr, key },
-                Route::Net {
-                    peer: flag_peer,
-                    addr: flag_addr,
-                    key: flag_key,
-                },
-            ) = (block, flag)
-            {
-                use crate::transport::ofi::Remote;
-                let to = Remote { peer, addr, key };
-                let flag = Remote {
-                    peer: flag_peer,
-                    addr: flag_addr,
-                    key: flag_key,
+            let remote = |core: &WinCore, disp: usize, len: usize| -> Result<Option<Remote>> {
+                Ok(match core.resolve("put", target, disp, len)?.route {
+                    Route::Net { peer, addr, key } => Some(Remote { peer, addr, key }),
+                    _ => None,
+                })
+            };
+            if let (Some(to), Some(flag)) = (
+                remote(self, disp, src.len())?,
+                remote(self, flag_disp, 8 * words.len())?,
+            ) {
+                let gate = match gate {
+                    Some(g) => match (
+                        remote(self, g.word_disp, 8)?,
+                        remote(g.core, g.disp, src.len())?,
+                    ) {
+                        (Some(word), Some(at)) => Some(DeliverGate {
+                            word,
+                            at_least: g.at_least,
+                            to: at,
+                            words: g.words,
+                        }),
+                        _ => None,
+                    },
+                    None => None,
                 };
-                if crate::transport::net::deliver(src, to, words, flag)? {
+                if crate::transport::net::deliver(src, to, words, flag, gate)? {
                     self.epoch.note_rma();
                     return Ok(true);
                 }
             }
         }
-        let _ = (src, target, disp, words, flag_disp);
+        let _ = (src, target, disp, words, flag_disp, gate);
         Ok(false)
     }
 }

@@ -228,11 +228,18 @@ pub(crate) unsafe fn post_write_shared(
 }
 
 /// Sends `block` to `to` and then `words` to `flag` in one message that nobody answers,
-/// where the wire reaches the peer ([`Nic::deliver`]): false, with nothing sent, elsewhere.
+/// with its second place `gate` if any, where the wire reaches the peer
+/// ([`Nic::deliver`]): false, with nothing sent, elsewhere.
 ///
 /// [`Nic::deliver`]: crate::transport::ofi::Nic::deliver
-pub(crate) fn deliver(block: &[u8], to: Remote, words: &[u64], flag: Remote) -> Result<bool> {
-    endpoint()?.nic.deliver(block, to, words, flag)
+pub(crate) fn deliver(
+    block: &[u8],
+    to: Remote,
+    words: &[u64],
+    flag: Remote,
+    gate: Option<crate::transport::ofi::DeliverGate<'_>>,
+) -> Result<bool> {
+    endpoint()?.nic.deliver(block, to, words, flag, gate)
 }
 
 /// Lets go of what completed operations posted under

@@ -853,6 +853,17 @@ impl Registration {
     }
 }
 
+/// A delivery's second place ([`Nic::deliver`]; [`wire::Gate`] says how it is chosen):
+/// the receiver's word that must hold at least `at_least`, the place, and the flag words
+/// stored then.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DeliverGate<'a> {
+    pub word: Remote,
+    pub at_least: u64,
+    pub to: Remote,
+    pub words: &'a [u64],
+}
+
 /// Where an operation goes: a peer's address in our address vector, the remote address of
 /// the first byte and the registration key.
 #[derive(Debug, Clone, Copy)]
@@ -2125,9 +2136,10 @@ impl Nic {
 
     /// Sends `block` to `to` and then `words` to `flag` (the same peer), each word stored
     /// with Release order, in one message over the wire that nobody answers
-    /// ([`Wire::post_deliver`]): false, with nothing sent, where the wire does not reach
-    /// the peer or the block is longer than a delivery carries. Nothing of it is counted
-    /// for a flush: the caller learns of its delivery from the receiver.
+    /// ([`Wire::post_deliver`]), with its second place `gate` if any (dropped unless on the
+    /// same peer): false, with nothing sent, where the wire does not reach the peer or the
+    /// block is longer than a delivery carries. Nothing of it is counted for a flush: the
+    /// caller learns of its delivery from the receiver.
     #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub(crate) fn deliver(
         &self,
@@ -2135,6 +2147,7 @@ impl Nic {
         to: Remote,
         words: &[u64],
         flag: Remote,
+        gate: Option<DeliverGate<'_>>,
     ) -> Result<bool> {
         let Some(w) = self.wire.as_ref().filter(|w| w.reaches(to.peer)) else {
             return Ok(false);
@@ -2142,12 +2155,21 @@ impl Nic {
         if flag.peer != to.peer || block.len() > wire::DELIVER_MAX {
             return Ok(false);
         }
+        let gate = gate
+            .filter(|g| g.word.peer == to.peer && g.to.peer == to.peer)
+            .map(|g| wire::Gate {
+                word: (g.word.key, g.word.addr),
+                at_least: g.at_least,
+                to: (g.to.key, g.to.addr),
+                words: g.words,
+            });
         w.post_deliver(
             to.peer,
             (to.key, to.addr),
             block,
             (flag.key, flag.addr),
             words,
+            gate,
         )?;
         Ok(true)
     }

@@ -516,10 +516,14 @@ impl Wire {
     /// copied: `block` is free when this returns. Messages to one peer land in the order
     /// they were posted, behind the atomics posted before them.
     ///
+    /// With a `gate`, the receiver writes the block to the gate's place instead, and stores
+    /// the gate's words, when the gate's word holds at least its value as the block
+    /// arrives (and that place is registered there).
+    ///
     /// The receiver writes the block with plain copies: the caller's protocol hands those
-    /// bytes to this message alone (nobody reads or writes them until the flag says it
-    /// landed). A receiver that cannot place either part drops the message and counts it
-    /// ([`Wire::refused`]).
+    /// bytes (both places, with a gate) to this message alone — nobody reads or writes
+    /// them until the flag says where it landed. A receiver that cannot place the block or
+    /// the flag drops the message and counts it ([`Wire::refused`]).
     pub(crate) fn post_deliver(
         &self,
         peer: u64,
@@ -527,8 +531,13 @@ impl Wire {
         block: &[u8],
         flag: (u64, u64),
         words: &[u64],
+        gate: Option<Gate<'_>>,
     ) -> Result<()> {
-        if block.len() > DELIVER_MAX || words.is_empty() || words.len() > u8::MAX as usize {
+        if block.len() > DELIVER_MAX
+            || words.is_empty()
+            || words.len() > u8::MAX as usize
+            || gate.is_some_and(|g| g.words.len() != words.len())
+        {
             return Err(Error::InvalidArgument(format!(
                 "a delivery of {} bytes and {} flag words",
                 block.len(),
@@ -542,15 +551,20 @@ impl Wire {
                 "the connection to the target's process is gone".into(),
             ));
         }
-        let fixed = REQUEST_HEADER + 16 + 8 * words.len();
+        let gated = gate.map_or(0, |_| 40 + 8 * words.len());
+        let fixed = REQUEST_HEADER + 16 + 8 * words.len() + gated;
         let mut head = Vec::with_capacity(4 + fixed);
         head.extend_from_slice(&((fixed + block.len()) as u32).to_le_bytes());
-        head.extend_from_slice(&[Kind::Deliver as u8, 0, 0, words.len() as u8]);
+        let flags = if gate.is_some() { GATED } else { 0 };
+        head.extend_from_slice(&[Kind::Deliver as u8, flags, 0, words.len() as u8]);
         head.extend_from_slice(&(block.len() as u32).to_le_bytes());
-        for v in [to.0, to.1, flag.0, flag.1]
-            .into_iter()
-            .chain(words.iter().copied())
-        {
+        let mut fields = vec![to.0, to.1, flag.0, flag.1];
+        fields.extend_from_slice(words);
+        if let Some(g) = gate {
+            fields.extend_from_slice(&[g.word.0, g.word.1, g.at_least, g.to.0, g.to.1]);
+            fields.extend_from_slice(g.words);
+        }
+        for v in fields {
             head.extend_from_slice(&v.to_le_bytes());
         }
         let mut taken = 0;
@@ -1080,35 +1094,32 @@ impl Wire {
     }
 
     fn place_delivery(&self, message: &[u8]) -> u8 {
-        // Header, the flag's key and address, the words, the block.
-        if message.len() < REQUEST_HEADER + 16 {
-            return BAD_REQUEST;
-        }
-        let word = |i: usize| u64::from_le_bytes(message[i..i + 8].try_into().expect("8 bytes"));
-        let n = usize::from(message[3]);
-        let count = u32::from_le_bytes(message[4..8].try_into().expect("4 bytes")) as usize;
-        let words_at = REQUEST_HEADER + 16;
-        let block_at = words_at + 8 * n;
-        if message.len() != block_at + count {
-            return BAD_REQUEST;
-        }
+        let header = match parse_delivery(message) {
+            Some(Ok(h)) if message.len() == h.block_at + h.count => h,
+            Some(Err(status)) => return status,
+            _ => return BAD_REQUEST,
+        };
         // Held while the delivery is placed: a registration removed meanwhile waits.
         let regions = read(&self.regions);
-        let block = match (
-            place(&regions, word(8), word(16), count),
-            place(&regions, word(24), word(32), 8 * n),
-        ) {
-            (Ok(b), Ok(f)) if f % 8 == 0 => b as *mut u8,
-            (Err(status), _) | (_, Err(status)) => return status,
-            _ => return BAD_REQUEST,
+        let (to, words) = match header.destination(&regions) {
+            Ok(d) => d,
+            Err(status) => return status,
+        };
+        let Ok(block) = place(&regions, to.0, to.1, header.count) else {
+            return OUT_OF_RANGE;
         };
         // SAFETY: `count` bytes of a registered region (valid while the read lock holds
         // it), which the sender's protocol hands to this message alone (`post_deliver`'s
         // contract): no other access while it lands.
-        unsafe { std::ptr::copy_nonoverlapping(message[block_at..].as_ptr(), block, count) };
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                message[header.block_at..].as_ptr(),
+                block as *mut u8,
+                header.count,
+            )
+        };
         drop(regions);
-        let words: Vec<u64> = (0..n).map(|i| word(words_at + 8 * i)).collect();
-        self.store_words((word(24), word(32)), &words)
+        self.store_words(header.flag, &words)
     }
 }
 
@@ -1117,46 +1128,45 @@ impl Wire {
     /// message (`body` bytes in all): `None` when it is not one, or when its header is not
     /// all here yet. The block's bytes already here are copied into place.
     fn start_landing(&self, have: &[u8], body: usize) -> Option<Landing> {
-        if have.len() < REQUEST_HEADER + 16 || have[0] != Kind::Deliver as u8 || body < LAND_MIN {
+        if have.first() != Some(&(Kind::Deliver as u8)) || body < LAND_MIN {
             return None;
         }
-        let word = |i: usize| u64::from_le_bytes(have[i..i + 8].try_into().expect("8 bytes"));
-        let n = usize::from(have[3]);
-        let count = u32::from_le_bytes(have[4..8].try_into().expect("4 bytes")) as usize;
-        let block_at = REQUEST_HEADER + 16 + 8 * n;
-        if have.len() < block_at {
-            return None;
-        }
-        let mut landing = Landing {
-            key: word(8),
-            addr: word(16),
-            left: count,
-            flag: (word(24), word(32)),
-            words: (0..n).map(|i| word(REQUEST_HEADER + 16 + 8 * i)).collect(),
-            status: OK,
+        let header = match parse_delivery(have)? {
+            Ok(h) if body == h.block_at + h.count => h,
+            // Malformed: its bytes are dropped as far as its length says.
+            _ => {
+                return Some(Landing {
+                    key: 0,
+                    addr: 0,
+                    left: body - have.len(),
+                    flag: (0, 0),
+                    words: Vec::new(),
+                    status: BAD_REQUEST,
+                })
+            }
         };
-        if body != block_at + count {
-            // Malformed: its bytes are dropped as far as the length says.
-            landing.left = body - block_at;
-            landing.status = BAD_REQUEST;
-        }
         let regions = read(&self.regions);
+        let (status, to, words) = match header.destination(&regions) {
+            Ok((to, words)) => (OK, to, words),
+            Err(status) => (status, (0, 0), Vec::new()),
+        };
+        let mut landing = Landing {
+            key: to.0,
+            addr: to.1,
+            left: header.count,
+            flag: header.flag,
+            words,
+            status,
+        };
+        let here = &have[header.block_at..];
         if landing.status == OK {
-            landing.status = match (
-                place(&regions, landing.key, landing.addr, count),
-                place(&regions, landing.flag.0, landing.flag.1, 8 * n),
-            ) {
-                (Ok(_), Ok(f)) if f % 8 == 0 => OK,
-                (Err(status), _) | (_, Err(status)) => status,
-                _ => BAD_REQUEST,
-            };
-        }
-        let here = &have[block_at..];
-        if landing.status == OK {
-            if let Ok(at) = place(&regions, landing.key, landing.addr, here.len()) {
-                // SAFETY: inside the block's place, checked above, which the sender's
-                // protocol hands to this message alone (`post_deliver`'s contract).
-                unsafe { std::ptr::copy_nonoverlapping(here.as_ptr(), at as *mut u8, here.len()) };
+            match place(&regions, to.0, to.1, header.count) {
+                // SAFETY: inside the block's place, which the sender's protocol hands to
+                // this message alone (`post_deliver`'s contract).
+                Ok(at) => unsafe {
+                    std::ptr::copy_nonoverlapping(here.as_ptr(), at as *mut u8, here.len())
+                },
+                Err(status) => landing.status = status,
             }
         }
         landing.addr += here.len() as u64;
@@ -1229,6 +1239,117 @@ impl Wire {
             w.store(v, Ordering::Release);
         }
         OK
+    }
+}
+
+/// The flag byte of a [`Kind::Deliver`] request: it carries a [`Gate`].
+const GATED: u8 = 1;
+
+/// A delivery's second place ([`Wire::post_deliver`]): where its block goes instead, with
+/// other flag words, when a word of the receiver's memory holds at least a value by the
+/// time the block arrives (its receiver is ready for it there).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Gate<'a> {
+    /// The word (registration key, address) and the value it must reach.
+    pub word: (u64, u64),
+    pub at_least: u64,
+    /// Where the block goes then (key, address), and the flag words stored then.
+    pub to: (u64, u64),
+    pub words: &'a [u64],
+}
+
+/// A [`Gate`] as a message carries it: its words still bytes.
+struct GateOnWire<'m> {
+    word: (u64, u64),
+    at_least: u64,
+    to: (u64, u64),
+    words: &'m [u8],
+}
+
+/// A [`Kind::Deliver`] message's header, read from its first bytes.
+struct Delivery<'m> {
+    to: (u64, u64),
+    flag: (u64, u64),
+    words: &'m [u8],
+    gate: Option<GateOnWire<'m>>,
+    count: usize,
+    /// Where the block starts in the message (after the length word).
+    block_at: usize,
+}
+
+/// The header of the delivery `have` begins: `None` while not all of it is here, an error
+/// status when it is malformed.
+fn parse_delivery(have: &[u8]) -> Option<std::result::Result<Delivery<'_>, u8>> {
+    if have.len() < REQUEST_HEADER + 16 {
+        return None;
+    }
+    let word = |i: usize| u64::from_le_bytes(have[i..i + 8].try_into().expect("8 bytes"));
+    let n = usize::from(have[3]);
+    let gated = have[1] & GATED != 0;
+    let words_at = REQUEST_HEADER + 16;
+    let gate_at = words_at + 8 * n;
+    let block_at = gate_at + if gated { 40 + 8 * n } else { 0 };
+    if have.len() < block_at {
+        return None;
+    }
+    if n == 0 || have[1] & !GATED != 0 {
+        return Some(Err(BAD_REQUEST));
+    }
+    Some(Ok(Delivery {
+        to: (word(8), word(16)),
+        flag: (word(24), word(32)),
+        words: &have[words_at..gate_at],
+        gate: gated.then(|| GateOnWire {
+            word: (word(gate_at), word(gate_at + 8)),
+            at_least: word(gate_at + 16),
+            to: (word(gate_at + 24), word(gate_at + 32)),
+            words: &have[gate_at + 40..block_at],
+        }),
+        count: u32::from_le_bytes(have[4..8].try_into().expect("4 bytes")) as usize,
+        block_at,
+    }))
+}
+
+impl Delivery<'_> {
+    /// Where the block goes (key, address) and the flag words stored after it: the gate's
+    /// place when its word holds enough and that place is here, else the first — an error
+    /// status when the block or the flag has no place here.
+    fn destination(
+        &self,
+        regions: &HashMap<u64, Region>,
+    ) -> std::result::Result<((u64, u64), Vec<u64>), u8> {
+        let words = |bytes: &[u8]| -> Vec<u64> {
+            bytes
+                .chunks_exact(8)
+                .map(|w| u64::from_le_bytes(w.try_into().expect("8 bytes")))
+                .collect()
+        };
+        match place(regions, self.flag.0, self.flag.1, self.words.len()) {
+            Ok(f) if f % 8 == 0 => {}
+            Ok(_) => return Err(BAD_REQUEST),
+            Err(status) => return Err(status),
+        }
+        if let Some(GateOnWire {
+            word,
+            at_least,
+            to,
+            words: alt_words,
+        }) = self.gate
+        {
+            let open = match place(regions, word.0, word.1, 8) {
+                // SAFETY: an aligned word of a registered region, accessed atomically only.
+                // Acquire: the receiver let go of the place before it raised the word.
+                Ok(p) if p % 8 == 0 => {
+                    unsafe { &*(p as *const AtomicU64) }.load(Ordering::Acquire) >= at_least
+                }
+                _ => false,
+            };
+            if open && place(regions, to.0, to.1, self.count).is_ok() {
+                return Ok((to, words(alt_words)));
+            }
+        }
+        place(regions, self.to.0, self.to.1, self.count)?;
+        Ok((self.to, words(self.words)))
     }
 }
 
@@ -1631,7 +1752,7 @@ mod tests {
             |k: usize| -> Vec<u8> { (0..300 << 10).map(|i| ((i + k) % 251) as u8).collect() };
         for k in 0..20 {
             origin
-                .post_deliver(7, (42, 1 << 20), &long(k), (43, 1000), &[1, 11])
+                .post_deliver(7, (42, 1 << 20), &long(k), (43, 1000), &[1, 11], None)
                 .unwrap();
         }
         let short = [7u8; 100];
@@ -1642,15 +1763,16 @@ mod tests {
                 &short,
                 (43, 1008),
                 &[2, 22],
+                None,
             )
             .unwrap();
         // Deliveries to an unknown registration (a long one, whose bytes are read and
         // dropped, and a short one) and one past the end of its region.
         origin
-            .post_deliver(7, (44, 0), &long(0), (43, 1000), &[9])
+            .post_deliver(7, (44, 0), &long(0), (43, 1000), &[9], None)
             .unwrap();
         origin
-            .post_deliver(7, (44, 0), &short, (43, 1000), &[9])
+            .post_deliver(7, (44, 0), &short, (43, 1000), &[9], None)
             .unwrap();
         origin
             .post_deliver(
@@ -1659,6 +1781,7 @@ mod tests {
                 &short,
                 (43, 1000),
                 &[9],
+                None,
             )
             .unwrap();
         // An answered atomic behind them: its answer comes after all four were handled.
@@ -1682,8 +1805,82 @@ mod tests {
         );
         assert_eq!(target.refused(), 3);
         assert!(matches!(
-            origin.post_deliver(7, (42, 0), &vec![0; DELIVER_MAX + 1], (43, 1000), &[1]),
+            origin.post_deliver(
+                7,
+                (42, 0),
+                &vec![0; DELIVER_MAX + 1],
+                (43, 1000),
+                &[1],
+                None
+            ),
             Err(Error::InvalidArgument(_))
         ));
+    }
+
+    /// A gated delivery goes to its second place, with the second words, only while the
+    /// receiver's gate word holds enough — short blocks and long ones (read into place):
+    /// gate closed, open, open with a second place that is not registered.
+    #[test]
+    fn a_gated_delivery_takes_its_second_place_only_through_an_open_gate() {
+        let (origin, target) = pair();
+        for len in [1000usize, 200 << 10] {
+            let mut staging = vec![0u8; len];
+            let mut direct = vec![0u8; len];
+            let words: Vec<AtomicU64> = (0..3).map(|_| AtomicU64::new(0)).collect();
+            target.add_region(42, staging.as_mut_ptr() as usize, len, 1 << 20);
+            target.add_region(43, words.as_ptr() as usize, 24, 1000);
+            target.add_region(44, direct.as_mut_ptr() as usize, len, 1 << 30);
+            let gate = |to: (u64, u64)| Gate {
+                word: (43, 1016),
+                at_least: 5,
+                to,
+                words: &[105, 205],
+            };
+            let block = |k: u8| vec![k; len];
+            let send = |k: u8, to: (u64, u64)| {
+                origin
+                    .post_deliver(
+                        7,
+                        (42, 1 << 20),
+                        &block(k),
+                        (43, 1000),
+                        &[k.into(), 7],
+                        Some(gate(to)),
+                    )
+                    .unwrap();
+                // An answered atomic behind it: the delivery was handled when it answers.
+                let sum = Request {
+                    key: 43,
+                    ..request(Kind::Write, Op::Sum, ElemType::U64, 1, 1016)
+                };
+                assert_eq!(
+                    exchange(&origin, &target, sum, (&words_of(0), &[]), &mut []),
+                    1
+                );
+            };
+            let now = |i: usize| words[i].load(Ordering::Acquire);
+            // Closed (the word holds 4): the first place, the first words.
+            words[2].store(4, Ordering::Release);
+            send(1, (44, 1 << 30));
+            assert_eq!((now(0), now(1)), (1, 7), "{len}: closed gate");
+            assert!(staging == block(1) && direct.iter().all(|&b| b == 0));
+            // Open (5): the second place and words; the first place untouched.
+            words[2].store(5, Ordering::Release);
+            send(2, (44, 1 << 30));
+            assert_eq!((now(0), now(1)), (105, 205), "{len}: open gate");
+            assert!(staging == block(1) && direct == block(2));
+            // Open, but the second place is not registered: the first place after all.
+            send(3, (45, 0));
+            assert_eq!((now(0), now(1)), (3, 7), "{len}: no second place");
+            assert!(staging == block(3) && direct == block(2));
+            assert_eq!(target.refused(), 0);
+            for key in [42, 43, 44] {
+                target.remove_region(key);
+            }
+        }
+    }
+
+    fn words_of(v: u64) -> Vec<u8> {
+        v.to_le_bytes().to_vec()
     }
 }
