@@ -290,6 +290,13 @@ fn forward(
     });
 }
 
+/// Prints a line of the launcher's own on stderr, whatever became of stderr: `eprintln!`
+/// panics when it cannot write (a closed pipe: `osrun … 2>&1 | head -1`), and a launcher
+/// that dies halfway leaves its job's ranks killed and their segments in /dev/shm.
+fn tell(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 struct Running {
     child: Child,
     status: Option<RankStatus>,
@@ -617,7 +624,7 @@ fn supervise(spec: &LaunchSpec, job: &str, ranks: &Ranks<'_>) -> Result<Outcome>
             (Some(f), None) => {
                 // A node agent says nothing: the head names the failure, once.
                 if ranks.agent.is_none() {
-                    eprintln!("{}: {f}; terminating the job", spec.name);
+                    tell(format_args!("{}: {f}; terminating the job", spec.name));
                 }
                 announced = true;
                 report |= matches!(f, JobFailure::Timeout(_));
@@ -646,7 +653,7 @@ fn supervise(spec: &LaunchSpec, job: &str, ranks: &Ranks<'_>) -> Result<Outcome>
     }
     // The last ranks may have failed in the very check that found nobody alive.
     if let (Some(f), false, None) = (&failure, announced, ranks.agent) {
-        eprintln!("{}: {f}", spec.name);
+        tell(format_args!("{}: {f}", spec.name));
     }
 
     let mut output = vec![RankOutput::default(); if open_pipes > 0 { spec.ranks } else { 0 }];
@@ -818,7 +825,7 @@ fn launch_with_agents(spec: &LaunchSpec, agents: &NodeAgents) -> Result<JobRepor
         }
         match (&failure, kill_at) {
             (Some(f), None) => {
-                eprintln!("{}: {f}; terminating the job", spec.name);
+                tell(format_args!("{}: {f}; terminating the job", spec.name));
                 let report = matches!(f, JobFailure::Timeout(_));
                 hub.abort(report);
                 // Agents end their ranks within their own grace periods.

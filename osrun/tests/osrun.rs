@@ -189,6 +189,52 @@ fn panicking_rank_fails_the_job() {
     assert!(onesided::job_segments(&job_id(&text(&out.stdout))).is_empty());
 }
 
+/// A launcher whose stderr is a pipe nobody reads any more (`osrun … 2>&1 | head -1`)
+/// still ends the job and removes its segments: telling of the failure must not kill it
+/// (`eprintln!` panics on a closed pipe, and a launcher dead halfway left the segments of
+/// its killed ranks behind).
+#[test]
+fn a_launcher_with_a_closed_stderr_still_cleans_up() {
+    if role().is_some() {
+        let (_a, _d) = rank_with_segments().unwrap();
+        let u = onesided::init().unwrap();
+        if u.rank() == 1 {
+            std::process::exit(3);
+        }
+        u.world().barrier().ok();
+        std::thread::sleep(Duration::from_secs(600));
+        return;
+    }
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_osrun"))
+        .args(["-n", "2"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_launcher_with_a_closed_stderr_still_cleans_up",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(ROLE, "closed")
+        .stderr(writer)
+        .output()
+        .expect("run osrun");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let job = job_id(&text(&out.stdout));
+    assert!(
+        onesided::job_segments(&job).is_empty(),
+        "left behind: {:?}",
+        onesided::job_segments(&job)
+    );
+}
+
 #[test]
 fn nonzero_exit_is_propagated() {
     if role().is_some() {
