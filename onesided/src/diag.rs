@@ -57,6 +57,13 @@ pub(crate) fn job_ending() -> Option<bool> {
     JOB.get().and_then(|probe| probe())
 }
 
+/// Prints a line of the library's own on stderr, whatever became of stderr: `eprintln!`
+/// panics when it cannot write (a closed pipe), and a warning must not end the program.
+pub(crate) fn say(line: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 /// `[onesided rank N]`, or `[onesided pid P]` before the rank is known.
 pub(crate) fn prefix() -> String {
     match RANK.load(Ordering::Relaxed) {
@@ -74,7 +81,10 @@ fn threshold() -> Option<Duration> {
         match parse_seconds(&value) {
             Ok(after) => after,
             Err(why) => {
-                eprintln!("{} {ENV_HANG_REPORT}={value:?} ignored: {why}", prefix());
+                say(format_args!(
+                    "{} {ENV_HANG_REPORT}={value:?} ignored: {why}",
+                    prefix()
+                ));
                 None
             }
         }
@@ -152,7 +162,10 @@ pub(crate) fn install_logger() {
                         tracing::subscriber::set_global_default(log::Logger { max, sink: None });
                 }
                 Ok(None) => {}
-                Err(why) => eprintln!("{} {ENV_LOG}={value:?} ignored: {why}", prefix()),
+                Err(why) => say(format_args!(
+                    "{} {ENV_LOG}={value:?} ignored: {why}",
+                    prefix()
+                )),
             }
         });
     }

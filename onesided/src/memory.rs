@@ -142,7 +142,9 @@ impl Drop for InPlacePages {
             unsafe { crate::shm::segment::unshare_pages(self.base as *mut u8, self.len) }
         {
             // The pages stay shared: still this process's memory with its contents.
-            eprintln!("onesided: window memory stays in shared memory: {e}");
+            crate::diag::say(format_args!(
+                "onesided: window memory stays in shared memory: {e}"
+            ));
         }
     }
 }

@@ -523,10 +523,10 @@ fn mark_exit_at_exit(roster: Arc<Roster>, index: usize, rank: usize) -> Result<(
             return;
         }
         if let Some((peer, call)) = roster.stranded_peer(*index, STRANDED_PATIENCE) {
-            eprintln!(
+            crate::diag::say(format_args!(
                 "onesided: rank {rank} exited while rank {peer} waits for it in `{call}`; \
                  aborting the job"
-            );
+            ));
             // Launchers forward output asynchronously and stop forwarding when they kill
             // the job: give the message time to leave.
             std::thread::sleep(std::time::Duration::from_millis(100));

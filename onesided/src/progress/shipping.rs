@@ -43,7 +43,10 @@ pub(crate) fn lazy_for() -> Option<Duration> {
             Ok(0) => None,
             Ok(us) => Some(Duration::from_micros(us)),
             Err(_) => {
-                eprintln!("onesided: {ENV}={v:?} is not a number of microseconds or `off`; using {} µs", LAZY_FOR.as_micros());
+                crate::diag::say(format_args!(
+                    "onesided: {ENV}={v:?} is not a number of microseconds or `off`; using {} µs",
+                    LAZY_FOR.as_micros()
+                ));
                 Some(LAZY_FOR)
             }
         },
