@@ -158,10 +158,10 @@ impl WinCore {
     /// endpoint's other atomics ([`net::post_write_atomic`]): an ordered put
     /// (`mpi_win_order`) and an accumulate after it (a flag) are in flight together, where
     /// an RMA write would have to complete first; and a short put to a target the wire
-    /// reaches completes in the wire's round trip ([`net::WIRE_PUT_MAX`]). False when the
+    /// reaches completes in the wire's round trip ([`net::put_over_wire`]). False when the
     /// put cannot go so (nothing done).
     ///
-    /// [`net::WIRE_PUT_MAX`]: crate::transport::net::WIRE_PUT_MAX
+    /// [`net::put_over_wire`]: crate::transport::net::put_over_wire
     /// [`net::post_write_atomic`]: crate::transport::net::post_write_atomic
     #[cfg(feature = "ofi")]
     #[inline(never)]

@@ -237,7 +237,7 @@ impl Flags {
     }
 
     /// Puts to other nodes keep the provider's order of RMA writes: never as atomics over
-    /// the wire (`transport::net::WIRE_PUT_MAX`). The library's own signal windows set it,
+    /// the wire (`transport::net::put_over_wire`). The library's own signal windows set it,
     /// whose flags follow their data (written to another window) in that order; MPI
     /// orders no puts without `mpi_win_order`.
     pub(crate) fn keeps_rma_order(self) -> bool {
