@@ -33,7 +33,9 @@
 //! any synchronization, sees the count moved, because the release waited for it. The
 //! owner's read of the bits and a reader's setting of its bit are ordered against the
 //! table change and the reader's table read respectively, so a reader the owner did not
-//! tell read the table after the release and never had the region.
+//! tell read the table after the release and never had the region. A dynamic window's
+//! accesses to an owner on another node keep its table by the same words
+//! (`WinCore::resolve_dynamic_net`).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -342,7 +344,7 @@ impl crate::win::core::WinCore {
     /// How many releases of owners on other nodes this process was told of (its own
     /// word: a load of its memory where the provider's atomics are the CPU's).
     #[inline]
-    fn handle_releases_told(&self) -> Result<u64> {
+    pub(crate) fn handle_releases_told(&self) -> Result<u64> {
         use crate::plane::{Awaited, ControlPlane, CtrlWord};
         let plane = self.plane();
         // Acquire: pairs with the owner's Release addition, after its table changed.
@@ -355,7 +357,7 @@ impl crate::win::core::WinCore {
 
     /// Sets this process's bit in `target`'s readers' word (once per owner), waiting until
     /// it is set there — before this process reads the owner's table.
-    fn become_handle_reader(&self, target: usize) -> Result<()> {
+    pub(crate) fn become_handle_reader(&self, target: usize) -> Result<()> {
         use crate::plane::{Awaited, ControlPlane, CtrlWord};
         let mut owners = self
             .dynamic

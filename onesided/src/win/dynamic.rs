@@ -124,8 +124,9 @@ impl WinCore {
     }
 
     /// Tells every process on another node that made a window from one of this process's
-    /// memory handles that a region went (`rma::memhandle`, "After release"): each of them
-    /// then checks its windows' regions at its next operation instead of at every one.
+    /// memory handles, or read its region table through this dynamic window, that a region
+    /// went (`rma::memhandle`, "After release"; `WinCore::resolve_dynamic_net`): each of
+    /// them then checks its regions at its next operation instead of at every one.
     /// Returns once every notice is applied, so that an operation issued after anything
     /// that follows this detach sees it.
     #[cfg(feature = "ofi")]

@@ -67,6 +67,11 @@ pub(crate) struct TargetCache {
     pub regions: Vec<CachedRegion>,
     /// The target's shared-heap segments mapped here, by tag.
     pub segments: HashMap<u64, Segment>,
+    /// For a target on another node: how many detaches this process had been told of
+    /// (`CtrlWord::HandleReleases`) when the copy was last validated — while the count
+    /// stays, no region of the copy went away, and an access needs no round trip.
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    pub told: Option<u64>,
 }
 
 impl TargetCache {
@@ -75,6 +80,7 @@ impl TargetCache {
             seq: u64::MAX,
             regions: Vec::new(),
             segments: HashMap::new(),
+            told: None,
         }
     }
 

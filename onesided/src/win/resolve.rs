@@ -384,9 +384,16 @@ impl WinCore {
         (there != here).then_some(net)
     }
 
-    /// [`WinCore::resolve_dynamic`] toward a target on another node: its table's sequence
-    /// number read through the network at every access (one read; the table itself only
-    /// when the number changed), its regions reached with their registrations' keys.
+    /// [`WinCore::resolve_dynamic`] toward a target on another node, its regions reached
+    /// with their registrations' keys. The target tells this process of each of its
+    /// detaches before the detach returns, as for memory handles (`rma::memhandle`, "After
+    /// release": this process is one of its readers), so an access whose region is in the
+    /// cached table and that was told of no detach since the table was validated needs no
+    /// round trip — a load of this process's own count. Else (a detach told, or an address
+    /// the copy does not hold: maybe a region attached since) it reads the table's sequence
+    /// number through the network (one read; the table itself only when the number
+    /// changed). A put + flush through a dynamic window took 33–34 µs with the number read
+    /// at every access, 15 on an `allocate` window.
     #[cfg(feature = "ofi")]
     fn resolve_dynamic_net(
         &self,
@@ -396,6 +403,22 @@ impl WinCore {
         addr: usize,
         len: usize,
     ) -> Result<Located> {
+        // Read before the table: a detach after this read is told and moves it.
+        let told = self.handle_releases_told()?;
+        {
+            let caches = self
+                .dynamic
+                .caches
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(cache) = caches.get(&target).filter(|c| c.told == Some(told)) {
+                if let Ok(region) = cache.attached(op, target, addr, len) {
+                    return Ok(region.locate(addr));
+                }
+            }
+        }
+        // A reader of the target's table from now on (once), before it reads the table.
+        self.become_handle_reader(target)?;
         let seq = self.read_remote_word(net, target, DYN_SEQ)?;
         let mut caches = self
             .dynamic
@@ -403,6 +426,8 @@ impl WinCore {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let cache = caches.entry(target).or_insert_with(TargetCache::empty);
+        // Validated now: the number (and the table if it moved) was read after the count.
+        cache.told = Some(told);
         if cache.seq != seq {
             let (seq, raw) = self.read_table_net(net, target)?;
             let peer = net.peer(target);
@@ -423,6 +448,7 @@ impl WinCore {
                     })
                     .collect(),
                 segments: Default::default(),
+                told: Some(told),
             };
         }
         Ok(cache.attached(op, target, addr, len)?.locate(addr))
@@ -625,6 +651,7 @@ impl WinCore {
             seq,
             regions,
             segments,
+            told: None,
         };
     }
 }
