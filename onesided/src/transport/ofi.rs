@@ -1641,6 +1641,9 @@ impl Nic {
     /// also wake a `block` progress thread sleeping on the queue, a context switch on every
     /// get (a get then took ~1.3× the raw one here).
     pub(crate) fn read_waited(&self, dst: &mut [u8], from: Remote) -> Result<()> {
+        if self.read_over_wire(dst, from)? {
+            return Ok(());
+        }
         let desc = self.local_desc(None, dst.as_ptr() as usize, dst.len())?;
         // SAFETY: `dst` is borrowed until the wait below saw every read posted by then
         // complete, this one included (on an error too: see wait_reads).
@@ -1654,6 +1657,61 @@ impl Nic {
             )?
         };
         self.wait_reads()
+    }
+
+    /// [`Nic::read_waited`] as one request over the wire, answered with the bytes, where
+    /// the wire reaches the peer, the read is short ([`wire::READ_MAX`],
+    /// [`wire::READ_MAX_WORDS`]) and none of the provider's writes may be in flight (the
+    /// read would not wait for them, where the provider's own read does): false, with
+    /// nothing posted, elsewhere. The wire's round trip is the shorter one: 8 B 10.7–11.0 µs
+    /// against 15.0–15.7 through the provider, in alternating runs.
+    fn read_over_wire(&self, dst: &mut [u8], from: Remote) -> Result<bool> {
+        let Some(w) = self.wire.as_ref().filter(|w| w.reaches(from.peer)) else {
+            return Ok(false);
+        };
+        let words = from.addr % 8 == 0 && dst.len() % 8 == 0;
+        let max = if words {
+            wire::READ_MAX_WORDS
+        } else {
+            wire::READ_MAX
+        };
+        if dst.is_empty() || dst.len() > max || self.writes.provider_in_flight() {
+            return Ok(false);
+        }
+        let (ty, size) = match words {
+            true => (crate::ops::ElemType::U64, 8),
+            false => (crate::ops::ElemType::U8, 1),
+        };
+        let request = wire::Request {
+            kind: wire::Kind::Read,
+            op: crate::ops::Op::NoOp,
+            ty,
+            count: dst.len() / size,
+            key: from.key,
+            addr: from.addr,
+        };
+        let tracked = TrackedContext::default();
+        let context = Context::Tracked(&tracked as *const TrackedContext as *mut TrackedContext);
+        let mut refused = None;
+        let result = dst.as_mut_ptr();
+        let posted = self.post_in("read", true, context, |ctx| {
+            // SAFETY: `dst` is borrowed, and `tracked` alive, until the wait below saw the
+            // answer (or the post failed).
+            match unsafe { w.post(from.peer, &request, &[], &[], result, ctx) } {
+                Ok(()) => 0,
+                Err(e) => {
+                    refused = Some(e);
+                    -(sys::FI_EIO as isize)
+                }
+            }
+        });
+        if posted.is_ok() {
+            // Relaxed: as for the wire's atomics (`post_atomic`).
+            self.issued(true).wire.fetch_add(1, Ordering::Relaxed);
+        }
+        posted.map_err(|e| refused.take().unwrap_or(e))?;
+        self.wait_tracked(&tracked)?;
+        Ok(true)
     }
 
     /// Waits until every read (and fetching atomic) posted so far has completed, as

@@ -73,6 +73,13 @@ const LAND_MIN: usize = 64 << 10;
 /// The longest input buffer a link keeps between messages.
 const INPUT_KEPT: usize = 1 << 20;
 
+/// The longest read of bytes ([`Kind::Read`]) that goes over the wire: each is read at the
+/// target one at a time.
+pub(crate) const READ_MAX: usize = 4 << 10;
+
+/// The longest read of whole, aligned words that goes over the wire.
+pub(crate) const READ_MAX_WORDS: usize = 32 << 10;
+
 /// The longest block [`Wire::post_deliver`] carries.
 pub(crate) const DELIVER_MAX: usize = 1 << 20;
 
@@ -91,6 +98,8 @@ pub(crate) enum Kind {
     /// ([`Wire::post_deliver`]): a block and the flag that tells its receiver it is in
     /// place, in one message.
     Deliver = 4,
+    /// The current values, no operands: a read (a get), answered with them.
+    Read = 5,
 }
 
 /// The flag byte of an [`Kind::Epoch`] request: the origin holds the lock already (it
@@ -432,7 +441,11 @@ impl Wire {
         state.pending.push_back(Pending {
             ctx,
             result,
-            len: if fetching { operand.len() } else { 0 },
+            len: if fetching {
+                request.count * request.ty.size()
+            } else {
+                0
+            },
             read: fetching,
         });
         if state.closed_at.is_some() {
@@ -952,6 +965,7 @@ impl Wire {
             1 => Kind::Fetch,
             2 => Kind::Compare,
             3 => return self.apply_epoch(message, answer),
+            5 => Kind::Read,
             _ => return BAD_REQUEST,
         };
         let (Some(&op), Some(&ty)) = (
@@ -965,15 +979,16 @@ impl Wire {
         let addr = u64::from_le_bytes(message[16..24].try_into().expect("8 bytes"));
         let bytes = count * ty.size();
         let operands = &message[REQUEST_HEADER..];
-        let want = if kind == Kind::Compare {
-            2 * bytes
-        } else {
-            bytes
+        let want = match kind {
+            Kind::Compare => 2 * bytes,
+            Kind::Read => 0,
+            _ => bytes,
         };
         if operands.len() != want {
             return BAD_REQUEST;
         }
-        let (operand, compare) = operands.split_at(bytes);
+        // A read has neither.
+        let (operand, compare) = operands.split_at(bytes.min(operands.len()));
         // Held while the atomic is applied: a registration removed meanwhile waits.
         let regions = read(&self.regions);
         let target = match place(&regions, key, addr, bytes) {
@@ -1395,7 +1410,10 @@ impl Apply<'_> {
         let aligned = (self.target as usize) % std::mem::align_of::<T>() == 0;
         let _misaligned = (!aligned).then(|| lock(&MISALIGNED));
         for i in 0..self.count {
-            let origin: T = bytemuck::pod_read_unaligned(&self.operand[i * size..][..size]);
+            let origin: T = match self.kind {
+                Kind::Read => T::zeroed(),
+                _ => bytemuck::pod_read_unaligned(&self.operand[i * size..][..size]),
+            };
             // SAFETY: inside the request's elements (the caller's contract).
             let p = unsafe { self.target.add(i * size) }.cast::<T>();
             let previous = if aligned {
@@ -1407,6 +1425,7 @@ impl Apply<'_> {
                             None
                         }
                         Kind::Fetch => Some(T::fetch_op(p, self.op, origin)),
+                        Kind::Read => Some(T::fetch_op(p, Op::NoOp, origin)),
                         Kind::Compare => {
                             let c: T =
                                 bytemuck::pod_read_unaligned(&self.compare[i * size..][..size]);
@@ -1426,6 +1445,7 @@ impl Apply<'_> {
                         let c = &self.compare[i * size..][..size];
                         (bytemuck::bytes_of(&current) == c).then_some(origin)
                     }
+                    Kind::Read => None,
                     _ if self.op == Op::NoOp => None,
                     _ => Some(T::combine(self.op, current, origin)),
                 };
@@ -1625,6 +1645,30 @@ mod tests {
             assert!(previous.iter().all(|&b| b == 0), "{ty:?}");
             assert_eq!(memory[at..at + size], one[..], "{ty:?}");
         }
+    }
+
+    /// Reads carry no operands and answer the current values, changing nothing: words at
+    /// an aligned address, bytes at a misaligned one, and a read past the region fails.
+    #[test]
+    fn reads_answer_the_current_values_and_change_nothing() {
+        let (origin, target) = pair();
+        let mut memory: Vec<u8> = (0..64u8).collect();
+        target.add_region(42, memory.as_mut_ptr() as usize, 64, 0);
+        let mut words = [0u8; 32];
+        let read = request(Kind::Read, Op::NoOp, ElemType::U64, 4, 8);
+        assert_eq!(exchange(&origin, &target, read, (&[], &[]), &mut words), 1);
+        assert_eq!(words[..], (8..40u8).collect::<Vec<_>>()[..]);
+        let mut bytes = [0u8; 5];
+        let read = request(Kind::Read, Op::NoOp, ElemType::U8, 5, 61 - 2);
+        assert_eq!(exchange(&origin, &target, read, (&[], &[]), &mut bytes), 1);
+        assert_eq!(bytes, [59, 60, 61, 62, 63]);
+        assert_eq!(
+            memory,
+            (0..64u8).collect::<Vec<_>>(),
+            "a read changes nothing"
+        );
+        let read = request(Kind::Read, Op::NoOp, ElemType::U8, 5, 62);
+        assert_eq!(exchange(&origin, &target, read, (&[], &[]), &mut bytes), 2);
     }
 
     #[test]
