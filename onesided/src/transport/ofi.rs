@@ -1692,26 +1692,39 @@ impl Nic {
         };
         let tracked = TrackedContext::default();
         let context = Context::Tracked(&tracked as *const TrackedContext as *mut TrackedContext);
-        let mut refused = None;
         let result = dst.as_mut_ptr();
-        let posted = self.post_in("read", true, context, |ctx| {
+        self.post_on_wire("read", true, context, |ctx| {
             // SAFETY: `dst` is borrowed, and `tracked` alive, until the wait below saw the
             // answer (or the post failed).
-            match unsafe { w.post(from.peer, &request, &[], &[], result, ctx) } {
-                Ok(()) => 0,
-                Err(e) => {
-                    refused = Some(e);
-                    -(sys::FI_EIO as isize)
-                }
+            unsafe { w.post(from.peer, &request, &[], &[], result, ctx) }
+        })?;
+        self.wait_tracked(&tracked)?;
+        Ok(true)
+    }
+
+    /// Posts one operation over the wire through [`Nic::post_in`] (its ticket and
+    /// context), counted as the wire's: `post` sends it with the context.
+    fn post_on_wire(
+        &self,
+        call: &'static str,
+        read: bool,
+        context: Context,
+        mut post: impl FnMut(*mut c_void) -> Result<()>,
+    ) -> Result<()> {
+        let mut refused = None;
+        let posted = self.post_in(call, read, context, |ctx| match post(ctx) {
+            Ok(()) => 0,
+            Err(e) => {
+                refused = Some(e);
+                -(sys::FI_EIO as isize)
             }
         });
         if posted.is_ok() {
-            // Relaxed: as for the wire's atomics (`post_atomic`).
-            self.issued(true).wire.fetch_add(1, Ordering::Relaxed);
+            // Relaxed: after the ticket; `completions` reads it only to decide whether to
+            // read the provider's counter (see there).
+            self.issued(read).wire.fetch_add(1, Ordering::Relaxed);
         }
-        posted.map_err(|e| refused.take().unwrap_or(e))?;
-        self.wait_tracked(&tracked)?;
-        Ok(true)
+        posted.map_err(|e| refused.take().unwrap_or(e))
     }
 
     /// Waits until every read (and fetching atomic) posted so far has completed, as
@@ -1989,27 +2002,12 @@ impl Nic {
                 Completion::Kept(kept) => Context::Ours(kept),
                 Completion::Tracked(t) => Context::Tracked(t),
             };
-            let mut refused = None;
-            let posted = self.post_in("atomic", kind != AtomicKind::Write, context, |ctx| {
+            return self.post_on_wire("atomic", kind != AtomicKind::Write, context, |ctx| {
                 // SAFETY: the result buffer and the context stay valid until the
                 // operation completes (the caller's contract; ours live in the contexts
                 // until a flush counts it).
-                match unsafe { w.post(at.peer, &request, operand, compare, result, ctx) } {
-                    Ok(()) => 0,
-                    Err(e) => {
-                        refused = Some(e);
-                        -(sys::FI_EIO as isize)
-                    }
-                }
+                unsafe { w.post(at.peer, &request, operand, compare, result, ctx) }
             });
-            if posted.is_ok() {
-                // Relaxed: after the ticket; `completions` reads it only to decide whether
-                // to read the provider's counter (see there).
-                self.issued(kind != AtomicKind::Write)
-                    .wire
-                    .fetch_add(1, Ordering::Relaxed);
-            }
-            return posted.map_err(|e| refused.take().unwrap_or(e));
         }
         let desc = |p: *const u8| self.local_desc(local, p as usize, bytes);
         let mut operand_desc = [desc(operand)?];
@@ -2161,11 +2159,10 @@ impl Nic {
         };
         // SAFETY: three valid u64 (the caller's contract).
         let (new, expected) = unsafe { (words.read(), words.add(1).read()) };
-        let mut refused = None;
-        let posted = self.post_in("atomic", true, Context::Tracked(tracked), |ctx| {
+        self.post_on_wire("atomic", true, Context::Tracked(tracked), |ctx| {
             // SAFETY: the result word and the context stay valid until the operation
             // completes (the caller's contract).
-            let sent = unsafe {
+            unsafe {
                 w.post_epoch(
                     at.peer,
                     (at.key, at.addr),
@@ -2176,20 +2173,8 @@ impl Nic {
                     words.add(2).cast(),
                     ctx,
                 )
-            };
-            match sent {
-                Ok(()) => 0,
-                Err(e) => {
-                    refused = Some(e);
-                    -(sys::FI_EIO as isize)
-                }
             }
-        });
-        if posted.is_ok() {
-            // Relaxed: as for the wire's other atomics (`post_atomic`).
-            self.issued(true).wire.fetch_add(1, Ordering::Relaxed);
-        }
-        posted.map_err(|e| refused.take().unwrap_or(e))
+        })
     }
 
     /// Sends `block` to `to` and then `words` to `flag` (the same peer), each word stored
