@@ -150,7 +150,7 @@ fn atomic_put_type(len: usize, to: Remote) -> Result<Option<(NetType, usize)>> {
     if len == 0 || len > COPY_MAX || !ep.nic.orders_atomics() {
         return Ok(None);
     }
-    let ty = match to.addr % 8 == 0 && len % 8 == 0 {
+    let ty = match crate::transport::wire::whole_words(to.addr, len) {
         true => NetType::U64,
         false => NetType::U8,
     };
@@ -191,8 +191,7 @@ pub(crate) const WIRE_PUT_MAX_WORDS: usize = 32 << 10;
 /// same); a window whose puts must keep the provider's RMA-write order says so
 /// (`Flags::keeps_rma_order`).
 pub(crate) fn put_over_wire(len: usize, to: Remote) -> Result<bool> {
-    let words = to.addr % 8 == 0 && len % 8 == 0;
-    let max = if words {
+    let max = if crate::transport::wire::whole_words(to.addr, len) {
         WIRE_PUT_MAX_WORDS
     } else {
         WIRE_PUT_MAX

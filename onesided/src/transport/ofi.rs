@@ -1669,7 +1669,7 @@ impl Nic {
         let Some(w) = self.wire.as_ref().filter(|w| w.reaches(from.peer)) else {
             return Ok(false);
         };
-        let words = from.addr % 8 == 0 && dst.len() % 8 == 0;
+        let words = wire::whole_words(from.addr, dst.len());
         let max = if words {
             wire::READ_MAX_WORDS
         } else {

@@ -73,6 +73,12 @@ const LAND_MIN: usize = 64 << 10;
 /// The longest input buffer a link keeps between messages.
 const INPUT_KEPT: usize = 1 << 20;
 
+/// True when `len` bytes at `addr` are whole u64 words at an aligned address: the wire
+/// carries them as words (one atomic each at the target), else byte by byte.
+pub(crate) fn whole_words(addr: u64, len: usize) -> bool {
+    addr % 8 == 0 && len % 8 == 0
+}
+
 /// The longest read of bytes ([`Kind::Read`]) that goes over the wire: each is read at the
 /// target one at a time.
 pub(crate) const READ_MAX: usize = 4 << 10;
