@@ -35,6 +35,10 @@ pub type MPI_Count = std::os::raw::c_long;
 pub const MPI_SUCCESS: c_int = 0;
 /// `MPI_ERR_ARG`.
 pub const MPI_ERR_ARG: c_int = 12;
+/// `MPI_ERR_COUNT`.
+pub const MPI_ERR_COUNT: c_int = 2;
+/// `MPI_PROC_NULL`: a target rank that makes a communication call a no-op.
+pub const MPI_PROC_NULL: c_int = -1;
 /// `MPI_ERR_OTHER`.
 pub const MPI_ERR_OTHER: c_int = 15;
 /// `MPI_ERR_WIN`.
@@ -128,6 +132,9 @@ pub fn error_code(class: ErrorClass) -> c_int {
     match class {
         ErrorClass::Rank => 6,
         ErrorClass::Arg => MPI_ERR_ARG,
+        ErrorClass::Count => MPI_ERR_COUNT,
+        ErrorClass::Disp => MPI_ERR_DISP,
+        ErrorClass::Size => MPI_ERR_SIZE,
         ErrorClass::Type => MPI_ERR_TYPE,
         ErrorClass::Op => 9,
         ErrorClass::Win => MPI_ERR_WIN,
@@ -164,8 +171,12 @@ pub fn builtin(ty: MPI_Datatype) -> Option<Builtin> {
         0x4c00_0133 => Some(U8),                             // CXX_BOOL
         // LOGICAL: gfortran's .true. is 1, .false. 0 — the logical ops of an int.
         0x4c00_041d => Some(I32),
-        // BYTE, PACKED, CHARACTER, WCHAR: moved as bytes; accumulates only replace them.
-        0x4c00_010d | 0x4c00_010f | 0x4c00_011a | 0x4c00_040e => None,
+        // BYTE: accumulates and compare-and-swap take it (MPI-4.1 §12.3.4 lists it for the
+        // bitwise ops and CAS); MPICH applies every predefined op but MINLOC/MAXLOC to it
+        // as a (signed) `char`, and so do we.
+        0x4c00_010d => Some(I8),
+        // PACKED, CHARACTER, WCHAR: moved as bytes; accumulates only replace them.
+        0x4c00_010f | 0x4c00_011a | 0x4c00_040e => None,
         // COMPLEX, COMPLEX8, C_FLOAT_COMPLEX, CXX_FLOAT_COMPLEX
         0x4c00_081e | 0x4c00_0828 | 0x4c00_0840 | 0x4c00_0834 => Some(C32),
         // DOUBLE_COMPLEX, COMPLEX16, C_DOUBLE_COMPLEX, CXX_DOUBLE_COMPLEX
@@ -273,7 +284,8 @@ mod tests {
     fn builtin_sizes_come_from_the_handle() {
         assert_eq!(builtin(0x4c00_080b).unwrap().size, 8); // DOUBLE
         assert_eq!(builtin(0x4c00_0405).unwrap().elem, Some(ElemType::I32)); // INT
-        assert_eq!(builtin(0x4c00_010d).unwrap().elem, None); // BYTE
+        assert_eq!(builtin(0x4c00_010d).unwrap().elem, Some(ElemType::I8)); // BYTE
+        assert_eq!(builtin(0x4c00_010f).unwrap().elem, None); // PACKED
         let float_int = builtin(0x8c00_0000u32 as MPI_Datatype).unwrap();
         assert_eq!(
             (float_int.size, float_int.elem),

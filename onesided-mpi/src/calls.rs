@@ -132,17 +132,77 @@ pub(crate) fn rank(r: c_int) -> onesided::Result<usize> {
     })
 }
 
-/// A displacement argument (never negative).
+/// A displacement argument (never negative: `MPI_ERR_DISP`).
 pub(crate) fn disp(d: MPI_Aint) -> onesided::Result<usize> {
-    usize::try_from(d).map_err(|_| Error::InvalidArgument(format!("negative displacement {d}")))
+    usize::try_from(d)
+        .map_err(|_| Error::InvalidDisplacement(format!("negative target displacement {d}")))
+}
+
+/// A count argument (never negative: `MPI_ERR_COUNT`).
+fn count(c: i64) -> onesided::Result<usize> {
+    usize::try_from(c).map_err(|_| Error::InvalidCount(format!("negative count {c}")))
+}
+
+/// What a communication call does once the checks MPI makes of every call have passed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Screen {
+    /// Move data: the call's own checks and work follow.
+    Move,
+    /// `MPI_PROC_NULL` as target: "the call has no effect" (MPI-4.1 §12.3), in any epoch or
+    /// none (as MPICH), whatever the datatypes.
+    NullTarget,
+    /// No byte to move (a count of 0 or a datatype of size 0 on some side): only the rank
+    /// and the access epoch are checked ([`nothing_to`]), whatever the datatypes and the
+    /// buffers (NULL, unaligned, of types that would not match).
+    Empty,
+}
+
+/// The checks of every communication call, in MPICH's order: counts (`MPI_ERR_COUNT`) and
+/// the target displacement (`MPI_ERR_DISP`) — also for `MPI_PROC_NULL` — then the target,
+/// then whether any byte moves. `sides` are the (count, datatype) arguments that select
+/// data: origin, result, target.
+fn screen(
+    target: c_int,
+    t_disp: MPI_Aint,
+    sides: &[(i64, MPI_Datatype)],
+) -> onesided::Result<Screen> {
+    for &(c, _) in sides {
+        count(c)?;
+    }
+    disp(t_disp)?;
+    if target == abi::MPI_PROC_NULL {
+        return Ok(Screen::NullTarget);
+    }
+    for &(c, ty) in sides {
+        // A predefined type is never empty: only a derived one asks the host its size.
+        if c == 0 || (abi::builtin(ty).is_none() && datatypes::type_size(ty)? == 0) {
+            return Ok(Screen::Empty);
+        }
+    }
+    Ok(Screen::Move)
+}
+
+/// A call that moves no byte to `target`: it checks what a zero-byte put checks — the
+/// rank, and an access epoch to it — and does nothing else.
+fn nothing_to(w: &RawWindow, target: c_int, t_disp: MPI_Aint) -> onesided::Result<()> {
+    w.put(&[], rank(target)?, disp(t_disp)?)
+}
+
+/// [`nothing_to`] for a request-based call: the zero-byte `rput`'s request (which also
+/// needs a passive-target epoch, as every request-based call does).
+fn nothing_requested(
+    w: &RawWindow,
+    target: c_int,
+    t_disp: MPI_Aint,
+) -> onesided::Result<onesided::Request<'static>> {
+    w.rput(&[], rank(target)?, disp(t_disp)?)
 }
 
 /// `count` elements of predefined datatype `ty` as bytes, and the element type for
 /// accumulates (`MPI_Fetch_and_op`, `MPI_Compare_and_swap`: a derived type is
 /// `MPI_ERR_TYPE`). Pairs with padding count as whole structs.
 fn typed(count: i64, ty: MPI_Datatype) -> onesided::Result<(usize, abi::Builtin)> {
-    let count = usize::try_from(count)
-        .map_err(|_| Error::InvalidArgument(format!("negative count {count}")))?;
+    let count = self::count(count)?;
     let b = abi::builtin(ty)
         .or_else(|| {
             abi::padded_pair(ty).map(|(e, _, extent)| abi::Builtin {
@@ -174,15 +234,28 @@ fn elem_of(
 ) -> onesided::Result<onesided::ElemType> {
     match e {
         Some(e) => Ok(e),
-        // MPI_BYTE: only replace and no_op (bytes moved unchanged, element-wise atomic).
+        // MPI_PACKED and characters: only replace and no_op (bytes moved unchanged,
+        // element-wise atomic).
         None if matches!(op, onesided::Op::Replace | onesided::Op::NoOp) => {
             Ok(onesided::ElemType::U8)
         }
         None => Err(Error::InvalidOp {
             call: "accumulate",
             op: op.name(),
-            ty: "MPI_BYTE",
+            ty: "MPI_PACKED or a character type",
         }),
+    }
+}
+
+/// The element type of a compare-and-swap of predefined type `ty`: an integer, logical or
+/// byte type (MPI-4.1 §12.3.4); any other is `MPI_ERR_TYPE`, as MPICH says.
+fn cas_elem(ty: MPI_Datatype, b: abi::Builtin) -> onesided::Result<onesided::ElemType> {
+    use onesided::ElemType::*;
+    match b.elem {
+        Some(e @ (I8 | I16 | I32 | I64 | U8 | U16 | U32 | U64)) => Ok(e),
+        _ => Err(Error::InvalidDatatype(format!(
+            "datatype {ty:#x}: compare_and_swap takes an integer, logical or byte datatype"
+        ))),
     }
 }
 
@@ -208,7 +281,7 @@ fn plain_pair(
             origin: o,
             target: t,
         }),
-        _ => Err(Error::InvalidArgument(format!(
+        _ => Err(Error::InvalidCount(format!(
             "count {} or {} is negative or overflows",
             origin.0, target.0
         ))),
@@ -556,11 +629,11 @@ unsafe fn create_with(
 fn size_unit(size: MPI_Aint, unit: impl Into<i64>) -> onesided::Result<(usize, usize)> {
     let unit: i64 = unit.into();
     let s = usize::try_from(size)
-        .map_err(|_| Error::InvalidArgument(format!("negative window size {size}")))?;
+        .map_err(|_| Error::InvalidSize(format!("negative window size {size}")))?;
     let u = usize::try_from(unit)
         .ok()
         .filter(|&u| u > 0)
-        .ok_or_else(|| Error::InvalidArgument(format!("disp_unit {unit} is not positive")))?;
+        .ok_or_else(|| Error::InvalidDisplacement(format!("disp_unit {unit} is not positive")))?;
     Ok((s, u))
 }
 
@@ -756,7 +829,12 @@ pub(crate) unsafe fn win_shared_query<U: TryFrom<usize>>(
         if size.is_null() || unit.is_null() || baseptr.is_null() {
             return Err(Error::InvalidArgument("a NULL out-argument".into()));
         }
-        let (b, s, u) = match w.shared_query(rank(r)?)? {
+        let found = if r == abi::MPI_PROC_NULL {
+            lowest_nonempty_segment(w)?
+        } else {
+            w.shared_query(rank(r)?)?
+        };
+        let (b, s, u) = match found {
             Some(region) => (
                 region.as_ptr().cast::<c_void>(),
                 region.size_bytes(),
@@ -777,6 +855,19 @@ pub(crate) unsafe fn win_shared_query<U: TryFrom<usize>>(
         }
         Ok(())
     })
+}
+
+/// `MPI_Win_shared_query` with `MPI_PROC_NULL`: the segment of the lowest rank whose
+/// segment is not empty (MPI-4.1 §12.2.3), or none when every one is.
+fn lowest_nonempty_segment(w: &RawWindow) -> onesided::Result<Option<onesided::SharedRegion<u8>>> {
+    for r in 0..w.size() {
+        if let Some(region) = w.shared_query(r)? {
+            if region.size_bytes() > 0 {
+                return Ok(Some(region));
+            }
+        }
+    }
+    Ok(None)
 }
 
 // ---- Synchronization --------------------------------------------------------------------
@@ -803,6 +894,10 @@ pub(crate) unsafe fn win_lock(kind: c_int, r: c_int, a: c_int, win: MPI_Win) -> 
         }
     };
     let a = checked_assert(&e, a)?;
+    if r == abi::MPI_PROC_NULL {
+        // No target, no lock (as MPICH: the later calls on MPI_PROC_NULL have no effect).
+        return Ok(());
+    }
     let r = rank(r).and_then(|r| e.win.lock(kind, r, a));
     r.map_err(|err| Failure::Window(e, err))
 }
@@ -813,7 +908,10 @@ pub(crate) fn checked_assert(e: &EntryRef, bits: c_int) -> Result<Assert, Failur
 }
 
 pub(crate) unsafe fn win_unlock(r: c_int, win: MPI_Win) -> CallResult {
-    on_window(win, |w| w.unlock(rank(r)?))
+    on_window(win, |w| match r {
+        abi::MPI_PROC_NULL => Ok(()),
+        r => w.unlock(rank(r)?),
+    })
 }
 
 pub(crate) unsafe fn win_lock_all(a: c_int, win: MPI_Win) -> CallResult {
@@ -828,6 +926,10 @@ pub(crate) unsafe fn win_unlock_all(win: MPI_Win) -> CallResult {
 }
 
 pub(crate) unsafe fn win_flush(r: c_int, win: MPI_Win) -> CallResult {
+    if r == abi::MPI_PROC_NULL {
+        // Nothing was issued to no target: nothing to complete (as MPICH).
+        return entry(win).map(drop);
+    }
     on_target(win, |w| w.flush(rank(r)?), |m| same_target(m, r)?.flush())
 }
 
@@ -848,6 +950,9 @@ pub(crate) unsafe fn win_flush_all(win: MPI_Win) -> CallResult {
 }
 
 pub(crate) unsafe fn win_flush_local(r: c_int, win: MPI_Win) -> CallResult {
+    if r == abi::MPI_PROC_NULL {
+        return entry(win).map(drop);
+    }
     on_target(
         win,
         |w| w.flush_local(rank(r)?),
@@ -955,9 +1060,15 @@ pub(crate) unsafe fn put<C: Into<i64>>(
     win: MPI_Win,
 ) -> CallResult {
     let (o_count, t_count): (i64, i64) = (o_count.into(), t_count.into());
+    let sides = [(o_count, o_type), (t_count, t_type)];
     on_target(
         win,
         |w| {
+            match screen(target, t_disp, &sides)? {
+                Screen::Move => {}
+                Screen::NullTarget => return Ok(()),
+                Screen::Empty => return nothing_to(w, target, t_disp),
+            }
             let (origin_arg, target_arg) = ((o_count, o_type), (t_count, t_type));
             if let Some(plain) = plain_pair("put", origin_arg, target_arg) {
                 let (n, _, _) = plain?;
@@ -976,6 +1087,11 @@ pub(crate) unsafe fn put<C: Into<i64>>(
             w.put_layout(view, &o_layout, r, d, &t_layout)
         },
         |m| {
+            match screen(target, t_disp, &sides)? {
+                Screen::Move => {}
+                Screen::NullTarget => return Ok(()),
+                Screen::Empty => return same_target(m, target)?.put(&[], disp(t_disp)?),
+            }
             let (o, t) = pair("put", (o_count, o_type), (t_count, t_type))?;
             if o.contiguous() && t.contiguous() {
                 // SAFETY: the caller's origin buffer of `o.bytes` bytes.
@@ -1001,9 +1117,15 @@ pub(crate) unsafe fn get<C: Into<i64>>(
     win: MPI_Win,
 ) -> CallResult {
     let (o_count, t_count): (i64, i64) = (o_count.into(), t_count.into());
+    let sides = [(o_count, o_type), (t_count, t_type)];
     on_target(
         win,
         |w| {
+            match screen(target, t_disp, &sides)? {
+                Screen::Move => {}
+                Screen::NullTarget => return Ok(()),
+                Screen::Empty => return nothing_to(w, target, t_disp),
+            }
             let (origin_arg, target_arg) = ((o_count, o_type), (t_count, t_type));
             if let Some(plain) = plain_pair("get", origin_arg, target_arg) {
                 let (n, _, _) = plain?;
@@ -1026,6 +1148,11 @@ pub(crate) unsafe fn get<C: Into<i64>>(
             w.get_layout(view, &o_layout, r, d, &t_layout)
         },
         |m| {
+            match screen(target, t_disp, &sides)? {
+                Screen::Move => {}
+                Screen::NullTarget => return Ok(()),
+                Screen::Empty => return same_target(m, target)?.put(&[], disp(t_disp)?),
+            }
             let (o, t) = pair("get", (o_count, o_type), (t_count, t_type))?;
             if o.contiguous() && t.contiguous() {
                 // SAFETY: the caller's origin buffer of `o.bytes` bytes.
@@ -1053,11 +1180,17 @@ pub(crate) unsafe fn accumulate<C: Into<i64>>(
 ) -> CallResult {
     let (o_count, t_count): (i64, i64) = (o_count.into(), t_count.into());
     let op_arg = op;
+    let sides = [(o_count, o_type), (t_count, t_type)];
     on_target(
         win,
         |w| {
-            let (origin_arg, target_arg) = ((o_count, o_type), (t_count, t_type));
             let op = mpi_op(op)?;
+            match screen(target, t_disp, &sides)? {
+                Screen::Move => {}
+                Screen::NullTarget => return Ok(()),
+                Screen::Empty => return nothing_to(w, target, t_disp),
+            }
+            let (origin_arg, target_arg) = ((o_count, o_type), (t_count, t_type));
             if let Some(plain) = plain_pair("accumulate", origin_arg, target_arg) {
                 let (n, ob, tb) = plain?;
                 let ty = match (ob.elem, tb.elem) {
@@ -1082,6 +1215,11 @@ pub(crate) unsafe fn accumulate<C: Into<i64>>(
         },
         |m| {
             let op = mpi_op(op_arg)?;
+            match screen(target, t_disp, &sides)? {
+                Screen::Move => {}
+                Screen::NullTarget => return Ok(()),
+                Screen::Empty => return same_target(m, target)?.put(&[], disp(t_disp)?),
+            }
             let (o, t) = acc_pair("accumulate", (o_count, o_type), (t_count, t_type))?;
             let ty = acc_elem(&o, &t, op)?;
             if o.contiguous() && t.contiguous() {
@@ -1094,6 +1232,25 @@ pub(crate) unsafe fn accumulate<C: Into<i64>>(
             m.accumulate_layout(view, &o_layout, ty, d, &t_layout, op)
         },
     )
+}
+
+/// The sides of a get-accumulate that select data: with `MPI_NO_OP` the origin arguments
+/// are ignored (MPI-4.1 §12.3.4), so they are neither checked nor counted.
+#[allow(clippy::too_many_arguments)]
+fn get_acc_sides(
+    op: onesided::Op,
+    o_count: i64,
+    o_type: MPI_Datatype,
+    r_count: i64,
+    r_type: MPI_Datatype,
+    t_count: i64,
+    t_type: MPI_Datatype,
+) -> Vec<(i64, MPI_Datatype)> {
+    let mut sides = vec![(r_count, r_type), (t_count, t_type)];
+    if op != onesided::Op::NoOp {
+        sides.push((o_count, o_type));
+    }
+    sides
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1114,23 +1271,24 @@ pub(crate) unsafe fn get_accumulate<C: Into<i64>>(
     on_window(win, |w| {
         let op = mpi_op(op)?;
         let t_count: i64 = t_count.into();
-        let (res, t) = acc_pair(
-            "get_accumulate",
-            (r_count.into(), r_type),
-            (t_count, t_type),
-        )?;
+        let (o_count, r_count): (i64, i64) = (o_count.into(), r_count.into());
+        match screen(
+            target,
+            t_disp,
+            &get_acc_sides(op, o_count, o_type, r_count, r_type, t_count, t_type),
+        )? {
+            Screen::Move => {}
+            Screen::NullTarget => return Ok(()),
+            Screen::Empty => return nothing_to(w, target, t_disp),
+        }
+        let (res, t) = acc_pair("get_accumulate", (r_count, r_type), (t_count, t_type))?;
         // With MPI_NO_OP the origin arguments are ignored: zeros shaped like the target.
         let zeros;
         let (o, o_addr) = if op == onesided::Op::NoOp {
             zeros = vec![0u8; t.bytes];
             (no_op_origin(&t)?, zeros.as_ptr().cast::<c_void>())
         } else {
-            let o = acc_pair(
-                "get_accumulate",
-                (o_count.into(), o_type),
-                (t_count, t_type),
-            )?
-            .0;
+            let o = acc_pair("get_accumulate", (o_count, o_type), (t_count, t_type))?.0;
             (o, origin)
         };
         let ty = acc_elem(&o, &t, op)?;
@@ -1160,6 +1318,9 @@ pub(crate) unsafe fn fetch_and_op(
     on_window(win, |w| {
         let (len, b) = typed(1, ty)?;
         let op = mpi_op(op)?;
+        if screen(target, t_disp, &[])? == Screen::NullTarget {
+            return Ok(());
+        }
         let zeros = [0u8; 32];
         let src = if op == onesided::Op::NoOp {
             &zeros[..len]
@@ -1185,11 +1346,10 @@ pub(crate) unsafe fn compare_and_swap(
 ) -> CallResult {
     on_window(win, |w| {
         let (len, b) = typed(1, ty)?;
-        let e = b.elem.ok_or(Error::InvalidOp {
-            call: "compare_and_swap",
-            op: "cas",
-            ty: "MPI_BYTE",
-        })?;
+        let e = cas_elem(ty, b)?;
+        if screen(target, t_disp, &[])? == Screen::NullTarget {
+            return Ok(());
+        }
         // SAFETY: the caller's elements.
         let (v, c, out) = unsafe {
             (
@@ -1244,8 +1404,14 @@ pub(crate) unsafe fn rput<C: Into<i64>>(
     win: MPI_Win,
     request: *mut c_int,
 ) -> CallResult {
+    let sides = [(o_count.into(), o_type), (t_count.into(), t_type)];
     with_request(win, request, |w| {
-        let (o, t) = pair("rput", (o_count.into(), o_type), (t_count.into(), t_type))?;
+        match screen(target, t_disp, &sides)? {
+            Screen::Move => {}
+            Screen::NullTarget => return Ok(onesided::Request::completed()),
+            Screen::Empty => return nothing_requested(w, target, t_disp),
+        }
+        let (o, t) = pair("rput", sides[0], sides[1])?;
         let (r, d) = (rank(target)?, disp(t_disp)?);
         if o.contiguous() && t.contiguous() {
             // SAFETY: the caller's origin buffer of `o.bytes` bytes (taken at once).
@@ -1273,8 +1439,14 @@ pub(crate) unsafe fn rget<C: Into<i64>>(
     win: MPI_Win,
     request: *mut c_int,
 ) -> CallResult {
+    let sides = [(o_count.into(), o_type), (t_count.into(), t_type)];
     with_request(win, request, |w| {
-        let (o, t) = pair("rget", (o_count.into(), o_type), (t_count.into(), t_type))?;
+        match screen(target, t_disp, &sides)? {
+            Screen::Move => {}
+            Screen::NullTarget => return Ok(onesided::Request::completed()),
+            Screen::Empty => return nothing_requested(w, target, t_disp),
+        }
+        let (o, t) = pair("rget", sides[0], sides[1])?;
         let (r, d) = (rank(target)?, disp(t_disp)?);
         if o.contiguous() && t.contiguous() {
             // SAFETY: MPI's contract: the origin buffer stays valid and untouched until
@@ -1303,13 +1475,15 @@ pub(crate) unsafe fn raccumulate<C: Into<i64>>(
     win: MPI_Win,
     request: *mut c_int,
 ) -> CallResult {
+    let sides = [(o_count.into(), o_type), (t_count.into(), t_type)];
     with_request(win, request, |w| {
-        let (o, t) = acc_pair(
-            "raccumulate",
-            (o_count.into(), o_type),
-            (t_count.into(), t_type),
-        )?;
         let op = mpi_op(op)?;
+        match screen(target, t_disp, &sides)? {
+            Screen::Move => {}
+            Screen::NullTarget => return Ok(onesided::Request::completed()),
+            Screen::Empty => return nothing_requested(w, target, t_disp),
+        }
+        let (o, t) = acc_pair("raccumulate", sides[0], sides[1])?;
         let ty = acc_elem(&o, &t, op)?;
         let (r, d) = (rank(target)?, disp(t_disp)?);
         if o.contiguous() && t.contiguous() {
@@ -1344,22 +1518,23 @@ pub(crate) unsafe fn rget_accumulate<C: Into<i64>>(
     with_request(win, request, |w| {
         let op = mpi_op(op)?;
         let t_count: i64 = t_count.into();
-        let (res, t) = acc_pair(
-            "rget_accumulate",
-            (r_count.into(), r_type),
-            (t_count, t_type),
-        )?;
+        let (o_count, r_count): (i64, i64) = (o_count.into(), r_count.into());
+        match screen(
+            target,
+            t_disp,
+            &get_acc_sides(op, o_count, o_type, r_count, r_type, t_count, t_type),
+        )? {
+            Screen::Move => {}
+            Screen::NullTarget => return Ok(onesided::Request::completed()),
+            Screen::Empty => return nothing_requested(w, target, t_disp),
+        }
+        let (res, t) = acc_pair("rget_accumulate", (r_count, r_type), (t_count, t_type))?;
         let zeros;
         let (o, o_addr) = if op == onesided::Op::NoOp {
             zeros = vec![0u8; t.bytes];
             (no_op_origin(&t)?, zeros.as_ptr().cast::<c_void>())
         } else {
-            let o = acc_pair(
-                "rget_accumulate",
-                (o_count.into(), o_type),
-                (t_count, t_type),
-            )?
-            .0;
+            let o = acc_pair("rget_accumulate", (o_count, o_type), (t_count, t_type))?.0;
             (o, origin)
         };
         let ty = acc_elem(&o, &t, op)?;

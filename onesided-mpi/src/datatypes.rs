@@ -27,7 +27,7 @@ pub(crate) struct Flat {
     /// `MPI_Type_get_extent`'s extent: where the next instance starts.
     pub extent: isize,
     /// The one predefined element type all basic components share (accumulates need it):
-    /// `Some(None)` for bytes (`MPI_BYTE`), `None` when components differ or are not known
+    /// `Some(None)` for bytes (`MPI_PACKED`, characters), `None` when components differ or are not known
     /// to the accumulate paths.
     pub elem: Option<Option<ElemType>>,
 }
@@ -70,7 +70,7 @@ impl Flat {
 /// element type of accumulates.
 pub(crate) fn selection(count: i64, ty: MPI_Datatype) -> Result<Selection> {
     let count = usize::try_from(count)
-        .map_err(|_| Error::InvalidArgument(format!("negative count {count}")))?;
+        .map_err(|_| Error::InvalidCount(format!("negative count {count}")))?;
     if let Some((e, size, extent)) = abi::padded_pair(ty) {
         // Each pair's data bytes, one block per struct (the padding is not part of it).
         let bytes = count
@@ -107,6 +107,24 @@ pub(crate) fn selection(count: i64, ty: MPI_Datatype) -> Result<Selection> {
         bytes: all.size,
         elem: flat.elem,
     })
+}
+
+/// `MPI_Type_size` of `ty`: a predefined type's from its handle, a derived one's from the
+/// host (no flattening). An invalid handle is `MPI_ERR_TYPE`.
+pub(crate) fn type_size(ty: MPI_Datatype) -> Result<usize> {
+    if let Some((_, size, _)) = abi::padded_pair(ty) {
+        return Ok(size);
+    }
+    if let Some(b) = abi::builtin(ty) {
+        return Ok(b.size);
+    }
+    let mut size: c_int = 0;
+    // SAFETY: a datatype handle of the program; MPI checks it.
+    let rc = unsafe { ffi::MPI_Type_size(ffi::MPI_Datatype(ty), &mut size) };
+    if rc != abi::MPI_SUCCESS || size < 0 {
+        return Err(Error::InvalidDatatype(format!("invalid datatype {ty:#x}")));
+    }
+    Ok(size as usize)
 }
 
 /// The blocks of a selection: a predefined type's one run needs no allocation (the common

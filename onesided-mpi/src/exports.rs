@@ -448,7 +448,18 @@ fn fail(name: &'static str, failure: Failure) -> c_int {
             &err,
         ),
         Failure::Comm(comm, code, text) => {
+            // An error without a valid communicator goes to MPI_COMM_WORLD's handler (as
+            // MPICH does with MPI_COMM_NULL).
             let mut eh = mpi::ffi::MPI_Errhandler(0);
+            // SAFETY: a plain query of the program's communicator (not a name we export).
+            let comm = if comm == abi::MPI_COMM_NULL
+                || unsafe { mpi::ffi::MPI_Comm_get_errhandler(mpi::ffi::MPI_Comm(comm), &mut eh) }
+                    != abi::MPI_SUCCESS
+            {
+                abi::MPI_COMM_WORLD
+            } else {
+                comm
+            };
             // SAFETY: plain queries of the program's communicator (not names we export).
             let fatal =
                 unsafe { mpi::ffi::MPI_Comm_get_errhandler(mpi::ffi::MPI_Comm(comm), &mut eh) }

@@ -218,6 +218,19 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    /// A count argument is negative or overflows (`MPI_ERR_COUNT`; only a C binding's
+    /// signed counts can be negative).
+    #[error("invalid count: {0}")]
+    InvalidCount(String),
+
+    /// A displacement is negative, or a displacement unit not positive (`MPI_ERR_DISP`).
+    #[error("invalid displacement: {0}")]
+    InvalidDisplacement(String),
+
+    /// A window size is negative (`MPI_ERR_SIZE`).
+    #[error("invalid size: {0}")]
+    InvalidSize(String),
+
     /// The call needs something this build or machine does not provide yet (for example a
     /// window over processes on several nodes before the inter-node transport exists).
     #[error("unsupported: {0}")]
@@ -378,6 +391,12 @@ pub enum ErrorClass {
     Rank,
     /// `MPI_ERR_ARG`: an argument not covered by a more specific class.
     Arg,
+    /// `MPI_ERR_COUNT`: an invalid count argument.
+    Count,
+    /// `MPI_ERR_DISP`: an invalid displacement or displacement unit.
+    Disp,
+    /// `MPI_ERR_SIZE`: an invalid window size.
+    Size,
     /// `MPI_ERR_TYPE`: a datatype (or layout) that does not fit the operation.
     Type,
     /// `MPI_ERR_OP`: an operation not valid here.
@@ -436,6 +455,9 @@ impl Error {
             | Error::InvalidArgument(_)
             | Error::CollectiveMismatch { .. } => C::Arg,
             Error::LayoutMismatch { .. } | Error::InvalidDatatype(_) => C::Type,
+            Error::InvalidCount(_) => C::Count,
+            Error::InvalidDisplacement(_) => C::Disp,
+            Error::InvalidSize(_) => C::Size,
             Error::Unsupported(_) => C::UnsupportedOperation,
             Error::SharedMemoryFull { .. } => C::NoMem,
             Error::Os { source, .. } if source.raw_os_error() == Some(libc_enomem()) => C::NoMem,
@@ -494,6 +516,9 @@ mod tests {
                 ErrorClass::UnsupportedOperation,
             ),
             (Error::PeerGone { rank: 1 }, ErrorClass::ProcAborted),
+            (Error::InvalidCount("-1".into()), ErrorClass::Count),
+            (Error::InvalidDisplacement("-1".into()), ErrorClass::Disp),
+            (Error::InvalidSize("-1".into()), ErrorClass::Size),
             (
                 Error::os("mmap", io::Error::from_raw_os_error(libc_enomem())),
                 ErrorClass::NoMem,

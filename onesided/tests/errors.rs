@@ -299,7 +299,7 @@ fn bad_info_values() {
         // A zero displacement unit.
         assert_err!(
             Window::<u8>::builder(w).disp_unit(0).allocate(8),
-            Error::InvalidArgument(_) | Error::PeerFailed { .. }
+            Error::InvalidDisplacement(_) | Error::PeerFailed { .. }
         );
         // Dynamic-table capacity must agree (it fixes the layout).
         let cap = WinInfo::new().with(

@@ -62,6 +62,15 @@ int main(int argc, char **argv) {
   MPI_Win_flush(peer, win);
   CHECK(old == 10 * peer + 5, "fetch_and_op: %ld", old);
   CHECK(swapped == 10 * peer + 6, "compare_and_swap: %ld", swapped);
+  /* MPI_PROC_NULL and zero-size calls on a window across nodes: no effect, no error. */
+  MPI_Put(&w, 1, MPI_LONG, MPI_PROC_NULL, 0, 1, MPI_LONG, win);
+  MPI_Get(&got, 1, MPI_LONG, MPI_PROC_NULL, 0, 1, MPI_LONG, win);
+  MPI_Fetch_and_op(&one, &old, MPI_LONG, MPI_PROC_NULL, 5, MPI_SUM, win);
+  MPI_Compare_and_swap(&new_value, &want, &swapped, MPI_LONG, MPI_PROC_NULL, 6, win);
+  MPI_Accumulate(NULL, 0, MPI_INT, peer, 0, 0, MPI_DOUBLE, MPI_SUM, win);
+  MPI_Rget(&got, 1, MPI_LONG, MPI_PROC_NULL, 0, 1, MPI_LONG, win, &r);
+  MPI_Wait(&r, MPI_STATUS_IGNORE);
+  MPI_Win_flush(MPI_PROC_NULL, win);
   MPI_Win_unlock(peer, win);
   MPI_Barrier(MPI_COMM_WORLD);
   CHECK(base[4] == 200 + peer, "rput: %ld", base[4]);

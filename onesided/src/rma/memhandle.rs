@@ -671,7 +671,9 @@ impl RawWindow {
             ));
         }
         if disp_unit == 0 {
-            return Err(Error::InvalidArgument("disp_unit must be positive".into()));
+            return Err(Error::InvalidDisplacement(
+                "disp_unit must be positive".into(),
+            ));
         }
         let region = self.core.handle_region(handle, disp_unit, bytes)?;
         Ok(RawMemWindow {

@@ -23,7 +23,9 @@ const PAGE: usize = 4096;
 
 fn check_disp_unit(disp_unit: usize) -> Result<()> {
     if disp_unit == 0 {
-        Err(Error::InvalidArgument("disp_unit must be positive".into()))
+        Err(Error::InvalidDisplacement(
+            "disp_unit must be positive".into(),
+        ))
     } else {
         Ok(())
     }
