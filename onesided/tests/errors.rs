@@ -395,9 +395,6 @@ fn set_info_validation() {
             win.get_info().get("accumulate_ordering"),
             Some("rar,raw,war,waw")
         );
-        // Granularity must be equal everywhere.
-        let g = WinInfo::new().accumulate_granularity(8 * (w.rank() + 1));
-        assert_err!(win.set_info(&g), Error::InvalidInfo { .. });
         win.set_info(
             &WinInfo::new()
                 .accumulate_granularity(64)

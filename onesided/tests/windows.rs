@@ -76,6 +76,62 @@ fn attributes_of_every_flavor() {
     });
 }
 
+/// A library that sets `mpi_accumulate_granularity` from each process's own size passes
+/// different values: every flavor is created with the largest (never refused), and
+/// concurrent accumulates of every rank stay element-wise atomic under it.
+#[test]
+fn a_granularity_hint_that_differs_between_ranks_takes_the_largest() {
+    testing::run(3, |u| {
+        let w = u.world();
+        let (me, n) = (w.rank(), w.size());
+        let largest = (8 << (n - 1)).to_string();
+        let info = WinInfo::new().accumulate_granularity(8 << me);
+        let one_node = w.node_size() == w.size();
+        let mut wins = vec![
+            Window::<u64>::builder(w).info(&info).allocate(64 + me)?,
+            Window::<u64>::builder(w).info(&info).create(vec![0; 64])?,
+        ];
+        if one_node {
+            wins.push(Window::<u64>::builder(w).info(&info).allocate_shared(64)?);
+        }
+        for win in &wins {
+            assert_eq!(
+                win.get_info().get("mpi_accumulate_granularity"),
+                Some(largest.as_str()),
+                "{:?}",
+                win.flavor()
+            );
+            win.lock_all(Assert::NONE)?;
+            for _ in 0..100 {
+                win.accumulate(&[1u64; 8], 0, 0, onesided::Op::Sum)?;
+            }
+            win.unlock_all()?;
+            w.barrier()?;
+            if me == 0 {
+                let mut got = [0u64; 8];
+                win.local_read(0, &mut got)?;
+                assert_eq!(got, [100 * n as u64; 8], "{:?}", win.flavor());
+            }
+        }
+        let dynamic = Window::<u64>::builder(w).info(&info).create_dynamic()?;
+        assert_eq!(
+            dynamic.get_info().get("mpi_accumulate_granularity"),
+            Some(largest.as_str())
+        );
+        // set_info too: the largest, not an error.
+        dynamic.set_info(&WinInfo::new().accumulate_granularity(16 * (me + 1)))?;
+        assert_eq!(
+            dynamic.get_info().get("mpi_accumulate_granularity"),
+            Some((16 * n).to_string().as_str())
+        );
+        dynamic.free()?;
+        for win in wins {
+            win.free()?;
+        }
+        Ok(())
+    });
+}
+
 #[test]
 fn info_in_effect() {
     testing::run(2, |u| {

@@ -8,6 +8,7 @@
  *     that would not match) succeed and change nothing;
  *   - MPI_BYTE in compare-and-swap and in accumulates (bitwise ops, replace, no-op, and sum as
  *     MPICH: a signed char);
+ *   - an info hint that differs between ranks (mpi_accumulate_granularity) creates windows;
  * then, under MPI_ERRORS_RETURN, the error classes MPICH gives — with nothing printed. */
 #include <mpi.h>
 #include <stdio.h>
@@ -222,6 +223,33 @@ static void error_classes(void) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL);
 }
 
+/* Hints are never fatal: a granularity each rank sets from its own size (as a library does
+ * for an irregular allocation) creates every flavor, with the largest in effect. */
+static void differing_hints(void) {
+  MPI_Info info;
+  MPI_Info_create(&info);
+  char value[32];
+  snprintf(value, sizeof value, "%d", rank == 0 ? 1048576 : 64);
+  MPI_Info_set(info, "mpi_accumulate_granularity", value);
+  int *base, mem[N];
+  MPI_Win wins[4];
+  MPI_Win_allocate(N * sizeof(int), sizeof(int), info, MPI_COMM_WORLD, &base, &wins[0]);
+  MPI_Win_create(mem, sizeof mem, sizeof(int), info, MPI_COMM_WORLD, &wins[1]);
+  MPI_Win_create_dynamic(info, MPI_COMM_WORLD, &wins[2]);
+  MPI_Win_allocate_shared(N * sizeof(int), sizeof(int), info, MPI_COMM_WORLD, &base, &wins[3]);
+  for (int i = 0; i < 4; i++) {
+    MPI_Info got;
+    int flag = 0;
+    char v[32] = {0};
+    MPI_Win_get_info(wins[i], &got);
+    MPI_Info_get(got, "mpi_accumulate_granularity", sizeof v - 1, v, &flag);
+    CHECK(flag && strcmp(v, "1048576") == 0, "window %d: granularity %s in effect", i, v);
+    MPI_Info_free(&got);
+    MPI_Win_free(&wins[i]);
+  }
+  MPI_Info_free(&info);
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -263,6 +291,7 @@ int main(int argc, char **argv) {
   MPI_Win_free(&win);
 
   byte_ops();
+  differing_hints();
   error_classes();
   if (rank == 0) printf("edge calls: ok\n");
   MPI_Finalize();

@@ -79,6 +79,8 @@ struct NodeSegment {
     ep: &'static net::Endpoint,
     /// The window's id at every rank (see [`join_network`]).
     id: u64,
+    /// The window's `mpi_accumulate_granularity`: the largest any rank asked for.
+    gran: usize,
 }
 
 /// Every rank's node.
@@ -90,12 +92,14 @@ fn node_map(comm: &Comm) -> Result<Vec<usize>> {
 /// on the nodes `nodes` says (by rank), registers it and publishes key, base and endpoint
 /// name (collective; every rank returns the same success or failure). `prior`: the
 /// caller's local checks, which join the agreement; `params`: values every rank must pass
-/// alike (they fix the layout or a protocol).
+/// alike (they fix the layout); `gran`: this rank's `mpi_accumulate_granularity`, a hint
+/// the ranks may pass differently — the largest is the window's ([`NodeSegment::gran`]).
 fn node_segment(
     comm: &Comm,
     call: Call,
     nodes: Vec<usize>,
     layout: ControlLayout,
+    gran: u64,
     params: &[u64],
     prior: Result<()>,
 ) -> Result<NodeSegment> {
@@ -114,19 +118,31 @@ fn node_segment(
     };
     let created = (me == leader && endpoint.is_some())
         .then(|| Segment::create(comm.job_id(), &me.to_string(), layout.total));
-    // Every rank sends its parameters, then (a leader) the segment's tag and name.
-    let mut msg: Vec<u8> = params.iter().flat_map(|p| p.to_le_bytes()).collect();
+    // Every rank sends its granularity and parameters, then (a leader) the segment's tag
+    // and name.
+    let mut msg: Vec<u8> = std::iter::once(gran)
+        .chain(params.iter().copied())
+        .flat_map(|p| p.to_le_bytes())
+        .collect();
     if let Some(Ok(seg)) = &created {
         msg.extend_from_slice(&seg.tag().to_le_bytes());
         msg.extend_from_slice(seg.name().as_bytes());
     }
     let msgs = comm.allgatherv_for(call, &msg)?;
-    let split = params.len() * 8;
+    let split = 8 + params.len() * 8;
     let names: Vec<&[u8]> = msgs
         .iter()
         .map(|m| m.get(split + 8..).unwrap_or(&[]))
         .collect();
-    let differ = msgs.iter().any(|m| m.get(..split) != msgs[0].get(..split));
+    let differ = msgs
+        .iter()
+        .any(|m| m.get(8..split) != msgs[0].get(8..split));
+    let gran = msgs
+        .iter()
+        .filter_map(|m| m.get(..8))
+        .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .max()
+        .unwrap_or(gran);
     // The window's id at every rank: rank 0's segment tag (rank 0 leads node 0).
     let id = msgs[0]
         .get(split..split + 8)
@@ -234,6 +250,7 @@ fn node_segment(
         routes,
         ep,
         id,
+        gran: gran as usize,
     })
 }
 
@@ -331,7 +348,7 @@ pub(crate) fn allocate(
     placement: Placement,
     bytes: usize,
     disp_unit: usize,
-    hints: WinHints,
+    mut hints: WinHints,
 ) -> Result<WinCore> {
     let (me, n) = (comm.rank(), comm.size());
     let gran = hints.accumulate_granularity as u64;
@@ -340,7 +357,8 @@ pub(crate) fn allocate(
     let (placement, node_bytes) = per_node(&placement, &nodes, me, bytes, disp_unit);
     // The same control words at the same offsets on every node; only the data differs.
     let layout = ControlLayout::new(layout.n, layout.region_cap, node_bytes);
-    let node = node_segment(comm, call, nodes, layout, &[gran], Ok(()))?;
+    let node = node_segment(comm, call, nodes, layout, gran, &[], Ok(()))?;
+    hints.accumulate_granularity = node.gran;
     let layout = node.layout;
     let place = |r: usize| placed(&placement, r, bytes, disp_unit);
     // Every rank's memory on the network: after the control blocks, a node's ranks one
@@ -423,7 +441,7 @@ pub(crate) fn create(
     call: Call,
     local: LocalRegion,
     extents: Vec<(usize, usize)>,
-    hints: WinHints,
+    mut hints: WinHints,
     same_node: impl Fn(usize, &mut Vec<PeerMapping>) -> Result<TargetRegion>,
 ) -> Result<WinCore> {
     let n = comm.size();
@@ -431,7 +449,8 @@ pub(crate) fn create(
     // cross-memory attach reaches this node's peers directly.
     let layout = ControlLayout::new(n, 0, 0);
     let gran = hints.accumulate_granularity as u64;
-    let node = node_segment(comm, call, node_map(comm)?, layout, &[gran], Ok(()))?;
+    let node = node_segment(comm, call, node_map(comm)?, layout, gran, &[], Ok(()))?;
+    hints.accumulate_granularity = node.gran;
     // Our memory, registered for the network (an empty window registers nothing).
     let mine = match local.bytes {
         0 => Ok(None),
@@ -510,13 +529,14 @@ pub(crate) fn create_dynamic(
     comm: &Comm,
     call: Call,
     layout: ControlLayout,
-    hints: WinHints,
+    mut hints: WinHints,
     prior: Result<()>,
 ) -> Result<WinCore> {
-    // MPI requires the same granularity everywhere; it picks the accumulate protocol.
+    // The granularity picks the accumulate protocol: the window takes the largest asked.
     let gran = hints.accumulate_granularity as u64;
-    let params = [layout.region_cap as u64, gran];
-    let node = node_segment(comm, call, node_map(comm)?, layout, &params, prior)?;
+    let params = [layout.region_cap as u64];
+    let node = node_segment(comm, call, node_map(comm)?, layout, gran, &params, prior)?;
+    hints.accumulate_granularity = node.gran;
     let local = LocalRegion {
         base: std::ptr::null_mut(),
         bytes: 0,

@@ -38,6 +38,7 @@ fn map_node_segment(
     call: Call,
     layout: &ControlLayout,
     params: &[u64],
+    gran: &mut u64,
     prior: Result<()>,
 ) -> Result<Segment> {
     let me = comm.rank();
@@ -113,7 +114,15 @@ fn map_node_segment(
         ctrl.write_own_identity(me, (me == 0).then_some(WIN_MAGIC));
         Ok(seg)
     });
-    let seg = comm.agree_on(call, seg)?;
+    // The agreement on the outcome also takes the largest granularity asked for.
+    let mut v = [u64::from(seg.is_err()), *gran];
+    comm.allreduce_for(call, &mut v, ReduceOp::Max)?;
+    let seg = match seg {
+        Err(e) => return Err(e),
+        Ok(_) if v[0] != 0 => return Err(Error::PeerFailed { call: call.name() }),
+        Ok(seg) => seg,
+    };
+    *gran = v[1];
     // Every rank has mapped it: the name is no longer needed.
     seg.unlink();
     Ok(seg)
@@ -129,6 +138,7 @@ fn control_memory(
     call: Call,
     layout: &ControlLayout,
     params: &[u64],
+    gran: &mut u64,
     prior: Result<()>,
 ) -> Result<ControlMemory> {
     let boot = comm.bootstrap();
@@ -137,7 +147,8 @@ fn control_memory(
             std::sync::Arc::clone(h)
         }
         _ => {
-            return map_node_segment(comm, call, layout, params, prior).map(ControlMemory::Segment)
+            return map_node_segment(comm, call, layout, params, gran, prior)
+                .map(ControlMemory::Segment)
         }
     };
     let me = comm.rank();
@@ -194,10 +205,18 @@ fn control_memory(
         WIN_MAGIC,
     );
     let pick = state.fingerprint(span);
-    // Five words: under a host MPI an agreement of up to six travels with the collective's
+    // Six words: under a host MPI an agreement of up to six travels with the collective's
     // tag in one MPI call, and a longer one costs a second (a microsecond per creation).
+    // The last takes the largest granularity asked for.
     let agreed = params_fingerprint(params);
-    let mut v = vec![u64::from(prior.is_err()), pick, !pick, agreed, !agreed];
+    let mut v = vec![
+        u64::from(prior.is_err()),
+        pick,
+        !pick,
+        agreed,
+        !agreed,
+        *gran,
+    ];
     let reduced = comm.allreduce_for(call, &mut v, ReduceOp::Max);
     let reduced_ok = reduced.is_ok();
     if reduced_ok {
@@ -230,6 +249,7 @@ fn control_memory(
         write_identity(0, 0, 0);
         return Err(e);
     }
+    *gran = v[5];
     Ok(ControlMemory::Block(state.block(&heap, span)))
 }
 
@@ -301,7 +321,7 @@ pub(crate) fn allocate(
     let (b, d) = (bytes as u64, disp_unit as u64);
     let mut v = [u64::from(local.is_err()), b, !b, d, !d];
     comm.allreduce_for(call, &mut v, ReduceOp::Max)?;
-    let hints = match local {
+    let mut hints = match local {
         Err(e) => return Err(e),
         Ok(_) if v[0] != 0 => return Err(Error::PeerFailed { call: call.name() }),
         Ok(h) => h,
@@ -368,9 +388,19 @@ pub(crate) fn allocate(
             comm, call, layout, placement, bytes, disp_unit, hints,
         );
     }
-    // MPI requires the same granularity everywhere; it picks the accumulate protocol.
-    let gran = hints.accumulate_granularity as u64;
-    let segment = ControlMemory::Segment(map_node_segment(comm, call, &layout, &[gran], Ok(()))?);
+    // The granularity picks the accumulate protocol: a hint the processes may pass
+    // differently (a library sets it from each one's own size), so the window takes the
+    // largest asked for, which serves every one.
+    let mut gran = hints.accumulate_granularity as u64;
+    let segment = ControlMemory::Segment(map_node_segment(
+        comm,
+        call,
+        &layout,
+        &[],
+        &mut gran,
+        Ok(()),
+    )?);
+    hints.accumulate_granularity = gran as usize;
     let flavor = if shared {
         Flavor::Shared
     } else {
@@ -529,7 +559,7 @@ pub(crate) fn create(
             .map(CreateRecord::encode)
             .unwrap_or_default(),
     )?;
-    let hints = hints?;
+    let mut hints = hints?;
     let records: Vec<CreateRecord> = records
         .iter()
         .map(|r| CreateRecord::decode(r).ok_or_else(|| Error::PeerFailed { call: call.name() }))
@@ -563,8 +593,9 @@ pub(crate) fn create(
         && comm.size() <= crate::transport::ring::MAX_RANKS
         && table.iter().any(|r| !r.shared && r.bytes > 0);
     let layout = ControlLayout::with_rings(comm.size(), 0, 0, rings);
-    let gran = hints.accumulate_granularity as u64;
-    let segment = control_memory(comm, call, &layout, &[gran, u64::from(rings)], prior)?;
+    let mut gran = hints.accumulate_granularity as u64;
+    let segment = control_memory(comm, call, &layout, &[u64::from(rings)], &mut gran, prior)?;
+    hints.accumulate_granularity = gran as usize;
     let mut core = assemble(
         comm,
         Flavor::Create,
@@ -625,7 +656,7 @@ fn create_target(
 /// MPI_Win_create_dynamic.
 pub(crate) fn create_dynamic(comm: &Comm, info: &WinInfo) -> Result<WinCore> {
     let call = Call::CreateDynamic;
-    let (hints, prior) = match WinHints::parse(info) {
+    let (mut hints, prior) = match WinHints::parse(info) {
         Ok(h) => (h, Ok(())),
         Err(e) => (WinHints::default(), Err(e)),
     };
@@ -641,8 +672,9 @@ pub(crate) fn create_dynamic(comm: &Comm, info: &WinInfo) -> Result<WinCore> {
         }
     }
     // With `prior` an error, map_node_segment returns it: `hints` is only used when valid.
-    let gran = hints.accumulate_granularity as u64;
-    let segment = control_memory(comm, call, &layout, &[cap as u64, gran], prior)?;
+    let mut gran = hints.accumulate_granularity as u64;
+    let segment = control_memory(comm, call, &layout, &[cap as u64], &mut gran, prior)?;
+    hints.accumulate_granularity = gran as usize;
     Ok(assemble(
         comm,
         Flavor::Dynamic,

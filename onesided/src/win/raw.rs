@@ -416,8 +416,9 @@ impl RawWindow {
     pub fn set_info(&self, info: &WinInfo) -> Result<()> {
         let mut next = self.hints();
         let local = next.update(info, false);
-        // One agreement carries success (FAILED otherwise) and the granularity, which must
-        // be equal everywhere (it is capped far below FAILED).
+        // One agreement carries success (FAILED otherwise) and the granularity (capped far
+        // below FAILED): a hint the processes may pass differently, of which the window
+        // takes the largest, as at creation.
         const FAILED: u64 = u64::MAX;
         let mine = match &local {
             Ok(()) => next.accumulate_granularity as u64,
@@ -428,13 +429,7 @@ impl RawWindow {
         if all.contains(&FAILED) {
             return Err(Error::PeerFailed { call: "set_info" });
         }
-        if all.iter().any(|&g| g != mine) {
-            return Err(Error::InvalidInfo {
-                key: info::keys::ACCUMULATE_GRANULARITY.into(),
-                value: next.accumulate_granularity.to_string(),
-                reason: "must be the same at every process".into(),
-            });
-        }
+        next.accumulate_granularity = all.iter().copied().max().unwrap_or(mine) as usize;
         // Relaxed: read by this window's own later calls.
         self.core.acc_granularity.store(
             next.accumulate_granularity,
