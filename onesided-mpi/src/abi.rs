@@ -37,6 +37,8 @@ pub const MPI_SUCCESS: c_int = 0;
 pub const MPI_ERR_ARG: c_int = 12;
 /// `MPI_ERR_COUNT`.
 pub const MPI_ERR_COUNT: c_int = 2;
+/// `MPI_KEYVAL_INVALID`.
+pub const MPI_KEYVAL_INVALID: c_int = 0x2400_0000;
 /// `MPI_PROC_NULL`: a target rank that makes a communication call a no-op.
 pub const MPI_PROC_NULL: c_int = -1;
 /// `MPI_ERR_OTHER`.

@@ -1694,6 +1694,7 @@ fn delete_attr_value(e: &Entry, keyval: c_int, value: usize) -> c_int {
         Some(state::Keyval {
             delete: Some(f),
             extra,
+            ..
         }) => {
             // SAFETY: the program's delete callback with the arguments MPI specifies.
             unsafe {
@@ -1709,6 +1710,18 @@ fn delete_attr_value(e: &Entry, keyval: c_int, value: usize) -> c_int {
     }
 }
 
+/// Deletes attribute `keyval` = `value` of window `e` (already out of its table): runs its
+/// delete callback, then frees the host's keyval if the program freed it and this was its
+/// last use.
+fn delete_attr(e: &Entry, keyval: c_int, value: usize) -> c_int {
+    let rc = delete_attr_value(e, keyval, value);
+    if let Some(mut k) = state::keyval_released(keyval) {
+        // SAFETY: the host's handle, which the program freed while attributes used it.
+        unsafe { (host().free_keyval)(&mut k) };
+    }
+    rc
+}
+
 /// Deletes every attribute of `e` (before the window is freed).
 fn delete_all_attrs(e: &Entry) -> c_int {
     let attrs = std::mem::take(
@@ -1719,7 +1732,7 @@ fn delete_all_attrs(e: &Entry) -> c_int {
     );
     let mut rc = abi::MPI_SUCCESS;
     for (k, v) in attrs {
-        let r = delete_attr_value(e, k, v);
+        let r = delete_attr(e, k, v);
         if rc == abi::MPI_SUCCESS {
             rc = r;
         }
@@ -1729,11 +1742,11 @@ fn delete_all_attrs(e: &Entry) -> c_int {
 
 pub(crate) unsafe fn win_set_attr(win: MPI_Win, keyval: c_int, value: *mut c_void) -> CallResult {
     let e = entry(win)?;
-    if state::keyval(keyval).is_none() {
+    if !state::keyval_usable(keyval) {
         return Err(Failure::WindowCode(
             e,
             abi::MPI_ERR_KEYVAL,
-            format!("keyval {keyval:#x} is not a user window keyval"),
+            format!("keyval {keyval:#x} is not a user window keyval (or was freed)"),
         ));
     }
     let old = {
@@ -1745,6 +1758,7 @@ pub(crate) unsafe fn win_set_attr(win: MPI_Win, keyval: c_int, value: *mut c_voi
             Some(slot) => Some(std::mem::replace(&mut slot.1, value as usize)),
             None => {
                 attrs.push((keyval, value as usize));
+                state::keyval_used(keyval);
                 None
             }
         }
@@ -1776,7 +1790,7 @@ pub(crate) unsafe fn win_delete_attr(win: MPI_Win, keyval: c_int) -> CallResult 
     };
     match found {
         Some(v) => {
-            let rc = delete_attr_value(&e, keyval, v);
+            let rc = delete_attr(&e, keyval, v);
             if rc == abi::MPI_SUCCESS {
                 Ok(())
             } else {
@@ -1821,17 +1835,27 @@ pub(crate) unsafe fn win_create_keyval(
     }
     // SAFETY: set by the host.
     let k = unsafe { *keyval };
-    state::add_keyval(
-        k,
-        state::Keyval {
-            delete,
-            extra: extra as usize,
-        },
-    );
+    state::add_keyval(k, state::Keyval::new(delete, extra as usize));
     Ok(())
 }
 
 pub(crate) unsafe fn win_free_keyval(keyval: *mut c_int) -> CallResult {
+    if keyval.is_null() {
+        return Err(Failure::Comm(
+            abi::MPI_COMM_WORLD,
+            abi::MPI_ERR_ARG,
+            "keyval is NULL".into(),
+        ));
+    }
+    // SAFETY: checked non-null.
+    let k = unsafe { *keyval };
+    if !state::keyval_freed(k) {
+        // Attributes still use it: the host frees it with the last one (`delete_attr`), so
+        // that it cannot hand the number out again meanwhile.
+        // SAFETY: checked non-null.
+        unsafe { *keyval = abi::MPI_KEYVAL_INVALID };
+        return Ok(());
+    }
     // SAFETY: the program's argument, passed on (MPI_KEYVAL_INVALID on return).
     let rc = unsafe { (host().free_keyval)(keyval) };
     if rc == abi::MPI_SUCCESS {

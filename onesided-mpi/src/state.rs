@@ -319,15 +319,33 @@ pub(crate) fn errhandler_fn(eh: c_int) -> Option<crate::host::WinErrhandlerFn> {
         .map(|&(_, f)| f)
 }
 
-/// A user keyval: its copy and delete callbacks and extra state (an address).
+/// A user keyval: its delete callback and extra state (an address), and how many
+/// attributes of live windows use it.
 #[derive(Clone, Copy)]
 pub(crate) struct Keyval {
     pub delete: Option<crate::host::DeleteAttrFn>,
     pub extra: usize,
+    /// Attributes set with this keyval on live windows.
+    uses: usize,
+    /// `MPI_Win_free_keyval` was called: the host's handle is freed with the last use.
+    freed: bool,
 }
 
-/// User keyvals by handle (kept after `MPI_Win_free_keyval`: attributes set with a freed
-/// keyval still have their delete callback run).
+impl Keyval {
+    /// A new keyval's record.
+    pub(crate) fn new(delete: Option<crate::host::DeleteAttrFn>, extra: usize) -> Keyval {
+        Keyval {
+            delete,
+            extra,
+            uses: 0,
+            freed: false,
+        }
+    }
+}
+
+/// User keyvals by handle. A keyval the program frees while attributes still use it stays
+/// here, and its host handle stays allocated (so the host cannot hand the number out again),
+/// until the last of those attributes is deleted (MPI-4.1 §7.7.2).
 static KEYVALS: Mutex<Vec<(c_int, Keyval)>> = Mutex::new(Vec::new());
 
 pub(crate) fn add_keyval(k: c_int, v: Keyval) {
@@ -343,4 +361,50 @@ pub(crate) fn keyval(k: c_int) -> Option<Keyval> {
         .iter()
         .find(|(h, _)| *h == k)
         .map(|&(_, v)| v)
+}
+
+/// Whether `k` can take new attributes: a live keyval, not freed by the program.
+pub(crate) fn keyval_usable(k: c_int) -> bool {
+    keyval(k).is_some_and(|v| !v.freed)
+}
+
+/// An attribute with keyval `k` was set (not replaced) on a window.
+pub(crate) fn keyval_used(k: c_int) {
+    let mut t = KEYVALS.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, v)) = t.iter_mut().find(|(h, _)| *h == k) {
+        v.uses += 1;
+    }
+}
+
+/// An attribute with keyval `k` was deleted (its callback has run): the handle to free at
+/// the host now, when it was the last use of a keyval the program freed.
+#[must_use]
+pub(crate) fn keyval_released(k: c_int) -> Option<c_int> {
+    let mut t = KEYVALS.lock().unwrap_or_else(PoisonError::into_inner);
+    let i = t.iter().position(|(h, _)| *h == k)?;
+    let v = &mut t[i].1;
+    v.uses = v.uses.saturating_sub(1);
+    if v.freed && v.uses == 0 {
+        t.swap_remove(i);
+        Some(k)
+    } else {
+        None
+    }
+}
+
+/// `MPI_Win_free_keyval` of `k`: true when nothing uses it (free it at the host now), false
+/// when attributes still do (the last one's deletion frees it).
+pub(crate) fn keyval_freed(k: c_int) -> bool {
+    let mut t = KEYVALS.lock().unwrap_or_else(PoisonError::into_inner);
+    match t.iter().position(|(h, _)| *h == k) {
+        Some(i) if t[i].1.uses > 0 => {
+            t[i].1.freed = true;
+            false
+        }
+        Some(i) => {
+            t.swap_remove(i);
+            true
+        }
+        None => true,
+    }
 }

@@ -6,6 +6,59 @@
 
 #include "check.h"
 
+/* A keyval freed while an attribute uses it stays alive until that attribute goes
+ * (MPI-4.1 §7.7.2): its delete callback runs once, with the original keyval and value, when
+ * the window is freed — even after 32 new keyvals were created meanwhile. */
+static int deleted, deleted_keyval;
+static void *deleted_value;
+
+static int count_delete(MPI_Win win, int keyval, void *value, void *extra) {
+  (void)win;
+  (void)extra;
+  deleted++;
+  deleted_keyval = keyval;
+  deleted_value = value;
+  return MPI_SUCCESS;
+}
+
+static int other_delete(MPI_Win win, int keyval, void *value, void *extra) {
+  (void)win, (void)keyval, (void)value, (void)extra;
+  return MPI_ERR_OTHER; /* never run: these keyvals set no attribute */
+}
+
+static void freed_keyval(int rank, int flavor) {
+  MPI_Win win;
+  static int mem[16];
+  int *base;
+  switch (flavor) {
+    case 0: MPI_Win_allocate(64, 4, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win); break;
+    case 1: MPI_Win_create(mem, sizeof mem, 4, MPI_INFO_NULL, MPI_COMM_WORLD, &win); break;
+    case 2: MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &win); break;
+    default: MPI_Win_allocate_shared(64, 4, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
+  }
+  int key, original, more[32];
+  MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, count_delete, &key, NULL);
+  original = key;
+  MPI_Win_set_attr(win, key, &mem[3]);
+  MPI_Win_free_keyval(&key);
+  CHECK(key == MPI_KEYVAL_INVALID, "MPI_Win_free_keyval left the handle %#x", key);
+  for (int i = 0; i < 32; i++) {
+    MPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, other_delete, &more[i], NULL);
+    CHECK(more[i] != original, "flavor %d: keyval %#x handed out again while in use", flavor,
+          original);
+  }
+  void *value;
+  int flag = 0;
+  MPI_Win_get_attr(win, original, &value, &flag);
+  CHECK(flag && value == &mem[3], "flavor %d: the attribute of a freed keyval is gone", flavor);
+  deleted = 0;
+  MPI_Win_free(&win);
+  CHECK(deleted == 1 && deleted_keyval == original && deleted_value == &mem[3],
+        "flavor %d: delete callback ran %d times (keyval %#x, value %p)", flavor, deleted,
+        deleted_keyval, deleted_value);
+  for (int i = 0; i < 32; i++) MPI_Win_free_keyval(&more[i]);
+}
+
 int main(int argc, char **argv) {
   int rank, flag;
   MPI_Init(&argc, &argv);
@@ -76,6 +129,7 @@ int main(int argc, char **argv) {
   MPI_Win_free(&win);
 
   if (rank == 0) printf("attributes: ok\n");
+  for (int flavor = 0; flavor < 4; flavor++) freed_keyval(rank, flavor);
   MPI_Finalize();
   return 0;
 }
