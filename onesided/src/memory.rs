@@ -141,10 +141,14 @@ impl Drop for InPlacePages {
         if let Err(e) =
             unsafe { crate::shm::segment::unshare_pages(self.base as *mut u8, self.len) }
         {
-            // The pages stay shared: still this process's memory with its contents.
-            crate::diag::say(format_args!(
-                "onesided: window memory stays in shared memory: {e}"
-            ));
+            // The pages stay shared: still this process's memory with its contents — not
+            // the program's concern, so a diagnostic event rather than a line on stderr.
+            crate::diag::event!(
+                target: "onesided::window",
+                error = %e,
+                "window memory stays in shared memory"
+            );
+            let _ = e;
         }
     }
 }
