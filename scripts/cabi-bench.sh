@@ -9,7 +9,14 @@
 #   - no latency combination slower than 1.2 x native + 0.05 us, no bandwidth combination
 #     below native / 1.2 (compared at every message size OSU prints).
 #
+# Then strided puts with a datatype made per put (onesided-mpi/bench/subarray_put.c: a new
+# 2-D subarray of MPI_BYTE per put, rows of 16 B to 64 KiB x 1, 16, 256 rows, at most 4 MiB
+# a put, and the same with one reused type), native and preload alternating, ROUNDS
+# rounds, medians; writes results/cabi-datatypes.txt and checks: preload <= 1.1 x native at
+# every shape.
+#
 #   bash scripts/cabi-bench.sh            # ~20-40 minutes here
+#   bash scripts/cabi-bench.sh datatypes  # only the strided puts (~2 minutes)
 #   ROUNDS=1 ITERS=200 bash scripts/cabi-bench.sh   # a quick look
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +24,49 @@ rounds=${ROUNDS:-5}
 iters=${ITERS:-1000}
 bash scripts/cabi.sh build >/dev/null
 lib=$PWD/target/release/libonesided_mpi.so
+mkdir -p results target
+
+datatypes() {
+  local exe=target/subarray_put raw
+  mpicc.mpich -O2 -Wall -Werror -o "$exe" onesided-mpi/bench/subarray_put.c
+  raw=$(mktemp)
+  for ((r = 1; r <= rounds; r++)); do
+    echo "strided puts, round $r of $rounds (load $(cut -d' ' -f1-3 /proc/loadavg))"
+    for mode in native preload; do
+      local pre=()
+      [[ $mode == preload ]] && pre=(env LD_PRELOAD="$lib")
+      # One job at a time: the two modes never share the machine.
+      "${pre[@]}" timeout 300 mpiexec.mpich -n 2 "$exe" 0.2 | sed "s/\$/ $mode/" >> "$raw"
+    done
+  done
+  python3 - "$raw" "$rounds" <<'PY' | tee results/cabi-datatypes.txt
+import collections, statistics, sys
+raw, rounds = sys.argv[1], int(sys.argv[2])
+cells = collections.defaultdict(list)
+for line in open(raw):
+    rows, row, kind, us, mode = line.split()
+    cells[(int(row), int(rows), kind, mode)].append(float(us))
+print(f"Strided puts of MPI_BYTE subarrays, MPICH 4.0.2 native vs LD_PRELOAD=libonesided_mpi.so,"
+      f" 2 ranks, microseconds per put + flush_local, medians of {rounds} alternating rounds")
+print(f"{'row bytes':>9} {'rows':>5} {'type':7} {'native':>10} {'preload':>10} {'preload/native':>15}")
+bad = []
+for (row, rows, kind) in sorted({k[:3] for k in cells}):
+    n = statistics.median(cells[(row, rows, kind, "native")])
+    p = statistics.median(cells[(row, rows, kind, "preload")])
+    print(f"{row:>9} {rows:>5} {kind:7} {n:>10.3f} {p:>10.3f} {p / n:>15.2f}")
+    if p > 1.1 * n:
+        bad.append((row, rows, kind, n, p))
+print(f"shapes where the preload takes more than 1.1 x native's time: {len(bad)}"
+      f" ({'meets' if not bad else 'misses'} <= 1.1 x at every shape)")
+for row, rows, kind, n, p in bad:
+    print(f"  {row} B x {rows} rows, {kind} type: native {n:.3f} us, preload {p:.3f} us")
+PY
+  rm -f "$raw"
+}
+if [[ ${1:-} == datatypes ]]; then
+  datatypes
+  exit 0
+fi
 src=third_party/osu-micro-benchmarks-7.4
 out=target/osu-mpich-4dp
 mkdir -p "$out" results
@@ -90,3 +140,4 @@ for k, n, p in bad:
     print(f"  {' '.join(map(str, k))}: native {n:.4f}, preload {p:.4f}")
 PY
 rm -f "$raw"
+datatypes

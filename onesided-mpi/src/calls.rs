@@ -5,6 +5,7 @@
 //! through the right error handler: the window's for calls on a window, the
 //! communicator's for window creation, `MPI_COMM_WORLD`'s where there is no valid window.
 
+use std::borrow::Cow;
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::Arc;
 
@@ -328,13 +329,20 @@ pub(crate) fn acc_pair(
 ///
 /// # Safety
 /// `addr` is the C caller's buffer for `o` (MPI's contract).
-pub(crate) unsafe fn origin_view<'a>(
+pub(crate) unsafe fn origin_view<'a, 's>(
     addr: *const c_void,
-    o: &Selection,
-) -> onesided::Result<(&'a mut [u8], Layout<u8>)> {
-    let low = o.low();
+    o: &'s Selection,
+) -> onesided::Result<(&'a mut [u8], Cow<'s, Layout<u8>>)> {
+    // A selection that starts a little above the address (by at most its own span) is
+    // viewed from the address, as a target's is: one layout then serves both sides of a
+    // call with one datatype. Not from MPI_BOTTOM (NULL), whose offsets are addresses.
+    let low = match o.low() {
+        low if low > 0 && !addr.is_null() && low <= o.high() - low => 0,
+        low => low,
+    };
     let len = (o.high() - low) as usize;
-    // SAFETY: the caller's buffer covers every block of its selection.
+    // SAFETY: the caller's buffer covers every block of its selection (and the view, the
+    // gaps between them from the address or its lowest block, as MPI's buffer does).
     let view = unsafe { bytes_mut(addr.cast_mut().wrapping_byte_offset(low), len) };
     Ok((view, o.layout(low)?))
 }
@@ -349,21 +357,21 @@ fn no_op_origin(t: &Selection) -> onesided::Result<Selection> {
 /// datatype that reaches below its displacement (a negative lower bound or stride) starts
 /// its layout that many whole displacement units earlier: MPI allows it while every byte
 /// it selects is in the window.
-pub(crate) fn target_at(
+pub(crate) fn target_at<'s>(
     w: &RawWindow,
     r: usize,
     d: usize,
-    t: &Selection,
-) -> onesided::Result<(usize, Layout<u8>)> {
+    t: &'s Selection,
+) -> onesided::Result<(usize, Cow<'s, Layout<u8>>)> {
     shifted(w.target_disp_unit(r)?, r, d, t)
 }
 
 /// [`target_at`] on a window made from a memory handle.
-fn mem_target_at(
+fn mem_target_at<'s>(
     m: &onesided::RawMemWindow,
     d: usize,
-    t: &Selection,
-) -> onesided::Result<(usize, Layout<u8>)> {
+    t: &'s Selection,
+) -> onesided::Result<(usize, Cow<'s, Layout<u8>>)> {
     shifted(m.disp_unit(), m.target(), d, t)
 }
 
@@ -373,7 +381,7 @@ fn shifted(
     r: usize,
     d: usize,
     t: &Selection,
-) -> onesided::Result<(usize, Layout<u8>)> {
+) -> onesided::Result<(usize, Cow<'_, Layout<u8>>)> {
     let low = t.low();
     if low >= 0 {
         return Ok((d, t.layout(0)?));

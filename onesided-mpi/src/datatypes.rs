@@ -8,6 +8,7 @@
 //! (freed and no longer referenced by another type), so a reused handle is flattened anew.
 //! Operations in flight keep their own copy of the blocks they need.
 
+use std::borrow::Cow;
 use std::os::raw::{c_int, c_void};
 use std::sync::{Arc, OnceLock};
 
@@ -30,6 +31,9 @@ pub(crate) struct Flat {
     /// `Some(None)` for bytes (`MPI_PACKED`, characters), `None` when components differ or are not known
     /// to the accumulate paths.
     pub elem: Option<Option<ElemType>>,
+    /// Blocks appended while building it, its children's included: the work a flatten
+    /// did, which must grow with the blocks, not the bytes (tests read it).
+    pub steps: usize,
 }
 
 impl Flat {
@@ -39,19 +43,47 @@ impl Flat {
             size: 0,
             extent: 0,
             elem: None,
+            steps: 0,
+        }
+    }
+
+    /// Appends `len` bytes at offset `off`, merged with the last block where they follow it.
+    #[inline]
+    fn push_block(&mut self, off: isize, len: usize) {
+        self.steps += 1;
+        match self.blocks.last_mut() {
+            Some(last) if last.0 + last.1 as isize == off => last.1 += len,
+            _ => self.blocks.push((off, len)),
         }
     }
 
     /// Appends `other` shifted by `shift` bytes.
     fn push_shifted(&mut self, other: &Flat, shift: isize) {
         for &(off, len) in &other.blocks {
-            let off = off + shift;
-            match self.blocks.last_mut() {
-                Some(last) if last.0 + last.1 as isize == off => last.1 += len,
-                _ => self.blocks.push((off, len)),
-            }
+            self.push_block(off + shift, len);
         }
         self.size += other.size;
+    }
+
+    /// Appends `n` consecutive instances of `child` (each `child.extent` bytes after the
+    /// last) from byte `at`. A child that is one run filling its extent (a predefined type,
+    /// a contiguous run of one) makes one block however large `n` is: the cost is that of
+    /// the blocks, not of the elements.
+    #[inline]
+    fn push_repeated(&mut self, child: &Flat, at: isize, n: usize) {
+        match child.blocks.as_slice() {
+            _ if n == 0 => {}
+            [] => {}
+            &[(off, len)] if len as isize == child.extent => {
+                self.push_block(at + off, len.saturating_mul(n));
+                self.size += child.size.saturating_mul(n);
+            }
+            _ => {
+                for j in 0..n {
+                    self.push_shifted(child, at + j as isize * child.extent);
+                }
+            }
+        }
     }
 
     /// The element type of the whole, given the first component's and this one's.
@@ -97,16 +129,58 @@ pub(crate) fn selection(count: i64, ty: MPI_Datatype) -> Result<Selection> {
             elem: Some(b.elem),
         });
     }
-    let flat = cached(ty)?;
-    let mut all = Flat::empty();
-    for i in 0..count {
-        all.push_shifted(&flat, i as isize * flat.extent);
+    let shape = cached(ty)?;
+    let elem = shape.flat.elem;
+    if count == 1 {
+        // The common case of a derived type: its cached blocks and layouts, not a copy.
+        return Ok(Selection {
+            bytes: shape.flat.size,
+            elem,
+            blocks: Blocks::Shared(shape),
+        });
     }
+    let mut all = Flat::empty();
+    all.push_repeated(&shape.flat, 0, count);
     Ok(Selection {
         blocks: Blocks::Many(all.blocks),
         bytes: all.size,
-        elem: flat.elem,
+        elem,
     })
+}
+
+/// A derived datatype as its cached attribute keeps it: the flattened instance, its lowest
+/// and highest byte, and its byte layouts as origins and targets use them, each made at
+/// its first use (a type built for one call pays for each once; a reused one never again).
+#[derive(Debug)]
+pub(crate) struct Shape {
+    flat: Flat,
+    /// The lowest offset of a block (0 without blocks).
+    low: isize,
+    /// One past the highest byte of a block.
+    high: isize,
+    /// The blocks shifted by `-low` (an origin's view starts at its lowest byte).
+    from_low: OnceLock<Layout<u8>>,
+    /// The blocks as they are (a target whose blocks lie at or above its displacement).
+    from_zero: OnceLock<Layout<u8>>,
+}
+
+impl Shape {
+    fn new(flat: Flat) -> Shape {
+        let low = flat.blocks.iter().map(|b| b.0).min().unwrap_or(0);
+        let high = flat
+            .blocks
+            .iter()
+            .map(|b| b.0 + b.1 as isize)
+            .max()
+            .unwrap_or(0);
+        Shape {
+            flat,
+            low,
+            high,
+            from_low: OnceLock::new(),
+            from_zero: OnceLock::new(),
+        }
+    }
 }
 
 /// `MPI_Type_size` of `ty`: a predefined type's from its handle, a derived one's from the
@@ -134,6 +208,8 @@ pub(crate) enum Blocks {
     Empty,
     One([(isize, usize); 1]),
     Many(Vec<(isize, usize)>),
+    /// One instance of a derived type: its cached shape.
+    Shared(Arc<Shape>),
 }
 
 /// What an origin or target argument selects.
@@ -154,6 +230,7 @@ impl Selection {
             Blocks::Empty => &[],
             Blocks::One(b) => b,
             Blocks::Many(v) => v,
+            Blocks::Shared(shape) => &shape.flat.blocks,
         }
     }
 
@@ -190,27 +267,55 @@ impl Selection {
 
     /// The lowest offset (0 when empty).
     pub(crate) fn low(&self) -> isize {
-        self.blocks().iter().map(|b| b.0).min().unwrap_or(0)
+        match &self.blocks {
+            Blocks::Shared(shape) => shape.low,
+            _ => self.blocks().iter().map(|b| b.0).min().unwrap_or(0),
+        }
     }
 
     /// One past the highest byte touched, from the address.
     pub(crate) fn high(&self) -> isize {
-        self.blocks()
-            .iter()
-            .map(|b| b.0 + b.1 as isize)
-            .max()
-            .unwrap_or(0)
+        match &self.blocks {
+            Blocks::Shared(shape) => shape.high,
+            _ => self
+                .blocks()
+                .iter()
+                .map(|b| b.0 + b.1 as isize)
+                .max()
+                .unwrap_or(0),
+        }
     }
 
-    /// A byte layout of these blocks shifted by `-low` (so that it starts at 0).
-    pub(crate) fn layout(&self, low: isize) -> Result<Layout<u8>> {
-        let shifted: Vec<(usize, usize)> = self
-            .blocks()
-            .iter()
-            .map(|&(o, l)| ((o - low) as usize, l))
-            .collect();
-        Layout::indexed(&shifted)
+    /// A byte layout of these blocks shifted by `-low` (so that it starts at 0); a derived
+    /// type's two usual ones (from its lowest byte, and unshifted) are kept with its shape.
+    pub(crate) fn layout(&self, low: isize) -> Result<Cow<'_, Layout<u8>>> {
+        if let Blocks::Shared(shape) = &self.blocks {
+            let kept = if low == shape.low {
+                Some(&shape.from_low)
+            } else if low == 0 {
+                Some(&shape.from_zero)
+            } else {
+                None
+            };
+            if let Some(kept) = kept {
+                if let Some(l) = kept.get() {
+                    return Ok(Cow::Borrowed(l));
+                }
+                let l = shifted_layout(self.blocks(), low)?;
+                return Ok(Cow::Borrowed(kept.get_or_init(|| l)));
+            }
+        }
+        shifted_layout(self.blocks(), low).map(Cow::Owned)
     }
+}
+
+/// A byte layout of `blocks` shifted by `-low`.
+fn shifted_layout(blocks: &[(isize, usize)], low: isize) -> Result<Layout<u8>> {
+    let shifted: Vec<(usize, usize)> = blocks
+        .iter()
+        .map(|&(o, l)| ((o - low) as usize, l))
+        .collect();
+    Layout::indexed(&shifted)
 }
 
 /// Our keyval on datatypes (made at the first derived type).
@@ -224,7 +329,7 @@ unsafe extern "C" fn drop_cached(
     _extra: *mut c_void,
 ) -> c_int {
     // SAFETY: `value` is the Arc made in `cached`, set once per datatype.
-    drop(unsafe { Arc::from_raw(value.cast::<Flat>()) });
+    drop(unsafe { Arc::from_raw(value.cast::<Shape>()) });
     abi::MPI_SUCCESS
 }
 
@@ -247,7 +352,7 @@ fn keyval() -> Result<c_int> {
 }
 
 /// The flattened form of derived type `ty`, from its attribute or made now.
-fn cached(ty: MPI_Datatype) -> Result<Arc<Flat>> {
+fn cached(ty: MPI_Datatype) -> Result<Arc<Shape>> {
     let k = keyval()?;
     let mut value: *mut c_void = std::ptr::null_mut();
     let mut flag: c_int = 0;
@@ -264,13 +369,13 @@ fn cached(ty: MPI_Datatype) -> Result<Arc<Flat>> {
         return Err(type_error(ty, "not a datatype"));
     }
     if flag != 0 {
-        let p = value.cast::<Flat>().cast_const();
+        let p = value.cast::<Shape>().cast_const();
         // SAFETY: the Arc set below; another count for the caller.
         unsafe { Arc::increment_strong_count(p) };
         // SAFETY: as above.
         return Ok(unsafe { Arc::from_raw(p) });
     }
-    let flat = Arc::new(flatten(ty)?);
+    let flat = Arc::new(Shape::new(flatten(ty)?));
     let raw = Arc::into_raw(Arc::clone(&flat));
     // SAFETY: the attribute owns one count, given back by drop_cached.
     let rc = unsafe { ffi::MPI_Type_set_attr(ffi::MPI_Datatype(ty), k, raw.cast_mut().cast()) };
@@ -362,6 +467,7 @@ fn flatten(ty: MPI_Datatype) -> Result<Flat> {
             size: b.size,
             extent: b.size as isize,
             elem: Some(b.elem),
+            steps: 1,
         });
     }
     let c = contents(ty)?;
@@ -372,6 +478,7 @@ fn flatten(ty: MPI_Datatype) -> Result<Flat> {
             size,
             extent: extent(ty)?,
             elem: Some(Some(e)),
+            steps: 1,
         });
     }
     if c.combiner == COMBINER_NAMED {
@@ -389,21 +496,29 @@ fn flatten(ty: MPI_Datatype) -> Result<Flat> {
             size: size as usize,
             extent: ext,
             elem: None,
+            steps: 1,
         });
     }
     let children: Vec<Flat> = c.types.iter().map(|&t| flatten(t)).collect::<Result<_>>()?;
     for &t in &c.types {
         free_if_derived(t);
     }
+    combine(&c, ext, &children)
+}
+
+/// One instance of a derived type from its contents (`c`), extent and flattened children:
+/// blocks in type-map order. The work is proportional to the blocks made: runs of dense
+/// children are placed whole, and subarrays and darrays place a whole run of their
+/// fastest dimension at a time.
+fn combine(c: &Contents, ext: isize, children: &[Flat]) -> Result<Flat> {
     let ints = |i: usize| c.ints[i] as isize;
     let mut out = Flat::empty();
     out.extent = ext;
+    out.steps = children.iter().map(|ch| ch.steps).sum();
     // Places `n` consecutive instances of child `k` at byte `at`.
     let place = |out: &mut Flat, k: usize, at: isize, n: isize, first: &mut bool| {
         let child = &children[k];
-        for j in 0..n.max(0) {
-            out.push_shifted(child, at + j * child.extent);
-        }
+        out.push_repeated(child, at, n.max(0) as usize);
         if n > 0 {
             out.join_elem(*first, child.elem);
             *first = false;
@@ -460,30 +575,10 @@ fn flatten(ty: MPI_Datatype) -> Result<Flat> {
             let subs: Vec<isize> = (0..d).map(|i| ints(1 + d + i)).collect();
             let starts: Vec<isize> = (0..d).map(|i| ints(1 + 2 * d + i)).collect();
             let fortran = c.ints[1 + 3 * d] == ORDER_FORTRAN;
-            // Dimensions from the slowest-varying to the fastest.
-            let order: Vec<usize> = if fortran {
-                (0..d).rev().collect()
-            } else {
-                (0..d).collect()
-            };
-            let e = children[0].extent;
-            let total: isize = subs.iter().product();
-            let mut index = vec![0isize; d];
-            for _ in 0..total.max(0) {
-                let mut linear = 0isize;
-                for &k in &order {
-                    linear = linear * sizes[k] + starts[k] + index[k];
-                }
-                place(&mut out, 0, linear * e, 1, &mut first);
-                // Next index, fastest dimension first.
-                for &k in order.iter().rev() {
-                    index[k] += 1;
-                    if index[k] < subs[k] {
-                        break;
-                    }
-                    index[k] = 0;
-                }
-            }
+            // Each dimension's selected indices: one run each.
+            let runs: Vec<Vec<(isize, isize)>> =
+                (0..d).map(|k| vec![(starts[k], subs[k])]).collect();
+            place_grid(&mut out, &children[0], &sizes, &runs, fortran, &mut first);
         }
         COMBINER_DARRAY => {
             // size, rank, ndims, gsizes, distribs, dargs, psizes, order (MPI-4.1 §5.1.4).
@@ -498,8 +593,8 @@ fn flatten(ty: MPI_Datatype) -> Result<Flat> {
                 coords[i] = r % psizes[i];
                 r /= psizes[i];
             }
-            // The global indices this process owns in each dimension, increasing.
-            let owned: Vec<Vec<isize>> = (0..d)
+            // The global indices this process owns in each dimension, as increasing runs.
+            let runs: Vec<Vec<(isize, isize)>> = (0..d)
                 .map(|i| {
                     let (g, p, c, darg) = (gsizes[i], psizes[i], coords[i], field(2, i));
                     match field(1, i) {
@@ -509,48 +604,34 @@ fn flatten(ty: MPI_Datatype) -> Result<Flat> {
                             } else {
                                 darg
                             };
-                            (c * b..((c + 1) * b).min(g)).collect()
+                            let (lo, hi) = (c * b, ((c + 1) * b).min(g));
+                            if lo < hi {
+                                vec![(lo, hi - lo)]
+                            } else {
+                                vec![]
+                            }
                         }
                         DISTRIBUTE_CYCLIC => {
                             let b = if darg == DISTRIBUTE_DFLT_DARG {
                                 1
                             } else {
                                 darg
-                            };
-                            (0..g).filter(|&x| (x / b.max(1)) % p == c).collect()
+                            }
+                            .max(1);
+                            // Blocks of b indices, every p-th one from this coordinate.
+                            (0..)
+                                .map(|k| (c + k * p) * b)
+                                .take_while(|&lo| lo < g)
+                                .map(|lo| (lo, b.min(g - lo)))
+                                .collect()
                         }
                         // MPI_DISTRIBUTE_NONE: the whole dimension.
-                        _ => (0..g).collect(),
+                        _ => vec![(0, g)],
                     }
                 })
                 .collect();
             let fortran = c.ints[3 + 4 * d] == ORDER_FORTRAN;
-            // Dimensions from the slowest-varying to the fastest.
-            let order: Vec<usize> = if fortran {
-                (0..d).rev().collect()
-            } else {
-                (0..d).collect()
-            };
-            let e = children[0].extent;
-            if owned.iter().all(|o| !o.is_empty()) {
-                let mut index = vec![0usize; d];
-                'all: loop {
-                    let mut linear = 0isize;
-                    for &k in &order {
-                        linear = linear * gsizes[k] + owned[k][index[k]];
-                    }
-                    place(&mut out, 0, linear * e, 1, &mut first);
-                    // Next index, fastest dimension first.
-                    for &k in order.iter().rev() {
-                        index[k] += 1;
-                        if index[k] < owned[k].len() {
-                            continue 'all;
-                        }
-                        index[k] = 0;
-                    }
-                    break;
-                }
-            }
+            place_grid(&mut out, &children[0], &gsizes, &runs, fortran, &mut first);
         }
         other => {
             return Err(Error::Unsupported(format!(
@@ -559,6 +640,73 @@ fn flatten(ty: MPI_Datatype) -> Result<Flat> {
         }
     }
     Ok(out)
+}
+
+/// Places the elements of an array of `dims` (elements of `child`) whose index in
+/// dimension `k` lies in one of `runs[k]` ((first index, length), increasing), in array
+/// order (C: the last dimension varies fastest; Fortran: the first): one run of the
+/// fastest dimension at a time.
+fn place_grid(
+    out: &mut Flat,
+    child: &Flat,
+    dims: &[isize],
+    runs: &[Vec<(isize, isize)>],
+    fortran: bool,
+    first: &mut bool,
+) {
+    let d = dims.len();
+    let runs: Vec<Vec<(isize, isize)>> = runs
+        .iter()
+        .map(|r| r.iter().copied().filter(|&(_, len)| len > 0).collect())
+        .collect();
+    if d == 0 || runs.iter().any(|r| r.is_empty()) {
+        return;
+    }
+    // Dimensions from the slowest-varying to the fastest.
+    let order: Vec<usize> = if fortran {
+        (0..d).rev().collect()
+    } else {
+        (0..d).collect()
+    };
+    let fastest = order[d - 1];
+    let e = child.extent;
+    // The linear index (in elements) where each selected run of the fastest dimension
+    // begins, less its start in that dimension: the slower dimensions expanded once, the
+    // slowest first.
+    let mut rows: Vec<isize> = vec![0];
+    for &k in &order[..d - 1] {
+        let count: isize = runs[k].iter().map(|&(_, len)| len).sum();
+        let mut next = Vec::with_capacity(rows.len() * count as usize);
+        for &r in &rows {
+            for &(lo, len) in &runs[k] {
+                next.extend((lo..lo + len).map(|i| r * dims[k] + i));
+            }
+        }
+        rows = next;
+    }
+    out.blocks.reserve(rows.len() * runs[fastest].len());
+    let row = dims[fastest];
+    match child.blocks.as_slice() {
+        // A dense child (the common case: a predefined type): each run is one block.
+        &[(off, len)] if len as isize == e => {
+            for &r in &rows {
+                for &(lo, n) in &runs[fastest] {
+                    out.push_block((r * row + lo) * e + off, len * n as usize);
+                }
+            }
+            out.size +=
+                child.size * rows.len() * runs[fastest].iter().map(|r| r.1 as usize).sum::<usize>();
+        }
+        _ => {
+            for &r in &rows {
+                for &(lo, n) in &runs[fastest] {
+                    out.push_repeated(child, (r * row + lo) * e, n as usize);
+                }
+            }
+        }
+    }
+    out.join_elem(*first, child.elem);
+    *first = false;
 }
 
 /// Frees a datatype handle `MPI_Type_get_contents` returned, unless it is predefined.
@@ -590,4 +738,131 @@ fn envelope(ty: MPI_Datatype) -> Result<(c_int, c_int, c_int, c_int)> {
         return Err(type_error(ty, "not a datatype"));
     }
     Ok((ni, na, nd, combiner))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A flattened predefined type of `size` bytes.
+    fn basic(size: usize) -> Flat {
+        Flat {
+            blocks: vec![(0, size)],
+            size,
+            extent: size as isize,
+            elem: Some(None),
+            steps: 1,
+        }
+    }
+
+    fn contents(combiner: c_int, ints: Vec<c_int>, aints: Vec<abi::MPI_Aint>) -> Contents {
+        Contents {
+            combiner,
+            ints,
+            aints,
+            types: vec![],
+        }
+    }
+
+    /// A C-order 2-D subarray of `rows` rows of `row` bytes in an array twice as wide.
+    fn byte_subarray(rows: c_int, row: c_int) -> (Contents, isize) {
+        let c = contents(
+            COMBINER_SUBARRAY,
+            vec![2, 2 * rows, 2 * row, rows, row, 1, 3, 56],
+            vec![],
+        );
+        (c, (4 * rows * row) as isize)
+    }
+
+    #[test]
+    fn a_subarray_of_bytes_costs_its_rows_not_its_bytes() {
+        for (rows, row) in [(1, 16), (16, 256), (256, 4096), (256, 65536)] {
+            let (c, ext) = byte_subarray(rows, row);
+            let flat = combine(&c, ext, &[basic(1)]).unwrap();
+            assert_eq!(flat.blocks.len(), rows as usize, "{rows} x {row}");
+            assert_eq!(flat.size, (rows * row) as usize);
+            // One block per row (and the child's one step): 16 Mi bytes in 256 steps.
+            assert!(flat.steps <= rows as usize + 1, "{} steps", flat.steps);
+            let first = (2 * row + 3) as isize;
+            assert_eq!(flat.blocks[0], (first, row as usize));
+            if rows > 1 {
+                assert_eq!(flat.blocks[1].0 - flat.blocks[0].0, (2 * row) as isize);
+            }
+        }
+    }
+
+    #[test]
+    fn vectors_and_contiguous_runs_cost_their_blocks() {
+        // 1 Mi contiguous bytes: one block, one step.
+        let c = contents(COMBINER_CONTIGUOUS, vec![1 << 20], vec![]);
+        let flat = combine(&c, 1 << 20, &[basic(1)]).unwrap();
+        assert_eq!(flat.blocks, vec![(0, 1 << 20)]);
+        assert!(flat.steps <= 2);
+        // 64 rows of 4 KiB ints, stride 8 Ki ints: 64 blocks, 64 steps.
+        let c = contents(COMBINER_VECTOR, vec![64, 1024, 2048], vec![]);
+        let flat = combine(&c, (63 * 2048 + 1024) * 4, &[basic(4)]).unwrap();
+        assert_eq!(flat.blocks.len(), 64);
+        assert_eq!(flat.blocks[1], (8192, 4096));
+        assert!(flat.steps <= 65, "{} steps", flat.steps);
+        // A child with a gap is placed instance by instance (its blocks are the work).
+        let gapped = Flat {
+            blocks: vec![(0, 4)],
+            size: 4,
+            extent: 8,
+            elem: Some(None),
+            steps: 1,
+        };
+        let c = contents(COMBINER_CONTIGUOUS, vec![10], vec![]);
+        let flat = combine(&c, 80, &[gapped]).unwrap();
+        assert_eq!(flat.blocks.len(), 10);
+        assert_eq!(flat.blocks[9], (72, 4));
+    }
+
+    #[test]
+    fn subarrays_in_fortran_order_and_empty_dimensions() {
+        // Fortran order: the first dimension is the fastest. 3 x 2 of a 4 x 5 array of
+        // ints, starting at (1, 2): columns of 3 ints at rows 2 and 3.
+        let c = contents(
+            COMBINER_SUBARRAY,
+            vec![2, 4, 5, 3, 2, 1, 2, ORDER_FORTRAN],
+            vec![],
+        );
+        let flat = combine(&c, 80, &[basic(4)]).unwrap();
+        assert_eq!(
+            flat.blocks,
+            vec![((2 * 4 + 1) * 4, 12), ((3 * 4 + 1) * 4, 12)]
+        );
+        // A dimension of zero elements selects nothing.
+        let c = contents(COMBINER_SUBARRAY, vec![2, 4, 5, 0, 2, 0, 0, 56], vec![]);
+        let flat = combine(&c, 80, &[basic(4)]).unwrap();
+        assert!(flat.blocks.is_empty());
+        assert_eq!(flat.size, 0);
+    }
+
+    #[test]
+    fn a_cyclic_darray_is_runs_of_its_blocks() {
+        // 1-D darray of 10 ints over 2 processes, cyclic(3), this is process 1: indices
+        // 3..6 and 9..10.
+        let c = contents(
+            COMBINER_DARRAY,
+            vec![2, 1, 1, 10, DISTRIBUTE_CYCLIC as c_int, 3, 2, 56],
+            vec![],
+        );
+        let flat = combine(&c, 40, &[basic(4)]).unwrap();
+        assert_eq!(flat.blocks, vec![(12, 12), (36, 4)]);
+        // Block distribution of a 2-D 4 x 6 array over 2 x 2: process 3 owns rows 2..4,
+        // columns 3..6 — two rows of three ints.
+        let b = DISTRIBUTE_BLOCK as c_int;
+        let d = DISTRIBUTE_DFLT_DARG as c_int;
+        let c = contents(
+            COMBINER_DARRAY,
+            vec![4, 3, 2, 4, 6, b, b, d, d, 2, 2, 56],
+            vec![],
+        );
+        let flat = combine(&c, 96, &[basic(4)]).unwrap();
+        assert_eq!(
+            flat.blocks,
+            vec![((2 * 6 + 3) * 4, 12), ((3 * 6 + 3) * 4, 12)]
+        );
+    }
 }

@@ -44,7 +44,13 @@ impl<T: Pod> Layout<T> {
     /// error, so `end` bounds every block of every layout that exists (the window bounds
     /// check relies on it).
     fn from_blocks(raw: impl IntoIterator<Item = Option<(usize, usize)>>) -> Result<Self> {
+        let raw = raw.into_iter();
         let mut blocks: Vec<(usize, usize)> = Vec::new();
+        // As many as the source says it has at least (a derived datatype's hundreds of
+        // blocks grew the list one reallocation at a time); more are reserved one by one.
+        blocks
+            .try_reserve(raw.size_hint().0)
+            .map_err(|_| Error::InvalidArgument("layout: too many blocks for memory".into()))?;
         let (mut bytes, mut end) = (0usize, 0usize);
         for block in raw {
             let (off, len) = block.ok_or_else(too_large)?;
@@ -58,9 +64,11 @@ impl<T: Pod> Layout<T> {
                 Some(last) if last.0 + last.1 == off => last.1 += len,
                 _ => {
                     // A block list too long for memory is an error, not an abort.
-                    blocks.try_reserve(1).map_err(|_| {
-                        Error::InvalidArgument("layout: too many blocks for memory".into())
-                    })?;
+                    if blocks.len() == blocks.capacity() {
+                        blocks.try_reserve(1).map_err(|_| {
+                            Error::InvalidArgument("layout: too many blocks for memory".into())
+                        })?;
+                    }
                     blocks.push((off, len))
                 }
             }
