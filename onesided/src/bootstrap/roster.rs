@@ -306,6 +306,14 @@ impl PeerWatch {
             .map(|(rank, _)| rank)
     }
 
+    /// A probe of whether member `rank` has ended, for a wait that knows no window (the
+    /// network endpoint's); `None` when the roster does not record that member.
+    pub(crate) fn end_probe(&self, rank: usize) -> Option<Arc<dyn Fn() -> bool + Send + Sync>> {
+        let index = (*self.members.get(rank)?)?;
+        let roster = Arc::clone(&self.roster);
+        Some(Arc::new(move || roster.exited(index)))
+    }
+
     /// The roster index of this process.
     fn my_index(&self) -> Option<usize> {
         self.members[self.me]

@@ -796,6 +796,68 @@ pub(crate) struct Nic {
     polls: AtomicU64,
     /// A thread is reading the endpoint in [`Nic::progress`] (see there).
     polling: AtomicBool,
+    /// Peers whose end the job records ([`Nic::watch_peer`]): a wait of the endpoint that
+    /// stalls after one of them ended fails instead of waiting for ever ([`ExitVigil`]).
+    watched: Mutex<Vec<WatchedPeer>>,
+}
+
+/// Tells whether a peer process has ended (its record in the job's roster, which the
+/// launcher marks for every node).
+pub(crate) type PeerEnded = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// A peer of the endpoint whose end can be known.
+struct WatchedPeer {
+    peer: sys::fi_addr_t,
+    /// Its rank, as the error reports it (in the window that registered it).
+    rank: usize,
+    ended: PeerEnded,
+}
+
+/// How long a wait of the endpoint goes on without any completion after it saw a peer
+/// end before it fails: an operation the peer completed before it ended has its completion
+/// read by then (the progress of the wait reads it), one it never served never completes.
+const EXIT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Polls of a wait between two looks at the watched peers.
+const EXIT_LOOK_EVERY: u32 = 32;
+
+/// What one wait of the endpoint knows about ended peers: the first seen, and since when
+/// nothing completed.
+#[derive(Default)]
+struct ExitVigil {
+    polls: u32,
+    /// A peer seen ended, and when the wait last saw progress (or the end) after that.
+    seen: Option<(usize, std::time::Instant)>,
+    /// Completions counted at the last look.
+    mark: Option<u64>,
+}
+
+impl ExitVigil {
+    /// Fails with `PeerGone` once a watched peer has ended and `EXIT_GRACE` went by
+    /// without completions (`completed`, read at most every [`EXIT_LOOK_EVERY`] polls, says
+    /// how many there were so far).
+    fn check(&mut self, nic: &Nic, completed: impl FnOnce() -> u64) -> Result<()> {
+        self.polls += 1;
+        if self.polls % EXIT_LOOK_EVERY != 0 || !nic.watches_peers() {
+            return Ok(());
+        }
+        let now = completed();
+        let moved = self.mark.is_some_and(|m| m != now);
+        self.mark = Some(now);
+        match &mut self.seen {
+            Some((_, since)) if moved => *since = std::time::Instant::now(),
+            Some((rank, since)) if since.elapsed() >= EXIT_GRACE => {
+                return Err(Error::PeerGone { rank: *rank });
+            }
+            Some(_) => {}
+            None => {
+                if let Some(rank) = nic.ended_peer() {
+                    self.seen = Some((rank, std::time::Instant::now()));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 // SAFETY: the domain is FI_THREAD_SAFE (libfabric serializes inside); every field of ours
@@ -1024,6 +1086,7 @@ impl Nic {
                 cpu_atomics_apart: atomics == NetAtomics::ProviderEverywhere,
                 polls: AtomicU64::new(0),
                 polling: AtomicBool::new(false),
+                watched: Mutex::new(Vec::new()),
             })
         }
     }
@@ -1330,6 +1393,7 @@ impl Nic {
         // a peer that is gone can keep answering it (tcp;ofi_rxm reconnecting to a closed
         // endpoint), and a post must fail then, not spin for ever.
         let give_up = std::time::Instant::now() + POST_PATIENCE;
+        let mut vigil = ExitVigil::default();
         loop {
             let rc = post(ctx);
             if rc >= 0 {
@@ -1338,6 +1402,9 @@ impl Nic {
             let failure = if !again(rc) {
                 Some(network_error(call, rc as i64))
             } else if let Err(e) = self.progress() {
+                Some(e)
+            } else if let Err(e) = vigil.check(self, || self.all_completions()) {
+                // A peer ended while its queue stayed full.
                 Some(e)
             } else if std::time::Instant::now() > give_up {
                 Some(Error::Network {
@@ -1355,7 +1422,7 @@ impl Nic {
                 // Relaxed: read by flushes with the completion counters. The ticket will
                 // never complete: counted as failed, so that flushes do not wait for it.
                 self.issued(read).failed.fetch_add(1, Ordering::Relaxed);
-                return Err(e);
+                return Err(self.blame(e));
             }
             std::thread::yield_now();
         }
@@ -1485,12 +1552,12 @@ impl Nic {
     /// this one: other operations in flight are not waited for).
     pub(crate) fn write_waited(&self, src: &[u8], to: Remote) -> Result<()> {
         let desc = self.local_desc(None, src.as_ptr() as usize, src.len())?;
-        let tracked = TrackedContext::default();
-        let ctx = Context::Tracked(&tracked as *const TrackedContext as *mut TrackedContext);
+        let tracked = Box::new(TrackedContext::default());
+        let ctx = Context::Tracked(&*tracked as *const TrackedContext as *mut TrackedContext);
         // SAFETY: `src` is borrowed, and `tracked` alive, until the wait below saw the
         // operation complete (it returns only then, or when the post failed).
         unsafe { self.post_write(src.as_ptr(), src.len(), desc, to, ctx)? };
-        self.wait_tracked(&tracked)
+        self.wait_tracked(tracked)
     }
 
     /// Writes `src` to `to` from where it is and returns once the provider is done with
@@ -1506,8 +1573,8 @@ impl Nic {
             return self.write_waited(src, to);
         }
         let desc = self.local_desc(None, src.as_ptr() as usize, src.len())?;
-        let tracked = TrackedContext::default();
-        let ctx = Context::Tracked(&tracked as *const TrackedContext as *mut TrackedContext);
+        let tracked = Box::new(TrackedContext::default());
+        let ctx = Context::Tracked(&*tracked as *const TrackedContext as *mut TrackedContext);
         // SAFETY: `src` is borrowed, and `tracked` alive, until the wait below saw the
         // operation complete (it returns only then, or when the post failed).
         unsafe {
@@ -1529,7 +1596,7 @@ impl Nic {
         // The same byte to the same place: whichever lands last, the target holds it.
         let marked = self.write_copied(&src[last..], marker);
         // Waited for even when the marker failed: `src` must outlive the provider's use.
-        self.wait_tracked(&tracked).and(marked)
+        self.wait_tracked(tracked).and(marked)
     }
 
     /// Posts one write of `len` bytes at `src` with descriptor `desc` to `to`, with
@@ -1690,15 +1757,15 @@ impl Nic {
             key: from.key,
             addr: from.addr,
         };
-        let tracked = TrackedContext::default();
-        let context = Context::Tracked(&tracked as *const TrackedContext as *mut TrackedContext);
+        let tracked = Box::new(TrackedContext::default());
+        let context = Context::Tracked(&*tracked as *const TrackedContext as *mut TrackedContext);
         let result = dst.as_mut_ptr();
         self.post_on_wire("read", true, context, |ctx| {
             // SAFETY: `dst` is borrowed, and `tracked` alive, until the wait below saw the
             // answer (or the post failed).
             unsafe { w.post(from.peer, &request, &[], &[], result, ctx) }
         })?;
-        self.wait_tracked(&tracked)?;
+        self.wait_tracked(tracked)?;
         Ok(true)
     }
 
@@ -1737,6 +1804,7 @@ impl Nic {
         // this wait.
         let errors_before = self.read_completions().1;
         let mut hang = crate::diag::HangClock::new();
+        let mut vigil = ExitVigil::default();
         loop {
             let (done, errors) = self.read_completions();
             // As in flush: the posted count read after the counter.
@@ -1753,11 +1821,14 @@ impl Nic {
                         text: format!("{} reads completed in error", errors - errors_before),
                     }));
                 }
-                return failure;
+                return failure.map_err(|e| self.blame(e));
             }
             if let Err(e) = self.progress() {
                 failure = failure.and(Err(e));
             }
+            // A read whose target ended never completes: after a second without any
+            // completion the wait gives up (nothing will write the buffers any more).
+            vigil.check(self, || done + errors + failed)?;
             backoff.snooze();
             // Reported, not abandoned: the reads write into the callers' buffers.
             hang.tick_job(|| {
@@ -2471,16 +2542,17 @@ impl Nic {
     pub(crate) fn flush(&self, mut meanwhile: impl FnMut() -> Result<()>) -> Result<()> {
         let mut backoff = crate::backoff::Backoff::for_network();
         let mut hang = crate::diag::HangClock::new();
+        let mut vigil = ExitVigil::default();
         let (writes, reads) = loop {
             let (w, r, errors) = self.completions();
             if errors > 0 {
                 // The queue's error entry says what failed.
-                self.progress_all()?;
-                return Err(Error::Network {
+                self.progress_all().map_err(|e| self.blame(e))?;
+                return Err(self.blame(Error::Network {
                     call: "flush",
                     code: 0,
                     text: format!("{errors} operations completed in error"),
-                });
+                }));
             }
             // The posted counts after the counters (SeqCst fence: this load is not done
             // before the counters were read). A ticket is taken before its post, so at
@@ -2498,6 +2570,8 @@ impl Nic {
             }
             self.progress()?;
             meanwhile()?;
+            // The contexts stay with the endpoint: giving up when a peer ended is safe.
+            vigil.check(self, || w + r + errors)?;
             backoff.snooze();
             // The contexts stay with the endpoint: giving up on an aborted job is safe.
             let describe = || {
@@ -2591,11 +2665,11 @@ impl Nic {
             self.held.fetch_sub(freed, Ordering::Relaxed);
             if failed {
                 // The queue's error entry was read already (it marked the context).
-                return Err(Error::Network {
+                return Err(self.blame(Error::Network {
                     call: "flush",
                     code: 0,
                     text: "an operation of this thread completed in error".into(),
-                });
+                }));
             }
             if untracked {
                 return self.flush(|| Ok(()));
@@ -2684,19 +2758,20 @@ impl Nic {
     /// progress: `Ok` when it succeeded. A failure of another operation that a progress
     /// call reports meanwhile does not end the wait (the context must outlive the
     /// operation); it is returned after it.
-    fn wait_tracked(&self, tracked: &TrackedContext) -> Result<()> {
+    fn wait_tracked(&self, tracked: Box<TrackedContext>) -> Result<()> {
         let mut backoff = crate::backoff::Backoff::for_network();
         let mut hang = crate::diag::HangClock::new();
+        let mut vigil = ExitVigil::default();
         let mut other = Ok(());
         loop {
             match tracked.completed() {
-                Some(false) => return other,
+                Some(false) => return other.map_err(|e| self.blame(e)),
                 Some(true) => {
-                    return Err(other.err().unwrap_or(Error::Network {
+                    return Err(self.blame(other.err().unwrap_or(Error::Network {
                         call: "operation",
                         code: 0,
                         text: "the operation completed in error".into(),
-                    }))
+                    })))
                 }
                 None => {}
             }
@@ -2704,9 +2779,74 @@ impl Nic {
                 other = other.and(Err(e));
             }
             backoff.snooze();
+            if let Err(e) = vigil.check(self, || self.all_completions()) {
+                // Its target ended: nothing will complete it. The provider (or the wire,
+                // failing what its closed link had) may still write the context: it stays
+                // allocated for good.
+                Box::leak(tracked);
+                return Err(e);
+            }
             // Reported, not abandoned: the provider still holds the context and the buffer.
             hang.tick_job(|| "a network operation waited for alone to complete".into());
         }
+    }
+
+    /// Watches peer `peer` (reported as `rank`): once `ended` says it has ended, a wait of
+    /// this endpoint that stalls fails with `PeerGone` ([`ExitVigil`]). The first
+    /// registration of a peer counts.
+    pub(crate) fn watch_peer(&self, peer: sys::fi_addr_t, rank: usize, ended: PeerEnded) {
+        let mut watched = self
+            .watched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if watched.iter().all(|w| w.peer != peer) {
+            watched.push(WatchedPeer { peer, rank, ended });
+        }
+    }
+
+    /// Whether any peer is watched.
+    fn watches_peers(&self) -> bool {
+        !self
+            .watched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_empty()
+    }
+
+    /// A watched peer that has ended, if any (its rank).
+    fn ended_peer(&self) -> Option<usize> {
+        self.watched
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .find(|w| (w.ended)())
+            .map(|w| w.rank)
+    }
+
+    /// The error to report for `e`, a failure of the network: `PeerGone` when a watched
+    /// peer has ended (the provider cancels what was in flight to it as its connection
+    /// closes, before or after the job's roster records the end: a failure waits up to
+    /// [`EXIT_GRACE`] for the record), else `e` itself.
+    pub(crate) fn blame(&self, e: Error) -> Error {
+        if !matches!(e, Error::Network { .. }) || !self.watches_peers() {
+            return e;
+        }
+        let until = std::time::Instant::now() + EXIT_GRACE;
+        loop {
+            if let Some(rank) = self.ended_peer() {
+                return Error::PeerGone { rank };
+            }
+            if std::time::Instant::now() >= until {
+                return e;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// Every completion so far, reads and writes, in error or not (a measure of progress).
+    fn all_completions(&self) -> u64 {
+        let (w, r, e) = self.completions();
+        w + r + e
     }
 
     /// The `fi_info` entry the endpoint was opened from (for the transport's capability

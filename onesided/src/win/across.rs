@@ -218,6 +218,17 @@ fn node_segment(
             })
         })
         .collect::<Result<_>>()?;
+    // The endpoint's own waits (a flush, a read, a fetching atomic) learn of the end of a
+    // rank on another node from the job's roster, as the window's waits do.
+    if let Some(watch) = comm.bootstrap().watch() {
+        for (r, area) in areas.iter().enumerate() {
+            if nodes[r] != nodes[me] {
+                if let Some(ended) = watch.end_probe(r) {
+                    ep.nic.watch_peer(area.peer, r, ended);
+                }
+            }
+        }
+    }
     let routes = crate::win::interned::intern(
         areas
             .iter()

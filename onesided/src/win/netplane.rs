@@ -149,8 +149,9 @@ pub(crate) struct NetPlane {
     /// changed with CPU atomics (a round trip through the network saved per operation).
     near: Option<Near>,
     slots: Mutex<Slots>,
-    /// The first failure: every later poll reports it.
-    failure: Mutex<Option<String>>,
+    /// The first failure: every later poll reports it (a peer that ended as such, its
+    /// rank; any other as text).
+    failure: Mutex<Option<std::result::Result<usize, String>>>,
     /// The clock of the slots' post times.
     started: std::time::Instant,
 }
@@ -304,7 +305,10 @@ impl NetPlane {
             .failure
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f.get_or_insert_with(|| e.to_string());
+        f.get_or_insert_with(|| match e {
+            Error::PeerGone { rank } => Ok(*rank),
+            e => Err(e.to_string()),
+        });
     }
 
     fn failed(&self) -> Result<()> {
@@ -314,7 +318,8 @@ impl NetPlane {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
         {
             None => Ok(()),
-            Some(text) => Err(Error::Network {
+            Some(Ok(rank)) => Err(Error::PeerGone { rank: *rank }),
+            Some(Err(text)) => Err(Error::Network {
                 call: "control plane",
                 code: 0,
                 text: text.clone(),
@@ -538,25 +543,25 @@ impl ControlPlane for NetPlane {
                 if waited > ANSWER_PATIENCE.as_millis() as u64 {
                     // The slot stays taken: the NIC may still write it.
                     self.nic.abandon(true);
-                    let e = Error::Network {
+                    let e = self.nic.blame(Error::Network {
                         call: "control-plane atomic",
                         code: 0,
                         text: format!(
                             "no answer for {} s: the peer is gone or unreachable",
                             ANSWER_PATIENCE.as_secs()
                         ),
-                    };
+                    });
                     self.fail(&e);
                     return Err(e);
                 }
                 Ok(None)
             }
             Some(true) => {
-                let e = Error::Network {
+                let e = self.nic.blame(Error::Network {
                     call: "control-plane atomic",
                     code: 0,
                     text: "the operation completed in error".into(),
-                };
+                });
                 self.fail(&e);
                 Err(e)
             }
