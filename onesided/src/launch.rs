@@ -475,6 +475,35 @@ struct Ranks<'a> {
 
 type Outcome = (Vec<RankStatus>, Option<JobFailure>, Vec<RankOutput>);
 
+/// Copies the collective each rank started here is blocked in (what it published in its
+/// node's roster) into the rosters of the other nodes — those this supervisor serves, and
+/// through the hub the others — when it changed since the last copy (`published`, by
+/// position in `ranks.members`): a process blocked in a collective that waits for a
+/// process of another node, blocked in turn in a collective that waits for it, is then
+/// seen by both, and both fail with `CollectiveDeadlock` as on one node.
+fn mirror_waits(ranks: &Ranks<'_>, published: &mut [u64]) {
+    if ranks.boots.len() < 2 && ranks.agent.is_none() {
+        return;
+    }
+    for (i, &rank) in ranks.members.iter().enumerate() {
+        let own = ranks.boot_of[rank];
+        let word = ranks.boots[own].waiting_of(rank);
+        if word == published[i] {
+            continue;
+        }
+        published[i] = word;
+        for (b, boot) in ranks.boots.iter().enumerate() {
+            if b != own {
+                boot.mirror_waiting(rank, word);
+            }
+        }
+        if let Some(agent) = ranks.agent {
+            // A hub that is gone ends the job through `news`.
+            let _ = agent.waiting(rank, word);
+        }
+    }
+}
+
 /// Starts `ranks.members`, watches them until every one has ended, and collects their
 /// output: the common part of a launcher and of a node agent.
 fn supervise(spec: &LaunchSpec, job: &str, ranks: &Ranks<'_>) -> Result<Outcome> {
@@ -546,6 +575,9 @@ fn supervise(spec: &LaunchSpec, job: &str, ranks: &Ranks<'_>) -> Result<Outcome>
     let mut boot_unlinked = vec![false; ranks.boots.len()];
     let mut announced = false;
     let mark_exited = |rank: usize| ranks.boots.iter().for_each(|b| b.mark_exited(rank));
+    // The collective each rank started here last published it is blocked in, as copied
+    // to the other nodes' rosters.
+    let mut published = vec![0u64; ranks.members.len()];
     loop {
         let mut alive = 0;
         for (rank, r) in running.iter_mut() {
@@ -604,6 +636,15 @@ fn supervise(spec: &LaunchSpec, job: &str, ranks: &Ranks<'_>) -> Result<Outcome>
                     for n in news {
                         match n {
                             AgentNews::Exited(rank) => mark_exited(rank),
+                            AgentNews::Waiting { rank, word } => {
+                                // Our own ranks write their records themselves.
+                                if !ranks.members.contains(&rank) {
+                                    ranks
+                                        .boots
+                                        .iter()
+                                        .for_each(|b| b.mirror_waiting(rank, word));
+                                }
+                            }
                             AgentNews::Abort { report: r } => {
                                 failure.get_or_insert(JobFailure::Aborted);
                                 report |= r;
@@ -617,6 +658,7 @@ fn supervise(spec: &LaunchSpec, job: &str, ranks: &Ranks<'_>) -> Result<Outcome>
                 }
             }
         }
+        mirror_waits(ranks, &mut published);
         if failure.is_none() {
             failure = stopped_from_outside(spec, start);
         }

@@ -1222,3 +1222,67 @@ fn a_timed_out_job_hears_from_its_network_waits() {
         "rank 0's network wait did not report:\n{err}"
     );
 }
+
+/// Collective deadlocks between two nodes are detected as on one node: a fence against a
+/// `Comm::barrier`, two windows fenced in opposite orders, and a world barrier against a
+/// split communicator's barrier. Each process's collective is visible to the other node
+/// (the launcher copies what each publishes into the other node's roster), and both ranks
+/// fail (`CollectiveDeadlock`, or `PeerExited` for the one left waiting after the other
+/// returned) within a few seconds instead of hanging.
+#[test]
+fn collective_deadlocks_across_nodes_are_errors() {
+    use onesided::Error;
+    for scenario in ["fence/barrier", "opposite fences", "world/split barrier"] {
+        let report = testing::job(2)
+            .nodes(2)
+            .timeout(std::time::Duration::from_secs(60))
+            .run(|u| {
+                let w = u.world();
+                let me = w.rank();
+                let a = Window::<u64>::allocate(w, 8)?;
+                let b = Window::<u64>::allocate(w, 8)?;
+                let split = w.split(Some(0), me)?.expect("a member");
+                w.barrier()?;
+                let started = std::time::Instant::now();
+                let r = match (scenario, me) {
+                    ("fence/barrier", 0) => a.fence(Assert::NONE),
+                    ("fence/barrier", _) => w.barrier(),
+                    ("opposite fences", 0) => {
+                        a.fence(Assert::NONE).and_then(|()| b.fence(Assert::NONE))
+                    }
+                    ("opposite fences", _) => {
+                        b.fence(Assert::NONE).and_then(|()| a.fence(Assert::NONE))
+                    }
+                    (_, 0) => w.barrier(),
+                    (_, _) => split.barrier(),
+                };
+                let waited = started.elapsed();
+                assert!(
+                    matches!(
+                        r,
+                        Err(Error::CollectiveDeadlock { .. } | Error::PeerExited { .. })
+                    ),
+                    "{scenario}: rank {me}: {r:?}"
+                );
+                assert!(
+                    waited < std::time::Duration::from_secs(5),
+                    "{scenario}: rank {me} waited {waited:?}"
+                );
+                println!("{scenario}: rank {me} after {waited:?}: {}", r.unwrap_err());
+                // The windows and communicators are out of step now: leave.
+                std::mem::forget((a, b, split));
+                Ok(())
+            });
+        if report.statuses.is_empty() {
+            continue; // a rank of another job of this test
+        }
+        report.assert_success();
+        assert!(
+            report
+                .outputs_for_humans()
+                .contains("waits for this process"),
+            "{scenario}: no rank saw the deadlock\n{}",
+            report.outputs_for_humans()
+        );
+    }
+}

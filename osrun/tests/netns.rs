@@ -179,7 +179,8 @@ fn rank_moves_data() -> onesided::Result<()> {
 /// Two nodes in their own namespaces: the job runs, moves its data over the veth (its
 /// counters grew by at least that much each way), and leaves nothing in the host's
 /// /dev/shm or $TMPDIR; then a rank of node 1 exiting inside a fence, and one SIGKILLed, each
-/// end the job within 5 s, naming it.
+/// end the job within 5 s, naming it; and a collective deadlock between the nodes (a
+/// fence against a barrier) fails at every rank within seconds.
 #[test]
 fn two_nodes_in_network_namespaces_move_data_over_the_veth() {
     if let Ok(role) = std::env::var(ROLE) {
@@ -206,6 +207,22 @@ fn two_nodes_in_network_namespaces_move_data_over_the_veth() {
                 }
                 // Rank 3 never comes: its agent relays its exit to node 0's roster.
                 win.fence(Assert::NONE).unwrap();
+            }
+            "deadlock" => {
+                let u = onesided::init().unwrap();
+                let w = u.world();
+                let win = Window::<u64>::allocate(w, 1024).unwrap();
+                w.barrier().unwrap();
+                // Node 0's ranks fence, node 1's wait in a barrier: each sees the other's
+                // wait through the agents (the hub relays what each publishes).
+                let r = if u.rank() < 2 {
+                    win.fence(Assert::NONE)
+                } else {
+                    w.barrier()
+                };
+                println!("rank {}: {r:?}", u.rank());
+                std::mem::forget(win);
+                std::process::exit(if r.is_err() { 0 } else { 1 });
             }
             _ => unreachable!(),
         }
@@ -286,4 +303,19 @@ fn two_nodes_in_network_namespaces_move_data_over_the_veth() {
         stderr.contains("rank 3") && stderr.contains("SIGKILL"),
         "{stderr}"
     );
+
+    // A collective deadlock between the nodes (a fence against a barrier) is an error at
+    // every rank within a few seconds, as on one node.
+    let (out, elapsed) = nodes.osrun(
+        4,
+        "two_nodes_in_network_namespaces_move_data_over_the_veth",
+        "deadlock",
+    );
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(
+        elapsed < Duration::from_secs(8),
+        "took {elapsed:?}: {stdout}\n{stderr}"
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains("CollectiveDeadlock"), "{stdout}\n{stderr}");
 }

@@ -43,6 +43,9 @@ const EXITED: u64 = 5;
 /// Agent → hub: a rank failed (rank, pid, signalled, code); hub → agents: abort the job.
 const FAILED: u64 = 6;
 const ABORT: u64 = 7;
+/// Agent → hub → every agent: the collective a rank is blocked in (rank, roster word; 0
+/// when it no longer is), so that every node's roster shows every member's wait.
+const WAITING: u64 = 8;
 
 /// Reply status: the collective completed.
 const DONE: u64 = 0;
@@ -358,6 +361,13 @@ impl Link {
 pub(crate) enum AgentNews {
     /// A rank (job rank) exited with status 0 somewhere.
     Exited(usize),
+    /// A rank of another node published the collective it is blocked in (its roster word).
+    Waiting {
+        /// The job rank.
+        rank: usize,
+        /// Its roster's waiting word (0: not blocked).
+        word: u64,
+    },
     /// The job is aborted; `report`: because it ran out of time, and waiting ranks say
     /// what they wait for first (`crate::diag`).
     Abort {
@@ -416,6 +426,12 @@ impl AgentLink {
         self.send(EXITED, &[rank as u64])
     }
 
+    /// Tells every node the collective `rank` (of this node) is blocked in (`word`, its
+    /// roster word; 0: none any more).
+    pub(crate) fn waiting(&self, rank: usize, word: u64) -> Result<()> {
+        self.send(WAITING, &[rank as u64, word])
+    }
+
     /// Tells the head that a rank of this node failed (the job goes down).
     pub(crate) fn failed(&self, f: RankFailure) -> Result<()> {
         self.send(
@@ -453,6 +469,12 @@ impl AgentLink {
             match read_frame(&mut reader, &mut never_idle) {
                 Ok(Some(f)) if f.kind == EXITED && f.words.len() == 1 => {
                     out.push(AgentNews::Exited(f.words[0] as usize))
+                }
+                Ok(Some(f)) if f.kind == WAITING && f.words.len() == 2 => {
+                    out.push(AgentNews::Waiting {
+                        rank: f.words[0] as usize,
+                        word: f.words[1],
+                    })
                 }
                 Ok(Some(f)) if f.kind == ABORT => out.push(AgentNews::Abort {
                     report: f.words.first() == Some(&1),
@@ -682,6 +704,7 @@ impl Shared {
                             st.exited.push(rank as usize);
                             st.to_agents(EXITED, &[rank], &mut out)
                         }
+                        (WAITING, &[rank, word]) => st.to_agents(WAITING, &[rank, word], &mut out),
                         (FAILED, &[rank, pid, signalled, code]) => {
                             st.failure.get_or_insert(RankFailure {
                                 rank: rank as usize,

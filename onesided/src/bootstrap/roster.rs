@@ -100,12 +100,16 @@ impl Roster {
         self.word(index, 0).load(Ordering::Acquire) == EXITED
     }
 
-    fn set_waiting(&self, index: usize, value: u64) {
+    /// Publishes the collective process `index` is blocked in (0: none). The process writes
+    /// its own record; a launcher copies it into the rosters of the other nodes
+    /// ([`crate::launch`]), so that a wait on any node sees every member's.
+    pub(crate) fn set_waiting(&self, index: usize, value: u64) {
         // Relaxed: a hint read by other waiters, confirmed over time; it publishes nothing.
         self.word(index, 1).store(value, Ordering::Relaxed);
     }
 
-    fn waiting(&self, index: usize) -> u64 {
+    /// The collective process `index` is blocked in, as last published (0: none).
+    pub(crate) fn waiting(&self, index: usize) -> u64 {
         // Relaxed: see set_waiting.
         self.word(index, 1).load(Ordering::Relaxed)
     }

@@ -83,6 +83,25 @@ impl BootSegment {
         }
     }
 
+    /// The collective `rank` published that it is blocked in (0: none), as this node's
+    /// roster holds it.
+    pub fn waiting_of(&self, rank: usize) -> u64 {
+        if rank < self.n {
+            self.roster.waiting(rank)
+        } else {
+            0
+        }
+    }
+
+    /// Copies into this node's roster what `rank` (a rank of another node) published about
+    /// the collective it is blocked in: waits here then see it (a deadlock across nodes is
+    /// detected as on one node).
+    pub fn mirror_waiting(&self, rank: usize, word: u64) {
+        if rank < self.n {
+            self.roster.set_waiting(rank, word);
+        }
+    }
+
     /// True once every rank that maps the segment has mapped it.
     pub fn all_attached(&self) -> bool {
         word(&self.seg, OFF_ATTACHED).load(Ordering::Relaxed) >= self.attaching as u64

@@ -151,11 +151,13 @@ impl LocalBootstrap {
         let barrier = unsafe { Barrier::new(seg.as_ptr().add(OFF_BARRIER), layout.barrier, rank) };
         let seg = Arc::new(seg);
         let roster = Roster::new(Arc::clone(&seg), layout.roster, size)?;
+        // The world's channel: the same at every process of the job, whichever node's boot
+        // segment it maps (waits on one node see the others' through the launcher's copies).
         let watch = PeerWatch::new(
             Arc::new(roster),
             (0..size).map(Some).collect(),
             rank,
-            channel_id(seg.tag()),
+            channel_id(job_seed(&job)),
         );
         Ok(LocalBootstrap {
             seg,
@@ -1002,4 +1004,11 @@ mod tests {
         assert_eq!(v, b"xyz");
         assert!(crate::shm::segment::job_segments(b.job_id()).is_empty());
     }
+}
+
+/// 64 bits from a job id (FNV-1a): the seed of the world's channel id.
+fn job_seed(job: &str) -> u64 {
+    job.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
