@@ -795,6 +795,13 @@ impl LocalBootstrap {
     }
 }
 
+/// 64 bits from a job id (FNV-1a): the seed of the world's channel id.
+fn job_seed(job: &str) -> u64 {
+    job.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1004,11 +1011,4 @@ mod tests {
         assert_eq!(v, b"xyz");
         assert!(crate::shm::segment::job_segments(b.job_id()).is_empty());
     }
-}
-
-/// 64 bits from a job id (FNV-1a): the seed of the world's channel id.
-fn job_seed(job: &str) -> u64 {
-    job.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
 }
