@@ -67,6 +67,8 @@ pub(crate) struct InPlacePages {
     seg: Segment,
     base: usize,
     len: usize,
+    /// What a forked child does with the pages (given up before they move back).
+    fork: Option<crate::shm::fork::ForkGuard>,
 }
 
 /// Shares the pages that hold `[addr, addr + len)` in place (see [`SharedInPlace`]), when
@@ -111,13 +113,21 @@ pub(crate) unsafe fn share_in_place(
         Err(Error::SharedMemoryFull { .. }) => return Ok(None),
         Err(e) => return Err(e),
     };
+    // A forked child must get private pages again (`shm::fork`): a range its handler
+    // cannot know of is not shared.
+    let Some(fork) = crate::shm::fork::register(lo, hi - lo, None) else {
+        return Ok(None);
+    };
     // SAFETY: checked private and writable above; the caller keeps other threads away.
-    unsafe { crate::shm::segment::share_pages(&seg, lo as *mut u8, hi - lo)? };
+    let fd = unsafe { crate::shm::segment::share_pages(&seg, lo as *mut u8, hi - lo)? };
+    // The child maps the segment privately through this descriptor (no copy at fork).
+    let fork = fork.with_fd(fd);
     let tag = seg.tag();
     let pages = std::sync::Arc::new(InPlacePages {
         seg,
         base: lo,
         len: hi - lo,
+        fork: Some(fork),
     });
     reg.push(Registered {
         base: lo,
@@ -131,6 +141,9 @@ pub(crate) unsafe fn share_in_place(
 impl Drop for InPlacePages {
     fn drop(&mut self) {
         registry().retain(|r| r.base != self.base || r.tag != self.seg.tag());
+        // A child forked from now on keeps the pages as they are (private again below, or
+        // shared for good): its handler must not map the segment over them.
+        drop(self.fork.take());
         if near_this_stack(self.base, self.base + self.len) {
             // This call's own frames may live in those pages: they stay shared (still this
             // process's memory, with its contents).
@@ -227,6 +240,9 @@ fn private_writable(lo: usize, hi: usize) -> bool {
 pub struct AllocMem<T: Pod> {
     seg: Segment,
     len: usize,
+    /// A forked child maps it privately (`shm::fork`), as it would get `malloc`'s memory
+    /// (`None` while the child handler's table is full: a child then shares it).
+    _fork: Option<crate::shm::fork::ForkGuard>,
     _elem: PhantomData<T>,
 }
 
@@ -264,9 +280,11 @@ impl<T: Pod> AllocMem<T> {
             tag: seg.tag(),
             in_place: None,
         });
+        let fork = crate::shm::fork::register(seg.as_ptr() as usize, seg.len(), seg.reopen().ok());
         Ok(AllocMem {
             seg,
             len,
+            _fork: fork,
             _elem: PhantomData,
         })
     }

@@ -162,6 +162,12 @@ impl Segment {
     }
 
     /// Removes the name from /dev/shm; the mapping stays valid. Idempotent.
+    /// A new descriptor of the segment's object, while its name exists.
+    pub(crate) fn reopen(&self) -> Result<rustix::fd::OwnedFd> {
+        shm::open(self.name.as_str(), shm::OFlags::RDWR, Mode::empty())
+            .map_err(|e| Error::os("shm_open (reopen)", e))
+    }
+
     pub(crate) fn unlink(&self) {
         if self.owner && self.linked.swap(false, Ordering::AcqRel) {
             // ENOENT means the launcher swept it already: nothing left to do.
@@ -190,7 +196,11 @@ impl Drop for Segment {
 /// `[addr, addr + len)` is mapped private, readable and writable memory of this process,
 /// and no other thread writes it while this runs (a write between the copy and the new
 /// mapping would be lost).
-pub(crate) unsafe fn share_pages(seg: &Segment, addr: *mut u8, len: usize) -> Result<()> {
+pub(crate) unsafe fn share_pages(
+    seg: &Segment,
+    addr: *mut u8,
+    len: usize,
+) -> Result<rustix::fd::OwnedFd> {
     if len > seg.len || addr as usize % page_size() != 0 || len % page_size() != 0 {
         return Err(Error::InvalidArgument(
             "share_pages: unaligned range or small segment".into(),
@@ -214,7 +224,7 @@ pub(crate) unsafe fn share_pages(seg: &Segment, addr: *mut u8, len: usize) -> Re
         )
     }
     .map_err(|e| Error::os("mmap (share in place)", e))?;
-    Ok(())
+    Ok(fd)
 }
 
 /// Undoes [`share_pages`]: the pages `[addr, addr + len)` become private anonymous memory
