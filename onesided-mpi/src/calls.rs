@@ -758,16 +758,26 @@ pub(crate) unsafe fn win_create_dynamic(
     .map(drop)
 }
 
-pub(crate) unsafe fn win_free(win: *mut MPI_Win) -> CallResult {
-    if win.is_null() {
+/// What the caller's in-out argument `arg` (named `what`) holds; a NULL one is
+/// `MPI_ERR_ARG` at `MPI_COMM_WORLD`'s handler.
+///
+/// # Safety
+/// `arg` is NULL or the caller's valid pointer.
+unsafe fn in_out<T: Copy>(arg: *mut T, what: &str) -> Result<T, Failure> {
+    if arg.is_null() {
         return Err(Failure::Comm(
             abi::MPI_COMM_WORLD,
             abi::MPI_ERR_ARG,
-            "win is NULL".into(),
+            format!("{what} is NULL"),
         ));
     }
-    // SAFETY: checked non-null.
-    let handle = unsafe { *win };
+    // SAFETY: checked non-null; valid by the caller's contract.
+    Ok(unsafe { *arg })
+}
+
+pub(crate) unsafe fn win_free(win: *mut MPI_Win) -> CallResult {
+    // SAFETY: the caller's argument.
+    let handle = unsafe { in_out(win, "win")? };
     entry(handle)?;
     // Epochs must be closed everywhere: checked by the collective free. Taken out of the
     // table first, so that no other thread starts a call on it.
@@ -1848,15 +1858,8 @@ pub(crate) unsafe fn win_create_keyval(
 }
 
 pub(crate) unsafe fn win_free_keyval(keyval: *mut c_int) -> CallResult {
-    if keyval.is_null() {
-        return Err(Failure::Comm(
-            abi::MPI_COMM_WORLD,
-            abi::MPI_ERR_ARG,
-            "keyval is NULL".into(),
-        ));
-    }
-    // SAFETY: checked non-null.
-    let k = unsafe { *keyval };
+    // SAFETY: the caller's argument.
+    let k = unsafe { in_out(keyval, "keyval")? };
     if !state::keyval_freed(k) {
         // Attributes still use it: the host frees it with the last one (`delete_attr`), so
         // that it cannot hand the number out again meanwhile.

@@ -6,6 +6,9 @@
 
 use onesided::{testing, Assert, Group, LockType, Op, Window};
 
+mod common;
+use common::stop;
+
 /// 4 ranks, 2 per virtual node: fence epochs with puts and gets to both nodes, exclusive
 /// lock epochs that increment a counter with get + put (a lost update shows), atomics and
 /// accumulates from both nodes, compare-and-swap, PSCW between the nodes, and `free`.
@@ -1115,30 +1118,6 @@ fn notified_alltoallv_stages_odd_blocks_from_the_other_node() {
             Ok(())
         })
         .assert_success();
-}
-
-/// Stops process `pid` (a rank on this machine) until it is sent `SIGCONT`.
-fn stop(pid: u64) {
-    let id = rustix::process::Pid::from_raw(pid as i32).expect("a pid");
-    rustix::process::kill_process(id, rustix::process::Signal::STOP).expect("stop");
-    // The stop takes effect at the process's next return from the kernel: wait until the
-    // system says it is stopped, and a little more.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        if status
-            .lines()
-            .any(|l| l.starts_with("State:") && l.contains("T (stopped)"))
-        {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "rank {pid} never stopped"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(50));
 }
 
 /// A window of 2 ranks (one per node) holding `40 + rank` in every element, in a `lock_all`

@@ -18,6 +18,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use onesided::{testing, Assert, Error, Group, LockType, Op, Window};
 
+mod common;
+use common::stop;
+
 /// How a peer ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum End {
@@ -109,24 +112,6 @@ fn now() -> f64 {
 fn signal(pid: u64, sig: rustix::process::Signal) {
     let id = rustix::process::Pid::from_raw(pid as i32).expect("a pid");
     rustix::process::kill_process(id, sig).expect("signal the peer");
-}
-
-/// Stops `pid` and returns once the system says it is stopped.
-fn stop(pid: u64) {
-    signal(pid, rustix::process::Signal::STOP);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-        if status
-            .lines()
-            .any(|l| l.starts_with("State:") && l.contains("T (stopped)"))
-        {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{pid} never stopped");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    std::thread::sleep(Duration::from_millis(20));
 }
 
 /// Rank 1's end, announced on stdout with the time.

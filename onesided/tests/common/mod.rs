@@ -187,3 +187,27 @@ pub fn block_on<F: Future>(f: F) -> F::Output {
         std::thread::yield_now();
     }
 }
+
+/// Stops process `pid` (a rank on this machine) until it is sent `SIGCONT`, and returns
+/// once the system says it is stopped (the stop takes effect at the process's next return
+/// from the kernel), and a little more.
+pub fn stop(pid: u64) {
+    let id = rustix::process::Pid::from_raw(pid as i32).expect("a pid");
+    rustix::process::kill_process(id, rustix::process::Signal::STOP).expect("stop");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        if status
+            .lines()
+            .any(|l| l.starts_with("State:") && l.contains("T (stopped)"))
+        {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "rank {pid} never stopped"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(50));
+}
