@@ -23,7 +23,7 @@ use std::sync::Once;
 use rustix::mm::{MapFlags, ProtFlags};
 
 /// Ranges the table holds at once.
-pub(crate) const SLOTS: usize = 512;
+const SLOTS: usize = 512;
 
 const FREE: u8 = 0;
 /// Claimed by a thread that is filling it in (the child skips it).
@@ -142,7 +142,7 @@ unsafe extern "C" fn after_fork_in_child() {
 /// # Safety
 /// `[base, base + len)` is a page-aligned range of this process mapped shared over the
 /// segment `fd` names from its offset 0, and nothing else runs in the process.
-pub(crate) unsafe fn make_private(base: usize, len: usize, fd: c_int) {
+unsafe fn make_private(base: usize, len: usize, fd: c_int) {
     if fd >= 0 {
         // SAFETY: the caller's contract: `fd` is open.
         let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
