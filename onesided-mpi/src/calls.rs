@@ -1252,23 +1252,15 @@ pub(crate) unsafe fn accumulate<C: Into<i64>>(
     )
 }
 
-/// The sides of a get-accumulate that select data: with `MPI_NO_OP` the origin arguments
-/// are ignored (MPI-4.1 §12.3.4), so they are neither checked nor counted.
-#[allow(clippy::too_many_arguments)]
-fn get_acc_sides(
-    op: onesided::Op,
-    o_count: i64,
-    o_type: MPI_Datatype,
-    r_count: i64,
-    r_type: MPI_Datatype,
-    t_count: i64,
-    t_type: MPI_Datatype,
-) -> Vec<(i64, MPI_Datatype)> {
-    let mut sides = vec![(r_count, r_type), (t_count, t_type)];
-    if op != onesided::Op::NoOp {
-        sides.push((o_count, o_type));
+/// The sides of a get-accumulate that select data (result, target, origin): with
+/// `MPI_NO_OP` the origin arguments are ignored (MPI-4.1 §12.3.4), so they are neither
+/// checked nor counted.
+fn get_acc_sides(op: onesided::Op, sides: &[(i64, MPI_Datatype); 3]) -> &[(i64, MPI_Datatype)] {
+    if op == onesided::Op::NoOp {
+        &sides[..2]
+    } else {
+        sides
     }
-    sides
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1293,7 +1285,10 @@ pub(crate) unsafe fn get_accumulate<C: Into<i64>>(
         match screen(
             target,
             t_disp,
-            &get_acc_sides(op, o_count, o_type, r_count, r_type, t_count, t_type),
+            get_acc_sides(
+                op,
+                &[(r_count, r_type), (t_count, t_type), (o_count, o_type)],
+            ),
         )? {
             Screen::Move => {}
             Screen::NullTarget => return Ok(()),
@@ -1540,7 +1535,10 @@ pub(crate) unsafe fn rget_accumulate<C: Into<i64>>(
         match screen(
             target,
             t_disp,
-            &get_acc_sides(op, o_count, o_type, r_count, r_type, t_count, t_type),
+            get_acc_sides(
+                op,
+                &[(r_count, r_type), (t_count, t_type), (o_count, o_type)],
+            ),
         )? {
             Screen::Move => {}
             Screen::NullTarget => return Ok(onesided::Request::completed()),
