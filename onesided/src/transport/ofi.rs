@@ -797,8 +797,22 @@ pub(crate) struct Nic {
     /// A thread is reading the endpoint in [`Nic::progress`] (see there).
     polling: AtomicBool,
     /// Peers whose end the job records ([`Nic::watch_peer`]): a wait of the endpoint that
-    /// stalls after one of them ended fails instead of waiting for ever ([`ExitVigil`]).
-    watched: Mutex<Vec<WatchedPeer>>,
+    /// stalls after one of them ended, with operations to it possibly in flight, fails
+    /// instead of waiting for ever ([`ExitVigil`]).
+    watched: std::sync::RwLock<Watched>,
+    /// Some peer is watched (the posts' fast path skips the table otherwise).
+    watching: AtomicBool,
+    /// Numbers the posts to watched peers ([`WatchedPeer::last_post`]).
+    post_seq: AtomicU64,
+    /// Every post numbered below this has completed (a flush saw all complete).
+    quiet_seq: AtomicU64,
+}
+
+/// The watched peers, and where each is in the list.
+#[derive(Default)]
+struct Watched {
+    peers: Vec<WatchedPeer>,
+    index: std::collections::HashMap<sys::fi_addr_t, usize>,
 }
 
 /// Tells whether a peer process has ended (its record in the job's roster, which the
@@ -807,10 +821,12 @@ pub(crate) type PeerEnded = Arc<dyn Fn() -> bool + Send + Sync>;
 
 /// A peer of the endpoint whose end can be known.
 struct WatchedPeer {
-    peer: sys::fi_addr_t,
     /// Its rank, as the error reports it (in the window that registered it).
     rank: usize,
     ended: PeerEnded,
+    /// The number of the last post to it, plus one (0: none yet): an operation to it may
+    /// be in flight while this is at least `Nic::quiet_seq`.
+    last_post: AtomicU64,
 }
 
 /// How long a wait of the endpoint goes on without any completion after it saw a peer
@@ -825,6 +841,8 @@ const EXIT_LOOK_EVERY: u32 = 32;
 /// nothing completed.
 #[derive(Default)]
 struct ExitVigil {
+    /// The one peer the wait is for (a post), else any with operations in flight.
+    only: Option<sys::fi_addr_t>,
     polls: u32,
     /// A peer seen ended, and when the wait last saw progress (or the end) after that.
     seen: Option<(usize, std::time::Instant)>,
@@ -851,7 +869,7 @@ impl ExitVigil {
             }
             Some(_) => {}
             None => {
-                if let Some(rank) = nic.ended_peer() {
+                if let Some(rank) = nic.ended_peer(self.only) {
                     self.seen = Some((rank, std::time::Instant::now()));
                 }
             }
@@ -1086,7 +1104,10 @@ impl Nic {
                 cpu_atomics_apart: atomics == NetAtomics::ProviderEverywhere,
                 polls: AtomicU64::new(0),
                 polling: AtomicBool::new(false),
-                watched: Mutex::new(Vec::new()),
+                watched: std::sync::RwLock::default(),
+                watching: AtomicBool::new(false),
+                post_seq: AtomicU64::new(0),
+                quiet_seq: AtomicU64::new(0),
             })
         }
     }
@@ -1331,26 +1352,18 @@ impl Nic {
         }
     }
 
-    /// Posts one operation with `post(context)` until the provider takes it (it answers
-    /// "again" while it connects or its queues are full), driving progress in between. The
-    /// operation's ticket and context are taken first, under the contexts' lock, so a flush
-    /// that frees the contexts of completed tickets never frees one still in flight.
-    fn post(
-        &self,
-        call: &'static str,
-        read: bool,
-        post: impl FnMut(*mut c_void) -> isize,
-    ) -> Result<()> {
-        self.post_in(call, read, Context::Ours(Vec::new()), post)
-    }
-
-    /// [`Nic::post`] with the operation's context as `context` says: one of ours (keeping
+    /// Posts one operation to `peer` with `post(context)` until the provider takes it (it
+    /// answers "again" while it connects or its queues are full), driving progress in
+    /// between. The operation's ticket and context are taken first, under the contexts'
+    /// lock, so a flush that frees the contexts of completed tickets never frees one still
+    /// in flight. The context is as `context` says: one of ours (keeping
     /// the operation's copied origin bytes until a flush sees it complete), or a tracked
     /// one its owner keeps alive until the operation completed.
     fn post_in(
         &self,
         call: &'static str,
         read: bool,
+        peer: sys::fi_addr_t,
         context: Context,
         mut post: impl FnMut(*mut c_void) -> isize,
     ) -> Result<()> {
@@ -1392,8 +1405,12 @@ impl Nic {
         // "Again" while the provider connects or its queues drain; for this long at most:
         // a peer that is gone can keep answering it (tcp;ofi_rxm reconnecting to a closed
         // endpoint), and a post must fail then, not spin for ever.
+        self.note_post(peer);
         let give_up = std::time::Instant::now() + POST_PATIENCE;
-        let mut vigil = ExitVigil::default();
+        let mut vigil = ExitVigil {
+            only: Some(peer),
+            ..ExitVigil::default()
+        };
         loop {
             let rc = post(ctx);
             if rc >= 0 {
@@ -1653,7 +1670,7 @@ impl Nic {
             Context::Ours(_) | Context::Shared(_) => own_completion(),
         };
         let call = if read { "fi_readmsg" } else { "fi_writemsg" };
-        self.post_in(call, read, context, |ctx| {
+        self.post_in(call, read, at.peer, context, |ctx| {
             let msg = sys::fi_msg_rma {
                 msg_iov: &iov,
                 desc: desc_arr.as_mut_ptr(),
@@ -1760,7 +1777,7 @@ impl Nic {
         let tracked = Box::new(TrackedContext::default());
         let context = Context::Tracked(&*tracked as *const TrackedContext as *mut TrackedContext);
         let result = dst.as_mut_ptr();
-        self.post_on_wire("read", true, context, |ctx| {
+        self.post_on_wire("read", true, from.peer, context, |ctx| {
             // SAFETY: `dst` is borrowed, and `tracked` alive, until the wait below saw the
             // answer (or the post failed).
             unsafe { w.post(from.peer, &request, &[], &[], result, ctx) }
@@ -1775,11 +1792,12 @@ impl Nic {
         &self,
         call: &'static str,
         read: bool,
+        peer: sys::fi_addr_t,
         context: Context,
         mut post: impl FnMut(*mut c_void) -> Result<()>,
     ) -> Result<()> {
         let mut refused = None;
-        let posted = self.post_in(call, read, context, |ctx| match post(ctx) {
+        let posted = self.post_in(call, read, peer, context, |ctx| match post(ctx) {
             Ok(()) => 0,
             Err(e) => {
                 refused = Some(e);
@@ -2073,12 +2091,18 @@ impl Nic {
                 Completion::Kept(kept) => Context::Ours(kept),
                 Completion::Tracked(t) => Context::Tracked(t),
             };
-            return self.post_on_wire("atomic", kind != AtomicKind::Write, context, |ctx| {
-                // SAFETY: the result buffer and the context stay valid until the
-                // operation completes (the caller's contract; ours live in the contexts
-                // until a flush counts it).
-                unsafe { w.post(at.peer, &request, operand, compare, result, ctx) }
-            });
+            return self.post_on_wire(
+                "atomic",
+                kind != AtomicKind::Write,
+                at.peer,
+                context,
+                |ctx| {
+                    // SAFETY: the result buffer and the context stay valid until the
+                    // operation completes (the caller's contract; ours live in the contexts
+                    // until a flush counts it).
+                    unsafe { w.post(at.peer, &request, operand, compare, result, ctx) }
+                },
+            );
         }
         let desc = |p: *const u8| self.local_desc(local, p as usize, bytes);
         let mut operand_desc = [desc(operand)?];
@@ -2117,7 +2141,7 @@ impl Nic {
             Completion::Kept(kept) => (Context::Ours(kept), own, 0),
             Completion::Tracked(t) => (Context::Tracked(t), u64::from(sys::FI_COMPLETION), 0),
         };
-        self.post_in("fi_atomicmsg", read, context, |ctx| {
+        self.post_in("fi_atomicmsg", read, at.peer, context, |ctx| {
             let msg = sys::fi_msg_atomic {
                 msg_iov: &operand,
                 desc: operand_desc.as_mut_ptr(),
@@ -2230,7 +2254,7 @@ impl Nic {
         };
         // SAFETY: three valid u64 (the caller's contract).
         let (new, expected) = unsafe { (words.read(), words.add(1).read()) };
-        self.post_on_wire("atomic", true, Context::Tracked(tracked), |ctx| {
+        self.post_on_wire("atomic", true, at.peer, Context::Tracked(tracked), |ctx| {
             // SAFETY: the result word and the context stay valid until the operation
             // completes (the caller's contract).
             unsafe {
@@ -2544,6 +2568,9 @@ impl Nic {
         let mut hang = crate::diag::HangClock::new();
         let mut vigil = ExitVigil::default();
         let (writes, reads) = loop {
+            // Read before the counters: every post numbered below it has its ticket among
+            // those the counts below cover.
+            let seq = self.post_seq.load(Ordering::SeqCst);
             let (w, r, errors) = self.completions();
             if errors > 0 {
                 // The queue's error entry says what failed.
@@ -2566,6 +2593,8 @@ impl Nic {
             let w = w + self.writes.failed.load(Ordering::Relaxed);
             let r = r + self.reads.failed.load(Ordering::Relaxed);
             if w >= writes && r >= reads {
+                // Relaxed: see note_post.
+                self.quiet_seq.fetch_max(seq, Ordering::Relaxed);
                 break (writes, reads);
             }
             self.progress()?;
@@ -2792,35 +2821,74 @@ impl Nic {
     }
 
     /// Watches peer `peer` (reported as `rank`): once `ended` says it has ended, a wait of
-    /// this endpoint that stalls fails with `PeerGone` ([`ExitVigil`]). The first
-    /// registration of a peer counts.
+    /// this endpoint that stalls while an operation to it may be in flight fails with
+    /// `PeerGone` ([`ExitVigil`]). The first registration of a peer counts.
     pub(crate) fn watch_peer(&self, peer: sys::fi_addr_t, rank: usize, ended: PeerEnded) {
-        let mut watched = self
+        let mut w = self
             .watched
-            .lock()
+            .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if watched.iter().all(|w| w.peer != peer) {
-            watched.push(WatchedPeer { peer, rank, ended });
+        if w.index.contains_key(&peer) {
+            return;
         }
+        let at = w.peers.len();
+        w.peers.push(WatchedPeer {
+            rank,
+            ended,
+            last_post: AtomicU64::new(0),
+        });
+        w.index.insert(peer, at);
+        // Relaxed: a hint for the posts' fast path; the table is under its lock.
+        self.watching.store(true, Ordering::Relaxed);
     }
 
     /// Whether any peer is watched.
     fn watches_peers(&self) -> bool {
-        !self
-            .watched
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .is_empty()
+        // Relaxed: see watch_peer.
+        self.watching.load(Ordering::Relaxed)
     }
 
-    /// A watched peer that has ended, if any (its rank).
-    fn ended_peer(&self) -> Option<usize> {
-        self.watched
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .iter()
-            .find(|w| (w.ended)())
-            .map(|w| w.rank)
+    /// Numbers a post to `peer` (after its ticket was taken: a flush that saw its ticket
+    /// complete read the sequence before this number was drawn, or counts it in flight).
+    fn note_post(&self, peer: sys::fi_addr_t) {
+        if !self.watches_peers() {
+            return;
+        }
+        let w = self
+            .watched
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(&i) = w.index.get(&peer) {
+            // Relaxed: numbers compared with `quiet_seq` by this process's waits, which
+            // read them after their own posts (program order) or after a flush.
+            let n = self.post_seq.fetch_add(1, Ordering::Relaxed);
+            w.peers[i].last_post.store(n + 1, Ordering::Relaxed);
+        }
+    }
+
+    /// A watched peer that has ended while an operation to it may still be in flight (its
+    /// rank); `only`: that peer alone.
+    fn ended_peer(&self, only: Option<sys::fi_addr_t>) -> Option<usize> {
+        let w = self
+            .watched
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Relaxed: see note_post.
+        let quiet = self.quiet_seq.load(Ordering::Relaxed);
+        let in_flight = |p: &WatchedPeer| p.last_post.load(Ordering::Relaxed) > quiet;
+        match only {
+            Some(peer) => w
+                .index
+                .get(&peer)
+                .map(|&i| &w.peers[i])
+                .filter(|p| (p.ended)())
+                .map(|p| p.rank),
+            None => w
+                .peers
+                .iter()
+                .find(|p| in_flight(p) && (p.ended)())
+                .map(|p| p.rank),
+        }
     }
 
     /// The error to report for `e`, a failure of the network: `PeerGone` when a watched
@@ -2833,7 +2901,7 @@ impl Nic {
         }
         let until = std::time::Instant::now() + EXIT_GRACE;
         loop {
-            if let Some(rank) = self.ended_peer() {
+            if let Some(rank) = self.ended_peer(None) {
                 return Error::PeerGone { rank };
             }
             if std::time::Instant::now() >= until {
