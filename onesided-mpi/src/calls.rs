@@ -1252,15 +1252,21 @@ pub(crate) unsafe fn accumulate<C: Into<i64>>(
     )
 }
 
-/// The sides of a get-accumulate that select data (result, target, origin): with
-/// `MPI_NO_OP` the origin arguments are ignored (MPI-4.1 §12.3.4), so they are neither
-/// checked nor counted.
-fn get_acc_sides(op: onesided::Op, sides: &[(i64, MPI_Datatype); 3]) -> &[(i64, MPI_Datatype)] {
-    if op == onesided::Op::NoOp {
-        &sides[..2]
-    } else {
-        sides
-    }
+/// [`screen`] for a get-accumulate: its sides that select data are result, target and
+/// origin; with `MPI_NO_OP` the origin arguments are ignored (MPI-4.1 §12.3.4), so they are
+/// neither checked nor counted.
+#[allow(clippy::too_many_arguments)]
+fn screen_get_acc(
+    op: onesided::Op,
+    target: c_int,
+    t_disp: MPI_Aint,
+    origin: (i64, MPI_Datatype),
+    result: (i64, MPI_Datatype),
+    target_side: (i64, MPI_Datatype),
+) -> onesided::Result<Screen> {
+    let sides = [result, target_side, origin];
+    let n = if op == onesided::Op::NoOp { 2 } else { 3 };
+    screen(target, t_disp, &sides[..n])
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -1282,13 +1288,14 @@ pub(crate) unsafe fn get_accumulate<C: Into<i64>>(
         let op = mpi_op(op)?;
         let t_count: i64 = t_count.into();
         let (o_count, r_count): (i64, i64) = (o_count.into(), r_count.into());
-        match screen(
+        let (origin_arg, result_arg) = ((o_count, o_type), (r_count, r_type));
+        match screen_get_acc(
+            op,
             target,
             t_disp,
-            get_acc_sides(
-                op,
-                &[(r_count, r_type), (t_count, t_type), (o_count, o_type)],
-            ),
+            origin_arg,
+            result_arg,
+            (t_count, t_type),
         )? {
             Screen::Move => {}
             Screen::NullTarget => return Ok(()),
@@ -1532,13 +1539,14 @@ pub(crate) unsafe fn rget_accumulate<C: Into<i64>>(
         let op = mpi_op(op)?;
         let t_count: i64 = t_count.into();
         let (o_count, r_count): (i64, i64) = (o_count.into(), r_count.into());
-        match screen(
+        let (origin_arg, result_arg) = ((o_count, o_type), (r_count, r_type));
+        match screen_get_acc(
+            op,
             target,
             t_disp,
-            get_acc_sides(
-                op,
-                &[(r_count, r_type), (t_count, t_type), (o_count, o_type)],
-            ),
+            origin_arg,
+            result_arg,
+            (t_count, t_type),
         )? {
             Screen::Move => {}
             Screen::NullTarget => return Ok(onesided::Request::completed()),
