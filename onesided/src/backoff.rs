@@ -249,7 +249,6 @@ impl Backoff {
     /// The pause of a wait that must keep polling something else (the host MPI's
     /// progress): serves as [`Backoff::attend`] does, then yields — or, while serving with
     /// a core of its own, spins briefly.
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) fn attentive_pause(&mut self) {
         self.attend();
         if self.serving(YIELD_MICROS.load(Ordering::Relaxed)) {
@@ -276,7 +275,6 @@ impl Backoff {
     /// keeps polling (a core of its own, and request rings or wait hooks to serve) serves
     /// them several times between two host polls — one host poll can cost microseconds,
     /// and a peer's request waits for the next serve.
-    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub(crate) fn host_snooze(&mut self) {
         if self.round >= SPIN_ROUNDS && self.serving(YIELD_MICROS.load(Ordering::Relaxed)) {
             for _ in 0..SERVES_PER_HOST_POLL {

@@ -107,8 +107,11 @@ pub fn init_thread(required: ThreadLevel) -> Result<Universe> {
             None if crate::bootstrap::mpi::launched_by_mpi()
                 || ::mpi::environment::is_initialized() =>
             {
-                let world = crate::bootstrap::mpi::world_initializing_mpi(required)?;
-                Arc::new(crate::bootstrap::mpi::MpiBootstrap::new(&world)?)
+                let world = crate::bootstrap::rsmpi::world_initializing_mpi(required)?;
+                Arc::new(crate::bootstrap::mpi::MpiBootstrap::over(
+                    crate::bootstrap::rsmpi::host(),
+                    world,
+                )?)
             }
             None => Arc::new(LocalBootstrap::singleton()?),
         })

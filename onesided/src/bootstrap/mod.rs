@@ -3,20 +3,21 @@
 //! A [`Bootstrap`] tells a process who it is (rank, size, node-local rank) and offers the few
 //! collectives that window creation and collectives need. It is byte-oriented and object safe
 //! so that the `local` implementation (ranks started by `osrun`) and the host-MPI
-//! implementation (feature `mpi`, ranks started by `mpiexec`/`srun`) are interchangeable;
+//! implementation (ranks started by `mpiexec`/`srun`, the host reached through the `mpi`
+//! crate or through functions resolved at run time: `host_mpi`) are interchangeable;
 //! [`Comm`] adds typed helpers on top (`comm`), and every collective carries its [`Call`]
 //! (`call`).
 
-// Used by the `mpi` bootstrap; compiled (and unit-tested) without it too.
-#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub(crate) mod board;
 pub(crate) mod call;
 pub(crate) mod comm;
+pub mod host_mpi;
 pub mod hub;
 pub(crate) mod local;
-#[cfg(feature = "mpi")]
 pub mod mpi;
 pub(crate) mod roster;
+#[cfg(feature = "mpi")]
+pub(crate) mod rsmpi;
 
 pub use call::{Call, CallTag};
 pub use comm::{Comm, ReduceOp, ReduceType, Reducible};

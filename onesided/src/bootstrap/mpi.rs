@@ -1,24 +1,20 @@
 //! The `mpi` bootstrap: processes started by a host `mpiexec`/`srun` find each other through
-//! the host MPI library (feature `mpi`).
+//! the host MPI library, reached through the [`HostMpi`] trait: the `mpi` crate's bindings
+//! (feature `mpi`, [`MpiBootstrap::new`]) or the functions the MPI C ABI library resolves in
+//! the process at run time ([`MpiBootstrap::over`]).
 //!
 //! Only the out-of-band collectives go through MPI; window memory, synchronization words and
 //! data still move through shared memory and cross-memory attach between the processes of a
 //! node, exactly as under `osrun`.
 
 use std::fmt;
-use std::mem::ManuallyDrop;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use mpi::collective::CommunicatorCollectives;
-use mpi::datatype::{Partition, PartitionMut};
-use mpi::raw::AsRaw;
-use mpi::topology::{Color, Communicator, SimpleCommunicator};
-use mpi::traits::Root;
-
 use crate::backoff::Backoff;
 use crate::bootstrap::board::{EntryBoard, ENTRY_WORDS};
+use crate::bootstrap::host_mpi::{HostComm, HostMpi};
 use crate::bootstrap::roster::{channel_id, PeerWatch, Roster};
 use crate::bootstrap::{
     blocks_inside, one_entry_per_process, Bootstrap, Call, CallTag, ThreadLevel,
@@ -29,9 +25,49 @@ use crate::shm::segment::{random_job_id, random_u64, Segment, NAME_PREFIX};
 
 /// The communicator and the number of collective calls made on it so far.
 struct Channel {
-    comm: ManuallyDrop<SimpleCommunicator>,
+    comm: HostComm,
     calls: u64,
 }
+
+/// A communicator of the host MPI with the functions that reach it.
+#[derive(Clone, Copy)]
+struct On<'a> {
+    host: &'a dyn HostMpi,
+    comm: HostComm,
+}
+
+impl On<'_> {
+    fn rank(&self) -> Result<usize> {
+        self.host.rank(self.comm)
+    }
+
+    fn size(&self) -> Result<usize> {
+        self.host.size(self.comm)
+    }
+
+    /// Every process's `mine`, by rank.
+    fn allgather<T: bytemuck::Pod>(&self, mine: &[T]) -> Result<Vec<T>> {
+        let mut all = vec![T::zeroed(); mine.len() * self.size()?];
+        self.host.allgather(
+            self.comm,
+            bytemuck::cast_slice(mine),
+            bytemuck::cast_slice_mut(&mut all),
+        )?;
+        Ok(all)
+    }
+
+    /// `data` as the root has it, at every process.
+    fn bcast<T: bytemuck::Pod>(&self, root: usize, data: &mut [T]) -> Result<()> {
+        for chunk in bytemuck::cast_slice_mut::<T, u8>(data).chunks_mut(i32::MAX as usize) {
+            self.host.bcast(self.comm, root, chunk)?;
+        }
+        Ok(())
+    }
+}
+
+/// The host MPI of this process: set by the first bootstrap made over it (a process has one
+/// MPI), for the exit handlers.
+static HOST: OnceLock<Arc<dyn HostMpi>> = OnceLock::new();
 
 /// A [`Bootstrap`] over a host-MPI communicator.
 ///
@@ -52,6 +88,7 @@ pub struct MpiBootstrap {
     /// Under MPI_THREAD_SINGLE/FUNNELED the application must create windows (and call every
     /// other collective of onesided) from the thread that initialized MPI.
     comm: Mutex<Channel>,
+    host: Arc<dyn HostMpi>,
     rank: usize,
     size: usize,
     node_rank: usize,
@@ -92,12 +129,9 @@ impl fmt::Debug for MpiBootstrap {
     }
 }
 
+/// Whether the process's host MPI was finalized (or never had a bootstrap made over it).
 fn mpi_finalized() -> bool {
-    let mut flag = 0;
-    // SAFETY: MPI_Finalized may be called at any time, even before MPI_Init and after
-    // MPI_Finalize; it writes one int.
-    unsafe { mpi::ffi::MPI_Finalized(&mut flag) };
-    flag != 0
+    HOST.get().is_none_or(|h| h.finalized())
 }
 
 /// Bytes of payload that travel with the tag.
@@ -133,21 +167,16 @@ const JOB_ID_BYTES: usize = 64;
 
 /// Collective over `comm`: the job every member already belongs to, if they all belong to
 /// the same one (every member decides alike from the same gathered ids).
-fn joined_job(comm: &SimpleCommunicator) -> Option<(String, Arc<Roster>, usize)> {
+fn joined_job(comm: On<'_>) -> Result<Option<(String, Arc<Roster>, usize)>> {
     let mine = PROCESS_JOB.get();
     let mut id = [0u8; JOB_ID_BYTES];
     if let Some((job, _, _)) = mine {
         let n = job.len().min(JOB_ID_BYTES);
         id[..n].copy_from_slice(&job.as_bytes()[..n]);
     }
-    let mut all = vec![0u8; JOB_ID_BYTES * comm.size() as usize];
-    comm.all_gather_into(&id[..], &mut all[..]);
+    let all = comm.allgather(&id[..])?;
     let joined = id != [0u8; JOB_ID_BYTES] && all.chunks_exact(JOB_ID_BYTES).all(|c| c == id);
-    if joined {
-        mine.cloned()
-    } else {
-        None
-    }
+    Ok(if joined { mine.cloned() } else { None })
 }
 
 /// Splits a concatenation back into per-rank parts.
@@ -167,13 +196,22 @@ impl MpiBootstrap {
     /// Collective over `comm`: a bootstrap over a duplicate of it. The processes of each node
     /// are found with `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`; rank 0 draws the job id
     /// that names the job's shared-memory segments.
-    pub fn new<C: Communicator>(comm: &C) -> Result<MpiBootstrap> {
-        if mpi_finalized() || !mpi::environment::is_initialized() {
+    #[cfg(feature = "mpi")]
+    pub fn new<C: ::mpi::topology::Communicator>(comm: &C) -> Result<MpiBootstrap> {
+        Self::over(super::rsmpi::host(), super::rsmpi::host_comm(comm))
+    }
+
+    /// Collective over the host communicator `comm` of `host`: a bootstrap over a duplicate
+    /// of it (what [`MpiBootstrap::new`] does with the `mpi` crate's host).
+    pub fn over(host: Arc<dyn HostMpi>, comm: HostComm) -> Result<MpiBootstrap> {
+        if !host.active() {
             return Err(Error::Bootstrap(
                 "the host MPI is not initialized (or already finalized)".into(),
             ));
         }
-        Self::from_owned(comm.duplicate(), None)
+        let host = Arc::clone(HOST.get_or_init(|| host));
+        let dup = host.dup(comm)?;
+        Self::from_owned(host, dup, None)
     }
 
     /// The same bootstrap, whose waits keep calling into the host MPI (yielding the core
@@ -189,18 +227,24 @@ impl MpiBootstrap {
 
     /// `parent`: the job's id, node roster and this process's index there, for a
     /// communicator split from another one (a new job otherwise).
+    /// A bootstrap over `comm`, which it owns from now on (freed when it is dropped).
     fn from_owned(
-        comm: SimpleCommunicator,
+        host: Arc<dyn HostMpi>,
+        comm: HostComm,
         parent: Option<(String, Arc<Roster>, usize)>,
     ) -> Result<MpiBootstrap> {
-        let rank = comm.rank() as usize;
-        let size = comm.size() as usize;
+        let on = On { host: &*host, comm };
+        let (rank, size) = (on.rank()?, on.size()?);
         let parent = match parent {
             Some(p) => Some(p),
-            None => joined_job(&comm),
+            None => joined_job(on)?,
         };
-        let (node, machine_size) = node_of_this_process(&comm)?;
-        let (node_rank, node_size) = (node.rank() as usize, node.size() as usize);
+        let (node_comm, machine_size) = node_of_this_process(on)?;
+        let node = On {
+            host: &*host,
+            comm: node_comm,
+        };
+        let (node_rank, node_size) = (node.rank()?, node.size()?);
         let job = match &parent {
             Some((j, _, _)) => j.clone(),
             None => {
@@ -209,10 +253,10 @@ impl MpiBootstrap {
                 } else {
                     Vec::new()
                 };
-                let mut len = id.len() as u64;
-                comm.process_at_rank(0).broadcast_into(&mut len);
-                id.resize(len as usize, 0);
-                comm.process_at_rank(0).broadcast_into(&mut id[..]);
+                let mut len = [id.len() as u64];
+                on.bcast(0, &mut len)?;
+                id.resize(len[0] as usize, 0);
+                on.bcast(0, &mut id[..])?;
                 String::from_utf8(id).map_err(|_| Error::Bootstrap("job id is not UTF-8".into()))?
             }
         };
@@ -220,12 +264,11 @@ impl MpiBootstrap {
             Some((_, roster, index)) => (roster, index),
             None => {
                 // Segments of a job whose processes all ended must not outlive it.
-                let mut pids = vec![0u32; node_size];
-                node.all_gather_into(&std::process::id(), &mut pids[..]);
+                let pids = node.allgather(&[std::process::id()])?;
                 if node_rank == 0 {
                     start_reaper(&job, &pids)?;
                 }
-                let roster = Arc::new(node_roster(&node, &job)?);
+                let roster = Arc::new(node_roster(node, &job)?);
                 roster.set_rank(node_rank, rank);
                 mark_exit_at_exit(Arc::clone(&roster), node_rank, rank)?;
                 let _ = PROCESS_JOB.set((job.clone(), Arc::clone(&roster), node_rank));
@@ -233,8 +276,7 @@ impl MpiBootstrap {
             }
         };
         // Which members share this node, and where they are in its roster.
-        let mut indices = vec![0u64; 2 * node_size];
-        node.all_gather_into(&[rank as u64, my_index as u64][..], &mut indices[..]);
+        let indices = node.allgather(&[rank as u64, my_index as u64][..])?;
         let mut members = vec![None; size];
         for pair in indices.chunks_exact(2) {
             members[pair[0] as usize] = Some(pair[1] as usize);
@@ -245,23 +287,20 @@ impl MpiBootstrap {
             .map(|p| p[0])
             .min()
             .unwrap_or(rank as u64);
-        let mut leaders = vec![0u64; size];
-        comm.all_gather_into(&lowest, &mut leaders[..]);
+        let leaders = on.allgather(&[lowest])?;
         let nodes = node_numbers(&leaders);
-        let mut channel = random_u64();
-        comm.process_at_rank(0).broadcast_into(&mut channel);
-        let watch = PeerWatch::new(roster, members, rank, channel_id(channel));
-        drop(node);
+        let mut channel = [random_u64()];
+        on.bcast(0, &mut channel)?;
+        let watch = PeerWatch::new(roster, members, rank, channel_id(channel[0]));
+        host.free(node_comm);
         let board = if node_size == size && size > 1 {
-            entry_board(&comm, &job)?
+            entry_board(on, &job)?
         } else {
             None
         };
         Ok(MpiBootstrap {
-            comm: Mutex::new(Channel {
-                comm: ManuallyDrop::new(comm),
-                calls: 0,
-            }),
+            comm: Mutex::new(Channel { comm, calls: 0 }),
+            host,
             rank,
             size,
             node_rank,
@@ -321,32 +360,31 @@ impl MpiBootstrap {
             return Self::entered(ch, tag, recv);
         }
         let mut recv = vec![0u64; ENTRY_WORDS * self.size].into_boxed_slice();
-        // SAFETY: reads the link-time constant of the MPI library.
-        let mut request = unsafe { mpi::ffi::RSMPI_REQUEST_NULL };
-        // SAFETY: both buffers hold what the counts say (ENTRY_WORDS u64 sent, as many per
-        // process received), stay allocated until the request completes (or are leaked), and
-        // calls on this communicator are serialized by the mutex we hold.
-        unsafe {
-            mpi::ffi::MPI_Iallgather(
+        // SAFETY: both buffers hold what the sizes say (ENTRY_WORDS u64 sent, as many per
+        // process received) and stay allocated until the request completes (or are leaked),
+        // and calls on this communicator are serialized by the mutex we hold.
+        let mut request = unsafe {
+            self.host.iallgather(
+                ch.comm,
                 send.as_ptr().cast(),
-                ENTRY_WORDS as i32,
-                mpi::ffi::RSMPI_UINT64_T,
                 recv.as_mut_ptr().cast(),
-                ENTRY_WORDS as i32,
-                mpi::ffi::RSMPI_UINT64_T,
-                ch.comm.as_raw(),
-                &mut request,
+                ENTRY_WORDS * 8,
             )
-        };
+        }?;
         let mut vigil = self.watch.vigil(tag);
         let mut backoff = Backoff::new();
         let mut hang = crate::diag::HangClock::new();
         loop {
             hang.tick(|| self.describe_entry(tag));
-            let mut done = 0;
-            // SAFETY: `request` is the live request made above; serialized by the mutex.
-            unsafe { mpi::ffi::MPI_Test(&mut request, &mut done, mpi::ffi::RSMPI_STATUS_IGNORE) };
-            if done != 0 {
+            let done = match self.host.test(&mut request) {
+                Ok(done) => done,
+                Err(e) => {
+                    std::mem::forget(send);
+                    std::mem::forget(recv);
+                    return Err(e);
+                }
+            };
+            if done {
                 break;
             }
             if let Err(e) = vigil.check(|_| None) {
@@ -407,19 +445,9 @@ impl MpiBootstrap {
         while !board.poll(&mut wait) {
             hang.tick(|| self.describe_entry(tag));
             vigil.check(|_| None)?;
-            let mut flag = 0;
-            // SAFETY: a probe on the live duplicated communicator (calls on it are serialized
-            // by the channel mutex the caller holds); it matches nothing (no point-to-point
-            // message is ever sent on it) and only drives the host's progress.
-            unsafe {
-                mpi::ffi::MPI_Iprobe(
-                    mpi::ffi::RSMPI_ANY_SOURCE,
-                    mpi::ffi::RSMPI_ANY_TAG,
-                    ch.comm.as_raw(),
-                    &mut flag,
-                    mpi::ffi::RSMPI_STATUS_IGNORE,
-                )
-            };
+            // Calls on the communicator are serialized by the channel mutex the caller holds;
+            // the probe matches nothing (no message is ever sent on it).
+            self.host.progress(ch.comm);
             if self.attentive {
                 backoff.attentive_pause();
             } else {
@@ -433,22 +461,16 @@ impl MpiBootstrap {
 /// Collective: a segment of `bytes` named for `job` and `tag`, created by rank 0 of `comm`
 /// (whose processes share one node) and opened by the others from the name it broadcasts.
 /// `PeerFailed` where rank 0 could not create it; each process's own result otherwise.
-fn shared_segment(
-    comm: &SimpleCommunicator,
-    job: &str,
-    tag: &str,
-    bytes: usize,
-) -> Result<Segment> {
-    let root = comm.process_at_rank(0);
+fn shared_segment(comm: On<'_>, job: &str, tag: &str, bytes: usize) -> Result<Segment> {
     let mut name = Vec::new();
-    let created = (comm.rank() == 0).then(|| Segment::create(job, tag, bytes));
+    let created = (comm.rank()? == 0).then(|| Segment::create(job, tag, bytes));
     if let Some(Ok(seg)) = &created {
         name = seg.name().as_bytes().to_vec();
     }
-    let mut len = name.len() as u64;
-    root.broadcast_into(&mut len);
-    name.resize(len as usize, 0);
-    root.broadcast_into(&mut name[..]);
+    let mut len = [name.len() as u64];
+    comm.bcast(0, &mut len)?;
+    name.resize(len[0] as usize, 0);
+    comm.bcast(0, &mut name[..])?;
     match created {
         Some(seg) => seg,
         None if name.is_empty() => Err(Error::PeerFailed { call: "init" }),
@@ -459,25 +481,19 @@ fn shared_segment(
 }
 
 /// Collective: true at every process when `ok` is true at every process of `comm`.
-fn all_true(comm: &SimpleCommunicator, ok: bool) -> bool {
-    let mut all = false;
-    comm.all_reduce_into(
-        &ok,
-        &mut all,
-        mpi::collective::SystemOperation::logical_and(),
-    );
-    all
+fn all_true(comm: On<'_>, ok: bool) -> Result<bool> {
+    Ok(comm.allgather(&[u8::from(ok)])?.iter().all(|&b| b == 1))
 }
 
 /// Collective over a communicator whose processes all share this node: its entry board,
 /// made by rank 0 and mapped by everyone; `None` everywhere (collectives then exchange their
 /// entries through the host MPI) when any process could not map it.
-fn entry_board(comm: &SimpleCommunicator, job: &str) -> Result<Option<EntryBoard>> {
-    let n = comm.size() as usize;
-    let me = comm.rank() as usize;
+fn entry_board(comm: On<'_>, job: &str) -> Result<Option<EntryBoard>> {
+    let n = comm.size()?;
+    let me = comm.rank()?;
     let bytes = EntryBoard::bytes(n).ok_or_else(|| Error::Bootstrap("board too large".into()))?;
     let board = shared_segment(comm, job, "B", bytes).and_then(|seg| EntryBoard::new(seg, n, me));
-    let all_ok = all_true(comm, board.is_ok());
+    let all_ok = all_true(comm, board.is_ok())?;
     // Everyone mapped it (or gave up): the name is no longer needed.
     if let Ok(b) = &board {
         b.unlink();
@@ -487,11 +503,11 @@ fn entry_board(comm: &SimpleCommunicator, job: &str) -> Result<Option<EntryBoard
 
 /// The roster of this node's processes of a new job: made by the node's first process,
 /// opened by the others.
-fn node_roster(node: &SimpleCommunicator, job: &str) -> Result<Roster> {
-    let n = node.size() as usize;
+fn node_roster(node: On<'_>, job: &str) -> Result<Roster> {
+    let n = node.size()?;
     let bytes = Roster::bytes(n).ok_or_else(|| Error::Bootstrap("node too large".into()))?;
     let seg = shared_segment(node, job, "R", bytes);
-    let all_ok = all_true(node, seg.is_ok());
+    let all_ok = all_true(node, seg.is_ok())?;
     let seg = seg?;
     if !all_ok {
         return Err(Error::PeerFailed { call: "init" });
@@ -530,11 +546,11 @@ fn mark_exit_at_exit(roster: Arc<Roster>, index: usize, rank: usize) -> Result<(
             // Launchers forward output asynchronously and stop forwarding when they kill
             // the job: give the message time to leave.
             std::thread::sleep(std::time::Duration::from_millis(100));
-            // SAFETY: as in finalize_at_exit: alarm only arms a timer; MPI is initialized
-            // and not finalized; the world handle is a link-time constant.
-            unsafe {
-                libc::alarm(10);
-                mpi::ffi::MPI_Abort(mpi::ffi::RSMPI_COMM_WORLD, 1);
+            // If MPI_Abort never returns nor ends the job, SIGALRM ends this process.
+            // SAFETY: alarm(2) only arms a timer; SIGALRM has its default action.
+            unsafe { libc::alarm(10) };
+            if let Some(host) = HOST.get() {
+                host.abort(1);
             }
         }
     }
@@ -552,10 +568,9 @@ impl Drop for MpiBootstrap {
     fn drop(&mut self) {
         // Freeing a communicator after MPI_Finalize is erroneous (and aborts in some MPIs):
         // a bootstrap that outlives MPI leaks its handle instead.
-        if !mpi_finalized() {
+        if !self.host.finalized() {
             let ch = self.comm.get_mut().unwrap_or_else(|p| p.into_inner());
-            // SAFETY: dropped once, here, and never used again.
-            unsafe { ManuallyDrop::drop(&mut ch.comm) };
+            self.host.free(ch.comm);
         }
     }
 }
@@ -566,12 +581,7 @@ impl Bootstrap for MpiBootstrap {
     }
 
     fn thread_level(&self) -> ThreadLevel {
-        match mpi::environment::threading_support() {
-            mpi::Threading::Single => ThreadLevel::Single,
-            mpi::Threading::Funneled => ThreadLevel::Funneled,
-            mpi::Threading::Serialized => ThreadLevel::Serialized,
-            mpi::Threading::Multiple => ThreadLevel::Multiple,
-        }
+        self.host.thread_level()
     }
 
     fn rank(&self) -> usize {
@@ -620,7 +630,6 @@ impl Bootstrap for MpiBootstrap {
                 .map(|(e, &l)| bytemuck::cast_slice::<u64, u8>(&e[2..])[..l as usize].to_vec())
                 .collect());
         }
-        let comm = &ch.comm;
         let counts = lens
             .iter()
             .map(|&l| count(l as usize, "allgatherv"))
@@ -628,10 +637,8 @@ impl Bootstrap for MpiBootstrap {
         let displs = displacements(&counts)?;
         let total: usize = counts.iter().map(|&c| c as usize).sum();
         let mut buf = vec![0u8; total];
-        {
-            let mut part = PartitionMut::new(&mut buf[..], &counts[..], &displs[..]);
-            comm.all_gather_varcount_into(send, &mut part);
-        }
+        self.host
+            .allgatherv(ch.comm, send, &mut buf, &counts, &displs)?;
         Ok(split_parts(&buf, &counts))
     }
 
@@ -644,22 +651,36 @@ impl Bootstrap for MpiBootstrap {
             )));
         }
         let (ch, _) = self.enter(call, 0)?;
-        let comm = &ch.comm;
         let send_counts = send
             .iter()
             .map(|p| count(p.len(), "alltoallv"))
             .collect::<Result<Vec<i32>>>()?;
+        // Each process's count for every other one, 4 bytes each way.
+        let fours = vec![4i32; self.size];
+        let at: Vec<i32> = (0..self.size as i32).map(|r| 4 * r).collect();
         let mut recv_counts = vec![0i32; self.size];
-        comm.all_to_all_into(&send_counts[..], &mut recv_counts[..]);
+        self.host.alltoallv(
+            ch.comm,
+            bytemuck::cast_slice(&send_counts),
+            &fours,
+            &at,
+            bytemuck::cast_slice_mut(&mut recv_counts),
+            &fours,
+            &at,
+        )?;
         let send_displs = displacements(&send_counts)?;
         let recv_displs = displacements(&recv_counts)?;
         let flat: Vec<u8> = send.concat();
-        let mut buf = vec![0u8; recv_counts.iter().map(|&c| c as usize).sum()];
-        {
-            let out = Partition::new(&flat[..], &send_counts[..], &send_displs[..]);
-            let mut inp = PartitionMut::new(&mut buf[..], &recv_counts[..], &recv_displs[..]);
-            comm.all_to_all_varcount_into(&out, &mut inp);
-        }
+        let mut buf = vec![0u8; recv_counts.iter().map(|&c| c.max(0) as usize).sum()];
+        self.host.alltoallv(
+            ch.comm,
+            &flat,
+            &send_counts,
+            &send_displs,
+            &mut buf,
+            &recv_counts,
+            &recv_displs,
+        )?;
         Ok(split_parts(&buf, &recv_counts))
     }
 
@@ -678,6 +699,7 @@ impl Bootstrap for MpiBootstrap {
             &[send_counts, send_displs, recv_counts, recv_displs],
         )?;
         let ints = |a: &[usize]| a.iter().map(|&v| i32::try_from(v).ok()).collect();
+        #[allow(clippy::type_complexity)]
         let arrays: Option<Vec<Vec<i32>>> = [send_counts, send_displs, recv_counts, recv_displs]
             .iter()
             .map(|a| ints(a))
@@ -692,28 +714,11 @@ impl Bootstrap for MpiBootstrap {
                 "alltoallv: a block leaves its buffer or exceeds MPI's int range".into(),
             ));
         };
-        // SAFETY: every array has one entry per process and every block lies inside `send`
-        // or `recv` (checked above at every process); a receive count that differs from its
-        // sender's is MPI's truncation error, never a write outside the block. Both buffers
-        // outlive this blocking call, and the mutex we hold serializes calls on the
-        // communicator. Every process has entered the call, so it cannot block for long.
-        let rc = unsafe {
-            mpi::ffi::MPI_Alltoallv(
-                send.as_ptr().cast(),
-                a[0].as_ptr(),
-                a[1].as_ptr(),
-                mpi::ffi::RSMPI_UINT8_T,
-                recv.as_mut_ptr().cast(),
-                a[2].as_ptr(),
-                a[3].as_ptr(),
-                mpi::ffi::RSMPI_UINT8_T,
-                ch.comm.as_raw(),
-            )
-        };
-        if rc != mpi::ffi::MPI_SUCCESS as i32 {
-            return Err(Error::Bootstrap(format!("MPI_Alltoallv failed ({rc})")));
-        }
-        Ok(())
+        // A receive count that differs from its sender's is MPI's truncation error, never a
+        // write outside the block. Every process has entered the call, so it cannot block
+        // for long; the mutex we hold serializes calls on the communicator.
+        self.host
+            .alltoallv(ch.comm, send, &a[0], &a[1], recv, &a[2], &a[3])
     }
 
     fn bcast(&self, call: Call, root: usize, data: &mut Vec<u8>) -> Result<()> {
@@ -725,20 +730,19 @@ impl Bootstrap for MpiBootstrap {
         }
         // The root's length travels with the tags.
         let (ch, lens) = self.enter(call, data.len() as u64)?;
-        let len = lens[root];
-        let root = ch.comm.process_at_rank(root as i32);
-        data.resize(len as usize, 0);
+        data.resize(lens[root] as usize, 0);
         // Large payloads go in int-sized pieces.
-        for chunk in data.chunks_mut(i32::MAX as usize) {
-            root.broadcast_into(chunk);
+        On {
+            host: &*self.host,
+            comm: ch.comm,
         }
-        Ok(())
+        .bcast(root, &mut data[..])
     }
 
     fn split(&self, color: Option<u32>, key: usize) -> Result<Option<Arc<dyn Bootstrap>>> {
         let color = match color {
-            None => Color::undefined(),
-            Some(c) => Color::with_value(i32::try_from(c).map_err(|_| {
+            None => None,
+            Some(c) => Some(i32::try_from(c).map_err(|_| {
                 Error::InvalidArgument(format!("split: color {c} exceeds MPI's int range"))
             })?),
         };
@@ -746,11 +750,15 @@ impl Bootstrap for MpiBootstrap {
             Error::InvalidArgument(format!("split: key {key} exceeds MPI's int range"))
         })?;
         let (ch, _) = self.enter(Call::Split, 0)?;
-        let sub = ch.comm.split_by_color_with_key(color, key);
+        let sub = self.host.split(ch.comm, color, key)?;
         drop(ch);
         let Some(c) = sub else { return Ok(None) };
         let (roster, index) = self.watch.roster();
-        let mut sub = Self::from_owned(c, Some((self.job.clone(), roster, index)))?;
+        let mut sub = Self::from_owned(
+            Arc::clone(&self.host),
+            c,
+            Some((self.job.clone(), roster, index)),
+        )?;
         sub.attentive = self.attentive;
         Ok(Some(Arc::new(sub)))
     }
@@ -766,21 +774,23 @@ impl Bootstrap for MpiBootstrap {
 /// the other virtual nodes through the network, which lets one machine compare onesided's
 /// network path with the host MPI's in one `mpiexec` job.
 /// Also returns how many processes share the machine.
-fn node_of_this_process(comm: &SimpleCommunicator) -> Result<(SimpleCommunicator, usize)> {
-    let shared = comm.split_shared(comm.rank());
-    let machine = shared.size() as usize;
+/// The caller frees the communicator returned.
+fn node_of_this_process(comm: On<'_>) -> Result<(HostComm, usize)> {
+    let host = comm.host;
+    let shared = host.split_shared(comm.comm, comm.rank()? as i32)?;
+    let machine = host.size(shared)?;
     let Ok(k) = std::env::var(super::local::ENV_NODES) else {
         return Ok((shared, machine));
     };
     let k: usize = k
         .parse()
         .map_err(|_| Error::Bootstrap(format!("{}={k}: not a number", super::local::ENV_NODES)))?;
-    let world = SimpleCommunicator::world();
-    let (r, n) = (world.rank() as usize, world.size() as usize);
+    let world = host.world();
+    let (r, n) = (host.rank(world)?, host.size(world)?);
     let virtual_node = super::local::virtual_nodes(n, k)[r];
-    let color = Color::with_value(virtual_node as i32);
-    let node = shared
-        .split_by_color(color)
+    let node = host.split(shared, Some(virtual_node as i32), 0);
+    host.free(shared);
+    let node = node?
         .ok_or_else(|| Error::Bootstrap("splitting the node by virtual node failed".into()))?;
     Ok((node, machine))
 }
@@ -856,55 +866,10 @@ pub fn launched_by_mpi() -> bool {
 
 extern "C" {
     /// glibc's `on_exit`: like `atexit`, but the handler learns the exit status.
-    fn on_exit(
+    pub(crate) fn on_exit(
         handler: extern "C" fn(libc::c_int, *mut libc::c_void),
         arg: *mut libc::c_void,
     ) -> libc::c_int;
-}
-
-/// At exit: a clean exit finalizes MPI; a failing one (a Rust panic in `main` exits with
-/// 101, `process::exit(n)` with n) aborts the whole job with that status. Finalizing there
-/// instead would wait for peers that may be waiting for this process, and the job would
-/// hang; `MPI_Abort` makes `mpiexec` end every process of the job.
-extern "C" fn finalize_at_exit(status: libc::c_int, _arg: *mut libc::c_void) {
-    if mpi_finalized() {
-        return;
-    }
-    if status != 0 {
-        // If MPI_Abort itself never returns nor ends the job (seen once with Open MPI while
-        // a peer sat in MPI_Finalize), SIGALRM ends this process abnormally, and every
-        // launcher ends a job whose process died on a signal.
-        // SAFETY: alarm(2) only arms a timer; SIGALRM has its default action (terminate).
-        unsafe { libc::alarm(10) };
-        // SAFETY: MPI is initialized (we did it) and not finalized; the world
-        // communicator handle is a link-time constant of the MPI library.
-        unsafe { mpi::ffi::MPI_Abort(mpi::ffi::RSMPI_COMM_WORLD, status) };
-    }
-    // SAFETY: MPI is initialized (we did it) and not finalized; exit runs on one thread.
-    unsafe { mpi::ffi::MPI_Finalize() };
-}
-
-/// Initializes the host MPI for a process that `init` connects through it, with
-/// MPI_THREAD_SERIALIZED, and finalizes it when the process exits (or, when it exits with a
-/// failing status, aborts the job: see `finalize_at_exit`). Returns the world.
-pub(crate) fn world_initializing_mpi(required: ThreadLevel) -> Result<SimpleCommunicator> {
-    if !mpi::environment::is_initialized() {
-        let level = match required {
-            ThreadLevel::Single => mpi::Threading::Single,
-            ThreadLevel::Funneled => mpi::Threading::Funneled,
-            ThreadLevel::Serialized => mpi::Threading::Serialized,
-            ThreadLevel::Multiple => mpi::Threading::Multiple,
-        };
-        let (universe, _provided) = mpi::initialize_with_threading(level)
-            .ok_or_else(|| Error::Bootstrap("MPI_Init_thread failed".into()))?;
-        // The universe would finalize MPI when dropped; this process keeps MPI up until exit.
-        std::mem::forget(universe);
-        // SAFETY: registers a plain extern "C" function without captured state.
-        if unsafe { on_exit(finalize_at_exit, std::ptr::null_mut()) } != 0 {
-            return Err(Error::Bootstrap("on_exit failed".into()));
-        }
-    }
-    Ok(SimpleCommunicator::world())
 }
 
 #[cfg(test)]

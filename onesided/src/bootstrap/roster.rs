@@ -116,14 +116,12 @@ impl Roster {
 
     /// Records the job rank of process `index` (for messages; the index is the rank where
     /// this is never called).
-    #[cfg(feature = "mpi")]
     pub(crate) fn set_rank(&self, index: usize, rank: usize) {
         // Relaxed: read only for messages, after the roster was shared by a collective.
         self.word(index, 2)
             .store(rank as u64 + 1, Ordering::Relaxed);
     }
 
-    #[cfg(feature = "mpi")]
     fn rank_of(&self, index: usize) -> usize {
         // Relaxed: see set_rank.
         match self.word(index, 2).load(Ordering::Relaxed) {
@@ -136,7 +134,6 @@ impl Roster {
     /// communicator or window this process belongs to (it waits for us, and we will never
     /// come), as its job rank and the call. Looks for up to `patience` — peers publish
     /// their wait when they block — and stops early once every other process has exited.
-    #[cfg(feature = "mpi")]
     pub(crate) fn stranded_peer(
         &self,
         me: usize,
@@ -287,7 +284,6 @@ impl PeerWatch {
 
     /// The roster and this process's index in it (a process on a node of its own has no
     /// other members there; index 0 of a roster of one is never shared).
-    #[cfg(feature = "mpi")]
     pub(crate) fn roster(&self) -> (Arc<Roster>, usize) {
         (Arc::clone(&self.roster), self.my_index().unwrap_or(0))
     }

@@ -91,6 +91,21 @@ fn network_error(call: &'static str, rc: i64) -> Error {
     Error::Network { call, code, text }
 }
 
+/// Opens libfabric if nothing did yet (the process's own, else the system's: ofi-sys never
+/// links it), or says why it cannot be used.
+fn libfabric_loaded() -> Result<()> {
+    // SAFETY: no arguments; returns null or a static NUL-terminated text.
+    let failure = unsafe { sys::onesided_fi_load_failure() };
+    if failure.is_null() {
+        return Ok(());
+    }
+    // SAFETY: non-null: a NUL-terminated text that lives as long as the process.
+    let text = unsafe { CStr::from_ptr(failure) }.to_string_lossy();
+    Err(Error::Unsupported(format!(
+        "onesided's network transport: {text}"
+    )))
+}
+
 /// True for the "try again" answer of a post or a queue read.
 fn again(rc: isize) -> bool {
     rc == -(sys::FI_EAGAIN as isize)
@@ -228,6 +243,7 @@ fn getinfo(provider: &str, node: &str) -> Result<InfoList> {
     let shm_region = (provider == "shm").then(shm_region_name);
     let node = shm_region.as_deref().unwrap_or(node);
     let node_c = CString::new(node).map_err(|_| bad_name("node", node))?;
+    libfabric_loaded()?;
     // SAFETY: fi_allocinfo returns a zeroed fi_info with its attribute structs allocated
     // (or null); it is freed below whatever happens.
     let hints = unsafe { sys::fi_allocinfo() };
