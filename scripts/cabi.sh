@@ -1,30 +1,44 @@
 #!/usr/bin/env bash
-# The MPI C ABI (crate onesided-mpi): builds target/release/libonesided_mpi.so against
-# Debian's MPICH, checks its exports, and runs under the preload, with 2 ranks:
+# The MPI C ABI (crate onesided-mpi): builds target/release/libonesided_mpi.so once (it links
+# no MPI and no libfabric), checks its exports and its dynamic section, and runs under the
+# preload, with 2 ranks, for every MPI of the matrix (each MPI's own mpicc and mpiexec):
+#   mpich4  Debian's MPICH 4.0.2 (mpicc.mpich)
+#   mpich5  MPICH 5.0.2 from PyPI (`pip install mpich==5.0.2` into target/mpi-venv/mpich5;
+#           its own libfabric and UCX; no Fortran)
+# and for each:
 #   - the C tests in onesided-mpi/tests/c (each fails on a wrong value or error class, and
 #     when the windows it gets are not onesided's);
+#   - the C++ and Fortran programs (where that MPI has the bindings);
 #   - every OSU 7.4 one-sided test (third_party/, an unmodified copy of ../shared/clients,
-#     built unchanged by its build.sh) with
-#     every window kind (-w) and synchronization (-s) it accepts, -c validation where the
-#     test has it.
+#     built unchanged by its build.sh) with every window kind (-w) and synchronization (-s)
+#     it accepts, -c validation where the test has it; then across two virtual nodes.
 #
-#   bash scripts/cabi.sh           # build and check (CI runs this)
-#   bash scripts/cabi.sh build     # only build the library
+#   bash scripts/cabi.sh              # build and check every MPI (CI runs this)
+#   bash scripts/cabi.sh build        # only build the library
+#   bash scripts/cabi.sh mpich5       # build and check one MPI of the matrix
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-# mpi-sys does not rebuild when MPICC changes: MPICH builds keep their own target directory,
-# and the library is copied to the path the docs name.
-MPICC=mpicc.mpich CARGO_TARGET_DIR=target/mpich \
-  cargo build --release -p onesided-mpi --features mpich,ofi
-install -D -m 755 target/mpich/release/libonesided_mpi.so target/release/libonesided_mpi.so
+# No MPI and no libfabric at link time: the library finds its host MPI in the process and
+# opens libfabric when a window first spans nodes, so this one build serves every MPI below.
+cargo build --release -p onesided-mpi --features mpich,ofi
 lib=$root/target/release/libonesided_mpi.so
 echo "built $lib"
 [[ "${1:-}" == build ]] && exit 0
 
-mpiexec=(timeout 120 mpiexec.mpich -n 2)
 fail=0
+
+# 0. Nothing of an MPI or of libfabric is linked: the host's are found at run time.
+needed=$(readelf -d "$lib" | awk '/NEEDED/ {print $5}' | tr -d '[]')
+if grep -qiE 'mpi|fabric' <<<"$needed"; then
+  echo "dynamic section: links $(grep -iE 'mpi|fabric' <<<"$needed" | tr '\n' ' ')"; fail=1
+fi
+undefined=$(nm -D --undefined-only "$lib" | awk '{print $2}' | grep -E '^(P?MPIX?_|fi_)' || true)
+if [[ -n "$undefined" ]]; then
+  echo "dynamic symbols: undefined $(echo "$undefined" | tr '\n' ' ')"; fail=1
+fi
+echo "dynamic section: needs $(echo "$needed" | tr '\n' ' ')"
 
 # 1. Exports: every name of the table in onesided-mpi/src/exports.rs, in both forms.
 exported=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -E '^P?MPIX?_' | sort)
@@ -52,114 +66,149 @@ if [[ -n "$absent" ]]; then
   echo "exports: missing: $(echo "$absent" | tr '\n' ' ')"; fail=1
 fi
 
-# 2. Our C tests.
-mkdir -p target/cabi-tests
-for src in onesided-mpi/tests/c/*.c; do
-  exe=target/cabi-tests/$(basename "$src" .c)
-  # Programs that call the extensions (mpi_onesided.h) link against the library itself.
-  link=()
-  if grep -q mpi_onesided.h "$src"; then
-    link=(-Ltarget/release -lonesided_mpi "-Wl,-rpath,$root/target/release")
-  fi
-  if ! mpicc.mpich -O2 -Wall -Werror -Ionesided-mpi/include -o "$exe" "$src" "${link[@]}"; then
-    echo "c test $(basename "$exe"): does not compile"; fail=1; continue
-  fi
-  # forward.c and across.c: each rank on a virtual node of its own, so windows over the
-  # world span nodes — the host MPI's (forward.c) or onesided's through libfabric.
-  nodes=()
-  [[ $(basename "$src") == forward.c ]] && nodes=(ONESIDED_NODES=2)
-  [[ $(basename "$src") == across.c ]] && nodes=(ONESIDED_NODES=2 ONESIDED_ACROSS_NODES=onesided)
-  # A test passes when it exits 0 and MPI_Finalize had nothing to complain about.
-  if out=$(env "${nodes[@]}" LD_PRELOAD="$lib" "${mpiexec[@]}" "$exe" 2>&1) \
-    && echo "$out" && ! grep -q "onesided-mpi: MPI_Finalize" <<<"$out"; then
-    echo "c test $(basename "$exe"): ok"
-  else echo "$out" | tail -20; echo "c test $(basename "$exe"): FAILED"; fail=1; fi
-done
-# The same through C++ and Fortran (mpif.h's successor `use mpi`, and `use mpi_f08`, which
-# calls PMPI_* directly): unchanged programs that check their windows are onesided's.
-for src in onesided-mpi/tests/cxx/*.cpp onesided-mpi/tests/fortran/*.f90; do
-  exe=target/cabi-tests/$(basename "${src%.*}")-${src##*.}
-  case $src in
-    *.cpp) build=(mpicxx.mpich -O2 -Wall -Werror) ;;
-    *) build=(mpif90.mpich -O2 -J target/cabi-tests) ;;
-  esac
-  # (gfortran warns about `use mpi`'s choice buffers taking several types: shown on failure.)
-  if ! out=$("${build[@]}" -o "$exe" "$src" 2>&1); then
-    echo "$out"; echo "test $(basename "$src"): does not compile"; fail=1; continue
-  fi
-  if LD_PRELOAD=$lib "${mpiexec[@]}" "$exe"; then echo "test $(basename "$src"): ok"
-  else echo "test $(basename "$src"): FAILED"; fail=1; fi
-done
+# One MPI of the matrix: its compilers (an empty Fortran compiler: none) and launcher.
+check_mpi() {
+  local mpi=$1 cc=$2 cxx=$3 fc=$4
+  shift 4
+  local mpiexec=(timeout 120 "$@" -n 2)
+  local tests=target/cabi-tests/$mpi
+  echo "== $mpi: $("$cc" -v 2>&1 | head -1)"
+  # 1. The ABI's constants (onesided-mpi/src/abi.rs) against this MPI's mpi.h.
+  if MPICC=$cc cargo test -q --release -p onesided-mpi --lib -- --ignored \
+    abi::tests::constants_match_the_mpi_header >/dev/null 2>&1; then
+    echo "$mpi: abi constants: ok"
+  else echo "$mpi: abi constants: FAILED (cargo test -p onesided-mpi --lib -- --ignored)"; fail=1; fi
+  # 2. Our C tests.
+  mkdir -p "$tests"
+  for src in onesided-mpi/tests/c/*.c; do
+    exe=$tests/$(basename "$src" .c)
+    # Programs that call the extensions (mpi_onesided.h) link against the library itself.
+    link=()
+    if grep -q mpi_onesided.h "$src"; then
+      link=(-Ltarget/release -lonesided_mpi "-Wl,-rpath,$root/target/release")
+    fi
+    if ! "$cc" -O2 -Wall -Werror -Ionesided-mpi/include -o "$exe" "$src" "${link[@]}"; then
+      echo "$mpi: c test $(basename "$exe"): does not compile"; fail=1; continue
+    fi
+    # forward.c and across.c: each rank on a virtual node of its own, so windows over the
+    # world span nodes — the host MPI's (forward.c) or onesided's through libfabric.
+    nodes=()
+    [[ $(basename "$src") == forward.c ]] && nodes=(ONESIDED_NODES=2)
+    [[ $(basename "$src") == across.c ]] && nodes=(ONESIDED_NODES=2 ONESIDED_ACROSS_NODES=onesided)
+    # A test passes when it exits 0 and MPI_Finalize had nothing to complain about.
+    if out=$(env "${nodes[@]}" LD_PRELOAD="$lib" "${mpiexec[@]}" "$exe" 2>&1) \
+      && echo "$out" && ! grep -q "onesided-mpi: MPI_Finalize" <<<"$out"; then
+      echo "$mpi: c test $(basename "$exe"): ok"
+    else echo "$out" | tail -20; echo "$mpi: c test $(basename "$exe"): FAILED"; fail=1; fi
+  done
+  # The same through C++ and Fortran (mpif.h's successor `use mpi`, and `use mpi_f08`, which
+  # calls PMPI_* directly): unchanged programs that check their windows are onesided's.
+  programs=(onesided-mpi/tests/cxx/*.cpp)
+  [[ -n "$fc" ]] && programs+=(onesided-mpi/tests/fortran/*.f90)
+  for src in "${programs[@]}"; do
+    exe=$tests/$(basename "${src%.*}")-${src##*.}
+    case $src in
+      *.cpp) build=("$cxx" -O2 -Wall -Werror) ;;
+      *) build=("$fc" -O2 -J "$tests") ;;
+    esac
+    # (gfortran warns about `use mpi`'s choice buffers taking several types: shown on failure.)
+    if ! out=$("${build[@]}" -o "$exe" "$src" 2>&1); then
+      echo "$out"; echo "$mpi: test $(basename "$src"): does not compile"; fail=1; continue
+    fi
+    if LD_PRELOAD=$lib "${mpiexec[@]}" "$exe"; then echo "$mpi: test $(basename "$src"): ok"
+    else echo "$mpi: test $(basename "$src"): FAILED"; fail=1; fi
+  done
 
-# The default handler ends the job non-zero, quickly.
-start=$(date +%s)
-if LD_PRELOAD=$lib "${mpiexec[@]}" target/cabi-tests/errors fatal 2>/dev/null; then
-  echo "c test errors fatal: the job did not fail"; fail=1
-elif (($(date +%s) - start > 10)); then
-  echo "c test errors fatal: took more than 10 s"; fail=1
-else echo "c test errors fatal: ok (ended non-zero)"; fi
+  # The default handler ends the job non-zero, quickly.
+  start=$(date +%s)
+  if LD_PRELOAD=$lib "${mpiexec[@]}" "$tests/errors" fatal 2>/dev/null; then
+    echo "$mpi: c test errors fatal: the job did not fail"; fail=1
+  elif (($(date +%s) - start > 10)); then
+    echo "$mpi: c test errors fatal: took more than 10 s"; fail=1
+  else echo "$mpi: c test errors fatal: ok (ended non-zero)"; fi
+
+  # 3. OSU, unchanged.
+  osu=target/osu-$mpi
+  bash third_party/osu-micro-benchmarks-7.4/build.sh "$cc" "$osu" >/dev/null
+  combos=0
+  for t in put_latency get_latency put_bw get_bw put_bibw acc_latency get_acc_latency fop_latency \
+           cas_latency; do
+    for w in create allocate dynamic; do
+      for s in pscw fence lock flush flush_local lock_all; do
+        args=(-w "$w" -s "$s" -m 1:256 -i 20 -x 5)
+        case $t in
+          acc_latency|cas_latency) args+=(-c) ;;
+          # osu_fop_latency checks the target's memory after the first operation while the
+          # origin goes on with the next ones in the same passive epoch (a conflicting
+          # access, MPI-4.1 §12.7): where operations land at once, later ones are counted
+          # too. One operation, no warm-up, makes its check well defined.
+          fop_latency) args=(-w "$w" -s "$s" -m 1:256 -i 1 -x 0 -c) ;;
+        esac
+        out=$(LD_PRELOAD=$lib "${mpiexec[@]}" "$osu/osu_$t" "${args[@]}" 2>&1) && rc=0 || rc=$?
+        if grep -q "Invalid\|not supported" <<<"$out"; then continue; fi
+        combos=$((combos + 1))
+        if ((rc != 0)) || grep -q "FAILED\|failed" <<<"$out"; then
+          echo "$mpi: osu_$t -w $w -s $s: FAILED (exit $rc)"; echo "$out" | tail -5; fail=1
+        fi
+      done
+    done
+  done
+  echo "$mpi: osu: $combos combinations run under the preload"
+
+  # Windows across (virtual) nodes: each OSU test once more with every rank on a node of its
+  # own, under the preload — onesided's windows through libfabric
+  # (ONESIDED_ACROSS_NODES=onesided), then the host MPI's (the default).
+  for across in onesided host; do
+    combos=0
+    for t in put_latency get_latency put_bw get_bw put_bibw acc_latency get_acc_latency \
+             fop_latency cas_latency; do
+      for w in create allocate dynamic; do
+        args=(-w "$w" -s lock -m 1:64 -i 10 -x 2)
+        out=$(env ONESIDED_NODES=2 ONESIDED_ACROSS_NODES=$across LD_PRELOAD="$lib" \
+          "${mpiexec[@]}" "$osu/osu_$t" "${args[@]}" 2>&1) && rc=0 || rc=$?
+        if grep -q "Invalid\|not supported" <<<"$out"; then continue; fi
+        combos=$((combos + 1))
+        if ((rc != 0)) || grep -q "FAILED\|failed" <<<"$out"; then
+          echo "$mpi: osu_$t -w $w across nodes ($across): FAILED (exit $rc)"; echo "$out" | tail -5
+          fail=1
+        fi
+      done
+    done
+    echo "$mpi: osu: $combos combinations across virtual nodes (windows: $across)"
+  done
+}
+
+# MPICH 5.0.2 from PyPI, in a venv of its own under target/ (pip; needs python3-venv).
+mpich5_venv() {
+  local venv=$root/target/mpi-venv/mpich5
+  if [[ ! -x $venv/bin/mpicc ]]; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q mpich==5.0.2
+  fi
+  echo "$venv"
+}
+
+which=${1:-all}
+if [[ $which == all || $which == mpich4 ]]; then
+  check_mpi mpich4 mpicc.mpich mpicxx.mpich mpif90.mpich mpiexec.mpich
+fi
+if [[ $which == all || $which == mpich5 ]]; then
+  venv=$(mpich5_venv)
+  check_mpi mpich5 "$venv/bin/mpicc" "$venv/bin/mpicxx" "" "$venv/bin/mpiexec"
+fi
 
 # A program linked against Open MPI is refused at MPI_Init with a clear message.
 if command -v mpicc.openmpi >/dev/null; then
   printf '#include <mpi.h>\nint main(int c, char **v) { MPI_Init(&c, &v); MPI_Finalize(); return 0; }\n' \
-    > target/cabi-tests/openmpi.c
-  mpicc.openmpi -o target/cabi-tests/openmpi target/cabi-tests/openmpi.c
+    > target/cabi-tests/openmpi-refused.c
+  mpicc.openmpi -o target/cabi-tests/openmpi-refused target/cabi-tests/openmpi-refused.c
   out=$(timeout 60 mpiexec.openmpi --allow-run-as-root --oversubscribe -n 1 \
-    -x LD_PRELOAD="$lib" target/cabi-tests/openmpi 2>&1) && rc=0 || rc=$?
-  if ((rc != 0)) && grep -q "linked against Open MPI" <<<"$out"; then
+    -x LD_PRELOAD="$lib" target/cabi-tests/openmpi-refused 2>&1) && rc=0 || rc=$?
+  if ((rc != 0)) && grep -q "runs on Open MPI" <<<"$out"; then
     echo "c test open mpi program: ok (refused)"
   else
     echo "c test open mpi program: not refused (exit $rc): $out"; fail=1
   fi
 fi
 
-# 3. OSU, unchanged.
-osu=target/osu-mpich
-bash third_party/osu-micro-benchmarks-7.4/build.sh mpicc.mpich "$osu" >/dev/null
-combos=0
-for t in put_latency get_latency put_bw get_bw put_bibw acc_latency get_acc_latency fop_latency \
-         cas_latency; do
-  for w in create allocate dynamic; do
-    for s in pscw fence lock flush flush_local lock_all; do
-      args=(-w "$w" -s "$s" -m 1:256 -i 20 -x 5)
-      case $t in
-        acc_latency|cas_latency) args+=(-c) ;;
-        # osu_fop_latency checks the target's memory after the first operation while the
-        # origin goes on with the next ones in the same passive epoch (a conflicting
-        # access, MPI-4.1 §12.7): where operations land at once, later ones are counted
-        # too. One operation, no warm-up, makes its check well defined.
-        fop_latency) args=(-w "$w" -s "$s" -m 1:256 -i 1 -x 0 -c) ;;
-      esac
-      out=$(LD_PRELOAD=$lib "${mpiexec[@]}" "$osu/osu_$t" "${args[@]}" 2>&1) && rc=0 || rc=$?
-      if grep -q "Invalid\|not supported" <<<"$out"; then continue; fi
-      combos=$((combos + 1))
-      if ((rc != 0)) || grep -q "FAILED\|failed" <<<"$out"; then
-        echo "osu_$t -w $w -s $s: FAILED (exit $rc)"; echo "$out" | tail -5; fail=1
-      fi
-    done
-  done
-done
-echo "osu: $combos combinations run under the preload"
-
-# Windows across (virtual) nodes: each OSU test once more with every rank on a node of its
-# own, under the preload — onesided's windows through libfabric
-# (ONESIDED_ACROSS_NODES=onesided), then the host MPI's (the default).
-for across in onesided host; do
-  combos=0
-  for t in put_latency get_latency put_bw get_bw put_bibw acc_latency get_acc_latency \
-           fop_latency cas_latency; do
-    for w in create allocate dynamic; do
-      args=(-w "$w" -s lock -m 1:64 -i 10 -x 2)
-      out=$(env ONESIDED_NODES=2 ONESIDED_ACROSS_NODES=$across LD_PRELOAD="$lib" \
-        "${mpiexec[@]}" "$osu/osu_$t" "${args[@]}" 2>&1) && rc=0 || rc=$?
-      if grep -q "Invalid\|not supported" <<<"$out"; then continue; fi
-      combos=$((combos + 1))
-      if ((rc != 0)) || grep -q "FAILED\|failed" <<<"$out"; then
-        echo "osu_$t -w $w across nodes ($across): FAILED (exit $rc)"; echo "$out" | tail -5
-        fail=1
-      fi
-    done
-  done
-  echo "osu: $combos combinations across virtual nodes (windows: $across)"
-done
 exit $fail

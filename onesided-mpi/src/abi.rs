@@ -26,6 +26,25 @@ pub type MPI_Datatype = c_int;
 pub type MPI_Op = c_int;
 /// `MPI_Group`.
 pub type MPI_Group = c_int;
+/// `MPI_Errhandler`.
+pub type MPI_Errhandler = c_int;
+/// `MPI_Request`.
+pub type MPI_Request = c_int;
+/// `MPI_Status`: five `int`s (MPICH's layout).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MPI_Status {
+    /// The low bits of the element count.
+    pub count_lo: c_int,
+    /// The count's high bits and the cancelled flag.
+    pub count_hi_and_cancelled: c_int,
+    /// `MPI_SOURCE`.
+    pub source: c_int,
+    /// `MPI_TAG`.
+    pub tag: c_int,
+    /// `MPI_ERROR`.
+    pub error: c_int,
+}
 /// `MPI_Aint` (`long`).
 pub type MPI_Aint = std::os::raw::c_long;
 /// `MPI_Count` (`long`).
@@ -66,6 +85,22 @@ pub const MPI_ERR_RMA_FLAVOR: c_int = 58;
 
 /// `MPI_BYTE`.
 pub const MPI_BYTE: MPI_Datatype = 0x4c00_010d;
+/// `MPI_UINT8_T`.
+pub const MPI_UINT8_T: MPI_Datatype = 0x4c00_013b;
+/// `MPI_REQUEST_NULL`.
+pub const MPI_REQUEST_NULL: MPI_Request = 0x2c00_0000;
+/// `MPI_ERRHANDLER_NULL`.
+pub const MPI_ERRHANDLER_NULL: MPI_Errhandler = 0x1400_0000;
+/// `MPI_STATUS_IGNORE` (`(MPI_Status *) 1`).
+pub const MPI_STATUS_IGNORE: *mut MPI_Status = std::ptr::without_provenance_mut(1);
+/// `MPI_ANY_SOURCE`.
+pub const MPI_ANY_SOURCE: c_int = -2;
+/// `MPI_ANY_TAG`.
+pub const MPI_ANY_TAG: c_int = -1;
+/// `MPI_UNDEFINED`.
+pub const MPI_UNDEFINED: c_int = -32766;
+/// `MPI_COMM_TYPE_SHARED`.
+pub const MPI_COMM_TYPE_SHARED: c_int = 1;
 /// `MPI_COMM_WORLD`.
 pub const MPI_COMM_WORLD: MPI_Comm = 0x4400_0000;
 /// `MPI_COMM_NULL`.
@@ -303,5 +338,101 @@ mod tests {
             assert_eq!(pair_data_size(e), Some(data));
             assert!(data < e.size());
         }
+    }
+
+    /// The constants above against an MPICH-ABI `mpi.h`: a C program compiled with the
+    /// wrapper `$MPICC` (default `mpicc.mpich`) prints each one. `scripts/cabi.sh` runs it
+    /// with every MPICH-ABI MPI of its matrix; it needs one installed, hence `ignore`.
+    #[test]
+    #[ignore = "needs an MPICH-ABI mpicc (scripts/cabi.sh runs it for each MPI)"]
+    fn constants_match_the_mpi_header() {
+        let ours: &[(&str, i64)] = &[
+            ("MPI_SUCCESS", i64::from(MPI_SUCCESS)),
+            ("MPI_ERR_ARG", i64::from(MPI_ERR_ARG)),
+            ("MPI_ERR_COUNT", i64::from(MPI_ERR_COUNT)),
+            ("MPI_KEYVAL_INVALID", i64::from(MPI_KEYVAL_INVALID)),
+            ("MPI_PROC_NULL", i64::from(MPI_PROC_NULL)),
+            ("MPI_ERR_OTHER", i64::from(MPI_ERR_OTHER)),
+            ("MPI_ERR_WIN", i64::from(MPI_ERR_WIN)),
+            ("MPI_ERR_TYPE", i64::from(MPI_ERR_TYPE)),
+            ("MPI_ERR_COMM", i64::from(MPI_ERR_COMM)),
+            ("MPI_ERR_GROUP", i64::from(MPI_ERR_GROUP)),
+            ("MPI_ERR_LOCKTYPE", i64::from(MPI_ERR_LOCKTYPE)),
+            ("MPI_ERR_ASSERT", i64::from(MPI_ERR_ASSERT)),
+            ("MPI_ERR_DISP", i64::from(MPI_ERR_DISP)),
+            ("MPI_ERR_KEYVAL", i64::from(MPI_ERR_KEYVAL)),
+            ("MPI_ERR_SIZE", i64::from(MPI_ERR_SIZE)),
+            ("MPI_ERR_RMA_FLAVOR", i64::from(MPI_ERR_RMA_FLAVOR)),
+            ("MPI_BYTE", i64::from(MPI_BYTE)),
+            ("MPI_UINT8_T", i64::from(MPI_UINT8_T)),
+            ("MPI_REQUEST_NULL", i64::from(MPI_REQUEST_NULL)),
+            ("MPI_ERRHANDLER_NULL", i64::from(MPI_ERRHANDLER_NULL)),
+            ("MPI_ANY_SOURCE", i64::from(MPI_ANY_SOURCE)),
+            ("MPI_ANY_TAG", i64::from(MPI_ANY_TAG)),
+            ("MPI_UNDEFINED", i64::from(MPI_UNDEFINED)),
+            ("MPI_COMM_TYPE_SHARED", i64::from(MPI_COMM_TYPE_SHARED)),
+            ("MPI_COMM_WORLD", i64::from(MPI_COMM_WORLD)),
+            ("MPI_COMM_NULL", i64::from(MPI_COMM_NULL)),
+            ("MPI_INFO_NULL", i64::from(MPI_INFO_NULL)),
+            ("MPI_WIN_NULL", i64::from(MPI_WIN_NULL)),
+            ("MPI_GROUP_NULL", i64::from(MPI_GROUP_NULL)),
+            ("MPI_LOCK_EXCLUSIVE", i64::from(MPI_LOCK_EXCLUSIVE)),
+            ("MPI_LOCK_SHARED", i64::from(MPI_LOCK_SHARED)),
+            ("MPI_WIN_FLAVOR_CREATE", i64::from(MPI_WIN_FLAVOR_CREATE)),
+            ("MPI_WIN_FLAVOR_ALLOCATE", i64::from(MPI_WIN_FLAVOR_ALLOCATE)),
+            ("MPI_WIN_FLAVOR_DYNAMIC", i64::from(MPI_WIN_FLAVOR_DYNAMIC)),
+            ("MPI_WIN_FLAVOR_SHARED", i64::from(MPI_WIN_FLAVOR_SHARED)),
+            ("MPI_WIN_UNIFIED", i64::from(MPI_WIN_UNIFIED)),
+            ("MPI_WIN_BASE", i64::from(MPI_WIN_BASE)),
+            ("MPI_WIN_SIZE", i64::from(MPI_WIN_SIZE)),
+            ("MPI_WIN_DISP_UNIT", i64::from(MPI_WIN_DISP_UNIT)),
+            ("MPI_WIN_CREATE_FLAVOR", i64::from(MPI_WIN_CREATE_FLAVOR)),
+            ("MPI_WIN_MODEL", i64::from(MPI_WIN_MODEL)),
+            ("MPI_MODE_ALL", i64::from(MPI_MODE_ALL)),
+            ("MPI_STATUS_IGNORE", MPI_STATUS_IGNORE as usize as i64),
+            ("sizeof(MPI_Status)", std::mem::size_of::<MPI_Status>() as i64),
+            ("sizeof(MPI_Aint)", std::mem::size_of::<MPI_Aint>() as i64),
+            ("sizeof(MPI_Count)", std::mem::size_of::<MPI_Count>() as i64),
+        ];
+        let dir = std::env::temp_dir().join(format!("onesided-abi-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut c = String::from("#include <mpi.h>\n#include <stdio.h>\nint main(void) {\n");
+        for (name, _) in ours {
+            let expr = match *name {
+                "MPI_MODE_ALL" => "(MPI_MODE_NOCHECK | MPI_MODE_NOSTORE | MPI_MODE_NOPUT | \
+                                   MPI_MODE_NOPRECEDE | MPI_MODE_NOSUCCEED)"
+                    .to_string(),
+                "MPI_STATUS_IGNORE" => "(long long)(size_t)MPI_STATUS_IGNORE".to_string(),
+                n => format!("(long long)({n})"),
+            };
+            c += &format!("  printf(\"%s %lld\\n\", \"{name}\", (long long){expr});\n");
+        }
+        c += "  return 0;\n}\n";
+        std::fs::write(dir.join("constants.c"), c).unwrap();
+        let cc = std::env::var("MPICC").unwrap_or_else(|_| "mpicc.mpich".into());
+        let exe = dir.join("constants");
+        let built = std::process::Command::new(&cc)
+            .arg("-o")
+            .arg(&exe)
+            .arg(dir.join("constants.c"))
+            .status()
+            .unwrap_or_else(|e| panic!("{cc}: {e}"));
+        assert!(built.success(), "{cc} failed");
+        let out = std::process::Command::new(&exe).output().unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let header: std::collections::HashMap<&str, i64> = text
+            .lines()
+            .filter_map(|l| l.rsplit_once(' '))
+            .map(|(k, v)| (k, v.parse().unwrap()))
+            .collect();
+        let mut wrong = Vec::new();
+        for (name, value) in ours {
+            // Handles are ints: compare their 32 bits.
+            if header[name] as i32 != *value as i32 {
+                wrong.push(format!("{name}: ours {value:#x}, mpi.h {:#x}", header[name]));
+            }
+        }
+        std::fs::remove_dir_all(&dir).ok();
+        assert!(wrong.is_empty(), "{cc}: {wrong:?}");
     }
 }

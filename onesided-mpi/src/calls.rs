@@ -9,7 +9,6 @@ use std::borrow::Cow;
 use std::os::raw::{c_char, c_int, c_void};
 use std::sync::Arc;
 
-use mpi::ffi;
 use onesided::{Assert, Comm, Error, Layout, LockType, RawWindow, WinInfo};
 
 use crate::abi::{self, MPI_Aint, MPI_Comm, MPI_Datatype, MPI_Group, MPI_Info, MPI_Op, MPI_Win};
@@ -459,18 +458,19 @@ fn join() -> CallResult {
     }
     let mut level: c_int = 3;
     // SAFETY: a plain query (not a name we export); on failure assume MPI_THREAD_MULTIPLE.
-    if unsafe { ffi::MPI_Query_thread(&mut level) } != abi::MPI_SUCCESS {
+    if unsafe { (crate::host::host().query_thread)(&mut level) } != abi::MPI_SUCCESS {
         level = 3;
     }
     state::set_thread_level(level);
-    let world = mpi::topology::SimpleCommunicator::world();
-    let u = onesided::init_mpi(&world).map_err(|e| {
-        Failure::Comm(
-            abi::MPI_COMM_WORLD,
-            abi::error_code(e.mpi_class()),
-            format!("joining the job: {e}"),
-        )
-    })?;
+    let u = crate::job::bootstrap(abi::MPI_COMM_WORLD)
+        .and_then(|b| onesided::init_with(Arc::new(b)))
+        .map_err(|e| {
+            Failure::Comm(
+                abi::MPI_COMM_WORLD,
+                abi::error_code(e.mpi_class()),
+                format!("joining the job: {e}"),
+            )
+        })?;
     let _ = UNIVERSE.set(u);
     Ok(())
 }
@@ -546,24 +546,19 @@ pub(crate) fn comm_of(comm: MPI_Comm) -> Result<(Comm, MPI_Group), Failure> {
     if comm == abi::MPI_COMM_NULL {
         return Err(fail(abi::MPI_ERR_COMM, "MPI_COMM_NULL".into()));
     }
-    let mut group = ffi::MPI_Group(abi::MPI_GROUP_NULL);
+    let mut group = abi::MPI_GROUP_NULL;
     // SAFETY: a communicator handle of the program; MPI checks it.
-    let rc = unsafe { ffi::MPI_Comm_group(ffi::MPI_Comm(comm), &mut group) };
-    let group = group.0;
+    let rc = unsafe { (crate::host::host().comm_group)(comm, &mut group) };
+    let group = group;
     if rc != abi::MPI_SUCCESS {
         return Err(fail(rc, "invalid communicator".into()));
     }
     if comm == abi::MPI_COMM_WORLD {
         return Ok((u.world().clone(), group));
     }
-    // SAFETY: a live intra-communicator of the program; the wrapper is forgotten below,
-    // so the program's handle is never freed here (the bootstrap duplicates it).
-    let host_comm = unsafe {
-        <mpi::topology::SimpleCommunicator as mpi::raw::FromRaw>::from_raw(ffi::MPI_Comm(comm))
-    };
-    let boot = onesided::bootstrap::mpi::MpiBootstrap::new(&host_comm);
-    std::mem::forget(host_comm);
-    let boot = boot.map_err(|e| fail(abi::error_code(e.mpi_class()), e.to_string()))?;
+    // The bootstrap duplicates the program's communicator (never frees it).
+    let boot = crate::job::bootstrap(comm)
+        .map_err(|e| fail(abi::error_code(e.mpi_class()), e.to_string()))?;
     Ok((Comm::new(Arc::new(boot)), group))
 }
 
@@ -575,32 +570,24 @@ pub(crate) fn info_of(info: MPI_Info) -> Result<WinInfo, c_int> {
     }
     let mut n: c_int = 0;
     // SAFETY: an info handle of the program; MPI checks it.
-    let rc = unsafe { ffi::MPI_Info_get_nkeys(ffi::MPI_Info(info), &mut n) };
+    let rc = unsafe { (crate::host::host().info_get_nkeys)(info, &mut n) };
     if rc != abi::MPI_SUCCESS {
         return Err(rc);
     }
     for i in 0..n {
         let mut key = [0 as c_char; 256];
         // SAFETY: MPI_MAX_INFO_KEY (255) + 1 bytes.
-        let rc = unsafe { ffi::MPI_Info_get_nthkey(ffi::MPI_Info(info), i, key.as_mut_ptr()) };
+        let rc = unsafe { (crate::host::host().info_get_nthkey)(info, i, key.as_mut_ptr()) };
         if rc != abi::MPI_SUCCESS {
             return Err(rc);
         }
         let (mut len, mut flag) = (0 as c_int, 0 as c_int);
         // SAFETY: a key MPI just returned, NUL-terminated.
-        unsafe {
-            ffi::MPI_Info_get_valuelen(ffi::MPI_Info(info), key.as_ptr(), &mut len, &mut flag)
-        };
+        unsafe { (crate::host::host().info_get_valuelen)(info, key.as_ptr(), &mut len, &mut flag) };
         let mut value = vec![0 as c_char; len.max(0) as usize + 1];
         // SAFETY: `value` holds len + 1 bytes.
         unsafe {
-            ffi::MPI_Info_get(
-                ffi::MPI_Info(info),
-                key.as_ptr(),
-                len,
-                value.as_mut_ptr(),
-                &mut flag,
-            )
+            (crate::host::host().info_get)(info, key.as_ptr(), len, value.as_mut_ptr(), &mut flag)
         };
         // SAFETY: both NUL-terminated by MPI.
         let (k, v) = unsafe {
@@ -805,9 +792,9 @@ pub(crate) unsafe fn win_free(win: *mut MPI_Win) -> CallResult {
     delete_all_attrs(&entry);
     match entry.win.free() {
         Ok(()) => {
-            let mut host_group = ffi::MPI_Group(group);
+            let mut host_group = group;
             // SAFETY: the group this library made at creation.
-            unsafe { ffi::MPI_Group_free(&mut host_group) };
+            unsafe { (crate::host::host().group_free)(&mut host_group) };
             // SAFETY: checked non-null.
             unsafe { *win = abi::MPI_WIN_NULL };
             Ok(())
@@ -994,7 +981,7 @@ pub(crate) unsafe fn win_sync(win: MPI_Win) -> CallResult {
 pub(crate) fn group_of(e: &Entry, group: MPI_Group) -> onesided::Result<onesided::Group> {
     let mut n: c_int = 0;
     // SAFETY: a group handle of the program; MPI checks it.
-    let rc = unsafe { ffi::MPI_Group_size(ffi::MPI_Group(group), &mut n) };
+    let rc = unsafe { (crate::host::host().group_size)(group, &mut n) };
     if rc != abi::MPI_SUCCESS {
         return Err(Error::InvalidArgument(format!("invalid group {group:#x}")));
     }
@@ -1002,11 +989,11 @@ pub(crate) fn group_of(e: &Entry, group: MPI_Group) -> onesided::Result<onesided
     let mut to = vec![0 as c_int; n as usize];
     // SAFETY: `from` and `to` hold n ranks; both groups are live.
     let rc = unsafe {
-        ffi::MPI_Group_translate_ranks(
-            ffi::MPI_Group(group),
+        (crate::host::host().group_translate_ranks)(
+            group,
             n,
             from.as_ptr(),
-            ffi::MPI_Group(e.group),
+            e.group,
             to.as_mut_ptr(),
         )
     };
@@ -1589,7 +1576,7 @@ pub(crate) unsafe fn request_get_status(
 ) -> CallResult {
     crate::requests::poll_if_ours(request);
     // SAFETY: the program's arguments, passed on.
-    let rc = unsafe { (host().request_get_status)(request, flag, status) };
+    let rc = unsafe { (host().request_get_status)(request, flag, status.cast()) };
     if rc == abi::MPI_SUCCESS {
         Ok(())
     } else {
@@ -1741,7 +1728,7 @@ fn delete_attr(e: &Entry, keyval: c_int, value: usize) -> c_int {
     let rc = delete_attr_value(e, keyval, value);
     if let Some(mut k) = state::keyval_released(keyval) {
         // SAFETY: the host's handle, which the program freed while attributes used it.
-        unsafe { (host().free_keyval)(&mut k) };
+        unsafe { (host().win_free_keyval)(&mut k) };
     }
     rc
 }
@@ -1849,7 +1836,7 @@ pub(crate) unsafe fn win_create_keyval(
     // The host makes the handle (unique, valid for its own calls); the callbacks are ours
     // to run, on our windows.
     // SAFETY: the program's arguments, passed on.
-    let rc = unsafe { (host().create_keyval)(copy, delete, keyval, extra) };
+    let rc = unsafe { (host().win_create_keyval)(copy, delete, keyval, extra) };
     if rc != abi::MPI_SUCCESS {
         return Err(Failure::Comm(
             abi::MPI_COMM_WORLD,
@@ -1874,7 +1861,7 @@ pub(crate) unsafe fn win_free_keyval(keyval: *mut c_int) -> CallResult {
         return Ok(());
     }
     // SAFETY: the program's argument, passed on (MPI_KEYVAL_INVALID on return).
-    let rc = unsafe { (host().free_keyval)(keyval) };
+    let rc = unsafe { (host().win_free_keyval)(keyval) };
     if rc == abi::MPI_SUCCESS {
         Ok(())
     } else {
@@ -1891,7 +1878,7 @@ pub(crate) unsafe fn win_create_errhandler(
     eh: *mut c_int,
 ) -> CallResult {
     // SAFETY: the program's arguments, passed on: the host makes a valid handle.
-    let rc = unsafe { (host().create_errhandler)(f, eh) };
+    let rc = unsafe { (host().win_create_errhandler)(f, eh) };
     if rc != abi::MPI_SUCCESS {
         return Err(Failure::Comm(
             abi::MPI_COMM_WORLD,
@@ -1919,15 +1906,14 @@ pub(crate) unsafe fn win_get_group(win: MPI_Win, group: *mut MPI_Group) -> CallR
             Error::InvalidArgument("group is NULL".into()),
         ));
     }
-    let mut copy = ffi::MPI_Group(abi::MPI_GROUP_NULL);
+    let mut copy = abi::MPI_GROUP_NULL;
     // SAFETY: the window's own group; excluding nobody makes a new handle the caller frees.
-    let rc =
-        unsafe { ffi::MPI_Group_excl(ffi::MPI_Group(e.group), 0, std::ptr::null(), &mut copy) };
+    let rc = unsafe { (crate::host::host().group_excl)(e.group, 0, std::ptr::null(), &mut copy) };
     if rc != abi::MPI_SUCCESS {
         return Err(Failure::WindowCode(e, rc, "MPI_Group_excl".into()));
     }
     // SAFETY: checked non-null.
-    unsafe { *group = copy.0 };
+    unsafe { *group = copy };
     Ok(())
 }
 
@@ -1939,9 +1925,9 @@ pub(crate) unsafe fn win_get_info(win: MPI_Win, info: *mut MPI_Info) -> CallResu
             Error::InvalidArgument("info is NULL".into()),
         ));
     }
-    let mut out = ffi::MPI_Info(abi::MPI_INFO_NULL);
+    let mut out = abi::MPI_INFO_NULL;
     // SAFETY: a new info object for the caller.
-    let rc = unsafe { ffi::MPI_Info_create(&mut out) };
+    let rc = unsafe { (crate::host::host().info_create)(&mut out) };
     if rc != abi::MPI_SUCCESS {
         return Err(Failure::WindowCode(e, rc, "MPI_Info_create".into()));
     }
@@ -1950,10 +1936,13 @@ pub(crate) unsafe fn win_get_info(win: MPI_Win, info: *mut MPI_Info) -> CallResu
             continue;
         };
         // SAFETY: NUL-terminated strings; the info object made above.
-        unsafe { ffi::MPI_Info_set(out, k.as_ptr(), v.as_ptr()) };
+        unsafe { (crate::host::host().info_set)(out, k.as_ptr(), v.as_ptr()) };
     }
+    // Tells a program (and our tests, under any ABI) that the window is onesided's.
+    // SAFETY: as above.
+    unsafe { (crate::host::host().info_set)(out, c"onesided".as_ptr(), c"true".as_ptr()) };
     // SAFETY: checked non-null.
-    unsafe { *info = out.0 };
+    unsafe { *info = out };
     Ok(())
 }
 

@@ -12,7 +12,6 @@ use std::borrow::Cow;
 use std::os::raw::{c_int, c_void};
 use std::sync::{Arc, OnceLock};
 
-use mpi::ffi;
 use onesided::{ElemType, Error, Layout, Result};
 
 use crate::abi::{self, MPI_Datatype};
@@ -194,7 +193,7 @@ pub(crate) fn type_size(ty: MPI_Datatype) -> Result<usize> {
     }
     let mut size: c_int = 0;
     // SAFETY: a datatype handle of the program; MPI checks it.
-    let rc = unsafe { ffi::MPI_Type_size(ffi::MPI_Datatype(ty), &mut size) };
+    let rc = unsafe { (crate::host::host().type_size)(ty, &mut size) };
     if rc != abi::MPI_SUCCESS || size < 0 {
         return Err(Error::InvalidDatatype(format!("invalid datatype {ty:#x}")));
     }
@@ -323,7 +322,7 @@ static KEYVAL: OnceLock<c_int> = OnceLock::new();
 
 /// Frees the cached blocks when MPICH deletes the attribute (the handle becomes reusable).
 unsafe extern "C" fn drop_cached(
-    _ty: ffi::MPI_Datatype,
+    _ty: crate::abi::MPI_Datatype,
     _keyval: c_int,
     value: *mut c_void,
     _extra: *mut c_void,
@@ -341,7 +340,12 @@ fn keyval() -> Result<c_int> {
     // SAFETY: a null copy function (derived types duplicated by the program flatten
     // anew) and our delete function of the MPI prototype.
     let rc = unsafe {
-        ffi::MPI_Type_create_keyval(None, Some(drop_cached), &mut k, std::ptr::null_mut())
+        (crate::host::host().type_create_keyval)(
+            None,
+            Some(drop_cached),
+            &mut k,
+            std::ptr::null_mut(),
+        )
     };
     if rc != abi::MPI_SUCCESS {
         return Err(Error::InvalidArgument(format!(
@@ -358,8 +362,8 @@ fn cached(ty: MPI_Datatype) -> Result<Arc<Shape>> {
     let mut flag: c_int = 0;
     // SAFETY: a datatype handle of the program (MPI checks it) and our keyval.
     let rc = unsafe {
-        ffi::MPI_Type_get_attr(
-            ffi::MPI_Datatype(ty),
+        (crate::host::host().type_get_attr)(
+            ty,
             k,
             (&mut value as *mut *mut c_void).cast(),
             &mut flag,
@@ -378,7 +382,7 @@ fn cached(ty: MPI_Datatype) -> Result<Arc<Shape>> {
     let flat = Arc::new(Shape::new(flatten(ty)?));
     let raw = Arc::into_raw(Arc::clone(&flat));
     // SAFETY: the attribute owns one count, given back by drop_cached.
-    let rc = unsafe { ffi::MPI_Type_set_attr(ffi::MPI_Datatype(ty), k, raw.cast_mut().cast()) };
+    let rc = unsafe { (crate::host::host().type_set_attr)(ty, k, raw.cast_mut().cast()) };
     if rc != abi::MPI_SUCCESS {
         // SAFETY: not taken by MPI.
         drop(unsafe { Arc::from_raw(raw) });
@@ -409,8 +413,8 @@ fn contents(ty: MPI_Datatype) -> Result<Contents> {
     if combiner != COMBINER_NAMED {
         // SAFETY: buffers of the sizes the envelope gave.
         let rc = unsafe {
-            ffi::MPI_Type_get_contents(
-                ffi::MPI_Datatype(ty),
+            (crate::host::host().type_get_contents)(
+                ty,
                 ni,
                 na,
                 nd,
@@ -448,7 +452,7 @@ const DISTRIBUTE_DFLT_DARG: isize = -49767;
 fn extent(ty: MPI_Datatype) -> Result<isize> {
     let (mut lb, mut ext) = (0, 0);
     // SAFETY: a datatype handle.
-    let rc = unsafe { ffi::MPI_Type_get_extent(ffi::MPI_Datatype(ty), &mut lb, &mut ext) };
+    let rc = unsafe { (crate::host::host().type_get_extent)(ty, &mut lb, &mut ext) };
     if rc != abi::MPI_SUCCESS {
         return Err(type_error(ty, "MPI_Type_get_extent failed"));
     }
@@ -486,7 +490,7 @@ fn flatten(ty: MPI_Datatype) -> Result<Flat> {
         // bytes, which put and get move but accumulates do not combine.
         let mut size: c_int = 0;
         // SAFETY: a datatype handle.
-        unsafe { ffi::MPI_Type_size(ffi::MPI_Datatype(ty), &mut size) };
+        unsafe { (crate::host::host().type_size)(ty, &mut size) };
         return Ok(Flat {
             blocks: if size > 0 {
                 vec![(0, size as usize)]
@@ -715,9 +719,9 @@ fn free_if_derived(ty: MPI_Datatype) {
         return;
     };
     if c != COMBINER_NAMED {
-        let mut t = ffi::MPI_Datatype(ty);
+        let mut t = ty;
         // SAFETY: a derived handle MPI_Type_get_contents gave us to free.
-        unsafe { ffi::MPI_Type_free(&mut t) };
+        unsafe { (crate::host::host().type_free)(&mut t) };
     }
 }
 
@@ -726,13 +730,7 @@ fn envelope(ty: MPI_Datatype) -> Result<(c_int, c_int, c_int, c_int)> {
     let (mut ni, mut na, mut nd, mut combiner) = (0, 0, 0, 0);
     // SAFETY: a datatype handle (checked by MPI).
     let rc = unsafe {
-        ffi::MPI_Type_get_envelope(
-            ffi::MPI_Datatype(ty),
-            &mut ni,
-            &mut na,
-            &mut nd,
-            &mut combiner,
-        )
+        (crate::host::host().type_get_envelope)(ty, &mut ni, &mut na, &mut nd, &mut combiner)
     };
     if rc != abi::MPI_SUCCESS {
         return Err(type_error(ty, "not a datatype"));

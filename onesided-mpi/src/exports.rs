@@ -28,8 +28,8 @@ macro_rules! exports {
                 /// The host's twin of this function (`forward`).
                 #[allow(dead_code, clippy::too_many_arguments)]
                 unsafe fn host_call($($arg: $ty),*) -> c_int {
-                    static HOST: crate::forward::HostFn =
-                        crate::forward::HostFn::new(concat!("P", stringify!($mpi), "\0"));
+                    static HOST: crate::host::HostFn =
+                        crate::host::HostFn::new(concat!("P", stringify!($mpi), "\0"));
                     // SAFETY: the host's PMPI_ twin of this function has its prototype
                     // (mpi_proto.h), which this signature copies.
                     let f: unsafe extern "C" fn($($ty),*) -> c_int =
@@ -360,7 +360,7 @@ pub unsafe extern "C" fn MPII_Win_get_attr(
     attr_type: c_int,
 ) -> c_int {
     if !abi::is_ours(win) {
-        static HOST: crate::forward::HostFn = crate::forward::HostFn::new("MPII_Win_get_attr\0");
+        static HOST: crate::host::HostFn = crate::host::HostFn::new("MPII_Win_get_attr\0");
         type F = unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, *mut c_int, c_int) -> c_int;
         // SAFETY: MPICH's own MPII_Win_get_attr, of this prototype.
         let f: F = unsafe { std::mem::transmute(HOST.get()) };
@@ -383,7 +383,7 @@ pub unsafe extern "C" fn MPII_Win_set_attr(
     attr_type: c_int,
 ) -> c_int {
     if !abi::is_ours(win) {
-        static HOST: crate::forward::HostFn = crate::forward::HostFn::new("MPII_Win_set_attr\0");
+        static HOST: crate::host::HostFn = crate::host::HostFn::new("MPII_Win_set_attr\0");
         type F = unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, c_int) -> c_int;
         // SAFETY: MPICH's own MPII_Win_set_attr, of this prototype.
         let f: F = unsafe { std::mem::transmute(HOST.get()) };
@@ -450,10 +450,10 @@ fn fail(name: &'static str, failure: Failure) -> c_int {
         Failure::Comm(comm, code, text) => {
             // An error without a valid communicator goes to MPI_COMM_WORLD's handler (as
             // MPICH does with MPI_COMM_NULL).
-            let mut eh = mpi::ffi::MPI_Errhandler(0);
+            let mut eh = 0;
             // SAFETY: a plain query of the program's communicator (not a name we export).
             let comm = if comm == abi::MPI_COMM_NULL
-                || unsafe { mpi::ffi::MPI_Comm_get_errhandler(mpi::ffi::MPI_Comm(comm), &mut eh) }
+                || unsafe { (crate::host::host().comm_get_errhandler)(comm, &mut eh) }
                     != abi::MPI_SUCCESS
             {
                 abi::MPI_COMM_WORLD
@@ -461,16 +461,15 @@ fn fail(name: &'static str, failure: Failure) -> c_int {
                 comm
             };
             // SAFETY: plain queries of the program's communicator (not names we export).
-            let fatal =
-                unsafe { mpi::ffi::MPI_Comm_get_errhandler(mpi::ffi::MPI_Comm(comm), &mut eh) }
-                    != abi::MPI_SUCCESS
-                    || eh.0 == ERRORS_ARE_FATAL;
+            let fatal = unsafe { (crate::host::host().comm_get_errhandler)(comm, &mut eh) }
+                != abi::MPI_SUCCESS
+                || eh == ERRORS_ARE_FATAL;
             if fatal {
                 eprintln!("onesided-mpi: {name}: {text}");
             }
             // SAFETY: as above; the host runs the communicator's handler (it aborts for
             // MPI_ERRORS_ARE_FATAL).
-            unsafe { mpi::ffi::MPI_Comm_call_errhandler(mpi::ffi::MPI_Comm(comm), code) };
+            unsafe { (crate::host::host().comm_call_errhandler)(comm, code) };
             code
         }
     }
@@ -505,6 +504,6 @@ fn handle(
 
 fn abort(comm: MPI_Comm, code: c_int) -> c_int {
     // SAFETY: MPI_Abort is not a name we export: the host's.
-    unsafe { mpi::ffi::MPI_Abort(mpi::ffi::MPI_Comm(comm), code) };
+    unsafe { (crate::host::host().abort)(comm, code) };
     code
 }

@@ -9,7 +9,6 @@
 
 use std::os::raw::{c_int, c_void};
 
-use mpi::ffi;
 use onesided::{Error, LockType, RawWindow};
 
 use crate::abi::{self, MPI_Aint, MPI_Datatype, MPI_Group, MPI_Info, MPI_Op, MPI_Win};
@@ -133,10 +132,10 @@ pub(crate) unsafe fn win_dup_with_info(
         .dup_with_info(&i)
         .map_err(|err| Failure::Window(e.clone(), err))?;
     // The duplicate's own copy of the group (each handle frees its own).
-    let mut group = ffi::MPI_Group(abi::MPI_GROUP_NULL);
+    let mut group = abi::MPI_GROUP_NULL;
     // SAFETY: the window's group; excluding nobody copies it.
-    unsafe { ffi::MPI_Group_excl(ffi::MPI_Group(e.group), 0, std::ptr::null(), &mut group) };
-    let entry = Entry::new(dup, e.comm, group.0);
+    unsafe { (crate::host::host().group_excl)(e.group, 0, std::ptr::null(), &mut group) };
+    let entry = Entry::new(dup, e.comm, group);
     // Relaxed: see Entry::errhandler.
     entry
         .errhandler
@@ -471,10 +470,10 @@ pub(crate) unsafe fn win_from_memhandle(
     })();
     let (mem, parent_handle) = made.map_err(|err| Failure::Window(e.clone(), err))?;
     // The new window's own copy of the group (each handle frees its own).
-    let mut group = ffi::MPI_Group(abi::MPI_GROUP_NULL);
+    let mut group = abi::MPI_GROUP_NULL;
     // SAFETY: the parent's group; excluding nobody copies it.
-    unsafe { ffi::MPI_Group_excl(ffi::MPI_Group(e.group), 0, std::ptr::null(), &mut group) };
-    let entry = Entry::memhandle(parent_handle, mem, e.comm, group.0);
+    unsafe { (crate::host::host().group_excl)(e.group, 0, std::ptr::null(), &mut group) };
+    let entry = Entry::memhandle(parent_handle, mem, e.comm, group);
     // Relaxed: see Entry::errhandler.
     entry
         .errhandler

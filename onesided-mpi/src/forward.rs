@@ -4,55 +4,13 @@
 //! node never forwards — and then every call on it. Such a window keeps the host's handle,
 //! whose bit pattern ours never take (`abi`), so each call knows from its window argument
 //! alone where it goes — the program sees exactly what the native MPI gives it, never an
-//! error it would not get. The host's functions are reached with `dlsym(RTLD_NEXT, …)`
-//! (an `MPI_*` or `PMPI_*` call from here would land in our own export).
+//! error it would not get. The host's functions are looked up in the host library (`host`):
+//! an `MPI_*` or `PMPI_*` call from here would land in our own export.
 
-use std::ffi::c_void;
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicPtr, Ordering};
-
-use mpi::ffi;
 
 use crate::abi::{self, MPI_Comm, MPI_Win};
 use crate::state::UNIVERSE;
-
-/// One host function, looked up at its first use.
-pub(crate) struct HostFn {
-    /// NUL-terminated symbol name.
-    name: &'static str,
-    ptr: AtomicPtr<c_void>,
-}
-
-impl HostFn {
-    pub(crate) const fn new(name: &'static str) -> HostFn {
-        HostFn {
-            name,
-            ptr: AtomicPtr::new(std::ptr::null_mut()),
-        }
-    }
-
-    /// The function's address (the process ends when the host has none: a program not
-    /// linked against MPICH, refused at MPI_Init already).
-    pub(crate) fn get(&self) -> *mut c_void {
-        // Relaxed: the address is the same whichever thread looks it up first.
-        let p = self.ptr.load(Ordering::Relaxed);
-        if !p.is_null() {
-            return p;
-        }
-        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name has no preconditions.
-        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr().cast()) };
-        if p.is_null() {
-            eprintln!(
-                "onesided-mpi: the host MPI has no {}",
-                self.name.trim_end_matches('\0')
-            );
-            std::process::abort();
-        }
-        // Relaxed: see above.
-        self.ptr.store(p, Ordering::Relaxed);
-        p
-    }
-}
 
 /// A call on window `win` goes to the host: the handle is not one of ours.
 ///
@@ -107,24 +65,30 @@ fn serves_across_nodes() -> bool {
 
 /// Whether the members of host communicator `comm` are on more than one node of `world`.
 fn spans_nodes(world: &onesided::Comm, comm: MPI_Comm) -> Option<bool> {
-    let (mut group, mut world_group) = (ffi::MPI_Group(0), ffi::MPI_Group(0));
+    let (mut group, mut world_group) = (0, 0);
     let mut n: c_int = 0;
     // SAFETY: queries of the program's communicator and of the world (names we do not
     // export); every handle made here is freed below.
     unsafe {
-        if ffi::MPI_Comm_group(ffi::MPI_Comm(comm), &mut group) != abi::MPI_SUCCESS {
+        if (crate::host::host().comm_group)(comm, &mut group) != abi::MPI_SUCCESS {
             return None;
         }
-        ffi::MPI_Comm_group(ffi::RSMPI_COMM_WORLD, &mut world_group);
-        ffi::MPI_Group_size(group, &mut n);
+        (crate::host::host().comm_group)(abi::MPI_COMM_WORLD, &mut world_group);
+        (crate::host::host().group_size)(group, &mut n);
     }
     let from: Vec<c_int> = (0..n).collect();
     let mut to = vec![0 as c_int; n as usize];
     // SAFETY: `from` and `to` hold n ranks; both groups are live.
     unsafe {
-        ffi::MPI_Group_translate_ranks(group, n, from.as_ptr(), world_group, to.as_mut_ptr());
-        ffi::MPI_Group_free(&mut group);
-        ffi::MPI_Group_free(&mut world_group);
+        (crate::host::host().group_translate_ranks)(
+            group,
+            n,
+            from.as_ptr(),
+            world_group,
+            to.as_mut_ptr(),
+        );
+        (crate::host::host().group_free)(&mut group);
+        (crate::host::host().group_free)(&mut world_group);
     }
     let mut nodes = to
         .iter()

@@ -1,121 +1,347 @@
-//! The host MPI's functions that this library shadows with exports of its own. A call to
-//! such a name from inside the library would land in our own export, so they are reached
-//! through `dlsym(RTLD_NEXT, "PMPI_…")`: the next definition in the search order after
-//! this library, the host's.
+//! The host MPI: the library that defines the program's MPI, found in the process at run
+//! time, and every function of it this library calls. Nothing links against an MPI (the
+//! library has no `DT_NEEDED` on one), so one build serves every MPICH-ABI library: Debian's
+//! `libmpich.so.12`, PyPI's MPICH 5 `libmpi.so.12`, Intel MPI, Cray MPICH.
+//!
+//! **Finding it.** The host is the object that defines `PMPI_Init`, other than this one:
+//! `dlsym(RTLD_NEXT, …)` finds it when the program is linked against it (it is in the global
+//! scope, after the preload). A Python extension module (mpi4py) loads its MPI with
+//! `RTLD_LOCAL`, out of `RTLD_NEXT`'s reach: then every loaded object is asked in turn
+//! (`dl_iterate_phdr`, `dlopen(RTLD_NOLOAD)` of its own name). Every function is then looked
+//! up in that object with `dlsym(handle, …)`, including the names this library exports
+//! itself (`PMPI_Win_create` and the like): a call from here never lands in our own exports.
+//! Calls go to `PMPI_` names, so a profiling tool sees the program's calls, not ours.
+//!
+//! **Which MPI.** [`host_mpi`] names the host (`MPI_Get_library_version`'s first line) and its
+//! ABI; a host of another ABI is refused at `MPI_Init` (see [`refuse_other_mpis`]).
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
-use crate::abi::{MPI_Aint, MPI_Info};
-
-/// `int (*)(int *, char ***)`.
-type InitFn = unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char) -> c_int;
-/// `int (*)(int *, char ***, int, int *)`.
-type InitThreadFn =
-    unsafe extern "C" fn(*mut c_int, *mut *mut *mut c_char, c_int, *mut c_int) -> c_int;
-/// `int (*)(void)`.
-type FinalizeFn = unsafe extern "C" fn() -> c_int;
-/// `int (*)(MPI_Aint, MPI_Info, void *)`.
-type AllocMemFn = unsafe extern "C" fn(MPI_Aint, MPI_Info, *mut c_void) -> c_int;
-/// `int (*)(void *)`.
-type FreeMemFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+use crate::abi::{
+    MPI_Aint, MPI_Comm, MPI_Datatype, MPI_Errhandler, MPI_Group, MPI_Info, MPI_Request, MPI_Status,
+};
 
 /// `MPI_Win_errhandler_function *`.
 pub(crate) type WinErrhandlerFn = unsafe extern "C" fn(*mut c_int, *mut c_int, ...);
-/// `int (*)(MPI_Win_errhandler_function *, MPI_Errhandler *)`.
-type CreateErrhandlerFn = unsafe extern "C" fn(Option<WinErrhandlerFn>, *mut c_int) -> c_int;
 /// `MPI_Win_copy_attr_function *`.
 pub(crate) type CopyAttrFn =
     unsafe extern "C" fn(c_int, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
 /// `MPI_Win_delete_attr_function *`.
 pub(crate) type DeleteAttrFn =
     unsafe extern "C" fn(c_int, c_int, *mut c_void, *mut c_void) -> c_int;
-/// `int (*)(copy_fn, delete_fn, int *keyval, void *extra_state)`.
-type CreateKeyvalFn = unsafe extern "C" fn(
-    Option<CopyAttrFn>,
-    Option<DeleteAttrFn>,
-    *mut c_int,
-    *mut c_void,
-) -> c_int;
-/// `int (*)(int *keyval)`.
-type FreeKeyvalFn = unsafe extern "C" fn(*mut c_int) -> c_int;
+/// `MPI_Type_copy_attr_function *` (the same prototype as the window's).
+pub(crate) type TypeCopyAttrFn = CopyAttrFn;
+/// `MPI_Type_delete_attr_function *`.
+pub(crate) type TypeDeleteAttrFn = DeleteAttrFn;
+/// `MPI_Grequest_query_function *`.
+pub(crate) type GrequestQueryFn = unsafe extern "C" fn(*mut c_void, *mut MPI_Status) -> c_int;
+/// `MPI_Grequest_free_function *`.
+pub(crate) type GrequestFreeFn = unsafe extern "C" fn(*mut c_void) -> c_int;
+/// `MPI_Grequest_cancel_function *`.
+pub(crate) type GrequestCancelFn = unsafe extern "C" fn(*mut c_void, c_int) -> c_int;
+/// `MPIX_Grequest_poll_function *`.
+pub(crate) type GrequestPollFn = unsafe extern "C" fn(*mut c_void, *mut MPI_Status) -> c_int;
+/// `MPIX_Grequest_wait_function *`.
+pub(crate) type GrequestWaitFn =
+    unsafe extern "C" fn(c_int, *mut *mut c_void, f64, *mut MPI_Status) -> c_int;
 
-/// `int (*)(MPI_Request, int *, MPI_Status *)`.
-type RequestGetStatusFn = unsafe extern "C" fn(c_int, *mut c_int, *mut c_void) -> c_int;
+/// The host MPI library: a `dlopen` handle of the object that defines `PMPI_Init`, and its
+/// path.
+struct Library(*mut c_void, String);
 
-/// The host functions, resolved at first use.
-pub(crate) struct Host {
-    pub request_get_status: RequestGetStatusFn,
-    pub create_errhandler: CreateErrhandlerFn,
-    pub create_keyval: CreateKeyvalFn,
-    pub free_keyval: FreeKeyvalFn,
-    pub init: InitFn,
-    pub init_thread: InitThreadFn,
-    pub finalize: FinalizeFn,
-    pub alloc_mem: AllocMemFn,
-    pub free_mem: FreeMemFn,
+// SAFETY: a dlopen handle is a plain token, valid from any thread.
+unsafe impl Send for Library {}
+// SAFETY: as for Send.
+unsafe impl Sync for Library {}
+
+static LIBRARY: OnceLock<Result<Library, String>> = OnceLock::new();
+
+/// The object that defines the symbol at `address`, as a handle of its own.
+fn defining_object(address: *mut c_void) -> Option<Library> {
+    // SAFETY: dladdr only reads the loader's tables; `info` is written on success.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::dladdr(address, &mut info) } == 0 || info.dli_fname.is_null() {
+        return None;
+    }
+    // SAFETY: dli_fname is the loaded object's NUL-terminated path; RTLD_NOLOAD only
+    // returns a handle to an object already loaded (and counts a reference we keep).
+    let h = unsafe { libc::dlopen(info.dli_fname, libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+    // SAFETY: as above.
+    let path = unsafe { CStr::from_ptr(info.dli_fname) }
+        .to_string_lossy()
+        .into_owned();
+    (!h.is_null()).then_some(Library(h, path))
 }
 
-static HOST: OnceLock<Host> = OnceLock::new();
+/// True when `address` is inside this library.
+fn is_ours(address: *mut c_void) -> bool {
+    // SAFETY: as in defining_object.
+    let mut theirs: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let mut ours: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: as above; `is_ours` is a function of this library.
+    unsafe {
+        libc::dladdr(address, &mut theirs);
+        libc::dladdr(is_ours as *mut c_void, &mut ours);
+    }
+    theirs.dli_fbase == ours.dli_fbase
+}
 
-/// The next definition of `name` after this library.
-fn next(name: &CStr) -> *mut c_void {
+/// Every loaded object's path (the program's own has none).
+fn loaded_objects() -> Vec<CString> {
+    unsafe extern "C" fn each(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        out: *mut c_void,
+    ) -> c_int {
+        // SAFETY: the loader passes a valid entry, and `out` is the Vec given below.
+        let (info, out) = unsafe { (&*info, &mut *out.cast::<Vec<CString>>()) };
+        if !info.dlpi_name.is_null() {
+            // SAFETY: a NUL-terminated path owned by the loader.
+            let name = unsafe { CStr::from_ptr(info.dlpi_name) };
+            if !name.is_empty() {
+                out.push(name.to_owned());
+            }
+        }
+        0
+    }
+    let mut out: Vec<CString> = Vec::new();
+    // SAFETY: the callback only reads its entry and pushes to `out`, which outlives the call.
+    unsafe { libc::dl_iterate_phdr(Some(each), (&mut out as *mut Vec<CString>).cast()) };
+    out
+}
+
+/// Finds the host MPI library (see the module's text).
+fn find_library() -> Result<Library, String> {
+    let init = c"PMPI_Init";
     // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name has no preconditions.
-    let f = unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) };
+    let next = unsafe { libc::dlsym(libc::RTLD_NEXT, init.as_ptr()) };
+    if !next.is_null() && !is_ours(next) {
+        if let Some(lib) = defining_object(next) {
+            return Ok(lib);
+        }
+    }
+    for name in loaded_objects() {
+        // SAFETY: a loaded object's path; RTLD_NOLOAD never loads anything.
+        let h = unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
+        if h.is_null() {
+            continue;
+        }
+        // SAFETY: a live handle and a NUL-terminated name.
+        let f = unsafe { libc::dlsym(h, init.as_ptr()) };
+        // SAFETY: the handle was opened above (a reference count, not a load).
+        unsafe { libc::dlclose(h) };
+        if !f.is_null() && !is_ours(f) {
+            if let Some(lib) = defining_object(f) {
+                return Ok(lib);
+            }
+        }
+    }
+    Err(
+        "no MPI library in the process defines PMPI_Init (is the program linked against \
+         MPI?)"
+            .into(),
+    )
+}
+
+/// The host's `name`, or null when it has none.
+pub(crate) fn lookup(name: &CStr) -> *mut c_void {
+    match LIBRARY.get_or_init(find_library) {
+        // SAFETY: a live handle and a NUL-terminated name.
+        Ok(lib) => unsafe { libc::dlsym(lib.0, name.as_ptr()) },
+        Err(_) => std::ptr::null_mut(),
+    }
+}
+
+/// The host's `name`; the process ends with a message when the host has none (every name
+/// looked up this way is part of every MPICH-ABI library this one accepts at `MPI_Init`).
+pub(crate) fn require(name: &CStr) -> *mut c_void {
+    let f = lookup(name);
     if f.is_null() {
-        eprintln!(
-            "onesided-mpi: the host MPI has no {} (is the program linked against MPICH?)",
-            name.to_string_lossy()
-        );
+        let why = match LIBRARY.get_or_init(find_library) {
+            Ok(_) => format!("the host MPI has no {}", name.to_string_lossy()),
+            Err(e) => e.clone(),
+        };
+        eprintln!("onesided-mpi: {why}");
         std::process::abort();
     }
     f
 }
 
-/// The host's functions.
-pub(crate) fn host() -> &'static Host {
-    HOST.get_or_init(|| {
-        // SAFETY: each symbol is the host's function of the MPICH prototype named by the
-        // field it is stored in (mpi_proto.h).
-        unsafe {
-            Host {
-                request_get_status: std::mem::transmute::<*mut c_void, RequestGetStatusFn>(next(
-                    c"PMPI_Request_get_status",
-                )),
-                create_errhandler: std::mem::transmute::<*mut c_void, CreateErrhandlerFn>(next(
-                    c"PMPI_Win_create_errhandler",
-                )),
-                create_keyval: std::mem::transmute::<*mut c_void, CreateKeyvalFn>(next(
-                    c"PMPI_Win_create_keyval",
-                )),
-                free_keyval: std::mem::transmute::<*mut c_void, FreeKeyvalFn>(next(
-                    c"PMPI_Win_free_keyval",
-                )),
-                init: std::mem::transmute::<*mut c_void, InitFn>(next(c"PMPI_Init")),
-                init_thread: std::mem::transmute::<*mut c_void, InitThreadFn>(next(
-                    c"PMPI_Init_thread",
-                )),
-                finalize: std::mem::transmute::<*mut c_void, FinalizeFn>(next(c"PMPI_Finalize")),
-                alloc_mem: std::mem::transmute::<*mut c_void, AllocMemFn>(next(c"PMPI_Alloc_mem")),
-                free_mem: std::mem::transmute::<*mut c_void, FreeMemFn>(next(c"PMPI_Free_mem")),
-            }
-        }
-    })
+/// One host function, looked up at its first use (for the exports' forwarding to the host,
+/// one per exported name).
+pub(crate) struct HostFn {
+    /// NUL-terminated symbol name.
+    name: &'static str,
+    ptr: AtomicPtr<c_void>,
 }
 
-/// Refuses a program linked against another MPI than MPICH's ABI (Open MPI defines
-/// `ompi_mpi_comm_world`; its handles are pointers, and every call here would misread
-/// them): a clear message and exit status 1, before anything else runs.
+impl HostFn {
+    pub(crate) const fn new(name: &'static str) -> HostFn {
+        HostFn {
+            name,
+            ptr: AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// The function's address (the process ends when the host has none).
+    pub(crate) fn get(&self) -> *mut c_void {
+        // Relaxed: the address is the same whichever thread looks it up first.
+        let p = self.ptr.load(Ordering::Relaxed);
+        if !p.is_null() {
+            return p;
+        }
+        let name = CStr::from_bytes_with_nul(self.name.as_bytes()).expect("NUL-terminated name");
+        let p = require(name);
+        // Relaxed: see above.
+        self.ptr.store(p, Ordering::Relaxed);
+        p
+    }
+}
+
+/// Declares the host table: one typed function pointer per host function.
+macro_rules! host_functions {
+    ($( $field:ident = $name:literal : fn($($arg:ty),* $(,)?) -> c_int; )*) => {
+        /// The host functions this library calls, resolved together at first use.
+        #[allow(clippy::type_complexity)]
+        pub(crate) struct Host {
+            $( pub $field: unsafe extern "C" fn($($arg),*) -> c_int, )*
+        }
+
+        fn resolve() -> Host {
+            Host {
+                $( $field: {
+                    let p = require($name);
+                    // SAFETY: the host's function of this name has the MPICH prototype
+                    // (mpi_proto.h) that the field's type copies.
+                    unsafe {
+                        std::mem::transmute::<*mut c_void, unsafe extern "C" fn($($arg),*) -> c_int>(p)
+                    }
+                }, )*
+            }
+        }
+    };
+}
+
+host_functions! {
+    init = c"PMPI_Init": fn(*mut c_int, *mut *mut *mut c_char) -> c_int;
+    init_thread = c"PMPI_Init_thread": fn(*mut c_int, *mut *mut *mut c_char, c_int, *mut c_int) -> c_int;
+    finalize = c"PMPI_Finalize": fn() -> c_int;
+    initialized = c"PMPI_Initialized": fn(*mut c_int) -> c_int;
+    finalized = c"PMPI_Finalized": fn(*mut c_int) -> c_int;
+    query_thread = c"PMPI_Query_thread": fn(*mut c_int) -> c_int;
+    abort = c"PMPI_Abort": fn(MPI_Comm, c_int) -> c_int;
+    alloc_mem = c"PMPI_Alloc_mem": fn(MPI_Aint, MPI_Info, *mut c_void) -> c_int;
+    free_mem = c"PMPI_Free_mem": fn(*mut c_void) -> c_int;
+
+    comm_rank = c"PMPI_Comm_rank": fn(MPI_Comm, *mut c_int) -> c_int;
+    comm_size = c"PMPI_Comm_size": fn(MPI_Comm, *mut c_int) -> c_int;
+    comm_dup = c"PMPI_Comm_dup": fn(MPI_Comm, *mut MPI_Comm) -> c_int;
+    comm_free = c"PMPI_Comm_free": fn(*mut MPI_Comm) -> c_int;
+    comm_split = c"PMPI_Comm_split": fn(MPI_Comm, c_int, c_int, *mut MPI_Comm) -> c_int;
+    comm_split_type = c"PMPI_Comm_split_type": fn(MPI_Comm, c_int, c_int, MPI_Info, *mut MPI_Comm) -> c_int;
+    comm_group = c"PMPI_Comm_group": fn(MPI_Comm, *mut MPI_Group) -> c_int;
+    comm_get_errhandler = c"PMPI_Comm_get_errhandler": fn(MPI_Comm, *mut MPI_Errhandler) -> c_int;
+    comm_call_errhandler = c"PMPI_Comm_call_errhandler": fn(MPI_Comm, c_int) -> c_int;
+
+    group_size = c"PMPI_Group_size": fn(MPI_Group, *mut c_int) -> c_int;
+    group_translate_ranks = c"PMPI_Group_translate_ranks": fn(MPI_Group, c_int, *const c_int, MPI_Group, *mut c_int) -> c_int;
+    group_excl = c"PMPI_Group_excl": fn(MPI_Group, c_int, *const c_int, *mut MPI_Group) -> c_int;
+    group_free = c"PMPI_Group_free": fn(*mut MPI_Group) -> c_int;
+
+    info_create = c"PMPI_Info_create": fn(*mut MPI_Info) -> c_int;
+    info_set = c"PMPI_Info_set": fn(MPI_Info, *const c_char, *const c_char) -> c_int;
+    info_get_nkeys = c"PMPI_Info_get_nkeys": fn(MPI_Info, *mut c_int) -> c_int;
+    info_get_nthkey = c"PMPI_Info_get_nthkey": fn(MPI_Info, c_int, *mut c_char) -> c_int;
+    info_get_valuelen = c"PMPI_Info_get_valuelen": fn(MPI_Info, *const c_char, *mut c_int, *mut c_int) -> c_int;
+    info_get = c"PMPI_Info_get": fn(MPI_Info, *const c_char, c_int, *mut c_char, *mut c_int) -> c_int;
+
+    type_size = c"PMPI_Type_size": fn(MPI_Datatype, *mut c_int) -> c_int;
+    type_get_extent = c"PMPI_Type_get_extent": fn(MPI_Datatype, *mut MPI_Aint, *mut MPI_Aint) -> c_int;
+    type_get_envelope = c"PMPI_Type_get_envelope": fn(MPI_Datatype, *mut c_int, *mut c_int, *mut c_int, *mut c_int) -> c_int;
+    type_get_contents = c"PMPI_Type_get_contents": fn(MPI_Datatype, c_int, c_int, c_int, *mut c_int, *mut MPI_Aint, *mut MPI_Datatype) -> c_int;
+    type_free = c"PMPI_Type_free": fn(*mut MPI_Datatype) -> c_int;
+    type_create_keyval = c"PMPI_Type_create_keyval": fn(Option<TypeCopyAttrFn>, Option<TypeDeleteAttrFn>, *mut c_int, *mut c_void) -> c_int;
+    type_get_attr = c"PMPI_Type_get_attr": fn(MPI_Datatype, c_int, *mut c_void, *mut c_int) -> c_int;
+    type_set_attr = c"PMPI_Type_set_attr": fn(MPI_Datatype, c_int, *mut c_void) -> c_int;
+
+    win_create_errhandler = c"PMPI_Win_create_errhandler": fn(Option<WinErrhandlerFn>, *mut MPI_Errhandler) -> c_int;
+    win_create_keyval = c"PMPI_Win_create_keyval": fn(Option<CopyAttrFn>, Option<DeleteAttrFn>, *mut c_int, *mut c_void) -> c_int;
+    win_free_keyval = c"PMPI_Win_free_keyval": fn(*mut c_int) -> c_int;
+
+    request_get_status = c"PMPI_Request_get_status": fn(MPI_Request, *mut c_int, *mut MPI_Status) -> c_int;
+    status_set_elements = c"PMPI_Status_set_elements": fn(*mut MPI_Status, MPI_Datatype, c_int) -> c_int;
+    status_set_cancelled = c"PMPI_Status_set_cancelled": fn(*mut MPI_Status, c_int) -> c_int;
+    grequest_complete = c"PMPI_Grequest_complete": fn(MPI_Request) -> c_int;
+    grequest_class_create = c"PMPIX_Grequest_class_create": fn(Option<GrequestQueryFn>, Option<GrequestFreeFn>, Option<GrequestCancelFn>, Option<GrequestPollFn>, Option<GrequestWaitFn>, *mut c_int) -> c_int;
+    grequest_class_allocate = c"PMPIX_Grequest_class_allocate": fn(c_int, *mut c_void, *mut MPI_Request) -> c_int;
+
+    iallgather = c"PMPI_Iallgather": fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int;
+    test = c"PMPI_Test": fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int;
+    iprobe = c"PMPI_Iprobe": fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Status) -> c_int;
+    allgather = c"PMPI_Allgather": fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int;
+    allgatherv = c"PMPI_Allgatherv": fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int;
+    alltoallv = c"PMPI_Alltoallv": fn(*const c_void, *const c_int, *const c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int;
+    bcast = c"PMPI_Bcast": fn(*mut c_void, c_int, MPI_Datatype, c_int, MPI_Comm) -> c_int;
+}
+
+static HOST: OnceLock<Host> = OnceLock::new();
+
+/// The host's functions (resolved at the first call: the program's `MPI_Init`, or an MPI
+/// function it may call before it — `MPI_Initialized`, `MPI_Get_library_version`).
+pub(crate) fn host() -> &'static Host {
+    HOST.get_or_init(resolve)
+}
+
+/// The host MPI's name: the first line of `MPI_Get_library_version` (callable before
+/// `MPI_Init`), or the library's file when even that is missing.
+pub(crate) fn library_version() -> String {
+    let f = lookup(c"PMPI_Get_library_version");
+    if f.is_null() {
+        return "an MPI without MPI_Get_library_version".into();
+    }
+    // SAFETY: the host's MPI_Get_library_version (a standard prototype in every ABI:
+    // a buffer and an int pointer).
+    let f: unsafe extern "C" fn(*mut c_char, *mut c_int) -> c_int =
+        unsafe { std::mem::transmute(f) };
+    // MPI_MAX_LIBRARY_VERSION_STRING is 8192 in MPICH and the standard ABI, 256 in Open MPI.
+    let mut buf = vec![0 as c_char; 8192];
+    let mut len: c_int = 0;
+    // SAFETY: the buffer holds the largest MPI_MAX_LIBRARY_VERSION_STRING of any ABI.
+    unsafe { f(buf.as_mut_ptr(), &mut len) };
+    *buf.last_mut().expect("non-empty") = 0;
+    // SAFETY: NUL-terminated (the last byte at least).
+    let text = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy();
+    text.lines().next().unwrap_or("").trim().to_string()
+}
+
+/// Refuses a program whose MPI is not of the MPICH ABI: Open MPI (it defines
+/// `ompi_mpi_comm_world`; its handles are pointers) or the MPI-5 standard ABI (a library
+/// named `libmpi_abi`): every call here would misread their handles. One line naming the
+/// MPI, exit status 1, before anything else runs.
 pub(crate) fn refuse_other_mpis() {
-    // SAFETY: dlsym with RTLD_DEFAULT and a NUL-terminated name has no preconditions.
-    let open_mpi =
-        !unsafe { libc::dlsym(libc::RTLD_DEFAULT, c"ompi_mpi_comm_world".as_ptr()) }.is_null();
-    if open_mpi {
+    let open_mpi = !lookup(c"ompi_mpi_comm_world").is_null();
+    // The standard ABI's library has a name of its own (MPICH 5's libmpi_abi.so.1).
+    let standard_abi = LIBRARY
+        .get_or_init(find_library)
+        .as_ref()
+        .is_ok_and(|lib| lib.1.contains("libmpi_abi"));
+    let why = match LIBRARY.get_or_init(find_library) {
+        Err(e) => Some(e.clone()),
+        Ok(_) if open_mpi => Some("an Open MPI library (its handles are pointers)".to_string()),
+        Ok(_) if standard_abi => Some("the MPI-5 standard ABI (libmpi_abi)".to_string()),
+        Ok(_) => None,
+    };
+    if let Some(why) = why {
         eprintln!(
-            "onesided-mpi: this program is linked against Open MPI; libonesided_mpi.so implements \
-             the MPICH ABI (MPICH, Intel MPI, MVAPICH, Cray MPICH). Run it without LD_PRELOAD, \
-             or rebuild it with mpicc.mpich."
+            "onesided-mpi: this program runs on {} — {why}; libonesided_mpi.so implements the \
+             MPICH ABI (MPICH, Intel MPI, MVAPICH, Cray MPICH). Run it without LD_PRELOAD, or \
+             rebuild it with an MPICH-ABI mpicc.",
+            library_version()
         );
         std::process::exit(1);
     }

@@ -11,21 +11,20 @@
 //! onesided's untyped windows ([`onesided::RawWindow`]); communicators, groups, datatypes,
 //! two-sided communication and collectives stay the host MPI's. `MPI_Init` and
 //! `MPI_Finalize` are intercepted: onesided joins the job in `MPI_Init`, and `MPI_Finalize`
-//! frees what the program left before the host finalizes. The functions of the host that
-//! this library exports itself are reached through `dlsym(RTLD_NEXT, "PMPI_…")`
-//! (`host`), every other one directly.
+//! frees what the program left before the host finalizes. The library links no MPI (and no
+//! libfabric): `host` finds the program's MPI library in the process and looks up every
+//! function it calls there, so one build serves every MPICH-ABI MPI.
 //!
 //! A window whose communicator spans several nodes stays the host MPI's, and every call on
 //! it goes to the host's function (`forward`): the program never gets an error the native
 //! MPI would not give it.
 //!
-//! Rooms: [`abi`] (the MPICH ABI: handles, constants, error codes), `host` (the host's
-//! functions we shadow), `forward` (windows left to the host), `state` (the window table
-//! and the universe), `exports` (the one table of exported functions) and `calls` (what
-//! each call does).
+//! Rooms: [`abi`] (the MPICH ABI: handles, constants, error codes), `host` (the host MPI
+//! library and its functions), `job` (onesided's bootstrap over them), `forward` (windows
+//! left to the host), `state` (the window table and the universe), `exports` (the one table
+//! of exported functions) and `calls` (what each call does).
 //!
-//! Without the feature `mpich` the library exports nothing: building it needs the host
-//! MPI's development files, which a plain `cargo build --workspace` must not.
+//! Without the feature `mpich` (a default) the library exports nothing.
 
 #![cfg_attr(not(feature = "mpich"), allow(dead_code))]
 
@@ -42,6 +41,8 @@ mod extensions;
 mod forward;
 #[cfg(feature = "mpich")]
 mod host;
+#[cfg(feature = "mpich")]
+mod job;
 #[cfg(feature = "mpich")]
 mod plans;
 #[cfg(feature = "mpich")]

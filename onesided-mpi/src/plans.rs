@@ -86,9 +86,9 @@ pub(crate) unsafe fn alltoallv_init(
 ) -> CallResult {
     let (c, group) = calls::comm_of(comm)?;
     // The plan needs no group of its own.
-    let mut g = mpi::ffi::MPI_Group(group);
+    let mut g = group;
     // SAFETY: the group comm_of made for us.
-    unsafe { mpi::ffi::MPI_Group_free(&mut g) };
+    unsafe { (crate::host::host().group_free)(&mut g) };
     let fail = |err: Error| Failure::Comm(comm, abi::error_code(err.mpi_class()), err.to_string());
     if plan.is_null() {
         return Err(fail(Error::InvalidArgument("plan is NULL".into())));

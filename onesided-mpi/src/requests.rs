@@ -13,10 +13,10 @@ use std::os::raw::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
-use mpi::ffi;
 use onesided::Request;
 
-use crate::abi;
+use crate::abi::{self, MPI_Status};
+use crate::host::host;
 
 /// One of our requests, behind the host's generalized request.
 struct Pending {
@@ -37,19 +37,16 @@ static ORPHANS: Mutex<Vec<Request<'static>>> = Mutex::new(Vec::new());
 /// The class of our requests (made at the first request, after `MPI_Init`).
 static CLASS: OnceLock<c_int> = OnceLock::new();
 
-/// `MPI_UNDEFINED`.
-const MPI_UNDEFINED: c_int = -32766;
-
-unsafe extern "C" fn query(_extra: *mut c_void, status: *mut ffi::MPI_Status) -> c_int {
+unsafe extern "C" fn query(_extra: *mut c_void, status: *mut MPI_Status) -> c_int {
     if status.is_null() {
         return abi::MPI_SUCCESS;
     }
     // SAFETY: the host's status out-argument; an RMA request moves no message.
     unsafe {
-        ffi::MPI_Status_set_elements(status, ffi::RSMPI_UINT8_T, 0);
-        ffi::MPI_Status_set_cancelled(status, 0);
-        (*status).MPI_SOURCE = MPI_UNDEFINED;
-        (*status).MPI_TAG = MPI_UNDEFINED;
+        (host().status_set_elements)(status, abi::MPI_UINT8_T, 0);
+        (host().status_set_cancelled)(status, 0);
+        (*status).source = abi::MPI_UNDEFINED;
+        (*status).tag = abi::MPI_UNDEFINED;
     }
     abi::MPI_SUCCESS
 }
@@ -83,7 +80,7 @@ unsafe extern "C" fn cancel(_extra: *mut c_void, _complete: c_int) -> c_int {
 }
 
 /// Tests the request behind `extra`; completes the host's request when it is done.
-unsafe extern "C" fn poll(extra: *mut c_void, _status: *mut ffi::MPI_Status) -> c_int {
+unsafe extern "C" fn poll(extra: *mut c_void, _status: *mut MPI_Status) -> c_int {
     drive_orphans();
     // SAFETY: `extra` is a live Pending (freed only by `free`, after completion or
     // MPI_Request_free, after which MPICH no longer polls it).
@@ -119,7 +116,7 @@ unsafe extern "C" fn wait(
     count: c_int,
     states: *mut *mut c_void,
     timeout: f64,
-    status: *mut ffi::MPI_Status,
+    status: *mut MPI_Status,
 ) -> c_int {
     let start = std::time::Instant::now();
     let mut spins = 0u32;
@@ -155,7 +152,7 @@ unsafe extern "C" fn wait(
 fn complete(p: &Pending) {
     if !p.completed.swap(true, Ordering::AcqRel) {
         // SAFETY: the live generalized request this Pending belongs to.
-        unsafe { ffi::MPI_Grequest_complete(ffi::MPI_Request(p.handle.load(Ordering::Acquire))) };
+        unsafe { (host().grequest_complete)(p.handle.load(Ordering::Acquire)) };
     }
 }
 
@@ -185,10 +182,10 @@ fn class() -> Result<c_int, c_int> {
     if let Some(&c) = CLASS.get() {
         return Ok(c);
     }
-    let mut c: ffi::MPIX_Grequest_class = 0;
+    let mut c: c_int = 0;
     // SAFETY: our five functions have the prototypes of mpi.h.
     let rc = unsafe {
-        ffi::MPIX_Grequest_class_create(
+        (host().grequest_class_create)(
             Some(query),
             Some(free),
             Some(cancel),
@@ -212,9 +209,9 @@ pub(crate) fn start(req: Request<'static>) -> Result<c_int, c_int> {
         handle: AtomicI32::new(0),
         completed: AtomicBool::new(false),
     }));
-    let mut handle = ffi::MPI_Request(0);
+    let mut handle = abi::MPI_REQUEST_NULL;
     // SAFETY: `pending` is ours until MPICH calls `free`.
-    let rc = unsafe { ffi::MPIX_Grequest_class_allocate(class, pending.cast(), &mut handle) };
+    let rc = unsafe { (host().grequest_class_allocate)(class, pending.cast(), &mut handle) };
     if rc != abi::MPI_SUCCESS {
         // SAFETY: MPICH did not take it.
         drop(unsafe { Box::from_raw(pending) });
@@ -222,14 +219,14 @@ pub(crate) fn start(req: Request<'static>) -> Result<c_int, c_int> {
     }
     // SAFETY: live until `free`.
     let p = unsafe { &*pending };
-    p.handle.store(handle.0, Ordering::Release);
+    p.handle.store(handle, Ordering::Release);
     LIVE.lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .push((handle.0, pending as usize));
+        .push((handle, pending as usize));
     if done {
         complete(p);
     }
-    Ok(handle.0)
+    Ok(handle)
 }
 
 /// Drives our request `request`, if it is one, so that a status query sees its progress

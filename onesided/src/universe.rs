@@ -134,6 +134,15 @@ pub fn init_mpi<C: ::mpi::topology::Communicator>(comm: &C) -> Result<Universe> 
     universe_once(|| Ok(Arc::new(crate::bootstrap::mpi::MpiBootstrap::new(comm)?)))
 }
 
+/// Connects this process to its job through `bootstrap` (a [`MpiBootstrap`] over a host
+/// MPI reached at run time, for one: what the MPI C ABI library does). Collective over the
+/// bootstrap's processes. Calling it (or [`init`]) again returns the first universe.
+///
+/// [`MpiBootstrap`]: crate::bootstrap::mpi::MpiBootstrap
+pub fn init_with(bootstrap: Arc<dyn Bootstrap>) -> Result<Universe> {
+    universe_once(|| Ok(bootstrap))
+}
+
 /// The process's universe: the existing one, or one connected through the bootstrap
 /// `make` returns.
 fn universe_once(make: impl FnOnce() -> Result<Arc<dyn Bootstrap>>) -> Result<Universe> {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "check.h"
 
 static int rank;
 static unsigned seed = 12345;
@@ -93,7 +94,7 @@ int main(int argc, char **argv) {
   unsigned char *base;
   MPI_Win win;
   MPI_Win_allocate(WIN, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &base, &win);
-  if (((unsigned)win & 0xfc000000u) != 0x60000000u) fail("the window is not onesided's", -1);
+  if (!onesided_window(win)) fail("the window is not onesided's", -1);
   for (int trial = 0; trial < 300; trial++) {
     MPI_Datatype basic = trial % 2 ? MPI_INT : MPI_DOUBLE;
     MPI_Datatype t = make(2, basic);

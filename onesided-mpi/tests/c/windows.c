@@ -11,9 +11,8 @@
 
 static int rank, peer;
 
-/* onesided's window handles are builtin-kind window objects: 0x60000000 | index. */
 static void check_ours(MPI_Win win) {
-  CHECK(((unsigned)win & 0xfc000000u) == 0x60000000u, "window %#x is not onesided's", win);
+  CHECK(onesided_window(win), "window win is not onesided's");
 }
 
 /* Transfers and atomics on `win`, whose memory at this rank is `mem` (8 longs); element 0

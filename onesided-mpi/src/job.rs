@@ -1,0 +1,280 @@
+//! How the program's processes join one onesided job: onesided's `mpi` bootstrap over the
+//! host MPI, whose functions ([`HostMpi`]) are the host's own, resolved at run time
+//! (`host`), with the MPICH ABI's handles (`int`s) widened to words.
+
+use std::os::raw::c_int;
+use std::sync::Arc;
+
+use onesided::bootstrap::host_mpi::{blocks_fit, HostComm, HostMpi, HostRequest};
+use onesided::bootstrap::mpi::MpiBootstrap;
+use onesided::{Error, Result, ThreadLevel};
+
+use crate::abi::{self, MPI_Comm};
+use crate::host::host;
+
+/// The host MPI of the process, through its MPICH-ABI functions.
+#[derive(Debug)]
+pub(crate) struct MpichHost;
+
+fn comm(c: HostComm) -> MPI_Comm {
+    // The handle was widened from an int (`widen`): its low 32 bits are the int.
+    c.0 as u32 as MPI_Comm
+}
+
+fn widen(c: MPI_Comm) -> HostComm {
+    HostComm(c as u32 as usize)
+}
+
+fn checked(call: &str, rc: c_int) -> Result<()> {
+    if rc == abi::MPI_SUCCESS {
+        Ok(())
+    } else {
+        Err(Error::Bootstrap(format!("{call} failed ({rc})")))
+    }
+}
+
+fn int(n: usize) -> Result<c_int> {
+    c_int::try_from(n).map_err(|_| Error::Bootstrap(format!("{n} bytes exceed MPI's int count")))
+}
+
+// SAFETY: every buffer goes to MPI with its own length (variable blocks checked with
+// blocks_fit); the nonblocking allgather's buffers are the caller's contract.
+unsafe impl HostMpi for MpichHost {
+    fn active(&self) -> bool {
+        let mut flag = 0;
+        // SAFETY: MPI_Initialized may be called at any time; it writes one int.
+        unsafe { (host().initialized)(&mut flag) };
+        flag != 0 && !self.finalized()
+    }
+
+    fn finalized(&self) -> bool {
+        let mut flag = 0;
+        // SAFETY: MPI_Finalized may be called at any time; it writes one int.
+        unsafe { (host().finalized)(&mut flag) };
+        flag != 0
+    }
+
+    fn thread_level(&self) -> ThreadLevel {
+        match crate::state::thread_level() {
+            0 => ThreadLevel::Single,
+            1 => ThreadLevel::Funneled,
+            2 => ThreadLevel::Serialized,
+            _ => ThreadLevel::Multiple,
+        }
+    }
+
+    fn world(&self) -> HostComm {
+        widen(abi::MPI_COMM_WORLD)
+    }
+
+    fn rank(&self, c: HostComm) -> Result<usize> {
+        let mut r = 0;
+        // SAFETY: a communicator handle; writes one int.
+        checked("MPI_Comm_rank", unsafe {
+            (host().comm_rank)(comm(c), &mut r)
+        })?;
+        Ok(r as usize)
+    }
+
+    fn size(&self, c: HostComm) -> Result<usize> {
+        let mut n = 0;
+        // SAFETY: as in rank.
+        checked("MPI_Comm_size", unsafe {
+            (host().comm_size)(comm(c), &mut n)
+        })?;
+        Ok(n as usize)
+    }
+
+    fn dup(&self, c: HostComm) -> Result<HostComm> {
+        let mut out = abi::MPI_COMM_NULL;
+        // SAFETY: a communicator handle; writes one handle.
+        checked("MPI_Comm_dup", unsafe {
+            (host().comm_dup)(comm(c), &mut out)
+        })?;
+        Ok(widen(out))
+    }
+
+    fn free(&self, c: HostComm) {
+        let mut h = comm(c);
+        // SAFETY: a communicator the bootstrap owns, freed once.
+        unsafe { (host().comm_free)(&mut h) };
+    }
+
+    fn split(&self, c: HostComm, color: Option<i32>, key: i32) -> Result<Option<HostComm>> {
+        let mut out = abi::MPI_COMM_NULL;
+        // SAFETY: a communicator handle; writes one handle.
+        checked("MPI_Comm_split", unsafe {
+            (host().comm_split)(comm(c), color.unwrap_or(abi::MPI_UNDEFINED), key, &mut out)
+        })?;
+        Ok((out != abi::MPI_COMM_NULL).then(|| widen(out)))
+    }
+
+    fn split_shared(&self, c: HostComm, key: i32) -> Result<HostComm> {
+        let mut out = abi::MPI_COMM_NULL;
+        // SAFETY: a communicator handle; writes one handle.
+        checked("MPI_Comm_split_type", unsafe {
+            (host().comm_split_type)(
+                comm(c),
+                abi::MPI_COMM_TYPE_SHARED,
+                key,
+                abi::MPI_INFO_NULL,
+                &mut out,
+            )
+        })?;
+        Ok(widen(out))
+    }
+
+    unsafe fn iallgather(
+        &self,
+        c: HostComm,
+        send: *const u8,
+        recv: *mut u8,
+        each: usize,
+    ) -> Result<HostRequest> {
+        let n = int(each)?;
+        let mut request = abi::MPI_REQUEST_NULL;
+        // SAFETY: the caller's contract: `send` holds `each` bytes, `recv` `each` per
+        // process, both valid until the request completes.
+        checked("MPI_Iallgather", unsafe {
+            (host().iallgather)(
+                send.cast(),
+                n,
+                abi::MPI_UINT8_T,
+                recv.cast(),
+                n,
+                abi::MPI_UINT8_T,
+                comm(c),
+                &mut request,
+            )
+        })?;
+        Ok(HostRequest(request as u32 as usize))
+    }
+
+    fn test(&self, request: &mut HostRequest) -> Result<bool> {
+        let mut r = request.0 as u32 as c_int;
+        let mut done = 0;
+        // SAFETY: a live request made by iallgather; MPI frees it when it completes.
+        checked("MPI_Test", unsafe {
+            (host().test)(&mut r, &mut done, abi::MPI_STATUS_IGNORE)
+        })?;
+        request.0 = r as u32 as usize;
+        Ok(done != 0)
+    }
+
+    fn progress(&self, c: HostComm) {
+        let mut flag = 0;
+        // SAFETY: a probe on a live communicator; writes one int and no status.
+        unsafe {
+            (host().iprobe)(
+                abi::MPI_ANY_SOURCE,
+                abi::MPI_ANY_TAG,
+                comm(c),
+                &mut flag,
+                abi::MPI_STATUS_IGNORE,
+            )
+        };
+    }
+
+    fn allgather(&self, c: HostComm, send: &[u8], recv: &mut [u8]) -> Result<()> {
+        let n = int(send.len())?;
+        if recv.len() != send.len() * self.size(c)? {
+            return Err(Error::Bootstrap(
+                "allgather: receive buffer of the wrong size".into(),
+            ));
+        }
+        // SAFETY: each buffer has the length given; blocking call.
+        checked("MPI_Allgather", unsafe {
+            (host().allgather)(
+                send.as_ptr().cast(),
+                n,
+                abi::MPI_UINT8_T,
+                recv.as_mut_ptr().cast(),
+                n,
+                abi::MPI_UINT8_T,
+                comm(c),
+            )
+        })
+    }
+
+    fn allgatherv(
+        &self,
+        c: HostComm,
+        send: &[u8],
+        recv: &mut [u8],
+        counts: &[i32],
+        displs: &[i32],
+    ) -> Result<()> {
+        blocks_fit(counts, displs, recv.len(), self.size(c)?)?;
+        // SAFETY: every block lies inside `recv` (checked); blocking call.
+        checked("MPI_Allgatherv", unsafe {
+            (host().allgatherv)(
+                send.as_ptr().cast(),
+                int(send.len())?,
+                abi::MPI_UINT8_T,
+                recv.as_mut_ptr().cast(),
+                counts.as_ptr(),
+                displs.as_ptr(),
+                abi::MPI_UINT8_T,
+                comm(c),
+            )
+        })
+    }
+
+    fn alltoallv(
+        &self,
+        c: HostComm,
+        send: &[u8],
+        send_counts: &[i32],
+        send_displs: &[i32],
+        recv: &mut [u8],
+        recv_counts: &[i32],
+        recv_displs: &[i32],
+    ) -> Result<()> {
+        let n = self.size(c)?;
+        blocks_fit(send_counts, send_displs, send.len(), n)?;
+        blocks_fit(recv_counts, recv_displs, recv.len(), n)?;
+        // SAFETY: every block lies inside its buffer (checked); blocking call.
+        checked("MPI_Alltoallv", unsafe {
+            (host().alltoallv)(
+                send.as_ptr().cast(),
+                send_counts.as_ptr(),
+                send_displs.as_ptr(),
+                abi::MPI_UINT8_T,
+                recv.as_mut_ptr().cast(),
+                recv_counts.as_ptr(),
+                recv_displs.as_ptr(),
+                abi::MPI_UINT8_T,
+                comm(c),
+            )
+        })
+    }
+
+    fn bcast(&self, c: HostComm, root: usize, buf: &mut [u8]) -> Result<()> {
+        // SAFETY: `buf` holds the count given; blocking call.
+        checked("MPI_Bcast", unsafe {
+            (host().bcast)(
+                buf.as_mut_ptr().cast(),
+                int(buf.len())?,
+                abi::MPI_UINT8_T,
+                int(root)?,
+                comm(c),
+            )
+        })
+    }
+
+    fn abort(&self, code: i32) {
+        // SAFETY: MPI is initialized (a bootstrap exists over it).
+        unsafe { (host().abort)(abi::MPI_COMM_WORLD, code) };
+    }
+}
+
+/// The host MPI as onesided's bootstrap reaches it.
+pub(crate) fn host_mpi() -> Arc<dyn HostMpi> {
+    static HOST: std::sync::OnceLock<Arc<dyn HostMpi>> = std::sync::OnceLock::new();
+    Arc::clone(HOST.get_or_init(|| Arc::new(MpichHost)))
+}
+
+/// Collective over host communicator `comm`: a bootstrap over a duplicate of it.
+pub(crate) fn bootstrap(comm: MPI_Comm) -> Result<MpiBootstrap> {
+    MpiBootstrap::over(host_mpi(), widen(comm))
+}
