@@ -9,6 +9,8 @@
 #   - the C tests in onesided-mpi/tests/c (each fails on a wrong value or error class, and
 #     when the windows it gets are not onesided's);
 #   - the C++ and Fortran programs (where that MPI has the bindings);
+#   - a Python program on mpi4py built from source against that MPI (pip, into a venv under
+#     target/mpi-venv/);
 #   - every OSU 7.4 one-sided test (third_party/, an unmodified copy of ../shared/clients,
 #     built unchanged by its build.sh) with every window kind (-w) and synchronization (-s)
 #     it accepts, -c validation where the test has it; then across two virtual nodes.
@@ -66,10 +68,11 @@ if [[ -n "$absent" ]]; then
   echo "exports: missing: $(echo "$absent" | tr '\n' ' ')"; fail=1
 fi
 
-# One MPI of the matrix: its compilers (an empty Fortran compiler: none) and launcher.
+# One MPI of the matrix: its compilers (an empty Fortran compiler: none), a Python with
+# mpi4py built against it, and its launcher.
 check_mpi() {
-  local mpi=$1 cc=$2 cxx=$3 fc=$4
-  shift 4
+  local mpi=$1 cc=$2 cxx=$3 fc=$4 python=$5
+  shift 5
   local mpiexec=(timeout 120 "$@" -n 2)
   local tests=target/cabi-tests/$mpi
   echo "== $mpi: $("$cc" -v 2>&1 | head -1)"
@@ -126,6 +129,12 @@ check_mpi() {
   elif (($(date +%s) - start > 10)); then
     echo "$mpi: c test errors fatal: took more than 10 s"; fail=1
   else echo "$mpi: c test errors fatal: ok (ended non-zero)"; fi
+
+  # mpi4py built from source against this MPI (the PyPI wheel ignores MPICC): a Python
+  # program's windows, its MPI loaded RTLD_LOCAL by the extension module.
+  if LD_PRELOAD=$lib "${mpiexec[@]}" "$python" onesided-mpi/tests/python/win_allocate.py; then
+    echo "$mpi: mpi4py win_allocate.py: ok"
+  else echo "$mpi: mpi4py win_allocate.py: FAILED"; fail=1; fi
 
   # 3. OSU, unchanged.
   osu=target/osu-$mpi
@@ -188,13 +197,26 @@ mpich5_venv() {
   echo "$venv"
 }
 
+# mpi4py compiled against the MPI whose wrapper is $2, in venv $1 (made when missing);
+# prints the venv's python.
+with_mpi4py() {
+  local venv=$1 cc=$2
+  [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
+  if ! "$venv/bin/python" -c 'import mpi4py' 2>/dev/null; then
+    MPICC=$cc "$venv/bin/pip" install -q --no-binary mpi4py mpi4py >&2
+  fi
+  echo "$venv/bin/python"
+}
+
 which=${1:-all}
 if [[ $which == all || $which == mpich4 ]]; then
-  check_mpi mpich4 mpicc.mpich mpicxx.mpich mpif90.mpich mpiexec.mpich
+  python=$(with_mpi4py "$root/target/mpi-venv/mpi4py-mpich4" mpicc.mpich)
+  check_mpi mpich4 mpicc.mpich mpicxx.mpich mpif90.mpich "$python" mpiexec.mpich
 fi
 if [[ $which == all || $which == mpich5 ]]; then
   venv=$(mpich5_venv)
-  check_mpi mpich5 "$venv/bin/mpicc" "$venv/bin/mpicxx" "" "$venv/bin/mpiexec"
+  python=$(with_mpi4py "$venv" "$venv/bin/mpicc")
+  check_mpi mpich5 "$venv/bin/mpicc" "$venv/bin/mpicxx" "" "$python" "$venv/bin/mpiexec"
 fi
 
 # A program linked against Open MPI is refused at MPI_Init with a clear message.

@@ -200,7 +200,46 @@ pub struct Builtin {
 }
 
 /// The predefined datatype `ty`, if this library knows it (a derived one is `None`).
+///
+/// Every RMA call asks this of each of its datatypes: one table lookup by the handle's low
+/// byte (unique among MPICH's builtin handles, checked when the table is built), the whole
+/// handle compared, instead of the match of [`builtin_by_value`].
+#[inline]
 pub fn builtin(ty: MPI_Datatype) -> Option<Builtin> {
+    let (handle, b) = BUILTINS[(ty as u32 & 0xff) as usize];
+    if handle == ty as u32 {
+        b
+    } else if ty as u32 == 0x8c00_0000 {
+        builtin_by_value(ty)
+    } else {
+        None
+    }
+}
+
+/// [`builtin`] of every `0x4c00_SSII` handle (size `SS`, index `II`), by index.
+static BUILTINS: [(u32, Option<Builtin>); 256] = builtin_table();
+
+const fn builtin_table() -> [(u32, Option<Builtin>); 256] {
+    let mut table = [(0u32, None); 256];
+    let mut size = 1u32;
+    while size <= 0x20 {
+        let mut index = 0u32;
+        while index < 256 {
+            let handle = 0x4c00_0000 | (size << 8) | index;
+            if let Some(b) = builtin_by_value(handle as MPI_Datatype) {
+                // Two builtin handles sharing a low byte would need a bigger key.
+                assert!(table[index as usize].1.is_none());
+                table[index as usize] = (handle, Some(b));
+            }
+            index += 1;
+        }
+        size += 1;
+    }
+    table
+}
+
+/// [`builtin`] by matching every handle MPICH's `mpi.h` defines.
+const fn builtin_by_value(ty: MPI_Datatype) -> Option<Builtin> {
     use ElemType::*;
     let elem = match ty as u32 {
         0x4c00_0101 | 0x4c00_0118 | 0x4c00_0137 => Some(I8), // CHAR, SIGNED_CHAR, INT8_T
@@ -379,7 +418,10 @@ mod tests {
             ("MPI_LOCK_EXCLUSIVE", i64::from(MPI_LOCK_EXCLUSIVE)),
             ("MPI_LOCK_SHARED", i64::from(MPI_LOCK_SHARED)),
             ("MPI_WIN_FLAVOR_CREATE", i64::from(MPI_WIN_FLAVOR_CREATE)),
-            ("MPI_WIN_FLAVOR_ALLOCATE", i64::from(MPI_WIN_FLAVOR_ALLOCATE)),
+            (
+                "MPI_WIN_FLAVOR_ALLOCATE",
+                i64::from(MPI_WIN_FLAVOR_ALLOCATE),
+            ),
             ("MPI_WIN_FLAVOR_DYNAMIC", i64::from(MPI_WIN_FLAVOR_DYNAMIC)),
             ("MPI_WIN_FLAVOR_SHARED", i64::from(MPI_WIN_FLAVOR_SHARED)),
             ("MPI_WIN_UNIFIED", i64::from(MPI_WIN_UNIFIED)),
@@ -390,7 +432,10 @@ mod tests {
             ("MPI_WIN_MODEL", i64::from(MPI_WIN_MODEL)),
             ("MPI_MODE_ALL", i64::from(MPI_MODE_ALL)),
             ("MPI_STATUS_IGNORE", MPI_STATUS_IGNORE as usize as i64),
-            ("sizeof(MPI_Status)", std::mem::size_of::<MPI_Status>() as i64),
+            (
+                "sizeof(MPI_Status)",
+                std::mem::size_of::<MPI_Status>() as i64,
+            ),
             ("sizeof(MPI_Aint)", std::mem::size_of::<MPI_Aint>() as i64),
             ("sizeof(MPI_Count)", std::mem::size_of::<MPI_Count>() as i64),
         ];
@@ -429,7 +474,10 @@ mod tests {
         for (name, value) in ours {
             // Handles are ints: compare their 32 bits.
             if header[name] as i32 != *value as i32 {
-                wrong.push(format!("{name}: ours {value:#x}, mpi.h {:#x}", header[name]));
+                wrong.push(format!(
+                    "{name}: ours {value:#x}, mpi.h {:#x}",
+                    header[name]
+                ));
             }
         }
         std::fs::remove_dir_all(&dir).ok();

@@ -161,7 +161,27 @@ enum Screen {
 /// the target displacement (`MPI_ERR_DISP`) — also for `MPI_PROC_NULL` — then the target,
 /// then whether any byte moves. `sides` are the (count, datatype) arguments that select
 /// data: origin, result, target.
+#[inline]
 fn screen(
+    target: c_int,
+    t_disp: MPI_Aint,
+    sides: &[(i64, MPI_Datatype)],
+) -> onesided::Result<Screen> {
+    // What nearly every call is: a real target, and positive counts of predefined types.
+    if t_disp >= 0
+        && target != abi::MPI_PROC_NULL
+        && sides
+            .iter()
+            .all(|&(c, ty)| c > 0 && abi::builtin(ty).is_some())
+    {
+        return Ok(Screen::Move);
+    }
+    screen_closely(target, t_disp, sides)
+}
+
+/// [`screen`] of the other calls, in MPICH's order of checks.
+#[cold]
+fn screen_closely(
     target: c_int,
     t_disp: MPI_Aint,
     sides: &[(i64, MPI_Datatype)],
