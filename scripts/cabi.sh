@@ -219,18 +219,27 @@ if [[ $which == all || $which == mpich5 ]]; then
   check_mpi mpich5 "$venv/bin/mpicc" "$venv/bin/mpicxx" "" "$python" "$venv/bin/mpiexec"
 fi
 
-# A program linked against Open MPI is refused at MPI_Init with a clear message.
-if command -v mpicc.openmpi >/dev/null; then
+# A program of another ABI is refused at MPI_Init with one line naming its MPI, exit 1:
+# Debian's Open MPI 4.1.4 and MPICH 5.0.2's MPI-5 standard ABI (mpicc_abi).
+refused() { # refused NAME EXPECTED-TEXT CC LAUNCHER...
+  local name=$1 expect=$2 cc=$3 out rc
+  shift 3
   printf '#include <mpi.h>\nint main(int c, char **v) { MPI_Init(&c, &v); MPI_Finalize(); return 0; }\n' \
-    > target/cabi-tests/openmpi-refused.c
-  mpicc.openmpi -o target/cabi-tests/openmpi-refused target/cabi-tests/openmpi-refused.c
-  out=$(timeout 60 mpiexec.openmpi --allow-run-as-root --oversubscribe -n 1 \
-    -x LD_PRELOAD="$lib" target/cabi-tests/openmpi-refused 2>&1) && rc=0 || rc=$?
-  if ((rc != 0)) && grep -q "runs on Open MPI" <<<"$out"; then
-    echo "c test open mpi program: ok (refused)"
+    > "target/cabi-tests/$name.c"
+  "$cc" -o "target/cabi-tests/$name" "target/cabi-tests/$name.c"
+  out=$(timeout 60 "$@" "target/cabi-tests/$name" 2>&1) && rc=0 || rc=$?
+  if ((rc != 0)) && grep -q "$expect" <<<"$out"; then
+    echo "c test $name program: ok (refused: $(grep -o 'runs on [^—]*' <<<"$out" | head -1))"
   else
-    echo "c test open mpi program: not refused (exit $rc): $out"; fail=1
+    echo "c test $name program: not refused (exit $rc): $out"; fail=1
   fi
+}
+if [[ $which == all || $which == mpich4 ]] && command -v mpicc.openmpi >/dev/null; then
+  refused openmpi "runs on Open MPI" mpicc.openmpi mpiexec.openmpi --allow-run-as-root \
+    --oversubscribe -n 1 -x LD_PRELOAD="$lib"
 fi
-
+if [[ $which == all || $which == mpich5 ]]; then
+  refused standard-abi "MPI-5 standard ABI" "$venv/bin/mpicc_abi" env LD_PRELOAD="$lib" \
+    "$venv/bin/mpiexec" -n 1
+fi
 exit $fail

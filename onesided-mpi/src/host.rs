@@ -316,7 +316,8 @@ pub(crate) fn library_version() -> String {
     *buf.last_mut().expect("non-empty") = 0;
     // SAFETY: NUL-terminated (the last byte at least).
     let text = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy();
-    text.lines().next().unwrap_or("").trim().to_string()
+    let first = text.lines().next().unwrap_or("");
+    first.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Refuses a program whose MPI is not of the MPICH ABI: Open MPI (it defines
