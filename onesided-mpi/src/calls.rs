@@ -32,7 +32,7 @@ pub(crate) enum Failure {
     /// An error for window error handler `errhandler` of a window that is gone (a failed
     /// free), over `comm`.
     Handler {
-        errhandler: c_int,
+        errhandler: abi::MPI_Errhandler,
         comm: MPI_Comm,
         err: Error,
     },
@@ -52,8 +52,8 @@ pub(crate) fn window_code(win: MPI_Win, code: c_int, text: String) -> Failure {
 pub(crate) fn entry(win: MPI_Win) -> Result<EntryRef, Failure> {
     state::window(win).ok_or_else(|| {
         Failure::Comm(
-            abi::MPI_COMM_WORLD,
-            abi::MPI_ERR_WIN,
+            abi::abi().comm_world,
+            abi::abi().err.win,
             format!("invalid window handle {win:#x}"),
         )
     })
@@ -80,7 +80,7 @@ pub(crate) fn not_memhandle(e: &EntryRef) -> Result<(), Failure> {
         None => Ok(()),
         Some(_) => Err(Failure::WindowCode(
             e.clone(),
-            abi::MPI_ERR_RMA_FLAVOR,
+            abi::abi().err.rma_flavor,
             "a window made from a memory handle takes put, get, accumulate and flushes only \
              (synchronize on its parent window)"
                 .into(),
@@ -104,24 +104,11 @@ fn on_target(
 
 /// The MPI assert bits as onesided's; an unknown bit is `MPI_ERR_ASSERT`.
 pub(crate) fn mode(bits: c_int) -> onesided::Result<Assert> {
-    if bits & !abi::MPI_MODE_ALL != 0 {
-        return Err(Error::InvalidArgument(format!(
+    abi::mode(bits).ok_or_else(|| {
+        Error::InvalidArgument(format!(
             "assert {bits:#x} has bits no MPI_MODE_* constant has"
-        )));
-    }
-    let mut a = Assert::NONE;
-    for (mode, ours) in [
-        (1024, Assert::NOCHECK),
-        (2048, Assert::NOSTORE),
-        (4096, Assert::NOPUT),
-        (8192, Assert::NOPRECEDE),
-        (16384, Assert::NOSUCCEED),
-    ] {
-        if bits & mode != 0 {
-            a |= ours;
-        }
-    }
-    Ok(a)
+        ))
+    })
 }
 
 /// A rank argument.
@@ -169,7 +156,7 @@ fn screen(
 ) -> onesided::Result<Screen> {
     // What nearly every call is: a real target, and positive counts of predefined types.
     if t_disp >= 0
-        && target != abi::MPI_PROC_NULL
+        && target != abi::abi().proc_null
         && sides
             .iter()
             .all(|&(c, ty)| c > 0 && abi::builtin(ty).is_some())
@@ -190,7 +177,7 @@ fn screen_closely(
         count(c)?;
     }
     disp(t_disp)?;
-    if target == abi::MPI_PROC_NULL {
+    if target == abi::abi().proc_null {
         return Ok(Screen::NullTarget);
     }
     for &(c, ty) in sides {
@@ -368,7 +355,7 @@ pub(crate) unsafe fn origin_view<'a, 's>(
 
 /// With `MPI_NO_OP` the origin arguments are ignored: zeros shaped like target `t`.
 fn no_op_origin(t: &Selection) -> onesided::Result<Selection> {
-    let o = datatypes::selection(t.bytes as i64, abi::MPI_BYTE)?;
+    let o = datatypes::selection(t.bytes as i64, abi::abi().byte)?;
     Ok(Selection { elem: t.elem, ..o })
 }
 
@@ -476,17 +463,20 @@ fn join() -> CallResult {
     if UNIVERSE.get().is_some() {
         return Ok(());
     }
-    let mut level: c_int = 3;
+    let threads = abi::abi().threads;
+    let mut level: c_int = threads[3];
     // SAFETY: a plain query (not a name we export); on failure assume MPI_THREAD_MULTIPLE.
     if unsafe { (crate::host::host().query_thread)(&mut level) } != abi::MPI_SUCCESS {
-        level = 3;
+        level = threads[3];
     }
+    // 0 single, 1 funneled, 2 serialized, 3 multiple, whatever the ABI's values.
+    let level = threads.iter().position(|&t| t == level).unwrap_or(3) as c_int;
     state::set_thread_level(level);
-    let u = crate::job::bootstrap(abi::MPI_COMM_WORLD)
+    let u = crate::job::bootstrap(abi::abi().comm_world)
         .and_then(|b| onesided::init_with(Arc::new(b)))
         .map_err(|e| {
             Failure::Comm(
-                abi::MPI_COMM_WORLD,
+                abi::abi().comm_world,
                 abi::error_code(e.mpi_class()),
                 format!("joining the job: {e}"),
             )
@@ -496,11 +486,11 @@ fn join() -> CallResult {
 }
 
 pub(crate) unsafe fn init(argc: *mut c_int, argv: *mut *mut *mut c_char) -> CallResult {
-    crate::host::refuse_other_mpis();
+    crate::host::choose_abi();
     // SAFETY: the program's arguments, passed on as given.
     let rc = unsafe { (host().init)(argc, argv) };
     if rc != abi::MPI_SUCCESS {
-        return Err(Failure::Comm(abi::MPI_COMM_WORLD, rc, "MPI_Init".into()));
+        return Err(Failure::Comm(abi::abi().comm_world, rc, "MPI_Init".into()));
     }
     join()
 }
@@ -511,12 +501,12 @@ pub(crate) unsafe fn init_thread(
     required: c_int,
     provided: *mut c_int,
 ) -> CallResult {
-    crate::host::refuse_other_mpis();
+    crate::host::choose_abi();
     // SAFETY: as in init.
     let rc = unsafe { (host().init_thread)(argc, argv, required, provided) };
     if rc != abi::MPI_SUCCESS {
         return Err(Failure::Comm(
-            abi::MPI_COMM_WORLD,
+            abi::abi().comm_world,
             rc,
             "MPI_Init_thread".into(),
         ));
@@ -548,7 +538,7 @@ pub(crate) unsafe fn finalize() -> CallResult {
         Ok(())
     } else {
         Err(Failure::Comm(
-            abi::MPI_COMM_WORLD,
+            abi::abi().comm_world,
             rc,
             "MPI_Finalize".into(),
         ))
@@ -562,18 +552,18 @@ pub(crate) fn comm_of(comm: MPI_Comm) -> Result<(Comm, MPI_Group), Failure> {
     let fail = |code: c_int, text: String| Failure::Comm(comm, code, text);
     let u = UNIVERSE
         .get()
-        .ok_or_else(|| fail(abi::MPI_ERR_OTHER, "MPI is not initialized".into()))?;
-    if comm == abi::MPI_COMM_NULL {
-        return Err(fail(abi::MPI_ERR_COMM, "MPI_COMM_NULL".into()));
+        .ok_or_else(|| fail(abi::abi().err.other, "MPI is not initialized".into()))?;
+    if comm == abi::abi().comm_null {
+        return Err(fail(abi::abi().err.comm, "MPI_COMM_NULL".into()));
     }
-    let mut group = abi::MPI_GROUP_NULL;
+    let mut group = abi::abi().group_null;
     // SAFETY: a communicator handle of the program; MPI checks it.
     let rc = unsafe { (crate::host::host().comm_group)(comm, &mut group) };
     let group = group;
     if rc != abi::MPI_SUCCESS {
         return Err(fail(rc, "invalid communicator".into()));
     }
-    if comm == abi::MPI_COMM_WORLD {
+    if comm == abi::abi().comm_world {
         return Ok((u.world().clone(), group));
     }
     // The bootstrap duplicates the program's communicator (never frees it).
@@ -585,7 +575,7 @@ pub(crate) fn comm_of(comm: MPI_Comm) -> Result<(Comm, MPI_Group), Failure> {
 /// The info keys of `info` (none for `MPI_INFO_NULL`).
 pub(crate) fn info_of(info: MPI_Info) -> Result<WinInfo, c_int> {
     let mut out = WinInfo::new();
-    if info == abi::MPI_INFO_NULL {
+    if info == abi::abi().info_null {
         return Ok(out);
     }
     let mut n: c_int = 0;
@@ -629,7 +619,11 @@ unsafe fn create_with(
     make: impl FnOnce(&Comm, &WinInfo) -> onesided::Result<RawWindow>,
 ) -> Result<MPI_Win, Failure> {
     if win.is_null() {
-        return Err(Failure::Comm(comm, abi::MPI_ERR_ARG, "win is NULL".into()));
+        return Err(Failure::Comm(
+            comm,
+            abi::abi().err.arg,
+            "win is NULL".into(),
+        ));
     }
     let info = info_of(info).map_err(|rc| Failure::Comm(comm, rc, "invalid info".into()))?;
     let (c, group) = comm_of(comm)?;
@@ -637,7 +631,7 @@ unsafe fn create_with(
         .map_err(|e| Failure::Comm(comm, abi::error_code(e.mpi_class()), e.to_string()))?;
     let handle = state::insert(Entry::new(w, comm, group));
     // SAFETY: checked non-null; the caller's MPI_Win.
-    unsafe { *win = handle };
+    unsafe { abi::store_handle(win, handle) };
     Ok(handle)
 }
 
@@ -689,7 +683,7 @@ unsafe fn allocate_any(
     if baseptr.is_null() {
         return Err(Failure::Comm(
             comm,
-            abi::MPI_ERR_ARG,
+            abi::abi().err.arg,
             "baseptr is NULL".into(),
         ));
     }
@@ -771,28 +765,33 @@ pub(crate) unsafe fn win_create_dynamic(
 /// # Safety
 /// `arg` is NULL or the caller's valid pointer.
 unsafe fn in_out<T: Copy>(arg: *mut T, what: &str) -> Result<T, Failure> {
+    // SAFETY: checked non-null; valid by the caller's contract.
+    in_out_ptr(arg, what).map(|p| unsafe { *p })
+}
+
+/// An in-out argument's pointer, checked non-null.
+fn in_out_ptr<T>(arg: *mut T, what: &str) -> Result<*mut T, Failure> {
     if arg.is_null() {
         return Err(Failure::Comm(
-            abi::MPI_COMM_WORLD,
-            abi::MPI_ERR_ARG,
+            abi::abi().comm_world,
+            abi::abi().err.arg,
             format!("{what} is NULL"),
         ));
     }
-    // SAFETY: checked non-null; valid by the caller's contract.
-    Ok(unsafe { *arg })
+    Ok(arg)
 }
 
 pub(crate) unsafe fn win_free(win: *mut MPI_Win) -> CallResult {
-    // SAFETY: the caller's argument.
-    let handle = unsafe { in_out(win, "win")? };
+    // SAFETY: the caller's argument (checked non-null first): a handle of its ABI.
+    let handle = unsafe { abi::load_handle(in_out_ptr(win, "win")?) };
     entry(handle)?;
     // Epochs must be closed everywhere: checked by the collective free. Taken out of the
     // table first, so that no other thread starts a call on it.
     let Some(e) = state::remove(handle) else {
         return Err(entry(handle).err().unwrap_or_else(|| {
             Failure::Comm(
-                abi::MPI_COMM_WORLD,
-                abi::MPI_ERR_WIN,
+                abi::abi().comm_world,
+                abi::abi().err.win,
                 "window freed twice".into(),
             )
         }));
@@ -816,7 +815,7 @@ pub(crate) unsafe fn win_free(win: *mut MPI_Win) -> CallResult {
             // SAFETY: the group this library made at creation.
             unsafe { (crate::host::host().group_free)(&mut host_group) };
             // SAFETY: checked non-null.
-            unsafe { *win = abi::MPI_WIN_NULL };
+            unsafe { abi::store_handle(win, abi::abi().win_null) };
             Ok(())
         }
         Err(err) => {
@@ -854,7 +853,7 @@ pub(crate) unsafe fn win_shared_query<U: TryFrom<usize>>(
         if size.is_null() || unit.is_null() || baseptr.is_null() {
             return Err(Error::InvalidArgument("a NULL out-argument".into()));
         }
-        let found = if r == abi::MPI_PROC_NULL {
+        let found = if r == abi::abi().proc_null {
             lowest_nonempty_segment(w)?
         } else {
             w.shared_query(rank(r)?)?
@@ -907,19 +906,18 @@ pub(crate) unsafe fn win_fence(a: c_int, win: MPI_Win) -> CallResult {
 pub(crate) unsafe fn win_lock(kind: c_int, r: c_int, a: c_int, win: MPI_Win) -> CallResult {
     let e = entry(win)?;
     not_memhandle(&e)?;
-    let kind = match kind {
-        abi::MPI_LOCK_EXCLUSIVE => LockType::Exclusive,
-        abi::MPI_LOCK_SHARED => LockType::Shared,
-        other => {
+    let kind = match lock_type(kind) {
+        Some(k) => k,
+        None => {
             return Err(Failure::WindowCode(
                 e,
-                abi::MPI_ERR_LOCKTYPE,
-                format!("lock type {other} is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE"),
+                abi::abi().err.locktype,
+                format!("lock type {kind} is neither MPI_LOCK_SHARED nor MPI_LOCK_EXCLUSIVE"),
             ))
         }
     };
     let a = checked_assert(&e, a)?;
-    if r == abi::MPI_PROC_NULL {
+    if r == abi::abi().proc_null {
         // No target, no lock (as MPICH: the later calls on MPI_PROC_NULL have no effect).
         return Ok(());
     }
@@ -929,14 +927,29 @@ pub(crate) unsafe fn win_lock(kind: c_int, r: c_int, a: c_int, win: MPI_Win) -> 
 
 /// `bits` as an assert, or the MPI_ERR_ASSERT failure of window `e`.
 pub(crate) fn checked_assert(e: &EntryRef, bits: c_int) -> Result<Assert, Failure> {
-    mode(bits).map_err(|err| Failure::WindowCode(e.clone(), abi::MPI_ERR_ASSERT, err.to_string()))
+    mode(bits).map_err(|err| Failure::WindowCode(e.clone(), abi::abi().err.assert, err.to_string()))
 }
 
 pub(crate) unsafe fn win_unlock(r: c_int, win: MPI_Win) -> CallResult {
-    on_window(win, |w| match r {
-        abi::MPI_PROC_NULL => Ok(()),
-        r => w.unlock(rank(r)?),
+    on_window(win, |w| {
+        if r == abi::abi().proc_null {
+            Ok(())
+        } else {
+            w.unlock(rank(r)?)
+        }
     })
+}
+
+/// The lock type of an `MPI_LOCK_*` value.
+pub(crate) fn lock_type(kind: c_int) -> Option<LockType> {
+    let a = abi::abi();
+    if kind == a.lock_exclusive {
+        Some(LockType::Exclusive)
+    } else if kind == a.lock_shared {
+        Some(LockType::Shared)
+    } else {
+        None
+    }
 }
 
 pub(crate) unsafe fn win_lock_all(a: c_int, win: MPI_Win) -> CallResult {
@@ -951,7 +964,7 @@ pub(crate) unsafe fn win_unlock_all(win: MPI_Win) -> CallResult {
 }
 
 pub(crate) unsafe fn win_flush(r: c_int, win: MPI_Win) -> CallResult {
-    if r == abi::MPI_PROC_NULL {
+    if r == abi::abi().proc_null {
         // Nothing was issued to no target: nothing to complete (as MPICH).
         return entry(win).map(drop);
     }
@@ -975,7 +988,7 @@ pub(crate) unsafe fn win_flush_all(win: MPI_Win) -> CallResult {
 }
 
 pub(crate) unsafe fn win_flush_local(r: c_int, win: MPI_Win) -> CallResult {
-    if r == abi::MPI_PROC_NULL {
+    if r == abi::abi().proc_null {
         return entry(win).map(drop);
     }
     on_target(
@@ -1394,7 +1407,7 @@ pub(crate) unsafe fn compare_and_swap(
 /// Runs `f` on window `win` and hands its request to the host as `*request`.
 pub(crate) fn with_request(
     win: MPI_Win,
-    request: *mut c_int,
+    request: *mut abi::MPI_Request,
     f: impl FnOnce(&RawWindow) -> onesided::Result<onesided::Request<'static>>,
 ) -> CallResult {
     let e = entry(win)?;
@@ -1412,7 +1425,7 @@ pub(crate) fn with_request(
     match crate::requests::start(r) {
         Ok(h) => {
             // SAFETY: checked non-null.
-            unsafe { *request = h };
+            unsafe { abi::store_handle(request, h) };
             Ok(())
         }
         Err(rc) => Err(Failure::WindowCode(e, rc, "generalized request".into())),
@@ -1429,7 +1442,7 @@ pub(crate) unsafe fn rput<C: Into<i64>>(
     t_count: C,
     t_type: MPI_Datatype,
     win: MPI_Win,
-    request: *mut c_int,
+    request: *mut abi::MPI_Request,
 ) -> CallResult {
     let sides = [(o_count.into(), o_type), (t_count.into(), t_type)];
     with_request(win, request, |w| {
@@ -1464,7 +1477,7 @@ pub(crate) unsafe fn rget<C: Into<i64>>(
     t_count: C,
     t_type: MPI_Datatype,
     win: MPI_Win,
-    request: *mut c_int,
+    request: *mut abi::MPI_Request,
 ) -> CallResult {
     let sides = [(o_count.into(), o_type), (t_count.into(), t_type)];
     with_request(win, request, |w| {
@@ -1500,7 +1513,7 @@ pub(crate) unsafe fn raccumulate<C: Into<i64>>(
     t_type: MPI_Datatype,
     op: MPI_Op,
     win: MPI_Win,
-    request: *mut c_int,
+    request: *mut abi::MPI_Request,
 ) -> CallResult {
     let sides = [(o_count.into(), o_type), (t_count.into(), t_type)];
     with_request(win, request, |w| {
@@ -1540,7 +1553,7 @@ pub(crate) unsafe fn rget_accumulate<C: Into<i64>>(
     t_type: MPI_Datatype,
     op: MPI_Op,
     win: MPI_Win,
-    request: *mut c_int,
+    request: *mut abi::MPI_Request,
 ) -> CallResult {
     with_request(win, request, |w| {
         let op = mpi_op(op)?;
@@ -1590,7 +1603,7 @@ pub(crate) unsafe fn rget_accumulate<C: Into<i64>>(
 /// `MPI_Request_get_status`: drives our request first (MPICH's never polls a generalized
 /// request), then asks the host.
 pub(crate) unsafe fn request_get_status(
-    request: c_int,
+    request: abi::MPI_Request,
     flag: *mut c_int,
     status: *mut c_void,
 ) -> CallResult {
@@ -1601,7 +1614,7 @@ pub(crate) unsafe fn request_get_status(
         Ok(())
     } else {
         Err(Failure::Comm(
-            abi::MPI_COMM_WORLD,
+            abi::abi().comm_world,
             rc,
             "MPI_Request_get_status".into(),
         ))
@@ -1610,14 +1623,14 @@ pub(crate) unsafe fn request_get_status(
 
 // ---- Error handlers ---------------------------------------------------------------------
 
-pub(crate) unsafe fn win_set_errhandler(win: MPI_Win, eh: c_int) -> CallResult {
+pub(crate) unsafe fn win_set_errhandler(win: MPI_Win, eh: abi::MPI_Errhandler) -> CallResult {
     let e = entry(win)?;
     // Relaxed: see Entry::errhandler.
     e.errhandler.store(eh, std::sync::atomic::Ordering::Relaxed);
     Ok(())
 }
 
-pub(crate) unsafe fn win_get_errhandler(win: MPI_Win, eh: *mut c_int) -> CallResult {
+pub(crate) unsafe fn win_get_errhandler(win: MPI_Win, eh: *mut abi::MPI_Errhandler) -> CallResult {
     let e = entry(win)?;
     if eh.is_null() {
         return Err(Failure::Window(
@@ -1626,7 +1639,7 @@ pub(crate) unsafe fn win_get_errhandler(win: MPI_Win, eh: *mut c_int) -> CallRes
         ));
     }
     // SAFETY: checked non-null.
-    unsafe { *eh = e.errhandler() };
+    unsafe { abi::store_handle(eh, e.errhandler()) };
     Ok(())
 }
 
@@ -1664,23 +1677,27 @@ pub(crate) unsafe fn win_get_attr_as(
     let mut integer = kind & 1 != 0;
     // MPICH's Fortran forms of the predefined keyvals are the C values + 1
     // (MPI_WIN_SIZE: 0x66000003 in C, 0x66000004 in Fortran); they return values.
-    let keyval =
-        if (abi::MPI_WIN_BASE + 1..=abi::MPI_WIN_MODEL + 1).contains(&keyval) && keyval % 2 == 0 {
-            integer = true;
-            keyval - 1
-        } else {
-            keyval
-        };
+    let a = abi::abi();
+    let keyval = if std::ptr::eq(a, &abi::mpich::ABI)
+        && (a.win_attrs[0] + 1..=a.win_attrs[4] + 1).contains(&keyval)
+        && keyval % 2 == 0
+    {
+        integer = true;
+        keyval - 1
+    } else {
+        keyval
+    };
+    let [base, size, disp_unit, flavor, model] = a.win_attrs;
     let found: Option<usize> = match keyval {
-        abi::MPI_WIN_BASE => Some(e.win.base_bytes() as usize),
-        abi::MPI_WIN_SIZE if integer => Some(e.size_attr as usize),
-        abi::MPI_WIN_SIZE => Some(&e.size_attr as *const abi::MPI_Aint as usize),
-        abi::MPI_WIN_DISP_UNIT if integer => Some(e.disp_unit_attr as usize),
-        abi::MPI_WIN_DISP_UNIT => Some(&e.disp_unit_attr as *const c_int as usize),
-        abi::MPI_WIN_CREATE_FLAVOR if integer => Some(e.flavor_attr as usize),
-        abi::MPI_WIN_CREATE_FLAVOR => Some(&e.flavor_attr as *const c_int as usize),
-        abi::MPI_WIN_MODEL if integer => Some(e.model_attr as usize),
-        abi::MPI_WIN_MODEL => Some(&e.model_attr as *const c_int as usize),
+        k if k == base => Some(e.win.base_bytes() as usize),
+        k if k == size && integer => Some(e.size_attr as usize),
+        k if k == size => Some(&e.size_attr as *const abi::MPI_Aint as usize),
+        k if k == disp_unit && integer => Some(e.disp_unit_attr as usize),
+        k if k == disp_unit => Some(&e.disp_unit_attr as *const c_int as usize),
+        k if k == flavor && integer => Some(e.flavor_attr as usize),
+        k if k == flavor => Some(&e.flavor_attr as *const c_int as usize),
+        k if k == model && integer => Some(e.model_attr as usize),
+        k if k == model => Some(&e.model_attr as *const c_int as usize),
         k if state::keyval(k).is_some() => {
             let attrs = e
                 .attrs
@@ -1713,7 +1730,7 @@ pub(crate) unsafe fn win_get_attr_as(
         }
         None => Err(Failure::WindowCode(
             e,
-            abi::MPI_ERR_KEYVAL,
+            abi::abi().err.keyval,
             format!("keyval {keyval:#x} is not a window keyval"),
         )),
     }
@@ -1776,7 +1793,7 @@ pub(crate) unsafe fn win_set_attr(win: MPI_Win, keyval: c_int, value: *mut c_voi
     if !state::keyval_usable(keyval) {
         return Err(Failure::WindowCode(
             e,
-            abi::MPI_ERR_KEYVAL,
+            abi::abi().err.keyval,
             format!("keyval {keyval:#x} is not a user window keyval (or was freed)"),
         ));
     }
@@ -1834,7 +1851,7 @@ pub(crate) unsafe fn win_delete_attr(win: MPI_Win, keyval: c_int) -> CallResult 
         }
         None => Err(Failure::WindowCode(
             e,
-            abi::MPI_ERR_KEYVAL,
+            abi::abi().err.keyval,
             format!("the window has no attribute for keyval {keyval:#x}"),
         )),
     }
@@ -1848,8 +1865,8 @@ pub(crate) unsafe fn win_create_keyval(
 ) -> CallResult {
     if keyval.is_null() {
         return Err(Failure::Comm(
-            abi::MPI_COMM_WORLD,
-            abi::MPI_ERR_ARG,
+            abi::abi().comm_world,
+            abi::abi().err.arg,
             "keyval is NULL".into(),
         ));
     }
@@ -1859,7 +1876,7 @@ pub(crate) unsafe fn win_create_keyval(
     let rc = unsafe { (host().win_create_keyval)(copy, delete, keyval, extra) };
     if rc != abi::MPI_SUCCESS {
         return Err(Failure::Comm(
-            abi::MPI_COMM_WORLD,
+            abi::abi().comm_world,
             rc,
             "MPI_Win_create_keyval".into(),
         ));
@@ -1877,7 +1894,7 @@ pub(crate) unsafe fn win_free_keyval(keyval: *mut c_int) -> CallResult {
         // Attributes still use it: the host frees it with the last one (`delete_attr`), so
         // that it cannot hand the number out again meanwhile.
         // SAFETY: checked non-null.
-        unsafe { *keyval = abi::MPI_KEYVAL_INVALID };
+        unsafe { *keyval = abi::abi().keyval_invalid };
         return Ok(());
     }
     // SAFETY: the program's argument, passed on (MPI_KEYVAL_INVALID on return).
@@ -1886,7 +1903,7 @@ pub(crate) unsafe fn win_free_keyval(keyval: *mut c_int) -> CallResult {
         Ok(())
     } else {
         Err(Failure::Comm(
-            abi::MPI_COMM_WORLD,
+            abi::abi().comm_world,
             rc,
             "MPI_Win_free_keyval".into(),
         ))
@@ -1895,20 +1912,20 @@ pub(crate) unsafe fn win_free_keyval(keyval: *mut c_int) -> CallResult {
 
 pub(crate) unsafe fn win_create_errhandler(
     f: Option<crate::host::WinErrhandlerFn>,
-    eh: *mut c_int,
+    eh: *mut abi::MPI_Errhandler,
 ) -> CallResult {
     // SAFETY: the program's arguments, passed on: the host makes a valid handle.
     let rc = unsafe { (host().win_create_errhandler)(f, eh) };
     if rc != abi::MPI_SUCCESS {
         return Err(Failure::Comm(
-            abi::MPI_COMM_WORLD,
+            abi::abi().comm_world,
             rc,
             "MPI_Win_create_errhandler".into(),
         ));
     }
     if let Some(f) = f {
         // SAFETY: set by the host.
-        state::add_errhandler(unsafe { *eh }, f);
+        state::add_errhandler(unsafe { abi::load_handle(eh) }, f);
     }
     Ok(())
 }
@@ -1926,14 +1943,14 @@ pub(crate) unsafe fn win_get_group(win: MPI_Win, group: *mut MPI_Group) -> CallR
             Error::InvalidArgument("group is NULL".into()),
         ));
     }
-    let mut copy = abi::MPI_GROUP_NULL;
+    let mut copy = abi::abi().group_null;
     // SAFETY: the window's own group; excluding nobody makes a new handle the caller frees.
     let rc = unsafe { (crate::host::host().group_excl)(e.group, 0, std::ptr::null(), &mut copy) };
     if rc != abi::MPI_SUCCESS {
         return Err(Failure::WindowCode(e, rc, "MPI_Group_excl".into()));
     }
     // SAFETY: checked non-null.
-    unsafe { *group = copy };
+    unsafe { abi::store_handle(group, copy) };
     Ok(())
 }
 
@@ -1945,7 +1962,7 @@ pub(crate) unsafe fn win_get_info(win: MPI_Win, info: *mut MPI_Info) -> CallResu
             Error::InvalidArgument("info is NULL".into()),
         ));
     }
-    let mut out = abi::MPI_INFO_NULL;
+    let mut out = abi::abi().info_null;
     // SAFETY: a new info object for the caller.
     let rc = unsafe { (crate::host::host().info_create)(&mut out) };
     if rc != abi::MPI_SUCCESS {
@@ -1962,7 +1979,7 @@ pub(crate) unsafe fn win_get_info(win: MPI_Win, info: *mut MPI_Info) -> CallResu
     // SAFETY: as above.
     unsafe { (crate::host::host().info_set)(out, c"onesided".as_ptr(), c"true".as_ptr()) };
     // SAFETY: checked non-null.
-    unsafe { *info = out };
+    unsafe { abi::store_handle(info, out) };
     Ok(())
 }
 
@@ -2023,12 +2040,12 @@ pub(crate) unsafe fn win_get_name(win: MPI_Win, name: *mut c_char, len: *mut c_i
 // ---- Memory -----------------------------------------------------------------------------
 
 pub(crate) unsafe fn alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> CallResult {
-    let fail = |code: c_int, text: String| Failure::Comm(abi::MPI_COMM_WORLD, code, text);
+    let fail = |code: c_int, text: String| Failure::Comm(abi::abi().comm_world, code, text);
     if baseptr.is_null() {
-        return Err(fail(abi::MPI_ERR_ARG, "baseptr is NULL".into()));
+        return Err(fail(abi::abi().err.arg, "baseptr is NULL".into()));
     }
     let bytes =
-        usize::try_from(size).map_err(|_| fail(abi::MPI_ERR_ARG, format!("size {size}")))?;
+        usize::try_from(size).map_err(|_| fail(abi::abi().err.arg, format!("size {size}")))?;
     if UNIVERSE.get().is_none() || bytes == 0 {
         // Before MPI_Init (or for nothing) the host's allocator serves.
         // SAFETY: the caller's arguments, passed on.
@@ -2058,7 +2075,7 @@ pub(crate) unsafe fn free_mem(base: *mut c_void) -> CallResult {
         Ok(())
     } else {
         Err(Failure::Comm(
-            abi::MPI_COMM_WORLD,
+            abi::abi().comm_world,
             rc,
             "MPI_Free_mem".into(),
         ))

@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 
 use onesided::{ElemType, Error, Layout, Result};
 
-use crate::abi::{self, MPI_Datatype};
+use crate::abi::{self, Combiner, MPI_Datatype};
 
 /// One instance of a datatype, flattened.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -396,7 +396,7 @@ fn type_error(ty: MPI_Datatype, what: &str) -> Error {
 
 /// The envelope and contents of `ty`.
 struct Contents {
-    combiner: c_int,
+    combiner: Combiner,
     ints: Vec<c_int>,
     aints: Vec<abi::MPI_Aint>,
     types: Vec<MPI_Datatype>,
@@ -405,13 +405,16 @@ struct Contents {
 fn contents(ty: MPI_Datatype) -> Result<Contents> {
     let (ni, na, nd, combiner) = envelope(ty)?;
     let mut c = Contents {
-        combiner,
+        combiner: abi::combiner(combiner),
         ints: vec![0; ni as usize],
         aints: vec![0; na as usize],
-        types: vec![0; nd as usize],
+        types: Vec::new(),
     };
-    if combiner != COMBINER_NAMED {
-        // SAFETY: buffers of the sizes the envelope gave.
+    if c.combiner != Combiner::Named {
+        // The host writes handles of its ABI's width (4 bytes each under the MPICH ABI).
+        let mut types = vec![0 as abi::Handle; nd as usize];
+        // SAFETY: buffers of the sizes the envelope gave (the handle array in words, at
+        // least the ABI's width each).
         let rc = unsafe {
             (crate::host::host().type_get_contents)(
                 ty,
@@ -420,33 +423,19 @@ fn contents(ty: MPI_Datatype) -> Result<Contents> {
                 nd,
                 c.ints.as_mut_ptr(),
                 c.aints.as_mut_ptr(),
-                c.types.as_mut_ptr().cast(),
+                types.as_mut_ptr(),
             )
         };
         if rc != abi::MPI_SUCCESS {
             return Err(type_error(ty, "MPI_Type_get_contents failed"));
         }
+        // SAFETY: `nd` handles of the ABI's width, written above.
+        c.types = (0..nd as usize)
+            .map(|i| unsafe { abi::handle_at(types.as_ptr().cast(), i) })
+            .collect();
     }
     Ok(c)
 }
-
-const COMBINER_NAMED: c_int = 1;
-const COMBINER_DUP: c_int = 2;
-const COMBINER_CONTIGUOUS: c_int = 3;
-const COMBINER_VECTOR: c_int = 4;
-const COMBINER_HVECTOR: c_int = 6;
-const COMBINER_INDEXED: c_int = 7;
-const COMBINER_HINDEXED: c_int = 9;
-const COMBINER_INDEXED_BLOCK: c_int = 10;
-const COMBINER_STRUCT: c_int = 12;
-const COMBINER_SUBARRAY: c_int = 13;
-const COMBINER_RESIZED: c_int = 18;
-const COMBINER_HINDEXED_BLOCK: c_int = 19;
-const COMBINER_DARRAY: c_int = 14;
-const ORDER_FORTRAN: c_int = 57;
-const DISTRIBUTE_BLOCK: isize = 121;
-const DISTRIBUTE_CYCLIC: isize = 122;
-const DISTRIBUTE_DFLT_DARG: isize = -49767;
 
 /// `MPI_Type_get_extent`.
 fn extent(ty: MPI_Datatype) -> Result<isize> {
@@ -485,7 +474,7 @@ fn flatten(ty: MPI_Datatype) -> Result<Flat> {
             steps: 1,
         });
     }
-    if c.combiner == COMBINER_NAMED {
+    if c.combiner == Combiner::Named {
         // A predefined type this library does not know (a pair type, long double, complex):
         // bytes, which put and get move but accumulates do not combine.
         let mut size: c_int = 0;
@@ -530,61 +519,61 @@ fn combine(c: &Contents, ext: isize, children: &[Flat]) -> Result<Flat> {
     };
     let mut first = true;
     match c.combiner {
-        COMBINER_DUP | COMBINER_RESIZED => place(&mut out, 0, 0, 1, &mut first),
-        COMBINER_CONTIGUOUS => place(&mut out, 0, 0, ints(0), &mut first),
-        COMBINER_VECTOR => {
+        Combiner::Dup | Combiner::Resized => place(&mut out, 0, 0, 1, &mut first),
+        Combiner::Contiguous => place(&mut out, 0, 0, ints(0), &mut first),
+        Combiner::Vector => {
             let e = children[0].extent;
             for j in 0..ints(0) {
                 place(&mut out, 0, j * ints(2) * e, ints(1), &mut first);
             }
         }
-        COMBINER_HVECTOR => {
+        Combiner::Hvector => {
             for j in 0..ints(0) {
                 place(&mut out, 0, j * c.aints[0] as isize, ints(1), &mut first);
             }
         }
-        COMBINER_INDEXED => {
+        Combiner::Indexed => {
             let (n, e) = (ints(0) as usize, children[0].extent);
             for j in 0..n {
                 place(&mut out, 0, ints(1 + n + j) * e, ints(1 + j), &mut first);
             }
         }
-        COMBINER_HINDEXED => {
+        Combiner::Hindexed => {
             let n = ints(0) as usize;
             for j in 0..n {
                 place(&mut out, 0, c.aints[j] as isize, ints(1 + j), &mut first);
             }
         }
-        COMBINER_INDEXED_BLOCK => {
+        Combiner::IndexedBlock => {
             let (n, e) = (ints(0) as usize, children[0].extent);
             for j in 0..n {
                 place(&mut out, 0, ints(2 + j) * e, ints(1), &mut first);
             }
         }
-        COMBINER_HINDEXED_BLOCK => {
+        Combiner::HindexedBlock => {
             let n = ints(0) as usize;
             for j in 0..n {
                 place(&mut out, 0, c.aints[j] as isize, ints(1), &mut first);
             }
         }
-        COMBINER_STRUCT => {
+        Combiner::Struct => {
             let n = ints(0) as usize;
             for j in 0..n {
                 place(&mut out, j, c.aints[j] as isize, ints(1 + j), &mut first);
             }
         }
-        COMBINER_SUBARRAY => {
+        Combiner::Subarray => {
             let d = ints(0) as usize;
             let sizes: Vec<isize> = (0..d).map(|i| ints(1 + i)).collect();
             let subs: Vec<isize> = (0..d).map(|i| ints(1 + d + i)).collect();
             let starts: Vec<isize> = (0..d).map(|i| ints(1 + 2 * d + i)).collect();
-            let fortran = c.ints[1 + 3 * d] == ORDER_FORTRAN;
+            let fortran = c.ints[1 + 3 * d] == abi::abi().order_fortran;
             // Each dimension's selected indices: one run each.
             let runs: Vec<Vec<(isize, isize)>> =
                 (0..d).map(|k| vec![(starts[k], subs[k])]).collect();
             place_grid(&mut out, &children[0], &sizes, &runs, fortran, &mut first);
         }
-        COMBINER_DARRAY => {
+        Combiner::Darray => {
             // size, rank, ndims, gsizes, distribs, dargs, psizes, order (MPI-4.1 §5.1.4).
             let d = ints(2) as usize;
             let field = |f: usize, i: usize| ints(3 + f * d + i);
@@ -601,9 +590,10 @@ fn combine(c: &Contents, ext: isize, children: &[Flat]) -> Result<Flat> {
             let runs: Vec<Vec<(isize, isize)>> = (0..d)
                 .map(|i| {
                     let (g, p, c, darg) = (gsizes[i], psizes[i], coords[i], field(2, i));
+                    let a = abi::abi();
                     match field(1, i) {
-                        DISTRIBUTE_BLOCK => {
-                            let b = if darg == DISTRIBUTE_DFLT_DARG {
+                        k if k == a.distribute_block => {
+                            let b = if darg == a.distribute_dflt_darg {
                                 (g + p - 1) / p
                             } else {
                                 darg
@@ -615,8 +605,8 @@ fn combine(c: &Contents, ext: isize, children: &[Flat]) -> Result<Flat> {
                                 vec![]
                             }
                         }
-                        DISTRIBUTE_CYCLIC => {
-                            let b = if darg == DISTRIBUTE_DFLT_DARG {
+                        k if k == a.distribute_cyclic => {
+                            let b = if darg == a.distribute_dflt_darg {
                                 1
                             } else {
                                 darg
@@ -634,12 +624,12 @@ fn combine(c: &Contents, ext: isize, children: &[Flat]) -> Result<Flat> {
                     }
                 })
                 .collect();
-            let fortran = c.ints[3 + 4 * d] == ORDER_FORTRAN;
+            let fortran = c.ints[3 + 4 * d] == abi::abi().order_fortran;
             place_grid(&mut out, &children[0], &gsizes, &runs, fortran, &mut first);
         }
         other => {
             return Err(Error::Unsupported(format!(
-                "datatype combiner {other} (Fortran parameterized types) is not supported"
+                "datatype combiner {other:?} (Fortran parameterized types) is not supported"
             )))
         }
     }
@@ -718,7 +708,7 @@ fn free_if_derived(ty: MPI_Datatype) {
     let Ok((_, _, _, c)) = envelope(ty) else {
         return;
     };
-    if c != COMBINER_NAMED {
+    if abi::combiner(c) != Combiner::Named {
         let mut t = ty;
         // SAFETY: a derived handle MPI_Type_get_contents gave us to free.
         unsafe { (crate::host::host().type_free)(&mut t) };
@@ -753,7 +743,7 @@ mod tests {
         }
     }
 
-    fn contents(combiner: c_int, ints: Vec<c_int>, aints: Vec<abi::MPI_Aint>) -> Contents {
+    fn contents(combiner: Combiner, ints: Vec<c_int>, aints: Vec<abi::MPI_Aint>) -> Contents {
         Contents {
             combiner,
             ints,
@@ -765,7 +755,7 @@ mod tests {
     /// A C-order 2-D subarray of `rows` rows of `row` bytes in an array twice as wide.
     fn byte_subarray(rows: c_int, row: c_int) -> (Contents, isize) {
         let c = contents(
-            COMBINER_SUBARRAY,
+            Combiner::Subarray,
             vec![2, 2 * rows, 2 * row, rows, row, 1, 3, 56],
             vec![],
         );
@@ -792,12 +782,12 @@ mod tests {
     #[test]
     fn vectors_and_contiguous_runs_cost_their_blocks() {
         // 1 Mi contiguous bytes: one block, one step.
-        let c = contents(COMBINER_CONTIGUOUS, vec![1 << 20], vec![]);
+        let c = contents(Combiner::Contiguous, vec![1 << 20], vec![]);
         let flat = combine(&c, 1 << 20, &[basic(1)]).unwrap();
         assert_eq!(flat.blocks, vec![(0, 1 << 20)]);
         assert!(flat.steps <= 2);
         // 64 rows of 4 KiB ints, stride 8 Ki ints: 64 blocks, 64 steps.
-        let c = contents(COMBINER_VECTOR, vec![64, 1024, 2048], vec![]);
+        let c = contents(Combiner::Vector, vec![64, 1024, 2048], vec![]);
         let flat = combine(&c, (63 * 2048 + 1024) * 4, &[basic(4)]).unwrap();
         assert_eq!(flat.blocks.len(), 64);
         assert_eq!(flat.blocks[1], (8192, 4096));
@@ -810,7 +800,7 @@ mod tests {
             elem: Some(None),
             steps: 1,
         };
-        let c = contents(COMBINER_CONTIGUOUS, vec![10], vec![]);
+        let c = contents(Combiner::Contiguous, vec![10], vec![]);
         let flat = combine(&c, 80, &[gapped]).unwrap();
         assert_eq!(flat.blocks.len(), 10);
         assert_eq!(flat.blocks[9], (72, 4));
@@ -821,8 +811,8 @@ mod tests {
         // Fortran order: the first dimension is the fastest. 3 x 2 of a 4 x 5 array of
         // ints, starting at (1, 2): columns of 3 ints at rows 2 and 3.
         let c = contents(
-            COMBINER_SUBARRAY,
-            vec![2, 4, 5, 3, 2, 1, 2, ORDER_FORTRAN],
+            Combiner::Subarray,
+            vec![2, 4, 5, 3, 2, 1, 2, abi::abi().order_fortran],
             vec![],
         );
         let flat = combine(&c, 80, &[basic(4)]).unwrap();
@@ -831,7 +821,7 @@ mod tests {
             vec![((2 * 4 + 1) * 4, 12), ((3 * 4 + 1) * 4, 12)]
         );
         // A dimension of zero elements selects nothing.
-        let c = contents(COMBINER_SUBARRAY, vec![2, 4, 5, 0, 2, 0, 0, 56], vec![]);
+        let c = contents(Combiner::Subarray, vec![2, 4, 5, 0, 2, 0, 0, 56], vec![]);
         let flat = combine(&c, 80, &[basic(4)]).unwrap();
         assert!(flat.blocks.is_empty());
         assert_eq!(flat.size, 0);
@@ -842,18 +832,18 @@ mod tests {
         // 1-D darray of 10 ints over 2 processes, cyclic(3), this is process 1: indices
         // 3..6 and 9..10.
         let c = contents(
-            COMBINER_DARRAY,
-            vec![2, 1, 1, 10, DISTRIBUTE_CYCLIC as c_int, 3, 2, 56],
+            Combiner::Darray,
+            vec![2, 1, 1, 10, abi::abi().distribute_cyclic as c_int, 3, 2, 56],
             vec![],
         );
         let flat = combine(&c, 40, &[basic(4)]).unwrap();
         assert_eq!(flat.blocks, vec![(12, 12), (36, 4)]);
         // Block distribution of a 2-D 4 x 6 array over 2 x 2: process 3 owns rows 2..4,
         // columns 3..6 — two rows of three ints.
-        let b = DISTRIBUTE_BLOCK as c_int;
-        let d = DISTRIBUTE_DFLT_DARG as c_int;
+        let b = abi::abi().distribute_block as c_int;
+        let d = abi::abi().distribute_dflt_darg as c_int;
         let c = contents(
-            COMBINER_DARRAY,
+            Combiner::Darray,
             vec![4, 3, 2, 4, 6, b, b, d, d, 2, 2, 56],
             vec![],
         );

@@ -11,13 +11,13 @@
 use std::os::raw::{c_char, c_int, c_void};
 
 use crate::abi::{
-    self, MPI_Aint, MPI_Comm, MPI_Count, MPI_Datatype, MPI_Group, MPI_Info, MPI_Op, MPI_Win,
+    self, MPI_Aint, MPI_Comm, MPI_Count, MPI_Datatype, MPI_Errhandler, MPI_Group, MPI_Info, MPI_Op,
+    MPI_Request, MPI_Win,
 };
 use crate::calls::{self, CallResult, Failure};
 use crate::extensions;
 use crate::host::{CopyAttrFn, DeleteAttrFn, WinErrhandlerFn};
 use crate::plans;
-use crate::state::{ERRORS_ARE_FATAL, ERRORS_RETURN};
 
 macro_rules! exports {
     ($( $mpi:ident / $pmpi:ident ( $($arg:ident : $ty:ty),* $(,)? ) => $imp:path
@@ -37,6 +37,8 @@ macro_rules! exports {
                     // SAFETY: the caller's arguments, passed on unchanged.
                     unsafe { f($($arg),*) }
                 }
+                // Handles as this library compares them (an int ABI's upper half cleared).
+                $( let $arg = crate::abi::Arg::arg($arg); )*
                 // SAFETY: the C caller's argument, as MPI specifies it.
                 let to_host = $( unsafe { crate::forward::$rule($key) } || )? false;
                 if to_host {
@@ -140,9 +142,9 @@ exports! {
         datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win,
     ) => calls::compare_and_swap, forward win(win);
 
-    MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: MPI_Win, errhandler: c_int)
+    MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_Errhandler)
         => calls::win_set_errhandler, forward win(win);
-    MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut c_int)
+    MPI_Win_get_errhandler / PMPI_Win_get_errhandler(win: MPI_Win, errhandler: *mut MPI_Errhandler)
         => calls::win_get_errhandler, forward win(win);
     MPI_Win_allocate_c / PMPI_Win_allocate_c(
         size: MPI_Aint, disp_unit: MPI_Aint, info: MPI_Info, comm: MPI_Comm, baseptr: *mut c_void,
@@ -192,7 +194,7 @@ exports! {
     ) => calls::win_create_keyval;
     MPI_Win_free_keyval / PMPI_Win_free_keyval(win_keyval: *mut c_int) => calls::win_free_keyval;
     MPI_Win_create_errhandler / PMPI_Win_create_errhandler(
-        win_errhandler_fn: Option<WinErrhandlerFn>, errhandler: *mut c_int,
+        win_errhandler_fn: Option<WinErrhandlerFn>, errhandler: *mut MPI_Errhandler,
     ) => calls::win_create_errhandler;
     MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int)
         => calls::win_call_errhandler, forward win(win);
@@ -207,91 +209,91 @@ exports! {
     MPI_Rput / PMPI_Rput(
         origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
-        target_datatype: MPI_Datatype, win: MPI_Win, request: *mut c_int,
+        target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request,
     ) => calls::rput, forward win(win);
     MPI_Rget / PMPI_Rget(
         origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
-        target_datatype: MPI_Datatype, win: MPI_Win, request: *mut c_int,
+        target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request,
     ) => calls::rget, forward win(win);
     MPI_Raccumulate / PMPI_Raccumulate(
         origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
-        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
+        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request,
     ) => calls::raccumulate, forward win(win);
     MPI_Rget_accumulate / PMPI_Rget_accumulate(
         origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
-        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
+        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request,
     ) => calls::rget_accumulate, forward win(win);
     MPI_Rput_c / PMPI_Rput_c(
         origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
-        target_datatype: MPI_Datatype, win: MPI_Win, request: *mut c_int,
+        target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request,
     ) => calls::rput, forward win(win);
     MPI_Rget_c / PMPI_Rget_c(
         origin_addr: *mut c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
-        target_datatype: MPI_Datatype, win: MPI_Win, request: *mut c_int,
+        target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request,
     ) => calls::rget, forward win(win);
     MPI_Raccumulate_c / PMPI_Raccumulate_c(
         origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
-        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
+        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request,
     ) => calls::raccumulate, forward win(win);
     MPI_Rget_accumulate_c / PMPI_Rget_accumulate_c(
         origin_addr: *const c_void, origin_count: MPI_Count, origin_datatype: MPI_Datatype,
         result_addr: *mut c_void, result_count: MPI_Count, result_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: MPI_Count,
-        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
+        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request,
     ) => calls::rget_accumulate, forward win(win);
 
     MPI_Request_get_status / PMPI_Request_get_status(
-        request: c_int, flag: *mut c_int, status: *mut c_void,
+        request: MPI_Request, flag: *mut c_int, status: *mut c_void,
     ) => calls::request_get_status;
 
     // Extensions of the seeds (mpi_onesided.h).
-    MPIX_Win_ifence / PMPIX_Win_ifence(assert: c_int, win: MPI_Win, request: *mut c_int)
+    MPIX_Win_ifence / PMPIX_Win_ifence(assert: c_int, win: MPI_Win, request: *mut MPI_Request)
         => extensions::win_ifence;
     MPIX_Win_ilock / PMPIX_Win_ilock(
-        lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win, request: *mut c_int,
+        lock_type: c_int, rank: c_int, assert: c_int, win: MPI_Win, request: *mut MPI_Request,
     ) => extensions::win_ilock;
-    MPIX_Win_iunlock / PMPIX_Win_iunlock(rank: c_int, win: MPI_Win, request: *mut c_int)
+    MPIX_Win_iunlock / PMPIX_Win_iunlock(rank: c_int, win: MPI_Win, request: *mut MPI_Request)
         => extensions::win_iunlock;
-    MPIX_Win_ilock_all / PMPIX_Win_ilock_all(assert: c_int, win: MPI_Win, request: *mut c_int)
+    MPIX_Win_ilock_all / PMPIX_Win_ilock_all(assert: c_int, win: MPI_Win, request: *mut MPI_Request)
         => extensions::win_ilock_all;
-    MPIX_Win_iunlock_all / PMPIX_Win_iunlock_all(win: MPI_Win, request: *mut c_int)
+    MPIX_Win_iunlock_all / PMPIX_Win_iunlock_all(win: MPI_Win, request: *mut MPI_Request)
         => extensions::win_iunlock_all;
-    MPIX_Win_iflush / PMPIX_Win_iflush(rank: c_int, win: MPI_Win, request: *mut c_int)
+    MPIX_Win_iflush / PMPIX_Win_iflush(rank: c_int, win: MPI_Win, request: *mut MPI_Request)
         => extensions::win_iflush;
-    MPIX_Win_iflush_all / PMPIX_Win_iflush_all(win: MPI_Win, request: *mut c_int)
+    MPIX_Win_iflush_all / PMPIX_Win_iflush_all(win: MPI_Win, request: *mut MPI_Request)
         => extensions::win_iflush_all;
-    MPIX_Win_iflush_local / PMPIX_Win_iflush_local(rank: c_int, win: MPI_Win, request: *mut c_int)
+    MPIX_Win_iflush_local / PMPIX_Win_iflush_local(rank: c_int, win: MPI_Win, request: *mut MPI_Request)
         => extensions::win_iflush_local;
-    MPIX_Win_iflush_local_all / PMPIX_Win_iflush_local_all(win: MPI_Win, request: *mut c_int)
+    MPIX_Win_iflush_local_all / PMPIX_Win_iflush_local_all(win: MPI_Win, request: *mut MPI_Request)
         => extensions::win_iflush_local_all;
     MPIX_Win_ipost / PMPIX_Win_ipost(
-        group: MPI_Group, assert: c_int, win: MPI_Win, request: *mut c_int,
+        group: MPI_Group, assert: c_int, win: MPI_Win, request: *mut MPI_Request,
     ) => extensions::win_ipost;
     MPIX_Win_istart / PMPIX_Win_istart(
-        group: MPI_Group, assert: c_int, win: MPI_Win, request: *mut c_int,
+        group: MPI_Group, assert: c_int, win: MPI_Win, request: *mut MPI_Request,
     ) => extensions::win_istart;
-    MPIX_Win_icomplete / PMPIX_Win_icomplete(win: MPI_Win, request: *mut c_int)
+    MPIX_Win_icomplete / PMPIX_Win_icomplete(win: MPI_Win, request: *mut MPI_Request)
         => extensions::win_icomplete;
-    MPIX_Win_iwait / PMPIX_Win_iwait(win: MPI_Win, request: *mut c_int)
+    MPIX_Win_iwait / PMPIX_Win_iwait(win: MPI_Win, request: *mut MPI_Request)
         => extensions::win_iwait;
     MPIX_Win_dup_with_info / PMPIX_Win_dup_with_info(win: MPI_Win, info: MPI_Info, newwin: *mut MPI_Win)
         => extensions::win_dup_with_info;
     MPIX_Rrput / PMPIX_Rrput(
         origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
-        target_datatype: MPI_Datatype, win: MPI_Win, request: *mut c_int,
+        target_datatype: MPI_Datatype, win: MPI_Win, request: *mut MPI_Request,
     ) => extensions::rrput;
     MPIX_Rraccumulate / PMPIX_Rraccumulate(
         origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
-        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut c_int,
+        target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win, request: *mut MPI_Request,
     ) => extensions::rraccumulate;
 
     MPIX_Memhandle_create / PMPIX_Memhandle_create(
@@ -310,7 +312,7 @@ exports! {
         rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm, info: MPI_Info,
         plan: *mut c_int,
     ) => plans::alltoallv_init;
-    MPIX_Alltoallv_start / PMPIX_Alltoallv_start(plan: c_int, request: *mut c_int)
+    MPIX_Alltoallv_start / PMPIX_Alltoallv_start(plan: c_int, request: *mut MPI_Request)
         => plans::alltoallv_start;
     MPIX_Alltoallv_plan_free / PMPIX_Alltoallv_plan_free(plan: *mut c_int)
         => plans::alltoallv_plan_free;
@@ -340,7 +342,7 @@ exports! {
         win: MPI_Win, notification_idx: c_int, value: *mut MPI_Count,
     ) => extensions::win_reset_notify_value;
     MPIX_Win_wait_notify / PMPIX_Win_wait_notify(
-        win: MPI_Win, notification_idx: c_int, value: MPI_Count, request: *mut c_int,
+        win: MPI_Win, notification_idx: c_int, value: MPI_Count, request: *mut MPI_Request,
     ) => extensions::win_wait_notify;
 
     MPI_Win_set_name / PMPI_Win_set_name(win: MPI_Win, win_name: *const c_char)
@@ -403,7 +405,7 @@ fn enter(name: &'static str, call: impl FnOnce() -> CallResult) -> c_int {
         Ok(Err(failure)) => fail(name, failure),
         Err(_) => {
             eprintln!("onesided-mpi: {name}: internal error (a panic); aborting the job");
-            abort(abi::MPI_COMM_WORLD, abi::MPI_ERR_OTHER)
+            abort(abi::abi().comm_world, abi::abi().err.other)
         }
     }
 }
@@ -452,23 +454,23 @@ fn fail(name: &'static str, failure: Failure) -> c_int {
             // MPICH does with MPI_COMM_NULL).
             let mut eh = 0;
             // SAFETY: a plain query of the program's communicator (not a name we export).
-            let comm = if comm == abi::MPI_COMM_NULL
+            let comm = if comm == abi::abi().comm_null
                 || unsafe { (crate::host::host().comm_get_errhandler)(comm, &mut eh) }
                     != abi::MPI_SUCCESS
             {
-                abi::MPI_COMM_WORLD
+                abi::abi().comm_world
             } else {
                 comm
             };
             // SAFETY: plain queries of the program's communicator (not names we export).
             let fatal = unsafe { (crate::host::host().comm_get_errhandler)(comm, &mut eh) }
                 != abi::MPI_SUCCESS
-                || eh == ERRORS_ARE_FATAL;
+                || eh == abi::abi().errors_are_fatal;
             if fatal {
                 eprintln!("onesided-mpi: {name}: {text}");
             }
             // SAFETY: as above; the host runs the communicator's handler (it aborts for
-            // MPI_ERRORS_ARE_FATAL).
+            // MPI_abi::abi().errors_are_fatal).
             unsafe { (crate::host::host().comm_call_errhandler)(comm, code) };
             code
         }
@@ -488,12 +490,12 @@ fn user_or(entry: &crate::state::Entry, code: c_int) -> Option<c_int> {
 /// Runs window error handler `errhandler` for error `code` (`what` says what failed).
 fn handle(
     name: &'static str,
-    errhandler: c_int,
+    errhandler: abi::MPI_Errhandler,
     comm: MPI_Comm,
     code: c_int,
     what: &dyn std::fmt::Display,
 ) -> c_int {
-    if errhandler == ERRORS_RETURN {
+    if errhandler == abi::abi().errors_return {
         return code;
     }
     // MPI_ERRORS_ARE_FATAL, and (until user window handlers exist here) any other: the

@@ -9,16 +9,16 @@
 
 use std::os::raw::{c_int, c_void};
 
-use onesided::{Error, LockType, RawWindow};
+use onesided::{Error, RawWindow};
 
-use crate::abi::{self, MPI_Aint, MPI_Datatype, MPI_Group, MPI_Info, MPI_Op, MPI_Win};
+use crate::abi::{self, MPI_Aint, MPI_Datatype, MPI_Group, MPI_Info, MPI_Op, MPI_Request, MPI_Win};
 use crate::calls::{self, CallResult, Failure};
 use crate::state::{self, Entry};
 
 /// Runs the nonblocking call `f` on `win` and hands its request to the host.
 fn nonblocking(
     win: MPI_Win,
-    request: *mut c_int,
+    request: *mut MPI_Request,
     f: impl FnOnce(&RawWindow) -> onesided::Result<onesided::Request<'_>>,
 ) -> CallResult {
     calls::with_request(win, request, |w| {
@@ -27,7 +27,7 @@ fn nonblocking(
     })
 }
 
-pub(crate) unsafe fn win_ifence(a: c_int, win: MPI_Win, request: *mut c_int) -> CallResult {
+pub(crate) unsafe fn win_ifence(a: c_int, win: MPI_Win, request: *mut MPI_Request) -> CallResult {
     let a = calls::checked_assert(&calls::entry(win)?, a)?;
     nonblocking(win, request, |w| w.ifence(a))
 }
@@ -37,16 +37,15 @@ pub(crate) unsafe fn win_ilock(
     r: c_int,
     a: c_int,
     win: MPI_Win,
-    request: *mut c_int,
+    request: *mut MPI_Request,
 ) -> CallResult {
-    let kind = match kind {
-        abi::MPI_LOCK_EXCLUSIVE => LockType::Exclusive,
-        abi::MPI_LOCK_SHARED => LockType::Shared,
-        other => {
+    let kind = match calls::lock_type(kind) {
+        Some(k) => k,
+        None => {
             return Err(calls::window_code(
                 win,
-                abi::MPI_ERR_LOCKTYPE,
-                format!("lock type {other}"),
+                abi::abi().err.locktype,
+                format!("lock type {kind}"),
             ))
         }
     };
@@ -54,32 +53,40 @@ pub(crate) unsafe fn win_ilock(
     nonblocking(win, request, |w| w.ilock(kind, calls::rank(r)?, a))
 }
 
-pub(crate) unsafe fn win_iunlock(r: c_int, win: MPI_Win, request: *mut c_int) -> CallResult {
+pub(crate) unsafe fn win_iunlock(r: c_int, win: MPI_Win, request: *mut MPI_Request) -> CallResult {
     nonblocking(win, request, |w| w.iunlock(calls::rank(r)?))
 }
 
-pub(crate) unsafe fn win_ilock_all(a: c_int, win: MPI_Win, request: *mut c_int) -> CallResult {
+pub(crate) unsafe fn win_ilock_all(
+    a: c_int,
+    win: MPI_Win,
+    request: *mut MPI_Request,
+) -> CallResult {
     let a = calls::checked_assert(&calls::entry(win)?, a)?;
     nonblocking(win, request, |w| w.ilock_all(a))
 }
 
-pub(crate) unsafe fn win_iunlock_all(win: MPI_Win, request: *mut c_int) -> CallResult {
+pub(crate) unsafe fn win_iunlock_all(win: MPI_Win, request: *mut MPI_Request) -> CallResult {
     nonblocking(win, request, RawWindow::iunlock_all)
 }
 
-pub(crate) unsafe fn win_iflush(r: c_int, win: MPI_Win, request: *mut c_int) -> CallResult {
+pub(crate) unsafe fn win_iflush(r: c_int, win: MPI_Win, request: *mut MPI_Request) -> CallResult {
     nonblocking(win, request, |w| w.iflush(calls::rank(r)?))
 }
 
-pub(crate) unsafe fn win_iflush_all(win: MPI_Win, request: *mut c_int) -> CallResult {
+pub(crate) unsafe fn win_iflush_all(win: MPI_Win, request: *mut MPI_Request) -> CallResult {
     nonblocking(win, request, RawWindow::iflush_all)
 }
 
-pub(crate) unsafe fn win_iflush_local(r: c_int, win: MPI_Win, request: *mut c_int) -> CallResult {
+pub(crate) unsafe fn win_iflush_local(
+    r: c_int,
+    win: MPI_Win,
+    request: *mut MPI_Request,
+) -> CallResult {
     nonblocking(win, request, |w| w.iflush_local(calls::rank(r)?))
 }
 
-pub(crate) unsafe fn win_iflush_local_all(win: MPI_Win, request: *mut c_int) -> CallResult {
+pub(crate) unsafe fn win_iflush_local_all(win: MPI_Win, request: *mut MPI_Request) -> CallResult {
     nonblocking(win, request, RawWindow::iflush_local_all)
 }
 
@@ -87,7 +94,7 @@ pub(crate) unsafe fn win_ipost(
     group: MPI_Group,
     a: c_int,
     win: MPI_Win,
-    request: *mut c_int,
+    request: *mut MPI_Request,
 ) -> CallResult {
     let (_, g, a) = calls::opening(win, group, a)?;
     nonblocking(win, request, |w| w.ipost(&g, a))
@@ -97,17 +104,17 @@ pub(crate) unsafe fn win_istart(
     group: MPI_Group,
     a: c_int,
     win: MPI_Win,
-    request: *mut c_int,
+    request: *mut MPI_Request,
 ) -> CallResult {
     let (_, g, a) = calls::opening(win, group, a)?;
     nonblocking(win, request, |w| w.istart(&g, a))
 }
 
-pub(crate) unsafe fn win_icomplete(win: MPI_Win, request: *mut c_int) -> CallResult {
+pub(crate) unsafe fn win_icomplete(win: MPI_Win, request: *mut MPI_Request) -> CallResult {
     nonblocking(win, request, RawWindow::icomplete)
 }
 
-pub(crate) unsafe fn win_iwait(win: MPI_Win, request: *mut c_int) -> CallResult {
+pub(crate) unsafe fn win_iwait(win: MPI_Win, request: *mut MPI_Request) -> CallResult {
     nonblocking(win, request, RawWindow::iwait)
 }
 
@@ -132,7 +139,7 @@ pub(crate) unsafe fn win_dup_with_info(
         .dup_with_info(&i)
         .map_err(|err| Failure::Window(e.clone(), err))?;
     // The duplicate's own copy of the group (each handle frees its own).
-    let mut group = abi::MPI_GROUP_NULL;
+    let mut group = abi::abi().group_null;
     // SAFETY: the window's group; excluding nobody copies it.
     unsafe { (crate::host::host().group_excl)(e.group, 0, std::ptr::null(), &mut group) };
     let entry = Entry::new(dup, e.comm, group);
@@ -142,7 +149,7 @@ pub(crate) unsafe fn win_dup_with_info(
         .store(e.errhandler(), std::sync::atomic::Ordering::Relaxed);
     let handle = state::insert(entry);
     // SAFETY: checked non-null.
-    unsafe { *newwin = handle };
+    unsafe { abi::store_handle(newwin, handle) };
     Ok(())
 }
 
@@ -156,7 +163,7 @@ pub(crate) unsafe fn rrput(
     t_count: c_int,
     t_type: MPI_Datatype,
     win: MPI_Win,
-    request: *mut c_int,
+    request: *mut MPI_Request,
 ) -> CallResult {
     calls::with_request(win, request, |w| {
         let (o, t) = calls::pair("rrput", (o_count.into(), o_type), (t_count.into(), t_type))?;
@@ -183,7 +190,7 @@ pub(crate) unsafe fn rraccumulate(
     t_type: MPI_Datatype,
     op: MPI_Op,
     win: MPI_Win,
-    request: *mut c_int,
+    request: *mut MPI_Request,
 ) -> CallResult {
     calls::with_request(win, request, |w| {
         let (o, t) = calls::acc_pair(
@@ -375,7 +382,7 @@ pub(crate) unsafe fn win_wait_notify(
     win: MPI_Win,
     idx: c_int,
     value: abi::MPI_Count,
-    request: *mut c_int,
+    request: *mut MPI_Request,
 ) -> CallResult {
     calls::with_request(win, request, |w| {
         let v = u64::try_from(value)
@@ -470,7 +477,7 @@ pub(crate) unsafe fn win_from_memhandle(
     })();
     let (mem, parent_handle) = made.map_err(|err| Failure::Window(e.clone(), err))?;
     // The new window's own copy of the group (each handle frees its own).
-    let mut group = abi::MPI_GROUP_NULL;
+    let mut group = abi::abi().group_null;
     // SAFETY: the parent's group; excluding nobody copies it.
     unsafe { (crate::host::host().group_excl)(e.group, 0, std::ptr::null(), &mut group) };
     let entry = Entry::memhandle(parent_handle, mem, e.comm, group);
@@ -480,6 +487,6 @@ pub(crate) unsafe fn win_from_memhandle(
         .store(e.errhandler(), std::sync::atomic::Ordering::Relaxed);
     let handle = state::insert(entry);
     // SAFETY: checked non-null above.
-    unsafe { *newwin = handle };
+    unsafe { abi::store_handle(newwin, handle) };
     Ok(())
 }

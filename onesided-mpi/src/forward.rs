@@ -26,7 +26,7 @@ pub(crate) unsafe fn win(win: MPI_Win) -> bool {
 /// `win` is null or the caller's handle (MPI's contract).
 pub(crate) unsafe fn win_ptr(win: *mut MPI_Win) -> bool {
     // SAFETY: checked non-null; the caller's handle.
-    !win.is_null() && !abi::is_ours(unsafe { *win })
+    !win.is_null() && !abi::is_ours(unsafe { abi::load_handle(win) })
 }
 
 /// A window created over `comm` goes to the host: its processes are on several nodes and
@@ -73,7 +73,7 @@ fn spans_nodes(world: &onesided::Comm, comm: MPI_Comm) -> Option<bool> {
         if (crate::host::host().comm_group)(comm, &mut group) != abi::MPI_SUCCESS {
             return None;
         }
-        (crate::host::host().comm_group)(abi::MPI_COMM_WORLD, &mut world_group);
+        (crate::host::host().comm_group)(abi::abi().comm_world, &mut world_group);
         (crate::host::host().group_size)(group, &mut n);
     }
     let from: Vec<c_int> = (0..n).collect();

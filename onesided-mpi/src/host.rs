@@ -21,17 +21,18 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 use crate::abi::{
-    MPI_Aint, MPI_Comm, MPI_Datatype, MPI_Errhandler, MPI_Group, MPI_Info, MPI_Request, MPI_Status,
+    Handle, MPI_Aint, MPI_Comm, MPI_Datatype, MPI_Errhandler, MPI_Group, MPI_Info, MPI_Request,
+    MPI_Status,
 };
 
 /// `MPI_Win_errhandler_function *`.
-pub(crate) type WinErrhandlerFn = unsafe extern "C" fn(*mut c_int, *mut c_int, ...);
+pub(crate) type WinErrhandlerFn = unsafe extern "C" fn(*mut Handle, *mut c_int, ...);
 /// `MPI_Win_copy_attr_function *`.
 pub(crate) type CopyAttrFn =
-    unsafe extern "C" fn(c_int, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
+    unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void, *mut c_void, *mut c_int) -> c_int;
 /// `MPI_Win_delete_attr_function *`.
 pub(crate) type DeleteAttrFn =
-    unsafe extern "C" fn(c_int, c_int, *mut c_void, *mut c_void) -> c_int;
+    unsafe extern "C" fn(Handle, c_int, *mut c_void, *mut c_void) -> c_int;
 /// `MPI_Type_copy_attr_function *` (the same prototype as the window's).
 pub(crate) type TypeCopyAttrFn = CopyAttrFn;
 /// `MPI_Type_delete_attr_function *`.
@@ -160,7 +161,16 @@ pub(crate) fn lookup(name: &CStr) -> *mut c_void {
 /// The host's `name`; the process ends with a message when the host has none (every name
 /// looked up this way is part of every MPICH-ABI library this one accepts at `MPI_Init`).
 pub(crate) fn require(name: &CStr) -> *mut c_void {
-    let f = lookup(name);
+    let mut f = lookup(name);
+    if f.is_null() {
+        // An MPI may define an extension only in its MPI_ form (MPICH 5's standard-ABI
+        // library has MPIX_Grequest_class_create but no PMPIX_ twin).
+        if let Some(unprofiled) = name.to_bytes().strip_prefix(b"P") {
+            if let Ok(alt) = CString::new(unprofiled) {
+                f = lookup(&alt);
+            }
+        }
+    }
     if f.is_null() {
         let why = match LIBRARY.get_or_init(find_library) {
             Ok(_) => format!("the host MPI has no {}", name.to_string_lossy()),
@@ -320,11 +330,11 @@ pub(crate) fn library_version() -> String {
     first.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Refuses a program whose MPI is not of the MPICH ABI: Open MPI (it defines
-/// `ompi_mpi_comm_world`; its handles are pointers) or the MPI-5 standard ABI (a library
-/// named `libmpi_abi`): every call here would misread their handles. One line naming the
-/// MPI, exit status 1, before anything else runs.
-pub(crate) fn refuse_other_mpis() {
+/// Picks the process's ABI from its MPI library — the MPI-5 standard ABI for a library of
+/// that ABI (`libmpi_abi`), the MPICH ABI otherwise — and refuses a program whose MPI this
+/// library does not serve (Open MPI: it defines `ompi_mpi_comm_world`) with one line naming
+/// the MPI and exit status 1, before anything else runs.
+pub(crate) fn choose_abi() {
     let open_mpi = !lookup(c"ompi_mpi_comm_world").is_null();
     // The standard ABI's library has a name of its own (MPICH 5's libmpi_abi.so.1).
     let standard_abi = LIBRARY
@@ -334,14 +344,16 @@ pub(crate) fn refuse_other_mpis() {
     let why = match LIBRARY.get_or_init(find_library) {
         Err(e) => Some(e.clone()),
         Ok(_) if open_mpi => Some("an Open MPI library (its handles are pointers)".to_string()),
-        Ok(_) if standard_abi => Some("the MPI-5 standard ABI (libmpi_abi)".to_string()),
         Ok(_) => None,
     };
+    if standard_abi {
+        crate::abi::set(&crate::abi::standard::ABI);
+    }
     if let Some(why) = why {
         eprintln!(
-            "onesided-mpi: this program runs on {} — {why}; libonesided_mpi.so implements the \
-             MPICH ABI (MPICH, Intel MPI, MVAPICH, Cray MPICH). Run it without LD_PRELOAD, or \
-             rebuild it with an MPICH-ABI mpicc.",
+            "onesided-mpi: this program runs on {} — {why}; libonesided_mpi.so serves the \
+             MPICH ABI (MPICH, Intel MPI, MVAPICH, Cray MPICH) and the MPI-5 standard ABI. Run \
+             it without LD_PRELOAD, or rebuild it with an mpicc of one of those.",
             library_version()
         );
         std::process::exit(1);

@@ -17,12 +17,11 @@ use crate::host::host;
 pub(crate) struct MpichHost;
 
 fn comm(c: HostComm) -> MPI_Comm {
-    // The handle was widened from an int (`widen`): its low 32 bits are the int.
-    c.0 as u32 as MPI_Comm
+    c.0
 }
 
 fn widen(c: MPI_Comm) -> HostComm {
-    HostComm(c as u32 as usize)
+    HostComm(c)
 }
 
 fn checked(call: &str, rc: c_int) -> Result<()> {
@@ -64,7 +63,7 @@ unsafe impl HostMpi for MpichHost {
     }
 
     fn world(&self) -> HostComm {
-        widen(abi::MPI_COMM_WORLD)
+        widen(abi::abi().comm_world)
     }
 
     fn rank(&self, c: HostComm) -> Result<usize> {
@@ -86,7 +85,7 @@ unsafe impl HostMpi for MpichHost {
     }
 
     fn dup(&self, c: HostComm) -> Result<HostComm> {
-        let mut out = abi::MPI_COMM_NULL;
+        let mut out = abi::abi().comm_null;
         // SAFETY: a communicator handle; writes one handle.
         checked("MPI_Comm_dup", unsafe {
             (host().comm_dup)(comm(c), &mut out)
@@ -101,23 +100,28 @@ unsafe impl HostMpi for MpichHost {
     }
 
     fn split(&self, c: HostComm, color: Option<i32>, key: i32) -> Result<Option<HostComm>> {
-        let mut out = abi::MPI_COMM_NULL;
+        let mut out = abi::abi().comm_null;
         // SAFETY: a communicator handle; writes one handle.
         checked("MPI_Comm_split", unsafe {
-            (host().comm_split)(comm(c), color.unwrap_or(abi::MPI_UNDEFINED), key, &mut out)
+            (host().comm_split)(
+                comm(c),
+                color.unwrap_or(abi::abi().undefined),
+                key,
+                &mut out,
+            )
         })?;
-        Ok((out != abi::MPI_COMM_NULL).then(|| widen(out)))
+        Ok((out != abi::abi().comm_null).then(|| widen(out)))
     }
 
     fn split_shared(&self, c: HostComm, key: i32) -> Result<HostComm> {
-        let mut out = abi::MPI_COMM_NULL;
+        let mut out = abi::abi().comm_null;
         // SAFETY: a communicator handle; writes one handle.
         checked("MPI_Comm_split_type", unsafe {
             (host().comm_split_type)(
                 comm(c),
-                abi::MPI_COMM_TYPE_SHARED,
+                abi::abi().comm_type_shared,
                 key,
-                abi::MPI_INFO_NULL,
+                abi::abi().info_null,
                 &mut out,
             )
         })?;
@@ -132,32 +136,36 @@ unsafe impl HostMpi for MpichHost {
         each: usize,
     ) -> Result<HostRequest> {
         let n = int(each)?;
-        let mut request = abi::MPI_REQUEST_NULL;
+        let mut request = abi::abi().request_null;
         // SAFETY: the caller's contract: `send` holds `each` bytes, `recv` `each` per
         // process, both valid until the request completes.
         checked("MPI_Iallgather", unsafe {
             (host().iallgather)(
                 send.cast(),
                 n,
-                abi::MPI_UINT8_T,
+                abi::abi().uint8,
                 recv.cast(),
                 n,
-                abi::MPI_UINT8_T,
+                abi::abi().uint8,
                 comm(c),
                 &mut request,
             )
         })?;
-        Ok(HostRequest(request as u32 as usize))
+        Ok(HostRequest(request))
     }
 
     fn test(&self, request: &mut HostRequest) -> Result<bool> {
-        let mut r = request.0 as u32 as c_int;
+        let mut r: abi::MPI_Request = request.0;
         let mut done = 0;
         // SAFETY: a live request made by iallgather; MPI frees it when it completes.
         checked("MPI_Test", unsafe {
-            (host().test)(&mut r, &mut done, abi::MPI_STATUS_IGNORE)
+            (host().test)(
+                &mut r,
+                &mut done,
+                abi::abi().status_ignore as *mut abi::MPI_Status,
+            )
         })?;
-        request.0 = r as u32 as usize;
+        request.0 = r;
         Ok(done != 0)
     }
 
@@ -166,11 +174,11 @@ unsafe impl HostMpi for MpichHost {
         // SAFETY: a probe on a live communicator; writes one int and no status.
         unsafe {
             (host().iprobe)(
-                abi::MPI_ANY_SOURCE,
-                abi::MPI_ANY_TAG,
+                abi::abi().any_source,
+                abi::abi().any_tag,
                 comm(c),
                 &mut flag,
-                abi::MPI_STATUS_IGNORE,
+                abi::abi().status_ignore as *mut abi::MPI_Status,
             )
         };
     }
@@ -187,10 +195,10 @@ unsafe impl HostMpi for MpichHost {
             (host().allgather)(
                 send.as_ptr().cast(),
                 n,
-                abi::MPI_UINT8_T,
+                abi::abi().uint8,
                 recv.as_mut_ptr().cast(),
                 n,
-                abi::MPI_UINT8_T,
+                abi::abi().uint8,
                 comm(c),
             )
         })
@@ -210,11 +218,11 @@ unsafe impl HostMpi for MpichHost {
             (host().allgatherv)(
                 send.as_ptr().cast(),
                 int(send.len())?,
-                abi::MPI_UINT8_T,
+                abi::abi().uint8,
                 recv.as_mut_ptr().cast(),
                 counts.as_ptr(),
                 displs.as_ptr(),
-                abi::MPI_UINT8_T,
+                abi::abi().uint8,
                 comm(c),
             )
         })
@@ -239,11 +247,11 @@ unsafe impl HostMpi for MpichHost {
                 send.as_ptr().cast(),
                 send_counts.as_ptr(),
                 send_displs.as_ptr(),
-                abi::MPI_UINT8_T,
+                abi::abi().uint8,
                 recv.as_mut_ptr().cast(),
                 recv_counts.as_ptr(),
                 recv_displs.as_ptr(),
-                abi::MPI_UINT8_T,
+                abi::abi().uint8,
                 comm(c),
             )
         })
@@ -255,7 +263,7 @@ unsafe impl HostMpi for MpichHost {
             (host().bcast)(
                 buf.as_mut_ptr().cast(),
                 int(buf.len())?,
-                abi::MPI_UINT8_T,
+                abi::abi().uint8,
                 int(root)?,
                 comm(c),
             )
@@ -264,7 +272,7 @@ unsafe impl HostMpi for MpichHost {
 
     fn abort(&self, code: i32) {
         // SAFETY: MPI is initialized (a bootstrap exists over it).
-        unsafe { (host().abort)(abi::MPI_COMM_WORLD, code) };
+        unsafe { (host().abort)(abi::abi().comm_world, code) };
     }
 }
 

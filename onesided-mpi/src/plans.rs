@@ -147,14 +147,14 @@ fn slot(plan: c_int) -> Result<usize, Failure> {
         .and_then(|p| p.checked_sub(1))
         .ok_or_else(|| {
             Failure::Comm(
-                abi::MPI_COMM_WORLD,
-                abi::MPI_ERR_ARG,
+                abi::abi().comm_world,
+                abi::abi().err.arg,
                 format!("invalid alltoallv plan {plan}"),
             )
         })
 }
 
-pub(crate) unsafe fn alltoallv_start(plan: c_int, request: *mut c_int) -> CallResult {
+pub(crate) unsafe fn alltoallv_start(plan: c_int, request: *mut abi::MPI_Request) -> CallResult {
     let i = slot(plan)?;
     let mut t = PLANS.lock().unwrap_or_else(PoisonError::into_inner);
     let Some(Some(p)) = t.get_mut(i) else {
@@ -170,15 +170,15 @@ pub(crate) unsafe fn alltoallv_start(plan: c_int, request: *mut c_int) -> CallRe
     let h = crate::requests::start(r)
         .map_err(|rc| Failure::Comm(comm, rc, "generalized request".into()))?;
     // SAFETY: checked non-null.
-    unsafe { *request = h };
+    unsafe { abi::store_handle(request, h) };
     Ok(())
 }
 
 pub(crate) unsafe fn alltoallv_plan_free(plan: *mut c_int) -> CallResult {
     if plan.is_null() {
         return Err(Failure::Comm(
-            abi::MPI_COMM_WORLD,
-            abi::MPI_ERR_ARG,
+            abi::abi().comm_world,
+            abi::abi().err.arg,
             "plan is NULL".into(),
         ));
     }

@@ -10,7 +10,7 @@
 //! buffer).
 
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use onesided::Request;
@@ -22,14 +22,14 @@ use crate::host::host;
 struct Pending {
     req: Mutex<Option<Request<'static>>>,
     /// The host's handle (set right after it is allocated).
-    handle: AtomicI32,
+    handle: AtomicUsize,
     /// `MPI_Grequest_complete` was called.
     completed: AtomicBool,
 }
 
 /// Our live requests: host handle → their `Pending` (an address), for
 /// `MPI_Request_get_status`, which MPICH answers without polling a generalized request.
-static LIVE: Mutex<Vec<(c_int, usize)>> = Mutex::new(Vec::new());
+static LIVE: Mutex<Vec<(abi::MPI_Request, usize)>> = Mutex::new(Vec::new());
 
 /// Requests freed while pending, driven until they complete.
 static ORPHANS: Mutex<Vec<Request<'static>>> = Mutex::new(Vec::new());
@@ -43,10 +43,9 @@ unsafe extern "C" fn query(_extra: *mut c_void, status: *mut MPI_Status) -> c_in
     }
     // SAFETY: the host's status out-argument; an RMA request moves no message.
     unsafe {
-        (host().status_set_elements)(status, abi::MPI_UINT8_T, 0);
+        (host().status_set_elements)(status, abi::abi().uint8, 0);
         (host().status_set_cancelled)(status, 0);
-        (*status).source = abi::MPI_UNDEFINED;
-        (*status).tag = abi::MPI_UNDEFINED;
+        abi::set_status_source_tag(status, abi::abi().undefined, abi::abi().undefined);
     }
     abi::MPI_SUCCESS
 }
@@ -201,15 +200,15 @@ fn class() -> Result<c_int, c_int> {
 }
 
 /// A host request for `req`: completed at once when `req` already is.
-pub(crate) fn start(req: Request<'static>) -> Result<c_int, c_int> {
+pub(crate) fn start(req: Request<'static>) -> Result<abi::MPI_Request, c_int> {
     let class = class()?;
     let done = req.is_complete();
     let pending = Box::into_raw(Box::new(Pending {
         req: Mutex::new(if done { None } else { Some(req) }),
-        handle: AtomicI32::new(0),
+        handle: AtomicUsize::new(0),
         completed: AtomicBool::new(false),
     }));
-    let mut handle = abi::MPI_REQUEST_NULL;
+    let mut handle = abi::abi().request_null;
     // SAFETY: `pending` is ours until MPICH calls `free`.
     let rc = unsafe { (host().grequest_class_allocate)(class, pending.cast(), &mut handle) };
     if rc != abi::MPI_SUCCESS {
@@ -231,7 +230,7 @@ pub(crate) fn start(req: Request<'static>) -> Result<c_int, c_int> {
 
 /// Drives our request `request`, if it is one, so that a status query sees its progress
 /// (the host's `MPI_Request_get_status` never polls generalized requests).
-pub(crate) fn poll_if_ours(request: c_int) {
+pub(crate) fn poll_if_ours(request: abi::MPI_Request) {
     let live = LIVE.lock().unwrap_or_else(PoisonError::into_inner);
     if let Some(&(_, extra)) = live.iter().find(|&&(h, _)| h == request) {
         // SAFETY: a live Pending (removed from LIVE in `free` before it is dropped; the

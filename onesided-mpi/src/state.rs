@@ -3,7 +3,7 @@
 
 use std::os::raw::c_int;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use onesided::{AllocMem, RawWindow, Universe};
@@ -13,11 +13,6 @@ use crate::abi::{self, MPI_Comm, MPI_Group, MPI_Win};
 /// The universe, once `MPI_Init` joined the job.
 pub(crate) static UNIVERSE: OnceLock<Universe> = OnceLock::new();
 
-/// `MPI_ERRORS_ARE_FATAL`.
-pub(crate) const ERRORS_ARE_FATAL: c_int = 0x5400_0000;
-/// `MPI_ERRORS_RETURN`.
-pub(crate) const ERRORS_RETURN: c_int = 0x5400_0001;
-
 /// One window of the program.
 pub(crate) struct Entry {
     pub win: RawWindow,
@@ -26,7 +21,7 @@ pub(crate) struct Entry {
     /// The group of that communicator, to translate the groups of PSCW calls.
     pub group: MPI_Group,
     /// The window's error handler (an `MPI_Errhandler`).
-    pub errhandler: AtomicI32,
+    pub errhandler: AtomicUsize,
     /// `MPI_Win_set_name`.
     pub name: Mutex<String>,
     /// The values `MPI_Win_get_attr` hands out pointers to (`MPI_WIN_SIZE`, `DISP_UNIT`,
@@ -36,7 +31,7 @@ pub(crate) struct Entry {
     pub flavor_attr: c_int,
     pub model_attr: c_int,
     /// This window's handle (set when it enters the table).
-    pub handle: AtomicI32,
+    pub handle: AtomicUsize,
     /// When it entered the table (a process-wide sequence): `MPI_Finalize` frees what is
     /// left in creation order, which collective creations share across processes (slots
     /// do not: local duplicates and memory-handle windows take slots too).
@@ -51,22 +46,22 @@ pub(crate) struct Entry {
 impl Entry {
     pub(crate) fn new(win: RawWindow, comm: MPI_Comm, group: MPI_Group) -> Entry {
         let flavor_attr = match win.flavor() {
-            onesided::Flavor::Create => abi::MPI_WIN_FLAVOR_CREATE,
-            onesided::Flavor::Allocate => abi::MPI_WIN_FLAVOR_ALLOCATE,
-            onesided::Flavor::Dynamic => abi::MPI_WIN_FLAVOR_DYNAMIC,
-            _ => abi::MPI_WIN_FLAVOR_SHARED,
+            onesided::Flavor::Create => abi::abi().flavors[0],
+            onesided::Flavor::Allocate => abi::abi().flavors[1],
+            onesided::Flavor::Dynamic => abi::abi().flavors[2],
+            _ => abi::abi().flavors[3],
         };
         Entry {
             size_attr: win.size_bytes() as abi::MPI_Aint,
             disp_unit_attr: c_int::try_from(win.disp_unit()).unwrap_or(c_int::MAX),
             flavor_attr,
-            model_attr: abi::MPI_WIN_UNIFIED,
+            model_attr: abi::abi().win_unified,
             win,
             comm,
             group,
-            errhandler: AtomicI32::new(ERRORS_ARE_FATAL),
+            errhandler: AtomicUsize::new(abi::abi().errors_are_fatal),
             name: Mutex::new(String::new()),
-            handle: AtomicI32::new(abi::MPI_WIN_NULL),
+            handle: AtomicUsize::new(abi::abi().win_null),
             created: std::sync::atomic::AtomicU64::new(0),
             attrs: Mutex::new(Vec::new()),
             mem: None,
@@ -94,7 +89,7 @@ impl Entry {
         self.handle.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn errhandler(&self) -> c_int {
+    pub(crate) fn errhandler(&self) -> abi::MPI_Errhandler {
         // Relaxed: set and read by the program's own calls, which order themselves.
         self.errhandler.load(Ordering::Relaxed)
     }
@@ -300,17 +295,18 @@ pub(crate) fn release_allocation(base: usize) -> bool {
 
 /// User window error handlers (`MPI_Win_create_errhandler`), by handle: kept for the life
 /// of the process, so that a handler the program freed stays callable where it is set.
-static ERRHANDLERS: Mutex<Vec<(c_int, crate::host::WinErrhandlerFn)>> = Mutex::new(Vec::new());
+static ERRHANDLERS: Mutex<Vec<(abi::MPI_Errhandler, crate::host::WinErrhandlerFn)>> =
+    Mutex::new(Vec::new());
 
 /// Records handler `f` of handle `eh`.
-pub(crate) fn add_errhandler(eh: c_int, f: crate::host::WinErrhandlerFn) {
+pub(crate) fn add_errhandler(eh: abi::MPI_Errhandler, f: crate::host::WinErrhandlerFn) {
     let mut t = ERRHANDLERS.lock().unwrap_or_else(PoisonError::into_inner);
     t.retain(|(h, _)| *h != eh);
     t.push((eh, f));
 }
 
 /// The user function of handler `eh`.
-pub(crate) fn errhandler_fn(eh: c_int) -> Option<crate::host::WinErrhandlerFn> {
+pub(crate) fn errhandler_fn(eh: abi::MPI_Errhandler) -> Option<crate::host::WinErrhandlerFn> {
     ERRHANDLERS
         .lock()
         .unwrap_or_else(PoisonError::into_inner)

@@ -1,6 +1,6 @@
 //! The `mpi` bootstrap: processes started by a host `mpiexec`/`srun` find each other through
 //! the host MPI library, reached through the [`HostMpi`] trait: the `mpi` crate's bindings
-//! (feature `mpi`, [`MpiBootstrap::new`]) or the functions the MPI C ABI library resolves in
+//! (feature `mpi`, `MpiBootstrap::new`) or the functions the MPI C ABI library resolves in
 //! the process at run time ([`MpiBootstrap::over`]).
 //!
 //! Only the out-of-band collectives go through MPI; window memory, synchronization words and
@@ -193,16 +193,10 @@ fn split_parts(buf: &[u8], counts: &[i32]) -> Vec<Vec<u8>> {
 }
 
 impl MpiBootstrap {
-    /// Collective over `comm`: a bootstrap over a duplicate of it. The processes of each node
-    /// are found with `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`; rank 0 draws the job id
-    /// that names the job's shared-memory segments.
-    #[cfg(feature = "mpi")]
-    pub fn new<C: ::mpi::topology::Communicator>(comm: &C) -> Result<MpiBootstrap> {
-        Self::over(super::rsmpi::host(), super::rsmpi::host_comm(comm))
-    }
-
     /// Collective over the host communicator `comm` of `host`: a bootstrap over a duplicate
-    /// of it (what [`MpiBootstrap::new`] does with the `mpi` crate's host).
+    /// of it (what `MpiBootstrap::new` does with the `mpi` crate's host, feature `mpi`). The
+    /// processes of each node are found with `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`;
+    /// rank 0 draws the job id that names the job's shared-memory segments.
     pub fn over(host: Arc<dyn HostMpi>, comm: HostComm) -> Result<MpiBootstrap> {
         if !host.active() {
             return Err(Error::Bootstrap(

@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use mpi::ffi;
 
 use crate::bootstrap::host_mpi::{blocks_fit, HostComm, HostMpi, HostRequest};
-use crate::bootstrap::mpi::on_exit;
+use crate::bootstrap::mpi::{on_exit, MpiBootstrap};
 use crate::bootstrap::ThreadLevel;
 use crate::error::{Error, Result};
 
@@ -59,6 +59,14 @@ fn checked(call: &str, rc: c_int) -> Result<()> {
 
 fn int(n: usize) -> Result<c_int> {
     c_int::try_from(n).map_err(|_| Error::Bootstrap(format!("{n} bytes exceed MPI's int count")))
+}
+
+impl MpiBootstrap {
+    /// Collective over `comm`: a bootstrap over a duplicate of it (see
+    /// [`MpiBootstrap::over`]).
+    pub fn new<C: mpi::topology::Communicator>(comm: &C) -> Result<MpiBootstrap> {
+        MpiBootstrap::over(host(), host_comm(comm))
+    }
 }
 
 /// The `mpi` crate's host MPI.

@@ -1,57 +1,26 @@
-//! The MPICH ABI (Debian's MPICH 4.0.2; the ABI of Intel MPI, MVAPICH and Cray MPICH): handle
-//! types, the constants of `mpi.h` this library reads or returns, error codes, and the
-//! encoding of our own window handles. Everything ABI-specific is here, so that a build for
-//! the MPI-5 standard ABI is this module once more.
+//! The MPICH ABI (MPICH 4.x and 5.x `mpi.h`; the ABI of Intel MPI, MVAPICH and Cray MPICH):
+//! the constants of `mpi.h` this library reads or returns, error codes, and the encoding of
+//! our own window handles.
 //!
 //! Handles are `int`. Bits 31–30 are the kind (1 builtin, 2 direct, 3 indirect) and bits
 //! 29–26 the object (8: window); MPICH's windows are `0xa0000000 | index`. Ours are
 //! builtin-kind window handles, `0x60000000 | index`, a pattern MPICH never issues: a stray
 //! handle of either library can never pass for one of the other's.
 
-#![allow(non_camel_case_types)]
-
 use std::os::raw::c_int;
 
 use onesided::{ElemType, ErrorClass, Op};
 
-/// `MPI_Win`.
-pub type MPI_Win = c_int;
-/// `MPI_Comm`.
-pub type MPI_Comm = c_int;
-/// `MPI_Info`.
-pub type MPI_Info = c_int;
-/// `MPI_Datatype`.
-pub type MPI_Datatype = c_int;
-/// `MPI_Op`.
-pub type MPI_Op = c_int;
-/// `MPI_Group`.
-pub type MPI_Group = c_int;
-/// `MPI_Errhandler`.
-pub type MPI_Errhandler = c_int;
-/// `MPI_Request`.
-pub type MPI_Request = c_int;
-/// `MPI_Status`: five `int`s (MPICH's layout).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default)]
-pub struct MPI_Status {
-    /// The low bits of the element count.
-    pub count_lo: c_int,
-    /// The count's high bits and the cancelled flag.
-    pub count_hi_and_cancelled: c_int,
-    /// `MPI_SOURCE`.
-    pub source: c_int,
-    /// `MPI_TAG`.
-    pub tag: c_int,
-    /// `MPI_ERROR`.
-    pub error: c_int,
-}
-/// `MPI_Aint` (`long`).
-pub type MPI_Aint = std::os::raw::c_long;
-/// `MPI_Count` (`long`).
-pub type MPI_Count = std::os::raw::c_long;
+use super::{Abi, Builtin, Combiner, ErrCodes, Handle, StatusLayout};
 
 /// `MPI_SUCCESS`.
 pub const MPI_SUCCESS: c_int = 0;
+/// `MPI_ERRORS_ARE_FATAL`.
+pub const MPI_ERRORS_ARE_FATAL: Handle = 0x5400_0000;
+/// `MPI_ERRORS_RETURN`.
+pub const MPI_ERRORS_RETURN: Handle = 0x5400_0001;
+/// `MPI_ERRORS_ABORT`.
+pub const MPI_ERRORS_ABORT: Handle = 0x5400_0003;
 /// `MPI_ERR_ARG`.
 pub const MPI_ERR_ARG: c_int = 12;
 /// `MPI_ERR_COUNT`.
@@ -84,15 +53,15 @@ pub const MPI_ERR_SIZE: c_int = 51;
 pub const MPI_ERR_RMA_FLAVOR: c_int = 58;
 
 /// `MPI_BYTE`.
-pub const MPI_BYTE: MPI_Datatype = 0x4c00_010d;
+pub const MPI_BYTE: Handle = 0x4c00_010d;
 /// `MPI_UINT8_T`.
-pub const MPI_UINT8_T: MPI_Datatype = 0x4c00_013b;
+pub const MPI_UINT8_T: Handle = 0x4c00_013b;
 /// `MPI_REQUEST_NULL`.
-pub const MPI_REQUEST_NULL: MPI_Request = 0x2c00_0000;
+pub const MPI_REQUEST_NULL: Handle = 0x2c00_0000;
 /// `MPI_ERRHANDLER_NULL`.
-pub const MPI_ERRHANDLER_NULL: MPI_Errhandler = 0x1400_0000;
+pub const MPI_ERRHANDLER_NULL: Handle = 0x1400_0000;
 /// `MPI_STATUS_IGNORE` (`(MPI_Status *) 1`).
-pub const MPI_STATUS_IGNORE: *mut MPI_Status = std::ptr::without_provenance_mut(1);
+pub const MPI_STATUS_IGNORE: usize = 1;
 /// `MPI_ANY_SOURCE`.
 pub const MPI_ANY_SOURCE: c_int = -2;
 /// `MPI_ANY_TAG`.
@@ -102,23 +71,20 @@ pub const MPI_UNDEFINED: c_int = -32766;
 /// `MPI_COMM_TYPE_SHARED`.
 pub const MPI_COMM_TYPE_SHARED: c_int = 1;
 /// `MPI_COMM_WORLD`.
-pub const MPI_COMM_WORLD: MPI_Comm = 0x4400_0000;
+pub const MPI_COMM_WORLD: Handle = 0x4400_0000;
 /// `MPI_COMM_NULL`.
-pub const MPI_COMM_NULL: MPI_Comm = 0x0400_0000;
+pub const MPI_COMM_NULL: Handle = 0x0400_0000;
 /// `MPI_INFO_NULL`.
-pub const MPI_INFO_NULL: MPI_Info = 0x1c00_0000;
+pub const MPI_INFO_NULL: Handle = 0x1c00_0000;
 /// `MPI_WIN_NULL`.
-pub const MPI_WIN_NULL: MPI_Win = 0x2000_0000;
+pub const MPI_WIN_NULL: Handle = 0x2000_0000;
 /// `MPI_GROUP_NULL`.
-pub const MPI_GROUP_NULL: MPI_Group = 0x0800_0000;
+pub const MPI_GROUP_NULL: Handle = 0x0800_0000;
 
 /// `MPI_LOCK_EXCLUSIVE`.
 pub const MPI_LOCK_EXCLUSIVE: c_int = 234;
 /// `MPI_LOCK_SHARED`.
 pub const MPI_LOCK_SHARED: c_int = 235;
-
-/// `MPI_MODE_NOCHECK`, `NOSTORE`, `NOPUT`, `NOPRECEDE`, `NOSUCCEED`: every assert bit.
-pub const MPI_MODE_ALL: c_int = 1024 | 2048 | 4096 | 8192 | 16384;
 
 /// `MPI_WIN_FLAVOR_CREATE` … `SHARED`.
 pub const MPI_WIN_FLAVOR_CREATE: c_int = 1;
@@ -148,24 +114,20 @@ const OUR_WINDOW: u32 = 0x6000_0000;
 const INDEX_MASK: u32 = 0x03ff_ffff;
 
 /// Our handle for window table slot `index`.
-pub fn window_handle(index: usize) -> MPI_Win {
+fn window_handle(index: usize) -> Handle {
     debug_assert!(index as u32 <= INDEX_MASK);
-    (OUR_WINDOW | index as u32) as MPI_Win
+    (OUR_WINDOW | index as u32) as Handle
 }
 
 /// The table slot of one of our window handles; `None` for anything else.
-pub fn window_index(win: MPI_Win) -> Option<usize> {
+#[inline]
+fn window_index(win: Handle) -> Option<usize> {
     let bits = win as u32;
-    (bits & !INDEX_MASK == OUR_WINDOW).then_some((bits & INDEX_MASK) as usize)
-}
-
-/// Whether `win` has the bit pattern of our window handles (live or freed).
-pub fn is_ours(win: MPI_Win) -> bool {
-    window_index(win).is_some()
+    (win >> 32 == 0 && bits & !INDEX_MASK == OUR_WINDOW).then_some((bits & INDEX_MASK) as usize)
 }
 
 /// The MPI error code (a class is a valid code) of an error class.
-pub fn error_code(class: ErrorClass) -> c_int {
+fn error_code(class: ErrorClass) -> c_int {
     match class {
         ErrorClass::Rank => 6,
         ErrorClass::Arg => MPI_ERR_ARG,
@@ -189,27 +151,17 @@ pub fn error_code(class: ErrorClass) -> c_int {
     }
 }
 
-/// What a predefined datatype is to an RMA call: its size, and the element type
-/// accumulates apply ops to (`None`: bytes that only put, get and replace may move).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Builtin {
-    /// `MPI_Type_size`.
-    pub size: usize,
-    /// The element type of accumulate ops.
-    pub elem: Option<ElemType>,
-}
-
 /// The predefined datatype `ty`, if this library knows it (a derived one is `None`).
 ///
 /// Every RMA call asks this of each of its datatypes: one table lookup by the handle's low
 /// byte (unique among MPICH's builtin handles, checked when the table is built), the whole
 /// handle compared, instead of the match of [`builtin_by_value`].
 #[inline]
-pub fn builtin(ty: MPI_Datatype) -> Option<Builtin> {
-    let (handle, b) = BUILTINS[(ty as u32 & 0xff) as usize];
-    if handle == ty as u32 {
+pub fn builtin(ty: Handle) -> Option<Builtin> {
+    let (handle, b) = BUILTINS[ty & 0xff];
+    if handle as Handle == ty {
         b
-    } else if ty as u32 == 0x8c00_0000 {
+    } else if ty == 0x8c00_0000 {
         builtin_by_value(ty)
     } else {
         None
@@ -226,7 +178,7 @@ const fn builtin_table() -> [(u32, Option<Builtin>); 256] {
         let mut index = 0u32;
         while index < 256 {
             let handle = 0x4c00_0000 | (size << 8) | index;
-            if let Some(b) = builtin_by_value(handle as MPI_Datatype) {
+            if let Some(b) = builtin_by_value(handle as Handle) {
                 // Two builtin handles sharing a low byte would need a bigger key.
                 assert!(table[index as usize].1.is_none());
                 table[index as usize] = (handle, Some(b));
@@ -239,9 +191,9 @@ const fn builtin_table() -> [(u32, Option<Builtin>); 256] {
 }
 
 /// [`builtin`] by matching every handle MPICH's `mpi.h` defines.
-const fn builtin_by_value(ty: MPI_Datatype) -> Option<Builtin> {
+const fn builtin_by_value(ty: Handle) -> Option<Builtin> {
     use ElemType::*;
-    let elem = match ty as u32 {
+    let elem = match ty {
         0x4c00_0101 | 0x4c00_0118 | 0x4c00_0137 => Some(I8), // CHAR, SIGNED_CHAR, INT8_T
         0x4c00_0102 | 0x4c00_013b | 0x4c00_013f => Some(U8), // UNSIGNED_CHAR, UINT8_T, C_BOOL
         0x4c00_0133 => Some(U8),                             // CXX_BOOL
@@ -299,8 +251,8 @@ const fn builtin_by_value(ty: MPI_Datatype) -> Option<Builtin> {
 /// A predefined pair type whose C struct has padding (`MPI_DOUBLE_INT`, `MPI_LONG_INT`,
 /// `MPI_SHORT_INT`, `MPI_LONG_DOUBLE_INT`): its element type, `MPI_Type_size` and extent.
 /// Put and get move only the data bytes; accumulates combine whole structs.
-pub fn padded_pair(ty: MPI_Datatype) -> Option<(ElemType, usize, usize)> {
-    Some(match ty as u32 {
+pub fn padded_pair(ty: Handle) -> Option<(ElemType, usize, usize)> {
+    Some(match ty {
         0x8c00_0001 => (ElemType::DoubleInt, 12, 16),
         0x8c00_0002 => (ElemType::LongInt, 12, 16),
         0x8c00_0003 => (ElemType::ShortInt, 6, 8),
@@ -309,19 +261,9 @@ pub fn padded_pair(ty: MPI_Datatype) -> Option<(ElemType, usize, usize)> {
     })
 }
 
-/// `MPI_Type_size` of the padded pair type of element type `e` (see [`padded_pair`]).
-pub fn pair_data_size(e: ElemType) -> Option<usize> {
-    match e {
-        ElemType::DoubleInt | ElemType::LongInt => Some(12),
-        ElemType::ShortInt => Some(6),
-        ElemType::LongDoubleInt => Some(20),
-        _ => None,
-    }
-}
-
 /// The accumulate op of an `MPI_Op` (`None`: not one RMA allows, e.g. a user op).
-pub fn op(op: MPI_Op) -> Option<Op> {
-    Some(match op as u32 {
+pub fn op(op: Handle) -> Option<Op> {
+    Some(match op {
         0x5800_0001 => Op::Max,
         0x5800_0002 => Op::Min,
         0x5800_0003 => Op::Sum,
@@ -340,6 +282,94 @@ pub fn op(op: MPI_Op) -> Option<Op> {
     })
 }
 
+/// MPICH's combiner values (`mpi.h`).
+const COMBINERS: &[(c_int, Combiner)] = &[
+    (1, Combiner::Named),
+    (2, Combiner::Dup),
+    (3, Combiner::Contiguous),
+    (4, Combiner::Vector),
+    (6, Combiner::Hvector),
+    (7, Combiner::Indexed),
+    (9, Combiner::Hindexed),
+    (10, Combiner::IndexedBlock),
+    (12, Combiner::Struct),
+    (13, Combiner::Subarray),
+    (14, Combiner::Darray),
+    (18, Combiner::Resized),
+    (19, Combiner::HindexedBlock),
+];
+
+/// The MPICH ABI.
+pub static ABI: Abi = Abi {
+    name: "MPICH",
+    handle_bytes: 4,
+    comm_world: MPI_COMM_WORLD,
+    comm_null: MPI_COMM_NULL,
+    info_null: MPI_INFO_NULL,
+    win_null: MPI_WIN_NULL,
+    group_null: MPI_GROUP_NULL,
+    request_null: MPI_REQUEST_NULL,
+    errhandler_null: MPI_ERRHANDLER_NULL,
+    errors_are_fatal: MPI_ERRORS_ARE_FATAL,
+    errors_return: MPI_ERRORS_RETURN,
+    errors_abort: Some(MPI_ERRORS_ABORT),
+    byte: MPI_BYTE,
+    uint8: MPI_UINT8_T,
+    status_ignore: MPI_STATUS_IGNORE,
+    // count_lo, count_hi_and_cancelled, MPI_SOURCE, MPI_TAG, MPI_ERROR.
+    status: StatusLayout { source: 8, tag: 12 },
+    proc_null: MPI_PROC_NULL,
+    any_source: MPI_ANY_SOURCE,
+    any_tag: MPI_ANY_TAG,
+    undefined: MPI_UNDEFINED,
+    comm_type_shared: MPI_COMM_TYPE_SHARED,
+    keyval_invalid: MPI_KEYVAL_INVALID,
+    lock_exclusive: MPI_LOCK_EXCLUSIVE,
+    lock_shared: MPI_LOCK_SHARED,
+    modes: [1024, 2048, 4096, 8192, 16384],
+    flavors: [
+        MPI_WIN_FLAVOR_CREATE,
+        MPI_WIN_FLAVOR_ALLOCATE,
+        MPI_WIN_FLAVOR_DYNAMIC,
+        MPI_WIN_FLAVOR_SHARED,
+    ],
+    win_unified: MPI_WIN_UNIFIED,
+    win_attrs: [
+        MPI_WIN_BASE,
+        MPI_WIN_SIZE,
+        MPI_WIN_DISP_UNIT,
+        MPI_WIN_CREATE_FLAVOR,
+        MPI_WIN_MODEL,
+    ],
+    threads: [0, 1, 2, 3],
+    combiners: COMBINERS,
+    order_fortran: 57,
+    distribute_block: 121,
+    distribute_cyclic: 122,
+    distribute_dflt_darg: -49767,
+    err: ErrCodes {
+        arg: MPI_ERR_ARG,
+        count: MPI_ERR_COUNT,
+        other: MPI_ERR_OTHER,
+        win: MPI_ERR_WIN,
+        type_: MPI_ERR_TYPE,
+        comm: MPI_ERR_COMM,
+        group: MPI_ERR_GROUP,
+        locktype: MPI_ERR_LOCKTYPE,
+        assert: MPI_ERR_ASSERT,
+        disp: MPI_ERR_DISP,
+        keyval: MPI_ERR_KEYVAL,
+        size: MPI_ERR_SIZE,
+        rma_flavor: MPI_ERR_RMA_FLAVOR,
+    },
+    error_code,
+    builtin,
+    padded_pair,
+    op,
+    window_handle,
+    window_index,
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,7 +382,7 @@ mod tests {
         // MPICH's window handles (direct 0xa0000000 | i, indirect 0xe0000000 | i) and
         // MPI_WIN_NULL are not ours.
         for theirs in [0xa000_0000u32, 0xa000_0005, 0xe000_0001, 0x2000_0000, 0] {
-            assert_eq!(window_index(theirs as MPI_Win), None);
+            assert_eq!(window_index(theirs as Handle), None);
         }
     }
 
@@ -362,19 +392,19 @@ mod tests {
         assert_eq!(builtin(0x4c00_0405).unwrap().elem, Some(ElemType::I32)); // INT
         assert_eq!(builtin(0x4c00_010d).unwrap().elem, Some(ElemType::I8)); // BYTE
         assert_eq!(builtin(0x4c00_010f).unwrap().elem, None); // PACKED
-        let float_int = builtin(0x8c00_0000u32 as MPI_Datatype).unwrap();
+        let float_int = builtin(0x8c00_0000u32 as Handle).unwrap();
         assert_eq!(
             (float_int.size, float_int.elem),
             (8, Some(ElemType::FloatInt))
         );
         assert_eq!(builtin(0x4c00_2042).unwrap().size, 32); // C_LONG_DOUBLE_COMPLEX
-        assert!(builtin(0x8c00_0001u32 as MPI_Datatype).is_none()); // DOUBLE_INT: padded
+        assert!(builtin(0x8c00_0001u32 as Handle).is_none()); // DOUBLE_INT: padded
         assert_eq!(
-            padded_pair(0x8c00_0001u32 as MPI_Datatype),
+            padded_pair(0x8c00_0001u32 as Handle),
             Some((ElemType::DoubleInt, 12, 16))
         );
         for (e, data) in [(ElemType::DoubleInt, 12), (ElemType::ShortInt, 6)] {
-            assert_eq!(pair_data_size(e), Some(data));
+            assert_eq!(super::super::pair_data_size(e), Some(data));
             assert!(data < e.size());
         }
     }
@@ -386,58 +416,64 @@ mod tests {
     #[ignore = "needs an MPICH-ABI mpicc (scripts/cabi.sh runs it for each MPI)"]
     fn constants_match_the_mpi_header() {
         let ours: &[(&str, i64)] = &[
-            ("MPI_SUCCESS", i64::from(MPI_SUCCESS)),
-            ("MPI_ERR_ARG", i64::from(MPI_ERR_ARG)),
-            ("MPI_ERR_COUNT", i64::from(MPI_ERR_COUNT)),
-            ("MPI_KEYVAL_INVALID", i64::from(MPI_KEYVAL_INVALID)),
-            ("MPI_PROC_NULL", i64::from(MPI_PROC_NULL)),
-            ("MPI_ERR_OTHER", i64::from(MPI_ERR_OTHER)),
-            ("MPI_ERR_WIN", i64::from(MPI_ERR_WIN)),
-            ("MPI_ERR_TYPE", i64::from(MPI_ERR_TYPE)),
-            ("MPI_ERR_COMM", i64::from(MPI_ERR_COMM)),
-            ("MPI_ERR_GROUP", i64::from(MPI_ERR_GROUP)),
-            ("MPI_ERR_LOCKTYPE", i64::from(MPI_ERR_LOCKTYPE)),
-            ("MPI_ERR_ASSERT", i64::from(MPI_ERR_ASSERT)),
-            ("MPI_ERR_DISP", i64::from(MPI_ERR_DISP)),
-            ("MPI_ERR_KEYVAL", i64::from(MPI_ERR_KEYVAL)),
-            ("MPI_ERR_SIZE", i64::from(MPI_ERR_SIZE)),
-            ("MPI_ERR_RMA_FLAVOR", i64::from(MPI_ERR_RMA_FLAVOR)),
-            ("MPI_BYTE", i64::from(MPI_BYTE)),
-            ("MPI_UINT8_T", i64::from(MPI_UINT8_T)),
-            ("MPI_REQUEST_NULL", i64::from(MPI_REQUEST_NULL)),
-            ("MPI_ERRHANDLER_NULL", i64::from(MPI_ERRHANDLER_NULL)),
-            ("MPI_ANY_SOURCE", i64::from(MPI_ANY_SOURCE)),
-            ("MPI_ANY_TAG", i64::from(MPI_ANY_TAG)),
-            ("MPI_UNDEFINED", i64::from(MPI_UNDEFINED)),
-            ("MPI_COMM_TYPE_SHARED", i64::from(MPI_COMM_TYPE_SHARED)),
-            ("MPI_COMM_WORLD", i64::from(MPI_COMM_WORLD)),
-            ("MPI_COMM_NULL", i64::from(MPI_COMM_NULL)),
-            ("MPI_INFO_NULL", i64::from(MPI_INFO_NULL)),
-            ("MPI_WIN_NULL", i64::from(MPI_WIN_NULL)),
-            ("MPI_GROUP_NULL", i64::from(MPI_GROUP_NULL)),
-            ("MPI_LOCK_EXCLUSIVE", i64::from(MPI_LOCK_EXCLUSIVE)),
-            ("MPI_LOCK_SHARED", i64::from(MPI_LOCK_SHARED)),
-            ("MPI_WIN_FLAVOR_CREATE", i64::from(MPI_WIN_FLAVOR_CREATE)),
+            ("MPI_SUCCESS", MPI_SUCCESS as i64),
+            ("MPI_ERR_ARG", MPI_ERR_ARG as i64),
+            ("MPI_ERR_COUNT", MPI_ERR_COUNT as i64),
+            ("MPI_KEYVAL_INVALID", MPI_KEYVAL_INVALID as i64),
+            ("MPI_PROC_NULL", MPI_PROC_NULL as i64),
+            ("MPI_ERR_OTHER", MPI_ERR_OTHER as i64),
+            ("MPI_ERR_WIN", MPI_ERR_WIN as i64),
+            ("MPI_ERR_TYPE", MPI_ERR_TYPE as i64),
+            ("MPI_ERR_COMM", MPI_ERR_COMM as i64),
+            ("MPI_ERR_GROUP", MPI_ERR_GROUP as i64),
+            ("MPI_ERR_LOCKTYPE", MPI_ERR_LOCKTYPE as i64),
+            ("MPI_ERR_ASSERT", MPI_ERR_ASSERT as i64),
+            ("MPI_ERR_DISP", MPI_ERR_DISP as i64),
+            ("MPI_ERR_KEYVAL", MPI_ERR_KEYVAL as i64),
+            ("MPI_ERR_SIZE", MPI_ERR_SIZE as i64),
+            ("MPI_ERR_RMA_FLAVOR", MPI_ERR_RMA_FLAVOR as i64),
+            ("MPI_BYTE", MPI_BYTE as i64),
+            ("MPI_UINT8_T", MPI_UINT8_T as i64),
+            ("MPI_REQUEST_NULL", MPI_REQUEST_NULL as i64),
+            ("MPI_ERRHANDLER_NULL", MPI_ERRHANDLER_NULL as i64),
+            ("MPI_ANY_SOURCE", MPI_ANY_SOURCE as i64),
+            ("MPI_ANY_TAG", MPI_ANY_TAG as i64),
+            ("MPI_UNDEFINED", MPI_UNDEFINED as i64),
+            ("MPI_COMM_TYPE_SHARED", MPI_COMM_TYPE_SHARED as i64),
+            ("MPI_COMM_WORLD", MPI_COMM_WORLD as i64),
+            ("MPI_COMM_NULL", MPI_COMM_NULL as i64),
+            ("MPI_INFO_NULL", MPI_INFO_NULL as i64),
+            ("MPI_WIN_NULL", MPI_WIN_NULL as i64),
+            ("MPI_GROUP_NULL", MPI_GROUP_NULL as i64),
+            ("MPI_LOCK_EXCLUSIVE", MPI_LOCK_EXCLUSIVE as i64),
+            ("MPI_LOCK_SHARED", MPI_LOCK_SHARED as i64),
+            ("MPI_WIN_FLAVOR_CREATE", MPI_WIN_FLAVOR_CREATE as i64),
             (
                 "MPI_WIN_FLAVOR_ALLOCATE",
                 i64::from(MPI_WIN_FLAVOR_ALLOCATE),
             ),
-            ("MPI_WIN_FLAVOR_DYNAMIC", i64::from(MPI_WIN_FLAVOR_DYNAMIC)),
-            ("MPI_WIN_FLAVOR_SHARED", i64::from(MPI_WIN_FLAVOR_SHARED)),
-            ("MPI_WIN_UNIFIED", i64::from(MPI_WIN_UNIFIED)),
-            ("MPI_WIN_BASE", i64::from(MPI_WIN_BASE)),
-            ("MPI_WIN_SIZE", i64::from(MPI_WIN_SIZE)),
-            ("MPI_WIN_DISP_UNIT", i64::from(MPI_WIN_DISP_UNIT)),
-            ("MPI_WIN_CREATE_FLAVOR", i64::from(MPI_WIN_CREATE_FLAVOR)),
-            ("MPI_WIN_MODEL", i64::from(MPI_WIN_MODEL)),
-            ("MPI_MODE_ALL", i64::from(MPI_MODE_ALL)),
-            ("MPI_STATUS_IGNORE", MPI_STATUS_IGNORE as usize as i64),
+            ("MPI_WIN_FLAVOR_DYNAMIC", MPI_WIN_FLAVOR_DYNAMIC as i64),
+            ("MPI_WIN_FLAVOR_SHARED", MPI_WIN_FLAVOR_SHARED as i64),
+            ("MPI_WIN_UNIFIED", MPI_WIN_UNIFIED as i64),
+            ("MPI_WIN_BASE", MPI_WIN_BASE as i64),
+            ("MPI_WIN_SIZE", MPI_WIN_SIZE as i64),
+            ("MPI_WIN_DISP_UNIT", MPI_WIN_DISP_UNIT as i64),
+            ("MPI_WIN_CREATE_FLAVOR", MPI_WIN_CREATE_FLAVOR as i64),
+            ("MPI_WIN_MODEL", MPI_WIN_MODEL as i64),
             (
-                "sizeof(MPI_Status)",
-                std::mem::size_of::<MPI_Status>() as i64,
+                "MPI_MODE_ALL",
+                i64::from(ABI.modes.iter().fold(0, |m, &b| m | b)),
             ),
-            ("sizeof(MPI_Aint)", std::mem::size_of::<MPI_Aint>() as i64),
-            ("sizeof(MPI_Count)", std::mem::size_of::<MPI_Count>() as i64),
+            ("MPI_STATUS_IGNORE", MPI_STATUS_IGNORE as i64),
+            ("sizeof(MPI_Status)", 20),
+            (
+                "sizeof(MPI_Aint)",
+                std::mem::size_of::<super::super::MPI_Aint>() as i64,
+            ),
+            (
+                "sizeof(MPI_Count)",
+                std::mem::size_of::<super::super::MPI_Count>() as i64,
+            ),
         ];
         let dir = std::env::temp_dir().join(format!("onesided-abi-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
