@@ -8,16 +8,29 @@
 //! an `MPI_*` or `PMPI_*` call from here would land in our own export.
 
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::abi::{self, MPI_Comm, MPI_Win};
 use crate::state::UNIVERSE;
+
+/// Whether a window creation went to the host in this process.
+static HOST_WINDOWS: AtomicBool = AtomicBool::new(false);
+
+/// Whether a window handle that is not ours may be the host's. An MPICH-ABI host checks
+/// every `int` handle it gets; a host of pointer handles dereferences it, so a stray handle
+/// (or `MPI_WIN_NULL`) goes to the host only once it may have made windows of its own —
+/// before that it is our `MPI_ERR_WIN`, never a crash.
+fn hosts_windows() -> bool {
+    // Relaxed: a flag set by this process's own (earlier) creation call.
+    abi::abi().handle_bytes == 4 || HOST_WINDOWS.load(Ordering::Relaxed)
+}
 
 /// A call on window `win` goes to the host: the handle is not one of ours.
 ///
 /// # Safety
 /// None (a plain value); `unsafe` for the uniform signature of the rules.
 pub(crate) unsafe fn win(win: MPI_Win) -> bool {
-    !abi::is_ours(win)
+    !abi::is_ours(win) && hosts_windows()
 }
 
 /// `MPI_Win_free(win)` goes to the host: `*win` is not one of ours.
@@ -26,7 +39,7 @@ pub(crate) unsafe fn win(win: MPI_Win) -> bool {
 /// `win` is null or the caller's handle (MPI's contract).
 pub(crate) unsafe fn win_ptr(win: *mut MPI_Win) -> bool {
     // SAFETY: checked non-null; the caller's handle.
-    !win.is_null() && !abi::is_ours(unsafe { abi::load_handle(win) })
+    !win.is_null() && !abi::is_ours(unsafe { abi::load_handle(win) }) && hosts_windows()
 }
 
 /// A window created over `comm` goes to the host: its processes are on several nodes and
@@ -43,7 +56,12 @@ pub(crate) unsafe fn comm(comm: MPI_Comm) -> bool {
     if world.node_size() == world.size() || serves_across_nodes() {
         return false;
     }
-    spans_nodes(world, comm).unwrap_or(false)
+    let to_host = spans_nodes(world, comm).unwrap_or(false);
+    if to_host {
+        // Relaxed: read by this process's later calls only.
+        HOST_WINDOWS.store(true, Ordering::Relaxed);
+    }
+    to_host
 }
 
 /// The variable that makes windows across nodes onesided's (`onesided`) in a build that can

@@ -367,3 +367,297 @@ pub fn mode(bits: c_int) -> Option<onesided::Assert> {
     }
     Some(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every value of an [`Abi`] against that ABI's `mpi.h`: a C program compiled with the
+    /// wrapper `$MPICC` (default `mpicc.mpich`) prints each constant, and `$ONESIDED_ABI`
+    /// (`mpich`, the default, or `standard`) names the table to compare. Predefined datatypes
+    /// and ops are checked through the table's functions (size and element type of every
+    /// builtin the C side names). `scripts/cabi.sh` runs it for every MPI and ABI of its
+    /// matrix; it needs one installed, hence `ignore`.
+    #[test]
+    #[ignore = "needs an MPI compiler wrapper (scripts/cabi.sh runs it for each MPI and ABI)"]
+    fn constants_match_the_mpi_header() {
+        let abi: &Abi = match std::env::var("ONESIDED_ABI").as_deref() {
+            Ok("standard") => &standard::ABI,
+            _ => &mpich::ABI,
+        };
+        let mut ours: Vec<(String, i64)> = vec![
+            ("MPI_COMM_WORLD", abi.comm_world as i64),
+            ("MPI_COMM_NULL", abi.comm_null as i64),
+            ("MPI_INFO_NULL", abi.info_null as i64),
+            ("MPI_WIN_NULL", abi.win_null as i64),
+            ("MPI_GROUP_NULL", abi.group_null as i64),
+            ("MPI_REQUEST_NULL", abi.request_null as i64),
+            ("MPI_ERRHANDLER_NULL", abi.errhandler_null as i64),
+            ("MPI_ERRORS_ARE_FATAL", abi.errors_are_fatal as i64),
+            ("MPI_ERRORS_RETURN", abi.errors_return as i64),
+            ("MPI_BYTE", abi.byte as i64),
+            ("MPI_UINT8_T", abi.uint8 as i64),
+            ("MPI_STATUS_IGNORE", abi.status_ignore as i64),
+            ("MPI_PROC_NULL", abi.proc_null.into()),
+            ("MPI_ANY_SOURCE", abi.any_source.into()),
+            ("MPI_ANY_TAG", abi.any_tag.into()),
+            ("MPI_UNDEFINED", abi.undefined.into()),
+            ("MPI_COMM_TYPE_SHARED", abi.comm_type_shared.into()),
+            ("MPI_KEYVAL_INVALID", abi.keyval_invalid.into()),
+            ("MPI_LOCK_EXCLUSIVE", abi.lock_exclusive.into()),
+            ("MPI_LOCK_SHARED", abi.lock_shared.into()),
+            ("MPI_WIN_UNIFIED", abi.win_unified.into()),
+            ("MPI_ORDER_FORTRAN", abi.order_fortran.into()),
+            ("MPI_DISTRIBUTE_BLOCK", abi.distribute_block as i64),
+            ("MPI_DISTRIBUTE_CYCLIC", abi.distribute_cyclic as i64),
+            ("MPI_DISTRIBUTE_DFLT_DARG", abi.distribute_dflt_darg as i64),
+            ("MPI_ERR_ARG", abi.err.arg.into()),
+            ("MPI_ERR_COUNT", abi.err.count.into()),
+            ("MPI_ERR_OTHER", abi.err.other.into()),
+            ("MPI_ERR_WIN", abi.err.win.into()),
+            ("MPI_ERR_TYPE", abi.err.type_.into()),
+            ("MPI_ERR_COMM", abi.err.comm.into()),
+            ("MPI_ERR_GROUP", abi.err.group.into()),
+            ("MPI_ERR_LOCKTYPE", abi.err.locktype.into()),
+            ("MPI_ERR_ASSERT", abi.err.assert.into()),
+            ("MPI_ERR_DISP", abi.err.disp.into()),
+            ("MPI_ERR_KEYVAL", abi.err.keyval.into()),
+            ("MPI_ERR_SIZE", abi.err.size.into()),
+            ("MPI_ERR_RMA_FLAVOR", abi.err.rma_flavor.into()),
+            ("MPI_ERR_RANK", (abi.error_code)(ErrorClass::Rank).into()),
+            ("MPI_ERR_OP", (abi.error_code)(ErrorClass::Op).into()),
+            (
+                "MPI_ERR_INFO_VALUE",
+                (abi.error_code)(ErrorClass::InfoValue).into(),
+            ),
+            ("MPI_ERR_NO_MEM", (abi.error_code)(ErrorClass::NoMem).into()),
+            (
+                "MPI_ERR_RMA_SYNC",
+                (abi.error_code)(ErrorClass::RmaSync).into(),
+            ),
+            (
+                "MPI_ERR_RMA_RANGE",
+                (abi.error_code)(ErrorClass::RmaRange).into(),
+            ),
+            (
+                "MPI_ERR_RMA_ATTACH",
+                (abi.error_code)(ErrorClass::RmaAttach).into(),
+            ),
+            (
+                "MPI_ERR_RMA_SHARED",
+                (abi.error_code)(ErrorClass::RmaShared).into(),
+            ),
+            (
+                "MPI_ERR_UNSUPPORTED_OPERATION",
+                (abi.error_code)(ErrorClass::UnsupportedOperation).into(),
+            ),
+            (
+                "MPI_ERR_PROC_ABORTED",
+                (abi.error_code)(ErrorClass::ProcAborted).into(),
+            ),
+            ("offsetof(MPI_Status, MPI_SOURCE)", abi.status.source as i64),
+            ("offsetof(MPI_Status, MPI_TAG)", abi.status.tag as i64),
+            ("sizeof(MPI_Aint)", std::mem::size_of::<MPI_Aint>() as i64),
+            ("sizeof(MPI_Count)", std::mem::size_of::<MPI_Count>() as i64),
+            ("sizeof(MPI_Win)", abi.handle_bytes as i64),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let named = |prefix: &str, names: &[&str], values: &[c_int]| {
+            names
+                .iter()
+                .zip(values)
+                .map(|(n, &v)| (format!("{prefix}{n}"), i64::from(v)))
+                .collect::<Vec<_>>()
+        };
+        ours.extend(named(
+            "MPI_MODE_",
+            &["NOCHECK", "NOSTORE", "NOPUT", "NOPRECEDE", "NOSUCCEED"],
+            &abi.modes,
+        ));
+        ours.extend(named(
+            "MPI_WIN_FLAVOR_",
+            &["CREATE", "ALLOCATE", "DYNAMIC", "SHARED"],
+            &abi.flavors,
+        ));
+        ours.extend(named(
+            "MPI_WIN_",
+            &["BASE", "SIZE", "DISP_UNIT", "CREATE_FLAVOR", "MODEL"],
+            &abi.win_attrs,
+        ));
+        ours.extend(named(
+            "MPI_THREAD_",
+            &["SINGLE", "FUNNELED", "SERIALIZED", "MULTIPLE"],
+            &abi.threads,
+        ));
+        let combiners = [
+            ("NAMED", Combiner::Named),
+            ("DUP", Combiner::Dup),
+            ("CONTIGUOUS", Combiner::Contiguous),
+            ("VECTOR", Combiner::Vector),
+            ("HVECTOR", Combiner::Hvector),
+            ("INDEXED", Combiner::Indexed),
+            ("HINDEXED", Combiner::Hindexed),
+            ("INDEXED_BLOCK", Combiner::IndexedBlock),
+            ("HINDEXED_BLOCK", Combiner::HindexedBlock),
+            ("STRUCT", Combiner::Struct),
+            ("SUBARRAY", Combiner::Subarray),
+            ("DARRAY", Combiner::Darray),
+            ("RESIZED", Combiner::Resized),
+        ];
+        for (name, kind) in combiners {
+            let v = abi
+                .combiners
+                .iter()
+                .find(|c| c.1 == kind)
+                .expect("combiner")
+                .0;
+            ours.push((format!("MPI_COMBINER_{name}"), v.into()));
+        }
+        // Predefined datatypes: the C side prints the handle; ours must know its size.
+        let types: &[(&str, usize)] = &[
+            ("CHAR", 1),
+            ("SIGNED_CHAR", 1),
+            ("UNSIGNED_CHAR", 1),
+            ("BYTE", 1),
+            ("SHORT", 2),
+            ("UNSIGNED_SHORT", 2),
+            ("INT", 4),
+            ("UNSIGNED", 4),
+            ("LONG", 8),
+            ("UNSIGNED_LONG", 8),
+            ("LONG_LONG", 8),
+            ("UNSIGNED_LONG_LONG", 8),
+            ("FLOAT", 4),
+            ("DOUBLE", 8),
+            ("LONG_DOUBLE", 16),
+            ("INT8_T", 1),
+            ("INT16_T", 2),
+            ("INT32_T", 4),
+            ("INT64_T", 8),
+            ("UINT8_T", 1),
+            ("UINT16_T", 2),
+            ("UINT32_T", 4),
+            ("UINT64_T", 8),
+            ("C_BOOL", 1),
+            ("C_FLOAT_COMPLEX", 8),
+            ("C_DOUBLE_COMPLEX", 16),
+            ("C_LONG_DOUBLE_COMPLEX", 32),
+            ("AINT", 8),
+            ("COUNT", 8),
+            ("OFFSET", 8),
+            ("FLOAT_INT", 8),
+            ("2INT", 8),
+            ("INTEGER", 4),
+            ("REAL", 4),
+            ("DOUBLE_PRECISION", 8),
+            ("LOGICAL", 4),
+        ];
+        let ops = [
+            ("SUM", Op::Sum),
+            ("MIN", Op::Min),
+            ("MAX", Op::Max),
+            ("PROD", Op::Prod),
+            ("BAND", Op::Band),
+            ("BOR", Op::Bor),
+            ("BXOR", Op::Bxor),
+            ("LAND", Op::Land),
+            ("LOR", Op::Lor),
+            ("LXOR", Op::Lxor),
+            ("MINLOC", Op::MinLoc),
+            ("MAXLOC", Op::MaxLoc),
+            ("REPLACE", Op::Replace),
+            ("NO_OP", Op::NoOp),
+        ];
+        let dir = std::env::temp_dir().join(format!("onesided-abi-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut c = String::from(
+            "#include <mpi.h>\n#include <stddef.h>\n#include <stdio.h>\nint main(void) {\n",
+        );
+        let print = |c: &mut String, name: &str, expr: &str| {
+            *c += &format!("  printf(\"%s %lld\\n\", \"{name}\", (long long)({expr}));\n");
+        };
+        for (name, _) in &ours {
+            let expr = match name.as_str() {
+                n if n.starts_with("offsetof") || n.starts_with("sizeof") => n.to_string(),
+                n => format!("(intptr_t)({n})"),
+            };
+            print(&mut c, name, &expr);
+        }
+        for (name, _) in types {
+            print(
+                &mut c,
+                &format!("type {name}"),
+                &format!("(intptr_t)MPI_{name}"),
+            );
+        }
+        for (name, _) in ops {
+            print(
+                &mut c,
+                &format!("op {name}"),
+                &format!("(intptr_t)MPI_{name}"),
+            );
+        }
+        c += "  return 0;\n}\n";
+        std::fs::write(dir.join("constants.c"), c).unwrap();
+        let cc = std::env::var("MPICC").unwrap_or_else(|_| "mpicc.mpich".into());
+        let exe = dir.join("constants");
+        let built = std::process::Command::new(&cc)
+            .arg("-o")
+            .arg(&exe)
+            .arg(dir.join("constants.c"))
+            .status()
+            .unwrap_or_else(|e| panic!("{cc}: {e}"));
+        assert!(built.success(), "{cc} failed");
+        let out = std::process::Command::new(&exe).output().unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let header: std::collections::HashMap<&str, i64> = text
+            .lines()
+            .filter_map(|l| l.rsplit_once(' '))
+            .map(|(k, v)| (k, v.parse().unwrap()))
+            .collect();
+        let mut wrong = Vec::new();
+        // Handles of an int ABI are compared as their 32 bits.
+        let same = |a: i64, b: i64| {
+            if abi.handle_bytes == 4 {
+                a as i32 == b as i32
+            } else {
+                a == b
+            }
+        };
+        for (name, value) in &ours {
+            if !same(header[name.as_str()], *value) {
+                wrong.push(format!(
+                    "{name}: ours {value:#x}, mpi.h {:#x}",
+                    header[name.as_str()]
+                ));
+            }
+        }
+        for (name, size) in types {
+            let h = header[format!("type {name}").as_str()] as u64 as usize & mask(abi);
+            let found = (abi.builtin)(h).map(|b| b.size);
+            if found != Some(*size) {
+                wrong.push(format!(
+                    "MPI_{name} ({h:#x}): size {found:?}, expected {size}"
+                ));
+            }
+        }
+        for (name, op) in ops {
+            let h = header[format!("op {name}").as_str()] as u64 as usize & mask(abi);
+            if (abi.op)(h) != Some(op) {
+                wrong.push(format!("MPI_{name} ({h:#x}): {:?}", (abi.op)(h)));
+            }
+        }
+        assert!(wrong.is_empty(), "{cc} against {}: {wrong:#?}", abi.name);
+    }
+
+    fn mask(abi: &Abi) -> usize {
+        if abi.handle_bytes == 4 {
+            0xffff_ffff
+        } else {
+            usize::MAX
+        }
+    }
+}

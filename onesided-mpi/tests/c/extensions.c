@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
   MPI_Win ordered;
   MPIX_Win_dup_with_info(win, info, &ordered);
   MPI_Info_free(&info);
-  CHECK(onesided_window(ordered) && ordered != win, "duplicate %#x", ordered);
+  CHECK(onesided_window(ordered) && ordered != win, "the duplicate is not a new window of onesided's");
   MPI_Request la, ua;
   MPIX_Win_ilock_all(0, win, &la);
   MPI_Wait(&la, MPI_STATUS_IGNORE);

@@ -38,7 +38,7 @@ int main(int argc, char **argv) {
   int rc = MPI_Put(&v, 1, MPI_LONG, peer, 0, 1, MPI_LONG, win); /* no epoch */
   CHECK(rc != MPI_SUCCESS, "the erroneous put succeeded");
   CHECK(calls == 1 && last_win == win && last_class == MPI_ERR_RMA_SYNC,
-        "handler: %d calls, window %#x, class %d", calls, last_win, last_class);
+        "handler: %d calls, window %s, class %d", calls, last_win == win ? "ours" : "another", last_class);
   CHECK(MPI_Win_call_errhandler(win, MPI_ERR_OTHER) == MPI_SUCCESS, "call_errhandler");
   CHECK(calls == 2 && last_class == MPI_ERR_OTHER, "call_errhandler ran the handler");
 

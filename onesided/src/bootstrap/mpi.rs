@@ -72,16 +72,19 @@ static HOST: OnceLock<Arc<dyn HostMpi>> = OnceLock::new();
 /// A [`Bootstrap`] over a host-MPI communicator.
 ///
 /// It owns a duplicate of the communicator it was made from, so its collectives never match
-/// the application's own messages.
-///
-/// ```
-/// # use mpi::traits::*;
-/// let (mpi_universe, _) = mpi::initialize_with_threading(mpi::Threading::Serialized).unwrap();
-/// let universe = onesided::init_mpi(&mpi_universe.world())?;
-/// let win = onesided::Window::<f64>::allocate(universe.world(), 1024)?;
-/// win.free()?;
-/// # Ok::<(), onesided::Error>(())
-/// ```
+/// the application's own messages. With the feature `mpi` (the `mpi` crate's host):
+#[cfg_attr(
+    feature = "mpi",
+    doc = r#"
+```
+# use mpi::traits::*;
+let (mpi_universe, _) = mpi::initialize_with_threading(mpi::Threading::Serialized).unwrap();
+let universe = onesided::init_mpi(&mpi_universe.world())?;
+let win = onesided::Window::<f64>::allocate(universe.world(), 1024)?;
+win.free()?;
+# Ok::<(), onesided::Error>(())
+```"#
+)]
 pub struct MpiBootstrap {
     /// The duplicated communicator. MPI handles are plain values that every thread may use
     /// as long as calls are serialized (MPI_THREAD_SERIALIZED), which the mutex ensures.
