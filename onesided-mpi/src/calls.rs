@@ -18,6 +18,8 @@ use crate::state::{self, Entry, EntryRef, UNIVERSE};
 
 /// A failed call: where its error goes, and what it was.
 pub(crate) enum Failure {
+    /// A code the host's function returned after its own error handler ran: returned as is.
+    Host(c_int),
     /// An error of a call on a valid window: the window's handler.
     Window(EntryRef, Error),
     /// The same with an error class of the C binding's own (an argument onesided's typed
@@ -1968,7 +1970,9 @@ pub(crate) unsafe fn win_get_info(win: MPI_Win, info: *mut MPI_Info) -> CallResu
     if rc != abi::MPI_SUCCESS {
         return Err(Failure::WindowCode(e, rc, "MPI_Info_create".into()));
     }
-    for (k, v) in e.win.get_info().iter() {
+    // A key longer than the MPI's info keys may be (Open MPI: 35 bytes) is left out.
+    let longest = abi::abi().max_info_key;
+    for (k, v) in e.win.get_info().iter().filter(|(k, _)| k.len() <= longest) {
         let (Ok(k), Ok(v)) = (std::ffi::CString::new(k), std::ffi::CString::new(v)) else {
             continue;
         };

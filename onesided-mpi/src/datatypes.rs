@@ -332,16 +332,31 @@ unsafe extern "C" fn drop_cached(
     abi::MPI_SUCCESS
 }
 
+/// `MPI_TYPE_NULL_COPY_FN`: a duplicate of a datatype gets no cached flattening.
+unsafe extern "C" fn copy_nothing(
+    _ty: MPI_Datatype,
+    _keyval: c_int,
+    _extra: *mut std::os::raw::c_void,
+    _value: *mut std::os::raw::c_void,
+    _copy: *mut std::os::raw::c_void,
+    flag: *mut c_int,
+) -> c_int {
+    // SAFETY: MPI passes the flag's address.
+    unsafe { *flag = 0 };
+    abi::MPI_SUCCESS
+}
+
 fn keyval() -> Result<c_int> {
     if let Some(&k) = KEYVAL.get() {
         return Ok(k);
     }
     let mut k: c_int = 0;
-    // SAFETY: a null copy function (derived types duplicated by the program flatten
-    // anew) and our delete function of the MPI prototype.
+    // SAFETY: our copy function that copies nothing (derived types duplicated by the program
+    // flatten anew; Open MPI refuses a null one) and our delete function, of the MPI
+    // prototypes.
     let rc = unsafe {
         (crate::host::host().type_create_keyval)(
-            None,
+            Some(copy_nothing),
             Some(drop_cached),
             &mut k,
             std::ptr::null_mut(),

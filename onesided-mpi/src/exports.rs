@@ -18,6 +18,7 @@ use crate::calls::{self, CallResult, Failure};
 use crate::extensions;
 use crate::host::{CopyAttrFn, DeleteAttrFn, WinErrhandlerFn};
 use crate::plans;
+use crate::requests;
 
 macro_rules! exports {
     ($( $mpi:ident / $pmpi:ident ( $($arg:ident : $ty:ty),* $(,)? ) => $imp:path
@@ -252,6 +253,32 @@ exports! {
     MPI_Request_get_status / PMPI_Request_get_status(
         request: MPI_Request, flag: *mut c_int, status: *mut c_void,
     ) => calls::request_get_status;
+    // Completion of requests: the host's own, unless it cannot poll our requests (Open MPI
+    // has no generalized-request classes), in which case ours are driven first.
+    MPI_Wait / PMPI_Wait(request: *mut MPI_Request, status: *mut c_void)
+        => requests::wait_one, forward polls_requests(request);
+    MPI_Test / PMPI_Test(request: *mut MPI_Request, flag: *mut c_int, status: *mut c_void)
+        => requests::test_one, forward polls_requests(request);
+    MPI_Waitall / PMPI_Waitall(count: c_int, requests: *mut MPI_Request, statuses: *mut c_void)
+        => requests::waitall, forward polls_requests(requests);
+    MPI_Testall / PMPI_Testall(
+        count: c_int, requests: *mut MPI_Request, flag: *mut c_int, statuses: *mut c_void,
+    ) => requests::testall, forward polls_requests(requests);
+    MPI_Waitany / PMPI_Waitany(
+        count: c_int, requests: *mut MPI_Request, index: *mut c_int, status: *mut c_void,
+    ) => requests::waitany, forward polls_requests(requests);
+    MPI_Testany / PMPI_Testany(
+        count: c_int, requests: *mut MPI_Request, index: *mut c_int, flag: *mut c_int,
+        status: *mut c_void,
+    ) => requests::testany, forward polls_requests(requests);
+    MPI_Waitsome / PMPI_Waitsome(
+        incount: c_int, requests: *mut MPI_Request, outcount: *mut c_int, indices: *mut c_int,
+        statuses: *mut c_void,
+    ) => requests::waitsome, forward polls_requests(requests);
+    MPI_Testsome / PMPI_Testsome(
+        incount: c_int, requests: *mut MPI_Request, outcount: *mut c_int, indices: *mut c_int,
+        statuses: *mut c_void,
+    ) => requests::testsome, forward polls_requests(requests);
 
     // Extensions of the seeds (mpi_onesided.h).
     MPIX_Win_ifence / PMPIX_Win_ifence(assert: c_int, win: MPI_Win, request: *mut MPI_Request)
@@ -438,6 +465,7 @@ fn fail(name: &'static str, failure: Failure) -> c_int {
             }
             abi::MPI_SUCCESS
         }
+        Failure::Host(code) => code,
         Failure::Handler {
             errhandler,
             comm,

@@ -10,7 +10,7 @@
 use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::abi::{self, MPI_Comm, MPI_Win};
+use crate::abi::{self, MPI_Comm, MPI_Request, MPI_Win};
 use crate::state::UNIVERSE;
 
 /// Whether a window creation went to the host in this process.
@@ -40,6 +40,15 @@ pub(crate) unsafe fn win(win: MPI_Win) -> bool {
 pub(crate) unsafe fn win_ptr(win: *mut MPI_Win) -> bool {
     // SAFETY: checked non-null; the caller's handle.
     !win.is_null() && !abi::is_ours(unsafe { abi::load_handle(win) }) && hosts_windows()
+}
+
+/// A completion call (`MPI_Wait` & co.) goes to the host: it polls our requests itself
+/// (MPICH's generalized-request classes), or the process has none of ours.
+///
+/// # Safety
+/// None (the argument is not read); `unsafe` for the uniform signature of the rules.
+pub(crate) unsafe fn polls_requests(_requests: *mut MPI_Request) -> bool {
+    crate::host::grequest_classes().is_some() || !crate::requests::any_live()
 }
 
 /// A window created over `comm` goes to the host: its processes are on several nodes and

@@ -287,11 +287,13 @@ host_functions! {
     status_set_elements = c"PMPI_Status_set_elements": fn(*mut MPI_Status, MPI_Datatype, c_int) -> c_int;
     status_set_cancelled = c"PMPI_Status_set_cancelled": fn(*mut MPI_Status, c_int) -> c_int;
     grequest_complete = c"PMPI_Grequest_complete": fn(MPI_Request) -> c_int;
-    grequest_class_create = c"PMPIX_Grequest_class_create": fn(Option<GrequestQueryFn>, Option<GrequestFreeFn>, Option<GrequestCancelFn>, Option<GrequestPollFn>, Option<GrequestWaitFn>, *mut c_int) -> c_int;
-    grequest_class_allocate = c"PMPIX_Grequest_class_allocate": fn(c_int, *mut c_void, *mut MPI_Request) -> c_int;
+    grequest_start = c"PMPI_Grequest_start": fn(Option<GrequestQueryFn>, Option<GrequestFreeFn>, Option<GrequestCancelFn>, *mut c_void, *mut MPI_Request) -> c_int;
 
     iallgather = c"PMPI_Iallgather": fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int;
     test = c"PMPI_Test": fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int;
+    testall = c"PMPI_Testall": fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int;
+    testany = c"PMPI_Testany": fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int;
+    testsome = c"PMPI_Testsome": fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int;
     iprobe = c"PMPI_Iprobe": fn(c_int, c_int, MPI_Comm, *mut c_int, *mut MPI_Status) -> c_int;
     allgather = c"PMPI_Allgather": fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm) -> c_int;
     allgatherv = c"PMPI_Allgatherv": fn(*const c_void, c_int, MPI_Datatype, *mut c_void, *const c_int, *const c_int, MPI_Datatype, MPI_Comm) -> c_int;
@@ -300,6 +302,60 @@ host_functions! {
 }
 
 static HOST: OnceLock<Host> = OnceLock::new();
+
+/// MPICH's generalized-request classes (`MPIX_Grequest_class_create` and
+/// `_allocate`, whose requests the host polls): absent from other MPIs.
+pub(crate) struct GrequestClasses {
+    pub create: ClassCreateFn,
+    pub allocate: ClassAllocateFn,
+}
+
+/// `MPIX_Grequest_class_create`.
+type ClassCreateFn = unsafe extern "C" fn(
+    Option<GrequestQueryFn>,
+    Option<GrequestFreeFn>,
+    Option<GrequestCancelFn>,
+    Option<GrequestPollFn>,
+    Option<GrequestWaitFn>,
+    *mut c_int,
+) -> c_int;
+/// `MPIX_Grequest_class_allocate`.
+type ClassAllocateFn = unsafe extern "C" fn(c_int, *mut c_void, *mut MPI_Request) -> c_int;
+
+/// The host's generalized-request classes, if it has them.
+pub(crate) fn grequest_classes() -> Option<&'static GrequestClasses> {
+    static CLASSES: OnceLock<Option<GrequestClasses>> = OnceLock::new();
+    CLASSES
+        .get_or_init(|| {
+            let find = |p: &CStr, m: &CStr| {
+                let f = lookup(p);
+                if f.is_null() {
+                    lookup(m)
+                } else {
+                    f
+                }
+            };
+            let create = find(
+                c"PMPIX_Grequest_class_create",
+                c"MPIX_Grequest_class_create",
+            );
+            let allocate = find(
+                c"PMPIX_Grequest_class_allocate",
+                c"MPIX_Grequest_class_allocate",
+            );
+            if create.is_null() || allocate.is_null() {
+                return None;
+            }
+            // SAFETY: MPICH's functions of these names have these prototypes (mpi.h).
+            unsafe {
+                Some(GrequestClasses {
+                    create: std::mem::transmute::<*mut c_void, ClassCreateFn>(create),
+                    allocate: std::mem::transmute::<*mut c_void, ClassAllocateFn>(allocate),
+                })
+            }
+        })
+        .as_ref()
+}
 
 /// The host's functions (resolved at the first call: the program's `MPI_Init`, or an MPI
 /// function it may call before it — `MPI_Initialized`, `MPI_Get_library_version`).
@@ -330,10 +386,10 @@ pub(crate) fn library_version() -> String {
     first.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// Picks the process's ABI from its MPI library — the MPI-5 standard ABI for a library of
-/// that ABI (`libmpi_abi`), the MPICH ABI otherwise — and refuses a program whose MPI this
-/// library does not serve (Open MPI: it defines `ompi_mpi_comm_world`) with one line naming
-/// the MPI and exit status 1, before anything else runs.
+/// Picks the process's ABI from its MPI library — Open MPI's (it defines
+/// `ompi_mpi_comm_world`), the MPI-5 standard ABI (a library named `libmpi_abi`) or the
+/// MPICH ABI (it defines `MPIR_Dup_fn`) — and refuses any other with one line naming the
+/// MPI and exit status 1, before anything else runs: its handles would be misread.
 pub(crate) fn choose_abi() {
     let open_mpi = !lookup(c"ompi_mpi_comm_world").is_null();
     // The standard ABI's library has a name of its own (MPICH 5's libmpi_abi.so.1).
@@ -341,10 +397,23 @@ pub(crate) fn choose_abi() {
         .get_or_init(find_library)
         .as_ref()
         .is_ok_and(|lib| lib.1.contains("libmpi_abi"));
+    // Every MPICH-ABI library defines MPIR_Dup_fn: its mpi.h names it for MPI_DUP_FN.
+    let mpich_abi = !lookup(c"MPIR_Dup_fn").is_null();
     let why = match LIBRARY.get_or_init(find_library) {
         Err(e) => Some(e.clone()),
-        Ok(_) if open_mpi => Some("an Open MPI library (its handles are pointers)".to_string()),
-        Ok(_) => None,
+        Ok(_) if open_mpi => match crate::abi::ompi::abi() {
+            Ok(abi) => {
+                crate::abi::set(abi);
+                None
+            }
+            Err(e) => Some(format!("an Open MPI library without {e}")),
+        },
+        Ok(_) if standard_abi || mpich_abi => None,
+        Ok(lib) => Some(format!(
+            "{}, of an ABI this library does not know (neither MPICH's, nor the MPI-5 standard \
+             ABI, nor Open MPI's)",
+            lib.1
+        )),
     };
     if standard_abi {
         crate::abi::set(&crate::abi::standard::ABI);
@@ -352,8 +421,8 @@ pub(crate) fn choose_abi() {
     if let Some(why) = why {
         eprintln!(
             "onesided-mpi: this program runs on {} — {why}; libonesided_mpi.so serves the \
-             MPICH ABI (MPICH, Intel MPI, MVAPICH, Cray MPICH) and the MPI-5 standard ABI. Run \
-             it without LD_PRELOAD, or rebuild it with an mpicc of one of those.",
+             MPICH ABI (MPICH, Intel MPI, MVAPICH, Cray MPICH), the MPI-5 standard ABI and Open \
+             MPI. Run it without LD_PRELOAD, or rebuild it with an mpicc of one of those.",
             library_version()
         );
         std::process::exit(1);

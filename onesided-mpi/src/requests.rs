@@ -177,14 +177,14 @@ pub(crate) fn finish_orphans() {
     }
 }
 
-fn class() -> Result<c_int, c_int> {
+fn class(classes: &crate::host::GrequestClasses) -> Result<c_int, c_int> {
     if let Some(&c) = CLASS.get() {
         return Ok(c);
     }
     let mut c: c_int = 0;
     // SAFETY: our five functions have the prototypes of mpi.h.
     let rc = unsafe {
-        (host().grequest_class_create)(
+        (classes.create)(
             Some(query),
             Some(free),
             Some(cancel),
@@ -201,16 +201,33 @@ fn class() -> Result<c_int, c_int> {
 
 /// A host request for `req`: completed at once when `req` already is.
 pub(crate) fn start(req: Request<'static>) -> Result<abi::MPI_Request, c_int> {
-    let class = class()?;
+    let classes = crate::host::grequest_classes();
     let done = req.is_complete();
+    let req = Some(req).filter(|_| !done);
     let pending = Box::into_raw(Box::new(Pending {
-        req: Mutex::new(if done { None } else { Some(req) }),
+        req: Mutex::new(req),
         handle: AtomicUsize::new(0),
         completed: AtomicBool::new(false),
     }));
     let mut handle = abi::abi().request_null;
-    // SAFETY: `pending` is ours until MPICH calls `free`.
-    let rc = unsafe { (host().grequest_class_allocate)(class, pending.cast(), &mut handle) };
+    // SAFETY: `pending` is ours until the host calls `free`.
+    let rc = match classes {
+        Some(classes) => match class(classes) {
+            // SAFETY: as above.
+            Ok(class) => unsafe { (classes.allocate)(class, pending.cast(), &mut handle) },
+            Err(rc) => rc,
+        },
+        // SAFETY: our three functions have the prototypes of mpi.h; as above.
+        None => unsafe {
+            (host().grequest_start)(
+                Some(query),
+                Some(free),
+                Some(cancel),
+                pending.cast(),
+                &mut handle,
+            )
+        },
+    };
     if rc != abi::MPI_SUCCESS {
         // SAFETY: MPICH did not take it.
         drop(unsafe { Box::from_raw(pending) });
@@ -226,6 +243,176 @@ pub(crate) fn start(req: Request<'static>) -> Result<abi::MPI_Request, c_int> {
         complete(p);
     }
     Ok(handle)
+}
+
+/// Whether any request of ours is alive (handed out and not yet freed by the host).
+pub(crate) fn any_live() -> bool {
+    !LIVE
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .is_empty()
+}
+
+/// Drives each of our requests among the `n` handles at `requests` (null entries and the
+/// host's own are skipped): one that finished is completed at the host.
+///
+/// # Safety
+/// `requests` holds `n` handles of the ABI (or is null with `n` 0).
+unsafe fn drive(requests: *const abi::Handle, n: c_int) {
+    if requests.is_null() {
+        return;
+    }
+    for i in 0..n.max(0) as usize {
+        // SAFETY: the caller's array of n handles.
+        let h = unsafe { abi::handle_at(requests.cast(), i) };
+        poll_if_ours(h);
+    }
+}
+
+/// What a completion call of a host that cannot poll our requests (Open MPI) does: drive
+/// ours, then ask the host's test form (`test`: true when the call is done), until done —
+/// with `once`, a single round (the `MPI_Test*` forms). The host's error handler has run on
+/// a failing code, which is returned as is.
+fn complete_with(
+    requests: *mut abi::Handle,
+    n: c_int,
+    once: bool,
+    mut test: impl FnMut() -> (c_int, bool),
+) -> crate::calls::CallResult {
+    let mut spins = 0u32;
+    loop {
+        // SAFETY: the program's request array of n handles (MPI's contract).
+        unsafe { drive(requests, n) };
+        let (rc, done) = test();
+        if rc != abi::MPI_SUCCESS {
+            return Err(crate::calls::Failure::Host(rc));
+        }
+        if done || once {
+            return Ok(());
+        }
+        // Spin briefly, then yield, then sleep in short steps, as `wait` does.
+        spins += 1;
+        if spins > 4096 {
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        } else if spins > 64 {
+            std::thread::yield_now();
+        }
+    }
+}
+
+pub(crate) unsafe fn wait_one(
+    request: *mut abi::Handle,
+    status: *mut c_void,
+) -> crate::calls::CallResult {
+    complete_with(request, 1, false, || {
+        let mut flag = 0;
+        // SAFETY: the program's arguments, passed on.
+        let rc = unsafe { (host().test)(request, &mut flag, status.cast()) };
+        (rc, flag != 0)
+    })
+}
+
+pub(crate) unsafe fn test_one(
+    request: *mut abi::Handle,
+    flag: *mut c_int,
+    status: *mut c_void,
+) -> crate::calls::CallResult {
+    // SAFETY: as in wait.
+    complete_with(request, 1, true, || {
+        (unsafe { (host().test)(request, flag, status.cast()) }, true)
+    })
+}
+
+pub(crate) unsafe fn waitall(
+    count: c_int,
+    requests: *mut abi::Handle,
+    statuses: *mut c_void,
+) -> crate::calls::CallResult {
+    complete_with(requests, count, false, || {
+        let mut flag = 0;
+        // SAFETY: as in wait.
+        let rc = unsafe { (host().testall)(count, requests, &mut flag, statuses.cast()) };
+        (rc, flag != 0)
+    })
+}
+
+pub(crate) unsafe fn testall(
+    count: c_int,
+    requests: *mut abi::Handle,
+    flag: *mut c_int,
+    statuses: *mut c_void,
+) -> crate::calls::CallResult {
+    complete_with(requests, count, true, || {
+        // SAFETY: as in wait.
+        (
+            unsafe { (host().testall)(count, requests, flag, statuses.cast()) },
+            true,
+        )
+    })
+}
+
+pub(crate) unsafe fn waitany(
+    count: c_int,
+    requests: *mut abi::Handle,
+    index: *mut c_int,
+    status: *mut c_void,
+) -> crate::calls::CallResult {
+    complete_with(requests, count, false, || {
+        let mut flag = 0;
+        // SAFETY: as in wait.
+        let rc = unsafe { (host().testany)(count, requests, index, &mut flag, status.cast()) };
+        (rc, flag != 0)
+    })
+}
+
+pub(crate) unsafe fn testany(
+    count: c_int,
+    requests: *mut abi::Handle,
+    index: *mut c_int,
+    flag: *mut c_int,
+    status: *mut c_void,
+) -> crate::calls::CallResult {
+    complete_with(requests, count, true, || {
+        // SAFETY: as in wait.
+        (
+            unsafe { (host().testany)(count, requests, index, flag, status.cast()) },
+            true,
+        )
+    })
+}
+
+pub(crate) unsafe fn waitsome(
+    incount: c_int,
+    requests: *mut abi::Handle,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut c_void,
+) -> crate::calls::CallResult {
+    complete_with(requests, incount, false, || {
+        // SAFETY: as in wait.
+        let rc =
+            unsafe { (host().testsome)(incount, requests, outcount, indices, statuses.cast()) };
+        // SAFETY: the program's out-argument, written by the host.
+        let n = unsafe { *outcount };
+        // Done with some completed, or when every request is inactive (MPI_UNDEFINED).
+        (rc, n != 0)
+    })
+}
+
+pub(crate) unsafe fn testsome(
+    incount: c_int,
+    requests: *mut abi::Handle,
+    outcount: *mut c_int,
+    indices: *mut c_int,
+    statuses: *mut c_void,
+) -> crate::calls::CallResult {
+    complete_with(requests, incount, true, || {
+        // SAFETY: as in wait.
+        (
+            unsafe { (host().testsome)(incount, requests, outcount, indices, statuses.cast()) },
+            true,
+        )
+    })
 }
 
 /// Drives our request `request`, if it is one, so that a status query sees its progress

@@ -155,7 +155,7 @@ fn error_code(class: ErrorClass) -> c_int {
 ///
 /// Every RMA call asks this of each of its datatypes: one table lookup by the handle's low
 /// byte (unique among MPICH's builtin handles, checked when the table is built), the whole
-/// handle compared, instead of the match of [`builtin_by_value`].
+/// handle compared, instead of the match of `builtin_by_value`.
 #[inline]
 pub fn builtin(ty: Handle) -> Option<Builtin> {
     let (handle, b) = BUILTINS[ty & 0xff];
@@ -303,6 +303,7 @@ const COMBINERS: &[(c_int, Combiner)] = &[
 pub static ABI: Abi = Abi {
     name: "MPICH",
     handle_bytes: 4,
+    max_info_key: 255,
     comm_world: MPI_COMM_WORLD,
     comm_null: MPI_COMM_NULL,
     info_null: MPI_INFO_NULL,

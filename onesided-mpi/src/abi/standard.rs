@@ -18,13 +18,13 @@ const OUR_WINDOW: Handle = 0x7e00_0000_0000_000b;
 /// Our windows' index bits (above the low nibble).
 const INDEX_BITS: u32 = 36;
 
-fn window_handle(index: usize) -> Handle {
+pub(super) fn window_handle(index: usize) -> Handle {
     debug_assert!(index < 1 << INDEX_BITS);
     OUR_WINDOW | index << 4
 }
 
 #[inline]
-fn window_index(win: Handle) -> Option<usize> {
+pub(super) fn window_index(win: Handle) -> Option<usize> {
     let mask: Handle = ((1 << INDEX_BITS) - 1) << 4;
     (win & !mask == OUR_WINDOW).then_some((win & mask) >> 4)
 }
@@ -182,6 +182,7 @@ const COMBINERS: &[(c_int, Combiner)] = &[
 pub static ABI: Abi = Abi {
     name: "the MPI-5 standard ABI",
     handle_bytes: 8,
+    max_info_key: 255,
     comm_world: 0x101,
     comm_null: 0x100,
     info_null: 0x130,

@@ -43,7 +43,7 @@ int main(int argc, char **argv) {
   expect(MPI_Put(&v, 1, MPI_LONG, peer, 0, 1, MPI_LONG, win), MPI_ERR_RMA_SYNC, "put outside an epoch");
   expect(MPI_Win_unlock(peer, win), MPI_ERR_RMA_SYNC, "unlock of an unlocked rank");
   expect(MPI_Win_lock(12345, peer, 0, win), MPI_ERR_LOCKTYPE, "lock type");
-  expect(MPI_Win_lock(MPI_LOCK_SHARED, peer, 7, win), MPI_ERR_ASSERT, "assert bits");
+  expect(MPI_Win_lock(MPI_LOCK_SHARED, peer, 1 << 30, win), MPI_ERR_ASSERT, "assert bits");
   expect(MPI_Win_lock(MPI_LOCK_SHARED, peer, 0, win), MPI_SUCCESS, "lock");
   expect(MPI_Win_lock(MPI_LOCK_SHARED, peer, 0, win), MPI_ERR_RMA_SYNC, "lock twice");
   expect(MPI_Put(&v, 1, MPI_LONG, peer, 4, 1, MPI_LONG, win), MPI_ERR_RMA_RANGE, "put past the end");

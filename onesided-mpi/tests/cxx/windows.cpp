@@ -13,7 +13,11 @@ static bool onesided_window(MPI_Win win) {
   char value[16] = "";
   int flag = 0, len = static_cast<int>(sizeof value);
   if (MPI_Win_get_info(win, &info) != MPI_SUCCESS) return false;
+#if MPI_VERSION >= 4
   MPI_Info_get_string(info, "onesided", &len, value, &flag);
+#else
+  MPI_Info_get(info, "onesided", len - 1, value, &flag);
+#endif
   MPI_Info_free(&info);
   return flag && std::strcmp(value, "true") == 0;
 }
