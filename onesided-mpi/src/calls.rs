@@ -297,6 +297,29 @@ fn plain_pair(
     })
 }
 
+/// What nearly every put and get is: a real target at a displacement ≥ 0, positive counts of
+/// predefined types on both sides that select the same bytes — their number (`None`: the
+/// call takes the general path, which checks everything in MPI's order).
+#[inline]
+fn plain_move(
+    origin: (i64, MPI_Datatype),
+    target: (i64, MPI_Datatype),
+    rank: c_int,
+    t_disp: MPI_Aint,
+) -> Option<usize> {
+    if t_disp < 0 || rank < 0 || origin.0 <= 0 || target.0 <= 0 {
+        return None;
+    }
+    let o = abi::builtin(origin.1)?;
+    let t = if target.1 == origin.1 {
+        o
+    } else {
+        abi::builtin(target.1)?
+    };
+    let n = (origin.0 as usize).checked_mul(o.size)?;
+    (Some(n) == (target.0 as usize).checked_mul(t.size) && n <= isize::MAX as usize).then_some(n)
+}
+
 /// Origin and target of one transfer: they must select the same number of bytes.
 pub(crate) fn pair(
     op: &'static str,
@@ -1100,6 +1123,18 @@ pub(crate) unsafe fn put<C: Into<i64>>(
     win: MPI_Win,
 ) -> CallResult {
     let (o_count, t_count): (i64, i64) = (o_count.into(), t_count.into());
+    if let Some(n) = plain_move((o_count, o_type), (t_count, t_type), target, t_disp) {
+        let e = entry(win)?;
+        if e.mem.is_none() {
+            // SAFETY: the caller's origin buffer of `n` bytes.
+            let r = e.win.put(
+                unsafe { bytes(origin, n) },
+                target as usize,
+                t_disp as usize,
+            );
+            return r.map_err(|err| Failure::Window(e, err));
+        }
+    }
     let sides = [(o_count, o_type), (t_count, t_type)];
     on_target(
         win,
@@ -1157,6 +1192,18 @@ pub(crate) unsafe fn get<C: Into<i64>>(
     win: MPI_Win,
 ) -> CallResult {
     let (o_count, t_count): (i64, i64) = (o_count.into(), t_count.into());
+    if let Some(n) = plain_move((o_count, o_type), (t_count, t_type), target, t_disp) {
+        let e = entry(win)?;
+        if e.mem.is_none() {
+            // SAFETY: the caller's origin buffer of `n` bytes.
+            let r = e.win.get(
+                unsafe { bytes_mut(origin, n) },
+                target as usize,
+                t_disp as usize,
+            );
+            return r.map_err(|err| Failure::Window(e, err));
+        }
+    }
     let sides = [(o_count, o_type), (t_count, t_type)];
     on_target(
         win,

@@ -134,6 +134,11 @@ pub struct Abi {
     pub handle_bytes: usize,
     /// The longest info key (`MPI_MAX_INFO_KEY` - 1).
     pub max_info_key: usize,
+    /// The bits of a handle argument the library reads (an `int`'s 32, or all).
+    pub handle_mask: Handle,
+    /// How our window handles are made (one slot number in a pattern the host never
+    /// issues).
+    pub windows: WindowEncoding,
     pub comm_world: Handle,
     pub comm_null: Handle,
     pub info_null: Handle,
@@ -183,10 +188,17 @@ pub struct Abi {
     pub padded_pair: fn(Handle) -> Option<(ElemType, usize, usize)>,
     /// [`op`].
     pub op: fn(Handle) -> Option<Op>,
-    /// Our handle for window table slot `index`.
-    pub window_handle: fn(usize) -> Handle,
-    /// The slot of one of our window handles.
-    pub window_index: fn(Handle) -> Option<usize>,
+}
+
+/// Our window handles: `tag | slot << shift`, the slot's bits inside `slots`.
+#[derive(Debug, Clone, Copy)]
+pub struct WindowEncoding {
+    /// The bits every one of our handles has (and no other bit outside `slots`).
+    pub tag: Handle,
+    /// Where the slot number sits.
+    pub slots: Handle,
+    /// The slot's shift.
+    pub shift: u32,
 }
 
 static ABI: AtomicPtr<Abi> = AtomicPtr::new(&mpich::ABI as *const Abi as *mut Abi);
@@ -219,11 +231,7 @@ pub trait Arg: Sized {
 impl Arg for Handle {
     #[inline]
     fn arg(self) -> Self {
-        if abi().handle_bytes == 4 {
-            self & 0xffff_ffff
-        } else {
-            self
-        }
+        self & abi().handle_mask
     }
 }
 impl Arg for c_int {}
@@ -325,13 +333,19 @@ pub fn error_code(class: ErrorClass) -> c_int {
 
 /// Our handle for window table slot `index`.
 pub fn window_handle(index: usize) -> MPI_Win {
-    (abi().window_handle)(index)
+    let w = abi().windows;
+    debug_assert!(
+        index << w.shift & !w.slots == 0,
+        "window slot {index} out of range"
+    );
+    w.tag | (index << w.shift & w.slots)
 }
 
 /// The table slot of one of our window handles; `None` for anything else.
 #[inline]
 pub fn window_index(win: MPI_Win) -> Option<usize> {
-    (abi().window_index)(win)
+    let w = abi().windows;
+    (win & !w.slots == w.tag).then_some((win & w.slots) >> w.shift)
 }
 
 /// Whether `win` has the bit pattern of our window handles (live or freed).

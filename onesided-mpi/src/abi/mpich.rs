@@ -11,7 +11,7 @@ use std::os::raw::c_int;
 
 use onesided::{ElemType, ErrorClass, Op};
 
-use super::{Abi, Builtin, Combiner, ErrCodes, Handle, StatusLayout};
+use super::{Abi, Builtin, Combiner, ErrCodes, Handle, StatusLayout, WindowEncoding};
 
 /// `MPI_SUCCESS`.
 pub const MPI_SUCCESS: c_int = 0;
@@ -112,19 +112,6 @@ pub const MPI_WIN_MODEL: c_int = 0x6600_0009;
 const OUR_WINDOW: u32 = 0x6000_0000;
 /// The index bits of a handle.
 const INDEX_MASK: u32 = 0x03ff_ffff;
-
-/// Our handle for window table slot `index`.
-fn window_handle(index: usize) -> Handle {
-    debug_assert!(index as u32 <= INDEX_MASK);
-    (OUR_WINDOW | index as u32) as Handle
-}
-
-/// The table slot of one of our window handles; `None` for anything else.
-#[inline]
-fn window_index(win: Handle) -> Option<usize> {
-    let bits = win as u32;
-    (win >> 32 == 0 && bits & !INDEX_MASK == OUR_WINDOW).then_some((bits & INDEX_MASK) as usize)
-}
 
 /// The MPI error code (a class is a valid code) of an error class.
 fn error_code(class: ErrorClass) -> c_int {
@@ -304,6 +291,12 @@ pub static ABI: Abi = Abi {
     name: "MPICH",
     handle_bytes: 4,
     max_info_key: 255,
+    handle_mask: 0xffff_ffff,
+    windows: WindowEncoding {
+        tag: OUR_WINDOW as Handle,
+        slots: INDEX_MASK as Handle,
+        shift: 0,
+    },
     comm_world: MPI_COMM_WORLD,
     comm_null: MPI_COMM_NULL,
     info_null: MPI_INFO_NULL,
@@ -367,8 +360,6 @@ pub static ABI: Abi = Abi {
     builtin,
     padded_pair,
     op,
-    window_handle,
-    window_index,
 };
 
 #[cfg(test)]
@@ -377,13 +368,14 @@ mod tests {
 
     #[test]
     fn our_window_handles_never_alias_mpichs() {
+        let (handle, index) = (super::super::window_handle, super::super::window_index);
         for i in [0, 1, 77, INDEX_MASK as usize] {
-            assert_eq!(window_index(window_handle(i)), Some(i));
+            assert_eq!(index(handle(i)), Some(i));
         }
         // MPICH's window handles (direct 0xa0000000 | i, indirect 0xe0000000 | i) and
         // MPI_WIN_NULL are not ours.
         for theirs in [0xa000_0000u32, 0xa000_0005, 0xe000_0001, 0x2000_0000, 0] {
-            assert_eq!(window_index(theirs as Handle), None);
+            assert_eq!(index(theirs as Handle), None);
         }
     }
 

@@ -244,6 +244,8 @@ pub(super) fn constants() -> Abi {
         name: "Open MPI",
         handle_bytes: 8,
         max_info_key: 35,
+        handle_mask: Handle::MAX,
+        windows: super::standard::WINDOWS,
         comm_world: 0,
         comm_null: 0,
         info_null: 0,
@@ -297,7 +299,5 @@ pub(super) fn constants() -> Abi {
         builtin,
         padded_pair,
         op,
-        window_handle: super::standard::window_handle,
-        window_index: super::standard::window_index,
     }
 }

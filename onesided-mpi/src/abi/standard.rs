@@ -11,23 +11,17 @@ use std::os::raw::c_int;
 
 use onesided::{ElemType, ErrorClass, Op};
 
-use super::{Abi, Builtin, Combiner, ErrCodes, Handle, StatusLayout};
+use super::{Abi, Builtin, Combiner, ErrCodes, Handle, StatusLayout, WindowEncoding};
 
-/// The bits that mark one of our window handles.
-const OUR_WINDOW: Handle = 0x7e00_0000_0000_000b;
-/// Our windows' index bits (above the low nibble).
+/// Our window handles under a pointer ABI (Open MPI's too): `0x7e00_0000_0000_000b` with the
+/// slot in the 36 bits above the low nibble.
+pub(super) const WINDOWS: WindowEncoding = WindowEncoding {
+    tag: 0x7e00_0000_0000_000b,
+    slots: ((1 << INDEX_BITS) - 1) << 4,
+    shift: 4,
+};
+/// Our windows' slot bits.
 const INDEX_BITS: u32 = 36;
-
-pub(super) fn window_handle(index: usize) -> Handle {
-    debug_assert!(index < 1 << INDEX_BITS);
-    OUR_WINDOW | index << 4
-}
-
-#[inline]
-pub(super) fn window_index(win: Handle) -> Option<usize> {
-    let mask: Handle = ((1 << INDEX_BITS) - 1) << 4;
-    (win & !mask == OUR_WINDOW).then_some((win & mask) >> 4)
-}
 
 fn error_code(class: ErrorClass) -> c_int {
     match class {
@@ -183,6 +177,8 @@ pub static ABI: Abi = Abi {
     name: "the MPI-5 standard ABI",
     handle_bytes: 8,
     max_info_key: 255,
+    handle_mask: Handle::MAX,
+    windows: WINDOWS,
     comm_world: 0x101,
     comm_null: 0x100,
     info_null: 0x130,
@@ -236,8 +232,6 @@ pub static ABI: Abi = Abi {
     builtin,
     padded_pair,
     op,
-    window_handle,
-    window_index,
 };
 
 #[cfg(test)]
@@ -246,6 +240,10 @@ mod tests {
 
     #[test]
     fn our_window_handles_never_alias_predefined_or_allocated_handles() {
+        let window_handle = |i: usize| WINDOWS.tag | (i << WINDOWS.shift & WINDOWS.slots);
+        let window_index = |h: Handle| {
+            (h & !WINDOWS.slots == WINDOWS.tag).then_some((h & WINDOWS.slots) >> WINDOWS.shift)
+        };
         for i in [0usize, 1, 77, (1 << INDEX_BITS) - 1] {
             assert_eq!(window_index(window_handle(i)), Some(i));
             assert_eq!(window_handle(i) % 8, 3);
