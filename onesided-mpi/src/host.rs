@@ -1,7 +1,8 @@
 //! The host MPI: the library that defines the program's MPI, found in the process at run
 //! time, and every function of it this library calls. Nothing links against an MPI (the
-//! library has no `DT_NEEDED` on one), so one build serves every MPICH-ABI library: Debian's
-//! `libmpich.so.12`, PyPI's MPICH 5 `libmpi.so.12`, Intel MPI, Cray MPICH.
+//! library has no `DT_NEEDED` on one), so one build serves every MPI of the ABIs `abi`
+//! knows: Debian's `libmpich.so.12`, PyPI's MPICH 5 `libmpi.so.12` and `libmpi_abi.so.1`,
+//! Open MPI's `libmpi.so.40`, Intel MPI, Cray MPICH.
 //!
 //! **Finding it.** The host is the object that defines `PMPI_Init`, other than this one:
 //! `dlsym(RTLD_NEXT, …)` finds it when the program is linked against it (it is in the global
@@ -12,8 +13,8 @@
 //! itself (`PMPI_Win_create` and the like): a call from here never lands in our own exports.
 //! Calls go to `PMPI_` names, so a profiling tool sees the program's calls, not ours.
 //!
-//! **Which MPI.** [`host_mpi`] names the host (`MPI_Get_library_version`'s first line) and its
-//! ABI; a host of another ABI is refused at `MPI_Init` (see [`refuse_other_mpis`]).
+//! **Which MPI.** [`choose_abi`] picks the process's ABI at `MPI_Init` from the library
+//! found, and refuses a host of no ABI served, naming it ([`library_version`]).
 
 use std::ffi::{CStr, CString};
 use std::os::raw::{c_char, c_int, c_void};
@@ -159,7 +160,7 @@ pub(crate) fn lookup(name: &CStr) -> *mut c_void {
 }
 
 /// The host's `name`; the process ends with a message when the host has none (every name
-/// looked up this way is part of every MPICH-ABI library this one accepts at `MPI_Init`).
+/// looked up this way is part of every MPI library this one accepts at `MPI_Init`).
 pub(crate) fn require(name: &CStr) -> *mut c_void {
     let mut f = lookup(name);
     if f.is_null() {

@@ -1,6 +1,7 @@
 //! How the program's processes join one onesided job: onesided's `mpi` bootstrap over the
 //! host MPI, whose functions ([`HostMpi`]) are the host's own, resolved at run time
-//! (`host`), with the MPICH ABI's handles (`int`s) widened to words.
+//! (`host`), with handles as words (an MPICH-ABI `int` zero-extended) and every constant the
+//! process's ABI's (`abi`).
 
 use std::os::raw::c_int;
 use std::sync::Arc;
@@ -12,9 +13,9 @@ use onesided::{Error, Result, ThreadLevel};
 use crate::abi::{self, MPI_Comm};
 use crate::host::host;
 
-/// The host MPI of the process, through its MPICH-ABI functions.
+/// The host MPI of the process, through its functions resolved at run time.
 #[derive(Debug)]
-pub(crate) struct MpichHost;
+pub(crate) struct ProcessMpi;
 
 fn comm(c: HostComm) -> MPI_Comm {
     c.0
@@ -38,7 +39,7 @@ fn int(n: usize) -> Result<c_int> {
 
 // SAFETY: every buffer goes to MPI with its own length (variable blocks checked with
 // blocks_fit); the nonblocking allgather's buffers are the caller's contract.
-unsafe impl HostMpi for MpichHost {
+unsafe impl HostMpi for ProcessMpi {
     fn active(&self) -> bool {
         let mut flag = 0;
         // SAFETY: MPI_Initialized may be called at any time; it writes one int.
@@ -279,7 +280,7 @@ unsafe impl HostMpi for MpichHost {
 /// The host MPI as onesided's bootstrap reaches it.
 pub(crate) fn host_mpi() -> Arc<dyn HostMpi> {
     static HOST: std::sync::OnceLock<Arc<dyn HostMpi>> = std::sync::OnceLock::new();
-    Arc::clone(HOST.get_or_init(|| Arc::new(MpichHost)))
+    Arc::clone(HOST.get_or_init(|| Arc::new(ProcessMpi)))
 }
 
 /// Collective over host communicator `comm`: a bootstrap over a duplicate of it.

@@ -137,14 +137,18 @@ unsafe extern "C" fn wait(
         if all || (timeout > 0.0 && start.elapsed().as_secs_f64() >= timeout) {
             return abi::MPI_SUCCESS;
         }
-        // Spin briefly, then yield, then sleep in short steps: a wait for a peer (a lock
-        // grant, a post) can last long, and the peer may need this core.
-        spins += 1;
-        if spins > 4096 {
-            std::thread::sleep(std::time::Duration::from_micros(50));
-        } else if spins > 64 {
-            std::thread::yield_now();
-        }
+        pause(&mut spins);
+    }
+}
+
+/// One pause of a wait for requests: spin briefly, then yield, then sleep in short steps —
+/// a wait for a peer (a lock grant, a post) can last long, and the peer may need this core.
+fn pause(spins: &mut u32) {
+    *spins += 1;
+    if *spins > 4096 {
+        std::thread::sleep(std::time::Duration::from_micros(50));
+    } else if *spins > 64 {
+        std::thread::yield_now();
     }
 }
 
@@ -290,13 +294,7 @@ fn complete_with(
         if done || once {
             return Ok(());
         }
-        // Spin briefly, then yield, then sleep in short steps, as `wait` does.
-        spins += 1;
-        if spins > 4096 {
-            std::thread::sleep(std::time::Duration::from_micros(50));
-        } else if spins > 64 {
-            std::thread::yield_now();
-        }
+        pause(&mut spins);
     }
 }
 
