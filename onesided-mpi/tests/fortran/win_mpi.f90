@@ -8,12 +8,18 @@ program win_mpi
   implicit none
   integer :: ierr, rank, peer, win, flag_unit
   integer(kind=MPI_ADDRESS_KIND) :: winsize, disp, attr
-  integer(kind=8) :: buf(4), v, one, old
+  ! Window memory is written by other processes between MPI calls: volatile, so that the
+  ! compiler reads it after each synchronization (MPI-4.1 19.1.17; MPI_F_SYNC_REG would do).
+  integer(kind=8), volatile :: buf(4)
+  integer(kind=8) :: v, one, old
   logical :: flag
   integer :: win2
-  real :: pairs(2), mine(2)
-  logical :: truth(1), said(1)
-  double complex :: z(1), dz(1)
+  real, volatile :: pairs(2)
+  real :: mine(2)
+  logical, volatile :: truth(1)
+  logical :: said(1)
+  double complex, volatile :: z(1)
+  double complex :: dz(1)
 
   call MPI_Init(ierr)
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
