@@ -78,6 +78,7 @@ check_mpi() {
   local mpiexec=(timeout 120 "$@" -n 2)
   local tests=target/cabi-tests/$mpi
   echo "== $mpi: $("$cc" -v 2>&1 | head -1)"
+  mkdir -p "$tests"
   # 1. The ABI's table (onesided-mpi/src/abi/) against this MPI's mpi.h.
   if MPICC=$cc ONESIDED_ABI=$abi cargo test -q --release -p onesided-mpi --lib -- --ignored \
     abi::tests::constants_match_the_mpi_header >"$tests.abi.log" 2>&1; then
