@@ -109,6 +109,28 @@ impl Job {
     where
         F: FnOnce(&Universe) -> Result<()>,
     {
+        self.run_until(1, |_| true, body)
+    }
+
+    /// Runs the job up to `attempts` times, until `accept` takes its report: for a test
+    /// whose case rests on a race it cannot force (a peer's end against its service of a
+    /// transfer). Every attempt is the same job of the test (its ranks run `body`); the last
+    /// report is returned, accepted or not. In a rank it runs `body` as [`Job::run`] does.
+    ///
+    /// ```no_run
+    /// // In a #[test]: rerun while rank 0 says the race went the other way.
+    /// let report = onesided::testing::job(2).run_until(
+    ///     3,
+    ///     |r| !r.stdout_of(0).contains("raced"),
+    ///     |u| Ok(()),
+    /// );
+    /// report.assert_success();
+    /// ```
+    pub fn run_until<F, A>(self, attempts: usize, accept: A, body: F) -> JobReport
+    where
+        F: FnOnce(&Universe) -> Result<()>,
+        A: Fn(&JobReport) -> bool,
+    {
         let index = JOBS_SEEN.with(|c| {
             let i = c.get();
             c.set(i + 1);
@@ -169,7 +191,15 @@ impl Job {
         spec.env = self.env;
         spec.env
             .push((ENV_JOB_INDEX.into(), index.to_string().into()));
-        launch(&spec).unwrap_or_else(|e| panic!("cannot launch the ranks of {name}: {e}"))
+        let mut attempt = 1;
+        loop {
+            let report =
+                launch(&spec).unwrap_or_else(|e| panic!("cannot launch the ranks of {name}: {e}"));
+            if attempt >= attempts || accept(&report) {
+                return report;
+            }
+            attempt += 1;
+        }
     }
 }
 

@@ -180,3 +180,45 @@ fn virtual_nodes_split_the_ranks() {
         })
         .assert_success();
 }
+
+/// `run_until` reruns the same job of the test until its report is taken, and the jobs
+/// after it still reach their own bodies.
+#[test]
+fn a_rerun_job_is_the_same_job_and_later_jobs_keep_their_bodies() {
+    // Unique to the parent process: the ranks read it from the job's environment.
+    let counter = std::env::var("RERUN_COUNTER").map_or_else(
+        |_| std::env::temp_dir().join(format!("onesided-rerun-{}", std::process::id())),
+        std::path::PathBuf::from,
+    );
+    let path = counter.clone();
+    let report = onesided::testing::job(2)
+        .env("RERUN_COUNTER", &counter)
+        .run_until(
+            5,
+            |r| r.stdout_of(0).contains("attempt 3"),
+            move |u| {
+                if u.world().rank() == 0 {
+                    let n = std::fs::read_to_string(&path).map_or(0, |s| s.trim().parse().unwrap());
+                    std::fs::write(&path, (n + 1).to_string()).expect("write the counter");
+                    println!("attempt {}", n + 1);
+                }
+                u.world().barrier()
+            },
+        );
+    let later = onesided::testing::job(2).run(|u| {
+        println!("the later job on rank {}", u.world().rank());
+        Ok(())
+    });
+    if report.job_id.is_empty() {
+        return;
+    }
+    let _ = std::fs::remove_file(&counter);
+    report.assert_success();
+    assert!(
+        report.stdout_of(0).contains("attempt 3"),
+        "{}",
+        report.outputs_for_humans()
+    );
+    later.assert_success();
+    assert!(later.stdout_of(1).contains("the later job on rank 1"));
+}
