@@ -173,6 +173,9 @@ fn one(how: End, wait: Wait, atomics: &str) {
                 win.get(&mut v, 1 - me, 0)?;
                 win.flush(1 - me)?;
                 win.unlock_all()?;
+                // Rank 1's exclusive lock below must not meet rank 0's lock_all above (rank
+                // 0 would wait for it while rank 1 waits in the barrier).
+                w.barrier()?;
                 if wait == Wait::Lock && me == 1 {
                     win.lock(LockType::Exclusive, 1, Assert::NONE)?;
                 }
