@@ -4,13 +4,15 @@
  * operation is checked once after its loop.
  *
  *   mpicc -O2 -o op_flush op_flush.c
- *   mpiexec -n 2 ./op_flush [ITERATIONS]        # default 200000
+ *   mpiexec -n 2 ./op_flush [ITERATIONS [FLAVOR]]   # default 200000, both flavors
  *
+ * FLAVOR (`allocate` or `create`) runs one window flavor only (for instruction counts).
  * Prints one line per window flavor and operation: "FLAVOR OP NANOSECONDS_PER_OP". Any
  * ABI: nothing here depends on how handles are represented. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { PUT, GET, ACC, FOP, CAS, NOPS };
 static const char *names[NOPS] = {"put", "get", "accumulate", "fetch_and_op",
@@ -32,10 +34,12 @@ int main(int argc, char **argv) {
   }
   long iters = argc > 1 ? atol(argv[1]) : 200000;
   long warmup = iters / 10 + 1;
+  const char *only = argc > 2 ? argv[2] : NULL;
   /* A flavor an MPI cannot make here (Open MPI 4.1's create windows without its
    * single-copy mechanism) is reported unavailable instead of ending the run. */
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   for (int flavor = 0; flavor < 2; flavor++) {
+    if (only && strcmp(only, flavor == 0 ? "allocate" : "create") != 0) continue;
     long *base;
     long *own = NULL;
     MPI_Win win;
