@@ -397,11 +397,15 @@ fn operations_in_flight_complete_at_every_completion_point() {
             // Accumulates in flight, from both nodes, to rank 3's word 0.
             const ADDS: u64 = 3_000;
             win.lock_all(Assert::NONE)?;
+            // What lock_all left in flight to other targets (a membership it does not wait
+            // for): flush(3) need not complete it, only the adds to rank 3.
+            let others = testing::network_operations_in_flight();
             for k in 0..ADDS {
                 win.accumulate(&[1], 3, 0, Op::Sum)?;
                 if k % 1000 == 999 {
                     win.flush(3)?;
-                    assert_eq!(testing::network_operations_in_flight(), 0, "after flush");
+                    let left = testing::network_operations_in_flight();
+                    assert!(left <= others, "after flush: {left} in flight, {others} before");
                 }
             }
             // Accumulate ordering: this rank's fetching accumulate comes after its adds.
