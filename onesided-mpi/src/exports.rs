@@ -20,9 +20,20 @@ use crate::host::{CopyAttrFn, DeleteAttrFn, WinErrhandlerFn};
 use crate::plans;
 use crate::requests;
 
+/// Returns from the export with the hot path's code when it finished the call (`fast`).
+macro_rules! try_fast {
+    (; $($arg:ident),*) => {};
+    ($fast:path; $($arg:ident),*) => {
+        // SAFETY: the C caller's arguments, as MPI specifies them.
+        if let Some(code) = unsafe { $fast($($arg),*) } {
+            return code;
+        }
+    };
+}
+
 macro_rules! exports {
     ($( $mpi:ident / $pmpi:ident ( $($arg:ident : $ty:ty),* $(,)? ) => $imp:path
-        $(, forward $rule:ident($key:ident))? ; )*) => {
+        $(, forward $rule:ident($key:ident))? $(, fast $fast:path)? ; )*) => {
         $(
             #[no_mangle]
             pub unsafe extern "C" fn $mpi($($arg: $ty),*) -> c_int {
@@ -38,16 +49,26 @@ macro_rules! exports {
                     // SAFETY: the caller's arguments, passed on unchanged.
                     unsafe { f($($arg),*) }
                 }
-                // Handles as this library compares them (an int ABI's upper half cleared).
-                $( let $arg = crate::abi::Arg::arg($arg); )*
-                // SAFETY: the C caller's argument, as MPI specifies it.
-                let to_host = $( unsafe { crate::forward::$rule($key) } || )? false;
-                if to_host {
-                    // SAFETY: as above.
-                    return unsafe { host_call($($arg),*) };
+                /// The general path: every argument checked in MPI's order. Out of line,
+                /// so that a hot path in front of it keeps a small frame.
+                #[allow(clippy::too_many_arguments)]
+                #[inline(never)]
+                unsafe fn general($($arg: $ty),*) -> c_int {
+                    // Handles as this library compares them (an int ABI's upper half cleared).
+                    $( let $arg = crate::abi::Arg::arg($arg); )*
+                    // SAFETY: the C caller's argument, as MPI specifies it.
+                    let to_host = $( unsafe { crate::forward::$rule($key) } || )? false;
+                    if to_host {
+                        // SAFETY: as above.
+                        return unsafe { host_call($($arg),*) };
+                    }
+                    // SAFETY: the C caller's arguments, as MPI specifies them.
+                    enter(stringify!($mpi), || unsafe { $imp($($arg),*) })
                 }
-                // SAFETY: the C caller's arguments, as MPI specifies them.
-                enter(stringify!($mpi), || unsafe { $imp($($arg),*) })
+                // The hot path first (`fast`): it masks the handles it reads itself.
+                try_fast!($($fast)? ; $($arg),*);
+                // SAFETY: the C caller's arguments.
+                unsafe { general($($arg),*) }
             }
 
             #[no_mangle]
@@ -102,9 +123,9 @@ exports! {
     MPI_Win_unlock / PMPI_Win_unlock(rank: c_int, win: MPI_Win) => calls::win_unlock, forward win(win);
     MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: MPI_Win) => calls::win_lock_all, forward win(win);
     MPI_Win_unlock_all / PMPI_Win_unlock_all(win: MPI_Win) => calls::win_unlock_all, forward win(win);
-    MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: MPI_Win) => calls::win_flush, forward win(win);
+    MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: MPI_Win) => calls::win_flush, forward win(win), fast crate::fast::flush;
     MPI_Win_flush_all / PMPI_Win_flush_all(win: MPI_Win) => calls::win_flush_all, forward win(win);
-    MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: MPI_Win) => calls::win_flush_local, forward win(win);
+    MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: MPI_Win) => calls::win_flush_local, forward win(win), fast crate::fast::flush_local;
     MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win: MPI_Win) => calls::win_flush_local_all, forward win(win);
     MPI_Win_sync / PMPI_Win_sync(win: MPI_Win) => calls::win_sync, forward win(win);
     MPI_Win_post / PMPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win) => calls::win_post, forward win(win);
@@ -117,17 +138,17 @@ exports! {
         origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
         target_datatype: MPI_Datatype, win: MPI_Win,
-    ) => calls::put, forward win(win);
+    ) => calls::put, forward win(win), fast crate::fast::put;
     MPI_Get / PMPI_Get(
         origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
         target_datatype: MPI_Datatype, win: MPI_Win,
-    ) => calls::get, forward win(win);
+    ) => calls::get, forward win(win), fast crate::fast::get;
     MPI_Accumulate / PMPI_Accumulate(
         origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win,
-    ) => calls::accumulate, forward win(win);
+    ) => calls::accumulate, forward win(win), fast crate::fast::accumulate;
     MPI_Get_accumulate / PMPI_Get_accumulate(
         origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype,
@@ -137,11 +158,11 @@ exports! {
     MPI_Fetch_and_op / PMPI_Fetch_and_op(
         origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win,
-    ) => calls::fetch_and_op, forward win(win);
+    ) => calls::fetch_and_op, forward win(win), fast crate::fast::fetch_and_op;
     MPI_Compare_and_swap / PMPI_Compare_and_swap(
         origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void,
         datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win,
-    ) => calls::compare_and_swap, forward win(win);
+    ) => calls::compare_and_swap, forward win(win), fast crate::fast::compare_and_swap;
 
     MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_Errhandler)
         => calls::win_set_errhandler, forward win(win);
@@ -635,7 +656,7 @@ fn enter(name: &'static str, call: impl FnOnce() -> CallResult) -> c_int {
 }
 
 /// The error code of `failure`, after its error handler ran (a fatal one does not return).
-fn fail(name: &'static str, failure: Failure) -> c_int {
+pub(crate) fn fail(name: &'static str, failure: Failure) -> c_int {
     match failure {
         // Counted references from here: a user handler may free the window.
         Failure::Window(entry, err) => {

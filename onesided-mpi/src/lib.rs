@@ -38,6 +38,8 @@ mod exports;
 #[cfg(feature = "mpich")]
 mod extensions;
 #[cfg(feature = "mpich")]
+mod fast;
+#[cfg(feature = "mpich")]
 mod forward;
 #[cfg(feature = "mpich")]
 mod host;

@@ -172,6 +172,7 @@ impl Clone for EntryRef {
 
 impl std::ops::Deref for EntryRef {
     type Target = Entry;
+    #[inline(always)]
     fn deref(&self) -> &Entry {
         match self {
             // SAFETY: see `EntryRef::Borrowed`.
@@ -182,6 +183,7 @@ impl std::ops::Deref for EntryRef {
 }
 
 /// The chunk of slot `index`, made when `make` (under the write lock).
+#[inline(always)]
 fn chunk(index: usize, make: bool) -> Option<&'static [AtomicPtr<Entry>; CHUNK]> {
     let cell = SLOTS.get(index / CHUNK)?;
     // Acquire: pairs with the Release store below, so the chunk's slots are initialized.
@@ -225,6 +227,7 @@ pub(crate) fn insert(entry: Entry) -> MPI_Win {
 
 /// The window behind `win`, for one call; `None` for a handle that is not one of ours, or
 /// freed.
+#[inline(always)]
 pub(crate) fn window(win: MPI_Win) -> Option<EntryRef> {
     let i = abi::window_index(win)?;
     // Relaxed: the level is set once in MPI_Init, before any window call.
@@ -233,6 +236,13 @@ pub(crate) fn window(win: MPI_Win) -> Option<EntryRef> {
         let p = chunk(i, false)?[i % CHUNK].load(Ordering::Acquire);
         return NonNull::new(p).map(EntryRef::Borrowed);
     }
+    shared_window(i)
+}
+
+/// [`window`] under `MPI_THREAD_MULTIPLE`: a counted reference, taken under the table's
+/// lock (another thread may free the window while this one's call runs).
+#[inline(never)]
+fn shared_window(i: usize) -> Option<EntryRef> {
     WINDOWS
         .read()
         .unwrap_or_else(PoisonError::into_inner)

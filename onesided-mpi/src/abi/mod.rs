@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 
 use onesided::{ElemType, ErrorClass, Op};
 
+pub mod handle_map;
 pub mod mpich;
 pub mod ompi;
 pub mod standard;

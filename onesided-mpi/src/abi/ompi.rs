@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 
 use onesided::{ElemType, ErrorClass, Op};
 
+use super::handle_map::HandleMap;
 use super::{Abi, Builtin, Combiner, ErrCodes, Handle, StatusLayout};
 
 /// The address of Open MPI's global object `name` (a predefined handle): the definition
@@ -130,10 +131,9 @@ const OPS: &[(&CStr, Op)] = &[
 
 /// The predefined objects' addresses, resolved once.
 struct Objects {
-    /// (address, builtin), sorted by address.
-    types: Vec<(Handle, Builtin)>,
-    pairs: Vec<(Handle, (ElemType, usize, usize))>,
-    ops: Vec<(Handle, Op)>,
+    types: HandleMap<Builtin>,
+    pairs: HandleMap<(ElemType, usize, usize)>,
+    ops: HandleMap<Op>,
 }
 
 static OBJECTS: OnceLock<Objects> = OnceLock::new();
@@ -145,18 +145,15 @@ fn objects() -> &'static Objects {
 }
 
 fn builtin(ty: Handle) -> Option<Builtin> {
-    let t = &objects().types;
-    t.binary_search_by_key(&ty, |&(h, _)| h)
-        .ok()
-        .map(|i| t[i].1)
+    objects().types.get(ty)
 }
 
 fn padded_pair(ty: Handle) -> Option<(ElemType, usize, usize)> {
-    objects().pairs.iter().find(|p| p.0 == ty).map(|p| p.1)
+    objects().pairs.get(ty)
 }
 
 fn op(op: Handle) -> Option<Op> {
-    objects().ops.iter().find(|p| p.0 == op).map(|p| p.1)
+    objects().ops.get(op)
 }
 
 /// Open MPI's codes of the classes (4.1 and 5.0; `MPI_ERR_PROC_ABORTED` is 5.0's).
@@ -212,7 +209,6 @@ fn build() -> Result<&'static Abi, String> {
     for &(name, size, elem) in TYPES {
         types.push((object(name)?, Builtin { size, elem }));
     }
-    types.sort_by_key(|t| t.0);
     let mut pairs = Vec::new();
     for &(name, e, size, extent) in PAIRS {
         pairs.push((object(name)?, (e, size, extent)));
@@ -221,7 +217,11 @@ fn build() -> Result<&'static Abi, String> {
     for &(name, o) in OPS {
         ops.push((object(name)?, o));
     }
-    let _ = OBJECTS.set(Objects { types, pairs, ops });
+    let _ = OBJECTS.set(Objects {
+        types: HandleMap::new(&types),
+        pairs: HandleMap::new(&pairs),
+        ops: HandleMap::new(&ops),
+    });
     let mut abi = constants();
     abi.comm_world = object(c"ompi_mpi_comm_world")?;
     abi.comm_null = object(c"ompi_mpi_comm_null")?;

@@ -577,9 +577,25 @@ impl RawWindow {
         Ok(self.core.intrinsic_everywhere(ty.size()))
     }
 
-    /// The element-typed form of [`Window::accumulate`].
+    /// The element-typed form of [`RawWindow::accumulate`] ([`Window::accumulate`](crate::Window::accumulate)): for a
+    /// caller that knows the element type at compile time but holds an untyped window (a
+    /// binding's dispatch on a run-time type: no byte slices, no run-time type switch).
+    ///
+    /// ```
+    /// # onesided::testing::run(2, |_| {
+    /// # use onesided::{Assert, Op, Window};
+    /// # let world = onesided::init()?.world().clone();
+    /// let win = Window::<u64>::allocate(&world, 1)?;
+    /// let raw: &onesided::RawWindow = &win;
+    /// raw.lock_all(Assert::NONE)?;
+    /// raw.accumulate_elems::<u64>(&[3], 0, 0, Op::Sum)?;
+    /// raw.unlock_all()?;
+    /// # onesided::init()?.world().barrier()?;
+    /// # Ok(())
+    /// # });
+    /// ```
     #[inline(always)]
-    pub(crate) fn accumulate_elems<T: AccElement>(
+    pub fn accumulate_elems<T: AccElement>(
         &self,
         origin: &[T],
         target: usize,
@@ -654,9 +670,10 @@ impl RawWindow {
         Ok(())
     }
 
-    /// The element-typed form of [`Window::fetch_and_op`].
+    /// The element-typed form of [`RawWindow::fetch_and_op`] ([`Window::fetch_and_op`](crate::Window::fetch_and_op); see
+    /// [`RawWindow::accumulate_elems`]).
     #[inline(always)]
-    pub(crate) fn fetch_and_op_elems<T: AccElement>(
+    pub fn fetch_and_op_elems<T: AccElement>(
         &self,
         value: T,
         target: usize,
@@ -693,9 +710,10 @@ impl RawWindow {
         Ok(old[0])
     }
 
-    /// The element-typed form of [`Window::compare_and_swap`].
+    /// The element-typed form of [`RawWindow::compare_and_swap`]
+    /// ([`Window::compare_and_swap`](crate::Window::compare_and_swap); see [`RawWindow::accumulate_elems`]).
     #[inline(always)]
-    pub(crate) fn compare_and_swap_elems<T: AccElement>(
+    pub fn compare_and_swap_elems<T: AccElement>(
         &self,
         value: T,
         compare: T,
