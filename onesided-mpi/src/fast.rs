@@ -18,9 +18,9 @@
 
 use std::os::raw::{c_int, c_void};
 
-use onesided::{AccElement, ElemType, Op};
 #[cfg(doc)]
 use onesided::RawWindow;
+use onesided::{AccElement, ElemType, Op};
 
 use crate::abi::{self, Handle, MPI_Aint};
 use crate::calls::Failure;
@@ -73,21 +73,7 @@ fn same_sides(
 /// A real target rank and a displacement ≥ 0, as indices.
 #[inline(always)]
 fn place(target: c_int, t_disp: MPI_Aint) -> Option<(usize, usize)> {
-    Some((
-        usize::try_from(target).ok()?,
-        usize::try_from(t_disp).ok()?,
-    ))
-}
-
-/// `n`, written so that the compiler sees the constant 8 on the branch where it is (the
-/// copy of one word is then a load and a store, not a call of `memcpy`).
-#[inline(always)]
-fn word_or(n: usize) -> usize {
-    if n == 8 {
-        8
-    } else {
-        n
-    }
+    Some((usize::try_from(target).ok()?, usize::try_from(t_disp).ok()?))
 }
 
 /// `MPI_Put`.
@@ -109,9 +95,8 @@ pub(crate) unsafe fn put(
     let (target, disp) = place(target, t_disp)?;
     let (n, _) = same_sides(o_count, o_type, t_count, t_type)?;
     let e = window(win)?;
-    // SAFETY: the caller's origin buffer of `n` bytes (MPI's contract), non-empty; of a
-    // length known here when it is one word (the copy is then a load and a store).
-    let src = unsafe { std::slice::from_raw_parts(origin.cast::<u8>(), word_or(n)) };
+    // SAFETY: the caller's origin buffer of `n` bytes (MPI's contract), non-empty.
+    let src = unsafe { std::slice::from_raw_parts(origin.cast::<u8>(), n) };
     let r = e.win.put(src, target, disp);
     Some(code("MPI_Put", e, r))
 }
@@ -135,8 +120,8 @@ pub(crate) unsafe fn get(
     let (target, disp) = place(target, t_disp)?;
     let (n, _) = same_sides(o_count, o_type, t_count, t_type)?;
     let e = window(win)?;
-    // SAFETY: as in `put`.
-    let dst = unsafe { std::slice::from_raw_parts_mut(origin.cast::<u8>(), word_or(n)) };
+    // SAFETY: the caller's origin buffer of `n` bytes (MPI's contract), non-empty.
+    let dst = unsafe { std::slice::from_raw_parts_mut(origin.cast::<u8>(), n) };
     let r = e.win.get(dst, target, disp);
     Some(code("MPI_Get", e, r))
 }
@@ -146,16 +131,46 @@ pub(crate) unsafe fn get(
 macro_rules! with_scalar {
     ($e:expr, $t:ident => $body:expr) => {
         match $e {
-            ElemType::I8 => { type $t = i8; $body }
-            ElemType::I16 => { type $t = i16; $body }
-            ElemType::I32 => { type $t = i32; $body }
-            ElemType::I64 => { type $t = i64; $body }
-            ElemType::U8 => { type $t = u8; $body }
-            ElemType::U16 => { type $t = u16; $body }
-            ElemType::U32 => { type $t = u32; $body }
-            ElemType::U64 => { type $t = u64; $body }
-            ElemType::F32 => { type $t = f32; $body }
-            ElemType::F64 => { type $t = f64; $body }
+            ElemType::I8 => {
+                type $t = i8;
+                $body
+            }
+            ElemType::I16 => {
+                type $t = i16;
+                $body
+            }
+            ElemType::I32 => {
+                type $t = i32;
+                $body
+            }
+            ElemType::I64 => {
+                type $t = i64;
+                $body
+            }
+            ElemType::U8 => {
+                type $t = u8;
+                $body
+            }
+            ElemType::U16 => {
+                type $t = u16;
+                $body
+            }
+            ElemType::U32 => {
+                type $t = u32;
+                $body
+            }
+            ElemType::U64 => {
+                type $t = u64;
+                $body
+            }
+            ElemType::F32 => {
+                type $t = f32;
+                $body
+            }
+            ElemType::F64 => {
+                type $t = f64;
+                $body
+            }
             _ => None,
         }
     };
@@ -312,4 +327,3 @@ pub(crate) unsafe fn flush_local(rank: c_int, win: Handle) -> Option<c_int> {
     let r = e.win.flush_local(target);
     Some(code("MPI_Win_flush_local", e, r))
 }
-

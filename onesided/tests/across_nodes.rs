@@ -405,7 +405,10 @@ fn operations_in_flight_complete_at_every_completion_point() {
                 if k % 1000 == 999 {
                     win.flush(3)?;
                     let left = testing::network_operations_in_flight();
-                    assert!(left <= others, "after flush: {left} in flight, {others} before");
+                    assert!(
+                        left <= others,
+                        "after flush: {left} in flight, {others} before"
+                    );
                 }
             }
             // Accumulate ordering: this rank's fetching accumulate comes after its adds.

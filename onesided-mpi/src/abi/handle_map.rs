@@ -72,7 +72,13 @@ mod tests {
         for &(h, v) in &entries {
             assert_eq!(map.get(h), Some(v));
         }
-        for h in [0, 1, 0x7f00_1234_0000 + 70 * 512, 0x7f00_1234_0000 + 8, usize::MAX] {
+        for h in [
+            0,
+            1,
+            0x7f00_1234_0000 + 70 * 512,
+            0x7f00_1234_0000 + 8,
+            usize::MAX,
+        ] {
             assert_eq!(map.get(h), None, "{h:#x}");
         }
     }
