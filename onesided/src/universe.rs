@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::bootstrap::local::LocalBootstrap;
 use crate::bootstrap::{Bootstrap, Comm, ThreadLevel};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Identity of this process in its job, for code that has no communicator at hand.
 #[derive(Debug, Clone)]
@@ -113,10 +113,29 @@ pub fn init_thread(required: ThreadLevel) -> Result<Universe> {
                     world,
                 )?)
             }
-            None => Arc::new(LocalBootstrap::singleton()?),
+            None => match std::env::var(ENV_BOOTSTRAP).as_deref() {
+                Ok("singleton") => Arc::new(LocalBootstrap::singleton()?),
+                Ok("pmi") => Arc::new(crate::bootstrap::pmi::join()?),
+                Ok(other) => {
+                    return Err(Error::Bootstrap(format!(
+                        "{ENV_BOOTSTRAP}={other:?}: expected pmi or singleton (osrun's ranks \
+                         and a host MPI's are found without it)"
+                    )))
+                }
+                Err(_) if crate::bootstrap::pmi::launched().is_some() => {
+                    Arc::new(crate::bootstrap::pmi::join()?)
+                }
+                Err(_) => Arc::new(LocalBootstrap::singleton()?),
+            },
         })
     })
 }
+
+/// Environment variable that chooses how a process started outside `osrun` joins its job:
+/// `pmi` (the launcher's PMI-1 socket, `PMI_FD`: hydra, Slurm's `--mpi=pmi2`; the default
+/// when `PMI_FD`, `PMI_RANK` and `PMI_SIZE` are set) or `singleton` (a job of one,
+/// whatever the environment says).
+pub const ENV_BOOTSTRAP: &str = "ONESIDED_BOOTSTRAP";
 
 /// Connects this process to its job through the host MPI (feature `mpi`): the job is the
 /// processes of `comm` (usually the world), which the application has initialized MPI for.

@@ -15,6 +15,7 @@ pub mod host_mpi;
 pub mod hub;
 pub(crate) mod local;
 pub mod mpi;
+pub(crate) mod pmi;
 pub(crate) mod roster;
 #[cfg(feature = "mpi")]
 pub(crate) mod rsmpi;

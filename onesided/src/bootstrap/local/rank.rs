@@ -55,6 +55,9 @@ pub struct LocalBootstrap {
     hub: Option<hub::Link>,
     /// The communicator's id at the hub (0: the job's world).
     comm_id: u64,
+    /// The job's processes on this machine (all of them, unless a PMI launcher placed
+    /// the job on several hosts).
+    on_this_machine: usize,
 }
 
 impl LocalBootstrap {
@@ -85,6 +88,20 @@ impl LocalBootstrap {
             boot.hub = Some(hub::Link::connect(&addr, 0, rank, size)?);
         }
         Ok(Some(boot))
+    }
+
+    /// Places the ranks on `nodes` (the node of each rank) and sends the collectives
+    /// through the job's hub over `link` (the `pmi` bootstrap: a node's segment holds its
+    /// ranks' roster and abort flag only).
+    pub(crate) fn join_hub(
+        &mut self,
+        nodes: Arc<Vec<usize>>,
+        link: hub::Link,
+        on_this_machine: usize,
+    ) {
+        self.nodes = nodes;
+        self.hub = Some(link);
+        self.on_this_machine = on_this_machine;
     }
 
     /// Maps the boot segment `name` of job `job` as rank `rank` of `size`.
@@ -175,6 +192,7 @@ impl LocalBootstrap {
             nodes: Arc::new(vec![0; size]),
             hub: None,
             comm_id: 0,
+            on_this_machine: size,
         })
     }
 
@@ -386,7 +404,7 @@ impl Bootstrap for LocalBootstrap {
 
     /// `osrun` starts every rank on this machine, whatever the virtual nodes.
     fn processes_on_this_machine(&self) -> usize {
-        self.size
+        self.on_this_machine
     }
 
     /// The processes `osrun` starts share its node, split over virtual nodes when asked
@@ -659,6 +677,7 @@ impl Bootstrap for LocalBootstrap {
                         nodes: Arc::new(m.iter().map(|&r| self.nodes[r]).collect()),
                         hub: Some(link),
                         comm_id: comm,
+                        on_this_machine: self.on_this_machine,
                     }) as Arc<dyn Bootstrap>)
                 })
                 .transpose();

@@ -1,0 +1,498 @@
+//! The `pmi` bootstrap: a job started by a PMI launcher — MPICH's hydra (`mpiexec.hydra -n
+//! N`) or Slurm (`srun --mpi=pmi2`) — joined without any MPI library, through the launcher's
+//! PMI-1 wire protocol on the socket it passes in `PMI_FD`.
+//!
+//! PMI gives the rank, the size, the node of every rank (`PMI_process_mapping`) and a
+//! key-value space with a barrier; it is far too slow for window creation's collectives. So
+//! PMI only wires the job up, and the `local` bootstrap's machinery does the rest, as under
+//! `osrun --nodes K`:
+//!
+//! 1. rank 0 draws the job id and starts the job's hub (`bootstrap::hub`, over TCP) in a
+//!    thread of its own; both go into the key-value space; barrier;
+//! 2. the lowest rank of each node creates the node's boot segment (roster and abort flag
+//!    of the node's ranks) and publishes its name; barrier;
+//! 3. every rank maps its node's segment and connects to the hub, which carries every
+//!    collective from then on; barrier, and the segments' names leave `/dev/shm` (ranks keep
+//!    their mappings).
+//!
+//! A rank that fails is the launcher's to deal with (hydra and Slurm end the job when a rank
+//! exits non-zero or by a signal; Slurm with `srun -K`/`KillOnBadExit`). A rank that ends
+//! cleanly closes its PMI connection with `finalize` at exit.
+//!
+//! The wire protocol (MPICH's "simple PMI", documented in Flux RFC 13): lines of
+//! `key=value` words, each request starting `cmd=NAME`, each answered by one line.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::bootstrap::hub::{self, Hub};
+use crate::bootstrap::local::{BootSegment, LocalBootstrap};
+use crate::error::{Error, Result};
+use crate::shm::segment::random_job_id;
+
+/// Environment variable with the PMI socket's descriptor (hydra, Slurm's `pmi2` plugin).
+pub const ENV_PMI_FD: &str = "PMI_FD";
+/// Environment variable with this process's rank in the PMI job.
+pub const ENV_PMI_RANK: &str = "PMI_RANK";
+/// Environment variable with the PMI job's size.
+pub const ENV_PMI_SIZE: &str = "PMI_SIZE";
+/// Environment variable naming the host name (or address) other nodes reach rank 0's hub
+/// at (default: this host's name).
+pub const ENV_HUB_HOST: &str = "ONESIDED_HUB_HOST";
+
+fn pmi_error(what: impl std::fmt::Display) -> Error {
+    Error::Bootstrap(format!("PMI: {what}"))
+}
+
+/// One PMI-1 connection.
+#[derive(Debug)]
+pub(crate) struct Pmi {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+    kvs: String,
+    /// Longest value the server keeps.
+    value_max: usize,
+}
+
+/// The words of one answer line: `cmd=NAME key=value …`.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Answer {
+    words: Vec<(String, String)>,
+}
+
+impl Answer {
+    /// Parses one line; words without `=` are errors.
+    pub(crate) fn parse(line: &str) -> Result<Answer> {
+        let mut words = Vec::new();
+        for w in line.split_whitespace() {
+            let (k, v) = w
+                .split_once('=')
+                .ok_or_else(|| pmi_error(format!("malformed answer {line:?}")))?;
+            words.push((k.to_owned(), v.to_owned()));
+        }
+        Ok(Answer { words })
+    }
+
+    /// The value of `key`.
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
+        self.words
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn expect_cmd(&self, cmd: &str) -> Result<()> {
+        match self.get("cmd") {
+            Some(c) if c == cmd => Ok(()),
+            other => Err(pmi_error(format!(
+                "expected cmd={cmd}, the server answered cmd={}",
+                other.unwrap_or("(none)")
+            ))),
+        }
+    }
+
+    fn expect_rc0(&self, what: &str) -> Result<()> {
+        match self.get("rc") {
+            None | Some("0") => Ok(()),
+            Some(rc) => Err(pmi_error(format!(
+                "{what} failed (rc={rc}{})",
+                self.get("msg")
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            ))),
+        }
+    }
+}
+
+impl Pmi {
+    /// The connection the launcher passed in `PMI_FD`, initialized (PMI 1.1).
+    ///
+    /// # Safety
+    /// `fd` is the launcher's PMI socket, which nothing else in the process uses.
+    pub(crate) unsafe fn connect(fd: i32) -> Result<Pmi> {
+        // SAFETY: by the caller's contract the descriptor is ours alone.
+        let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+        let stream = UnixStream::from(owned);
+        Self::over(stream)
+    }
+
+    /// Initializes PMI over `stream` (a socket to the launcher).
+    pub(crate) fn over(stream: UnixStream) -> Result<Pmi> {
+        let writer = stream.try_clone().map_err(pmi_error)?;
+        let mut pmi = Pmi {
+            reader: BufReader::new(stream),
+            writer,
+            kvs: String::new(),
+            value_max: 256,
+        };
+        let a = pmi.request("cmd=init pmi_version=1 pmi_subversion=1")?;
+        a.expect_cmd("response_to_init")?;
+        a.expect_rc0("init")?;
+        let a = pmi.request("cmd=get_maxes")?;
+        a.expect_cmd("maxes")?;
+        if let Some(v) = a.get("vallen_max").and_then(|v| v.parse().ok()) {
+            pmi.value_max = v;
+        }
+        let a = pmi.request("cmd=get_my_kvsname")?;
+        a.expect_cmd("my_kvsname")?;
+        pmi.kvs = a
+            .get("kvsname")
+            .ok_or_else(|| pmi_error("no kvsname in my_kvsname"))?
+            .to_owned();
+        Ok(pmi)
+    }
+
+    fn send(&mut self, line: &str) -> Result<()> {
+        self.writer
+            .write_all(format!("{line}\n").as_bytes())
+            .map_err(|e| pmi_error(format!("cannot write to the launcher: {e}")))
+    }
+
+    fn request(&mut self, line: &str) -> Result<Answer> {
+        self.send(line)?;
+        let mut answer = String::new();
+        let n = self
+            .reader
+            .read_line(&mut answer)
+            .map_err(|e| pmi_error(format!("cannot read from the launcher: {e}")))?;
+        if n == 0 {
+            return Err(pmi_error("the launcher closed the connection"));
+        }
+        Answer::parse(answer.trim_end())
+    }
+
+    /// Stores `value` under `key` (visible to every rank after the next [`Pmi::barrier`]).
+    pub(crate) fn put(&mut self, key: &str, value: &str) -> Result<()> {
+        if value.len() > self.value_max || value.contains(char::is_whitespace) {
+            return Err(pmi_error(format!(
+                "value {value:?} of {key} does not fit a PMI value"
+            )));
+        }
+        let a = self.request(&format!(
+            "cmd=put kvsname={} key={key} value={value}",
+            self.kvs
+        ))?;
+        a.expect_cmd("put_result")?;
+        a.expect_rc0("put")
+    }
+
+    /// The value of `key`; `None` when no rank stored it.
+    pub(crate) fn get(&mut self, key: &str) -> Result<Option<String>> {
+        let a = self.request(&format!("cmd=get kvsname={} key={key}", self.kvs))?;
+        a.expect_cmd("get_result")?;
+        if a.get("rc") != Some("0") {
+            return Ok(None);
+        }
+        Ok(a.get("value").map(str::to_owned))
+    }
+
+    /// Waits until every rank of the job entered the barrier; publishes the puts before it.
+    pub(crate) fn barrier(&mut self) -> Result<()> {
+        let a = self.request("cmd=barrier_in")?;
+        a.expect_cmd("barrier_out")
+    }
+
+    /// Ends the PMI session (at a clean exit).
+    pub(crate) fn finalize(&mut self) -> Result<()> {
+        let a = self.request("cmd=finalize")?;
+        a.expect_cmd("finalize_ack")
+    }
+}
+
+/// The node of each of `size` ranks from PMI's `PMI_process_mapping` value, e.g.
+/// `(vector,(0,2,4),(2,1,3))`: blocks of `(first node, nodes, ranks per node)`, ranks
+/// handed out in order, a node's ranks consecutive. Nodes are renumbered in the order of
+/// their lowest rank. `None` when the value is not of that form or does not cover `size`
+/// ranks.
+pub(crate) fn process_mapping(value: &str, size: usize) -> Option<Vec<usize>> {
+    let inner = value.trim().strip_prefix("(vector,")?.strip_suffix(')')?;
+    let mut nodes = Vec::with_capacity(size);
+    for block in inner.split("),") {
+        let block = block.trim().trim_start_matches('(').trim_end_matches(')');
+        let nums: Vec<usize> = block
+            .split(',')
+            .map(|n| n.trim().parse().ok())
+            .collect::<Option<_>>()?;
+        let [first, count, per] = nums[..] else {
+            return None;
+        };
+        for node in first..first.checked_add(count)? {
+            for _ in 0..per {
+                nodes.push(node);
+            }
+        }
+    }
+    // Cyclic mappings repeat the blocks until every rank has a node.
+    if nodes.is_empty() {
+        return None;
+    }
+    let block = nodes.clone();
+    while nodes.len() < size {
+        nodes.extend_from_slice(&block);
+    }
+    nodes.truncate(size);
+    let mut order: Vec<usize> = Vec::new();
+    Some(
+        nodes
+            .iter()
+            .map(|n| match order.iter().position(|m| m == n) {
+                Some(i) => i,
+                None => {
+                    order.push(*n);
+                    order.len() - 1
+                }
+            })
+            .collect(),
+    )
+}
+
+/// A PMI launcher's rank and size, when the environment names one.
+pub(crate) fn launched() -> Option<(usize, usize)> {
+    let get = |k: &str| std::env::var(k).ok()?.parse().ok();
+    std::env::var_os(ENV_PMI_FD)?;
+    Some((get(ENV_PMI_RANK)?, get(ENV_PMI_SIZE)?))
+}
+
+/// What keeps the job's shared parts alive in this process: rank 0's hub, a node leader's
+/// boot segment, the PMI connection (finalized at a clean exit).
+struct Kept {
+    _hub: Option<Hub>,
+    _boot: Option<BootSegment>,
+    pmi: Mutex<Pmi>,
+}
+
+static KEPT: OnceLock<Kept> = OnceLock::new();
+
+extern "C" fn finalize_at_exit(status: libc::c_int, _: *mut libc::c_void) {
+    if status != 0 {
+        // The launcher sees the status and ends the job.
+        return;
+    }
+    if let Some(k) = KEPT.get() {
+        if let Ok(mut pmi) = k.pmi.lock() {
+            let _ = pmi.finalize();
+        }
+    }
+}
+
+/// Joins the PMI job this process was started in (see the module's documentation).
+pub(crate) fn join() -> Result<LocalBootstrap> {
+    let (rank, size) = launched().ok_or_else(|| {
+        pmi_error(format!(
+            "{ENV_PMI_FD}, {ENV_PMI_RANK} and {ENV_PMI_SIZE} must all be set"
+        ))
+    })?;
+    if rank >= size {
+        return Err(pmi_error(format!("rank {rank} of a job of {size}")));
+    }
+    let fd: i32 = std::env::var(ENV_PMI_FD)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| pmi_error(format!("{ENV_PMI_FD} is not a descriptor")))?;
+    // SAFETY: fstat of a descriptor number writes only `st`.
+    let is_socket = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstat(fd, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFSOCK
+    };
+    if !is_socket {
+        return Err(pmi_error(format!(
+            "{ENV_PMI_FD}={fd} is not an open socket: this process was not started by the PMI \
+             launcher its environment names (set ONESIDED_BOOTSTRAP=singleton to run it alone)"
+        )));
+    }
+    // SAFETY: the launcher's socket (checked open); the environment names it for this
+    // process, and no MPI library shares it (the `mpi` bootstrap is chosen before this one
+    // when one is present).
+    let mut pmi = unsafe { Pmi::connect(fd)? };
+    let mapping = pmi.get("PMI_process_mapping")?;
+    let nodes = match mapping.as_deref().map(|m| process_mapping(m, size)) {
+        Some(Some(n)) => n,
+        Some(None) => {
+            return Err(pmi_error(format!(
+                "PMI_process_mapping {:?} is not a block mapping of {size} ranks",
+                mapping.unwrap_or_default()
+            )))
+        }
+        // No map: every rank on one node (a launcher on one host).
+        None => vec![0; size],
+    };
+    let on_this_machine = nodes.iter().filter(|&&n| n == nodes[rank]).count();
+    // ONESIDED_NODES=K: the job over K virtual nodes, as `osrun --nodes K` splits it (the
+    // network path between ranks of one host).
+    let nodes = match std::env::var(crate::bootstrap::local::ENV_NODES) {
+        Ok(k) => {
+            let k: usize = k.parse().map_err(|_| {
+                pmi_error(format!(
+                    "{}={k:?} is not a number",
+                    crate::bootstrap::local::ENV_NODES
+                ))
+            })?;
+            if on_this_machine != size {
+                return Err(pmi_error(format!(
+                    "{} splits a job of one host; this one spans several",
+                    crate::bootstrap::local::ENV_NODES
+                )));
+            }
+            crate::bootstrap::local::virtual_nodes(size, k)
+        }
+        Err(_) => nodes,
+    };
+    let node = nodes[rank];
+    let node_ranks: Vec<usize> = (0..size).filter(|&r| nodes[r] == node).collect();
+    let leader = node_ranks[0] == rank;
+
+    let mut hub = None;
+    if rank == 0 {
+        let job = random_job_id();
+        let h = Hub::start_tcp("0.0.0.0:0")?;
+        let port = h
+            .addr()
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse::<u16>().ok())
+            .ok_or_else(|| pmi_error(format!("hub address {}", h.addr())))?;
+        let host = match std::env::var(ENV_HUB_HOST) {
+            Ok(h) => h,
+            Err(_) => rustix::system::uname()
+                .nodename()
+                .to_string_lossy()
+                .into_owned(),
+        };
+        pmi.put("onesided-job", &job)?;
+        pmi.put("onesided-hub", &format!("tcp:{host}:{port}"))?;
+        hub = Some(h);
+    }
+    pmi.barrier()?;
+    let job = pmi
+        .get("onesided-job")?
+        .ok_or_else(|| pmi_error("rank 0 published no job id"))?;
+    let hub_addr = pmi
+        .get("onesided-hub")?
+        .ok_or_else(|| pmi_error("rank 0 published no hub"))?;
+    let mut boot = None;
+    if leader {
+        let b = BootSegment::for_node(&job, size, node, node_ranks.len())?;
+        pmi.put(&format!("onesided-boot-{node}"), b.name())?;
+        boot = Some(b);
+    }
+    pmi.barrier()?;
+    let name = pmi
+        .get(&format!("onesided-boot-{node}"))?
+        .ok_or_else(|| pmi_error(format!("node {node}'s first rank published no segment")))?;
+    let mut local = LocalBootstrap::connect(&job, &name, rank, size)?;
+    local.join_hub(
+        Arc::new(nodes),
+        hub::Link::connect(&hub_addr, 0, rank, size)?,
+        on_this_machine,
+    );
+    if let Some(b) = &boot {
+        // Every rank of the node maps it before the barrier below returns anywhere; give
+        // the slowest a while, then the name goes (mappings stay).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !b.all_attached() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    pmi.barrier()?;
+    if let Some(b) = &boot {
+        b.unlink();
+    }
+    let first = KEPT
+        .set(Kept {
+            _hub: hub,
+            _boot: boot,
+            pmi: Mutex::new(pmi),
+        })
+        .is_ok();
+    if first {
+        // SAFETY: registers a handler with no preconditions; its argument is unused.
+        unsafe { crate::bootstrap::mpi::on_exit(finalize_at_exit, std::ptr::null_mut()) };
+    }
+    Ok(local)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mappings_give_each_rank_its_node() {
+        assert_eq!(process_mapping("(vector,(0,1,4))", 4), Some(vec![0; 4]));
+        assert_eq!(
+            process_mapping("(vector,(0,2,2))", 4),
+            Some(vec![0, 0, 1, 1])
+        );
+        assert_eq!(
+            process_mapping("(vector,(0,2,2),(2,1,1))", 5),
+            Some(vec![0, 0, 1, 1, 2])
+        );
+        // Cyclic: one rank per node, repeated.
+        assert_eq!(
+            process_mapping("(vector,(0,2,1))", 4),
+            Some(vec![0, 1, 0, 1])
+        );
+        // Nodes renumbered by their lowest rank.
+        assert_eq!(
+            process_mapping("(vector,(3,1,1),(1,1,1))", 2),
+            Some(vec![0, 1])
+        );
+        assert_eq!(process_mapping("(vector,(0,2))", 2), None);
+        assert_eq!(process_mapping("nonsense", 2), None);
+        assert_eq!(process_mapping("(vector,)", 2), None);
+    }
+
+    #[test]
+    fn answers_parse_into_words() {
+        let a = Answer::parse("cmd=get_result rc=0 value=tcp:node1:4000").unwrap();
+        assert_eq!(a.get("cmd"), Some("get_result"));
+        assert_eq!(a.get("value"), Some("tcp:node1:4000"));
+        assert!(a.expect_rc0("get").is_ok());
+        let a = Answer::parse("cmd=get_result rc=-1 msg=key_not_found").unwrap();
+        assert!(a.expect_rc0("get").is_err());
+        assert!(Answer::parse("cmd=x garbage").is_err());
+    }
+
+    /// A PMI server of two words: answers a scripted session over a socket pair.
+    #[test]
+    fn a_session_speaks_the_wire_protocol() {
+        let (client, server) = UnixStream::pair().unwrap();
+        let script = std::thread::spawn(move || {
+            let mut r = BufReader::new(server.try_clone().unwrap());
+            let mut w = server;
+            let mut seen = Vec::new();
+            let answers = [
+                "cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0",
+                "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024",
+                "cmd=my_kvsname kvsname=kvs_7_0",
+                "cmd=put_result rc=0",
+                "cmd=barrier_out",
+                "cmd=get_result rc=0 value=hello",
+                "cmd=get_result rc=-1 msg=key_not_found",
+                "cmd=finalize_ack",
+            ];
+            for a in answers {
+                let mut line = String::new();
+                r.read_line(&mut line).unwrap();
+                seen.push(line.trim_end().to_owned());
+                writeln!(w, "{a}").unwrap();
+            }
+            seen
+        });
+        let mut pmi = Pmi::over(client).unwrap();
+        assert_eq!(pmi.value_max, 1024);
+        pmi.put("k", "hello").unwrap();
+        pmi.barrier().unwrap();
+        assert_eq!(pmi.get("k").unwrap().as_deref(), Some("hello"));
+        assert_eq!(pmi.get("missing").unwrap(), None);
+        pmi.finalize().unwrap();
+        assert!(pmi.put("k", "has space").is_err());
+        let seen = script.join().unwrap();
+        assert_eq!(seen[0], "cmd=init pmi_version=1 pmi_subversion=1");
+        assert_eq!(seen[3], "cmd=put kvsname=kvs_7_0 key=k value=hello");
+        assert_eq!(seen[4], "cmd=barrier_in");
+        assert_eq!(seen[5], "cmd=get kvsname=kvs_7_0 key=k");
+    }
+}
