@@ -813,7 +813,7 @@ fn node_numbers(leaders: &[u64]) -> Vec<usize> {
 /// `mpiexec` nobody would, so the node's first process starts a reaper: a detached `sh` in
 /// its own process group (out of reach of the launcher's signals to the job) that polls
 /// the node's processes and then removes the job's names.
-fn start_reaper(job: &str, pids: &[u32]) -> Result<()> {
+pub(crate) fn start_reaper(job: &str, pids: &[u32]) -> Result<()> {
     // The job id is hex (random_job_id); anything else must not reach a shell.
     if !job.chars().all(|c| c.is_ascii_hexdigit()) {
         return Err(Error::Bootstrap(format!("unexpected job id {job:?}")));

@@ -17,7 +17,9 @@
 //!
 //! A rank that fails is the launcher's to deal with (hydra and Slurm end the job when a rank
 //! exits non-zero or by a signal; Slurm with `srun -K`/`KillOnBadExit`). A rank that ends
-//! cleanly closes its PMI connection with `finalize` at exit.
+//! cleanly marks its exit in its node's roster and closes its PMI connection with
+//! `finalize`. Each node's first rank starts the `mpi` bootstrap's reaper, which removes the
+//! job's names from the node's `/dev/shm` once its processes all ended.
 //!
 //! The wire protocol (MPICH's "simple PMI", documented in Flux RFC 13): lines of
 //! `key=value` words, each request starting `cmd=NAME`, each answered by one line.
@@ -262,6 +264,9 @@ struct Kept {
     _hub: Option<Hub>,
     _boot: Option<BootSegment>,
     pmi: Mutex<Pmi>,
+    /// This node's roster and this process's entry: marked at a clean exit, so that this
+    /// node's waits for it fail with `PeerExited` instead of waiting on.
+    exit_mark: (Arc<crate::bootstrap::roster::Roster>, usize),
 }
 
 static KEPT: OnceLock<Kept> = OnceLock::new();
@@ -272,6 +277,7 @@ extern "C" fn finalize_at_exit(status: libc::c_int, _: *mut libc::c_void) {
         return;
     }
     if let Some(k) = KEPT.get() {
+        k.exit_mark.0.mark_exited(k.exit_mark.1);
         if let Ok(mut pmi) = k.pmi.lock() {
             let _ = pmi.finalize();
         }
@@ -378,7 +384,24 @@ pub(crate) fn join() -> Result<LocalBootstrap> {
         pmi.put(&format!("onesided-boot-{node}"), b.name())?;
         boot = Some(b);
     }
+    pmi.put(
+        &format!("onesided-pid-{rank}"),
+        &std::process::id().to_string(),
+    )?;
     pmi.barrier()?;
+    if leader {
+        // The job's names leave this node's /dev/shm once its processes all ended, however
+        // they ended (no launcher of ours sweeps them).
+        let mut pids = Vec::with_capacity(node_ranks.len());
+        for &r in &node_ranks {
+            let pid = pmi
+                .get(&format!("onesided-pid-{r}"))?
+                .and_then(|p| p.parse::<u32>().ok())
+                .ok_or_else(|| pmi_error(format!("rank {r} published no pid")))?;
+            pids.push(pid);
+        }
+        crate::bootstrap::mpi::start_reaper(&job, &pids)?;
+    }
     let name = pmi
         .get(&format!("onesided-boot-{node}"))?
         .ok_or_else(|| pmi_error(format!("node {node}'s first rank published no segment")))?;
@@ -400,11 +423,15 @@ pub(crate) fn join() -> Result<LocalBootstrap> {
     if let Some(b) = &boot {
         b.unlink();
     }
+    let (roster, index) = crate::bootstrap::Bootstrap::watch(&local)
+        .expect("a local bootstrap watches its peers")
+        .roster();
     let first = KEPT
         .set(Kept {
             _hub: hub,
             _boot: boot,
             pmi: Mutex::new(pmi),
+            exit_mark: (roster, index),
         })
         .is_ok();
     if first {
