@@ -42,7 +42,7 @@ pub const ENV_PMI_RANK: &str = "PMI_RANK";
 /// Environment variable with the PMI job's size.
 pub const ENV_PMI_SIZE: &str = "PMI_SIZE";
 /// Environment variable naming the host name (or address) other nodes reach rank 0's hub
-/// at (default: this host's name).
+/// at (default: the address the network endpoint binds to, `transport::address`).
 pub const ENV_HUB_HOST: &str = "ONESIDED_HUB_HOST";
 
 fn pmi_error(what: impl std::fmt::Display) -> Error {
@@ -360,12 +360,12 @@ pub(crate) fn join() -> Result<LocalBootstrap> {
             .next()
             .and_then(|p| p.parse::<u16>().ok())
             .ok_or_else(|| pmi_error(format!("hub address {}", h.addr())))?;
+        // The address the network endpoint would bind to (ONESIDED_NET_ADDR,
+        // ONESIDED_IFACE, else the first external IPv4 address): the one peers on other
+        // hosts reach, without relying on host names resolving.
         let host = match std::env::var(ENV_HUB_HOST) {
             Ok(h) => h,
-            Err(_) => rustix::system::uname()
-                .nodename()
-                .to_string_lossy()
-                .into_owned(),
+            Err(_) => crate::transport::address::endpoint_address()?,
         };
         pmi.put("onesided-job", &job)?;
         pmi.put("onesided-hub", &format!("tcp:{host}:{port}"))?;
