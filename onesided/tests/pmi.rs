@@ -95,7 +95,7 @@ fn job_of(stdout: &str) -> String {
 }
 
 /// The ranks' part of the ring tests: one job of `N`, a window whose puts go around it.
-fn ring_rank(nodes: usize) {
+pub(crate) fn ring_rank(nodes: usize) {
     const N: usize = 4;
     {
         let u = onesided::init().expect("join the hydra job");
@@ -256,4 +256,186 @@ fn a_pmi_socket_that_cannot_be_joined_is_an_error() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// Two hosts that share nothing but a veth pair (feature `ofi`, root): network namespaces
+/// with a `/dev/shm` each, hydra's `manual` launcher in the first (its control address on
+/// the veth), one hydra proxy per host. Rank 0's hub, the PMI key-value space and every
+/// window cross the veth, whose byte counters must show it. The subnet is blackholed in the
+/// root namespace while the test runs, so nothing leaves the machine.
+#[cfg(feature = "ofi")]
+mod two_hosts {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Child, Command, Stdio};
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    use super::{ring_rank, CHILD};
+
+    const SUBNET: &str = "10.231.8.0/24";
+    const TEST: &str = "two_hosts::a_hydra_job_over_two_namespaced_hosts_crosses_the_veth";
+
+    fn sh(cmd: &str) -> String {
+        let out = Command::new("sh").args(["-c", cmd]).output().expect("sh");
+        assert!(
+            out.status.success(),
+            "`{cmd}` failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// The two namespaces, their veth ends and the blackhole route; removed on drop, with
+    /// whatever still runs in them.
+    struct Hosts {
+        ns: [String; 2],
+        veth: [String; 2],
+        children: Vec<Child>,
+    }
+
+    impl Hosts {
+        fn new() -> Hosts {
+            let id = std::process::id();
+            let hosts = Hosts {
+                ns: [format!("pmi{id}a"), format!("pmi{id}b")],
+                veth: [format!("vp{id}a"), format!("vp{id}b")],
+                children: Vec::new(),
+            };
+            let [a, b] = &hosts.ns;
+            let [va, vb] = &hosts.veth;
+            sh(&format!("ip route add blackhole {SUBNET}"));
+            sh(&format!(
+                "ip netns add {a} && ip netns add {b} && ip link add {va} type veth peer name {vb}"
+            ));
+            for k in 0..2 {
+                let (n, v) = (&hosts.ns[k], &hosts.veth[k]);
+                sh(&format!(
+                    "ip link set {v} netns {n} && ip -n {n} addr add 10.231.8.{}/24 dev {v} && \
+                     ip -n {n} link set {v} up && ip -n {n} link set lo up",
+                    k + 1
+                ));
+            }
+            hosts
+        }
+
+        /// `cmd` (a shell command line) on host `k`, with a `/dev/shm` of the host's own.
+        fn spawn_on(&mut self, k: usize, cmd: &str, stdout: Stdio) -> &mut Child {
+            let child = Command::new("ip")
+                .args(["netns", "exec", &self.ns[k]])
+                .args(["unshare", "-m", "--propagation", "private", "sh", "-c"])
+                .arg(format!(
+                    "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec {cmd}"
+                ))
+                .stdout(stdout)
+                .stderr(Stdio::inherit())
+                .spawn()
+                .expect("ip netns exec");
+            self.children.push(child);
+            self.children.last_mut().expect("just pushed")
+        }
+
+        /// Bytes host `k` received on its end of the veth.
+        fn received(&self, k: usize) -> u64 {
+            sh(&format!(
+                "ip netns exec {} cat /sys/class/net/{}/statistics/rx_bytes",
+                self.ns[k], self.veth[k]
+            ))
+            .trim()
+            .parse()
+            .expect("a byte count")
+        }
+    }
+
+    impl Drop for Hosts {
+        fn drop(&mut self) {
+            for c in &mut self.children {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+            let _ = Command::new("sh")
+                .args([
+                    "-c",
+                    &format!(
+                        "ip netns del {}; ip netns del {}; ip route del blackhole {SUBNET}",
+                        self.ns[0], self.ns[1]
+                    ),
+                ])
+                .output();
+        }
+    }
+
+    #[test]
+    fn a_hydra_job_over_two_namespaced_hosts_crosses_the_veth() {
+        if std::env::var_os(CHILD).is_some() {
+            ring_rank(2);
+            return;
+        }
+        if !rustix::process::geteuid().is_root() || !super::have_hydra() {
+            eprintln!("needs root and mpiexec.hydra: not run");
+            return;
+        }
+        // libfabric's shm provider reaches only processes of one host.
+        if std::env::var("ONESIDED_PROVIDER").is_ok_and(|p| p.starts_with("shm")) {
+            eprintln!("the shm provider does not cross hosts: not run");
+            return;
+        }
+        let mut hosts = Hosts::new();
+        let exe = std::env::current_exe().expect("test binary");
+        let mpiexec = format!(
+            "env {CHILD}=1 mpiexec.hydra -launcher manual -iface {} -hosts h1,h2 -n 4 -ppn 2 \
+             {} --exact {TEST} --nocapture --test-threads=1",
+            hosts.veth[0],
+            exe.display()
+        );
+        let launcher = hosts.spawn_on(0, &mpiexec, Stdio::piped());
+        let stdout = launcher.stdout.take().expect("piped");
+        // Its lines, as they come: first the proxies' command lines, then the job's output.
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                if tx.send(line.unwrap_or_default()).is_err() {
+                    return;
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let next = || {
+            rx.recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("mpiexec.hydra went quiet")
+        };
+        let mut proxies = Vec::new();
+        loop {
+            let line = next();
+            if let Some(cmd) = line.strip_prefix("HYDRA_LAUNCH: ") {
+                proxies.push(cmd.to_owned());
+            } else if line.starts_with("HYDRA_LAUNCH_END") {
+                break;
+            }
+        }
+        assert_eq!(proxies.len(), 2, "{proxies:?}");
+        let before = [hosts.received(0), hosts.received(1)];
+        for (k, cmd) in proxies.iter().enumerate() {
+            // Each proxy names its own end of the veth.
+            let cmd = cmd.replace(&hosts.veth[0], &hosts.veth[k]);
+            hosts.spawn_on(k, &cmd, Stdio::null());
+        }
+        let mut output = Vec::new();
+        while let Ok(line) = rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            output.push(line);
+        }
+        let output = output.join("\n");
+        let status = hosts.children[0].wait().expect("mpiexec.hydra");
+        assert!(status.success(), "the job failed:\n{output}");
+        assert!(output.contains("of 4 ranks: ring ok"), "{output}");
+        assert_eq!(output.matches("1 passed").count(), 4, "{output}");
+        // The hub's collectives and the windows crossed the veth both ways.
+        let after = [hosts.received(0), hosts.received(1)];
+        for k in 0..2 {
+            assert!(
+                after[k] - before[k] > 4096,
+                "host {k} received {} bytes on the veth",
+                after[k] - before[k]
+            );
+        }
+    }
 }
