@@ -13,7 +13,9 @@
 # (a default build, no MPI library), and the tests of onesided/tests/pmi.rs run under
 # `srun -O -K --mpi=pmi2` (one job of all ranks, a rank that panics ends the job within
 # 20 s and leaves nothing in /dev/shm, a PMI socket that cannot be joined is an error).
-# Not yet: several hosts (namespaces), PMIx.
+# Then the same on two hosts made of namespaces (below): `srun -N 2 -n 4` ring with its data
+# across the veth, the tests again, and both hosts' /dev/shm empty afterwards. Not yet:
+# PMIx.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=$PWD/target/slurm
@@ -96,6 +98,112 @@ CONF
   return 1
 }
 
+# Two hosts: network namespaces joined by a veth pair (10.231.6.0/24, blackholed in the root
+# namespace meanwhile), one slurmd each with a /dev/shm of its own (nsenter keeps the
+# host's cgroup mounts, which slurmd needs; `ip netns exec` would remount /sys), the
+# controller in the first. A second cluster under target/slurm/two.
+two_ns=(onesided-slurm-a onesided-slurm-b)
+two_veth=(os-slurm-a os-slurm-b)
+two_dir=$dir/two
+
+two_hosts_down() {
+  local pidfile pids=()
+  for pidfile in "$two_dir"/node1.pid "$two_dir"/node2.pid "$two_dir"/slurmctld.pid; do
+    [[ -f $pidfile ]] && pids+=("$(cat "$pidfile")")
+    rm -f "$pidfile"
+  done
+  ((${#pids[@]})) && kill "${pids[@]}" 2>/dev/null || true
+  # The daemons take a moment to shut down; then the namespaces go.
+  for _ in $(seq 1 50); do
+    kill -0 "${pids[@]}" 2>/dev/null || break
+    sleep 0.2
+  done
+  ip netns del "${two_ns[0]}" 2>/dev/null || true
+  ip netns del "${two_ns[1]}" 2>/dev/null || true
+  ip route del blackhole 10.231.6.0/24 2>/dev/null || true
+}
+
+two_hosts_up() {
+  two_hosts_down
+  mkdir -p "$two_dir"/{ctld,dnode1,dnode2}
+  ip route add blackhole 10.231.6.0/24
+  ip netns add "${two_ns[0]}"
+  ip netns add "${two_ns[1]}"
+  ip link add "${two_veth[0]}" type veth peer name "${two_veth[1]}"
+  for k in 0 1; do
+    ip link set "${two_veth[$k]}" netns "${two_ns[$k]}"
+    ip -n "${two_ns[$k]}" addr add "10.231.6.$((k + 1))/24" dev "${two_veth[$k]}"
+    ip -n "${two_ns[$k]}" link set "${two_veth[$k]}" up
+    ip -n "${two_ns[$k]}" link set lo up
+  done
+  sed -e "s|^SlurmctldHost=.*|SlurmctldHost=$(hostname)(10.231.6.1)|" \
+      -e "s|^ClusterName=.*|ClusterName=onesided2|" \
+      -e "s|^StateSaveLocation=.*|StateSaveLocation=$two_dir/ctld|" \
+      -e "s|^SlurmdSpoolDir=.*|SlurmdSpoolDir=$two_dir/d%n|" \
+      -e "s|^SlurmctldPidFile=.*|SlurmctldPidFile=$two_dir/slurmctld.pid|" \
+      -e "s|^SlurmdPidFile=.*|SlurmdPidFile=$two_dir/slurmd-%n.pid|" \
+      -e "s|^SlurmctldLogFile=.*|SlurmctldLogFile=$two_dir/slurmctld.log|" \
+      -e "s|^SlurmdLogFile=.*|SlurmdLogFile=$two_dir/slurmd-%n.log|" \
+      -e "/^NodeName=/d" -e "/^PartitionName=/d" "$SLURM_CONF" >"$two_dir/slurm.conf"
+  cat >>"$two_dir/slurm.conf" <<CONF
+NodeName=node1 NodeAddr=10.231.6.1 CPUs=$(nproc) State=UNKNOWN
+NodeName=node2 NodeAddr=10.231.6.2 CPUs=$(nproc) State=UNKNOWN
+PartitionName=debug Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:16
+CONF
+  SLURM_CONF=$two_dir/slurm.conf nsenter --net="/var/run/netns/${two_ns[0]}" slurmctld
+  # In the foreground (-D) behind `&`: nsenter, unshare and sh each exec the next, so $! is
+  # slurmd's pid (slurmd's own pid file has no per-node name).
+  for k in 1 2; do
+    SLURM_CONF=$two_dir/slurm.conf nsenter --net="/var/run/netns/${two_ns[$((k - 1))]}" \
+      unshare -m --propagation private \
+      sh -c "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec slurmd -D -N node$k" \
+      >"$two_dir/slurmd-node$k.out" 2>&1 &
+    echo $! >"$two_dir/node$k.pid"
+  done
+  for _ in $(seq 1 50); do
+    [[ $(SLURM_CONF=$two_dir/slurm.conf nsenter --net="/var/run/netns/${two_ns[0]}" \
+         sinfo -h -o %T 2>/dev/null | grep -c idle) == 1 ]] &&
+      [[ $(SLURM_CONF=$two_dir/slurm.conf nsenter --net="/var/run/netns/${two_ns[0]}" \
+           sinfo -h -N -o %T 2>/dev/null | grep -c idle) == 2 ]] && return 0
+    sleep 0.2
+  done
+  echo "slurm.sh: the two hosts never came up" >&2
+  tail -n 5 "$two_dir"/*.log >&2
+  return 1
+}
+
+# The onesided names in host k's /dev/shm (k = 1, 2), seen from its slurmd's mounts.
+shm_of() {
+  local pid
+  pid=$(cat "$two_dir/node$1.pid")
+  [[ -d /proc/$pid ]] || { echo "slurm.sh: host $1's slurmd is gone" >&2; return 1; }
+  nsenter --mount="/proc/$pid/ns/mnt" ls /dev/shm | { grep '^onesided' || true; }
+}
+
+two_host_checks() {
+  # Windows across hosts need the feature `ofi`.
+  cargo build --release -q -p onesided --features ofi --examples
+  two_hosts_up
+  local run=(env SLURM_CONF="$two_dir/slurm.conf" nsenter --net="/var/run/netns/${two_ns[0]}")
+  local rx0 rx1 out
+  rx_of() { ip netns exec "${two_ns[1]}" cat "/sys/class/net/${two_veth[1]}/statistics/rx_bytes"; }
+  rx0=$(rx_of)
+  out=$(timeout 120 "${run[@]}" srun -N 2 -n 4 -O --mpi=pmi2 target/release/examples/ring)
+  echo "$out"
+  rx1=$(rx_of)
+  grep -q "ring of 4 ranks" <<<"$out" || { echo "slurm.sh: two hosts: not one job of 4 ranks" >&2; return 1; }
+  echo "slurm.sh: two hosts: host 2 received $((rx1 - rx0)) bytes on the veth"
+  ((rx1 - rx0 > 4096)) || { echo "slurm.sh: two hosts: nothing crossed the veth" >&2; return 1; }
+  ONESIDED_PMI_HOSTS=2 ONESIDED_PMI_LAUNCHER="${run[*]} srun -N 2 -O -K --mpi=pmi2" \
+    timeout 300 cargo test -q -p onesided --features ofi --test pmi -- \
+    hydra_starts_one_job_of_all_its_ranks a_rank_that_panics_ends_the_hydra_job
+  # The reapers poll every 0.2 s.
+  sleep 1
+  local left
+  left="$(shm_of 1)$(shm_of 2)" || return 1
+  [[ -z $left ]] || { echo "slurm.sh: two hosts: left in /dev/shm: $left" >&2; return 1; }
+}
+
 checks() {
   cargo build --release -q -p onesided --examples
   local out
@@ -110,9 +218,11 @@ case ${1:-test} in
   stop) stop ;;
   test)
     start
-    trap stop EXIT
+    trap 'two_hosts_down; stop' EXIT
     checks
-    echo "slurm.sh: srun --mpi=pmi2: ok"
+    echo "slurm.sh: srun --mpi=pmi2, one host: ok"
+    two_host_checks
+    echo "slurm.sh: srun --mpi=pmi2, two hosts: ok"
     ;;
   *) echo "usage: slurm.sh [test|start|stop]" >&2; exit 2 ;;
 esac

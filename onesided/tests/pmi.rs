@@ -4,7 +4,8 @@
 //!
 //! Each test re-executes this test binary under `mpiexec.hydra` with a marker variable
 //! set; the ranks then run the test body. `ONESIDED_PMI_LAUNCHER` names another launcher
-//! command (`scripts/slurm.sh test` runs them under `srun -O -K --mpi=pmi2`). Without the
+//! command (`scripts/slurm.sh test` runs them under `srun -O -K --mpi=pmi2`, on one host
+//! and on two, with `ONESIDED_PMI_HOSTS=2`). Without the
 //! launcher (hydra: Debian's `mpich` package) the launcher tests say so and pass; CI
 //! installs both.
 #![cfg(not(feature = "mpi"))]
@@ -127,7 +128,9 @@ pub(crate) fn ring_rank(nodes: usize) {
 fn hydra_starts_one_job_of_all_its_ranks() {
     const N: usize = 4;
     if std::env::var_os(CHILD).is_some() {
-        ring_rank(1);
+        // The hosts the launcher spreads the job over (`scripts/slurm.sh`: two).
+        let hosts = std::env::var("ONESIDED_PMI_HOSTS").map_or(1, |h| h.parse().expect("a count"));
+        ring_rank(hosts);
         return;
     }
     if !have_hydra() {

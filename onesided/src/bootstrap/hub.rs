@@ -836,6 +836,27 @@ impl Hub {
         self.shared.state().exited.clone()
     }
 
+    /// Treats member `index` of communicator `comm` as gone, as if its connection had
+    /// closed: the collectives that wait for it fail at every member that arrived (a hub
+    /// host that ends cleanly leaves the world this way, and goes on serving the others).
+    pub(crate) fn member_departed(&self, comm: u64, index: u64) {
+        let mut out = Outgoing::new();
+        self.shared.state().member_left(comm, index, &mut out);
+        deliver(out);
+    }
+
+    /// Members of communicator `comm` (0: the job's world) whose connection is open: a
+    /// process that hosts the hub waits at exit until it is the last one of the world, so
+    /// that no collective of the others loses its hub.
+    pub(crate) fn open_members(&self, comm: u64) -> usize {
+        self.shared
+            .state()
+            .members
+            .iter()
+            .filter(|((c, _), m)| *c == comm && m.open)
+            .count()
+    }
+
     /// Tells every agent to abort the job; with `report`, to ask its ranks for their hang
     /// reports first (the job ran out of time).
     pub fn abort(&self, report: bool) {

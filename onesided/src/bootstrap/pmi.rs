@@ -261,7 +261,7 @@ pub(crate) fn launched() -> Option<(usize, usize)> {
 /// What keeps the job's shared parts alive in this process: rank 0's hub, a node leader's
 /// boot segment, the PMI connection (finalized at a clean exit).
 struct Kept {
-    _hub: Option<Hub>,
+    hub: Option<Hub>,
     _boot: Option<BootSegment>,
     pmi: Mutex<Pmi>,
     /// This node's roster and this process's entry: marked at a clean exit, so that this
@@ -271,12 +271,25 @@ struct Kept {
 
 static KEPT: OnceLock<Kept> = OnceLock::new();
 
+/// How long rank 0, which hosts the hub, waits at a clean exit for the other ranks to
+/// leave the job's world (their collectives need the hub until they are done).
+const HUB_LINGER: Duration = Duration::from_secs(300);
+
 extern "C" fn finalize_at_exit(status: libc::c_int, _: *mut libc::c_void) {
     if status != 0 {
         // The launcher sees the status and ends the job.
         return;
     }
     if let Some(k) = KEPT.get() {
+        if let Some(hub) = &k.hub {
+            // This rank leaves the world (a collective it never entered fails at the
+            // others, as under osrun), and the hub serves the others until they are gone.
+            hub.member_departed(0, 0);
+            let deadline = Instant::now() + HUB_LINGER;
+            while hub.open_members(0) > 0 && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
         k.exit_mark.0.mark_exited(k.exit_mark.1);
         if let Ok(mut pmi) = k.pmi.lock() {
             let _ = pmi.finalize();
@@ -428,7 +441,7 @@ pub(crate) fn join() -> Result<LocalBootstrap> {
         .roster();
     let first = KEPT
         .set(Kept {
-            _hub: hub,
+            hub,
             _boot: boot,
             pmi: Mutex::new(pmi),
             exit_mark: (roster, index),
