@@ -99,7 +99,7 @@ CONF
 }
 
 # Two hosts: network namespaces joined by a veth pair (10.231.6.0/24, blackholed in the root
-# namespace meanwhile), one slurmd each with a /dev/shm of its own (nsenter keeps the
+# namespace meanwhile), one slurmd each with a /dev/shm and process ids of its own (nsenter keeps the
 # host's cgroup mounts, which slurmd needs; `ip netns exec` would remount /sys), the
 # controller in the first. A second cluster under target/slurm/two.
 two_ns=(onesided-slurm-a onesided-slurm-b)
@@ -108,16 +108,26 @@ two_dir=$dir/two
 
 two_hosts_down() {
   local pidfile pids=()
+  # node*.pid: each host's `unshare`, whose child is its slurmd (it ends with it).
   for pidfile in "$two_dir"/node1.pid "$two_dir"/node2.pid "$two_dir"/slurmctld.pid; do
-    [[ -f $pidfile ]] && pids+=("$(cat "$pidfile")")
+    if [[ -f $pidfile ]]; then
+      pids+=("$(cat "$pidfile")")
+      pkill -TERM -P "$(cat "$pidfile")" 2>/dev/null || true
+    fi
     rm -f "$pidfile"
   done
-  ((${#pids[@]})) && kill "${pids[@]}" 2>/dev/null || true
-  # The daemons take a moment to shut down; then the namespaces go.
-  for _ in $(seq 1 50); do
-    kill -0 "${pids[@]}" 2>/dev/null || break
-    sleep 0.2
-  done
+  if ((${#pids[@]})); then
+    kill "${pids[@]}" 2>/dev/null || true
+    # The daemons take a moment to shut down; then the namespaces go.
+    for _ in $(seq 1 50); do
+      kill -0 "${pids[@]}" 2>/dev/null || break
+      sleep 0.2
+    done
+    for pid in "${pids[@]}"; do
+      pkill -KILL -P "$pid" 2>/dev/null || true
+      kill -KILL "$pid" 2>/dev/null || true
+    done
+  fi
   ip netns del "${two_ns[0]}" 2>/dev/null || true
   ip netns del "${two_ns[1]}" 2>/dev/null || true
   ip route del blackhole 10.231.6.0/24 2>/dev/null || true
@@ -151,11 +161,12 @@ NodeName=node2 NodeAddr=10.231.6.2 CPUs=$(nproc) State=UNKNOWN
 PartitionName=debug Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:16
 CONF
   SLURM_CONF=$two_dir/slurm.conf nsenter --net="/var/run/netns/${two_ns[0]}" slurmctld
-  # In the foreground (-D) behind `&`: nsenter, unshare and sh each exec the next, so $! is
-  # slurmd's pid (slurmd's own pid file has no per-node name).
+  # Each host has its own PID namespace too (cross-memory attach cannot reach the other
+  # host's processes). In the foreground (-D) behind `&`: $! is `unshare`, in the host's
+  # mount namespace, which takes slurmd down with it (--kill-child).
   for k in 1 2; do
     SLURM_CONF=$two_dir/slurm.conf nsenter --net="/var/run/netns/${two_ns[$((k - 1))]}" \
-      unshare -m --propagation private \
+      unshare -m -p --fork --kill-child --mount-proc --propagation private \
       sh -c "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec slurmd -D -N node$k" \
       >"$two_dir/slurmd-node$k.out" 2>&1 &
     echo $! >"$two_dir/node$k.pid"

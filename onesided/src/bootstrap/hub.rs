@@ -288,6 +288,22 @@ pub(crate) enum Outcome {
     Left(usize),
 }
 
+/// The other end of a [`Link`]'s socket, to close it at a process's clean exit (a PMI job
+/// has no node agent that tells the hub).
+#[derive(Debug)]
+pub(crate) struct Leaver(Stream);
+
+impl Leaver {
+    /// Shuts the connection down: every collective of its communicator that waits for this
+    /// member fails at the others (`Outcome::Left`), as when the process is gone.
+    pub(crate) fn leave(&self) {
+        let _ = match &self.0 {
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+        };
+    }
+}
+
 /// A member's connection to the hub for one communicator.
 #[derive(Debug)]
 pub(crate) struct Link {
@@ -316,6 +332,15 @@ impl Link {
     /// The hub's address.
     pub(crate) fn addr(&self) -> &str {
         &self.addr
+    }
+
+    /// A handle that closes this connection from elsewhere ([`Leaver::leave`]): the hub
+    /// then takes the member as gone.
+    pub(crate) fn leaver(&self) -> Result<Leaver> {
+        self.lock()
+            .try_clone()
+            .map(Leaver)
+            .map_err(|e| Error::Bootstrap(format!("hub {}: {e}", self.addr)))
     }
 
     fn lock(&self) -> MutexGuard<'_, Stream> {
@@ -834,27 +859,6 @@ impl Hub {
     /// Ranks that exited with status 0, as agents reported them.
     pub fn exited_ranks(&self) -> Vec<usize> {
         self.shared.state().exited.clone()
-    }
-
-    /// Treats member `index` of communicator `comm` as gone, as if its connection had
-    /// closed: the collectives that wait for it fail at every member that arrived (a hub
-    /// host that ends cleanly leaves the world this way, and goes on serving the others).
-    pub(crate) fn member_departed(&self, comm: u64, index: u64) {
-        let mut out = Outgoing::new();
-        self.shared.state().member_left(comm, index, &mut out);
-        deliver(out);
-    }
-
-    /// Members of communicator `comm` (0: the job's world) whose connection is open: a
-    /// process that hosts the hub waits at exit until it is the last one of the world, so
-    /// that no collective of the others loses its hub.
-    pub(crate) fn open_members(&self, comm: u64) -> usize {
-        self.shared
-            .state()
-            .members
-            .iter()
-            .filter(|((c, _), m)| *c == comm && m.open)
-            .count()
     }
 
     /// Tells every agent to abort the job; with `report`, to ask its ranks for their hang

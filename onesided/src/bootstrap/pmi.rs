@@ -17,8 +17,11 @@
 //!
 //! A rank that fails is the launcher's to deal with (hydra and Slurm end the job when a rank
 //! exits non-zero or by a signal; Slurm with `srun -K`/`KillOnBadExit`). A rank that ends
-//! cleanly marks its exit in its node's roster and closes its PMI connection with
-//! `finalize`. Each node's first rank starts the `mpi` bootstrap's reaper, which removes the
+//! cleanly first waits up to 2 s for every other rank to end too (a rendezvous at the hub:
+//! its network endpoint serves what peers still finish meanwhile, such as the last steps of
+//! a window's `free`), then marks its exit in its node's roster and closes its hub
+//! connections (a peer that still waits for it fails with `PeerExited`), then waits in a
+//! PMI barrier until every rank has ended, and closes its PMI connection with `finalize`. Each node's first rank starts the `mpi` bootstrap's reaper, which removes the
 //! job's names from the node's `/dev/shm` once its processes all ended.
 //!
 //! The wire protocol (MPICH's "simple PMI", documented in Flux RFC 13): lines of
@@ -261,7 +264,11 @@ pub(crate) fn launched() -> Option<(usize, usize)> {
 /// What keeps the job's shared parts alive in this process: rank 0's hub, a node leader's
 /// boot segment, the PMI connection (finalized at a clean exit).
 struct Kept {
-    hub: Option<Hub>,
+    _hub: Option<Hub>,
+    /// The exit rendezvous's connection to the hub.
+    exit: hub::Link,
+    /// Close this rank's connections to the hub at a clean exit.
+    leavers: Vec<hub::Leaver>,
     _boot: Option<BootSegment>,
     pmi: Mutex<Pmi>,
     /// This node's roster and this process's entry: marked at a clean exit, so that this
@@ -271,30 +278,45 @@ struct Kept {
 
 static KEPT: OnceLock<Kept> = OnceLock::new();
 
-/// How long rank 0, which hosts the hub, waits at a clean exit for the other ranks to
-/// leave the job's world (their collectives need the hub until they are done).
-const HUB_LINGER: Duration = Duration::from_secs(300);
+/// The hub communicator of the exit rendezvous (no split's id: those are hashes of a
+/// parent's, and the world's is 0).
+const EXIT_COMM: u64 = 0x6578_6974; // "exit"
+
+/// How long a rank that ends cleanly waits for the others to end too before it tells its
+/// peers it is gone: long enough for the last steps of a collective they all finished
+/// (a peer still reading what this rank published, an answer still on its way), short
+/// enough that a peer waiting for an early leaver fails within seconds.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 extern "C" fn finalize_at_exit(status: libc::c_int, _: *mut libc::c_void) {
     if status != 0 {
         // The launcher sees the status and ends the job.
         return;
     }
-    if let Some(k) = KEPT.get() {
-        if let Some(hub) = &k.hub {
-            // This rank leaves the world (a collective it never entered fails at the
-            // others, as under osrun), and the hub serves the others until they are gone.
-            hub.member_departed(0, 0);
-            let deadline = Instant::now() + HUB_LINGER;
-            while hub.open_members(0) > 0 && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(5));
-            }
+    let Some(k) = KEPT.get() else { return };
+    // First the others: once every rank has come to its end, nobody needs anything of
+    // this one's any more. The network endpoint serves peers meanwhile (its thread runs).
+    let deadline = Instant::now() + EXIT_GRACE;
+    let mut idle = || -> Result<()> {
+        if Instant::now() >= deadline {
+            return Err(pmi_error("the others are not at their end yet"));
         }
-        k.exit_mark.0.mark_exited(k.exit_mark.1);
-        if let Ok(mut pmi) = k.pmi.lock() {
-            let _ = pmi.finalize();
-        }
+        std::thread::sleep(Duration::from_millis(1));
+        Ok(())
+    };
+    let _ = k.exit.exchange(0, 0, false, &[], &mut idle);
+    // Then gone for the waits of this node (its roster) and for the job's collectives
+    // (the hub): a peer that still waits for this rank fails with `PeerExited`, as under
+    // osrun.
+    k.exit_mark.0.mark_exited(k.exit_mark.1);
+    for l in &k.leavers {
+        l.leave();
     }
+    let Ok(mut pmi) = k.pmi.lock() else { return };
+    // The process stays until every rank reached its end (MPI_Finalize's barrier): rank
+    // 0's hub serves the others until then. A rank that fails meanwhile ends the job.
+    let _ = pmi.barrier();
+    let _ = pmi.finalize();
 }
 
 /// Joins the PMI job this process was started in (see the module's documentation).
@@ -439,12 +461,19 @@ pub(crate) fn join() -> Result<LocalBootstrap> {
     let (roster, index) = crate::bootstrap::Bootstrap::watch(&local)
         .expect("a local bootstrap watches its peers")
         .roster();
+    let exit = hub::Link::connect(&hub_addr, EXIT_COMM, rank, size)?;
+    let leavers = [local.hub_leaver()?, Some(exit.leaver()?)]
+        .into_iter()
+        .flatten()
+        .collect();
     let first = KEPT
         .set(Kept {
-            hub,
+            _hub: hub,
             _boot: boot,
             pmi: Mutex::new(pmi),
             exit_mark: (roster, index),
+            exit,
+            leavers,
         })
         .is_ok();
     if first {

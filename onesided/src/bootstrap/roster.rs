@@ -379,9 +379,12 @@ impl Vigil<'_> {
                 continue;
             }
             // Blocked elsewhere in a collective of ours we have not entered (we cannot: we
-            // are blocked here), while we wait for it: a deadlock once it persists.
+            // are blocked here), while we wait for it: a deadlock once it persists. Not when
+            // it is the next collective of this very channel: the peer entered it because the
+            // one we wait in completed for it, and so completes for us too (across nodes our
+            // wait may see that well after the peer moved on).
             let theirs = w.roster.waiting(index);
-            if !waits_for_us(theirs) {
+            if !waits_for_us(theirs) || (theirs >> 32) as u32 == w.channel {
                 if matches!(self.suspect, Some((r, _, _)) if r == rank) {
                     self.suspect = None;
                 }

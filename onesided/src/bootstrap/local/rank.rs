@@ -104,6 +104,12 @@ impl LocalBootstrap {
         self.on_this_machine = on_this_machine;
     }
 
+    /// A handle that closes this communicator's hub connection at exit (see
+    /// [`hub::Leaver`]); `None` without a hub.
+    pub(crate) fn hub_leaver(&self) -> Result<Option<hub::Leaver>> {
+        self.hub.as_ref().map(hub::Link::leaver).transpose()
+    }
+
     /// Maps the boot segment `name` of job `job` as rank `rank` of `size`.
     pub fn connect(job: &str, name: &str, rank: usize, size: usize) -> Result<LocalBootstrap> {
         if rank >= size {
