@@ -64,7 +64,8 @@ fn same_sides(
     t_count: c_int,
     t_type: Handle,
 ) -> Option<(usize, abi::Builtin)> {
-    if o_count != t_count || o_type != t_type {
+    let mask = abi::abi().handle_mask;
+    if o_count != t_count || o_type & mask != t_type & mask {
         return None;
     }
     bytes_of(o_count, o_type)

@@ -63,8 +63,10 @@ impl Universe {
 /// Built with feature `mpi` and started by `mpiexec`/`srun`, it joins through the host MPI
 /// (initializing it with MPI_THREAD_SERIALIZED — [`init_thread`] asks for another level —
 /// unless the application already did, and finalizing it at exit if it initialized it); use
-/// `init_mpi` (feature `mpi`) to pass another communicator. Started any other way the process is a job of one. Calling `init` again
-/// returns the same universe.
+/// `init_mpi` (feature `mpi`) to pass another communicator. Without it, started by a PMI
+/// launcher (`mpiexec.hydra`, `srun --mpi=pmi2`) it joins through the launcher's PMI socket
+/// (see [`ENV_BOOTSTRAP`]). Started any other way the process is a job of one. Calling
+/// `init` again returns the same universe.
 ///
 /// ```
 /// # onesided::testing::run(2, |_| {

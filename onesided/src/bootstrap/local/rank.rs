@@ -408,7 +408,8 @@ impl Bootstrap for LocalBootstrap {
         self.nodes.iter().filter(|&&n| n == mine).count()
     }
 
-    /// `osrun` starts every rank on this machine, whatever the virtual nodes.
+    /// `osrun` starts every rank on this machine, whatever the virtual nodes; a PMI
+    /// launcher may spread them over hosts (`bootstrap::pmi`).
     fn processes_on_this_machine(&self) -> usize {
         self.on_this_machine
     }
