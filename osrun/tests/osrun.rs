@@ -270,7 +270,11 @@ fn clean_exit_inside_a_collective_ends_the_job() {
             std::process::exit(0);
         }
         if let Err(e) = win.fence(Assert::NONE) {
-            eprintln!("rank {}: {e}", w.rank());
+            // One write: the two waiting ranks share stderr, and `eprintln!` writes its
+            // pieces one by one (they interleaved: "rank rank 02: : fencefence: …").
+            use std::io::Write;
+            let line = format!("rank {}: {e}\n", w.rank());
+            let _ = std::io::stderr().write_all(line.as_bytes());
             std::process::exit(4);
         }
         return;
