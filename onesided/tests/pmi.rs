@@ -85,6 +85,21 @@ fn hydra_with(test: &str, n: usize, env: &[(&str, &str)]) -> (bool, String, Stri
     (status.success(), stdout, stderr, took)
 }
 
+/// Job `job`'s names leave /dev/shm: the processes remove their own at a clean end, and
+/// each node's reaper what is left (libfabric shm provider regions, a crash's segments)
+/// once the node's processes are gone; it polls every 0.2 s.
+fn assert_swept(job: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !onesided::job_segments(job).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        onesided::job_segments(job).is_empty(),
+        "left in /dev/shm: {:?}",
+        onesided::job_segments(job)
+    );
+}
+
 /// The job id rank 0 printed ("job ID").
 fn job_of(stdout: &str) -> String {
     stdout
@@ -148,12 +163,7 @@ fn hydra_starts_one_job_of_all_its_ranks() {
         "not every rank passed:\n{stdout}\n{stderr}"
     );
     assert!(stdout.contains("of 4 ranks: ring ok"), "{stdout}");
-    let job = job_of(&stdout);
-    assert!(
-        onesided::job_segments(&job).is_empty(),
-        "left in /dev/shm: {:?}",
-        onesided::job_segments(&job)
-    );
+    assert_swept(&job_of(&stdout));
 }
 
 /// `ONESIDED_NODES=2` splits a hydra job of one host into two virtual nodes, whose ranks
@@ -177,8 +187,7 @@ fn a_hydra_job_over_two_virtual_nodes_crosses_the_network() {
     let (ok, stdout, stderr, _) = hydra_with(TEST, 4, &[("ONESIDED_NODES", "2")]);
     assert!(ok, "the hydra job failed:\n{stdout}\n{stderr}");
     assert!(stdout.contains("of 4 ranks: ring ok"), "{stdout}");
-    let job = job_of(&stdout);
-    assert!(onesided::job_segments(&job).is_empty());
+    assert_swept(&job_of(&stdout));
 }
 
 #[test]
@@ -215,17 +224,7 @@ fn a_rank_that_panics_ends_the_hydra_job() {
         took < Duration::from_secs(20),
         "the job took {took:?} to end:\n{stdout}\n{stderr}"
     );
-    // The reaper polls the node's processes every 0.2 s.
-    let job = job_of(&stdout);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !onesided::job_segments(&job).is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert!(
-        onesided::job_segments(&job).is_empty(),
-        "left in /dev/shm: {:?}",
-        onesided::job_segments(&job)
-    );
+    assert_swept(&job_of(&stdout));
 }
 
 /// A launcher environment that cannot be joined is an error, never a job of one.
