@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use onesided::mpi::topology::{Color, Communicator};
@@ -27,41 +27,15 @@ fn run_mpiexec(test: &str) -> (bool, String, String) {
 fn run_mpiexec_with(test: &str, env: &[(&str, &str)]) -> (bool, String, String) {
     let launcher = std::env::var("ONESIDED_MPIEXEC").unwrap_or_else(|_| "mpiexec".into());
     let mut words = launcher.split_whitespace();
-    let out_path = std::env::temp_dir().join(format!("{test}-{}.out", std::process::id()));
-    let err_path = out_path.with_extension("err");
     let mut cmd = Command::new(words.next().expect("launcher"));
     cmd.args(words)
         .args(["-n", &RANKS.to_string()])
         .arg(std::env::current_exe().expect("test binary"))
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
-        .envs(env.iter().copied())
-        // Files, not pipes: nobody reads a pipe while the parent waits.
-        .stdout(Stdio::from(
-            std::fs::File::create(&out_path).expect("stdout file"),
-        ))
-        .stderr(Stdio::from(
-            std::fs::File::create(&err_path).expect("stderr file"),
-        ));
-    let mut child = cmd.spawn().expect("mpiexec (set ONESIDED_MPIEXEC)");
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-            let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-            panic!("{test}: mpiexec job timed out:\n{stdout}\n{stderr}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&out_path);
-    let _ = std::fs::remove_file(&err_path);
-    (status.success(), stdout, stderr)
+        .envs(env.iter().copied());
+    let (ok, stdout, stderr, _) = common::run_launcher(cmd, test, Duration::from_secs(60));
+    (ok, stdout, stderr)
 }
 
 /// In the parent: runs `test` under mpiexec and checks that every rank passed. In a rank:

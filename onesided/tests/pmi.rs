@@ -10,6 +10,8 @@
 //! installs both.
 #![cfg(not(feature = "mpi"))]
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -45,44 +47,15 @@ fn hydra(test: &str, n: usize) -> (bool, String, String, Duration) {
 
 /// [`hydra`] with `env` set for the job.
 fn hydra_with(test: &str, n: usize, env: &[(&str, &str)]) -> (bool, String, String, Duration) {
-    let out_path = std::env::temp_dir().join(format!("pmi-{test}-{}.out", std::process::id()));
-    let err_path = out_path.with_extension("err");
     let words = launcher();
-    let mut child = Command::new(&words[0])
-        .args(&words[1..])
+    let mut cmd = Command::new(&words[0]);
+    cmd.args(&words[1..])
         .args(["-n", &n.to_string()])
         .arg(std::env::current_exe().expect("test binary"))
         .args(["--exact", test, "--nocapture", "--test-threads=1"])
         .env(CHILD, "1")
-        .envs(env.iter().copied())
-        // Files, not pipes: nobody reads a pipe while the parent waits.
-        .stdout(Stdio::from(
-            std::fs::File::create(&out_path).expect("stdout file"),
-        ))
-        .stderr(Stdio::from(
-            std::fs::File::create(&err_path).expect("stderr file"),
-        ))
-        .spawn()
-        .expect("the launcher");
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-            let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-            panic!("{test}: the hydra job timed out:\n{stdout}\n{stderr}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let took = start.elapsed();
-    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
-    let stderr = std::fs::read_to_string(&err_path).unwrap_or_default();
-    let _ = std::fs::remove_file(&out_path);
-    let _ = std::fs::remove_file(&err_path);
-    (status.success(), stdout, stderr, took)
+        .envs(env.iter().copied());
+    common::run_launcher(cmd, &format!("pmi-{test}"), Duration::from_secs(60))
 }
 
 /// Job `job`'s names leave /dev/shm: the processes remove their own at a clean end, and

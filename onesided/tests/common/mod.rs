@@ -211,3 +211,48 @@ pub fn stop(pid: u64) {
     }
     std::thread::sleep(std::time::Duration::from_millis(50));
 }
+
+/// Runs `cmd` (a launcher with its job) to its end with stdout and stderr in files (not
+/// pipes: nobody reads a pipe while the caller waits); panics with both when it runs longer
+/// than `limit`. Returns whether it succeeded, its stdout and stderr, and how long it took.
+pub fn run_launcher(
+    mut cmd: std::process::Command,
+    what: &str,
+    limit: std::time::Duration,
+) -> (bool, String, String, std::time::Duration) {
+    use std::process::Stdio;
+    let out_path = std::env::temp_dir().join(format!("{what}-{}.out", std::process::id()));
+    let err_path = out_path.with_extension("err");
+    let mut child = cmd
+        .stdout(Stdio::from(
+            std::fs::File::create(&out_path).expect("stdout file"),
+        ))
+        .stderr(Stdio::from(
+            std::fs::File::create(&err_path).expect("stderr file"),
+        ))
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: cannot start the launcher: {e}"));
+    let start = std::time::Instant::now();
+    let read = || {
+        (
+            std::fs::read_to_string(&out_path).unwrap_or_default(),
+            std::fs::read_to_string(&err_path).unwrap_or_default(),
+        )
+    };
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let (stdout, stderr) = read();
+            panic!("{what}: the job timed out:\n{stdout}\n{stderr}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let took = start.elapsed();
+    let (stdout, stderr) = read();
+    let _ = std::fs::remove_file(&out_path);
+    let _ = std::fs::remove_file(&err_path);
+    (status.success(), stdout, stderr, took)
+}
