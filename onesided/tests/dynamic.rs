@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use onesided::{alloc_mem, testing, Assert, Error, LockType, WinBuffer, Window};
+use onesided::{alloc_mem, testing, Assert, Error, LockType, Op, WinBuffer, Window};
 
 /// Deterministic life cycle: attach, access, detach, access fails, attach elsewhere.
 #[test]
@@ -206,6 +206,65 @@ fn region_table_limits() {
         ));
         drop(win.free()?);
         drop(mem);
+        Ok(())
+    });
+}
+
+/// An access may run from one attached region into the next when they are attached next to
+/// each other (MPICH's `win_dynamic_rma_flush_get`): put, get, accumulate and
+/// get_accumulate across the boundaries of three regions carved from one buffer — malloc'd
+/// (reached by cross-memory attach) and from the shared heap (mapped) — land whole; a gap
+/// between regions is still not attached memory.
+#[test]
+fn accesses_run_across_regions_attached_next_to_each_other() {
+    testing::run(2, |u| {
+        let w = u.world();
+        let (me, peer) = (w.rank(), (w.rank() + 1) % 2);
+        const THIRD: usize = 1000;
+        let mut heap_mem = vec![0u32; 3 * THIRD];
+        let mut shared_mem = alloc_mem::<u32>(3 * THIRD)?;
+        for mem in [heap_mem.as_mut_ptr(), shared_mem.as_mut_ptr()] {
+            let win = Window::<u32>::create_dynamic(w)?;
+            let mut thirds = Vec::new();
+            for i in 0..3 {
+                // SAFETY: `mem` outlives the window (freed below) and is used through it only.
+                let piece = unsafe { WinBuffer::from_raw_parts(mem.add(i * THIRD), THIRD) };
+                thirds.push(win.attach(piece)?);
+            }
+            let base = w.allgather(&[thirds[0].addr as u64])?[peer] as usize;
+            let (start, count) = (THIRD - 7, THIRD + 20); // from the first into the third
+            let origin: Vec<u32> = (0..count as u32).map(|i| i * 3 + me as u32).collect();
+            let at = base + start * 4;
+            win.lock(LockType::Shared, peer, Assert::NONE)?;
+            win.put(&origin, peer, at)?;
+            win.flush(peer)?;
+            let mut back = vec![0u32; count];
+            win.get(&mut back, peer, at)?;
+            assert_eq!(back, origin, "put then get across regions");
+            win.accumulate(&origin, peer, at, Op::Sum)?;
+            let mut old = vec![0u32; count];
+            win.get_accumulate(&origin, &mut old, peer, at, Op::Sum)?;
+            win.flush(peer)?;
+            assert_eq!(old, origin.iter().map(|x| 2 * x).collect::<Vec<_>>());
+            win.get(&mut back, peer, at)?;
+            assert_eq!(back, origin.iter().map(|x| 3 * x).collect::<Vec<_>>());
+            win.unlock(peer)?;
+            w.barrier()?;
+            // With the middle region detached, the run has a gap.
+            let middle = win.detach(thirds[1].addr)?;
+            w.barrier()?;
+            win.lock(LockType::Shared, peer, Assert::NONE)?;
+            assert!(matches!(
+                win.get(&mut back, peer, at),
+                Err(Error::NotAttached { .. })
+            ));
+            win.unlock(peer)?;
+            w.barrier()?;
+            drop(middle);
+            drop(win.free()?);
+        }
+        drop(shared_mem);
+        drop(heap_mem);
         Ok(())
     });
 }

@@ -632,11 +632,22 @@ impl RawWindow {
                 .defer_accumulate(origin, target, disp, op, self.flags.get(), false)
                 .map(drop);
         }
-        let loc = self
-            .core
-            .resolve("accumulate", target, disp, std::mem::size_of_val(origin))?;
-        self.core
-            .acc_run(target, loc, origin, op, None, self.flags.get())?;
+        let (size, flags) = (std::mem::size_of::<T>(), self.flags.get());
+        let len = std::mem::size_of_val(origin);
+        match self.core.resolve("accumulate", target, disp, len) {
+            Ok(loc) => self.core.acc_run(target, loc, origin, op, None, flags)?,
+            Err(e) => self.core.across_regions(
+                "accumulate",
+                e,
+                target,
+                (disp, len, size),
+                |piece, loc| {
+                    let elems = piece.start / size..piece.end / size;
+                    self.core
+                        .acc_run(target, loc, &origin[elems], op, None, flags)
+                },
+            )?,
+        }
         self.core.epoch.note_rma();
         Ok(())
     }
@@ -658,14 +669,25 @@ impl RawWindow {
                 result.len()
             )));
         }
-        let loc = self.core.resolve(
-            "get_accumulate",
-            target,
-            disp,
-            std::mem::size_of_val(origin),
-        )?;
-        self.core
-            .acc_run(target, loc, origin, op, Some(result), self.flags.get())?;
+        let (size, flags) = (std::mem::size_of::<T>(), self.flags.get());
+        let len = std::mem::size_of_val(origin);
+        match self.core.resolve("get_accumulate", target, disp, len) {
+            Ok(loc) => self
+                .core
+                .acc_run(target, loc, origin, op, Some(result), flags)?,
+            Err(e) => self.core.across_regions(
+                "get_accumulate",
+                e,
+                target,
+                (disp, len, size),
+                |piece, loc| {
+                    let elems = piece.start / size..piece.end / size;
+                    let out = Some(&mut result[elems.clone()]);
+                    self.core
+                        .acc_run(target, loc, &origin[elems], op, out, flags)
+                },
+            )?,
+        }
         self.core.epoch.note_rma();
         Ok(())
     }

@@ -97,8 +97,12 @@ impl WinCore {
         if self.may_defer(target, src.len()) {
             return self.defer_put(src, target, disp).map(drop);
         }
-        let route = self.resolve("put", target, disp, src.len())?.route;
-        self.put_routed(route, src, target, flags)
+        match self.resolve("put", target, disp, src.len()) {
+            Ok(at) => self.put_routed(at.route, src, target, flags),
+            Err(e) => self.across_regions("put", e, target, (disp, src.len(), 1), |piece, at| {
+                self.put_routed(at.route, &src[piece], target, flags)
+            }),
+        }
     }
 
     /// Writes `src` where `route` (resolved and checked for `target`) leads, issued as
@@ -274,7 +278,16 @@ impl WinCore {
         disp: usize,
         flags: Flags,
     ) -> Result<()> {
-        let route = self.resolve("get", target, disp, dst.len())?.route;
+        match self.resolve("get", target, disp, dst.len()) {
+            Ok(at) => self.get_routed(at.route, dst, target, flags),
+            Err(e) => self.across_regions("get", e, target, (disp, dst.len(), 1), |piece, at| {
+                self.get_routed(at.route, &mut dst[piece], target, flags)
+            }),
+        }
+    }
+
+    /// Reads into `dst` from where `route` (resolved and checked for `target`) leads.
+    fn get_routed(&self, route: Route, dst: &mut [u8], target: usize, flags: Flags) -> Result<()> {
         if let Route::Cma { addr, .. } = route {
             if let Some(rings) = self.ring_toward(target, dst.len(), flags) {
                 let req = served::byte_request(ring::Kind::Get, addr, dst.len());

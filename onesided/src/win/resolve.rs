@@ -372,6 +372,40 @@ impl WinCore {
         Ok(region.locate(addr))
     }
 
+    /// Runs `each` over the pieces of an access of `len` bytes at address `addr` of
+    /// `target`'s dynamic window that runs from one attached region into the next — valid
+    /// in MPI, which asks only that the bytes be attached (MPICH's `win_dynamic_rma_flush_get`
+    /// test writes across two halves of one array attached apart), while a route reaches
+    /// one region (the two may be a mapped segment and memory reached by cross-memory
+    /// attach, or two network registrations). Each piece lies in one region and holds whole
+    /// elements of `unit` bytes; `each` gets its byte range within the access and where it
+    /// is. `not_attached` (the error of resolving the whole access) is returned when the
+    /// window is not dynamic, no run of regions attached next to each other covers the
+    /// bytes, or a region boundary splits an element. A slow path: the table is read anew.
+    pub(crate) fn across_regions(
+        &self,
+        op: &'static str,
+        not_attached: Error,
+        target: usize,
+        (addr, len, unit): (usize, usize, usize),
+        mut each: impl FnMut(std::ops::Range<usize>, Located) -> Result<()>,
+    ) -> Result<()> {
+        let pieces = match (&self.targets, &not_attached) {
+            (Targets::Dynamic, Error::NotAttached { .. }) => self
+                .regions_now(target)
+                .and_then(|regions| attached_pieces(regions, addr, len, unit)),
+            _ => None,
+        };
+        let Some(pieces) = pieces else {
+            return Err(not_attached);
+        };
+        for (at, n) in pieces {
+            let loc = self.resolve_dynamic(op, target, at, n)?;
+            each(at - addr..at - addr + n, loc)?;
+        }
+        Ok(())
+    }
+
     /// The network control plane when `target` is on another node than this process (a
     /// window across nodes): its words and tables are read through it.
     #[cfg(feature = "ofi")]
@@ -656,9 +690,85 @@ impl WinCore {
     }
 }
 
+/// The pieces (address, bytes) of `len` bytes at `addr` over `regions` attached next to
+/// each other, each inside one region and a whole number of `unit`-byte elements from
+/// `addr`; `None` when no such run covers the bytes (see [`WinCore::across_regions`]).
+fn attached_pieces(
+    mut regions: Vec<OwnedRegion>,
+    addr: usize,
+    len: usize,
+    unit: usize,
+) -> Option<Vec<(usize, usize)>> {
+    regions.sort_unstable_by_key(|r| r.base);
+    let end = addr.checked_add(len)?;
+    let first = regions.partition_point(|r| r.base <= addr).checked_sub(1)?;
+    let mut pieces = Vec::new();
+    let mut at = addr;
+    for r in &regions[first..] {
+        let region_end = r.base.checked_add(r.len)?;
+        // The first region holds `addr`; each next one starts where the last piece ended.
+        if (pieces.is_empty() && at >= region_end) || (!pieces.is_empty() && r.base != at) {
+            return None;
+        }
+        let piece_end = end.min(region_end);
+        if piece_end != end && (piece_end - addr) % unit != 0 {
+            return None;
+        }
+        pieces.push((at, piece_end - at));
+        at = piece_end;
+        if at == end {
+            return Some(pieces);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn region(base: usize, len: usize) -> OwnedRegion {
+        OwnedRegion {
+            base,
+            len,
+            seg_tag: 0,
+            seg_offset: 0,
+            registration: 0,
+            net_key: 0,
+            net_base: 0,
+        }
+    }
+
+    #[test]
+    fn an_access_splits_at_the_boundaries_of_adjacent_regions() {
+        let halves = || vec![region(1000, 64), region(1064, 64)];
+        assert_eq!(
+            attached_pieces(halves(), 1000, 128, 4),
+            Some(vec![(1000, 64), (1064, 64)])
+        );
+        assert_eq!(
+            attached_pieces(halves(), 1060, 8, 4),
+            Some(vec![(1060, 4), (1064, 4)])
+        );
+        // Three regions given out of order; the access ends inside the last.
+        let thirds = vec![region(200, 10), region(100, 50), region(150, 50)];
+        assert_eq!(
+            attached_pieces(thirds, 120, 85, 1),
+            Some(vec![(120, 30), (150, 50), (200, 5)])
+        );
+        // A gap, bytes past the last region, a start outside every region.
+        assert_eq!(
+            attached_pieces(vec![region(0, 8), region(9, 8)], 0, 12, 1),
+            None
+        );
+        assert_eq!(attached_pieces(halves(), 1000, 129, 1), None);
+        assert_eq!(attached_pieces(halves(), 999, 2, 1), None);
+        assert_eq!(attached_pieces(halves(), 1128, 1, 1), None);
+        // A boundary inside an element (8-byte elements from 1060: 1064 is not a multiple).
+        assert_eq!(attached_pieces(halves(), 1060, 16, 8), None);
+        // No overflow at the top of the address space.
+        assert_eq!(attached_pieces(halves(), usize::MAX - 1, 4, 1), None);
+    }
 
     #[test]
     fn offsets_scale_and_bound() {
