@@ -65,6 +65,8 @@ pub(crate) struct SharedInPlace(#[allow(dead_code)] std::sync::Arc<InPlacePages>
 #[derive(Debug)]
 pub(crate) struct InPlacePages {
     seg: Segment,
+    /// Its object's inode: which pages of the range are still its mapping at the end.
+    ino: u64,
     base: usize,
     len: usize,
     /// What a forked child does with the pages (given up before they move back).
@@ -120,11 +122,20 @@ pub(crate) unsafe fn share_in_place(
     };
     // SAFETY: checked private and writable above; the caller keeps other threads away.
     let fd = unsafe { crate::shm::segment::share_pages(&seg, lo as *mut u8, hi - lo)? };
+    let ino = match crate::shm::segment::inode_of(&fd) {
+        Ok(ino) => ino,
+        Err(e) => {
+            // SAFETY: the pages just shared, by this call; the caller's contract holds.
+            unsafe { crate::shm::segment::unshare_pages(lo as *mut u8, hi - lo)? };
+            return Err(e);
+        }
+    };
     // The child maps the segment privately through this descriptor (no copy at fork).
     let fork = fork.with_fd(fd);
     let tag = seg.tag();
     let pages = std::sync::Arc::new(InPlacePages {
         seg,
+        ino,
         base: lo,
         len: hi - lo,
         fork: Some(fork),
@@ -149,19 +160,27 @@ impl Drop for InPlacePages {
             // process's memory, with its contents).
             return;
         }
-        // SAFETY: pages this value shared (`share_in_place`, whose caller keeps other
-        // threads away now too); the window that used them is gone.
-        if let Err(e) =
-            unsafe { crate::shm::segment::unshare_pages(self.base as *mut u8, self.len) }
-        {
-            // The pages stay shared: still this process's memory with its contents — not
-            // the program's concern, so a diagnostic event rather than a line on stderr.
-            crate::diag::event!(
-                target: "onesided::window",
-                error = %e,
-                "window memory stays in shared memory"
-            );
-            let _ = e;
+        // Only pages still mapped from the segment move back: a program may free window
+        // memory before the window (MPICH's MTestFreeWin does), and what it mapped at
+        // those addresses since is its own (moving a copy over a hole read unmapped
+        // memory; over new memory it would replace it).
+        let parts = crate::shm::segment::still_mapped_from(self.ino, self.base, self.len)
+            .unwrap_or_else(|| vec![(self.base, self.len)]);
+        for (at, len) in parts {
+            // SAFETY: pages this value shared (`share_in_place`, whose caller keeps other
+            // threads away now too), still mapped from its segment; the window that used
+            // them is gone.
+            if let Err(e) = unsafe { crate::shm::segment::unshare_pages(at as *mut u8, len) } {
+                // The pages stay shared: still this process's memory with its contents —
+                // not the program's concern, so a diagnostic event rather than a line on
+                // stderr.
+                crate::diag::event!(
+                    target: "onesided::window",
+                    error = %e,
+                    "window memory stays in shared memory"
+                );
+                let _ = e;
+            }
         }
     }
 }

@@ -260,6 +260,52 @@ pub(crate) unsafe fn unshare_pages(addr: *mut u8, len: usize) -> Result<()> {
     Ok(())
 }
 
+/// The inode of the shared-memory object `fd` (what `/proc/self/maps` shows for its
+/// mappings).
+pub(crate) fn inode_of(fd: &rustix::fd::OwnedFd) -> Result<u64> {
+    rustix::fs::fstat(fd)
+        .map(|st| st.st_ino as u64)
+        .map_err(|e| Error::os("fstat (share in place)", e))
+}
+
+/// The parts of `[addr, addr + len)` still mapped from the shared-memory object of inode
+/// `ino` — all of it, unless the program unmapped some of that memory (freed window memory
+/// before the window, as MPICH's test utilities do) and maybe mapped other memory there:
+/// pages [`unshare_pages`] may move back. `None` when the map cannot be read.
+pub(crate) fn still_mapped_from(ino: u64, addr: usize, len: usize) -> Option<Vec<(usize, usize)>> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let end = addr.saturating_add(len);
+    let mut parts: Vec<(usize, usize)> = Vec::new();
+    for line in maps.lines() {
+        // start-end perms offset dev inode path
+        let mut fields = line.split_whitespace();
+        let (Some(range), Some(inode), Some(path)) = (fields.next(), fields.nth(3), fields.next())
+        else {
+            continue;
+        };
+        if inode.parse::<u64>() != Ok(ino) || !path.starts_with(SHM_DIR) {
+            continue;
+        }
+        let Some((lo, hi)) = range.split_once('-') else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+        else {
+            continue;
+        };
+        let (lo, hi) = (lo.max(addr), hi.min(end));
+        if lo >= hi {
+            continue;
+        }
+        // Mappings next to each other (split by the kernel) make one part.
+        match parts.last_mut() {
+            Some((start, n)) if *start + *n == lo => *n += hi - lo,
+            _ => parts.push((lo, hi - lo)),
+        }
+    }
+    Some(parts)
+}
+
 /// Sizes the new object `fd` to `len` bytes and reserves its pages in /dev/shm now, so that
 /// a segment larger than the free space is an error here rather than a SIGBUS at the first
 /// touch of a page (a sparse `ftruncate` alone would succeed for any size).
@@ -374,6 +420,52 @@ mod tests {
         std::mem::forget(s); // simulate a crashed owner
         assert_eq!(sweep_job(&job), 1);
         assert!(job_segments(&job).is_empty());
+    }
+
+    #[test]
+    fn pages_shared_in_place_are_found_until_the_program_unmaps_them() {
+        let page = page_size();
+        let len = 4 * page;
+        // SAFETY: a fresh private mapping at an address the kernel picks.
+        let mem = unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }
+        .unwrap()
+        .cast::<u8>();
+        let seg = Segment::create(&random_job_id(), "0", len).unwrap();
+        // SAFETY: our own fresh mapping, touched by this thread only.
+        let fd = unsafe { share_pages(&seg, mem, len) }.unwrap();
+        let ino = inode_of(&fd).unwrap();
+        let at = mem as usize;
+        assert_eq!(still_mapped_from(ino, at, len), Some(vec![(at, len)]));
+        assert_eq!(
+            still_mapped_from(ino, at + page, page),
+            Some(vec![(at + page, page)])
+        );
+        // The program unmaps the second page and maps its own memory at the third.
+        // SAFETY: pages of the mapping above, which nothing else uses.
+        unsafe {
+            rustix::mm::munmap(mem.add(page).cast(), page).unwrap();
+            rustix::mm::mmap_anonymous(
+                mem.add(2 * page).cast(),
+                page,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE | MapFlags::FIXED,
+            )
+            .unwrap();
+        }
+        assert_eq!(
+            still_mapped_from(ino, at, len),
+            Some(vec![(at, page), (at + 3 * page, page)])
+        );
+        // SAFETY: the whole range is ours again (holes included: munmap ignores them).
+        unsafe { rustix::mm::munmap(mem.cast(), len).unwrap() };
+        assert_eq!(still_mapped_from(ino, at, len), Some(vec![]));
     }
 
     #[test]
