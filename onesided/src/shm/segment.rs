@@ -264,7 +264,7 @@ pub(crate) unsafe fn unshare_pages(addr: *mut u8, len: usize) -> Result<()> {
 /// mappings).
 pub(crate) fn inode_of(fd: &rustix::fd::OwnedFd) -> Result<u64> {
     rustix::fs::fstat(fd)
-        .map(|st| st.st_ino as u64)
+        .map(|st| st.st_ino)
         .map_err(|e| Error::os("fstat (share in place)", e))
 }
 
