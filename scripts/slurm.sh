@@ -14,7 +14,8 @@
 # `srun -O -K --mpi=pmi2` (one job of all ranks, a rank that panics ends the job within
 # 20 s and leaves nothing in /dev/shm, a PMI socket that cannot be joined is an error).
 # Then the same on two hosts made of namespaces (below): `srun -N 2 -n 4` ring with its data
-# across the veth, the tests again, and both hosts' /dev/shm empty afterwards. Not yet:
+# across the veth, the tests again (with a peer's clean early exit and a collective deadlock
+# seen across the hosts), and both hosts' /dev/shm empty afterwards. Not yet:
 # PMIx.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -207,7 +208,8 @@ two_host_checks() {
   ((rx1 - rx0 > 4096)) || { echo "slurm.sh: two hosts: nothing crossed the veth" >&2; return 1; }
   ONESIDED_PMI_HOSTS=2 ONESIDED_PMI_LAUNCHER="${run[*]} srun -N 2 -O -K --mpi=pmi2" \
     timeout 300 cargo test -q -p onesided --features ofi --test pmi -- \
-    hydra_starts_one_job_of_all_its_ranks a_rank_that_panics_ends_the_hydra_job
+    hydra_starts_one_job_of_all_its_ranks a_rank_that_panics_ends_the_hydra_job \
+    waits_for_an_ended_or_deadlocked_peer_on_another_pmi_node_fail
   # The reapers poll every 0.2 s.
   sleep 1
   local left

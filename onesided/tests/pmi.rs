@@ -200,6 +200,89 @@ fn a_rank_that_panics_ends_the_hydra_job() {
     assert_swept(&job_of(&stdout));
 }
 
+/// What a rank of another PMI node sees of a peer's clean early exit and of a collective
+/// deadlock (issue 53's items 11 and 12, under a PMI launcher): each rank relays to the
+/// other nodes' rosters its own exit and the collective it is blocked in. The scenario
+/// (`ONESIDED_PMI_SCENARIO`), with one rank per virtual node:
+/// - `lock`: rank 1 holds an exclusive lock on itself and exits 0; rank 0's lock request
+///   fails with `PeerExited`/`PeerGone` (before: both waited for each other for ever, rank
+///   1 in the PMI barrier of its exit);
+/// - `fence`: rank 1 exits 0; rank 0's fence fails the same way;
+/// - `deadlock`: rank 0 fences while rank 1 waits in a barrier: both fail with
+///   `CollectiveDeadlock`.
+#[cfg(feature = "ofi")]
+#[test]
+fn waits_for_an_ended_or_deadlocked_peer_on_another_pmi_node_fail() {
+    const TEST: &str = "waits_for_an_ended_or_deadlocked_peer_on_another_pmi_node_fail";
+    if std::env::var_os(CHILD).is_some() {
+        let scenario = std::env::var("ONESIDED_PMI_SCENARIO").expect("a scenario");
+        let u = onesided::init().expect("join the hydra job");
+        let w = u.world();
+        assert_ne!(
+            w.node_of(0).unwrap(),
+            w.node_of(1).unwrap(),
+            "one rank per node"
+        );
+        let win = Window::<u64>::allocate(w, 16).expect("allocate");
+        if scenario == "lock" && w.rank() == 1 {
+            win.lock(onesided::LockType::Exclusive, 1, Assert::NONE)
+                .expect("lock");
+        }
+        w.barrier().expect("barrier");
+        let started = Instant::now();
+        let outcome = match (scenario.as_str(), w.rank()) {
+            ("deadlock", 1) => w.barrier(),
+            (_, 1) => {
+                std::thread::sleep(Duration::from_millis(200));
+                println!("rank 1 exits");
+                std::process::exit(0);
+            }
+            ("lock", _) => win.lock(onesided::LockType::Exclusive, 1, Assert::NONE),
+            _ => win.fence(Assert::NONE),
+        };
+        let waited = started.elapsed();
+        match outcome {
+            Err(Error::CollectiveDeadlock { .. }) if scenario == "deadlock" => {}
+            Err(Error::PeerExited { .. } | Error::PeerGone { .. }) if scenario != "deadlock" => {}
+            other => panic!("rank {}: {scenario}: {other:?} after {waited:?}", w.rank()),
+        }
+        println!(
+            "rank {}: {scenario} failed as it should after {waited:?}",
+            w.rank()
+        );
+        // The window's peer is gone or in a failed collective: leave without freeing.
+        std::mem::forget(win);
+        return;
+    }
+    if !have_hydra() {
+        eprintln!(
+            "{} is not installed (hydra: apt-get install mpich): not run",
+            launcher()[0]
+        );
+        return;
+    }
+    // Two virtual nodes of this host, unless the launcher spreads the job over hosts
+    // (`scripts/slurm.sh`: `srun -N 2`).
+    let hosts = std::env::var("ONESIDED_PMI_HOSTS").map_or(1, |h| h.parse().expect("a count"));
+    for scenario in ["lock", "fence", "deadlock"] {
+        let mut env = vec![("ONESIDED_PMI_SCENARIO", scenario)];
+        if hosts < 2 {
+            env.push(("ONESIDED_NODES", "2"));
+        }
+        let (ok, stdout, stderr, took) = hydra_with(TEST, 2, &env);
+        assert!(ok, "{scenario}: the job failed:\n{stdout}\n{stderr}");
+        let failed = stdout.matches("failed as it should").count();
+        let want = if scenario == "deadlock" { 2 } else { 1 };
+        assert_eq!(failed, want, "{scenario}:\n{stdout}\n{stderr}");
+        assert!(
+            took < Duration::from_secs(10),
+            "{scenario}: the job took {took:?}:\n{stdout}\n{stderr}"
+        );
+        let lines: Vec<&str> = stdout.lines().filter(|l| l.contains("rank ")).collect();
+        println!("{scenario}: the job took {took:.1?}: {lines:?}");
+    }
+}
+
 /// A launcher environment that cannot be joined is an error, never a job of one.
 #[test]
 fn a_pmi_socket_that_cannot_be_joined_is_an_error() {

@@ -438,6 +438,16 @@ impl AgentLink {
         })
     }
 
+    /// How long [`AgentLink::news`] waits for a frame before it returns what it has (1 ms
+    /// from `connect`: a supervisor's loop does other things between its looks).
+    pub(crate) fn set_patience(&self, patience: Duration) -> Result<()> {
+        self.reader
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .set_read_timeout(Some(patience))
+            .map_err(|e| Error::Bootstrap(format!("hub: {e}")))
+    }
+
     fn send(&self, kind: u64, words: &[u64]) -> Result<()> {
         self.writer
             .lock()

@@ -15,6 +15,11 @@
 //!    collective from then on; barrier, and the segments' names leave `/dev/shm` (ranks keep
 //!    their mappings).
 //!
+//! In a job over several nodes each rank also relays, through the hub, what the other
+//! nodes' rosters need (as `osrun`'s node agents do): the collective it is blocked in, and
+//! its clean exit; so a wait for a rank of another node that ended cleanly fails, and a
+//! collective deadlock across nodes is detected, as under `osrun` (`start_relay`).
+//!
 //! A rank that fails is the launcher's to deal with (hydra and Slurm end the job when a rank
 //! exits non-zero or by a signal; Slurm with `srun -K`/`KillOnBadExit`). A rank that ends
 //! cleanly first waits up to 2 s for every other rank to end too (a rendezvous at the hub:
@@ -264,6 +269,7 @@ pub(crate) fn launched() -> Option<(usize, usize)> {
 /// What keeps the job's shared parts alive in this process: rank 0's hub, a node leader's
 /// boot segment, the PMI connection (finalized at a clean exit).
 struct Kept {
+    rank: usize,
     _hub: Option<Hub>,
     /// The exit rendezvous's connection to the hub.
     exit: hub::Link,
@@ -274,6 +280,9 @@ struct Kept {
     /// This node's roster and this process's entry: marked at a clean exit, so that this
     /// node's waits for it fail with `PeerExited` instead of waiting on.
     exit_mark: (Arc<crate::bootstrap::roster::Roster>, usize),
+    /// The relay to the other nodes' rosters (a job over several nodes): told of this
+    /// process's clean exit.
+    relay: Option<Arc<hub::AgentLink>>,
 }
 
 static KEPT: OnceLock<Kept> = OnceLock::new();
@@ -309,6 +318,10 @@ extern "C" fn finalize_at_exit(status: libc::c_int, _: *mut libc::c_void) {
     // (the hub): a peer that still waits for this rank fails with `PeerExited`, as under
     // osrun.
     k.exit_mark.0.mark_exited(k.exit_mark.1);
+    if let Some(relay) = &k.relay {
+        // The hub is rank 0's: gone only when the job is.
+        let _ = relay.exited(k.rank);
+    }
     for l in &k.leavers {
         l.leave();
     }
@@ -441,8 +454,9 @@ pub(crate) fn join() -> Result<LocalBootstrap> {
         .get(&format!("onesided-boot-{node}"))?
         .ok_or_else(|| pmi_error(format!("node {node}'s first rank published no segment")))?;
     let mut local = LocalBootstrap::connect(&job, &name, rank, size)?;
+    let nodes = Arc::new(nodes);
     local.join_hub(
-        Arc::new(nodes),
+        Arc::clone(&nodes),
         hub::Link::connect(&hub_addr, 0, rank, size)?,
         on_this_machine,
     );
@@ -461,6 +475,16 @@ pub(crate) fn join() -> Result<LocalBootstrap> {
     let (roster, index) = crate::bootstrap::Bootstrap::watch(&local)
         .expect("a local bootstrap watches its peers")
         .roster();
+    let relay = if nodes.iter().any(|&n| n != node) {
+        Some(start_relay(
+            &hub_addr,
+            &nodes,
+            (rank, index),
+            Arc::clone(&roster),
+        )?)
+    } else {
+        None
+    };
     let exit = hub::Link::connect(&hub_addr, EXIT_COMM, rank, size)?;
     let leavers = [local.hub_leaver()?, Some(exit.leaver()?)]
         .into_iter()
@@ -468,6 +492,8 @@ pub(crate) fn join() -> Result<LocalBootstrap> {
         .collect();
     let first = KEPT
         .set(Kept {
+            rank,
+            relay,
             _hub: hub,
             _boot: boot,
             pmi: Mutex::new(pmi),
@@ -481,6 +507,63 @@ pub(crate) fn join() -> Result<LocalBootstrap> {
         unsafe { crate::bootstrap::mpi::on_exit(finalize_at_exit, std::ptr::null_mut()) };
     }
     Ok(local)
+}
+
+/// How long the relay thread waits for news from the hub between two looks at this
+/// process's roster word.
+const RELAY_PATIENCE: Duration = Duration::from_millis(10);
+
+/// Starts this process's relay between its node's roster and the other nodes' (a job over
+/// several nodes). Under `osrun` each node's agent copies into the other nodes' rosters
+/// what its ranks publish there (`launch::supervise`); a PMI job has no such agent, so each
+/// process relays for itself, through the hub's agent channel: the collective it is
+/// blocked in (its roster word) when it changes, and its clean exit at its end (see
+/// `finalize_at_exit`); and it copies into its node's roster what the processes of other
+/// nodes relay. Waits here then see a rank of another node that ended cleanly (they fail
+/// with `PeerExited`, or `PeerGone` for the network's own waits) and a collective deadlock
+/// across nodes (`CollectiveDeadlock`), as under `osrun`. Every process of a node writes
+/// the same marks and words into its roster: idempotent. `index` is this process's record.
+fn start_relay(
+    hub_addr: &str,
+    nodes: &Arc<Vec<usize>>,
+    (rank, index): (usize, usize),
+    roster: Arc<crate::bootstrap::roster::Roster>,
+) -> Result<Arc<hub::AgentLink>> {
+    let node = nodes[rank];
+    let agent = Arc::new(hub::AgentLink::connect(hub_addr, node)?);
+    agent.set_patience(RELAY_PATIENCE)?;
+    let (link, nodes) = (Arc::clone(&agent), Arc::clone(nodes));
+    let records = roster.len();
+    let elsewhere = move |r: usize| r < records && nodes.get(r).is_some_and(|&n| n != node);
+    std::thread::Builder::new()
+        .name("onesided-pmi-relay".into())
+        .spawn(move || {
+            let mut published = 0;
+            loop {
+                // Blocks up to RELAY_PATIENCE; an error is the hub gone: the job ends.
+                let Ok(news) = link.news() else { return };
+                for n in news {
+                    match n {
+                        hub::AgentNews::Exited(r) if elsewhere(r) => roster.mark_exited(r),
+                        hub::AgentNews::Waiting { rank: r, word } if elsewhere(r) => {
+                            roster.set_waiting(r, word)
+                        }
+                        // Failures end a PMI job through its launcher.
+                        _ => {}
+                    }
+                }
+                // Records of other processes are by job rank; this one's is `index`.
+                let word = roster.waiting(index);
+                if word != published {
+                    if link.waiting(rank, word).is_err() {
+                        return;
+                    }
+                    published = word;
+                }
+            }
+        })
+        .map_err(|e| pmi_error(format!("relay thread: {e}")))?;
+    Ok(agent)
 }
 
 #[cfg(test)]

@@ -69,6 +69,11 @@ impl Roster {
         Ok(Roster { seg, offset, len })
     }
 
+    /// How many records it holds.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     /// Bytes needed for `len` records.
     pub(crate) fn bytes(len: usize) -> Option<usize> {
         len.checked_mul(RECORD_BYTES)
@@ -209,8 +214,15 @@ impl Drop for Membership {
 /// The waiting word of a process blocked in collective `tag` of `channel`: the channel, the
 /// low 24 bits of the sequence number and the call.
 fn waiting_word(channel: u32, tag: CallTag) -> u64 {
-    (u64::from(channel) << 32) | ((tag.seq & 0xff_ffff) << 8) | tag.call.code()
+    (u64::from(channel) << 32) | ((tag.seq & 0xff_ffff) << 8) | (tag.call.code() & CALL_BITS)
 }
+
+/// The bits of a waiting word that name the call.
+const CALL_BITS: u64 = 0x7f;
+
+/// Set in a waiting word by a process that found its collective deadlocked with a peer's
+/// (see `Vigil::check`); the rest of the word stays what it was.
+const DEADLOCK_SEEN: u64 = 0x80;
 
 /// True when a peer's waiting word names a collective of one of our channels that this
 /// process has not entered: the peer waits for us. (A peer still finishing a collective we
@@ -222,7 +234,7 @@ fn waits_for_us(word: u64) -> bool {
 
 /// The call a waiting word names.
 fn waiting_call(word: u64) -> &'static str {
-    crate::bootstrap::call::Call::from_code(word & 0xff).map_or("a collective", |c| c.name())
+    crate::bootstrap::call::Call::from_code(word & CALL_BITS).map_or("a collective", |c| c.name())
 }
 
 /// A channel id from 64 random-ish bits shared by every member (never 0).
@@ -334,6 +346,7 @@ impl PeerWatch {
             published,
             exit_seen: None,
             suspect: None,
+            confirmed: None,
         }
     }
 }
@@ -349,6 +362,9 @@ pub(crate) struct Vigil<'a> {
     exit_seen: Option<(usize, Instant)>,
     /// A member seen blocked on another channel of ours, its record, and since when.
     suspect: Option<(usize, u64, Instant)>,
+    /// The deadlock found with a member (its record), and since when: told once the member
+    /// has found it too (see `check`).
+    confirmed: Option<(usize, u64, Instant)>,
 }
 
 impl Vigil<'_> {
@@ -360,6 +376,23 @@ impl Vigil<'_> {
         }
         let w = self.watch;
         let call = self.tag.call.name();
+        if let Some((rank, theirs, since)) = self.confirmed {
+            // This process's record shows the deadlock found (DEADLOCK_SEEN) and stays
+            // published until the peer has found it too: across nodes each sees the other's
+            // record a relay later, and a process that left its wait at once would look to a
+            // peer still confirming like one that moved on — it would see the process's
+            // exit instead. Told when the peer's record shows the deadlock too, or changed
+            // (it left its wait), or after another CONFIRM.
+            let now = w.members[rank].map_or(0, |i| w.roster.waiting(i));
+            if now & DEADLOCK_SEEN != 0
+                || now & !DEADLOCK_SEEN != theirs
+                || since.elapsed() >= CONFIRM
+            {
+                let other = waiting_call(theirs);
+                return Err(Error::CollectiveDeadlock { call, rank, other });
+            }
+            return Ok(());
+        }
         for (rank, index) in w.members.iter().enumerate() {
             let Some(index) = *index else { continue };
             if rank == w.me {
@@ -383,7 +416,7 @@ impl Vigil<'_> {
             // it is the next collective of this very channel: the peer entered it because the
             // one we wait in completed for it, and so completes for us too (across nodes our
             // wait may see that well after the peer moved on).
-            let theirs = w.roster.waiting(index);
+            let theirs = w.roster.waiting(index) & !DEADLOCK_SEEN;
             if !waits_for_us(theirs) || (theirs >> 32) as u32 == w.channel {
                 if matches!(self.suspect, Some((r, _, _)) if r == rank) {
                     self.suspect = None;
@@ -393,8 +426,18 @@ impl Vigil<'_> {
             match self.suspect {
                 Some((r, v, since)) if r == rank && v == theirs => {
                     if since.elapsed() >= CONFIRM {
-                        let other = waiting_call(theirs);
-                        return Err(Error::CollectiveDeadlock { call, rank, other });
+                        match w.my_index().filter(|_| self.published) {
+                            Some(i) => {
+                                let mine = waiting_word(w.channel, self.tag);
+                                w.roster.set_waiting(i, mine | DEADLOCK_SEEN);
+                                self.confirmed = Some((rank, theirs, Instant::now()));
+                                return Ok(());
+                            }
+                            None => {
+                                let other = waiting_call(theirs);
+                                return Err(Error::CollectiveDeadlock { call, rank, other });
+                            }
+                        }
                     }
                 }
                 Some((r, _, _)) if r != rank => {}
