@@ -127,7 +127,12 @@ pub fn init_thread(required: ThreadLevel) -> Result<Universe> {
                 Err(_) if crate::bootstrap::pmi::launched().is_some() => {
                     Arc::new(crate::bootstrap::pmi::join()?)
                 }
-                Err(_) => Arc::new(LocalBootstrap::singleton()?),
+                Err(_) => {
+                    if let Some(why) = crate::bootstrap::pmi::unjoinable_launcher() {
+                        return Err(Error::Bootstrap(why));
+                    }
+                    Arc::new(LocalBootstrap::singleton()?)
+                }
             },
         })
     })

@@ -316,6 +316,61 @@ fn a_pmi_socket_that_cannot_be_joined_is_an_error() {
     );
 }
 
+/// A PMIx launcher (`srun --mpi=pmix`, Open MPI's `mpirun`) is refused with a message that
+/// says what to use, never joined as N jobs of one; a job of one process under it runs.
+#[test]
+fn a_pmix_launcher_is_refused_not_split_into_jobs_of_one() {
+    const TEST: &str = "a_pmix_launcher_is_refused_not_split_into_jobs_of_one";
+    if std::env::var_os(CHILD).is_some() {
+        match onesided::init() {
+            Err(Error::Bootstrap(msg)) => println!("refused: {msg}"),
+            Err(e) => panic!("another error: {e}"),
+            Ok(u) => println!("joined as a job of {}", u.size()),
+        }
+        return;
+    }
+    let run = |env: &[(&str, &str)]| {
+        let out = Command::new(std::env::current_exe().expect("test binary"))
+            .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
+            .env(CHILD, "1")
+            .env_remove("PMI_FD")
+            .envs(env.iter().copied())
+            .output()
+            .expect("run the test binary");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let two = run(&[("PMIX_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2")]);
+    assert!(
+        two.contains("refused: ") && two.contains("PMIx") && two.contains("--mpi=pmi2"),
+        "{two}"
+    );
+    let unknown = run(&[("PMIX_RANK", "0")]);
+    assert!(unknown.contains("refused: "), "{unknown}");
+    let one = run(&[("PMIX_RANK", "0"), ("SLURM_STEP_NUM_TASKS", "1")]);
+    assert!(one.contains("joined as a job of 1"), "{one}");
+    let alone = run(&[
+        ("PMIX_RANK", "1"),
+        ("OMPI_COMM_WORLD_SIZE", "2"),
+        ("ONESIDED_BOOTSTRAP", "singleton"),
+    ]);
+    assert!(alone.contains("joined as a job of 1"), "{alone}");
+    // The real thing, where Debian's Open MPI is installed.
+    let mpirun = Command::new("mpiexec.openmpi")
+        .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
+        .arg(std::env::current_exe().expect("test binary"))
+        .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output();
+    match mpirun {
+        Ok(out) => {
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(stdout.matches("refused: ").count(), 2, "{out:?}");
+        }
+        Err(_) => eprintln!("mpiexec.openmpi is not installed: the real launcher not tried"),
+    }
+}
+
 /// Two hosts that share nothing but a veth pair (feature `ofi`, root): network namespaces
 /// with a `/dev/shm` each, hydra's `manual` launcher in the first (its control address on
 /// the veth), one hydra proxy per host. Rank 0's hub, the PMI key-value space and every

@@ -266,6 +266,32 @@ pub(crate) fn launched() -> Option<(usize, usize)> {
     Some((get(ENV_PMI_RANK)?, get(ENV_PMI_SIZE)?))
 }
 
+/// A launcher of several processes that onesided cannot join (no `PMI_FD`): a PMIx server
+/// (`srun --mpi=pmix`, Open MPI's `mpirun`/`prterun`, which set `PMIX_RANK`). Its
+/// description, for the refusal — each process would otherwise run as a job of one, a
+/// silent wrong answer. A job of one process (`OMPI_COMM_WORLD_SIZE` or
+/// `SLURM_STEP_NUM_TASKS` says 1) is not refused: a singleton is what it is.
+pub(crate) fn unjoinable_launcher() -> Option<String> {
+    if std::env::var_os(ENV_PMI_FD).is_some() {
+        return None;
+    }
+    let rank = std::env::var("PMIX_RANK").ok()?;
+    let size = ["OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok()?.parse::<usize>().ok());
+    if size == Some(1) {
+        return None;
+    }
+    let size = size.map_or_else(|| "?".to_owned(), |n| n.to_string());
+    Some(format!(
+        "this process was started by a PMIx launcher (PMIX_RANK={rank}, job of {size}), \
+         which onesided does not speak yet: start it with `srun --mpi=pmi2` or MPICH's \
+         `mpiexec.hydra`, or with `osrun`; set {}=singleton to run each process as a job of \
+         its own",
+        crate::universe::ENV_BOOTSTRAP
+    ))
+}
+
 /// What keeps the job's shared parts alive in this process: rank 0's hub, a node leader's
 /// boot segment, the PMI connection (finalized at a clean exit).
 struct Kept {
