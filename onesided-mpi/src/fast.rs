@@ -29,8 +29,8 @@ use crate::state::{self, EntryRef};
 /// The window behind `win` (a raw export argument) when it is one of ours and not a
 /// memory-handle window; the ABI's handle mask applied.
 #[inline(always)]
-fn window(win: Handle) -> Option<EntryRef> {
-    let e = state::window(win & abi::abi().handle_mask)?;
+fn window(abi: &abi::Abi, win: Handle) -> Option<EntryRef> {
+    let e = state::window_at(abi.window_index_of(win & abi.handle_mask)?)?;
     e.mem.is_none().then_some(e)
 }
 
@@ -47,11 +47,11 @@ fn code(name: &'static str, e: EntryRef, result: onesided::Result<()>) -> c_int 
 /// The bytes `count` elements of predefined datatype `ty` (a raw argument) take, when the
 /// count is positive.
 #[inline(always)]
-fn bytes_of(count: c_int, ty: Handle) -> Option<(usize, abi::Builtin)> {
+fn bytes_of(abi: &abi::Abi, count: c_int, ty: Handle) -> Option<(usize, abi::Builtin)> {
     if count <= 0 {
         return None;
     }
-    let b = abi::builtin(ty & abi::abi().handle_mask)?;
+    let b = abi.builtin_of(ty & abi.handle_mask)?;
     Some((count as usize * b.size, b))
 }
 
@@ -59,16 +59,17 @@ fn bytes_of(count: c_int, ty: Handle) -> Option<(usize, abi::Builtin)> {
 /// takes): its bytes and type.
 #[inline(always)]
 fn same_sides(
+    abi: &abi::Abi,
     o_count: c_int,
     o_type: Handle,
     t_count: c_int,
     t_type: Handle,
 ) -> Option<(usize, abi::Builtin)> {
-    let mask = abi::abi().handle_mask;
+    let mask = abi.handle_mask;
     if o_count != t_count || o_type & mask != t_type & mask {
         return None;
     }
-    bytes_of(o_count, o_type)
+    bytes_of(abi, o_count, o_type)
 }
 
 /// A real target rank and a displacement ≥ 0, as indices.
@@ -93,13 +94,23 @@ pub(crate) unsafe fn put(
     t_type: Handle,
     win: Handle,
 ) -> Option<c_int> {
+    let abi = abi::abi();
     let (target, disp) = place(target, t_disp)?;
-    let (n, _) = same_sides(o_count, o_type, t_count, t_type)?;
-    let e = window(win)?;
+    let (n, _) = same_sides(abi, o_count, o_type, t_count, t_type)?;
+    let e = window(abi, win)?;
     // SAFETY: the caller's origin buffer of `n` bytes (MPI's contract), non-empty.
     let src = unsafe { std::slice::from_raw_parts(origin.cast::<u8>(), n) };
+    if e.win.put_if_direct(src, target, disp) {
+        return Some(abi::MPI_SUCCESS);
+    }
+    Some(put_in_full(e, src, target, disp))
+}
+
+/// [`put`] past its common case (out of line: the hot frame stays small).
+#[inline(never)]
+fn put_in_full(e: EntryRef, src: &[u8], target: usize, disp: usize) -> c_int {
     let r = e.win.put(src, target, disp);
-    Some(code("MPI_Put", e, r))
+    code("MPI_Put", e, r)
 }
 
 /// `MPI_Get`.
@@ -118,13 +129,23 @@ pub(crate) unsafe fn get(
     t_type: Handle,
     win: Handle,
 ) -> Option<c_int> {
+    let abi = abi::abi();
     let (target, disp) = place(target, t_disp)?;
-    let (n, _) = same_sides(o_count, o_type, t_count, t_type)?;
-    let e = window(win)?;
+    let (n, _) = same_sides(abi, o_count, o_type, t_count, t_type)?;
+    let e = window(abi, win)?;
     // SAFETY: the caller's origin buffer of `n` bytes (MPI's contract), non-empty.
     let dst = unsafe { std::slice::from_raw_parts_mut(origin.cast::<u8>(), n) };
+    if e.win.get_if_direct(dst, target, disp) {
+        return Some(abi::MPI_SUCCESS);
+    }
+    Some(get_in_full(e, dst, target, disp))
+}
+
+/// [`get`] past its common case.
+#[inline(never)]
+fn get_in_full(e: EntryRef, dst: &mut [u8], target: usize, disp: usize) -> c_int {
     let r = e.win.get(dst, target, disp);
-    Some(code("MPI_Get", e, r))
+    code("MPI_Get", e, r)
 }
 
 /// Runs `$body` with `$t` the Rust type of the scalar element type `$e` (integers and
@@ -181,9 +202,9 @@ macro_rules! with_scalar {
 /// operation but `MPI_NO_OP` (whose origin buffer may be NULL). One MPI does not define
 /// on the type is the typed operation's error, as on the general path.
 #[inline(always)]
-fn acc_op(b: abi::Builtin, op: Handle) -> Option<(ElemType, Op)> {
+fn acc_op(abi: &abi::Abi, b: abi::Builtin, op: Handle) -> Option<(ElemType, Op)> {
     let e = b.elem?;
-    let op = abi::op(op & abi::abi().handle_mask)?;
+    let op = abi.op_of(op & abi.handle_mask)?;
     (op != Op::NoOp).then_some((e, op))
 }
 
@@ -204,17 +225,51 @@ pub(crate) unsafe fn accumulate(
     op: Handle,
     win: Handle,
 ) -> Option<c_int> {
+    let abi = abi::abi();
     let (target, disp) = place(target, t_disp)?;
-    let (_, b) = same_sides(o_count, o_type, t_count, t_type)?;
-    let (elem, op) = acc_op(b, op)?;
-    let e = window(win)?;
-    with_scalar!(elem, T => {
-        // SAFETY: the caller's `o_count` elements of `T` (MPI's contract); C's alignment
-        // of its type, which `accumulate_elems` reads as `T`.
-        let origin = unsafe { typed_slice::<T>(origin, o_count as usize)? };
-        let r = e.win.accumulate_elems::<T>(origin, target, disp, op);
-        Some(code("MPI_Accumulate", e, r))
+    let (_, b) = same_sides(abi, o_count, o_type, t_count, t_type)?;
+    let (elem, op) = acc_op(abi, b, op)?;
+    let e = window(abi, win)?;
+    // SAFETY: the caller's elements (MPI's contract).
+    with_scalar!(elem, T => unsafe {
+        accumulate_typed::<T>(e, origin, o_count as usize, target, disp, op)
     })
+}
+
+/// [`accumulate`] once the element type is known (see [`fetch_and_op_typed`]); `None` for
+/// an origin not aligned for `T` (the general path copies it).
+///
+/// # Safety
+/// `origin` points to `count` elements of `T`'s size.
+#[inline(never)]
+unsafe fn accumulate_typed<T: AccElement>(
+    e: EntryRef,
+    origin: *const c_void,
+    count: usize,
+    target: usize,
+    disp: usize,
+    op: Op,
+) -> Option<c_int> {
+    // SAFETY: the caller's `count` elements of `T` (MPI's contract); C's alignment of its
+    // type, which `accumulate_elems` reads as `T`.
+    let origin = unsafe { typed_slice::<T>(origin, count)? };
+    if e.win.accumulate_if_direct::<T>(origin, target, disp, op) {
+        return Some(abi::MPI_SUCCESS);
+    }
+    Some(accumulate_in_full::<T>(e, origin, target, disp, op))
+}
+
+/// [`accumulate`] past its common case.
+#[inline(never)]
+fn accumulate_in_full<T: AccElement>(
+    e: EntryRef,
+    origin: &[T],
+    target: usize,
+    disp: usize,
+    op: Op,
+) -> c_int {
+    let r = e.win.accumulate_elems::<T>(origin, target, disp, op);
+    code("MPI_Accumulate", e, r)
 }
 
 /// `count` elements of `T` at `p`, if `p` is aligned for `T` (a misaligned buffer takes the
@@ -257,19 +312,56 @@ pub(crate) unsafe fn fetch_and_op(
     op: Handle,
     win: Handle,
 ) -> Option<c_int> {
+    let abi = abi::abi();
     let (target, disp) = place(target, t_disp)?;
-    let (_, b) = bytes_of(1, ty)?;
-    let (elem, op) = acc_op(b, op)?;
-    let e = window(win)?;
-    with_scalar!(elem, T => {
-        // SAFETY: the caller's one element (MPI's contract).
-        let value = unsafe { read::<T>(origin) };
-        let r = e.win.fetch_and_op_elems::<T>(value, target, disp, op).map(|old| {
-            // SAFETY: the caller's result element (MPI's contract).
-            unsafe { result.cast::<T>().write_unaligned(old) }
-        });
-        Some(code("MPI_Fetch_and_op", e, r))
-    })
+    let (_, b) = bytes_of(abi, 1, ty)?;
+    let (elem, op) = acc_op(abi, b, op)?;
+    let e = window(abi, win)?;
+    // SAFETY: the caller's elements (MPI's contract).
+    with_scalar!(elem, T => Some(unsafe { fetch_and_op_typed::<T>(e, origin, result, target, disp, op) }))
+}
+
+/// [`fetch_and_op`] once the element type is known (out of line, one per type: the
+/// export's own frame stays small).
+///
+/// # Safety
+/// `origin` and `result` point to one element of `T` each (any alignment).
+#[inline(never)]
+unsafe fn fetch_and_op_typed<T: AccElement>(
+    e: EntryRef,
+    origin: *const c_void,
+    result: *mut c_void,
+    target: usize,
+    disp: usize,
+    op: Op,
+) -> c_int {
+    // SAFETY: the caller's one element (MPI's contract).
+    let value = unsafe { read::<T>(origin) };
+    let old = match e.win.fetch_and_op_if_direct::<T>(value, target, disp, op) {
+        Some(old) => old,
+        None => match fetch_and_op_in_full::<T>(e, value, target, disp, op) {
+            Ok(old) => old,
+            Err(rc) => return rc,
+        },
+    };
+    // SAFETY: the caller's result element (MPI's contract).
+    unsafe { result.cast::<T>().write_unaligned(old) };
+    abi::MPI_SUCCESS
+}
+
+/// [`fetch_and_op`] past its common case: the previous value, or the call's return code.
+#[inline(never)]
+fn fetch_and_op_in_full<T: AccElement>(
+    e: EntryRef,
+    value: T,
+    target: usize,
+    disp: usize,
+    op: Op,
+) -> Result<T, c_int> {
+    match e.win.fetch_and_op_elems::<T>(value, target, disp, op) {
+        Ok(old) => Ok(old),
+        Err(err) => Err(code("MPI_Fetch_and_op", e, Err(err))),
+    }
 }
 
 /// `MPI_Compare_and_swap`.
@@ -287,22 +379,47 @@ pub(crate) unsafe fn compare_and_swap(
     t_disp: MPI_Aint,
     win: Handle,
 ) -> Option<c_int> {
+    let abi = abi::abi();
     let (target, disp) = place(target, t_disp)?;
-    let (_, b) = bytes_of(1, ty)?;
+    let (_, b) = bytes_of(abi, 1, ty)?;
     let elem = b.elem.filter(|e| e.is_integer())?;
-    let e = window(win)?;
+    let e = window(abi, win)?;
     with_scalar!(elem, T => {
         // SAFETY: the caller's elements (MPI's contract).
         let (value, expected) = unsafe { (read::<T>(origin), read::<T>(compare)) };
-        let r = e
+        let old = match e
             .win
-            .compare_and_swap_elems::<T>(value, expected, target, disp)
-            .map(|old| {
-                // SAFETY: the caller's result element (MPI's contract).
-                unsafe { result.cast::<T>().write_unaligned(old) }
-            });
-        Some(code("MPI_Compare_and_swap", e, r))
+            .compare_and_swap_if_direct::<T>(value, expected, target, disp)
+        {
+            Some(old) => old,
+            None => match compare_and_swap_in_full::<T>(e, value, expected, target, disp) {
+                Ok(old) => old,
+                Err(rc) => return Some(rc),
+            },
+        };
+        // SAFETY: the caller's result element (MPI's contract).
+        unsafe { result.cast::<T>().write_unaligned(old) };
+        Some(abi::MPI_SUCCESS)
     })
+}
+
+/// [`compare_and_swap`] past its common case: the previous value, or the call's return
+/// code.
+#[inline(never)]
+fn compare_and_swap_in_full<T: AccElement>(
+    e: EntryRef,
+    value: T,
+    expected: T,
+    target: usize,
+    disp: usize,
+) -> Result<T, c_int> {
+    match e
+        .win
+        .compare_and_swap_elems::<T>(value, expected, target, disp)
+    {
+        Ok(old) => Ok(old),
+        Err(err) => Err(code("MPI_Compare_and_swap", e, Err(err))),
+    }
 }
 
 /// `MPI_Win_flush`.
@@ -312,9 +429,18 @@ pub(crate) unsafe fn compare_and_swap(
 #[inline(always)]
 pub(crate) unsafe fn flush(rank: c_int, win: Handle) -> Option<c_int> {
     let target = usize::try_from(rank).ok()?;
-    let e = window(win)?;
+    let e = window(abi::abi(), win)?;
+    if e.win.flush_if_quiet(target) {
+        return Some(abi::MPI_SUCCESS);
+    }
+    Some(flush_in_full(e, target))
+}
+
+/// [`flush`] past its common case.
+#[inline(never)]
+fn flush_in_full(e: EntryRef, target: usize) -> c_int {
     let r = e.win.flush(target);
-    Some(code("MPI_Win_flush", e, r))
+    code("MPI_Win_flush", e, r)
 }
 
 /// `MPI_Win_flush_local`.
@@ -324,7 +450,16 @@ pub(crate) unsafe fn flush(rank: c_int, win: Handle) -> Option<c_int> {
 #[inline(always)]
 pub(crate) unsafe fn flush_local(rank: c_int, win: Handle) -> Option<c_int> {
     let target = usize::try_from(rank).ok()?;
-    let e = window(win)?;
+    let e = window(abi::abi(), win)?;
+    if e.win.flush_local_if_checked(target) {
+        return Some(abi::MPI_SUCCESS);
+    }
+    Some(flush_local_in_full(e, target))
+}
+
+/// [`flush_local`] past its common case.
+#[inline(never)]
+fn flush_local_in_full(e: EntryRef, target: usize) -> c_int {
     let r = e.win.flush_local(target);
-    Some(code("MPI_Win_flush_local", e, r))
+    code("MPI_Win_flush_local", e, r)
 }

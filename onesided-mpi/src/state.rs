@@ -229,7 +229,12 @@ pub(crate) fn insert(entry: Entry) -> MPI_Win {
 /// freed.
 #[inline(always)]
 pub(crate) fn window(win: MPI_Win) -> Option<EntryRef> {
-    let i = abi::window_index(win)?;
+    window_at(abi::window_index(win)?)
+}
+
+/// The entry of window table slot `i` (see [`window`]).
+#[inline(always)]
+pub(crate) fn window_at(i: usize) -> Option<EntryRef> {
     // Relaxed: the level is set once in MPI_Init, before any window call.
     if !CONCURRENT_CALLS.load(Ordering::Relaxed) {
         // Acquire: pairs with the Release store of `insert`.

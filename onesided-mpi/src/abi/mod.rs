@@ -131,6 +131,9 @@ pub struct ErrCodes {
 pub struct Abi {
     /// A name for messages.
     pub name: &'static str,
+    /// Which of the ABIs this is: the hot path's lookups inline the MPICH and Open MPI
+    /// ones instead of calling through `builtin` and `op`.
+    pub kind: AbiKind,
     /// Bytes of a handle in the program's memory: 4 (`int`) or 8 (a pointer).
     pub handle_bytes: usize,
     /// The longest info key (`MPI_MAX_INFO_KEY` - 1).
@@ -189,6 +192,46 @@ pub struct Abi {
     pub padded_pair: fn(Handle) -> Option<(ElemType, usize, usize)>,
     /// [`op`].
     pub op: fn(Handle) -> Option<Op>,
+}
+
+/// The ABIs this library speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AbiKind {
+    /// MPICH's (and its derivatives'): `int` handles.
+    Mpich,
+    /// The MPI-5 standard ABI.
+    Standard,
+    /// Open MPI's: pointers to its objects.
+    OpenMpi,
+}
+
+impl Abi {
+    /// [`builtin`] under this ABI, the MPICH and Open MPI lookups inlined.
+    #[inline(always)]
+    pub fn builtin_of(&self, ty: Handle) -> Option<Builtin> {
+        match self.kind {
+            AbiKind::Mpich => mpich::builtin(ty),
+            AbiKind::OpenMpi => ompi::builtin(ty),
+            AbiKind::Standard => (self.builtin)(ty),
+        }
+    }
+
+    /// [`op`] under this ABI, the MPICH and Open MPI lookups inlined.
+    #[inline(always)]
+    pub fn op_of(&self, op: Handle) -> Option<Op> {
+        match self.kind {
+            AbiKind::Mpich => mpich::op(op),
+            AbiKind::OpenMpi => ompi::op(op),
+            AbiKind::Standard => (self.op)(op),
+        }
+    }
+
+    /// [`window_index`] under this ABI.
+    #[inline(always)]
+    pub fn window_index_of(&self, win: MPI_Win) -> Option<usize> {
+        let w = self.windows;
+        (win & !w.slots == w.tag).then_some((win & w.slots) >> w.shift)
+    }
 }
 
 /// Our window handles: `tag | slot << shift`, the slot's bits inside `slots`.
@@ -345,8 +388,7 @@ pub fn window_handle(index: usize) -> MPI_Win {
 /// The table slot of one of our window handles; `None` for anything else.
 #[inline]
 pub fn window_index(win: MPI_Win) -> Option<usize> {
-    let w = abi().windows;
-    (win & !w.slots == w.tag).then_some((win & w.slots) >> w.shift)
+    abi().window_index_of(win)
 }
 
 /// Whether `win` has the bit pattern of our window handles (live or freed).

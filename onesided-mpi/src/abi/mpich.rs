@@ -249,6 +249,7 @@ pub fn padded_pair(ty: Handle) -> Option<(ElemType, usize, usize)> {
 }
 
 /// The accumulate op of an `MPI_Op` (`None`: not one RMA allows, e.g. a user op).
+#[inline]
 pub fn op(op: Handle) -> Option<Op> {
     Some(match op {
         0x5800_0001 => Op::Max,
@@ -289,6 +290,7 @@ const COMBINERS: &[(c_int, Combiner)] = &[
 /// The MPICH ABI.
 pub static ABI: Abi = Abi {
     name: "MPICH",
+    kind: super::AbiKind::Mpich,
     handle_bytes: 4,
     max_info_key: 255,
     handle_mask: 0xffff_ffff,

@@ -144,7 +144,8 @@ fn objects() -> &'static Objects {
         .expect("Open MPI's objects are resolved before its ABI is chosen")
 }
 
-fn builtin(ty: Handle) -> Option<Builtin> {
+#[inline]
+pub(crate) fn builtin(ty: Handle) -> Option<Builtin> {
     objects().types.get(ty)
 }
 
@@ -152,7 +153,8 @@ fn padded_pair(ty: Handle) -> Option<(ElemType, usize, usize)> {
     objects().pairs.get(ty)
 }
 
-fn op(op: Handle) -> Option<Op> {
+#[inline]
+pub(crate) fn op(op: Handle) -> Option<Op> {
     objects().ops.get(op)
 }
 
@@ -242,6 +244,7 @@ fn build() -> Result<&'static Abi, String> {
 pub(super) fn constants() -> Abi {
     Abi {
         name: "Open MPI",
+        kind: super::AbiKind::OpenMpi,
         handle_bytes: 8,
         max_info_key: 35,
         handle_mask: Handle::MAX,

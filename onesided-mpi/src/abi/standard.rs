@@ -175,6 +175,7 @@ const COMBINERS: &[(c_int, Combiner)] = &[
 /// The MPI-5 standard ABI.
 pub static ABI: Abi = Abi {
     name: "the MPI-5 standard ABI",
+    kind: super::AbiKind::Standard,
     handle_bytes: 8,
     max_info_key: 255,
     handle_mask: Handle::MAX,

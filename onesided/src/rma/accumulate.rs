@@ -292,7 +292,7 @@ impl WinCore {
     /// The fast path of every accumulate: an aligned location in memory every process
     /// maps, with element-wise atomics, already checked in this epoch.
     #[inline(always)]
-    fn atomic_fast<E: AccElement>(
+    pub(crate) fn atomic_fast<E: AccElement>(
         &self,
         target: usize,
         disp: usize,
@@ -602,17 +602,8 @@ impl RawWindow {
         disp: usize,
         op: Op,
     ) -> Result<()> {
-        if op != Op::NoOp && op.valid_for(T::TYPE) {
-            if let Some(p) = self.core.atomic_fast::<T>(target, disp, origin.len()) {
-                // SAFETY: bounds and alignment checked by atomic_fast; mapped memory that
-                // every process accesses atomically.
-                match origin {
-                    [v] => unsafe { T::apply_op(p, op, *v) },
-                    _ => unsafe { crate::ops::apply_run(p, origin, None, op) },
-                }
-                self.core.epoch.note_rma();
-                return Ok(());
-            }
+        if self.accumulate_if_direct(origin, target, disp, op) {
+            return Ok(());
         }
         self.accumulate_slow(origin, target, disp, op)
     }
@@ -702,13 +693,8 @@ impl RawWindow {
         disp: usize,
         op: Op,
     ) -> Result<T> {
-        if op.valid_for(T::TYPE) {
-            if let Some(p) = self.core.atomic_fast::<T>(target, disp, 1) {
-                // SAFETY: as in accumulate.
-                let old = unsafe { T::fetch_op(p, op, value) };
-                self.core.epoch.note_rma();
-                return Ok(old);
-            }
+        if let Some(old) = self.fetch_and_op_if_direct(value, target, disp, op) {
+            return Ok(old);
         }
         self.fetch_and_op_slow(value, target, disp, op)
     }
@@ -742,13 +728,8 @@ impl RawWindow {
         target: usize,
         disp: usize,
     ) -> Result<T> {
-        if T::TYPE.is_integer() {
-            if let Some(p) = self.core.atomic_fast::<T>(target, disp, 1) {
-                // SAFETY: as in accumulate.
-                let old = unsafe { T::compare_swap(p, compare, value) };
-                self.core.epoch.note_rma();
-                return Ok(old);
-            }
+        if let Some(old) = self.compare_and_swap_if_direct(value, compare, target, disp) {
+            return Ok(old);
         }
         self.compare_and_swap_slow(value, compare, target, disp)
     }

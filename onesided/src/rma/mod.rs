@@ -14,6 +14,7 @@
 //! zero-count operation is a no-op on every flavor after its rank and epoch checks.
 
 pub(crate) mod accumulate;
+mod direct;
 pub(crate) mod memhandle;
 #[cfg(feature = "ofi")]
 pub(crate) mod net_atomic;
@@ -82,14 +83,24 @@ impl WinCore {
         disp: usize,
         flags: &HandleFlags,
     ) -> Result<()> {
-        if let Some((dst, _)) = self.direct_fast(target, disp, src.len()) {
-            // SAFETY: dst..dst+len lies inside the window segment (bounds checked above),
-            // which outlives self; src is a distinct Rust slice.
-            unsafe { transport::shm::copy_bytes(src.as_ptr(), dst, src.len()) };
-            self.epoch.note_rma();
+        if self.put_direct(src, target, disp) {
             return Ok(());
         }
         self.put_bytes_slow(src, target, disp, flags.get())
+    }
+
+    /// The fast path of [`WinCore::put_bytes`]: done when the target's memory is mapped
+    /// here and checked in this epoch; `false`, nothing done, otherwise.
+    #[inline(always)]
+    pub(crate) fn put_direct(&self, src: &[u8], target: usize, disp: usize) -> bool {
+        let Some((dst, _)) = self.direct_fast(target, disp, src.len()) else {
+            return false;
+        };
+        // SAFETY: dst..dst+len lies inside the window segment (bounds checked above), which
+        // outlives self; src is a distinct Rust slice.
+        unsafe { transport::shm::copy_bytes(src.as_ptr(), dst, src.len()) };
+        self.epoch.note_rma();
+        true
     }
 
     #[inline(never)]
@@ -261,13 +272,22 @@ impl WinCore {
         disp: usize,
         flags: &HandleFlags,
     ) -> Result<()> {
-        if let Some((src, _)) = self.direct_fast(target, disp, dst.len()) {
-            // SAFETY: as in put_bytes.
-            unsafe { transport::shm::copy_bytes(src, dst.as_mut_ptr(), dst.len()) };
-            self.epoch.note_rma();
+        if self.get_direct(dst, target, disp) {
             return Ok(());
         }
         self.get_bytes_slow(dst, target, disp, flags.get())
+    }
+
+    /// The fast path of [`WinCore::get_bytes`] (see [`WinCore::put_direct`]).
+    #[inline(always)]
+    pub(crate) fn get_direct(&self, dst: &mut [u8], target: usize, disp: usize) -> bool {
+        let Some((src, _)) = self.direct_fast(target, disp, dst.len()) else {
+            return false;
+        };
+        // SAFETY: as in put_direct, the other way.
+        unsafe { transport::shm::copy_bytes(src, dst.as_mut_ptr(), dst.len()) };
+        self.epoch.note_rma();
+        true
     }
 
     #[inline(never)]

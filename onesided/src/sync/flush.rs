@@ -97,11 +97,21 @@ impl WinCore {
     /// progress of other windows' pending synchronizations — out of line.
     #[inline(always)]
     pub(crate) fn flush(&self, target: usize, flags: &HandleFlags) -> Result<()> {
-        if target < self.size && self.epoch.flush_cached(target) && self.engine.quiet() {
-            fence(Ordering::SeqCst);
+        if self.flush_if_quiet(target) {
             return Ok(());
         }
         self.flush_slow(target, flags.get())
+    }
+
+    /// The inlined part of [`WinCore::flush`]: done (a fence) when `target` was checked in
+    /// this epoch and nothing is queued.
+    #[inline(always)]
+    pub(crate) fn flush_if_quiet(&self, target: usize) -> bool {
+        if target < self.size && self.epoch.flush_cached(target) && self.engine.quiet() {
+            fence(Ordering::SeqCst);
+            return true;
+        }
+        false
     }
 
     #[inline(never)]

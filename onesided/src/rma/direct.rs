@@ -1,0 +1,125 @@
+//! The operations of a window that finish at once, or not at all: for a binding whose
+//! error path is costly (the C ABI builds an MPI error code and calls a handler; a `Result`
+//! of [`Error`](crate::Error) is 80 bytes to pass back), the common case of each call
+//! without any `Result`. Each returns whether it did the call (or its value); when it did
+//! not, it did nothing, and the caller makes the full call, which checks everything and
+//! reports any error. The common case is the inlined fast path of the full call itself:
+//! memory this process maps, a target already checked in the current epoch, nothing of
+//! the window's queued; the two never disagree on what happens.
+
+use crate::ops::AccElement;
+use crate::win::RawWindow;
+use crate::Op;
+
+impl RawWindow {
+    /// [`RawWindow::put`] when it completes here and now without a check to make: `true`
+    /// when `src` was written, `false` (nothing done) when the full call is needed.
+    ///
+    /// ```
+    /// # onesided::testing::run(2, |_| {
+    /// # use onesided::{Assert, Window};
+    /// # let world = onesided::init()?.world().clone();
+    /// let win = Window::<u8>::builder(&world).disp_unit(1).allocate(8)?;
+    /// let raw: &onesided::RawWindow = &win;
+    /// raw.lock_all(Assert::NONE)?;
+    /// let target = (world.rank() + 1) % world.size();
+    /// if !raw.put_if_direct(b"hi", target, 0) {
+    ///     raw.put(b"hi", target, 0)?;
+    /// }
+    /// raw.flush(target)?;
+    /// raw.unlock_all()?;
+    /// # world.barrier()?;
+    /// # Ok(())
+    /// # });
+    /// ```
+    #[inline(always)]
+    pub fn put_if_direct(&self, src: &[u8], target: usize, disp: usize) -> bool {
+        self.core.put_direct(src, target, disp)
+    }
+
+    /// [`RawWindow::get`] when it completes here and now (see [`RawWindow::put_if_direct`]).
+    #[inline(always)]
+    pub fn get_if_direct(&self, dst: &mut [u8], target: usize, disp: usize) -> bool {
+        self.core.get_direct(dst, target, disp)
+    }
+
+    /// [`RawWindow::accumulate_elems`] when it completes here and now with CPU atomics
+    /// (see [`RawWindow::put_if_direct`]).
+    #[inline(always)]
+    pub fn accumulate_if_direct<T: AccElement>(
+        &self,
+        origin: &[T],
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> bool {
+        if op == Op::NoOp || !op.valid_for(T::TYPE) {
+            return false;
+        }
+        let Some(p) = self.core.atomic_fast::<T>(target, disp, origin.len()) else {
+            return false;
+        };
+        // SAFETY: bounds and alignment checked by atomic_fast; mapped memory that every
+        // process accesses atomically.
+        match origin {
+            [v] => unsafe { T::apply_op(p, op, *v) },
+            _ => unsafe { crate::ops::apply_run(p, origin, None, op) },
+        }
+        self.core.epoch.note_rma();
+        true
+    }
+
+    /// [`RawWindow::fetch_and_op_elems`] when it completes here and now: the previous
+    /// value, or `None` (nothing done; see [`RawWindow::put_if_direct`]).
+    #[inline(always)]
+    pub fn fetch_and_op_if_direct<T: AccElement>(
+        &self,
+        value: T,
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Option<T> {
+        if !op.valid_for(T::TYPE) {
+            return None;
+        }
+        let p = self.core.atomic_fast::<T>(target, disp, 1)?;
+        // SAFETY: as in accumulate_if_direct.
+        let old = unsafe { T::fetch_op(p, op, value) };
+        self.core.epoch.note_rma();
+        Some(old)
+    }
+
+    /// [`RawWindow::compare_and_swap_elems`] when it completes here and now: the previous
+    /// value, or `None` (nothing done; see [`RawWindow::put_if_direct`]).
+    #[inline(always)]
+    pub fn compare_and_swap_if_direct<T: AccElement>(
+        &self,
+        value: T,
+        compare: T,
+        target: usize,
+        disp: usize,
+    ) -> Option<T> {
+        if !T::TYPE.is_integer() {
+            return None;
+        }
+        let p = self.core.atomic_fast::<T>(target, disp, 1)?;
+        // SAFETY: as in accumulate_if_direct.
+        let old = unsafe { T::compare_swap(p, compare, value) };
+        self.core.epoch.note_rma();
+        Some(old)
+    }
+
+    /// [`RawWindow::flush`] when nothing is left to wait for: `true` when done (a fence),
+    /// `false` (nothing done) when the full call is needed.
+    #[inline(always)]
+    pub fn flush_if_quiet(&self, target: usize) -> bool {
+        self.core.flush_if_quiet(target)
+    }
+
+    /// [`RawWindow::flush_local`] when the target was already checked in this epoch (a
+    /// put or get here completes at the origin before it returns: nothing to wait for).
+    #[inline(always)]
+    pub fn flush_local_if_checked(&self, target: usize) -> bool {
+        target < self.core.size && self.core.epoch.flush_cached(target)
+    }
+}
