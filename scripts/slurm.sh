@@ -209,7 +209,8 @@ two_host_checks() {
   ONESIDED_PMI_HOSTS=2 ONESIDED_PMI_LAUNCHER="${run[*]} srun -N 2 -O -K --mpi=pmi2" \
     timeout 300 cargo test -q -p onesided --features ofi --test pmi -- \
     hydra_starts_one_job_of_all_its_ranks a_rank_that_panics_ends_the_hydra_job \
-    waits_for_an_ended_or_deadlocked_peer_on_another_pmi_node_fail
+    waits_for_an_ended_or_deadlocked_peer_on_another_pmi_node_fail \
+    a_sigkilled_rank_ends_the_pmi_job_within_5_s
   # The reapers poll every 0.2 s.
   sleep 1
   local left

@@ -430,7 +430,13 @@ fn compare_and_swap_in_full<T: AccElement>(
 pub(crate) unsafe fn flush(rank: c_int, win: Handle) -> Option<c_int> {
     let target = usize::try_from(rank).ok()?;
     let e = window(abi::abi(), win)?;
-    if e.win.flush_if_quiet(target) {
+    // Serialized calls (below MPI_THREAD_MULTIPLE): the fence only behind plain stores.
+    let done = if state::concurrent_calls() {
+        e.win.flush_if_quiet(target)
+    } else {
+        e.win.flush_if_quiet_serialized(target)
+    };
+    if done {
         return Some(abi::MPI_SUCCESS);
     }
     Some(flush_in_full(e, target))

@@ -124,6 +124,13 @@ pub(crate) fn set_thread_level(provided: c_int) {
     CONCURRENT_CALLS.store(provided >= 3, Ordering::Relaxed);
 }
 
+/// Whether the program may call from several threads at once (`MPI_THREAD_MULTIPLE`).
+#[inline(always)]
+pub(crate) fn concurrent_calls() -> bool {
+    // Relaxed: see `set_thread_level`.
+    CONCURRENT_CALLS.load(Ordering::Relaxed)
+}
+
 /// The thread level the host granted.
 pub(crate) fn thread_level() -> c_int {
     // Relaxed: see `set_thread_level`.

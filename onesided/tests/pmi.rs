@@ -283,6 +283,90 @@ fn waits_for_an_ended_or_deadlocked_peer_on_another_pmi_node_fail() {
     }
 }
 
+/// A rank SIGKILLed while the others wait for it (a rank of another node in a flush after
+/// a large get of its window, one in a barrier) ends the whole job within 5 s of the kill, and nothing of the
+/// job stays in /dev/shm (each node's reaper). Over two virtual nodes here; over the two
+/// Slurm hosts of `scripts/slurm.sh`.
+#[cfg(feature = "ofi")]
+#[test]
+fn a_sigkilled_rank_ends_the_pmi_job_within_5_s() {
+    const TEST: &str = "a_sigkilled_rank_ends_the_pmi_job_within_5_s";
+    if std::env::var_os(CHILD).is_some() {
+        let u = onesided::init().expect("join the job");
+        let w = u.world();
+        if w.rank() == 0 {
+            println!("job {}", w.job_id());
+        }
+        let win = Window::<u64>::allocate(w, 1 << 20).expect("allocate");
+        w.barrier().expect("barrier");
+        // The last rank is alone on the second node (blocks of ranks per node).
+        let victim = w.size() - 1;
+        assert_ne!(w.node_of(victim).unwrap(), w.node_of(0).unwrap());
+        if w.rank() == victim {
+            let at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("a clock after 1970")
+                .as_secs_f64();
+            println!("the victim was killed at {at:.6}");
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            let me = rustix::process::getpid();
+            rustix::process::kill_process(me, rustix::process::Signal::KILL).expect("kill");
+        }
+        if w.rank() == 0 {
+            // Reads the victim's window until the job is ended from outside.
+            let mut big = vec![0u64; 1 << 20];
+            win.lock_all(Assert::NONE).expect("lock_all");
+            loop {
+                if win
+                    .get(&mut big, victim, 0)
+                    .and_then(|()| win.flush(victim))
+                    .is_err()
+                {
+                    break;
+                }
+            }
+        }
+        let _ = w.barrier();
+        std::thread::sleep(Duration::from_secs(30));
+        return;
+    }
+    if !have_hydra() {
+        eprintln!(
+            "{} is not installed (hydra: apt-get install mpich): not run",
+            launcher()[0]
+        );
+        return;
+    }
+    let hosts = std::env::var("ONESIDED_PMI_HOSTS").map_or(1, |h| h.parse().expect("a count"));
+    let env: &[(&str, &str)] = if hosts < 2 {
+        &[("ONESIDED_NODES", "2")]
+    } else {
+        &[]
+    };
+    let (ok, stdout, stderr, _) = hydra_with(TEST, 3, env);
+    let ended = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("a clock after 1970")
+        .as_secs_f64();
+    assert!(!ok, "the job succeeded:\n{stdout}\n{stderr}");
+    let killed: f64 = stdout
+        .lines()
+        .find_map(|l| l.split("the victim was killed at ").nth(1))
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the victim was not killed:\n{stdout}\n{stderr}"));
+    assert!(
+        ended - killed < 5.0,
+        "the job ended {:.1} s after the kill:\n{stdout}\n{stderr}",
+        ended - killed
+    );
+    println!("the job ended {:.2} s after the kill", ended - killed);
+    if hosts < 2 {
+        // The hosts' own /dev/shm is `scripts/slurm.sh`'s to check.
+        assert_swept(&job_of(&stdout));
+    }
+}
+
 /// A launcher environment that cannot be joined is an error, never a job of one.
 #[test]
 fn a_pmi_socket_that_cannot_be_joined_is_an_error() {

@@ -65,7 +65,12 @@ impl RawWindow {
             [v] => unsafe { T::apply_op(p, op, *v) },
             _ => unsafe { crate::ops::apply_run(p, origin, None, op) },
         }
-        self.core.epoch.note_rma();
+        if op == Op::Replace {
+            // Plain (release) stores, not locked instructions.
+            self.core.epoch.note_rma();
+        } else {
+            self.core.epoch.note_atomic();
+        }
         true
     }
 
@@ -85,7 +90,8 @@ impl RawWindow {
         let p = self.core.atomic_fast::<T>(target, disp, 1)?;
         // SAFETY: as in accumulate_if_direct.
         let old = unsafe { T::fetch_op(p, op, value) };
-        self.core.epoch.note_rma();
+        // A locked read-modify-write, or (no_op) a load.
+        self.core.epoch.note_atomic();
         Some(old)
     }
 
@@ -105,7 +111,7 @@ impl RawWindow {
         let p = self.core.atomic_fast::<T>(target, disp, 1)?;
         // SAFETY: as in accumulate_if_direct.
         let old = unsafe { T::compare_swap(p, compare, value) };
-        self.core.epoch.note_rma();
+        self.core.epoch.note_atomic();
         Some(old)
     }
 
@@ -114,6 +120,17 @@ impl RawWindow {
     #[inline(always)]
     pub fn flush_if_quiet(&self, target: usize) -> bool {
         self.core.flush_if_quiet(target)
+    }
+
+    /// [`RawWindow::flush_if_quiet`] for a caller whose calls on this window never overlap
+    /// in time (a binding under `MPI_THREAD_SERIALIZED` or less): its memory fence is left
+    /// out when every operation since the last one was a CPU atomic — a locked instruction,
+    /// itself a full barrier — so that an atomic + flush costs one barrier, not two. With
+    /// calls that overlap, a fence another thread's flush took would not order this
+    /// thread's stores: use [`RawWindow::flush_if_quiet`] then.
+    #[inline(always)]
+    pub fn flush_if_quiet_serialized(&self, target: usize) -> bool {
+        self.core.flush_if_quiet_serialized(target)
     }
 
     /// [`RawWindow::flush_local`] when the target was already checked in this epoch (a

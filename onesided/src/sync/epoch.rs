@@ -7,7 +7,7 @@
 //! Every violation that is cheap to detect becomes an [`Error`] here, before any remote
 //! word is touched.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use crate::error::{Error, Result};
 use crate::group::Group;
@@ -83,8 +83,10 @@ pub(crate) struct EpochState {
     /// Target that passed the last full flush check, whatever is staged: the epoch check
     /// of a thread-scope flush (which drains its own staged puts itself).
     fast_passive: AtomicUsize,
-    /// RMA was issued since the last fence (only meaningful with `Access::Fence`).
-    ops_since_fence: AtomicBool,
+    /// Whether RMA was issued since the last fence (only meaningful with `Access::Fence`),
+    /// and whether this process's plain stores since then are all behind a memory fence:
+    /// `NO_RMA`, `RMA_STORES` or `RMA_FENCED` (see [`EpochState::note_rma`]).
+    ops_since_fence: AtomicU8,
     transitions: SpinLock<Transitions>,
 }
 
@@ -109,13 +111,21 @@ struct Transitions {
     exposure_epoch: u64,
 }
 
+/// `ops_since_fence`: no RMA since the last fence.
+const NO_RMA: u8 = 0;
+/// RMA since the last fence, maybe with plain stores no memory fence orders yet.
+const RMA_STORES: u8 = 1;
+/// RMA since the last fence, every store of it ordered by a memory fence (or a locked
+/// instruction).
+const RMA_FENCED: u8 = 2;
+
 impl Default for EpochState {
     fn default() -> Self {
         EpochState {
             fast_access: AtomicUsize::new(NONE),
             fast_flush: AtomicUsize::new(NONE),
             fast_passive: AtomicUsize::new(NONE),
-            ops_since_fence: AtomicBool::new(false),
+            ops_since_fence: AtomicU8::new(NO_RMA),
             transitions: SpinLock::new(Transitions {
                 access: Access::None,
                 locks: Vec::new(),
@@ -211,15 +221,43 @@ impl EpochState {
         self.fast_passive.store(passive, Ordering::Relaxed);
     }
 
-    /// Records that an RMA operation was issued.
+    /// Records that an RMA operation was issued, one that may have left plain stores not
+    /// yet behind a memory fence (every operation but the atomics of
+    /// [`EpochState::note_atomic`]).
     #[inline]
     pub(crate) fn note_rma(&self) {
-        // Relaxed: read by this window's next fence, through the same thread or a lock.
-        self.ops_since_fence.store(true, Ordering::Relaxed);
+        // Relaxed: read by this window's next fence or flush, through the same thread or a
+        // lock.
+        self.ops_since_fence.store(RMA_STORES, Ordering::Relaxed);
+    }
+
+    /// Records an RMA operation that was one locked read-modify-write (a CPU atomic, itself
+    /// a full memory barrier on x86): nothing of it waits for a flush's fence.
+    #[inline]
+    pub(crate) fn note_atomic(&self) {
+        // Relaxed: as in note_rma; an earlier operation's unfenced stores stay recorded.
+        if self.ops_since_fence.load(Ordering::Relaxed) != RMA_STORES {
+            self.ops_since_fence.store(RMA_FENCED, Ordering::Relaxed);
+        }
+    }
+
+    /// Whether an operation since the last fence may have left plain stores that no memory
+    /// fence has ordered yet.
+    #[inline(always)]
+    pub(crate) fn stores_unfenced(&self) -> bool {
+        // Relaxed: see note_rma.
+        self.ops_since_fence.load(Ordering::Relaxed) == RMA_STORES
+    }
+
+    /// Records that a memory fence now orders every store so far.
+    #[inline(always)]
+    pub(crate) fn note_fenced(&self) {
+        // Relaxed: see note_rma.
+        self.ops_since_fence.store(RMA_FENCED, Ordering::Relaxed);
     }
 
     fn ops_since_fence(&self) -> bool {
-        self.ops_since_fence.load(Ordering::Relaxed)
+        self.ops_since_fence.load(Ordering::Relaxed) != NO_RMA
     }
 
     /// A fence that opened nothing (no RMA since) may give way to another epoch kind.
@@ -269,7 +307,7 @@ impl EpochState {
                 Access::Fence
             },
         );
-        self.ops_since_fence.store(false, Ordering::Relaxed);
+        self.ops_since_fence.store(NO_RMA, Ordering::Relaxed);
         Ok(FencePlan {
             flush: !noprecede,
             barrier: !(noprecede && nosucceed),
@@ -614,6 +652,25 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn stores_stay_unfenced_until_a_fence_and_atomics_leave_none() {
+        let e = EpochState::default();
+        assert!(!e.stores_unfenced());
+        // A CPU atomic alone leaves nothing for a flush's fence, yet counts as RMA.
+        e.note_atomic();
+        assert!(!e.stores_unfenced() && e.ops_since_fence());
+        // A put's plain stores wait for one; a later atomic does not hide them.
+        e.note_rma();
+        e.note_atomic();
+        assert!(e.stores_unfenced());
+        e.note_fenced();
+        assert!(!e.stores_unfenced() && e.ops_since_fence());
+        e.note_rma();
+        // A window fence starts over: no RMA since it.
+        e.fence(false, false).unwrap();
+        assert!(!e.stores_unfenced() && !e.ops_since_fence());
     }
 
     #[test]

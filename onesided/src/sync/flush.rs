@@ -114,6 +114,20 @@ impl WinCore {
         false
     }
 
+    /// [`WinCore::flush_if_quiet`] for serialized callers (see
+    /// [`RawWindow::flush_if_quiet_serialized`]): the fence only behind plain stores.
+    #[inline(always)]
+    pub(crate) fn flush_if_quiet_serialized(&self, target: usize) -> bool {
+        if target < self.size && self.epoch.flush_cached(target) && self.engine.quiet() {
+            if self.epoch.stores_unfenced() {
+                fence(Ordering::SeqCst);
+                self.epoch.note_fenced();
+            }
+            return true;
+        }
+        false
+    }
+
     #[inline(never)]
     fn flush_slow(&self, target: usize, flags: Flags) -> Result<()> {
         self.check_rank(target)?;
