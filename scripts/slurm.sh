@@ -14,8 +14,9 @@
 # `srun -O -K --mpi=pmi2` (one job of all ranks, a rank that panics ends the job within
 # 20 s and leaves nothing in /dev/shm, a PMI socket that cannot be joined is an error).
 # Then the same on two hosts made of namespaces (below): `srun -N 2 -n 4` ring with its data
-# across the veth, the tests again (with a peer's clean early exit and a collective deadlock
-# seen across the hosts), and both hosts' /dev/shm empty afterwards. Not yet:
+# across the veth, osbench's latency cells on every window flavor, the tests again (with a
+# peer's clean early exit, a collective deadlock and a SIGKILLed rank seen across the
+# hosts), and both hosts' /dev/shm empty afterwards. Not yet:
 # PMIx.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -195,6 +196,7 @@ shm_of() {
 two_host_checks() {
   # Windows across hosts need the feature `ofi`.
   cargo build --release -q -p onesided --features ofi --examples
+  cargo build --release -q -p osbench --features ofi
   two_hosts_up
   local run=(env SLURM_CONF="$two_dir/slurm.conf" nsenter --net="/var/run/netns/${two_ns[0]}")
   local rx0 rx1 out
@@ -206,6 +208,20 @@ two_host_checks() {
   grep -q "ring of 4 ranks" <<<"$out" || { echo "slurm.sh: two hosts: not one job of 4 ranks" >&2; return 1; }
   echo "slurm.sh: two hosts: host 2 received $((rx1 - rx0)) bytes on the veth"
   ((rx1 - rx0 > 4096)) || { echo "slurm.sh: two hosts: nothing crossed the veth" >&2; return 1; }
+  # osbench's 8-byte and 64 KiB cells across the hosts, every window flavor (a default
+  # build: onesided's side only), its data over the veth.
+  rx0=$(rx_of)
+  out=$(timeout 300 "${run[@]}" srun -N 2 -n 2 -O -K --mpi=pmi2 target/release/osbench \
+    put-latency get-latency fop-latency --window allocate,create,dynamic --sizes 8,65536 \
+    --time-ms 20)
+  rx1=$(rx_of)
+  echo "$out" | grep -E '^(allocate|create|dynamic) .* latency' | head -12
+  for w in allocate create dynamic; do
+    grep -qE "^$w .* 64K .* latency" <<<"$out" \
+      || { echo "slurm.sh: two hosts: osbench measured no $w window" >&2; return 1; }
+  done
+  echo "slurm.sh: two hosts: osbench moved $((rx1 - rx0)) bytes over the veth"
+  ((rx1 - rx0 > 1000000)) || { echo "slurm.sh: two hosts: osbench's data did not cross" >&2; return 1; }
   ONESIDED_PMI_HOSTS=2 ONESIDED_PMI_LAUNCHER="${run[*]} srun -N 2 -O -K --mpi=pmi2" \
     timeout 300 cargo test -q -p onesided --features ofi --test pmi -- \
     hydra_starts_one_job_of_all_its_ranks a_rank_that_panics_ends_the_hydra_job \
