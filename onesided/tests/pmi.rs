@@ -39,6 +39,24 @@ fn have_hydra() -> bool {
         .is_ok_and(|s| s.success())
 }
 
+/// Whether the launcher is missing (then said on stderr, and the test passes unrun).
+fn launcher_missing() -> bool {
+    if have_hydra() {
+        return false;
+    }
+    eprintln!(
+        "{} is not installed (hydra: apt-get install mpich): not run",
+        launcher()[0]
+    );
+    true
+}
+
+/// The hosts the launcher spreads a job over: `ONESIDED_PMI_HOSTS` (`scripts/slurm.sh`:
+/// 2), else 1.
+fn pmi_hosts() -> usize {
+    std::env::var("ONESIDED_PMI_HOSTS").map_or(1, |h| h.parse().expect("a count"))
+}
+
 /// Runs the test `test` of this binary as the `n` ranks of a hydra job: whether the job
 /// succeeded, its stdout and stderr, and how long it took.
 fn hydra(test: &str, n: usize) -> (bool, String, String, Duration) {
@@ -117,15 +135,11 @@ fn hydra_starts_one_job_of_all_its_ranks() {
     const N: usize = 4;
     if std::env::var_os(CHILD).is_some() {
         // The hosts the launcher spreads the job over (`scripts/slurm.sh`: two).
-        let hosts = std::env::var("ONESIDED_PMI_HOSTS").map_or(1, |h| h.parse().expect("a count"));
+        let hosts = pmi_hosts();
         ring_rank(hosts);
         return;
     }
-    if !have_hydra() {
-        eprintln!(
-            "{} is not installed (hydra: apt-get install mpich): not run",
-            launcher()[0]
-        );
+    if launcher_missing() {
         return;
     }
     let (ok, stdout, stderr, _) = hydra("hydra_starts_one_job_of_all_its_ranks", N);
@@ -150,11 +164,7 @@ fn a_hydra_job_over_two_virtual_nodes_crosses_the_network() {
         assert!(onesided::network().is_some(), "no network endpoint");
         return;
     }
-    if !have_hydra() {
-        eprintln!(
-            "{} is not installed (hydra: apt-get install mpich): not run",
-            launcher()[0]
-        );
+    if launcher_missing() {
         return;
     }
     let (ok, stdout, stderr, _) = hydra_with(TEST, 4, &[("ONESIDED_NODES", "2")]);
@@ -184,11 +194,7 @@ fn a_rank_that_panics_ends_the_hydra_job() {
         std::thread::sleep(Duration::from_secs(30));
         return;
     }
-    if !have_hydra() {
-        eprintln!(
-            "{} is not installed (hydra: apt-get install mpich): not run",
-            launcher()[0]
-        );
+    if launcher_missing() {
         return;
     }
     let (ok, stdout, stderr, took) = hydra("a_rank_that_panics_ends_the_hydra_job", 3);
@@ -254,16 +260,12 @@ fn waits_for_an_ended_or_deadlocked_peer_on_another_pmi_node_fail() {
         std::mem::forget(win);
         return;
     }
-    if !have_hydra() {
-        eprintln!(
-            "{} is not installed (hydra: apt-get install mpich): not run",
-            launcher()[0]
-        );
+    if launcher_missing() {
         return;
     }
     // Two virtual nodes of this host, unless the launcher spreads the job over hosts
     // (`scripts/slurm.sh`: `srun -N 2`).
-    let hosts = std::env::var("ONESIDED_PMI_HOSTS").map_or(1, |h| h.parse().expect("a count"));
+    let hosts = pmi_hosts();
     for scenario in ["lock", "fence", "deadlock"] {
         let mut env = vec![("ONESIDED_PMI_SCENARIO", scenario)];
         if hosts < 2 {
@@ -331,14 +333,10 @@ fn a_sigkilled_rank_ends_the_pmi_job_within_5_s() {
         std::thread::sleep(Duration::from_secs(30));
         return;
     }
-    if !have_hydra() {
-        eprintln!(
-            "{} is not installed (hydra: apt-get install mpich): not run",
-            launcher()[0]
-        );
+    if launcher_missing() {
         return;
     }
-    let hosts = std::env::var("ONESIDED_PMI_HOSTS").map_or(1, |h| h.parse().expect("a count"));
+    let hosts = pmi_hosts();
     let env: &[(&str, &str)] = if hosts < 2 {
         &[("ONESIDED_NODES", "2")]
     } else {
