@@ -344,7 +344,7 @@ pub unsafe fn set_status_source_tag(status: *mut MPI_Status, source: c_int, tag:
 /// The predefined datatype `ty`, if this library knows it (a derived one is `None`).
 #[inline]
 pub fn builtin(ty: MPI_Datatype) -> Option<Builtin> {
-    (abi().builtin)(ty)
+    abi().builtin_of(ty)
 }
 
 /// A predefined pair type whose C struct has padding (`MPI_DOUBLE_INT`, `MPI_LONG_INT`,
@@ -367,7 +367,7 @@ pub fn pair_data_size(e: ElemType) -> Option<usize> {
 /// The predefined op `op`.
 #[inline]
 pub fn op(op: MPI_Op) -> Option<Op> {
-    (abi().op)(op)
+    abi().op_of(op)
 }
 
 /// The MPI error code (a class is a valid code) of an error class.
