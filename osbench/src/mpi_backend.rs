@@ -38,6 +38,21 @@ pub fn library_name() -> String {
     }
 }
 
+/// The host MPI library's version number (`4.0.2`, `5.0.11`): the first word of its
+/// version string made of digits and dots that has a dot, after the library's name.
+pub fn library_version() -> Option<String> {
+    let text = onesided::mpi::environment::library_version().ok()?;
+    version_number(&text)
+}
+
+/// The version number in an `MPI_Get_library_version` text (see [`library_version`]).
+fn version_number(text: &str) -> Option<String> {
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map(|w| w.trim_matches('.'))
+        .find(|w| w.contains('.') && w.split('.').all(|p| !p.is_empty()))
+        .map(str::to_owned)
+}
+
 /// The host MPI over a communicator.
 pub struct MpiBackend {
     comm: SimpleCommunicator,
@@ -745,5 +760,19 @@ impl<T: Elem> BenchWin<T> for MpiWin<T> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_number;
+
+    #[test]
+    fn version_numbers_come_from_each_library_text() {
+        let mpich = "MPICH Version:      4.0.2\nMPICH Release date: Thu May 26 15:51:45 CDT 2022";
+        assert_eq!(version_number(mpich).as_deref(), Some("4.0.2"));
+        let ompi = "Open MPI v5.0.11, package: Open MPI root@host Distribution, ident: 5.0.11";
+        assert_eq!(version_number(ompi).as_deref(), Some("5.0.11"));
+        assert_eq!(version_number("MPI 3 library").as_deref(), None);
     }
 }

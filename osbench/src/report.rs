@@ -51,6 +51,10 @@ pub struct Record {
     /// Epochs queued behind a held lock while the calls were issued (`nb-issue`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending: Option<u64>,
+    /// The host MPI's version (`4.0.2`, `5.0.11`, …) on its own records: tells builds of one
+    /// `impl` apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 impl Record {
@@ -109,6 +113,7 @@ impl Record {
             threads: None,
             pattern: None,
             pending: None,
+            version: None,
         }
     }
 
@@ -601,6 +606,7 @@ mod tests {
             threads: None,
             pattern: None,
             pending: None,
+            version: None,
         }
     }
 

@@ -286,9 +286,7 @@ pub(crate) fn unjoinable_launcher() -> Option<String> {
     Some(format!(
         "this process was started by a PMIx launcher (PMIX_RANK={rank}, job of {size}), \
          which onesided does not speak yet: start it with `srun --mpi=pmi2` or MPICH's \
-         `mpiexec.hydra`, or with `osrun`; set {}=singleton to run each process as a job of \
-         its own",
-        crate::universe::ENV_BOOTSTRAP
+         `mpiexec.hydra`, or with `osrun`"
     ))
 }
 
