@@ -37,8 +37,9 @@ pub(crate) trait Host {
     fn aborted(&self) -> bool;
     /// The members in the node's roster, watched while a collective waits.
     fn watch(&self) -> Option<&PeerWatch>;
-    /// True when `rank` is known to have entered the collective `tag`.
-    fn arrived(&self, tag: CallTag, rank: usize) -> bool;
+    /// Whether `rank` is known to have entered the collective `tag` (`None`: this window's
+    /// plane cannot tell).
+    fn arrived(&self, tag: CallTag, rank: usize) -> Option<bool>;
     /// The reorder flags in force.
     fn reorder(&self) -> Reorder {
         Reorder::NONE
@@ -1132,7 +1133,7 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
                     vigil = core.watch().map(|w| w.vigil(tag));
                 }
                 if let Some(v) = vigil.as_mut() {
-                    v.check(|r| Some(core.arrived(tag, r)))?;
+                    v.check(|r| core.arrived(tag, r))?;
                 }
             } else if polls < WATCH_AFTER_POLLS {
                 polls += 1;
@@ -1260,8 +1261,8 @@ mod tests {
         fn watch(&self) -> Option<&PeerWatch> {
             None
         }
-        fn arrived(&self, _: CallTag, _: usize) -> bool {
-            true
+        fn arrived(&self, _: CallTag, _: usize) -> Option<bool> {
+            Some(true)
         }
         fn reorder(&self) -> Reorder {
             *self.reorder.lock().unwrap()

@@ -33,6 +33,7 @@ use crate::error::{Error, Result};
 use crate::layout::{check_match, pieces, Layout};
 use crate::ops::{acc_chunk, lock_stripes, stripes_for, AccElement, ElemType, Op};
 use crate::rma::check_within;
+use crate::rma::direct::Noting;
 use crate::transport::ring::Kind;
 use crate::transport::{Located, Route};
 use crate::win::control::ACC_STRIPES;
@@ -602,7 +603,7 @@ impl RawWindow {
         disp: usize,
         op: Op,
     ) -> Result<()> {
-        if self.accumulate_if_direct(origin, target, disp, op) {
+        if self.accumulate_direct(origin, target, disp, op, Noting::Store) {
             return Ok(());
         }
         self.accumulate_slow(origin, target, disp, op)
@@ -693,7 +694,7 @@ impl RawWindow {
         disp: usize,
         op: Op,
     ) -> Result<T> {
-        if let Some(old) = self.fetch_and_op_if_direct(value, target, disp, op) {
+        if let Some(old) = self.fetch_and_op_direct(value, target, disp, op, Noting::Store) {
             return Ok(old);
         }
         self.fetch_and_op_slow(value, target, disp, op)
@@ -728,7 +729,8 @@ impl RawWindow {
         target: usize,
         disp: usize,
     ) -> Result<T> {
-        if let Some(old) = self.compare_and_swap_if_direct(value, compare, target, disp) {
+        if let Some(old) = self.compare_and_swap_direct(value, compare, target, disp, Noting::Store)
+        {
             return Ok(old);
         }
         self.compare_and_swap_slow(value, compare, target, disp)

@@ -53,6 +53,44 @@ impl RawWindow {
         disp: usize,
         op: Op,
     ) -> bool {
+        self.accumulate_direct(origin, target, disp, op, Noting::Atomic)
+    }
+
+    /// [`RawWindow::fetch_and_op_elems`] when it completes here and now: the previous
+    /// value, or `None` (nothing done; see [`RawWindow::put_if_direct`]).
+    #[inline(always)]
+    pub fn fetch_and_op_if_direct<T: AccElement>(
+        &self,
+        value: T,
+        target: usize,
+        disp: usize,
+        op: Op,
+    ) -> Option<T> {
+        self.fetch_and_op_direct(value, target, disp, op, Noting::Atomic)
+    }
+
+    /// [`RawWindow::compare_and_swap_elems`] when it completes here and now: the previous
+    /// value, or `None` (nothing done; see [`RawWindow::put_if_direct`]).
+    #[inline(always)]
+    pub fn compare_and_swap_if_direct<T: AccElement>(
+        &self,
+        value: T,
+        compare: T,
+        target: usize,
+        disp: usize,
+    ) -> Option<T> {
+        self.compare_and_swap_direct(value, compare, target, disp, Noting::Atomic)
+    }
+
+    #[inline(always)]
+    pub(crate) fn accumulate_direct<T: AccElement>(
+        &self,
+        origin: &[T],
+        target: usize,
+        disp: usize,
+        op: Op,
+        noting: Noting,
+    ) -> bool {
         if op == Op::NoOp || !op.valid_for(T::TYPE) {
             return false;
         }
@@ -69,49 +107,47 @@ impl RawWindow {
             // Plain (release) stores, not locked instructions.
             self.core.epoch.note_rma();
         } else {
-            self.core.epoch.note_atomic();
+            noting.note(self);
         }
         true
     }
 
-    /// [`RawWindow::fetch_and_op_elems`] when it completes here and now: the previous
-    /// value, or `None` (nothing done; see [`RawWindow::put_if_direct`]).
     #[inline(always)]
-    pub fn fetch_and_op_if_direct<T: AccElement>(
+    pub(crate) fn fetch_and_op_direct<T: AccElement>(
         &self,
         value: T,
         target: usize,
         disp: usize,
         op: Op,
+        noting: Noting,
     ) -> Option<T> {
         if !op.valid_for(T::TYPE) {
             return None;
         }
         let p = self.core.atomic_fast::<T>(target, disp, 1)?;
-        // SAFETY: as in accumulate_if_direct.
+        // SAFETY: as in accumulate_direct.
         let old = unsafe { T::fetch_op(p, op, value) };
         // A locked read-modify-write, or (no_op) a load.
-        self.core.epoch.note_atomic();
+        noting.note(self);
         Some(old)
     }
 
-    /// [`RawWindow::compare_and_swap_elems`] when it completes here and now: the previous
-    /// value, or `None` (nothing done; see [`RawWindow::put_if_direct`]).
     #[inline(always)]
-    pub fn compare_and_swap_if_direct<T: AccElement>(
+    pub(crate) fn compare_and_swap_direct<T: AccElement>(
         &self,
         value: T,
         compare: T,
         target: usize,
         disp: usize,
+        noting: Noting,
     ) -> Option<T> {
         if !T::TYPE.is_integer() {
             return None;
         }
         let p = self.core.atomic_fast::<T>(target, disp, 1)?;
-        // SAFETY: as in accumulate_if_direct.
+        // SAFETY: as in accumulate_direct.
         let old = unsafe { T::compare_swap(p, compare, value) };
-        self.core.epoch.note_atomic();
+        noting.note(self);
         Some(old)
     }
 
@@ -138,5 +174,27 @@ impl RawWindow {
     #[inline(always)]
     pub fn flush_local_if_checked(&self, target: usize) -> bool {
         target < self.core.size && self.core.epoch.flush_cached(target)
+    }
+}
+
+/// How a direct CPU atomic records itself in the epoch. Only a flush that may leave out its
+/// fence ([`RawWindow::flush_if_quiet_serialized`], the C ABI's) reads the difference;
+/// the Rust API's flush always fences, so its atomics pay for a plain store, not a
+/// load-compare-store.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Noting {
+    /// As an operation whose stores wait for a fence (one store).
+    Store,
+    /// As a locked instruction, itself a full barrier (see `EpochState::note_atomic`).
+    Atomic,
+}
+
+impl Noting {
+    #[inline(always)]
+    fn note(self, w: &RawWindow) {
+        match self {
+            Noting::Store => w.core.epoch.note_rma(),
+            Noting::Atomic => w.core.epoch.note_atomic(),
+        }
     }
 }

@@ -237,20 +237,24 @@ impl Host for WinCore {
     /// call under this sequence number. A different call under the same number (a fence
     /// that failed against our `free`, say) is not an arrival: its agreement ended without
     /// ours, and the member is gone, so waiting for it would never end.
-    fn arrived(&self, tag: CallTag, rank: usize) -> bool {
+    fn arrived(&self, tag: CallTag, rank: usize) -> Option<bool> {
         // Across nodes the member's words went with it (its endpoint is closed): no
-        // arrival can be told, and the waiter reports the exit.
+        // arrival can be told. A member that finished the collective and exited while our
+        // last poll had not yet seen its final signals looks the same as one that never
+        // entered, so the waiter reports the exit only once it persists (`CONFIRM`).
         if !self.plane().is_mapped() {
-            return false;
+            return None;
         }
         // Relaxed: a hint for a waiter, read after the roster's Acquire of an exit mark. A
         // read that fails is no arrival.
         let word = published(rank, tag.seq & 1, AgreementPart::Tag);
-        Awaited::from(self.plane().load(word, Ordering::Relaxed))
-            .wait(&self.plane())
-            .ok()
-            .and_then(CallTag::unpack)
-            .is_some_and(|t| t.seq == tag.seq && t.call == tag.call)
+        Some(
+            Awaited::from(self.plane().load(word, Ordering::Relaxed))
+                .wait(&self.plane())
+                .ok()
+                .and_then(CallTag::unpack)
+                .is_some_and(|t| t.seq == tag.seq && t.call == tag.call),
+        )
     }
 }
 
