@@ -25,6 +25,7 @@
 #   bash scripts/cabi-bench.sh            # ~20-40 minutes here
 #   bash scripts/cabi-bench.sh ops        # only the one-timer operations (~3 minutes)
 #   bash scripts/cabi-bench.sh datatypes  # only the strided puts (~2 minutes)
+#   bash scripts/cabi-bench.sh net        # only across two virtual nodes (~5 minutes)
 #   ROUNDS=1 ITERS=200 bash scripts/cabi-bench.sh   # a quick look
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -158,21 +159,115 @@ for c in checks:
 PY
   rm -f "$raw"
 }
+# OSU 7.4's one-sided tests with 4 decimals (-DFLOAT_PRECISION=4; its build.sh prints 2),
+# built with the compiler wrapper $1 into directory $2.
+osu_4dp() {
+  local cc=$1 out=$2 src=third_party/osu-micro-benchmarks-7.4 t
+  local util=(osu_util.c osu_util_mpi.c osu_util_graph.c osu_util_validation.c osu_util_papi.c)
+  mkdir -p "$out"
+  for t in put_latency get_latency acc_latency get_acc_latency fop_latency cas_latency put_bw \
+           get_bw put_bibw; do
+    "$cc" -O2 -w -I"$src/c/util" -DFIELD_WIDTH=18 -DFLOAT_PRECISION=4 \
+      -o "$out/osu_$t" "$src/c/mpi/one-sided/osu_$t.c" "${util[@]/#/$src/c/util/}" -lm
+  done
+}
+
+# Across two virtual nodes (each rank on a node of its own; its peer reached through the
+# network, here the loopback): OSU's 8-byte put, get, accumulate, fetch_and_op and
+# compare_and_swap with -s flush on allocate windows, under the preload (onesided's
+# windows, progress thread `block`, the target waiting in OSU's MPI_Barrier) beside each
+# MPICH's own network path (MPIR_CVAR_NOLOCAL=1; MPICH 4.0.2's ch4:ucx over tcp, MPICH
+# 5.0.2's ch4:ofi over libfabric's tcp provider) and the Rust API's same cells (osbench
+# across two virtual nodes of osrun), alternating, ROUNDS rounds, medians. Writes
+# results/cabi-net.md and checks: the preload at least as fast as each MPICH's network path,
+# and at most 1.3x the Rust API's latency.
+net() {
+  local raw venv t mode r
+  raw=$(mktemp)
+  venv=$(bash scripts/mpi-venvs.sh mpich5)
+  osu_4dp mpicc.mpich target/osu-mpich-4dp
+  osu_4dp "$venv/bin/mpicc" target/osu-mpich5-4dp
+  CARGO_TARGET_DIR=target/ofi cargo build -q --release -p osbench -p osrun \
+    --features osbench/ofi,osrun/ofi
+  local tests=(put_latency get_latency acc_latency fop_latency cas_latency)
+  local v4 v5
+  v4=$(mpichversion | awk '/Version:/ {print $3}')
+  v5=$("$venv/bin/mpichversion" | awk '/Version:/ {print $3}')
+  for ((r = 1; r <= rounds; r++)); do
+    echo "across nodes, round $r of $rounds (load $(cut -d' ' -f1-3 /proc/loadavg))"
+    echo "load $(cut -d' ' -f1 /proc/loadavg)" >> "$raw"
+    for t in "${tests[@]}"; do
+      for mode in "mpich4-net" "mpich4-preload" "mpich5-net" "mpich5-preload"; do
+        local run=() osu=target/osu-mpich-4dp launcher=mpiexec.mpich
+        [[ $mode == mpich5-* ]] && osu=target/osu-mpich5-4dp launcher=$venv/bin/mpiexec
+        case $mode in
+          mpich4-net) run=(env MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self) ;;
+          mpich5-net) run=(env MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp) ;;
+          *-preload) run=(env ONESIDED_NODES=2 ONESIDED_PROGRESS=block LD_PRELOAD="$lib") ;;
+        esac
+        local value
+        value=$("${run[@]}" timeout 300 "$launcher" -n 2 "$osu/osu_$t" -w allocate -s flush \
+          -m 8:8 -i "$iters" -x 100 2>/dev/null | awk '/^[0-9]/ {v = $2} END {print v}' || true)
+        [[ -n $value ]] && echo "$t $mode $value" >> "$raw"
+      done
+    done
+    # The Rust API's cells, one job.
+    ONESIDED_NET_ADDR=127.0.0.1 ONESIDED_PROGRESS=block timeout 300 target/ofi/release/osrun \
+      -n 2 --nodes 2 target/ofi/release/osbench put-latency get-latency acc-latency \
+      fop-latency cas-latency --window allocate --sync flush --sizes 8 2>/dev/null \
+      | awk '/^== / {t = $2} $1 == "allocate" && $3 == "8" && $5 == "latency" {print t, $7}' \
+      | sed -e 's/-latency/_latency/' -e 's/ / rust /' >> "$raw"
+  done
+  python3 - "$raw" "$rounds" "$(git rev-parse --short HEAD)" "$v4" "$v5" <<'PY' | tee results/cabi-net.md
+import collections, datetime, statistics, sys
+raw, rounds, commit, v4, v5 = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+cells, loads = collections.defaultdict(list), []
+for line in open(raw):
+    f = line.split()
+    if f[0] == "load":
+        loads.append(float(f[1]))
+    elif len(f) == 3:
+        cells[(f[0], f[1])].append(float(f[2]))
+tests = ["put_latency", "get_latency", "acc_latency", "fop_latency", "cas_latency"]
+modes = [("mpich4-net", f"MPICH {v4} network path (ch4:ucx, tcp)"),
+         ("mpich4-preload", f"MPICH {v4} + onesided"),
+         ("mpich5-net", f"MPICH {v5} network path (ch4:ofi, tcp)"),
+         ("mpich5-preload", f"MPICH {v5} + onesided"),
+         ("rust", "onesided, Rust API (osbench)")]
+med = {k: statistics.median(v) for k, v in cells.items()}
+print(f"8-byte operation + `MPI_Win_flush` on `allocate` windows across two virtual nodes "
+      f"(loopback), 2 ranks, OSU 7.4 (osbench for the Rust API), microseconds, medians of "
+      f"{rounds} alternating rounds ({datetime.date.today()}, commit {commit}, this machine; "
+      f"load average at the rounds' starts {min(loads, default=0):.2f}-{max(loads, default=0):.2f}; "
+      f"onesided's progress thread `block`):\n")
+print("| | " + " | ".join(t.replace("_latency", "") for t in tests) + " |")
+print("|---|" + "---|" * len(tests))
+for m, label in modes:
+    print(f"| {label} | " + " | ".join(f"{med[(t, m)]:.2f}" if (t, m) in med else "-" for t in tests) + " |")
+print()
+for t in tests:
+    for pre, net in (("mpich4-preload", "mpich4-net"), ("mpich5-preload", "mpich5-net")):
+        if (t, pre) not in med or (t, net) not in med:
+            print(f"- {t} {pre}: not measured"); continue
+        p, n = med[(t, pre)], med[(t, net)]
+        print(f"- {t}, {pre} vs {net}: {n / p:.2f}x ({'meets' if p <= n else 'misses'} <= the MPI's network path)")
+        if (t, "rust") in med:
+            r = med[(t, "rust")]
+            print(f"  vs the Rust API: {p / r:.2f}x its latency ({'meets' if p <= 1.3 * r else 'misses'} <= 1.3x)")
+PY
+  rm -f "$raw"
+}
+
 case ${1:-} in
   datatypes) datatypes; exit 0 ;;
   ops) ops; exit 0 ;;
+  net) net; exit 0 ;;
 esac
 ops
-src=third_party/osu-micro-benchmarks-7.4
 out=target/osu-mpich-4dp
-mkdir -p "$out" results
-util=(osu_util.c osu_util_mpi.c osu_util_graph.c osu_util_validation.c osu_util_papi.c)
+osu_4dp mpicc.mpich "$out"
 tests=(put_latency get_latency acc_latency get_acc_latency fop_latency cas_latency put_bw get_bw
        put_bibw)
-for t in "${tests[@]}"; do
-  mpicc.mpich -O2 -w -I"$src/c/util" -DFIELD_WIDTH=18 -DFLOAT_PRECISION=4 \
-    -o "$out/osu_$t" "$src/c/mpi/one-sided/osu_$t.c" "${util[@]/#/$src/c/util/}" -lm
-done
 
 raw=$(mktemp)
 run() { # run MODE TEST ARGS...: "size value" lines

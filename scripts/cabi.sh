@@ -44,10 +44,11 @@ if [[ -n "$undefined" ]]; then
 fi
 echo "dynamic section: needs $(echo "$needed" | tr '\n' ' ')"
 
-# 1. Exports: every name of the table in onesided-mpi/src/exports.rs, in both forms.
+# 1. Exports: every name of the tables in onesided-mpi/src/exports.rs and interpose.rs, in
+# both forms.
 exported=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -E '^P?MPIX?_' | sort)
-claimed=$(grep -oE '^    MPIX?_[A-Za-z_]+ / PMPIX?_[A-Za-z_]+' onesided-mpi/src/exports.rs \
-  | awk '{print $1; print $3}' | sort)
+claimed=$(cat onesided-mpi/src/exports.rs onesided-mpi/src/interpose.rs \
+  | grep -oE '^    MPIX?_[A-Za-z_]+ / PMPIX?_[A-Za-z_]+' | awk '{print $1; print $3}' | sort)
 missing=$(comm -13 <(echo "$exported") <(echo "$claimed"))
 if [[ -n "$missing" ]]; then
   echo "exports: in the table but not exported: $missing"; fail=1
@@ -97,16 +98,23 @@ check_mpi() {
       echo "$mpi: c test $(basename "$exe"): does not compile"; fail=1; continue
     fi
     # forward.c and across.c: each rank on a virtual node of its own, so windows over the
-    # world span nodes — the host MPI's (forward.c) or onesided's through libfabric.
+    # world span nodes — the host MPI's (forward.c, ONESIDED_ACROSS_NODES=host) or
+    # onesided's through libfabric (across.c, the default).
     nodes=()
-    [[ $(basename "$src") == forward.c ]] && nodes=(ONESIDED_NODES=2)
-    [[ $(basename "$src") == across.c ]] && nodes=(ONESIDED_NODES=2 ONESIDED_ACROSS_NODES=onesided)
+    [[ $(basename "$src") == forward.c ]] && nodes=(ONESIDED_NODES=2 ONESIDED_ACROSS_NODES=host)
+    [[ $(basename "$src") == across.c ]] && nodes=(ONESIDED_NODES=2)
     # A test passes when it exits 0 and MPI_Finalize had nothing to complain about.
     if out=$(env "${nodes[@]}" LD_PRELOAD="$lib" "${mpiexec[@]}" "$exe" 2>&1) \
       && echo "$out" && ! grep -q "onesided-mpi: MPI_Finalize" <<<"$out"; then
       echo "$mpi: c test $(basename "$exe"): ok"
     else echo "$out" | tail -20; echo "$mpi: c test $(basename "$exe"): FAILED"; fail=1; fi
   done
+  # across.c once more without a progress thread (ONESIDED_PROGRESS=none): only the
+  # target's own waits — inside the host MPI's blocking calls too — serve its peer.
+  if out=$(env ONESIDED_NODES=2 ONESIDED_PROGRESS=none LD_PRELOAD="$lib" "${mpiexec[@]}" \
+    "$tests/across" 2>&1) && echo "$out" && ! grep -q "onesided-mpi: MPI_Finalize" <<<"$out"; then
+    echo "$mpi: c test across, no progress thread: ok"
+  else echo "$out" | tail -20; echo "$mpi: c test across, no progress thread: FAILED"; fail=1; fi
   # The same through C++ and Fortran (mpif.h's successor `use mpi`, and `use mpi_f08`, which
   # calls PMPI_* directly): unchanged programs that check their windows are onesided's.
   programs=(onesided-mpi/tests/cxx/*.cpp)
@@ -170,8 +178,8 @@ check_mpi() {
   echo "$mpi: osu: $combos combinations run under the preload"
 
   # Windows across (virtual) nodes: each OSU test once more with every rank on a node of its
-  # own, under the preload — onesided's windows through libfabric
-  # (ONESIDED_ACROSS_NODES=onesided), then the host MPI's (the default).
+  # own, under the preload — onesided's windows through libfabric (the default, named
+  # here), then the host MPI's (ONESIDED_ACROSS_NODES=host).
   for across in onesided host; do
     combos=0
     for t in put_latency get_latency put_bw get_bw put_bibw acc_latency get_acc_latency \
@@ -232,7 +240,7 @@ fi
 ompi_run() { # ompi_run MPIEXEC ARGS...: the variables of ours that are set, passed on
   local mpiexec=$1 pass=() v
   shift
-  for v in LD_PRELOAD ONESIDED_NODES ONESIDED_ACROSS_NODES; do
+  for v in LD_PRELOAD ONESIDED_NODES ONESIDED_ACROSS_NODES ONESIDED_PROGRESS; do
     [[ -n ${!v-} ]] && pass+=(-x "$v")
   done
   "$mpiexec" --allow-run-as-root --oversubscribe --bind-to none "${pass[@]}" "$@"

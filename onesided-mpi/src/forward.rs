@@ -1,7 +1,7 @@
 //! Windows onesided does not serve go to the host MPI's own RMA, per window: a window whose
-//! communicator spans several nodes — unless this build has onesided's network transport
-//! (cargo feature `ofi`) and `ONESIDED_ACROSS_NODES=onesided` asks for it; a job of one
-//! node never forwards — and then every call on it. Such a window keeps the host's handle,
+//! communicator spans several nodes when this build has no network transport (cargo
+//! feature `ofi`) or `ONESIDED_ACROSS_NODES=host` asks for the host's; a job of one node
+//! never forwards — and then every call on it. Such a window keeps the host's handle,
 //! whose bit pattern ours never take (`abi`), so each call knows from its window argument
 //! alone where it goes — the program sees exactly what the native MPI gives it, never an
 //! error it would not get. The host's functions are looked up in the host library (`host`):
@@ -43,12 +43,15 @@ pub(crate) unsafe fn win_ptr(win: *mut MPI_Win) -> bool {
 }
 
 /// A completion call (`MPI_Wait` & co.) goes to the host: it polls our requests itself
-/// (MPICH's generalized-request classes), or the process has none of ours.
+/// (MPICH's generalized-request classes), or the process has none of ours — unless the
+/// process serves windows across nodes, whose peers' operations the host's own wait would
+/// not apply (`interpose`).
 ///
 /// # Safety
 /// None (the argument is not read); `unsafe` for the uniform signature of the rules.
 pub(crate) unsafe fn polls_requests(_requests: *mut MPI_Request) -> bool {
-    crate::host::grequest_classes().is_some() || !crate::requests::any_live()
+    (crate::host::grequest_classes().is_some() || !crate::requests::any_live())
+        && !crate::interpose::keeps_onesided_progressing()
 }
 
 /// A window created over `comm` goes to the host: its processes are on several nodes and
@@ -73,20 +76,19 @@ pub(crate) unsafe fn comm(comm: MPI_Comm) -> bool {
     to_host
 }
 
-/// The variable that makes windows across nodes onesided's (`onesided`) in a build that can
-/// serve them.
+/// The variable that leaves windows across nodes to the host MPI (`host`).
 const ACROSS_NODES_ENV: &str = "ONESIDED_ACROSS_NODES";
 
-/// True when windows whose processes span nodes are onesided's: built with its network
-/// transport (feature `ofi`) and asked to (`ONESIDED_ACROSS_NODES=onesided`). Not by
-/// default: a C program's target waits inside MPICH's calls, which do not drive onesided's
-/// endpoint, so its progress thread serves every operation — where the program's ranks
-/// take every core, an operation waited milliseconds for that thread to be scheduled here,
-/// and 20–30 µs with a spinning one, against 15 µs for MPICH's own network path.
+/// True when windows whose processes span nodes are onesided's: in a build with its
+/// network transport (feature `ofi`), unless `ONESIDED_ACROSS_NODES=host` leaves them to
+/// the host MPI. A target that waits inside the host MPI still serves them: its blocking
+/// calls keep onesided progressing once the network endpoint is open (`interpose`).
+/// Before that, such a target was served by the endpoint's progress thread alone: an
+/// 8-byte put waited milliseconds for it to be scheduled where the ranks take every core.
 fn serves_across_nodes() -> bool {
     static SERVES: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *SERVES.get_or_init(|| {
-        cfg!(feature = "ofi") && std::env::var(ACROSS_NODES_ENV).is_ok_and(|v| v == "onesided")
+        cfg!(feature = "ofi") && std::env::var(ACROSS_NODES_ENV).map_or(true, |v| v != "host")
     })
 }
 

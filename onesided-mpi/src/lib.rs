@@ -44,6 +44,8 @@ mod forward;
 #[cfg(feature = "mpich")]
 mod host;
 #[cfg(feature = "mpich")]
+mod interpose;
+#[cfg(feature = "mpich")]
 mod job;
 #[cfg(feature = "mpich")]
 mod plans;

@@ -273,7 +273,8 @@ unsafe fn drive(requests: *const abi::Handle, n: c_int) {
     }
 }
 
-/// What a completion call of a host that cannot poll our requests (Open MPI) does: drive
+/// What a completion call does where the host cannot poll our requests (Open MPI), or
+/// must not block in its own wait (`interpose`): drive
 /// ours, then ask the host's test form (`test`: true when the call is done), until done —
 /// with `once`, a single round (the `MPI_Test*` forms). The host's error handler has run on
 /// a failing code, which is returned as is.
@@ -284,6 +285,10 @@ fn complete_with(
     mut test: impl FnMut() -> (c_int, bool),
 ) -> crate::calls::CallResult {
     let mut spins = 0u32;
+    // A process serving windows across nodes keeps onesided progressing meanwhile: the
+    // request may wait for a peer whose operations on us only this wait can apply.
+    let mut foreign =
+        crate::interpose::keeps_onesided_progressing().then(onesided::ForeignWait::new);
     loop {
         // SAFETY: the program's request array of n handles (MPI's contract).
         unsafe { drive(requests, n) };
@@ -294,7 +299,10 @@ fn complete_with(
         if done || once {
             return Ok(());
         }
-        pause(&mut spins);
+        match foreign.as_mut() {
+            Some(f) => f.pause(),
+            None => pause(&mut spins),
+        }
     }
 }
 

@@ -1272,3 +1272,52 @@ fn collective_deadlocks_across_nodes_are_errors() {
         );
     }
 }
+
+/// With no progress thread (`ONESIDED_PROGRESS=none`), a target that waits outside
+/// onesided — in another library's loop paced by [`onesided::ForeignWait`], as the C ABI's
+/// interposed `MPI_Recv` or `MPI_Barrier` is — still applies its peer's operations: rank 1
+/// locks rank 0, accumulates and fetches over the network, then raises a flag rank 0's
+/// foreign loop watches (a plain local read, nothing of onesided's waits). Without the
+/// pauses' progress nothing would read rank 0's endpoint and the job would time out.
+#[test]
+fn a_target_waiting_outside_onesided_serves_without_a_progress_thread() {
+    testing::job(2)
+        .nodes(2)
+        .env("ONESIDED_PROGRESS", "none")
+        .timeout(std::time::Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            let win = Window::<u64>::allocate(w, 2)?;
+            w.barrier()?;
+            assert!(onesided::network_open());
+            assert_eq!(onesided::network().map(|n| n.progress), Some("none"));
+            const ADDS: u64 = 50;
+            if w.rank() == 1 {
+                win.lock(LockType::Shared, 0, Assert::NONE)?;
+                for _ in 0..ADDS {
+                    win.accumulate(&[3], 0, 0, Op::Sum)?;
+                    win.flush(0)?;
+                }
+                assert_eq!(win.fetch_and_op(0, 0, 0, Op::NoOp)?, 3 * ADDS);
+                win.put(&[1], 0, 1)?;
+                win.unlock(0)?;
+            } else {
+                let mut wait = onesided::ForeignWait::new();
+                loop {
+                    let mut flag = [0u64];
+                    win.local_read(1, &mut flag)?;
+                    if flag[0] == 1 {
+                        break;
+                    }
+                    wait.pause();
+                }
+                let mut sum = [0u64];
+                win.local_read(0, &mut sum)?;
+                assert_eq!(sum[0], 3 * ADDS);
+            }
+            w.barrier()?;
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}

@@ -1,9 +1,10 @@
-/* Windows across nodes are onesided's in a library built with its network transport when
- * ONESIDED_ACROSS_NODES=onesided asks (2 ranks, run with ONESIDED_NODES=2: each rank on a
+/* Windows across nodes are onesided's in a library built with its network transport, by
+ * default (2 ranks, run with ONESIDED_NODES=2: each rank on a
  * virtual node of its own, the other one reached through libfabric): fence, lock, flush, put (short and 1 MiB), get, accumulate,
  * fetch_and_op, compare_and_swap, requests, attributes, error classes, dynamic windows,
- * and MPI_ERR_RMA_SHARED for a shared window over both nodes. forward.c is the same job
- * without the variable (the host MPI's windows). */
+ * and MPI_ERR_RMA_SHARED for a shared window over both nodes; a target that waits in the
+ * host's blocking calls (MPI_Barrier, MPI_Recv, MPI_Wait, MPI_Probe) keeps serving them.
+ * forward.c is a job with ONESIDED_ACROSS_NODES=host (the host MPI's windows). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,7 +40,7 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int peer = 1 - rank;
   CHECK(getenv("ONESIDED_NODES") != NULL, "run with ONESIDED_NODES=2");
-  CHECK(getenv("ONESIDED_ACROSS_NODES") != NULL, "run with ONESIDED_ACROSS_NODES=onesided");
+  CHECK(getenv("ONESIDED_ACROSS_NODES") == NULL, "run without ONESIDED_ACROSS_NODES");
 
   long *base;
   MPI_Win win;
@@ -136,6 +137,79 @@ int main(int argc, char **argv) {
   MPI_Win_detach(dyn, region);
   MPI_Win_free(&dyn);
   free(region);
+
+  /* A target that waits inside the host MPI's blocking calls keeps serving the window:
+   * rank 1 locks rank 0 and accumulates (each flushed), then releases rank 0 from one
+   * call after another. scripts/cabi.sh runs this program with ONESIDED_PROGRESS=none
+   * too (no progress thread): there only the waiting call itself can serve. */
+  enum { RECV, WAIT, WAITALL, PROBE, SENDRECV, BARRIER, BCAST, ALLREDUCE, CALLS };
+  const char *names[CALLS] = {"MPI_Recv",     "MPI_Wait",    "MPI_Waitall",
+                              "MPI_Probe",    "MPI_Sendrecv", "MPI_Barrier",
+                              "MPI_Bcast",    "MPI_Allreduce"};
+  MPI_Barrier(MPI_COMM_WORLD);
+  long expect = 7; /* base[7] at rank 0, as set above */
+  for (int c = 0; c < CALLS; c++) {
+    long add = c + 1, token = c, out = -1, before = -1;
+    if (rank == 1) {
+      MPI_Win_lock(MPI_LOCK_SHARED, 0, 0, win);
+      for (int k = 0; k < 20; k++) {
+        MPI_Accumulate(&add, 1, MPI_LONG, 0, 7, 1, MPI_LONG, MPI_SUM, win);
+        MPI_Win_flush(0, win);
+      }
+      MPI_Fetch_and_op(&add, &before, MPI_LONG, 0, 7, MPI_SUM, win);
+      MPI_Win_unlock(0, win);
+      CHECK(before == expect + 20 * add, "%s: fetch_and_op read %ld, not %ld", names[c], before,
+            expect + 20 * add);
+    }
+    expect += 21 * add;
+    MPI_Request reqs[2];
+    switch (c) {
+    case RECV:
+    case WAIT:
+    case WAITALL:
+    case PROBE:
+      if (rank == 1) {
+        MPI_Send(&token, 1, MPI_LONG, 0, c, MPI_COMM_WORLD);
+      } else if (c == RECV) {
+        MPI_Recv(&out, 1, MPI_LONG, 1, c, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      } else if (c == PROBE) {
+        MPI_Status st;
+        MPI_Probe(1, c, MPI_COMM_WORLD, &st);
+        CHECK(st.MPI_TAG == c, "MPI_Probe: tag %d", st.MPI_TAG);
+        MPI_Recv(&out, 1, MPI_LONG, 1, c, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      } else {
+        MPI_Irecv(&out, 1, MPI_LONG, 1, c, MPI_COMM_WORLD, &reqs[0]);
+        if (c == WAIT) MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
+        else {
+          MPI_Status sts[2];
+          MPI_Waitall(1, reqs, sts);
+          CHECK(sts[0].MPI_SOURCE == 1, "MPI_Waitall: source %d", sts[0].MPI_SOURCE);
+        }
+      }
+      if (rank == 0) CHECK(out == c, "%s: received %ld", names[c], out);
+      break;
+    case SENDRECV: {
+      MPI_Status st;
+      MPI_Sendrecv(&token, 1, MPI_LONG, peer, c, &out, 1, MPI_LONG, peer, c, MPI_COMM_WORLD, &st);
+      CHECK(out == c && st.MPI_SOURCE == peer, "MPI_Sendrecv: %ld from %d", out, st.MPI_SOURCE);
+      break;
+    }
+    case BARRIER:
+      MPI_Barrier(MPI_COMM_WORLD);
+      break;
+    case BCAST:
+      out = rank == 1 ? token : -1;
+      MPI_Bcast(&out, 1, MPI_LONG, 1, MPI_COMM_WORLD);
+      CHECK(out == c, "MPI_Bcast: %ld", out);
+      break;
+    case ALLREDUCE:
+      MPI_Allreduce(&token, &out, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+      CHECK(out == 2 * c, "MPI_Allreduce: %ld", out);
+      break;
+    }
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (rank == 0) CHECK(base[7] == expect, "accumulated while waiting: %ld, not %ld", base[7], expect);
 
   MPI_Win_free(&win);
   CHECK(win == MPI_WIN_NULL, "free");

@@ -1,5 +1,5 @@
-/* Windows across nodes go to the host MPI's RMA (2 ranks, run with ONESIDED_NODES=2: each
- * rank on a virtual node of its own). A window over MPI_COMM_WORLD then keeps MPICH's handle
+/* Windows across nodes go to the host MPI's RMA when ONESIDED_ACROSS_NODES=host asks (2
+ * ranks, run with ONESIDED_NODES=2: each rank on a virtual node of its own). A window over MPI_COMM_WORLD then keeps MPICH's handle
  * and every call on it is MPICH's — fence, lock, flush, put, get, accumulate, requests,
  * attributes, error handlers, dynamic windows — while a window over MPI_COMM_SELF (one
  * node) is onesided's, in the same program. */
@@ -17,6 +17,7 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int peer = 1 - rank;
   CHECK(getenv("ONESIDED_NODES") != NULL, "run with ONESIDED_NODES=2");
+  CHECK(getenv("ONESIDED_ACROSS_NODES") != NULL, "run with ONESIDED_ACROSS_NODES=host");
 
   long *base;
   MPI_Win win;

@@ -18,6 +18,7 @@
 //! another thread that fails parks its error for the window's next call that drives the
 //! engine.
 
+pub(crate) mod foreign;
 pub(crate) mod registry;
 pub(crate) mod shipping;
 pub(crate) mod thread;

@@ -36,12 +36,19 @@ pub(crate) struct Endpoint {
     mode: ProgressMode,
     addr: String,
     _polled_while_waiting: crate::attention::WaitHook,
-    _server: Server,
+    /// None in the mode `none`.
+    _server: Option<Server>,
 }
 
 static ENDPOINT: OnceLock<Endpoint> = OnceLock::new();
 /// Serializes the first opening (OnceLock cannot fail its initializer).
 static OPENING: Mutex<()> = Mutex::new(());
+
+/// Whether the endpoint was opened (it stays open for the life of the process).
+#[inline]
+pub(crate) fn is_open() -> bool {
+    ENDPOINT.get().is_some()
+}
 
 /// The endpoint, opened now if it is not yet.
 pub(crate) fn endpoint() -> Result<&'static Endpoint> {
@@ -64,7 +71,10 @@ pub(crate) fn endpoint() -> Result<&'static Endpoint> {
     )?);
     let table = nic.atomic_table();
     let duty = Arc::new(PollDuty::default());
-    let server = Server::start(Arc::clone(&nic), mode, Arc::clone(&duty))?;
+    let server = match mode {
+        ProgressMode::None => None,
+        _ => Some(Server::start(Arc::clone(&nic), mode, Arc::clone(&duty))?),
+    };
     // Every wait inside the library drives the endpoint's progress while it polls: the
     // provider answers peers' operations inside `fi_cq_read`, so a process that waits (in
     // a barrier, a fence, a flush) answers without the progress thread's wake-up, as an

@@ -10,6 +10,7 @@
 //! | `spin`  | reads the completion queue in a loop           | ~8 µs              | a core    |
 //! | `yield` | reads it, yields the CPU between reads          | between            | a core when nothing else runs |
 //! | `block` | waits in the queue's wait object, which wakes on the provider's sockets; after a wake-up reads it as `yield` does for [`BLOCK_GRACE`] | ~50 µs after a quiet spell, as `yield` within a burst | none |
+//! | `none`  | no thread: only waiting application threads read it | as a polling waiter | none; a computing process stalls its peers |
 //!
 //! `block` is the default: correct on any number of cores and free while idle; `spin`
 //! buys latency with a core (measured in `../shared/notes/internode-notes.md`). A `block`
@@ -139,17 +140,23 @@ pub(crate) enum ProgressMode {
     Yield,
     /// Blocks in the queue's wait object.
     Block,
+    /// No thread: the endpoint is read only while a thread of the process waits inside
+    /// onesided (or in a host MPI call the C ABI keeps progressing), as an MPI library
+    /// without asynchronous progress does. A process that computes outside stalls its
+    /// peers' operations on it meanwhile.
+    None,
 }
 
 impl ProgressMode {
-    /// The mode `value` names (`spin`, `yield`, `block`).
+    /// The mode `value` names (`spin`, `yield`, `block`, `none`).
     pub(crate) fn parse(value: &str) -> Result<ProgressMode> {
         match value {
             "spin" => Ok(ProgressMode::Spin),
             "yield" => Ok(ProgressMode::Yield),
             "block" => Ok(ProgressMode::Block),
+            "none" => Ok(ProgressMode::None),
             other => Err(Error::InvalidArgument(format!(
-                "{ENV}={other:?}: expected spin, yield or block"
+                "{ENV}={other:?}: expected spin, yield, block or none"
             ))),
         }
     }
@@ -168,6 +175,7 @@ impl ProgressMode {
             ProgressMode::Spin => "spin",
             ProgressMode::Yield => "yield",
             ProgressMode::Block => "block",
+            ProgressMode::None => "none",
         }
     }
 
@@ -284,6 +292,8 @@ fn serve(nic: &Nic, mode: ProgressMode, duty: &PollDuty, stop: &AtomicBool) -> R
                 // ended the wait early (a spurious early return is harmless).
                 duty.blocked.store(false, Ordering::Relaxed);
             }
+            // Never started in this mode (`transport::net`).
+            ProgressMode::None => return Ok(()),
         }
     }
     Ok(())
@@ -297,7 +307,12 @@ mod tests {
 
     #[test]
     fn modes_parse_and_name() {
-        for mode in [ProgressMode::Spin, ProgressMode::Yield, ProgressMode::Block] {
+        for mode in [
+            ProgressMode::Spin,
+            ProgressMode::Yield,
+            ProgressMode::Block,
+            ProgressMode::None,
+        ] {
             assert_eq!(ProgressMode::parse(mode.name()).unwrap(), mode);
         }
         assert!(matches!(

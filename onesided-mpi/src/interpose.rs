@@ -1,0 +1,341 @@
+//! The host MPI's blocking calls, kept from blocking onesided: once this process serves
+//! windows across nodes (its network endpoint is open), a peer's put, get or atomic on this
+//! process's memory is applied only while someone reads that endpoint — and a C program's
+//! target typically waits inside the host MPI (OSU's in `MPI_Barrier`, a halo code's in
+//! `MPI_Recv` or `MPI_Waitall`), whose progress loop knows nothing of it. Left to the
+//! endpoint's progress thread, a put waited for that thread to be scheduled: 1900 µs per
+//! 8-byte put with its `block` mode where the ranks take every core.
+//!
+//! So each blocking call of the table below, in a process with an open endpoint, starts the
+//! host's nonblocking form and polls it with the host's `MPI_Test`, pausing between polls
+//! with [`onesided::ForeignWait`] (which reads the endpoint, runs deferred epochs and serves
+//! request rings) — the loop an MPI library's own progress engine runs. Before the endpoint
+//! opens (every job of one node) each call goes straight to the host's function: one load
+//! more than the native call. The host's own completion calls (`MPI_Wait` & co., exported
+//! with the RMA chapter's requests) take the same loop then (`requests`).
+//!
+//! One table, as for the RMA chapter (`exports`): each line names the blocking call, its
+//! `PMPI_` twin, its C arguments (MPICH's `mpi_proto.h`; a trailing `; status` argument is
+//! the `MPI_Status *` the completion fills) and the host's nonblocking form, which takes
+//! the same arguments (without the status) and an `MPI_Request *`. `MPI_Sendrecv` and
+//! `MPI_Probe` have no such form and are written out below the table.
+
+#![allow(non_snake_case)]
+#![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
+
+use std::os::raw::{c_int, c_void};
+
+use crate::abi::{self, MPI_Comm, MPI_Datatype, MPI_Op, MPI_Request};
+use crate::host::HostFn;
+
+/// True when a blocking call of the host must keep onesided progressing: this process
+/// serves windows across nodes.
+#[inline]
+pub(crate) fn keeps_onesided_progressing() -> bool {
+    onesided::network_open()
+}
+
+/// Polls the host's request until it completes, filling `status` (the program's, or the
+/// ABI's `MPI_STATUS_IGNORE`); onesided progresses between polls.
+///
+/// # Safety
+/// `request` is a live request of the host; `status` is the caller's `MPI_Status *`.
+unsafe fn complete(request: &mut MPI_Request, status: *mut c_void) -> c_int {
+    static TEST: HostFn = HostFn::new("PMPI_Test\0");
+    // SAFETY: MPI_Test's prototype (mpi_proto.h).
+    let test: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut c_void) -> c_int =
+        unsafe { std::mem::transmute(TEST.get()) };
+    let mut wait = onesided::ForeignWait::new();
+    loop {
+        let mut flag: c_int = 0;
+        // SAFETY: the request the host just started; the caller's status.
+        let rc = unsafe { test(request, &mut flag, status) };
+        if rc != abi::MPI_SUCCESS || flag != 0 {
+            return rc;
+        }
+        wait.pause();
+    }
+}
+
+/// The ABI's `MPI_STATUS_IGNORE`, for completions whose call has no status argument.
+fn status_ignore() -> *mut c_void {
+    abi::abi().status_ignore as *mut c_void
+}
+
+macro_rules! interposed {
+    ($( $mpi:ident / $pmpi:ident ( $($arg:ident : $ty:ty),* $(,)? $(; $status:ident)? ) => $start:literal ; )*) => {
+        $(
+            #[no_mangle]
+            pub unsafe extern "C" fn $mpi($($arg: $ty,)* $($status: *mut c_void)?) -> c_int {
+                if !keeps_onesided_progressing() {
+                    static HOST: HostFn = HostFn::new(concat!("P", stringify!($mpi), "\0"));
+                    // SAFETY: the host's PMPI_ twin has this prototype (mpi_proto.h).
+                    let f: unsafe extern "C" fn($($ty,)* $(interposed!(@status $status))?) -> c_int =
+                        unsafe { std::mem::transmute(HOST.get()) };
+                    // SAFETY: the caller's arguments, passed on unchanged.
+                    return unsafe { f($($arg,)* $($status)?) };
+                }
+                static START: HostFn = HostFn::new($start);
+                // SAFETY: the nonblocking form takes the same arguments and a request.
+                let start: unsafe extern "C" fn($($ty,)* *mut MPI_Request) -> c_int =
+                    unsafe { std::mem::transmute(START.get()) };
+                let mut request: MPI_Request = 0;
+                // SAFETY: the caller's arguments, passed on unchanged; our request.
+                let rc = unsafe { start($($arg,)* &mut request) };
+                if rc != abi::MPI_SUCCESS {
+                    return rc;
+                }
+                #[allow(unused_variables)]
+                let status = status_ignore();
+                $( let status = $status; )?
+                // SAFETY: the request just started; the caller's status (or IGNORE).
+                unsafe { complete(&mut request, status) }
+            }
+
+            #[no_mangle]
+            pub unsafe extern "C" fn $pmpi($($arg: $ty,)* $($status: *mut c_void)?) -> c_int {
+                // SAFETY: as above.
+                unsafe { $mpi($($arg,)* $($status)?) }
+            }
+        )*
+
+        /// Every name this table exports, `MPI_` and `PMPI_` forms.
+        #[allow(dead_code)]
+        pub(crate) const INTERPOSED: &[&str] = &[$(stringify!($mpi), stringify!($pmpi)),*];
+    };
+    (@status $status:ident) => { *mut c_void };
+}
+
+interposed! {
+    MPI_Barrier / PMPI_Barrier(comm: MPI_Comm) => "PMPI_Ibarrier\0";
+    MPI_Bcast / PMPI_Bcast(
+        buffer: *mut c_void, count: c_int, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm,
+    ) => "PMPI_Ibcast\0";
+    MPI_Reduce / PMPI_Reduce(
+        sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
+        op: MPI_Op, root: c_int, comm: MPI_Comm,
+    ) => "PMPI_Ireduce\0";
+    MPI_Allreduce / PMPI_Allreduce(
+        sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
+        op: MPI_Op, comm: MPI_Comm,
+    ) => "PMPI_Iallreduce\0";
+    MPI_Gather / PMPI_Gather(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+        recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm,
+    ) => "PMPI_Igather\0";
+    MPI_Gatherv / PMPI_Gatherv(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+        recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, root: c_int,
+        comm: MPI_Comm,
+    ) => "PMPI_Igatherv\0";
+    MPI_Scatter / PMPI_Scatter(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+        recvcount: c_int, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm,
+    ) => "PMPI_Iscatter\0";
+    MPI_Allgather / PMPI_Allgather(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+        recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm,
+    ) => "PMPI_Iallgather\0";
+    MPI_Allgatherv / PMPI_Allgatherv(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+        recvcounts: *const c_int, displs: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm,
+    ) => "PMPI_Iallgatherv\0";
+    MPI_Alltoall / PMPI_Alltoall(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, recvbuf: *mut c_void,
+        recvcount: c_int, recvtype: MPI_Datatype, comm: MPI_Comm,
+    ) => "PMPI_Ialltoall\0";
+    MPI_Alltoallv / PMPI_Alltoallv(
+        sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
+        sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int,
+        rdispls: *const c_int, recvtype: MPI_Datatype, comm: MPI_Comm,
+    ) => "PMPI_Ialltoallv\0";
+    MPI_Reduce_scatter_block / PMPI_Reduce_scatter_block(
+        sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: c_int, datatype: MPI_Datatype,
+        op: MPI_Op, comm: MPI_Comm,
+    ) => "PMPI_Ireduce_scatter_block\0";
+    MPI_Scan / PMPI_Scan(
+        sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
+        op: MPI_Op, comm: MPI_Comm,
+    ) => "PMPI_Iscan\0";
+    MPI_Exscan / PMPI_Exscan(
+        sendbuf: *const c_void, recvbuf: *mut c_void, count: c_int, datatype: MPI_Datatype,
+        op: MPI_Op, comm: MPI_Comm,
+    ) => "PMPI_Iexscan\0";
+    MPI_Send / PMPI_Send(
+        buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int,
+        comm: MPI_Comm,
+    ) => "PMPI_Isend\0";
+    MPI_Ssend / PMPI_Ssend(
+        buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int,
+        comm: MPI_Comm,
+    ) => "PMPI_Issend\0";
+    MPI_Recv / PMPI_Recv(
+        buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int,
+        comm: MPI_Comm; status
+    ) => "PMPI_Irecv\0";
+}
+
+/// `MPI_Sendrecv`: the send and the receive started, then both polled.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Sendrecv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: MPI_Datatype,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    status: *mut c_void,
+) -> c_int {
+    type Isend = unsafe extern "C" fn(
+        *const c_void,
+        c_int,
+        MPI_Datatype,
+        c_int,
+        c_int,
+        MPI_Comm,
+        *mut MPI_Request,
+    ) -> c_int;
+    type Irecv = unsafe extern "C" fn(
+        *mut c_void,
+        c_int,
+        MPI_Datatype,
+        c_int,
+        c_int,
+        MPI_Comm,
+        *mut MPI_Request,
+    ) -> c_int;
+    if !keeps_onesided_progressing() {
+        static HOST: HostFn = HostFn::new("PMPI_Sendrecv\0");
+        // SAFETY: MPI_Sendrecv's prototype (mpi_proto.h).
+        let f: unsafe extern "C" fn(
+            *const c_void,
+            c_int,
+            MPI_Datatype,
+            c_int,
+            c_int,
+            *mut c_void,
+            c_int,
+            MPI_Datatype,
+            c_int,
+            c_int,
+            MPI_Comm,
+            *mut c_void,
+        ) -> c_int = unsafe { std::mem::transmute(HOST.get()) };
+        // SAFETY: the caller's arguments, passed on unchanged.
+        return unsafe {
+            f(
+                sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
+                recvtag, comm, status,
+            )
+        };
+    }
+    static ISEND: HostFn = HostFn::new("PMPI_Isend\0");
+    static IRECV: HostFn = HostFn::new("PMPI_Irecv\0");
+    // SAFETY: the prototypes of MPI_Isend and MPI_Irecv (mpi_proto.h).
+    let isend = unsafe { std::mem::transmute::<*mut c_void, Isend>(ISEND.get()) };
+    // SAFETY: as above.
+    let irecv = unsafe { std::mem::transmute::<*mut c_void, Irecv>(IRECV.get()) };
+    let (mut recv, mut send): (MPI_Request, MPI_Request) = (0, 0);
+    // SAFETY: the caller's arguments; our requests. The receive is posted first, as a
+    // blocking sendrecv's would be matched.
+    let rc = unsafe {
+        irecv(
+            recvbuf, recvcount, recvtype, source, recvtag, comm, &mut recv,
+        )
+    };
+    if rc != abi::MPI_SUCCESS {
+        return rc;
+    }
+    // SAFETY: as above.
+    let rc = unsafe { isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &mut send) };
+    if rc != abi::MPI_SUCCESS {
+        return rc;
+    }
+    // SAFETY: both requests were just started; the caller's status goes to the receive.
+    unsafe {
+        let rc = complete(&mut send, status_ignore());
+        if rc != abi::MPI_SUCCESS {
+            return rc;
+        }
+        complete(&mut recv, status)
+    }
+}
+
+/// `PMPI_Sendrecv`, as `MPI_Sendrecv`.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Sendrecv(
+    sendbuf: *const c_void,
+    sendcount: c_int,
+    sendtype: MPI_Datatype,
+    dest: c_int,
+    sendtag: c_int,
+    recvbuf: *mut c_void,
+    recvcount: c_int,
+    recvtype: MPI_Datatype,
+    source: c_int,
+    recvtag: c_int,
+    comm: MPI_Comm,
+    status: *mut c_void,
+) -> c_int {
+    // SAFETY: as MPI_Sendrecv.
+    unsafe {
+        MPI_Sendrecv(
+            sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
+            recvtag, comm, status,
+        )
+    }
+}
+
+/// `MPI_Probe`: the host's `MPI_Iprobe` until a message matches.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Probe(
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    status: *mut c_void,
+) -> c_int {
+    if !keeps_onesided_progressing() {
+        static HOST: HostFn = HostFn::new("PMPI_Probe\0");
+        // SAFETY: MPI_Probe's prototype (mpi_proto.h).
+        let f: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_void) -> c_int =
+            unsafe { std::mem::transmute(HOST.get()) };
+        // SAFETY: the caller's arguments, passed on unchanged.
+        return unsafe { f(source, tag, comm, status) };
+    }
+    static IPROBE: HostFn = HostFn::new("PMPI_Iprobe\0");
+    // SAFETY: MPI_Iprobe's prototype (mpi_proto.h).
+    let iprobe: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut c_void) -> c_int =
+        unsafe { std::mem::transmute(IPROBE.get()) };
+    let mut wait = onesided::ForeignWait::new();
+    loop {
+        let mut flag: c_int = 0;
+        // SAFETY: the caller's arguments.
+        let rc = unsafe { iprobe(source, tag, comm, &mut flag, status) };
+        if rc != abi::MPI_SUCCESS || flag != 0 {
+            return rc;
+        }
+        wait.pause();
+    }
+}
+
+/// `PMPI_Probe`, as `MPI_Probe`.
+#[no_mangle]
+pub unsafe extern "C" fn PMPI_Probe(
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    status: *mut c_void,
+) -> c_int {
+    // SAFETY: as MPI_Probe.
+    unsafe { MPI_Probe(source, tag, comm, status) }
+}
+
+/// The names written out by hand above, both forms.
+#[allow(dead_code)]
+pub(crate) const INTERPOSED_BY_HAND: &[&str] =
+    &["MPI_Sendrecv", "PMPI_Sendrecv", "MPI_Probe", "PMPI_Probe"];
