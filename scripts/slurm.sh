@@ -14,10 +14,11 @@
 # `srun -O -K --mpi=pmi2` (one job of all ranks, a rank that panics ends the job within
 # 20 s and leaves nothing in /dev/shm, a PMI socket that cannot be joined is an error).
 # Then the same on two hosts made of namespaces (below): `srun -N 2 -n 4` ring with its data
-# across the veth, osbench's latency cells on every window flavor, the tests again (with a
-# peer's clean early exit, a collective deadlock and a SIGKILLed rank seen across the
-# hosts), and both hosts' /dev/shm empty afterwards. Not yet:
-# PMIx.
+# across the veth, osbench's latency cells on every window flavor, an MPICH C program
+# (onesided-mpi/tests/c/across.c) under the preload with its windows onesided's across the
+# hosts (progress thread `block`, then none), the tests again (with a peer's clean early
+# exit, a collective deadlock and a SIGKILLed rank seen across the hosts), and both hosts'
+# /dev/shm empty afterwards. Not yet: PMIx.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=$PWD/target/slurm
@@ -222,6 +223,32 @@ two_host_checks() {
   done
   echo "slurm.sh: two hosts: osbench moved $((rx1 - rx0)) bytes over the veth"
   ((rx1 - rx0 > 1000000)) || { echo "slurm.sh: two hosts: osbench's data did not cross" >&2; return 1; }
+  # A C program under the preload across the hosts: MPICH 4.0.2's across.c, its windows
+  # onesided's through libfabric over the veth while the target waits in MPICH's blocking
+  # calls; once more with no progress thread, where only those waits can serve.
+  cargo build --release -q -p onesided-mpi --features mpich,ofi
+  mkdir -p target/slurm-c
+  mpicc.mpich -O2 -Wall -Werror -Ionesided-mpi/include -o target/slurm-c/across \
+    onesided-mpi/tests/c/across.c
+  local progress
+  for progress in block none; do
+    rx0=$(rx_of)
+    # (MPICH's UCX looks for interfaces in /sys, which the namespaces share with the host:
+    # it saw only the loopback and its MPI_Init failed. Each task gets a sysfs of its own
+    # network namespace, mounted in a mount namespace of its own.)
+    out=$(timeout 120 "${run[@]}" srun -N 2 -n 2 -O -K --mpi=pmi2 unshare --mount sh -c \
+      'mount -t sysfs sysfs /sys && exec "$@"' task env ONESIDED_PROGRESS=$progress UCX_TLS=tcp,self \
+      LD_PRELOAD="$PWD/target/release/libonesided_mpi.so" target/slurm-c/across \
+      2>&1) || true
+    rx1=$(rx_of)
+    grep -q "across: ok" <<<"$out" || {
+      echo "$out" | tail -30
+      echo "slurm.sh: two hosts: across.c under the preload ($progress) failed" >&2
+      return 1
+    }
+    echo "slurm.sh: two hosts: across.c under the preload, progress $progress: $((rx1 - rx0)) bytes over the veth"
+    ((rx1 - rx0 > 1000000)) || { echo "slurm.sh: two hosts: across.c's data did not cross" >&2; return 1; }
+  done
   ONESIDED_PMI_HOSTS=2 ONESIDED_PMI_LAUNCHER="${run[*]} srun -N 2 -O -K --mpi=pmi2" \
     timeout 300 cargo test -q -p onesided --features ofi --test pmi -- \
     hydra_starts_one_job_of_all_its_ranks a_rank_that_panics_ends_the_hydra_job \
