@@ -17,7 +17,8 @@
 # across the veth, osbench's latency cells on every window flavor, an MPICH C program
 # (onesided-mpi/tests/c/across.c) under the preload with its windows onesided's across the
 # hosts (progress thread `block`, then none), the tests again (with a peer's clean early
-# exit, a collective deadlock and a SIGKILLed rank seen across the hosts), and both hosts'
+# exit, a collective deadlock and a SIGKILLed rank seen across the hosts), the scenarios of
+# onesided/tests/across_nodes.rs (ONESIDED_TEST_LAUNCHER), and both hosts'
 # /dev/shm empty afterwards. Not yet: PMIx.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -249,6 +250,13 @@ two_host_checks() {
     echo "slurm.sh: two hosts: across.c under the preload, progress $progress: $((rx1 - rx0)) bytes over the veth"
     ((rx1 - rx0 > 1000000)) || { echo "slurm.sh: two hosts: across.c's data did not cross" >&2; return 1; }
   done
+  # The cross-node suite's scenarios (onesided/tests/across_nodes.rs), each test's ranks
+  # started by srun over the two hosts instead of osrun's virtual nodes — but two that
+  # stop the peer's process with a signal (its PID is another host's) and have osrun ask
+  # the waits for their reports.
+  ONESIDED_TEST_LAUNCHER="${run[*]} srun -N 2 -O -K --mpi=pmi2 --label" \
+    timeout 900 cargo test -q -p onesided --features ofi --test across_nodes -- \
+    --skip a_network_wait_that_lasts_reports_itself --skip a_timed_out_job_hears_from_its_network_waits
   ONESIDED_PMI_HOSTS=2 ONESIDED_PMI_LAUNCHER="${run[*]} srun -N 2 -O -K --mpi=pmi2" \
     timeout 300 cargo test -q -p onesided --features ofi --test pmi -- \
     hydra_starts_one_job_of_all_its_ranks a_rank_that_panics_ends_the_hydra_job \

@@ -107,7 +107,7 @@ pub enum RankStatus {
 }
 
 impl RankStatus {
-    fn from_exit(status: ExitStatus) -> Self {
+    pub(crate) fn from_exit(status: ExitStatus) -> Self {
         use std::os::unix::process::ExitStatusExt;
         match (status.code(), status.signal()) {
             (Some(c), _) => RankStatus::Exited(c),

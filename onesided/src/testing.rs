@@ -38,15 +38,26 @@ use std::time::Duration;
 
 use crate::bootstrap::local::ENV_BOOT;
 use crate::error::Result;
-use crate::launch::{launch, JobReport, LaunchSpec, Output};
+use crate::launch::{launch, JobFailure, JobReport, LaunchSpec, Output, RankOutput, RankStatus};
 
 /// The environment variable that runs every multi-rank test over that many virtual nodes
 /// (`ONESIDED_TEST_NODES=2 cargo test`).
 pub const ENV_TEST_NODES: &str = "ONESIDED_TEST_NODES";
 use crate::universe::Universe;
 
+/// The environment variable that runs every multi-rank test under a cluster's launcher
+/// instead of `osrun`'s engine: the words of a command line put before `-n N PROGRAM
+/// ARGS`, with the launcher's per-rank labels on — `srun -N 2 -O -K --mpi=pmi2 --label`
+/// (lines `R: …`) or `mpiexec.hydra -prepend-rank` (lines `[R] …`). The ranks join through
+/// the `pmi` bootstrap; the launcher places them on its hosts ([`Job::nodes`] is not
+/// applied), and the job's segments are its nodes' reapers' to remove.
+pub const ENV_TEST_LAUNCHER: &str = "ONESIDED_TEST_LAUNCHER";
+
 /// Environment variable naming which job of a test a child belongs to.
 const ENV_JOB_INDEX: &str = "ONESIDED_TEST_JOB_INDEX";
+/// Set for the ranks a launcher of [`ENV_TEST_LAUNCHER`] started (they see no `osrun`
+/// boot variable).
+const ENV_LAUNCHED_RANK: &str = "ONESIDED_TEST_LAUNCHED_RANK";
 /// Default time limit of a test job.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -136,7 +147,7 @@ impl Job {
             c.set(i + 1);
             i
         });
-        if std::env::var_os(ENV_BOOT).is_some() {
+        if std::env::var_os(ENV_BOOT).is_some() || std::env::var_os(ENV_LAUNCHED_RANK).is_some() {
             let mine = std::env::var(ENV_JOB_INDEX)
                 .ok()
                 .and_then(|v| v.parse::<usize>().ok());
@@ -180,6 +191,20 @@ impl Job {
                 "onesided::testing must be called from a #[test] function or a program's main thread"
             ),
         };
+        if let Some(words) = std::env::var(ENV_TEST_LAUNCHER)
+            .ok()
+            .map(|l| l.split_whitespace().map(OsString::from).collect::<Vec<_>>())
+            .filter(|w| !w.is_empty())
+        {
+            let mut attempt = 1;
+            loop {
+                let report = self.run_under(&words, &spec, index);
+                if attempt >= attempts || accept(&report) {
+                    return report;
+                }
+                attempt += 1;
+            }
+        }
         spec.timeout = Some(self.timeout);
         // ONESIDED_TEST_NODES=K: the same tests over K virtual nodes (clamped to the ranks).
         spec.nodes = self
@@ -201,6 +226,128 @@ impl Job {
             attempt += 1;
         }
     }
+}
+
+impl Job {
+    /// Runs the ranks of `spec` under the external launcher `words`
+    /// ([`ENV_TEST_LAUNCHER`]): its exit status says whether the job succeeded, its
+    /// labelled output lines which rank wrote what.
+    fn run_under(&self, words: &[OsString], spec: &LaunchSpec, index: usize) -> JobReport {
+        use std::process::{Command, Stdio};
+        let started = std::time::Instant::now();
+        let mut cmd = Command::new(&words[0]);
+        cmd.args(&words[1..])
+            .arg("-n")
+            .arg(self.ranks.to_string())
+            .arg(&spec.program)
+            .args(&spec.args)
+            .env(ENV_LAUNCHED_RANK, "1")
+            .env(ENV_JOB_INDEX, index.to_string())
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {ENV_TEST_LAUNCHER} {:?}: {e}", words[0]));
+        // Both pipes drained by threads, so that a chatty job never blocks on them.
+        let drain = |pipe: Option<Box<dyn std::io::Read + Send>>| {
+            std::thread::spawn(move || {
+                let mut out = Vec::new();
+                if let Some(mut p) = pipe {
+                    let _ = p.read_to_end(&mut out);
+                }
+                out
+            })
+        };
+        let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<_>));
+        let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<_>));
+        let mut timed_out = false;
+        let status = loop {
+            if let Some(st) = child.try_wait().expect("wait for the launcher") {
+                break st;
+            }
+            if started.elapsed() > self.timeout {
+                timed_out = true;
+                // The launcher ends its job's processes when it is killed (srun, hydra).
+                let _ = child.kill();
+                break child.wait().expect("wait for the launcher");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let mut output: Vec<RankOutput> = (0..self.ranks).map(|_| RankOutput::default()).collect();
+        for (bytes, to_stderr) in [(stdout, false), (stderr, true)] {
+            let bytes = bytes.join().unwrap_or_default();
+            for line in bytes.split_inclusive(|&b| b == b'\n') {
+                let (rank, text) = labelled(line);
+                let r = rank.filter(|&r| r < self.ranks).unwrap_or(0);
+                let out = &mut output[r];
+                if to_stderr {
+                    out.stderr.extend_from_slice(text);
+                } else {
+                    out.stdout.extend_from_slice(text);
+                }
+            }
+        }
+        let st = RankStatus::from_exit(status);
+        let failure = if timed_out {
+            Some(JobFailure::Timeout(self.timeout))
+        } else if st.success() {
+            None
+        } else {
+            // The launcher does not say which rank failed: the first that panicked.
+            let rank = (0..self.ranks)
+                .find(|&r| String::from_utf8_lossy(&output[r].stderr).contains("panicked"))
+                .unwrap_or(0);
+            Some(JobFailure::Rank {
+                rank,
+                pid: child.id(),
+                status: st,
+            })
+        };
+        JobReport {
+            job_id: format!("under {}", words[0].to_string_lossy()),
+            statuses: vec![
+                if failure.is_some() {
+                    st
+                } else {
+                    RankStatus::Exited(0)
+                };
+                self.ranks
+            ],
+            failure,
+            output,
+            swept_segments: 0,
+            elapsed: started.elapsed(),
+        }
+    }
+}
+
+/// The rank a launcher's label names at the start of `line` (`R: ` from `srun --label`,
+/// `[R] ` from hydra's `-prepend-rank`) and the rest of the line; `None` and the whole
+/// line when it has no label.
+fn labelled(line: &[u8]) -> (Option<usize>, &[u8]) {
+    let digits = |s: &[u8]| s.iter().take_while(|b| b.is_ascii_digit()).count();
+    let trimmed = {
+        let lead = line.iter().take_while(|&&b| b == b' ').count();
+        &line[lead..]
+    };
+    let rank = |d: &[u8]| std::str::from_utf8(d).ok()?.parse().ok();
+    if let Some(rest) = trimmed.strip_prefix(b"[") {
+        let n = digits(rest);
+        if n > 0 && rest.get(n) == Some(&b']') {
+            let text = rest[n + 1..].strip_prefix(b" ").unwrap_or(&rest[n + 1..]);
+            return (rank(&rest[..n]), text);
+        }
+    }
+    let n = digits(trimmed);
+    if n > 0 && trimmed.get(n) == Some(&b':') {
+        let text = trimmed[n + 1..]
+            .strip_prefix(b" ")
+            .unwrap_or(&trimmed[n + 1..]);
+        return (rank(&trimmed[..n]), text);
+    }
+    (None, line)
 }
 
 fn run_rank<F>(body: F) -> !
@@ -334,5 +481,26 @@ impl Watchdog {
 impl Drop for Watchdog {
     fn drop(&mut self) {
         self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::labelled;
+
+    #[test]
+    fn launcher_labels_name_the_rank() {
+        assert_eq!(labelled(b"3: hello\n"), (Some(3), &b"hello\n"[..]));
+        assert_eq!(labelled(b"  12: x"), (Some(12), &b"x"[..]));
+        assert_eq!(
+            labelled(b"[1] test a ... ok\n"),
+            (Some(1), &b"test a ... ok\n"[..])
+        );
+        assert_eq!(
+            labelled(b"no label: here\n"),
+            (None, &b"no label: here\n"[..])
+        );
+        assert_eq!(labelled(b"[x] y\n"), (None, &b"[x] y\n"[..]));
+        assert_eq!(labelled(b"\n"), (None, &b"\n"[..]));
     }
 }
