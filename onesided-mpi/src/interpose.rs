@@ -266,31 +266,6 @@ pub unsafe extern "C" fn MPI_Sendrecv(
     }
 }
 
-/// `PMPI_Sendrecv`, as `MPI_Sendrecv`.
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Sendrecv(
-    sendbuf: *const c_void,
-    sendcount: c_int,
-    sendtype: MPI_Datatype,
-    dest: c_int,
-    sendtag: c_int,
-    recvbuf: *mut c_void,
-    recvcount: c_int,
-    recvtype: MPI_Datatype,
-    source: c_int,
-    recvtag: c_int,
-    comm: MPI_Comm,
-    status: *mut c_void,
-) -> c_int {
-    // SAFETY: as MPI_Sendrecv.
-    unsafe {
-        MPI_Sendrecv(
-            sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype, source,
-            recvtag, comm, status,
-        )
-    }
-}
-
 /// `MPI_Probe`: the host's `MPI_Iprobe` until a message matches.
 #[no_mangle]
 pub unsafe extern "C" fn MPI_Probe(
@@ -323,16 +298,27 @@ pub unsafe extern "C" fn MPI_Probe(
     }
 }
 
-/// `PMPI_Probe`, as `MPI_Probe`.
-#[no_mangle]
-pub unsafe extern "C" fn PMPI_Probe(
-    source: c_int,
-    tag: c_int,
-    comm: MPI_Comm,
-    status: *mut c_void,
-) -> c_int {
-    // SAFETY: as MPI_Probe.
-    unsafe { MPI_Probe(source, tag, comm, status) }
+/// The `PMPI_` twin of a call written out by hand above: the same arguments, passed on.
+macro_rules! pmpi_twin {
+    ($( $pmpi:ident => $mpi:ident ( $($arg:ident : $ty:ty),* $(,)? ); )*) => {
+        $(
+            #[doc = concat!("`", stringify!($pmpi), "`, as `", stringify!($mpi), "`.")]
+            #[no_mangle]
+            pub unsafe extern "C" fn $pmpi($($arg: $ty),*) -> c_int {
+                // SAFETY: as the MPI_ form.
+                unsafe { $mpi($($arg),*) }
+            }
+        )*
+    };
+}
+
+pmpi_twin! {
+    PMPI_Sendrecv => MPI_Sendrecv(
+        sendbuf: *const c_void, sendcount: c_int, sendtype: MPI_Datatype, dest: c_int,
+        sendtag: c_int, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype,
+        source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut c_void,
+    );
+    PMPI_Probe => MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut c_void);
 }
 
 /// The names written out by hand above, both forms.
