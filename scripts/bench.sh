@@ -22,8 +22,9 @@
 # results/scaling-*.txt for sync-latency and win-create with 4 processes, and
 # results/alltoallv4-*.txt for the alltoallv benchmark with 4 processes, and
 # results/large-copy.txt (scripts/large-copy.sh: large put/get vs Open MPI, median of 3), and
-# results/net-{mpich,openmpi}.* and net-summary.txt: two virtual nodes, onesided's network
-# path beside the raw libfabric baseline and each host MPI forced onto its network path;
+# results/net-{mpich,openmpi,mpich5-ofi,mpich5-ucx}.* and net-summary.txt: two virtual nodes,
+# onesided's network path beside the raw libfabric baseline and each host MPI forced onto its
+# network path (MPICH 5.0.2 on both of its netmods);
 # results/net-seeds*, net-transactions*, net-sync-patterns.*, net-alltoallv*-*, net-sync-latency*,
 # net-memory*: the seeds' claims across virtual nodes, their acceptance ratios and seed 003's fitted models in
 # net-seeds-summary.txt (scripts/net_seeds.py).
@@ -265,31 +266,53 @@ net_job net-openmpi timeout 300 mpiexec.openmpi --allow-run-as-root --oversubscr
   --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca osc pt2pt \
   -n 2 target/openmpi/release/osbench "${net_cells[@]}" \
   --json results/net-openmpi.json
+# Today's MPICH (5.0.2, PyPI) on its two network paths: ch4:ofi over libfabric's tcp provider
+# (its bundled 2.x) and ch4:ucx over UCX's tcp transport (UCX_NET_DEVICES=lo breaks its
+# address exchange: left unset). Open MPI 5.0.11 has no network path for RMA between two
+# processes of one host here: osc/rdma over btl tcp still serves peers of its node through
+# shared memory (0.34 us per put + flush), and osc/ucx fails its component query over UCX
+# tcp (MPI_Win_allocate aborts) — tried 2026-11-29; its one-node cells are in openmpi5.*.
+echo "== Two virtual nodes, MPICH 5 over libfabric tcp (MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp); load $(cut -d' ' -f1-3 /proc/loadavg)"
+net_job net-mpich5-ofi env "${net_env[@]}" LD_LIBRARY_PATH="$mpich5_venv/lib" MPIR_CVAR_NOLOCAL=1 \
+  MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp timeout 300 "$mpich5_venv/bin/mpiexec" -n 2 \
+  target/mpich5/release/osbench "${net_cells[@]}" --json results/net-mpich5-ofi.json
+echo "== Two virtual nodes, MPICH 5 over UCX tcp (MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=ucx UCX_TLS=tcp,self); load $(cut -d' ' -f1-3 /proc/loadavg)"
+net_job net-mpich5-ucx env "${net_env[@]}" LD_LIBRARY_PATH="$mpich5_venv/lib" MPIR_CVAR_NOLOCAL=1 \
+  MPIR_CVAR_CH4_NETMOD=ucx UCX_TLS=tcp,self timeout 300 "$mpich5_venv/bin/mpiexec" -n 2 \
+  target/mpich5/release/osbench "${net_cells[@]}" --json results/net-mpich5-ucx.json
 python3 - <<'PY' | tee results/net-summary.txt
-import json, statistics
-runs = {"MPICH": json.load(open("results/net-mpich.json")),
-        "Open MPI": json.load(open("results/net-openmpi.json"))}
-cells = {}
-for run, records in runs.items():
+import json, os, statistics
+# Each job: its file, and how its host MPI's column is named (version from its records).
+jobs = [("net-mpich.json", "{v} ucx"), ("net-openmpi.json", "OMPI {v}"),
+        ("net-mpich5-ofi.json", "{v} ofi"), ("net-mpich5-ucx.json", "{v} ucx")]
+cells, columns = {}, []
+for path, label in jobs:
+    path = "results/" + path
+    if not os.path.exists(path):
+        continue
+    records = json.load(open(path))
+    version = next((r["version"] for r in records if r.get("version")), "?")
+    column = label.format(v=version)
+    columns.append(column)
     for r in records:
         if r["metric"] != "latency-p50":
             continue
-        who = {"onesided": f"onesided ({run} job)", "ofi-raw": f"ofi-raw ({run} job)"}.get(r["impl"], run)
-        cells.setdefault(r["bench"], {})[who] = r["value"]
-print("Two virtual nodes, 8 B + flush on allocate windows, per-operation p50 (us), one bench.sh run")
-print(f"{'cell':<14} {'onesided':>9} {'ofi-raw':>8} {'MPICH':>8} {'Open MPI':>9} {'os/raw':>7} {'os/best MPI':>12}")
+        who = {"onesided": "onesided", "ofi-raw": "ofi-raw"}.get(r["impl"], column)
+        cells.setdefault(r["bench"], {}).setdefault(who, []).append(r["value"])
+print("Two virtual nodes, 8 B + flush on allocate windows, per-operation p50 (us), one bench.sh run;")
+print("onesided and ofi-raw: medians over the jobs (they run in each); MPI columns: version, network path")
+print(f"{'cell':<14} {'onesided':>9} {'ofi-raw':>8} " + " ".join(f"{c:>11}" for c in columns)
+      + f" {'os/raw':>7} {'os/best MPI':>12}")
 for bench, v in sorted(cells.items()):
-    ours = [x for k, x in v.items() if k.startswith("onesided")]
-    raw = [x for k, x in v.items() if k.startswith("ofi-raw")]
-    mpis = [v[k] for k in ("MPICH", "Open MPI") if k in v]
-    if not ours:
+    if "onesided" not in v:
         continue
-    # onesided and ofi-raw ran in both jobs: the median of their two values.
-    o = statistics.median(ours)
-    rr = statistics.median(raw) if raw else float("nan")
+    o = statistics.median(v["onesided"])
+    rr = statistics.median(v["ofi-raw"]) if "ofi-raw" in v else float("nan")
+    mpis = [v[c][0] for c in columns if c in v]
     best = min(mpis) if mpis else float("nan")
-    print(f"{bench:<14} {o:9.2f} {rr:8.2f} {v.get('MPICH', float('nan')):8.2f} "
-          f"{v.get('Open MPI', float('nan')):9.2f} {o / rr:7.2f} {o / best:12.2f}")
+    print(f"{bench:<14} {o:9.2f} {rr:8.2f} "
+          + " ".join(f"{v[c][0]:11.2f}" if c in v else f"{'-':>11}" for c in columns)
+          + f" {o / rr:7.2f} {o / best:12.2f}")
 PY
 
 # The seeds' claims across two virtual nodes (docs/across-nodes.md): onesided's own
