@@ -35,26 +35,28 @@ pub(crate) fn keeps_onesided_progressing() -> bool {
     onesided::network_open()
 }
 
+/// Calls `poll` (a host test form that sets its flag when done) until the flag is set or
+/// the host reports an error, onesided progressing between calls: its return code.
+fn poll_host(mut poll: impl FnMut(&mut c_int) -> c_int) -> c_int {
+    let mut wait = onesided::ForeignWait::new();
+    loop {
+        let mut flag: c_int = 0;
+        let rc = poll(&mut flag);
+        if rc != abi::MPI_SUCCESS || flag != 0 {
+            return rc;
+        }
+        wait.pause();
+    }
+}
+
 /// Polls the host's request until it completes, filling `status` (the program's, or the
 /// ABI's `MPI_STATUS_IGNORE`); onesided progresses between polls.
 ///
 /// # Safety
 /// `request` is a live request of the host; `status` is the caller's `MPI_Status *`.
 unsafe fn complete(request: &mut MPI_Request, status: *mut c_void) -> c_int {
-    static TEST: HostFn = HostFn::new("PMPI_Test\0");
-    // SAFETY: MPI_Test's prototype (mpi_proto.h).
-    let test: unsafe extern "C" fn(*mut MPI_Request, *mut c_int, *mut c_void) -> c_int =
-        unsafe { std::mem::transmute(TEST.get()) };
-    let mut wait = onesided::ForeignWait::new();
-    loop {
-        let mut flag: c_int = 0;
-        // SAFETY: the request the host just started; the caller's status.
-        let rc = unsafe { test(request, &mut flag, status) };
-        if rc != abi::MPI_SUCCESS || flag != 0 {
-            return rc;
-        }
-        wait.pause();
-    }
+    // SAFETY: the request the host just started; the caller's status.
+    poll_host(|flag| unsafe { (crate::host::host().test)(request, flag, status.cast()) })
 }
 
 /// The ABI's `MPI_STATUS_IGNORE`, for completions whose call has no status argument.
@@ -282,20 +284,10 @@ pub unsafe extern "C" fn MPI_Probe(
         // SAFETY: the caller's arguments, passed on unchanged.
         return unsafe { f(source, tag, comm, status) };
     }
-    static IPROBE: HostFn = HostFn::new("PMPI_Iprobe\0");
-    // SAFETY: MPI_Iprobe's prototype (mpi_proto.h).
-    let iprobe: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut c_void) -> c_int =
-        unsafe { std::mem::transmute(IPROBE.get()) };
-    let mut wait = onesided::ForeignWait::new();
-    loop {
-        let mut flag: c_int = 0;
-        // SAFETY: the caller's arguments.
-        let rc = unsafe { iprobe(source, tag, comm, &mut flag, status) };
-        if rc != abi::MPI_SUCCESS || flag != 0 {
-            return rc;
-        }
-        wait.pause();
-    }
+    // SAFETY: the caller's arguments.
+    poll_host(|flag| unsafe {
+        (crate::host::host().iprobe)(source, tag, comm, flag, status.cast())
+    })
 }
 
 /// The `PMPI_` twin of a call written out by hand above: the same arguments, passed on.
