@@ -253,10 +253,14 @@ two_host_checks() {
   # The cross-node suite's scenarios (onesided/tests/across_nodes.rs), each test's ranks
   # started by srun over the two hosts instead of osrun's virtual nodes — but two that
   # stop the peer's process with a signal (its PID is another host's) and have osrun ask
-  # the waits for their reports.
+  # the waits for their reports, and the collective-deadlock scenarios, whose 5 s bound is
+  # osrun's: over these hosts the relay through the hub found the deadlock of opposite
+  # fences after 6.0 s in one CI run of three (tests/pmi.rs checks a deadlock across
+  # these hosts with the PMI relay's own bound).
   ONESIDED_TEST_LAUNCHER="${run[*]} srun -N 2 -O -K --mpi=pmi2 --label" \
     timeout 900 cargo test -q -p onesided --features ofi --test across_nodes -- \
-    --skip a_network_wait_that_lasts_reports_itself --skip a_timed_out_job_hears_from_its_network_waits
+    --skip a_network_wait_that_lasts_reports_itself --skip a_timed_out_job_hears_from_its_network_waits \
+    --skip collective_deadlocks_across_nodes_are_errors
   ONESIDED_PMI_HOSTS=2 ONESIDED_PMI_LAUNCHER="${run[*]} srun -N 2 -O -K --mpi=pmi2" \
     timeout 300 cargo test -q -p onesided --features ofi --test pmi -- \
     hydra_starts_one_job_of_all_its_ranks a_rank_that_panics_ends_the_hydra_job \
