@@ -7,7 +7,8 @@
 #
 #   bash scripts/slurm.sh test     # start, run the checks below, stop (CI)
 #   bash scripts/slurm.sh start    # then: SLURM_CONF=target/slurm/slurm.conf srun -O -n 4 --mpi=pmi2 ...
-#   bash scripts/slurm.sh stop
+#   bash scripts/slurm.sh start-two   # and the two hosts below (target/slurm/two/slurm.conf)
+#   bash scripts/slurm.sh stop        # both
 #
 # The checks: `srun -n 4 --mpi=pmi2 target/release/examples/ring` prints "ring of 4 ranks"
 # (a default build, no MPI library), and the tests of onesided/tests/pmi.rs run under
@@ -19,7 +20,7 @@
 # hosts (progress thread `block`, then none), the tests again (with a peer's clean early
 # exit, a collective deadlock and a SIGKILLed rank seen across the hosts), the scenarios of
 # onesided/tests/across_nodes.rs (ONESIDED_TEST_LAUNCHER), and both hosts'
-# /dev/shm empty afterwards. Not yet: PMIx.
+# /dev/shm empty afterwards. Each host has half of this machine's cores. Not yet: PMIx.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=$PWD/target/slurm
@@ -159,17 +160,28 @@ two_hosts_up() {
       -e "s|^SlurmctldLogFile=.*|SlurmctldLogFile=$two_dir/slurmctld.log|" \
       -e "s|^SlurmdLogFile=.*|SlurmdLogFile=$two_dir/slurmd-%n.log|" \
       -e "/^NodeName=/d" -e "/^PartitionName=/d" "$SLURM_CONF" >"$two_dir/slurm.conf"
+  # Each host gets cores of its own (half of this machine's, pinned below): hosts that
+  # both claimed every core made their ranks poll as if each had one, four ranks on two
+  # cores, and operations across the veth then waited seconds (one test's 4 s job took
+  # 11–107 s; with a core per host, 1–2 s in 12 runs of 12).
+  local cpus per
+  local -a two_cpus
+  cpus=$(nproc)
+  per=$(( cpus >= 2 ? cpus / 2 : 1 ))
+  two_cpus=("0-$((per - 1))" "$(( cpus >= 2 ? per : 0 ))-$(( cpus >= 2 ? 2 * per - 1 : 0 ))")
   cat >>"$two_dir/slurm.conf" <<CONF
-NodeName=node1 NodeAddr=10.231.6.1 CPUs=$(nproc) State=UNKNOWN
-NodeName=node2 NodeAddr=10.231.6.2 CPUs=$(nproc) State=UNKNOWN
+NodeName=node1 NodeAddr=10.231.6.1 CPUs=$per State=UNKNOWN
+NodeName=node2 NodeAddr=10.231.6.2 CPUs=$per State=UNKNOWN
 PartitionName=debug Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:16
 CONF
   SLURM_CONF=$two_dir/slurm.conf nsenter --net="/var/run/netns/${two_ns[0]}" slurmctld
   # Each host has its own PID namespace too (cross-memory attach cannot reach the other
-  # host's processes). In the foreground (-D) behind `&`: $! is `unshare`, in the host's
-  # mount namespace, which takes slurmd down with it (--kill-child).
+  # host's processes), and its cores (taskset: its tasks inherit slurmd's affinity under
+  # task/none). In the foreground (-D) behind `&`: $! is `unshare`, in the host's mount
+  # namespace, which takes slurmd down with it (--kill-child).
   for k in 1 2; do
     SLURM_CONF=$two_dir/slurm.conf nsenter --net="/var/run/netns/${two_ns[$((k - 1))]}" \
+      taskset -c "${two_cpus[$((k - 1))]}" \
       unshare -m -p --fork --kill-child --mount-proc --propagation private \
       sh -c "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec slurmd -D -N node$k" \
       >"$two_dir/slurmd-node$k.out" 2>&1 &
@@ -253,14 +265,10 @@ two_host_checks() {
   # The cross-node suite's scenarios (onesided/tests/across_nodes.rs), each test's ranks
   # started by srun over the two hosts instead of osrun's virtual nodes — but two that
   # stop the peer's process with a signal (its PID is another host's) and have osrun ask
-  # the waits for their reports, and the collective-deadlock scenarios, whose 5 s bound is
-  # osrun's: over these hosts the relay through the hub found the deadlock of opposite
-  # fences after 6.0 s in one CI run of three (tests/pmi.rs checks a deadlock across
-  # these hosts with the PMI relay's own bound).
+  # the waits for their reports.
   ONESIDED_TEST_LAUNCHER="${run[*]} srun -N 2 -O -K --mpi=pmi2 --label" \
     timeout 900 cargo test -q -p onesided --features ofi --test across_nodes -- \
-    --skip a_network_wait_that_lasts_reports_itself --skip a_timed_out_job_hears_from_its_network_waits \
-    --skip collective_deadlocks_across_nodes_are_errors
+    --skip a_network_wait_that_lasts_reports_itself --skip a_timed_out_job_hears_from_its_network_waits
   ONESIDED_PMI_HOSTS=2 ONESIDED_PMI_LAUNCHER="${run[*]} srun -N 2 -O -K --mpi=pmi2" \
     timeout 300 cargo test -q -p onesided --features ofi --test pmi -- \
     hydra_starts_one_job_of_all_its_ranks a_rank_that_panics_ends_the_hydra_job \
@@ -284,7 +292,9 @@ checks() {
 
 case ${1:-test} in
   start) start ;;
-  stop) stop ;;
+  # Both clusters up, for running a check by hand: see two_host_checks for the `srun` line.
+  start-two) start && two_hosts_up ;;
+  stop) two_hosts_down; stop ;;
   test)
     start
     trap 'two_hosts_down; stop' EXIT
@@ -293,5 +303,5 @@ case ${1:-test} in
     two_host_checks
     echo "slurm.sh: srun --mpi=pmi2, two hosts: ok"
     ;;
-  *) echo "usage: slurm.sh [test|start|stop]" >&2; exit 2 ;;
+  *) echo "usage: slurm.sh [test|start|start-two|stop]" >&2; exit 2 ;;
 esac
