@@ -138,7 +138,7 @@ pub use sync::{Assert, LockType};
 pub use typed::{MemWindow, Window, WindowBuilder, WindowDup};
 #[cfg(feature = "mpi")]
 pub use universe::init_mpi;
-pub use universe::{init, init_thread, init_with, Universe, ENV_BOOTSTRAP};
+pub use universe::{init, init_thread, init_with, Universe, ENV_BOOTSTRAP, ENV_CORES};
 pub use win::dynamic::AttachedRegion;
 pub use win::info::{
     keys as info_keys, AccumulateOps, AccumulateOrdering, MemoryAllocKind, ShareInPlace, WinHints,

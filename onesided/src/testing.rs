@@ -269,7 +269,21 @@ impl Job {
             }
             if started.elapsed() > self.timeout {
                 timed_out = true;
-                // The launcher ends its job's processes when it is killed (srun, hydra).
+                // SIGTERM first: srun and hydra forward it and end their job's processes
+                // before they exit; a SIGKILLed srun leaves its step to the daemons.
+                if let Some(pid) = i32::try_from(child.id())
+                    .ok()
+                    .and_then(rustix::process::Pid::from_raw)
+                {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+                }
+                let grace = std::time::Instant::now();
+                while grace.elapsed() < Duration::from_secs(5)
+                    && matches!(child.try_wait(), Ok(None))
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                // (A child that exited meanwhile: kill does nothing, wait returns its status.)
                 let _ = child.kill();
                 break child.wait().expect("wait for the launcher");
             }

@@ -185,9 +185,39 @@ fn universe_once(make: impl FnOnce() -> Result<Arc<dyn Bootstrap>>) -> Result<Un
     Ok(universe)
 }
 
+/// Environment variable that gives the number of cores this node's ranks share, when the
+/// process's CPU affinity overstates it: a node whose cores other jobs use too (no cpuset
+/// per job). Waits decide from it whether each rank has a core of its own (then they keep
+/// polling, as an MPI library's progress loop does) or not (then they yield and sleep).
+/// Unset: the cores this process may run on.
+pub const ENV_CORES: &str = "ONESIDED_CORES";
+
+/// The cores this node's ranks share: [`ENV_CORES`], else the process's CPU affinity.
+fn node_cores() -> usize {
+    let affinity = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let value = std::env::var(ENV_CORES).ok();
+    cores_from(value.as_deref(), affinity).unwrap_or_else(|| {
+        crate::diag::say(format_args!(
+            "{} {ENV_CORES}={:?} ignored: expected a positive number of cores",
+            crate::diag::prefix(),
+            value.unwrap_or_default()
+        ));
+        affinity
+    })
+}
+
+/// The cores [`ENV_CORES`]'s `value` gives (`affinity` when unset); `None` when it is not
+/// a positive number.
+fn cores_from(value: Option<&str>, affinity: usize) -> Option<usize> {
+    match value {
+        None => Some(affinity),
+        Some(v) => v.trim().parse::<usize>().ok().filter(|&n| n > 0),
+    }
+}
+
 /// Per-process set-up shared by every bootstrap.
 fn connect(boot: Arc<dyn Bootstrap>) -> Universe {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = node_cores();
     let here = boot.processes_on_this_machine();
     crate::backoff::set_oversubscribed(here > cores);
     crate::backoff::set_spare_cores(2 * here <= cores);
@@ -209,5 +239,20 @@ fn connect(boot: Arc<dyn Bootstrap>) -> Universe {
     Universe {
         thread_level: boot.thread_level(),
         world: Comm::new(boot),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cores_variable_overrides_the_affinity_when_it_is_a_positive_number() {
+        assert_eq!(cores_from(None, 8), Some(8));
+        assert_eq!(cores_from(Some("2"), 8), Some(2));
+        assert_eq!(cores_from(Some(" 16 "), 8), Some(16));
+        assert_eq!(cores_from(Some("0"), 8), None);
+        assert_eq!(cores_from(Some("two"), 8), None);
+        assert_eq!(cores_from(Some(""), 8), None);
     }
 }
