@@ -243,28 +243,50 @@ pub unsafe extern "C" fn MPI_Sendrecv(
     // SAFETY: as above.
     let irecv = unsafe { std::mem::transmute::<*mut c_void, Irecv>(IRECV.get()) };
     let (mut recv, mut send): (MPI_Request, MPI_Request) = (0, 0);
-    // SAFETY: the caller's arguments; our requests. The receive is posted first, as a
-    // blocking sendrecv's would be matched.
+    // The send is started first: a send the host refuses (a rank outside the
+    // communicator) then leaves nothing posted, as the host's own sendrecv, which checks
+    // its arguments first, would. (A receive posted first would have to be cancelled, and
+    // the peer's next message could match it before the cancel.) Both are nonblocking:
+    // either order matches as a blocking sendrecv does.
+    // SAFETY: the caller's arguments; our request.
+    let rc = unsafe { isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &mut send) };
+    if rc != abi::MPI_SUCCESS {
+        return rc;
+    }
+    // SAFETY: as above.
     let rc = unsafe {
         irecv(
             recvbuf, recvcount, recvtype, source, recvtag, comm, &mut recv,
         )
     };
     if rc != abi::MPI_SUCCESS {
+        // The receive was refused: the message of this failed call should not arrive.
+        // SAFETY: the send started above and is not completed; a cancelled request
+        // completes (cancelled or not), so the wait ends.
+        unsafe { abandon(&mut send) };
         return rc;
     }
-    // SAFETY: as above.
-    let rc = unsafe { isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &mut send) };
+    // SAFETY: the send started above.
+    let rc = unsafe { complete(&mut send, status_ignore()) };
     if rc != abi::MPI_SUCCESS {
+        // SAFETY: the receive started above and is not completed.
+        unsafe { abandon(&mut recv) };
         return rc;
     }
-    // SAFETY: both requests were just started; the caller's status goes to the receive.
+    // SAFETY: the receive started above; the caller's status goes to it.
+    unsafe { complete(&mut recv, status) }
+}
+
+/// Cancels the host's request and waits until it completes (cancelled, or completed before
+/// the cancel took): no request of a failed call stays behind.
+///
+/// # Safety
+/// `request` is a live, not yet completed request of the host.
+unsafe fn abandon(request: &mut MPI_Request) {
+    // SAFETY: the caller's live request; once cancelled it completes.
     unsafe {
-        let rc = complete(&mut send, status_ignore());
-        if rc != abi::MPI_SUCCESS {
-            return rc;
-        }
-        complete(&mut recv, status)
+        let _ = (crate::host::host().cancel)(request);
+        let _ = complete(request, status_ignore());
     }
 }
 

@@ -218,6 +218,20 @@ int main(int argc, char **argv) {
   MPI_Barrier(MPI_COMM_WORLD);
   if (rank == 0) CHECK(base[7] == expect, "accumulated while waiting: %ld, not %ld", base[7], expect);
 
+  /* An MPI_Sendrecv whose send fails (a rank outside the communicator, errors returned)
+   * leaves no receive posted: the peer's next message goes to the next receive. */
+  {
+    long stale = -5, fresh = -1, token = 4242;
+    rc = MPI_Sendrecv(&token, 1, MPI_LONG, 99, 50, &stale, 1, MPI_LONG, peer, 50,
+                      MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    MPI_Error_class(rc, &cls);
+    CHECK(rc != MPI_SUCCESS && cls == MPI_ERR_RANK, "MPI_Sendrecv to rank 99: class %d", cls);
+    MPI_Sendrecv(&token, 1, MPI_LONG, peer, 50, &fresh, 1, MPI_LONG, peer, 50, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE);
+    CHECK(fresh == 4242 && stale == -5, "after a failed MPI_Sendrecv: received %ld, left %ld",
+          fresh, stale);
+  }
+
   MPI_Win_free(&win);
   CHECK(win == MPI_WIN_NULL, "free");
   if (rank == 0) printf("across: ok\n");
