@@ -160,15 +160,18 @@ two_hosts_up() {
       -e "s|^SlurmctldLogFile=.*|SlurmctldLogFile=$two_dir/slurmctld.log|" \
       -e "s|^SlurmdLogFile=.*|SlurmdLogFile=$two_dir/slurmd-%n.log|" \
       -e "/^NodeName=/d" -e "/^PartitionName=/d" "$SLURM_CONF" >"$two_dir/slurm.conf"
-  # Each host gets cores of its own (half of this machine's, pinned below): hosts that
-  # both claimed every core made their ranks poll as if each had one, four ranks on two
-  # cores, and operations across the veth then waited seconds (one test's 4 s job took
-  # 11–107 s; with a core per host, 1–2 s in 12 runs of 12).
-  local cpus per
-  local -a two_cpus
-  cpus=$(nproc)
-  per=$(( cpus >= 2 ? cpus / 2 : 1 ))
-  two_cpus=("0-$((per - 1))" "$(( cpus >= 2 ? per : 0 ))-$(( cpus >= 2 ? 2 * per - 1 : 0 ))")
+  # Each host gets cores of its own (half of the CPUs this process may use, pinned below):
+  # hosts that both claimed every core made their ranks poll as if each had one, four
+  # ranks on two cores, and operations across the veth then waited seconds (a 1 s test
+  # took 11–107 s; with a core per host, 1–2 s in 12 runs of 12).
+  local part per
+  local -a parts cpus two_cpus
+  IFS=, read -ra parts < <(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
+  for part in "${parts[@]}"; do
+    mapfile -t -O "${#cpus[@]}" cpus < <(seq "${part%-*}" "${part#*-}")
+  done
+  per=$(( ${#cpus[@]} >= 2 ? ${#cpus[@]} / 2 : 1 ))
+  two_cpus=("$(IFS=,; echo "${cpus[*]:0:per}")" "$(IFS=,; echo "${cpus[*]: -per}")")
   cat >>"$two_dir/slurm.conf" <<CONF
 NodeName=node1 NodeAddr=10.231.6.1 CPUs=$per State=UNKNOWN
 NodeName=node2 NodeAddr=10.231.6.2 CPUs=$per State=UNKNOWN

@@ -293,6 +293,7 @@ host_functions! {
     iallgather = c"PMPI_Iallgather": fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int;
     test = c"PMPI_Test": fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int;
     cancel = c"PMPI_Cancel": fn(*mut MPI_Request) -> c_int;
+    request_free = c"PMPI_Request_free": fn(*mut MPI_Request) -> c_int;
     testall = c"PMPI_Testall": fn(c_int, *mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int;
     testany = c"PMPI_Testany": fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int;
     testsome = c"PMPI_Testsome": fn(c_int, *mut MPI_Request, *mut c_int, *mut c_int, *mut MPI_Status) -> c_int;

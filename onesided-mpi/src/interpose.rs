@@ -261,33 +261,30 @@ pub unsafe extern "C" fn MPI_Sendrecv(
     };
     if rc != abi::MPI_SUCCESS {
         // The receive was refused: the message of this failed call should not arrive.
-        // SAFETY: the send started above and is not completed; a cancelled request
-        // completes (cancelled or not), so the wait ends.
-        unsafe { abandon(&mut send) };
+        // Cancelled, then freed rather than waited for: a send the host cannot cancel
+        // (matched, or a rendezvous it does not take back) would wait for a receive the
+        // peer may never post.
+        // SAFETY: the send started above and is not completed.
+        unsafe {
+            let _ = (crate::host::host().cancel)(&mut send);
+            let _ = (crate::host::host().request_free)(&mut send);
+        }
         return rc;
     }
     // SAFETY: the send started above.
     let rc = unsafe { complete(&mut send, status_ignore()) };
     if rc != abi::MPI_SUCCESS {
+        // The send failed: the receive must not stay posted (it would take the peer's
+        // next message). A cancelled receive completes, cancelled or matched.
         // SAFETY: the receive started above and is not completed.
-        unsafe { abandon(&mut recv) };
+        unsafe {
+            let _ = (crate::host::host().cancel)(&mut recv);
+            let _ = complete(&mut recv, status_ignore());
+        }
         return rc;
     }
     // SAFETY: the receive started above; the caller's status goes to it.
     unsafe { complete(&mut recv, status) }
-}
-
-/// Cancels the host's request and waits until it completes (cancelled, or completed before
-/// the cancel took): no request of a failed call stays behind.
-///
-/// # Safety
-/// `request` is a live, not yet completed request of the host.
-unsafe fn abandon(request: &mut MPI_Request) {
-    // SAFETY: the caller's live request; once cancelled it completes.
-    unsafe {
-        let _ = (crate::host::host().cancel)(request);
-        let _ = complete(request, status_ignore());
-    }
 }
 
 /// `MPI_Probe`: the host's `MPI_Iprobe` until a message matches.
