@@ -165,7 +165,7 @@ two_hosts_up() {
   # ranks on two cores, and operations across the veth then waited seconds (a 1 s test
   # took 11–107 s; with a core per host, 1–2 s in 12 runs of 12).
   local part per
-  local -a parts cpus two_cpus
+  local -a parts two_cpus cpus=()
   IFS=, read -ra parts < <(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' /proc/self/status)
   for part in "${parts[@]}"; do
     mapfile -t -O "${#cpus[@]}" cpus < <(seq "${part%-*}" "${part#*-}")
