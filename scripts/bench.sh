@@ -127,7 +127,7 @@ fi
 
 need=()
 for pkg in mpich libmpich-dev openmpi-bin libopenmpi-dev libclang-dev libfabric-dev; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep 'install ok installed' >/dev/null || need+=("$pkg")
 done
 if ((${#need[@]})); then
   apt-get update

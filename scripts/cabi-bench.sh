@@ -93,8 +93,8 @@ ops() {
   # name, compiler wrapper, launcher, version
   local mpis=("mpich4 mpicc.mpich mpiexec.mpich $(mpichversion | awk '/Version:/ {print $3}')"
               "mpich5 $venv/bin/mpicc $venv/bin/mpiexec $("$venv/bin/mpichversion" | awk '/Version:/ {print $3}')"
-              "ompi4 mpicc.openmpi $PWD/target/run-ompi4.sh $(mpicc.openmpi --showme:version 2>&1 | grep -o '[0-9]*\.[0-9]*\.[0-9]*' | head -1)"
-              "ompi5 $ompi5/bin/mpicc $PWD/target/run-ompi5.sh $("$ompi5/bin/mpicc" --showme:version 2>&1 | grep -o '[0-9]*\.[0-9]*\.[0-9]*' | head -1)")
+              "ompi4 mpicc.openmpi $PWD/target/run-ompi4.sh $(mpicc.openmpi --showme:version 2>&1 | grep -o '[0-9]*\.[0-9]*\.[0-9]*' | sed -n 1p)"
+              "ompi5 $ompi5/bin/mpicc $PWD/target/run-ompi5.sh $("$ompi5/bin/mpicc" --showme:version 2>&1 | grep -o '[0-9]*\.[0-9]*\.[0-9]*' | sed -n 1p)")
   for m in "${mpis[@]}"; do
     read -r name cc _ _ <<<"$m"
     "$cc" -O2 -Wall -Werror -o "target/op_flush-$name" onesided-mpi/bench/op_flush.c

@@ -53,7 +53,7 @@ missing=$(comm -13 <(echo "$exported") <(echo "$claimed"))
 if [[ -n "$missing" ]]; then
   echo "exports: in the table but not exported: $missing"; fail=1
 fi
-proto=$(find /usr/include -path '*mpich*' -name mpi_proto.h | head -1)
+proto=$(find /usr/include -path '*mpich*' -name mpi_proto.h | sed -n 1p)
 chapter=$(sed -n '/^int MPI_Accumulate(/,/^int MPI_Win_wait(/p' "$proto" \
   | grep -oE '^int MPI_[A-Za-z_]+' | awk '{print $2}' | sort -u)
 chapter_c=$(grep -oE '^int MPI_(Accumulate|Get|Get_accumulate|Put|Raccumulate|Rget|Rget_accumulate|Rput|Win_allocate|Win_allocate_shared|Win_create|Win_shared_query)_c\b' \
@@ -78,7 +78,7 @@ check_mpi() {
   shift 6
   local mpiexec=(timeout 120 "$@" -n 2)
   local tests=target/cabi-tests/$mpi
-  echo "== $mpi: $("$cc" -v 2>&1 | head -1)"
+  echo "== $mpi: $("$cc" -v 2>&1 | sed -n 1p)"
   mkdir -p "$tests"
   # 1. The ABI's table (onesided-mpi/src/abi/) against this MPI's mpi.h.
   if MPICC=$cc ONESIDED_ABI=$abi cargo test -q --release -p onesided-mpi --lib -- --ignored \

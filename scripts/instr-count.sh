@@ -26,7 +26,7 @@ target/release/osrun -n 2 --timeout 600 sh -c '
 iters=$(sed -n 's/^putflush: \([0-9]*\) iterations.*/\1/p' "$out/log")
 pscw_iters=$(sed -n 's/^putflush: .* \([0-9]*\) PSCW epochs.*/\1/p' "$out/log")
 callgrind_annotate --inclusive=yes --threshold=100 "$out/callgrind.out" 2>/dev/null >"$out/annotate"
-count() { grep -E "putflush.rs:onesided_bench_$1 \[" "$out/annotate" | head -1 | awk '{gsub(",", "", $1); print $1}'; }
+count() { grep -E "putflush.rs:onesided_bench_$1 \[" "$out/annotate" | sed -n 1p | awk '{gsub(",", "", $1); print $1}'; }
 empty=$(count empty) pf=$(count put_flush) put=$(count put) flush=$(count flush)
 fop=$(count fetch_and_op) cas=$(count compare_and_swap) acc=$(count accumulate)
 lu=$(count lock_unlock) lau=$(count lock_all_unlock_all) pscw=$(count pscw) fence=$(count fence)

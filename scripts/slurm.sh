@@ -44,7 +44,7 @@ stop() {
 start() {
   local need=()
   for pkg in slurm-wlm munge; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need+=("$pkg")
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep 'install ok installed' >/dev/null || need+=("$pkg")
   done
   if ((${#need[@]})); then
     apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
@@ -95,7 +95,7 @@ CONF
   slurmd
   # Up when the node is idle.
   for _ in $(seq 1 50); do
-    sinfo -h -o %T 2>/dev/null | grep -q idle && return 0
+    sinfo -h -o %T 2>/dev/null | grep idle >/dev/null && return 0
     sleep 0.2
   done
   echo "slurm.sh: the node never came up" >&2
@@ -232,7 +232,7 @@ two_host_checks() {
     put-latency get-latency fop-latency --window allocate,create,dynamic --sizes 8,65536 \
     --time-ms 20)
   rx1=$(rx_of)
-  echo "$out" | grep -E '^(allocate|create|dynamic) .* latency' | head -12
+  echo "$out" | grep -E '^(allocate|create|dynamic) .* latency' | sed -n '1,12p'
   for w in allocate create dynamic; do
     grep -qE "^$w .* 64K .* latency" <<<"$out" \
       || { echo "slurm.sh: two hosts: osbench measured no $w window" >&2; return 1; }
