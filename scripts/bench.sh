@@ -24,10 +24,13 @@
 # results/large-copy.txt (scripts/large-copy.sh: large put/get vs Open MPI, median of 3), and
 # results/net-{mpich,openmpi,mpich5-ofi,mpich5-ucx}.* and net-summary.txt: two virtual nodes,
 # onesided's network path beside the raw libfabric baseline and each host MPI forced onto its
-# network path (MPICH 5.0.2 on both of its netmods);
+# network path (MPICH 5.0.2 on both of its netmods): 8-byte operations, and (net-wide-*)
+# 1 MiB put bandwidth, lock/unlock and fence;
 # results/net-seeds*, net-transactions*, net-sync-patterns.*, net-alltoallv*-*, net-sync-latency*,
-# net-memory*: the seeds' claims across virtual nodes, their acceptance ratios and seed 003's fitted models in
-# net-seeds-summary.txt (scripts/net_seeds.py).
+# net-floor.* (the loopback socket floor), net-thread-mix.* and thread-mix.* (thread-flush
+# --mix across the nodes and on one), net-memory*: the seeds' claims across virtual nodes,
+# their acceptance ratios and seed 003's fitted models in net-seeds-summary.txt
+# (scripts/net_seeds.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -280,6 +283,26 @@ echo "== Two virtual nodes, MPICH 5 over UCX tcp (MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_
 net_job net-mpich5-ucx env "${net_env[@]}" LD_LIBRARY_PATH="$mpich5_venv/lib" MPIR_CVAR_NOLOCAL=1 \
   MPIR_CVAR_CH4_NETMOD=ucx UCX_TLS=tcp,self timeout 300 "$mpich5_venv/bin/mpiexec" -n 2 \
   target/mpich5/release/osbench "${net_cells[@]}" --json results/net-mpich5-ucx.json
+# 1 MiB put bandwidth (64 puts per flush), lock/unlock and fence across the two virtual
+# nodes, each MPI on the network path of its job above (net-summary.txt's second table).
+net_wide=(put-bw sync-latency --window allocate --sync flush --sizes 1M --rounds 5)
+echo "== Two virtual nodes, 1 MiB put bandwidth, lock/unlock, fence: MPICH 4 over UCX tcp; load $(cut -d' ' -f1-3 /proc/loadavg)"
+net_job net-wide-mpich env "${net_env[@]}" MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self UCX_NET_DEVICES=lo \
+  timeout 300 mpiexec.mpich -n 2 target/mpich/release/osbench "${net_wide[@]}" \
+  --json results/net-wide-mpich.json
+echo "== Two virtual nodes, the same: Open MPI 4 over btl tcp, osc pt2pt; load $(cut -d' ' -f1-3 /proc/loadavg)"
+net_job net-wide-openmpi timeout 300 mpiexec.openmpi --allow-run-as-root --oversubscribe --bind-to none \
+  -x ONESIDED_NODES=2 -x ONESIDED_NET_ADDR=127.0.0.1 -x ONESIDED_PROGRESS=block \
+  --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca osc pt2pt \
+  -n 2 target/openmpi/release/osbench "${net_wide[@]}" --json results/net-wide-openmpi.json
+echo "== Two virtual nodes, the same: MPICH 5 over libfabric tcp; load $(cut -d' ' -f1-3 /proc/loadavg)"
+net_job net-wide-mpich5-ofi env "${net_env[@]}" LD_LIBRARY_PATH="$mpich5_venv/lib" MPIR_CVAR_NOLOCAL=1 \
+  MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp timeout 300 "$mpich5_venv/bin/mpiexec" -n 2 \
+  target/mpich5/release/osbench "${net_wide[@]}" --json results/net-wide-mpich5-ofi.json
+echo "== Two virtual nodes, the same: MPICH 5 over UCX tcp; load $(cut -d' ' -f1-3 /proc/loadavg)"
+net_job net-wide-mpich5-ucx env "${net_env[@]}" LD_LIBRARY_PATH="$mpich5_venv/lib" MPIR_CVAR_NOLOCAL=1 \
+  MPIR_CVAR_CH4_NETMOD=ucx UCX_TLS=tcp,self timeout 300 "$mpich5_venv/bin/mpiexec" -n 2 \
+  target/mpich5/release/osbench "${net_wide[@]}" --json results/net-wide-mpich5-ucx.json
 python3 - <<'PY' | tee results/net-summary.txt
 import json, os, statistics
 # Each job: its file, and how its host MPI's column is named (version from its records).
@@ -313,6 +336,48 @@ for bench, v in sorted(cells.items()):
     print(f"{bench:<14} {o:9.2f} {rr:8.2f} "
           + " ".join(f"{v[c][0]:11.2f}" if c in v else f"{'-':>11}" for c in columns)
           + f" {o / rr:7.2f} {o / best:12.2f}")
+
+# The wider cells: 1 MiB put bandwidth (MB/s, higher is better), lock, unlock and fence (us).
+wide_jobs = [("net-wide-mpich.json", "{v} ucx"), ("net-wide-openmpi.json", "OMPI {v}"),
+             ("net-wide-mpich5-ofi.json", "{v} ofi"), ("net-wide-mpich5-ucx.json", "{v} ucx")]
+wide, wcols = {}, []
+for path, label in wide_jobs:
+    path = "results/" + path
+    if not os.path.exists(path):
+        continue
+    records = json.load(open(path))
+    version = next((r["version"] for r in records if r.get("version")), "?")
+    column = label.format(v=version)
+    wcols.append(column)
+    for r in records:
+        if r["bench"] == "put-bw" and r["metric"] == "bandwidth" and r["bytes"] == 1 << 20:
+            key = ("put-bw 1 MiB", "MB/s")
+        elif r["bench"] == "sync-latency" and r["metric"] == "latency" \
+                and r["sync"] in ("lock_exclusive", "unlock", "fence"):
+            key = (r["sync"], "us")
+        else:
+            continue
+        who = "onesided" if r["impl"] == "onesided" else None if r["impl"] == "ofi-raw" else column
+        if who:
+            wide.setdefault(key, {}).setdefault(who, []).append(r["value"])
+if wide:
+    print()
+    print("Two virtual nodes, allocate windows: 1 MiB put bandwidth (64 puts per flush) and synchronization")
+    print("latency; onesided: median over the jobs; 'os vs best': how many times better onesided is")
+    print(f"{'cell':<16} {'unit':>5} {'onesided':>9} " + " ".join(f"{c:>11}" for c in wcols)
+          + f" {'os vs best':>11}")
+    for (cell, unit), v in sorted(wide.items()):
+        if "onesided" not in v:
+            continue
+        o = statistics.median(v["onesided"])
+        mpis = [v[c][0] for c in wcols if c in v]
+        if unit == "MB/s":
+            vs = o / max(mpis) if mpis else float("nan")
+        else:
+            vs = min(mpis) / o if mpis else float("nan")
+        print(f"{cell:<16} {unit:>5} {o:9.2f} "
+              + " ".join(f"{v[c][0]:11.2f}" if c in v else f"{'-':>11}" for c in wcols)
+              + f" {vs:11.2f}")
 PY
 
 # The seeds' claims across two virtual nodes (docs/across-nodes.md): onesided's own
@@ -351,6 +416,28 @@ echo "== alltoallv across two virtual nodes beside MPICH over UCX tcp; load $(cu
 net_job net-alltoallv-mpich env "${net_env[@]}" MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self \
   UCX_NET_DEVICES=lo timeout 300 mpiexec.mpich -n 2 target/mpich/release/osbench alltoallv \
   --sizes 32K,256K --json results/net-alltoallv-mpich.json
+# Today's MPICH on both of its network paths, at 2 ranks; at 4 and 8 over libfabric tcp.
+for path in ofi ucx; do
+  echo "== alltoallv across two virtual nodes beside MPICH 5 over $path tcp; load $(cut -d' ' -f1-3 /proc/loadavg)"
+  net_job "net-alltoallv-mpich5-$path" env "${net_env[@]}" LD_LIBRARY_PATH="$mpich5_venv/lib" \
+    MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=$path FI_PROVIDER=tcp UCX_TLS=tcp,self \
+    timeout 300 "$mpich5_venv/bin/mpiexec" -n 2 target/mpich5/release/osbench alltoallv \
+    --sizes 32K,256K --json "results/net-alltoallv-mpich5-$path.json"
+done
+# The floor under any exchange between the two nodes of this machine: two processes
+# sending each other the same block over one loopback TCP connection, both spinning.
+echo "== socket floor: a block each way over loopback TCP; load $(cut -d' ' -f1-3 /proc/loadavg)"
+net_job net-floor "$ofi_bin/socket-floor" --sizes 32K,256K --json results/net-floor.json
+# Seed 000's thread scope where it pays: one thread's 8-byte put + flush beside 1-3
+# threads streaming 1 MiB puts to the same target (4 in flight each), across the two
+# nodes and on one node.
+echo "== thread-flush --mix, 2 ranks on two virtual nodes; load $(cut -d' ' -f1-3 /proc/loadavg)"
+net_job net-thread-mix env ONESIDED_NET_ADDR=127.0.0.1 timeout 300 "$ofi_bin/osrun" -n 2 \
+  --nodes 2 "$ofi_bin/osbench" thread-flush --mix --window allocate,create \
+  --json results/net-thread-mix.json --plot results/plots-net-thread-mix
+echo "== thread-flush --mix, 2 ranks on one node; load $(cut -d' ' -f1-3 /proc/loadavg)"
+net_job thread-mix timeout 300 "$ofi_bin/osrun" -n 2 "$ofi_bin/osbench" thread-flush --mix \
+  --window allocate,create --json results/thread-mix.json --plot results/plots-thread-mix
 # Seed 003's models across the nodes: fence at 2, 4 and 8 ranks (one job each, so that every
 # fence spans both nodes), PSCW by neighbours in the 8-rank job; net_seeds.py fits them.
 for ranks in 2 4 8; do
@@ -362,6 +449,11 @@ done
 # Seed 001 at 4 and 8 ranks split evenly over the 2 virtual nodes, beside Open MPI's network
 # path (MPICH over UCX tcp stalls at MPI_Finalize, see above: its 2-rank job stands for it).
 for ranks in 4 8; do
+  echo "== alltoallv, $ranks ranks on two virtual nodes, beside MPICH 5 over libfabric tcp; load $(cut -d' ' -f1-3 /proc/loadavg)"
+  net_job "net-alltoallv$ranks-mpich5-ofi" env "${net_env[@]}" LD_LIBRARY_PATH="$mpich5_venv/lib" \
+    MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp \
+    timeout 300 "$mpich5_venv/bin/mpiexec" -n "$ranks" target/mpich5/release/osbench alltoallv \
+    --sizes 32K,256K --json "results/net-alltoallv$ranks-mpich5-ofi.json"
   echo "== alltoallv, $ranks ranks on two virtual nodes, beside Open MPI over btl tcp; load $(cut -d' ' -f1-3 /proc/loadavg)"
   net_job "net-alltoallv$ranks-openmpi" timeout 300 mpiexec.openmpi --allow-run-as-root \
     --oversubscribe --bind-to none -x ONESIDED_NODES=2 -x ONESIDED_NET_ADDR=127.0.0.1 \

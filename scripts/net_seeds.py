@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The seeds' acceptance ratios across two virtual nodes, from the records bench.sh --net
 writes (results/net-seeds.json, net-transactions-yield.json, net-transactions8.json,
-net-sync-patterns.json, net-alltoallv-{mpich,openmpi}.json,
-net-alltoallv{4,8}-openmpi.json, net-memory1.json, net-memory8-{8,32,64}.json).
+net-sync-patterns.json, net-alltoallv-{mpich,openmpi,mpich5-ofi,mpich5-ucx}.json,
+net-alltoallv{4,8}-{openmpi,mpich5-ofi}.json, net-floor.json, net-thread-mix.json,
+thread-mix.json, net-memory1.json, net-memory8-{8,32,64}.json). MPI columns are named by
+the version their records carry and the network path of their job.
 Prints one line per claim: what it asks, the ratio measured, and whether it holds."""
 import json
 import os
@@ -72,6 +74,33 @@ def main():
              on / off if on and off else None, lambda r: r <= 1 / 3,
              f"{on:.0f} vs {off:.0f} us" if on and off else "")
 
+    # Seed 000's thread scope where it pays (thread-flush --mix): the small-flush thread's
+    # mean put + flush beside 3 threads streaming 1 MiB puts, per scope, against alone.
+    for path, where, need in [("net-thread-mix.json", "2 nodes", 5.0),
+                              ("thread-mix.json", "1 node", None)]:
+        mix = load(path)
+        for window in ["allocate", "create"]:
+            def small(metric, pattern, mix=mix, window=window):
+                return next((r["value"] for r in mix
+                             if r.get("sync") == "mix" and r.get("window") == window
+                             and r.get("metric") == metric and r.get("pattern") == pattern
+                             and r.get("unit") == "us" and not r.get("role")), None)
+            three = "3 streams of 4 x 1 MiB in flight"
+            proc, thr = small("process-scope", three), small("thread-scope", three)
+            alone = small("no-streams", "no streams")
+            claim = f"thread-flush --mix {window}, {where}, 3 streams: process / thread scope"
+            if need is not None:
+                claim += f" >= {need:g}"
+            line(claim, proc / thr if proc and thr else None,
+                 None if need is None else (lambda r, n=need: r >= n),
+                 f"{proc:.1f} vs {thr:.1f} us" if proc and thr else "")
+            claim = f"thread-flush --mix {window}, {where}, 3 streams: thread scope / alone"
+            if need is not None:
+                claim += " <= 2"
+            line(claim, thr / alone if thr and alone else None,
+                 None if need is None else (lambda r: r <= 2),
+                 f"{thr:.1f} vs {alone:.1f} us" if thr and alone else "")
+
     proc = cell(seeds, bench="thread-flush", metric="process-scope", threads=4)
     thr = cell(seeds, bench="thread-flush", metric="thread-scope", threads=4)
     line("thread-flush, 4 threads: process / thread scope >= 2",
@@ -100,12 +129,22 @@ def main():
          flushed / ordered if flushed and ordered else None, lambda r: r > 1,
          f"{flushed:.1f} vs {ordered:.1f} us" if flushed and ordered else "")
 
-    jobs = [("net-alltoallv-openmpi.json", 2, "openmpi", "Open MPI", 1.5),
-            ("net-alltoallv-mpich.json", 2, "mpich", "MPICH", 1.0),
-            ("net-alltoallv4-openmpi.json", 4, "openmpi", "Open MPI", None),
-            ("net-alltoallv8-openmpi.json", 8, "openmpi", "Open MPI", None)]
-    for path, ranks, host, name, need in jobs:
+    # Seed 001: the best persistent plan against each MPI's network MPI_Alltoallv (named by
+    # the version its records carry, and its path) and against the socket floor.
+    floor = load("net-floor.json")
+    jobs = [("net-alltoallv-openmpi.json", 2, "openmpi", "OMPI {v} tcp", 1.5),
+            ("net-alltoallv-mpich.json", 2, "mpich", "MPICH {v} ucx", 1.0),
+            ("net-alltoallv-mpich5-ofi.json", 2, "mpich", "MPICH {v} ofi", 1.0),
+            ("net-alltoallv-mpich5-ucx.json", 2, "mpich", "MPICH {v} ucx", 1.0),
+            ("net-alltoallv4-openmpi.json", 4, "openmpi", "OMPI {v} tcp", 1.0),
+            ("net-alltoallv4-mpich5-ofi.json", 4, "mpich", "MPICH {v} ofi", 1.0),
+            ("net-alltoallv8-openmpi.json", 8, "openmpi", "OMPI {v} tcp", None),
+            ("net-alltoallv8-mpich5-ofi.json", 8, "mpich", "MPICH {v} ofi", None)]
+    floored = set()
+    for path, ranks, host, label, need in jobs:
         recs = load(path)
+        version = next((r["version"] for r in recs if r.get("version")), "?")
+        name = label.format(v=version)
         for size in [32 << 10, 256 << 10]:
             plans = {r["metric"][len("persistent-"):]: r["value"] for r in recs
                      if r.get("impl") == "onesided" and r.get("bytes") == size
@@ -115,13 +154,21 @@ def main():
             best = min(plans, key=plans.get) if plans else None
             claim = f"alltoallv {size >> 10} KiB, {ranks} ranks: {name} / best plan"
             if need is None:
-                # 4 and 8 ranks: reported, no acceptance ratio.
+                # 8 ranks: reported, no acceptance ratio.
                 holds = None
             else:
-                claim += f" >= {need}"
+                claim += f" >= {need:g}"
                 holds = lambda r, n=need: r >= n
             line(claim, theirs / plans[best] if best and theirs else None, holds,
                  f"{theirs:.1f} vs {plans[best]:.1f} us, {best}" if best and theirs else "")
+            if ranks == 2 and best and size not in floored:
+                # Once per size (the first 2-rank job's plans): the best plan against the
+                # floor of any exchange here.
+                floored.add(size)
+                sock = cell(floor, bench="socket-floor", bytes=size, metric="exchange-p50")
+                line(f"alltoallv {size >> 10} KiB, 2 ranks: best plan / socket floor <= 1.3",
+                     plans[best] / sock if best and sock else None, lambda r: r <= 1.3,
+                     f"{plans[best]:.1f} vs {sock:.1f} us, {best}" if best and sock else "")
     memory()
     models()
     return 0

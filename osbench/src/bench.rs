@@ -34,6 +34,11 @@ pub struct Params {
     pub create_bytes: usize,
     /// Thread counts of the thread-flush benchmark.
     pub threads: Vec<usize>,
+    /// thread-flush measures the mix of one small-flush thread and streaming threads
+    /// (`--mix`) instead.
+    pub mix: bool,
+    /// Streaming threads of the mix.
+    pub streams: Vec<usize>,
     /// Busy time of the progress benchmark's target.
     pub busy: Duration,
     /// A Matrix Market file whose sparsity defines irregular alltoallv counts.

@@ -208,6 +208,14 @@ struct Cli {
     /// Threads per process of the thread-flush benchmark (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
     threads: Vec<usize>,
+    /// thread-flush: one thread's 8-byte put + flush beside threads that stream 1 MiB puts
+    /// to the same target (4 in flight each, a flush after every 4), with process scope,
+    /// with thread scope and with no streams [default windows: allocate, create].
+    #[arg(long)]
+    mix: bool,
+    /// Streaming threads of `thread-flush --mix` (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+    streams: Vec<usize>,
     /// How long the target of the progress benchmark is busy outside the library, in
     /// milliseconds (origin operations: one per 10 µs of it unless --iters is given).
     #[arg(long, default_value_t = 1000)]
@@ -318,12 +326,18 @@ fn params(cli: &Cli, step: &Step) -> Params {
         warmup: cli.warmup,
         windows: match step.window {
             Some(w) => vec![w],
+            // The mix's windows: memory the library allocates, and the program's own.
+            None if cli.window.is_empty() && cli.mix && step.bench == Bench::ThreadFlush => {
+                vec![WinKind::Allocate, WinKind::Create]
+            }
             None if cli.window.is_empty() => WinKind::ALL.to_vec(),
             None => cli.window.clone(),
         },
         syncs,
         create_bytes: cli.create_bytes,
         threads: cli.threads.iter().copied().filter(|&t| t > 0).collect(),
+        mix: cli.mix,
+        streams: cli.streams.iter().copied().filter(|&t| t > 0).collect(),
         busy: Duration::from_millis(cli.busy_ms),
         matrix: cli.matrix.clone(),
         rounds: cli.rounds,
@@ -392,6 +406,7 @@ fn run_step<B: Backend>(b: &B, step: &Step, p: &Params, out: &mut Vec<Record>) -
         Bench::SyncPatterns => patterns::sync_patterns(b.comm(), p, out),
         Bench::Transactions => patterns::transactions(b.comm(), p, out),
         Bench::NbIssue => patterns::nb_issue(b.comm(), p, out),
+        Bench::ThreadFlush if p.mix => threads::thread_flush_mix(b, p, out),
         Bench::ThreadFlush => threads::thread_flush(b, p, out),
         Bench::Memhandle => memhandle::memhandle(b.comm(), p, out),
         Bench::Progress => progress::progress(b, p, out),

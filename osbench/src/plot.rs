@@ -532,15 +532,15 @@ pub fn plot_all(records: &[Record], dir: &Path) -> Result<Vec<PathBuf>, String> 
     // implementation and way of sharing the window.
     let mut kinds: Vec<&str> = records
         .iter()
-        .filter(|r| r.bench == "thread-flush")
+        .filter(|r| r.bench == "thread-flush" && r.sync != "mix")
         .map(|r| r.window.as_str())
         .collect();
     kinds.sort_unstable();
     kinds.dedup();
     for kind in kinds {
-        let rs = records
-            .iter()
-            .filter(|r| r.bench == "thread-flush" && r.window == kind && r.threads.is_some());
+        let rs = records.iter().filter(|r| {
+            r.bench == "thread-flush" && r.sync != "mix" && r.window == kind && r.threads.is_some()
+        });
         let series = series_of(
             rs,
             |r| format!("{} {}", r.imp, r.metric),
@@ -555,6 +555,74 @@ pub fn plot_all(records: &[Record], dir: &Path) -> Result<Vec<PathBuf>, String> 
                 x_label: "threads per process",
                 y_label: "latency [us]".into(),
                 x_scale: Scale::Log,
+                y_scale: Scale::Log,
+                x_bytes: false,
+            },
+            &series,
+        )?;
+        written.push(path);
+    }
+    // thread-flush --mix: the small-flush thread's put + flush vs the streaming threads
+    // beside it, a line per implementation and scope (both start at its time alone).
+    let mut kinds: Vec<&str> = records
+        .iter()
+        .filter(|r| r.bench == "thread-flush" && r.sync == "mix")
+        .map(|r| r.window.as_str())
+        .collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    for kind in kinds {
+        let small: Vec<&Record> = records
+            .iter()
+            .filter(|r| {
+                r.bench == "thread-flush"
+                    && r.sync == "mix"
+                    && r.window == kind
+                    && r.unit == "us"
+                    && r.role.as_deref() != Some("p99")
+            })
+            .collect();
+        let streams_of = |r: &Record| {
+            r.pattern
+                .as_deref()
+                .and_then(|p| p.split_whitespace().next()?.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        // Each scope's line starts at the no-streams point of its implementation.
+        let mut points: Vec<Record> = Vec::new();
+        for r in &small {
+            if r.metric == "no-streams" {
+                for scope in ["process-scope", "thread-scope"] {
+                    if small
+                        .iter()
+                        .any(|o| o.imp == r.imp && o.metric == scope && o.role == r.role)
+                    {
+                        let mut p = (*r).clone();
+                        p.metric = scope.into();
+                        points.push(p);
+                    }
+                }
+            } else {
+                points.push((*r).clone());
+            }
+        }
+        // The mean (what the thread sees over its loop) and the median operation.
+        let label = |r: &Record| match &r.role {
+            Some(role) => format!("{} {} {role}", r.imp, r.metric),
+            None => format!("{} {} mean", r.imp, r.metric),
+        };
+        // A colour per line.
+        let series = series_of(points.iter(), label, label, streams_of);
+        let path = dir.join(format!("thread-flush-mix_{kind}.svg"));
+        draw(
+            &path,
+            &PlotSpec {
+                title: format!(
+                    "8-byte put + flush beside threads streaming 1 MiB puts ({kind} window)"
+                ),
+                x_label: "streaming threads (4 puts of 1 MiB in flight each)",
+                y_label: "latency of the small thread [us]".into(),
+                x_scale: Scale::Linear,
                 y_scale: Scale::Log,
                 x_bytes: false,
             },

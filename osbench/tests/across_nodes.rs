@@ -72,3 +72,42 @@ fn transfers_run_beside_the_raw_baseline() {
     assert_eq!(cells("ofi-raw", "msg-rate", "lock_all"), 1);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `thread-flush --mix` across two nodes: the small-flush thread beside a thread streaming
+/// 1 MiB puts (sent from their buffers, `put_shared`), each scope; the benchmark reads every
+/// streamed block back through the network and fails on a wrong word.
+#[test]
+fn thread_flush_mix_moves_and_checks_megabytes_across_nodes() {
+    let dir = std::env::temp_dir().join(format!("osbench-mix-nodes-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("mix.json");
+    common::run_osbench(
+        2,
+        2,
+        &[
+            "thread-flush",
+            "--mix",
+            "--window",
+            "allocate",
+            "--streams",
+            "1",
+            "--time-ms",
+            "30",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let records: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for metric in ["no-streams", "process-scope", "thread-scope"] {
+        assert!(
+            records.iter().any(|r| r["impl"] == "onesided"
+                && r["sync"] == "mix"
+                && r["metric"] == metric
+                && r["unit"] == "us"
+                && r["value"].as_f64().is_some_and(|v| v > 0.0)),
+            "{metric}: {records:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

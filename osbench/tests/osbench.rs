@@ -389,3 +389,71 @@ fn one_process_is_an_error_not_a_hang() {
     let err = String::from_utf8_lossy(&report.output[0].stderr).into_owned();
     assert!(err.contains("at least 2 processes"), "{err}");
 }
+
+/// `thread-flush --mix` (seed 000's thread scope where it pays): every scope beside 1 and 2
+/// streaming threads on both default window kinds, the streamed megabytes checked by the
+/// benchmark itself (it fails on a wrong word), and the plot drawn.
+#[test]
+fn thread_flush_mix_reports_every_scope_and_the_streams() {
+    let dir = std::env::temp_dir().join(format!("osbench-mix-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("mix.json");
+    let plots = dir.join("plots");
+    run_osbench(
+        2,
+        &[
+            "thread-flush",
+            "--mix",
+            "--streams",
+            "1,2",
+            "--time-ms",
+            "30",
+            "--json",
+            json.to_str().unwrap(),
+            "--plot",
+            plots.to_str().unwrap(),
+        ],
+    );
+    let records: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let value = |window: &str, metric: &str, pattern: &str, unit: &str| {
+        records
+            .iter()
+            .find(|r| {
+                r["bench"] == "thread-flush"
+                    && r["sync"] == "mix"
+                    && r["window"] == window
+                    && r["metric"] == metric
+                    && r["pattern"] == pattern
+                    && r["unit"] == unit
+            })
+            .and_then(|r| r["value"].as_f64())
+    };
+    for window in ["allocate", "create"] {
+        let alone = value(window, "no-streams", "no streams", "us");
+        assert!(alone.is_some_and(|v| v > 0.0), "{window}: {records:?}");
+        for pattern in [
+            "1 stream of 4 x 1 MiB in flight",
+            "2 streams of 4 x 1 MiB in flight",
+        ] {
+            for metric in ["process-scope", "thread-scope"] {
+                assert!(
+                    value(window, metric, pattern, "us").is_some_and(|v| v > 0.0),
+                    "{window} {metric} {pattern}"
+                );
+                assert!(
+                    value(window, metric, pattern, "MB/s").is_some_and(|v| v > 0.0),
+                    "{window} {metric} {pattern} streams"
+                );
+            }
+        }
+        let svg =
+            std::fs::read_to_string(plots.join(format!("thread-flush-mix_{window}.svg"))).unwrap();
+        assert!(svg.contains("streaming threads") && svg.contains("thread-scope"));
+    }
+    // The mix leaves the other thread-flush cells alone.
+    assert!(records
+        .iter()
+        .all(|r| r["sync"] == "mix" && r["threads"].is_null()));
+    let _ = std::fs::remove_dir_all(&dir);
+}
