@@ -237,10 +237,25 @@ pub(crate) type ThreadTag = u64;
 /// The calling thread's [`ThreadTag`].
 #[inline]
 pub(crate) fn thread_tag() -> ThreadTag {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
+    // A plain thread-local word (no lazy initializer, no destructor): one load on the
+    // atomics' fast path, which asks for it on every call (`PlainGate::before_atomic`).
     thread_local! {
-        // Relaxed: only uniqueness matters.
-        static TAG: ThreadTag = NEXT.fetch_add(1, Ordering::Relaxed);
+        static TAG: std::cell::Cell<ThreadTag> = const { std::cell::Cell::new(0) };
     }
-    TAG.with(|t| *t)
+    let tag = TAG.get();
+    if tag != 0 {
+        return tag;
+    }
+    first_thread_tag(&TAG)
+}
+
+/// Gives the calling thread its tag, on its first [`thread_tag`].
+#[cold]
+#[inline(never)]
+fn first_thread_tag(slot: &'static std::thread::LocalKey<std::cell::Cell<ThreadTag>>) -> ThreadTag {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    // Relaxed: only uniqueness matters.
+    let tag = NEXT.fetch_add(1, Ordering::Relaxed);
+    slot.set(tag);
+    tag
 }

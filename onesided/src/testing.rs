@@ -444,6 +444,13 @@ pub fn requests_served() -> u64 {
     crate::transport::ring::served_batches()
 }
 
+/// Accumulates this process applied with plain loads and stores (long runs under an
+/// exclusive lock, one thread issuing the window's atomics): tests use it to prove that
+/// the plain path ran, or that it did not.
+pub fn plain_accumulate_runs() -> u64 {
+    crate::plain_acc::runs()
+}
+
 /// Network operations this process posted (feature `ofi`) that its endpoint has not seen
 /// complete yet: 0 right after a flush that covers them, or when no endpoint is open.
 /// Tests use it to prove that a completion point completed what was in flight (the data

@@ -655,3 +655,137 @@ fn long_runs_take_their_stripes_together_and_lose_no_update() {
         Ok(())
     });
 }
+
+/// Long accumulates under an exclusive lock are applied with plain loads and stores when
+/// one thread issues the window's atomics (`plain_accumulate_runs` counts them), with the
+/// results of the atomics: sums, fetched old values, replace, max, on every window kind
+/// whose memory the origin maps. Under a shared lock they stay atomic (no plain run). And
+/// when other threads issue fetch_and_ops on the same elements meanwhile, no update is
+/// lost: the first of them turns plain runs off and waits for the one in progress.
+#[test]
+fn long_accumulates_under_an_exclusive_lock_go_plain_and_lose_no_update() {
+    testing::run(2, |u| {
+        let w = u.world();
+        const LEN: usize = 512;
+        for kind in [
+            Kind::Allocate,
+            Kind::CreateAllocMem,
+            Kind::DynamicAllocMem,
+            Kind::CreateVec,
+        ] {
+            let f = Fixture::<u64>::new(w, kind, LEN)?;
+            let win = &f.win;
+            // Memory rank 0 maps: rank 1 on its node, not reached by cross-memory attach.
+            let direct = w.node_of(0)? == w.node_of(1)? && kind != Kind::CreateVec;
+            w.barrier()?;
+            if w.rank() == 0 {
+                let before = testing::plain_accumulate_runs();
+                let ramp: Vec<u64> = (0..LEN as u64).collect();
+                win.lock(LockType::Exclusive, 1, Assert::NONE)?;
+                win.accumulate(&ramp, 1, f.disp(1, 0), Op::Sum)?;
+                win.accumulate(&ramp, 1, f.disp(1, 0), Op::Sum)?;
+                let mut old = vec![0u64; LEN];
+                win.get_accumulate(&ramp, &mut old, 1, f.disp(1, 0), Op::Sum)?;
+                assert_eq!(
+                    old,
+                    ramp.iter().map(|i| 2 * i).collect::<Vec<_>>(),
+                    "{kind:?}"
+                );
+                // A short run stays atomic; a single element too.
+                win.accumulate(&[1u64; 4], 1, f.disp(1, 0), Op::Sum)?;
+                win.fetch_and_op(10, 1, f.disp(1, 5), Op::Sum)?;
+                win.accumulate(&[7u64; 100], 1, f.disp(1, 400), Op::Replace)?;
+                win.accumulate(&vec![1000u64; 200], 1, f.disp(1, 100), Op::Max)?;
+                win.unlock(1)?;
+                let plain = testing::plain_accumulate_runs() - before;
+                // Direct memory (allocate, and create/dynamic windows this process maps)
+                // takes the plain path; memory reached otherwise never does.
+                assert_eq!(plain, if direct { 5 } else { 0 }, "{kind:?}: plain runs");
+                // Under a shared lock nothing goes plain.
+                let before = testing::plain_accumulate_runs();
+                win.lock(LockType::Shared, 1, Assert::NONE)?;
+                win.accumulate(&ramp, 1, f.disp(1, 0), Op::Sum)?;
+                win.unlock(1)?;
+                assert_eq!(
+                    testing::plain_accumulate_runs(),
+                    before,
+                    "{kind:?}: shared lock"
+                );
+            }
+            w.barrier()?;
+            if w.rank() == 1 {
+                let mut got = vec![0u64; LEN];
+                f.read_local(0, &mut got)?;
+                for (i, &v) in got.iter().enumerate() {
+                    // The exclusive epoch: three sums of the ramp, the short run, the
+                    // fetch_and_op, replace, max; then the shared epoch's sum.
+                    let mut want = 3 * i as u64 + u64::from(i < 4) + if i == 5 { 10 } else { 0 };
+                    if (400..500).contains(&i) {
+                        want = 7;
+                    }
+                    if (100..300).contains(&i) {
+                        want = want.max(1000);
+                    }
+                    want += i as u64;
+                    assert_eq!(v, want, "{kind:?}: element {i}");
+                }
+            }
+            w.barrier()?;
+            f.free()?;
+        }
+        // Threads: one streams long sums (the first to issue an atomic, so plain runs
+        // start), three fetch_and_op the same elements meanwhile.
+        let win = Window::<u64>::allocate(w, 64)?;
+        const RUNS: u64 = 5000;
+        if w.rank() == 0 {
+            win.lock(LockType::Exclusive, 1, Assert::NONE)?;
+            let before = testing::plain_accumulate_runs();
+            let started = std::sync::atomic::AtomicBool::new(false);
+            std::thread::scope(|s| -> onesided::Result<()> {
+                let long = s.spawn(|| -> onesided::Result<()> {
+                    for run in 0..RUNS {
+                        win.accumulate(&[1u64; 64], 1, 0, Op::Sum)?;
+                        if run == 0 {
+                            started.store(true, std::sync::atomic::Ordering::Release);
+                        }
+                    }
+                    Ok(())
+                });
+                let singles: Vec<_> = (0..3u64)
+                    .map(|t| {
+                        let (win, started) = (&win, &started);
+                        s.spawn(move || -> onesided::Result<()> {
+                            while !started.load(std::sync::atomic::Ordering::Acquire) {
+                                std::thread::yield_now();
+                            }
+                            for i in 0..RUNS {
+                                win.fetch_and_op(1, 1, ((t * 7 + i) % 64) as usize, Op::Sum)?;
+                            }
+                            Ok(())
+                        })
+                    })
+                    .collect();
+                long.join().expect("the long thread")?;
+                singles
+                    .into_iter()
+                    .try_for_each(|h| h.join().expect("a single thread"))
+            })?;
+            win.unlock(1)?;
+            if w.node_of(0)? == w.node_of(1)? {
+                assert!(
+                    testing::plain_accumulate_runs() > before,
+                    "no plain run raced"
+                );
+            }
+        }
+        w.barrier()?;
+        if w.rank() == 1 {
+            let mut got = [0u64; 64];
+            win.local_read(0, &mut got)?;
+            let total: u64 = got.iter().sum();
+            assert_eq!(total, 64 * RUNS + 3 * RUNS, "an update was lost");
+        }
+        win.free()?;
+        Ok(())
+    });
+}

@@ -304,8 +304,35 @@ impl WinCore {
         }
         let size = std::mem::size_of::<E>();
         let (p, shared) = self.direct_fast(target, disp, count * size)?;
-        (shared && self.granule(size) == 0 && p as usize % std::mem::align_of::<E>() == 0)
-            .then_some(p.cast::<E>())
+        if !(shared && self.granule(size) == 0 && p as usize % std::mem::align_of::<E>() == 0) {
+            return None;
+        }
+        self.plain_gate.before_atomic();
+        Some(p.cast::<E>())
+    }
+
+    /// Applies `op` with `origin` to the elements at `base` (of `target`'s window memory,
+    /// aligned, reached by element-wise atomics) with plain loads and stores, when the run
+    /// is long, this process holds an exclusive lock on `target` and no other thread of it
+    /// issues atomics on the window ([`crate::plain_acc`]): true when done, false (nothing
+    /// done) otherwise. The previous values go to `out` if given.
+    #[inline]
+    pub(crate) fn plain_accumulate<E: AccElement>(
+        &self,
+        target: usize,
+        base: *mut E,
+        origin: &[E],
+        out: Option<&mut [E]>,
+        op: Op,
+    ) -> bool {
+        std::mem::size_of_val(origin) >= crate::plain_acc::PLAIN_MIN_BYTES
+            && self.epoch.exclusive_to(target)
+            && self.plain_gate.run_plain(|| {
+                // SAFETY: the caller's run of window memory; under an exclusive lock on its
+                // process, and with the gate keeping this process's other threads out,
+                // nothing else accesses it meanwhile (module docs of plain_acc).
+                unsafe { crate::plain_acc::plain_run(base, origin, out, op) }
+            })
     }
 
     /// The error of an operation that a window asserting `mpi_assert_accumulate_intrinsic`
@@ -386,6 +413,10 @@ impl WinCore {
             let Route::Direct(base) = loc.route else {
                 unreachable!("element-wise atomics only on mapped memory")
             };
+            self.plain_gate.before_atomic();
+            if self.plain_accumulate(target, base.cast::<E>(), origin, result.as_deref_mut(), op) {
+                return Ok(());
+            }
             // SAFETY: a bounds-checked, aligned run of mapped window memory that every
             // process accesses atomically (module docs); `result` has origin's length.
             unsafe { crate::ops::apply_run(base.cast::<E>(), origin, result, op) };
@@ -497,6 +528,7 @@ impl WinCore {
             let Route::Direct(p) = loc.route else {
                 unreachable!("element-wise atomics only on mapped memory")
             };
+            self.plain_gate.before_atomic();
             // SAFETY: as in acc_run.
             return Ok(unsafe { E::compare_swap(p.cast::<E>(), compare, value) });
         }

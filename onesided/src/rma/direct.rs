@@ -101,6 +101,11 @@ impl RawWindow {
         // process accesses atomically.
         match origin {
             [v] => unsafe { T::apply_op(p, op, *v) },
+            _ if self.core.plain_accumulate(target, p, origin, None, op) => {
+                // Plain stores, which a flush must fence.
+                self.core.epoch.note_rma();
+                return true;
+            }
             _ => unsafe { crate::ops::apply_run(p, origin, None, op) },
         }
         if op == Op::Replace {

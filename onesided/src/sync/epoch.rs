@@ -83,6 +83,9 @@ pub(crate) struct EpochState {
     /// Target that passed the last full flush check, whatever is staged: the epoch check
     /// of a thread-scope flush (which drains its own staged puts itself).
     fast_passive: AtomicUsize,
+    /// Target of an exclusive lock this process holds, found by the last
+    /// [`EpochState::exclusive_to`] (or [`NONE`]). Reset by every transition.
+    fast_exclusive: AtomicUsize,
     /// Whether RMA was issued since the last fence (only meaningful with `Access::Fence`),
     /// and whether this process's plain stores since then are all behind a memory fence:
     /// `NO_RMA`, `RMA_STORES` or `RMA_FENCED` (see [`EpochState::note_rma`]).
@@ -125,6 +128,7 @@ impl Default for EpochState {
             fast_access: AtomicUsize::new(NONE),
             fast_flush: AtomicUsize::new(NONE),
             fast_passive: AtomicUsize::new(NONE),
+            fast_exclusive: AtomicUsize::new(NONE),
             ops_since_fence: AtomicU8::new(NO_RMA),
             transitions: SpinLock::new(Transitions {
                 access: Access::None,
@@ -219,6 +223,32 @@ impl EpochState {
         };
         self.fast_flush.store(passive, Ordering::Relaxed);
         self.fast_passive.store(passive, Ordering::Relaxed);
+        self.fast_exclusive.store(NONE, Ordering::Relaxed);
+    }
+
+    /// True when this process holds an exclusive lock on `target` (taken, maybe still
+    /// pending: the callers act only where the epoch's operations may touch memory).
+    #[inline]
+    pub(crate) fn exclusive_to(&self, target: usize) -> bool {
+        // Relaxed: as in access_cached.
+        if self.fast_exclusive.load(Ordering::Relaxed) == target {
+            return true;
+        }
+        // Relaxed: as in access_cached. A fence or lock_all epoch holds no exclusive lock.
+        if self.fast_access.load(Ordering::Relaxed) == ANY {
+            return false;
+        }
+        let st = self.state();
+        let held = st.access == Access::Locks
+            && st
+                .locks
+                .iter()
+                .any(|l| l.target == target && l.kind == LockType::Exclusive);
+        if held {
+            // Relaxed: under the transition lock, as in check_access_slow.
+            self.fast_exclusive.store(target, Ordering::Relaxed);
+        }
+        held
     }
 
     /// Records that an RMA operation was issued, one that may have left plain stores not
@@ -671,6 +701,26 @@ mod tests {
         // A window fence starts over: no RMA since it.
         e.fence(false, false).unwrap();
         assert!(!e.stores_unfenced() && !e.ops_since_fence());
+    }
+
+    #[test]
+    fn exclusive_to_names_only_targets_locked_exclusively_while_locked() {
+        let e = EpochState::default();
+        assert!(!e.exclusive_to(1), "no epoch");
+        e.lock(1, LockType::Exclusive, false).unwrap();
+        e.lock(2, LockType::Shared, false).unwrap();
+        assert!(e.exclusive_to(1));
+        assert!(e.exclusive_to(1), "cached");
+        assert!(!e.exclusive_to(2), "a shared lock");
+        assert!(!e.exclusive_to(3), "not locked");
+        e.unlock(1).unwrap();
+        assert!(!e.exclusive_to(1), "the cache forgot the unlocked target");
+        e.unlock(2).unwrap();
+        e.lock_all(false).unwrap();
+        assert!(!e.exclusive_to(1), "lock_all is shared");
+        e.unlock_all().unwrap();
+        e.fence(false, false).unwrap();
+        assert!(!e.exclusive_to(1), "a fence epoch");
     }
 
     #[test]

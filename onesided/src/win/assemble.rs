@@ -49,6 +49,7 @@ pub(crate) fn assemble(
         reorder: hints.reorder.bits().into(),
         hints: std::sync::Mutex::new(hints),
         epoch: Default::default(),
+        plain_gate: Default::default(),
         engine: Default::default(),
         collectives: Default::default(),
         deferred_bytes: Default::default(),

@@ -293,6 +293,9 @@ pub(crate) struct WinCore {
     /// The reorder flags in effect ([`crate::Reorder::bits`]), read by the engine.
     pub(crate) reorder: std::sync::atomic::AtomicU8,
     pub(crate) epoch: EpochState,
+    /// Which threads of this process issue atomics on the window: long accumulates under
+    /// an exclusive lock go plain when only one does ([`crate::plain_acc`]).
+    pub(crate) plain_gate: crate::plain_acc::PlainGate,
     pub(crate) engine: Engine<WinCore>,
     /// Collective calls made on this window (the next one's sequence number).
     pub(crate) collectives: AtomicU64,
