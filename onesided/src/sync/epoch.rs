@@ -83,8 +83,9 @@ pub(crate) struct EpochState {
     /// Target that passed the last full flush check, whatever is staged: the epoch check
     /// of a thread-scope flush (which drains its own staged puts itself).
     fast_passive: AtomicUsize,
-    /// Target of an exclusive lock this process holds, found by the last
-    /// [`EpochState::exclusive_to`] (or [`NONE`]). Reset by every transition.
+    /// The last answer of [`EpochState::exclusive_to`]: its target shifted left by one,
+    /// with the low bit set when this process holds an exclusive lock on it (or [`NONE`],
+    /// which names no target). Reset by every transition.
     fast_exclusive: AtomicUsize,
     /// Whether RMA was issued since the last fence (only meaningful with `Access::Fence`),
     /// and whether this process's plain stores since then are all behind a memory fence:
@@ -230,12 +231,16 @@ impl EpochState {
     /// pending: the callers act only where the epoch's operations may touch memory).
     #[inline]
     pub(crate) fn exclusive_to(&self, target: usize) -> bool {
-        // Relaxed: as in access_cached.
-        if self.fast_exclusive.load(Ordering::Relaxed) == target {
-            return true;
+        // Relaxed: as in access_cached. (NONE shifted right names no rank.)
+        let cached = self.fast_exclusive.load(Ordering::Relaxed);
+        if cached >> 1 == target {
+            return cached & 1 == 1;
         }
-        // Relaxed: as in access_cached. A fence or lock_all epoch holds no exclusive lock.
-        if self.fast_access.load(Ordering::Relaxed) == ANY {
+        // Relaxed: as in access_cached. Outside passive-target epochs (fence, PSCW — each
+        // operation of osbench's PSCW cells is an epoch of its own, and the lock below cost
+        // them 20–50 ns) the flush cache names no target; within one it may not either
+        // (after another target's unlock), and the answer is then a conservative no.
+        if self.fast_passive.load(Ordering::Relaxed) != target {
             return false;
         }
         let st = self.state();
@@ -244,10 +249,10 @@ impl EpochState {
                 .locks
                 .iter()
                 .any(|l| l.target == target && l.kind == LockType::Exclusive);
-        if held {
-            // Relaxed: under the transition lock, as in check_access_slow.
-            self.fast_exclusive.store(target, Ordering::Relaxed);
-        }
+        // Relaxed: under the transition lock, as in check_access_slow. Both answers are
+        // kept: a shared lock's long accumulates ask on every call.
+        self.fast_exclusive
+            .store(target << 1 | usize::from(held), Ordering::Relaxed);
         held
     }
 
@@ -387,6 +392,11 @@ impl EpochState {
         self.fast_access.store(target, Ordering::Relaxed);
         self.fast_flush.store(target, Ordering::Relaxed);
         self.fast_passive.store(target, Ordering::Relaxed);
+        if kind == LockType::Exclusive {
+            // Relaxed: as the caches above.
+            self.fast_exclusive
+                .store(target << 1 | 1, Ordering::Relaxed);
+        }
         let global = kind == LockType::Exclusive && !nocheck && {
             st.exclusive_held += 1;
             st.exclusive_held == 1
@@ -708,10 +718,15 @@ mod tests {
         let e = EpochState::default();
         assert!(!e.exclusive_to(1), "no epoch");
         e.lock(1, LockType::Exclusive, false).unwrap();
+        assert!(e.exclusive_to(1), "cached by the lock");
         e.lock(2, LockType::Shared, false).unwrap();
-        assert!(e.exclusive_to(1));
-        assert!(e.exclusive_to(1), "cached");
         assert!(!e.exclusive_to(2), "a shared lock");
+        assert!(!e.exclusive_to(2), "a shared lock, cached");
+        // The caches name target 2 now: a conservative no until target 1 is checked again.
+        assert!(!e.exclusive_to(1));
+        e.check_flush("flush", 1).unwrap();
+        assert!(e.exclusive_to(1), "after a flush check of it");
+        assert!(e.exclusive_to(1), "cached");
         assert!(!e.exclusive_to(3), "not locked");
         e.unlock(1).unwrap();
         assert!(!e.exclusive_to(1), "the cache forgot the unlocked target");
