@@ -259,63 +259,73 @@ net_job() { # net_job NAME COMMAND... (the command writes results/NAME.json)
     echo "warning: the $name job ended badly after writing its records" | tee -a "results/$name.txt"
   fi
 }
-echo "== Two virtual nodes, MPICH over UCX tcp (MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self UCX_NET_DEVICES=lo); load $(cut -d' ' -f1-3 /proc/loadavg)"
-net_job net-mpich env "${net_env[@]}" MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self UCX_NET_DEVICES=lo \
-  timeout 300 mpiexec.mpich -n 2 target/mpich/release/osbench "${net_cells[@]}" \
-  --json results/net-mpich.json
-echo "== Two virtual nodes, Open MPI over btl tcp, osc pt2pt (--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca osc pt2pt); load $(cut -d' ' -f1-3 /proc/loadavg)"
-net_job net-openmpi timeout 300 mpiexec.openmpi --allow-run-as-root --oversubscribe --bind-to none \
-  -x ONESIDED_NODES=2 -x ONESIDED_NET_ADDR=127.0.0.1 -x ONESIDED_PROGRESS=block \
-  --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca osc pt2pt \
-  -n 2 target/openmpi/release/osbench "${net_cells[@]}" \
-  --json results/net-openmpi.json
-# Today's MPICH (5.0.2, PyPI) on its two network paths: ch4:ofi over libfabric's tcp provider
-# (its bundled 2.x) and ch4:ucx over UCX's tcp transport (UCX_NET_DEVICES=lo breaks its
-# address exchange: left unset). Open MPI 5.0.11 has no network path for RMA between two
-# processes of one host here: osc/rdma over btl tcp still serves peers of its node through
-# shared memory (0.34 us per put + flush), and osc/ucx fails its component query over UCX
-# tcp (MPI_Win_allocate aborts) — tried 2026-11-29; its one-node cells are in openmpi5.*.
-echo "== Two virtual nodes, MPICH 5 over libfabric tcp (MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp); load $(cut -d' ' -f1-3 /proc/loadavg)"
-net_job net-mpich5-ofi env "${net_env[@]}" LD_LIBRARY_PATH="$mpich5_venv/lib" MPIR_CVAR_NOLOCAL=1 \
-  MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp timeout 300 "$mpich5_venv/bin/mpiexec" -n 2 \
-  target/mpich5/release/osbench "${net_cells[@]}" --json results/net-mpich5-ofi.json
-echo "== Two virtual nodes, MPICH 5 over UCX tcp (MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=ucx UCX_TLS=tcp,self); load $(cut -d' ' -f1-3 /proc/loadavg)"
-net_job net-mpich5-ucx env "${net_env[@]}" LD_LIBRARY_PATH="$mpich5_venv/lib" MPIR_CVAR_NOLOCAL=1 \
-  MPIR_CVAR_CH4_NETMOD=ucx UCX_TLS=tcp,self timeout 300 "$mpich5_venv/bin/mpiexec" -n 2 \
-  target/mpich5/release/osbench "${net_cells[@]}" --json results/net-mpich5-ucx.json
+# Each MPI's network path: how its job over the two virtual nodes is started (osbench's
+# arguments follow the job's name), and its title. Today's MPICH (5.0.2, PyPI) runs on both
+# of its paths: ch4:ofi over libfabric's tcp provider (its bundled 2.x) and ch4:ucx over
+# UCX's tcp transport (UCX_NET_DEVICES=lo breaks its address exchange: left unset). Open MPI
+# 5.0.11 has no network path for RMA between two processes of one host here: osc/rdma over
+# btl tcp still serves peers of its node through shared memory (0.34 us per put + flush),
+# and osc/ucx fails its component query over UCX tcp (MPI_Win_allocate aborts) — tried
+# 2026-11-29; its one-node cells are in openmpi5.*.
+net_jobs=(mpich openmpi mpich5-ofi mpich5-ucx)
+declare -A net_title=(
+  [mpich]="MPICH over UCX tcp (MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self UCX_NET_DEVICES=lo)"
+  [openmpi]="Open MPI over btl tcp, osc pt2pt (--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca osc pt2pt)"
+  [mpich5-ofi]="MPICH 5 over libfabric tcp (MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp)"
+  [mpich5-ucx]="MPICH 5 over UCX tcp (MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=ucx UCX_TLS=tcp,self)"
+)
+net_path() { # net_path JOB OSBENCH-ARGS...
+  local job=$1; shift
+  case $job in
+    mpich)
+      env "${net_env[@]}" MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self UCX_NET_DEVICES=lo \
+        timeout 300 mpiexec.mpich -n 2 target/mpich/release/osbench "$@" ;;
+    openmpi)
+      timeout 300 mpiexec.openmpi --allow-run-as-root --oversubscribe --bind-to none \
+        -x ONESIDED_NODES=2 -x ONESIDED_NET_ADDR=127.0.0.1 -x ONESIDED_PROGRESS=block \
+        --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca osc pt2pt \
+        -n 2 target/openmpi/release/osbench "$@" ;;
+    mpich5-ofi)
+      env "${net_env[@]}" LD_LIBRARY_PATH="$mpich5_venv/lib" MPIR_CVAR_NOLOCAL=1 \
+        MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp timeout 300 "$mpich5_venv/bin/mpiexec" -n 2 \
+        target/mpich5/release/osbench "$@" ;;
+    mpich5-ucx)
+      env "${net_env[@]}" LD_LIBRARY_PATH="$mpich5_venv/lib" MPIR_CVAR_NOLOCAL=1 \
+        MPIR_CVAR_CH4_NETMOD=ucx UCX_TLS=tcp,self timeout 300 "$mpich5_venv/bin/mpiexec" -n 2 \
+        target/mpich5/release/osbench "$@" ;;
+  esac
+}
+for job in "${net_jobs[@]}"; do
+  echo "== Two virtual nodes, ${net_title[$job]}; load $(cut -d' ' -f1-3 /proc/loadavg)"
+  net_job "net-$job" net_path "$job" "${net_cells[@]}" --json "results/net-$job.json"
+done
 # 1 MiB put bandwidth (64 puts per flush), lock/unlock and fence across the two virtual
 # nodes, each MPI on the network path of its job above (net-summary.txt's second table).
 net_wide=(put-bw sync-latency --window allocate --sync flush --sizes 1M --rounds 5)
-echo "== Two virtual nodes, 1 MiB put bandwidth, lock/unlock, fence: MPICH 4 over UCX tcp; load $(cut -d' ' -f1-3 /proc/loadavg)"
-net_job net-wide-mpich env "${net_env[@]}" MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self UCX_NET_DEVICES=lo \
-  timeout 300 mpiexec.mpich -n 2 target/mpich/release/osbench "${net_wide[@]}" \
-  --json results/net-wide-mpich.json
-echo "== Two virtual nodes, the same: Open MPI 4 over btl tcp, osc pt2pt; load $(cut -d' ' -f1-3 /proc/loadavg)"
-net_job net-wide-openmpi timeout 300 mpiexec.openmpi --allow-run-as-root --oversubscribe --bind-to none \
-  -x ONESIDED_NODES=2 -x ONESIDED_NET_ADDR=127.0.0.1 -x ONESIDED_PROGRESS=block \
-  --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include lo --mca osc pt2pt \
-  -n 2 target/openmpi/release/osbench "${net_wide[@]}" --json results/net-wide-openmpi.json
-echo "== Two virtual nodes, the same: MPICH 5 over libfabric tcp; load $(cut -d' ' -f1-3 /proc/loadavg)"
-net_job net-wide-mpich5-ofi env "${net_env[@]}" LD_LIBRARY_PATH="$mpich5_venv/lib" MPIR_CVAR_NOLOCAL=1 \
-  MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp timeout 300 "$mpich5_venv/bin/mpiexec" -n 2 \
-  target/mpich5/release/osbench "${net_wide[@]}" --json results/net-wide-mpich5-ofi.json
-echo "== Two virtual nodes, the same: MPICH 5 over UCX tcp; load $(cut -d' ' -f1-3 /proc/loadavg)"
-net_job net-wide-mpich5-ucx env "${net_env[@]}" LD_LIBRARY_PATH="$mpich5_venv/lib" MPIR_CVAR_NOLOCAL=1 \
-  MPIR_CVAR_CH4_NETMOD=ucx UCX_TLS=tcp,self timeout 300 "$mpich5_venv/bin/mpiexec" -n 2 \
-  target/mpich5/release/osbench "${net_wide[@]}" --json results/net-wide-mpich5-ucx.json
+for job in "${net_jobs[@]}"; do
+  echo "== Two virtual nodes, 1 MiB put bandwidth, lock/unlock, fence: ${net_title[$job]}; load $(cut -d' ' -f1-3 /proc/loadavg)"
+  net_job "net-wide-$job" net_path "$job" "${net_wide[@]}" --json "results/net-wide-$job.json"
+done
 python3 - <<'PY' | tee results/net-summary.txt
 import json, os, statistics
-# Each job: its file, and how its host MPI's column is named (version from its records).
-jobs = [("net-mpich.json", "{v} ucx"), ("net-openmpi.json", "OMPI {v}"),
-        ("net-mpich5-ofi.json", "{v} ofi"), ("net-mpich5-ucx.json", "{v} ucx")]
+# Each network path (bench.sh's net_jobs): how its host MPI's column is named, with the
+# version its records carry.
+paths = [("mpich", "{v} ucx"), ("openmpi", "OMPI {v}"), ("mpich5-ofi", "{v} ofi"),
+         ("mpich5-ucx", "{v} ucx")]
+
+
+def jobs(prefix):
+    """(records, column) of each path's job `prefix`-PATH that ran."""
+    for name, label in paths:
+        path = f"results/{prefix}-{name}.json"
+        if os.path.exists(path):
+            records = json.load(open(path))
+            version = next((r["version"] for r in records if r.get("version")), "?")
+            yield records, label.format(v=version)
+
+
 cells, columns = {}, []
-for path, label in jobs:
-    path = "results/" + path
-    if not os.path.exists(path):
-        continue
-    records = json.load(open(path))
-    version = next((r["version"] for r in records if r.get("version")), "?")
-    column = label.format(v=version)
+for records, column in jobs("net"):
     columns.append(column)
     for r in records:
         if r["metric"] != "latency-p50":
@@ -338,16 +348,8 @@ for bench, v in sorted(cells.items()):
           + f" {o / rr:7.2f} {o / best:12.2f}")
 
 # The wider cells: 1 MiB put bandwidth (MB/s, higher is better), lock, unlock and fence (us).
-wide_jobs = [("net-wide-mpich.json", "{v} ucx"), ("net-wide-openmpi.json", "OMPI {v}"),
-             ("net-wide-mpich5-ofi.json", "{v} ofi"), ("net-wide-mpich5-ucx.json", "{v} ucx")]
 wide, wcols = {}, []
-for path, label in wide_jobs:
-    path = "results/" + path
-    if not os.path.exists(path):
-        continue
-    records = json.load(open(path))
-    version = next((r["version"] for r in records if r.get("version")), "?")
-    column = label.format(v=version)
+for records, column in jobs("net-wide"):
     wcols.append(column)
     for r in records:
         if r["bench"] == "put-bw" and r["metric"] == "bandwidth" and r["bytes"] == 1 << 20:

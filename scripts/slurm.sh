@@ -103,8 +103,8 @@ CONF
   return 1
 }
 
-# Two hosts: network namespaces joined by a veth pair (10.231.6.0/24, blackholed in the root
-# namespace meanwhile), one slurmd each with a /dev/shm and process ids of its own (nsenter keeps the
+# Two hosts: network namespaces joined by a veth pair (scripts/netns-pair.sh; 10.231.6.0/24,
+# blackholed in the root namespace meanwhile), one slurmd each with a /dev/shm and process ids of its own (nsenter keeps the
 # host's cgroup mounts, which slurmd needs; `ip netns exec` would remount /sys), the
 # controller in the first. A second cluster under target/slurm/two.
 two_ns=(onesided-slurm-a onesided-slurm-b)
@@ -133,24 +133,13 @@ two_hosts_down() {
       kill -KILL "$pid" 2>/dev/null || true
     done
   fi
-  ip netns del "${two_ns[0]}" 2>/dev/null || true
-  ip netns del "${two_ns[1]}" 2>/dev/null || true
-  ip route del blackhole 10.231.6.0/24 2>/dev/null || true
+  bash scripts/netns-pair.sh down "${two_ns[@]}" 10.231.6
 }
 
 two_hosts_up() {
   two_hosts_down
   mkdir -p "$two_dir"/{ctld,dnode1,dnode2}
-  ip route add blackhole 10.231.6.0/24
-  ip netns add "${two_ns[0]}"
-  ip netns add "${two_ns[1]}"
-  ip link add "${two_veth[0]}" type veth peer name "${two_veth[1]}"
-  for k in 0 1; do
-    ip link set "${two_veth[$k]}" netns "${two_ns[$k]}"
-    ip -n "${two_ns[$k]}" addr add "10.231.6.$((k + 1))/24" dev "${two_veth[$k]}"
-    ip -n "${two_ns[$k]}" link set "${two_veth[$k]}" up
-    ip -n "${two_ns[$k]}" link set lo up
-  done
+  bash scripts/netns-pair.sh up "${two_ns[@]}" "${two_veth[@]}" 10.231.6
   sed -e "s|^SlurmctldHost=.*|SlurmctldHost=$(hostname)(10.231.6.1)|" \
       -e "s|^ClusterName=.*|ClusterName=onesided2|" \
       -e "s|^StateSaveLocation=.*|StateSaveLocation=$two_dir/ctld|" \

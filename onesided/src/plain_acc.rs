@@ -69,18 +69,20 @@ impl PlainGate {
         }
     }
 
+    /// Makes thread `me` the owner if the window has none yet: true when it is now.
+    fn claim(&self, me: u64) -> bool {
+        // Relaxed: the identity only; the handshake of `other_thread` orders the memory.
+        self.owner
+            .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
     /// The first atomic of the window claims it for the calling thread; any other thread
     /// turns plain runs off and waits for one in progress.
     #[cold]
     #[inline(never)]
     fn other_thread(&self) {
-        let me = thread_tag();
-        // Relaxed: the identity only; the handshake below orders the memory.
-        if self
-            .owner
-            .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-        {
+        if self.claim(thread_tag()) {
             return;
         }
         // SeqCst, with the owner's SeqCst store of `busy` and load of `shared` in
@@ -111,13 +113,7 @@ impl PlainGate {
         let me = thread_tag();
         // Relaxed: as in before_atomic.
         let owner = self.owner.load(Ordering::Relaxed);
-        if owner != me
-            && (owner != 0
-                || self
-                    .owner
-                    .compare_exchange(0, me, Ordering::Relaxed, Ordering::Relaxed)
-                    .is_err())
-        {
+        if owner != me && (owner != 0 || !self.claim(me)) {
             return false;
         }
         // Relaxed: a shortcut; the SeqCst load below decides.

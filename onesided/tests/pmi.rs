@@ -467,7 +467,10 @@ mod two_hosts {
 
     use super::{ring_rank, CHILD};
 
-    const SUBNET: &str = "10.231.8.0/24";
+    /// The hosts' /24 (`scripts/netns-pair.sh`).
+    const PREFIX: &str = "10.231.8";
+    /// Sets the two hosts up and runs commands on them.
+    const NETNS_PAIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/netns-pair.sh");
     const TEST: &str = "two_hosts::a_hydra_job_over_two_namespaced_hosts_crosses_the_veth";
 
     fn sh(cmd: &str) -> String {
@@ -498,29 +501,15 @@ mod two_hosts {
             };
             let [a, b] = &hosts.ns;
             let [va, vb] = &hosts.veth;
-            sh(&format!("ip route add blackhole {SUBNET}"));
-            sh(&format!(
-                "ip netns add {a} && ip netns add {b} && ip link add {va} type veth peer name {vb}"
-            ));
-            for k in 0..2 {
-                let (n, v) = (&hosts.ns[k], &hosts.veth[k]);
-                sh(&format!(
-                    "ip link set {v} netns {n} && ip -n {n} addr add 10.231.8.{}/24 dev {v} && \
-                     ip -n {n} link set {v} up && ip -n {n} link set lo up",
-                    k + 1
-                ));
-            }
+            sh(&format!("bash {NETNS_PAIR} up {a} {b} {va} {vb} {PREFIX}"));
             hosts
         }
 
         /// `cmd` (a shell command line) on host `k`, with a `/dev/shm` of the host's own.
         fn spawn_on(&mut self, k: usize, cmd: &str, stdout: Stdio) -> &mut Child {
-            let child = Command::new("ip")
-                .args(["netns", "exec", &self.ns[k]])
-                .args(["unshare", "-m", "--propagation", "private", "sh", "-c"])
-                .arg(format!(
-                    "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec {cmd}"
-                ))
+            let child = Command::new("bash")
+                .args([NETNS_PAIR, "run", &self.ns[k], "sh", "-c"])
+                .arg(format!("exec {cmd}"))
                 .stdout(stdout)
                 .stderr(Stdio::inherit())
                 .spawn()
@@ -551,7 +540,7 @@ mod two_hosts {
                 .args([
                     "-c",
                     &format!(
-                        "ip netns del {}; ip netns del {}; ip route del blackhole {SUBNET}",
+                        "bash {NETNS_PAIR} down {} {} {PREFIX}",
                         self.ns[0], self.ns[1]
                     ),
                 ])

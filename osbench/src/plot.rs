@@ -214,6 +214,18 @@ fn draw(path: &Path, spec: &PlotSpec, series: &[Series]) -> Result<(), String> {
     Ok(())
 }
 
+/// The window kinds of the records `keep` selects, sorted, each once: one plot each.
+fn windows_of(records: &[Record], keep: impl Fn(&Record) -> bool) -> Vec<&str> {
+    let mut kinds: Vec<&str> = records
+        .iter()
+        .filter(|r| keep(r))
+        .map(|r| r.window.as_str())
+        .collect();
+    kinds.sort_unstable();
+    kinds.dedup();
+    kinds
+}
+
 /// Lines by label; `variant` picks the color (the same for onesided and the host MPI).
 fn series_of<'a>(
     records: impl Iterator<Item = &'a Record>,
@@ -530,14 +542,7 @@ pub fn plot_all(records: &[Record], dir: &Path) -> Result<Vec<PathBuf>, String> 
     }
     // Threads doing put+flush (seed 000 Figs. 8-9): per window kind, a line per
     // implementation and way of sharing the window.
-    let mut kinds: Vec<&str> = records
-        .iter()
-        .filter(|r| r.bench == "thread-flush" && r.sync != "mix")
-        .map(|r| r.window.as_str())
-        .collect();
-    kinds.sort_unstable();
-    kinds.dedup();
-    for kind in kinds {
+    for kind in windows_of(records, |r| r.bench == "thread-flush" && r.sync != "mix") {
         let rs = records.iter().filter(|r| {
             r.bench == "thread-flush" && r.sync != "mix" && r.window == kind && r.threads.is_some()
         });
@@ -564,14 +569,7 @@ pub fn plot_all(records: &[Record], dir: &Path) -> Result<Vec<PathBuf>, String> 
     }
     // thread-flush --mix: the small-flush thread's put + flush vs the streaming threads
     // beside it, a line per implementation and scope (both start at its time alone).
-    let mut kinds: Vec<&str> = records
-        .iter()
-        .filter(|r| r.bench == "thread-flush" && r.sync == "mix")
-        .map(|r| r.window.as_str())
-        .collect();
-    kinds.sort_unstable();
-    kinds.dedup();
-    for kind in kinds {
+    for kind in windows_of(records, |r| r.bench == "thread-flush" && r.sync == "mix") {
         let small: Vec<&Record> = records
             .iter()
             .filter(|r| {

@@ -39,20 +39,27 @@ const MODES: [&str; 4] = [
     "process-scope-ordered",
 ];
 
+/// The first two processes of `b`, where both may run threads in the library (`None`
+/// elsewhere, and said once when the MPI was not initialized for threads): the pair the
+/// thread benchmarks run on.
+fn thread_pair<B: Backend>(b: &B, bench: &str) -> BResult<Option<B>> {
+    if !b.threads_supported() {
+        if b.comm().rank() == 0 {
+            eprintln!(
+                "osbench: {bench}: {} was not initialized with MPI_THREAD_MULTIPLE; skipped",
+                b.name()
+            );
+        }
+        return Ok(None);
+    }
+    b.prefix(2)
+}
+
 pub fn thread_flush<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResult<()>
 where
     B::Win<u64>: Sync,
 {
-    if !b.threads_supported() {
-        if b.comm().rank() == 0 {
-            eprintln!(
-                "osbench: thread-flush: {} was not initialized with MPI_THREAD_MULTIPLE; skipped",
-                b.name()
-            );
-        }
-        return Ok(());
-    }
-    let Some(pair) = b.prefix(2)? else {
+    let Some(pair) = thread_pair(b, "thread-flush")? else {
         return Ok(());
     };
     let budget = p.budget.max(Duration::from_millis(50)) / ROUNDS as u32;
@@ -255,16 +262,7 @@ pub fn thread_flush_mix<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) ->
 where
     B::Win<u64>: Sync,
 {
-    if !b.threads_supported() {
-        if b.comm().rank() == 0 {
-            eprintln!(
-                "osbench: thread-flush --mix: {} was not initialized with MPI_THREAD_MULTIPLE; skipped",
-                b.name()
-            );
-        }
-        return Ok(());
-    }
-    let Some(pair) = b.prefix(2)? else {
+    let Some(pair) = thread_pair(b, "thread-flush --mix")? else {
         return Ok(());
     };
     let Some(max_streams) = p.streams.iter().copied().max() else {

@@ -15,7 +15,9 @@ use onesided::{Assert, LockType, Window};
 const ROLE: &str = "OSRUN_NETNS_ROLE";
 /// Bytes each rank puts to its partner on the other node (and gets back).
 const MOVED: usize = 4 << 20;
-const SUBNET: &str = "10.231.7.0/24";
+const PREFIX: &str = "10.231.7";
+/// Sets the two nodes up and runs commands on them.
+const NETNS_PAIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/netns-pair.sh");
 
 fn sh(cmd: &str) -> Output {
     let out = Command::new("sh").args(["-c", cmd]).output().expect("sh");
@@ -48,26 +50,14 @@ impl TwoNodes {
             veth: veth.clone(),
             wrapper: std::env::temp_dir().join(format!("onesided-netns-wrapper-{id}")),
         };
-        sh(&format!("ip route add blackhole {SUBNET}"));
-        sh(&format!("ip netns add {} && ip netns add {}", ns[0], ns[1]));
         sh(&format!(
-            "ip link add {} type veth peer name {}",
-            veth[0], veth[1]
+            "bash {NETNS_PAIR} up {} {} {} {} {PREFIX}",
+            ns[0], ns[1], veth[0], veth[1]
         ));
-        for k in 0..2 {
-            let (n, v) = (&ns[k], &veth[k]);
-            sh(&format!(
-                "ip link set {v} netns {n} && ip -n {n} addr add 10.231.7.{}/24 dev {v} && \
-                 ip -n {n} link set {v} up && ip -n {n} link set lo up",
-                k + 1
-            ));
-        }
         // Node 0 names its interface; node 1 relies on the default (the first external one).
         let script = format!(
             "#!/bin/sh\nnode=$1; shift\ncase $node in\n  0) ns={}; export ONESIDED_IFACE={} ;;\n  \
-             1) ns={} ;;\n  *) exit 97 ;;\nesac\nexec ip netns exec \"$ns\" unshare -m \
-             --propagation private sh -c 'mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec \
-             \"$@\"' sh \"$@\"\n",
+             1) ns={} ;;\n  *) exit 97 ;;\nesac\nexec bash {NETNS_PAIR} run \"$ns\" \"$@\"\n",
             ns[0], veth[0], ns[1]
         );
         std::fs::write(&nodes.wrapper, script).unwrap();
@@ -110,7 +100,7 @@ impl Drop for TwoNodes {
             .args([
                 "-c",
                 &format!(
-                    "ip netns del {}; ip netns del {}; ip route del blackhole {SUBNET}",
+                    "bash {NETNS_PAIR} down {} {} {PREFIX}",
                     self.ns[0], self.ns[1]
                 ),
             ])

@@ -1235,7 +1235,7 @@ impl Nic {
         let mut backoff = crate::backoff::Backoff::for_network();
         let mut hang = crate::diag::HangClock::new();
         while w.pending_to(peer) {
-            self.progress()?;
+            self.progress().map_err(|e| self.blame(e))?;
             backoff.snooze();
             // Reported, not abandoned: the answers write into the callers' buffers.
             hang.tick_job(|| {
@@ -2616,7 +2616,10 @@ impl Nic {
                 self.quiet_seq.fetch_max(seq, Ordering::Relaxed);
                 break (writes, reads);
             }
-            self.progress()?;
+            // A failed completion read here is most often an operation the provider
+            // cancelled as a peer's connection closed: named after the peer once its end
+            // is on record (as the counted errors above are).
+            self.progress().map_err(|e| self.blame(e))?;
             meanwhile()?;
             // The contexts stay with the endpoint: giving up when a peer ended is safe.
             vigil.check(self, || w + r + errors)?;
@@ -2725,7 +2728,7 @@ impl Nic {
             if !pending {
                 return Ok(());
             }
-            self.progress()?;
+            self.progress().map_err(|e| self.blame(e))?;
             backoff.snooze();
             // As in flush: the contexts stay with the endpoint.
             if hang.tick_job(|| "this thread's network operations to complete".into()) {
