@@ -104,9 +104,9 @@ CONF
 }
 
 # Two hosts: network namespaces joined by a veth pair (scripts/netns-pair.sh; 10.231.6.0/24,
-# blackholed in the root namespace meanwhile), one slurmd each with a /dev/shm and process ids of its own (nsenter keeps the
-# host's cgroup mounts, which slurmd needs; `ip netns exec` would remount /sys), the
-# controller in the first. A second cluster under target/slurm/two.
+# blackholed in the root namespace meanwhile), one slurmd each with a /dev/shm and process
+# ids of its own (nsenter keeps the host's cgroup mounts, which slurmd needs; `ip netns exec`
+# would remount /sys), the controller in the first. A second cluster under target/slurm/two.
 two_ns=(onesided-slurm-a onesided-slurm-b)
 two_veth=(os-slurm-a os-slurm-b)
 two_dir=$dir/two

@@ -536,14 +536,8 @@ mod two_hosts {
                 let _ = c.kill();
                 let _ = c.wait();
             }
-            let _ = Command::new("sh")
-                .args([
-                    "-c",
-                    &format!(
-                        "bash {NETNS_PAIR} down {} {} {PREFIX}",
-                        self.ns[0], self.ns[1]
-                    ),
-                ])
+            let _ = Command::new("bash")
+                .args([NETNS_PAIR, "down", &self.ns[0], &self.ns[1], PREFIX])
                 .output();
         }
     }

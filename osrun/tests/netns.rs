@@ -96,14 +96,8 @@ impl TwoNodes {
 
 impl Drop for TwoNodes {
     fn drop(&mut self) {
-        let _ = Command::new("sh")
-            .args([
-                "-c",
-                &format!(
-                    "bash {NETNS_PAIR} down {} {} {PREFIX}",
-                    self.ns[0], self.ns[1]
-                ),
-            ])
+        let _ = Command::new("bash")
+            .args([NETNS_PAIR, "down", &self.ns[0], &self.ns[1], PREFIX])
             .output();
         let _ = std::fs::remove_file(&self.wrapper);
     }
