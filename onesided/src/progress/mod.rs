@@ -1112,11 +1112,13 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         // within a few polls pays no clock read and publishes no wait.
         let mut polls = 0u32;
         let mut vigil = None;
-        // A member seen exited during a point-to-point wait, and since when.
-        let mut exit_seen: Option<(usize, std::time::Instant)> = None;
+        // A member seen exited during a point-to-point wait, since when, and the polls since.
+        let mut exit_seen: Option<ExitSeen> = None;
         loop {
             if self.progress(core)? {
                 backoff.reset();
+                // The wait moves: it is not stranded (yet), whoever exited.
+                exit_seen = None;
             }
             if done() {
                 return Ok(());
@@ -1139,30 +1141,58 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
             } else if polls < WATCH_AFTER_POLLS {
                 polls += 1;
             } else {
-                check_exits(core, &mut exit_seen)?;
+                check_exits(core, &mut exit_seen, &describe)?;
             }
             backoff.snooze();
         }
     }
 }
 
+/// A member seen exited while a point-to-point wait went on.
+struct ExitSeen {
+    rank: usize,
+    since: std::time::Instant,
+    /// Checks made since, each after a poll of the wait's condition.
+    checks: u32,
+}
+
+/// Checks of a stranded wait after the exit before it gives up, besides [`CONFIRM`]: a
+/// process starved of the CPU for that long (an oversubscribed node) has not looked at its
+/// condition meanwhile, and must look a few times before it may conclude.
+const EXIT_CHECKS: u32 = 16;
+
 /// The peer check of a wait that is not a collective (a post, an origin's completion, a
 /// lock, a notification): once a member of the window has exited and the wait still has
-/// not ended [`CONFIRM`] later, it never will — the member cannot post, complete, unlock or
-/// notify any more. (A wait the exited member had already satisfied ends before that.)
+/// not ended [`CONFIRM`] later, with no progress and [`EXIT_CHECKS`] looks at its condition
+/// meanwhile, it never will — the member cannot post, complete, unlock or notify any more.
+/// (A wait the exited member had already satisfied ends before that; one that depends on a
+/// slow member still alive moves, which starts the clock again.)
 fn check_exits<C: Host>(
     core: &C,
-    exit_seen: &mut Option<(usize, std::time::Instant)>,
+    exit_seen: &mut Option<ExitSeen>,
+    describe: &impl Fn() -> String,
 ) -> Result<()> {
-    match *exit_seen {
-        Some((rank, since)) => {
-            if since.elapsed() >= CONFIRM {
-                return Err(Error::PeerGone { rank });
+    match exit_seen {
+        Some(seen) => {
+            seen.checks = seen.checks.saturating_add(1);
+            if seen.checks >= EXIT_CHECKS && seen.since.elapsed() >= CONFIRM {
+                crate::diag::event!(
+                    target: "onesided::sync",
+                    rank = seen.rank,
+                    waited = %describe(),
+                    "a wait gave up: a member exited and the wait stopped moving"
+                );
+                let _ = describe;
+                return Err(Error::PeerGone { rank: seen.rank });
             }
         }
         None => {
             if let Some(rank) = core.watch().and_then(PeerWatch::exited_member) {
-                *exit_seen = Some((rank, std::time::Instant::now()));
+                *exit_seen = Some(ExitSeen {
+                    rank,
+                    since: std::time::Instant::now(),
+                    checks: 0,
+                });
             }
         }
     }
