@@ -2,7 +2,9 @@
 # Instructions on the critical path of an 8-byte put followed by a flush on an allocate
 # window, counted by callgrind (repeatable on a noisy machine, unlike timings), next to
 # foMPI's published numbers ([Gerstenberger13] §2.3-2.4: put 173, flush 78); and of the 8-byte
-# atomics fetch_and_op(sum), compare_and_swap and accumulate(sum).
+# atomics fetch_and_op(sum), compare_and_swap and accumulate(sum); and, for the record, of
+# the uncontended synchronizations (shared and exclusive lock + unlock, lock_all + unlock_all,
+# a PSCW epoch, a fence).
 #
 # Rank 0 of `examples/putflush` runs four loops of ITERS iterations under callgrind; the
 # inclusive instruction count of each loop function divided by ITERS, minus the empty
@@ -29,7 +31,7 @@ callgrind_annotate --inclusive=yes --threshold=100 "$out/callgrind.out" 2>/dev/n
 count() { grep -E "putflush.rs:onesided_bench_$1 \[" "$out/annotate" | sed -n 1p | awk '{gsub(",", "", $1); print $1}'; }
 empty=$(count empty) pf=$(count put_flush) put=$(count put) flush=$(count flush)
 fop=$(count fetch_and_op) cas=$(count compare_and_swap) acc=$(count accumulate)
-lu=$(count lock_unlock) lau=$(count lock_all_unlock_all) pscw=$(count pscw) fence=$(count fence)
+lu=$(count lock_unlock) lux=$(count lock_unlock_exclusive) lau=$(count lock_all_unlock_all) pscw=$(count pscw) fence=$(count fence)
 per() { awk -v n="$1" -v e="$empty" -v i="$iters" 'BEGIN { printf "%.1f", (n - e) / i }'; }
 overhead=$(awk -v e="$empty" -v i="$iters" 'BEGIN { printf "%.1f", e / i }')
 echo "valgrind --tool=callgrind, $iters iterations per loop, loop overhead ($overhead/iteration) subtracted"
@@ -41,6 +43,7 @@ printf '%-24s %12s %12s\n' "fetch_and_op (sum)" "$(per "$fop")" "-"
 printf '%-24s %12s %12s\n' "compare_and_swap" "$(per "$cas")" "-"
 printf '%-24s %12s %12s\n' "accumulate (sum, 1 elt)" "$(per "$acc")" "-"
 printf '%-24s %12s %12s\n' "lock + unlock (shared)" "$(per "$lu")" "-"
+printf '%-24s %12s %12s\n' "lock + unlock (exclusive)" "$(per "$lux")" "-"
 printf '%-24s %12s %12s\n' "lock_all + unlock_all" "$(per "$lau")" "-"
 printf '%-24s %12s %12s\n' "PSCW epoch (4 calls)" "$(awk -v n="$pscw" -v i="$pscw_iters" 'BEGIN { printf "%.1f", n / i }')" "-"
 printf '%-24s %12s %12s\n' "fence (2 ranks)" "$(awk -v n="$fence" -v i="$pscw_iters" 'BEGIN { printf "%.1f", n / i }')" "-"

@@ -90,6 +90,16 @@ fn onesided_bench_lock_unlock(win: &Window<u64>, iters: u64) -> onesided::Result
 
 #[no_mangle]
 #[inline(never)]
+fn onesided_bench_lock_unlock_exclusive(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
+    for _ in 0..iters {
+        win.lock(LockType::Exclusive, black_box(1), Assert::NONE)?;
+        win.unlock(black_box(1))?;
+    }
+    Ok(())
+}
+
+#[no_mangle]
+#[inline(never)]
 fn onesided_bench_lock_all_unlock_all(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
     for _ in 0..iters {
         win.lock_all(Assert::NONE)?;
@@ -154,6 +164,7 @@ fn main() -> onesided::Result<()> {
         win.put(&[ITERS - 1], 1, 0)?;
         win.unlock(1)?;
         onesided_bench_lock_unlock(&win, ITERS)?;
+        onesided_bench_lock_unlock_exclusive(&win, ITERS)?;
         onesided_bench_lock_all_unlock_all(&win, ITERS)?;
     }
     // PSCW epochs between ranks 0 and 1 (rank 1 runs the same loop, not counted).
