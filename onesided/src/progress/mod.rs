@@ -1112,7 +1112,7 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
         // within a few polls pays no clock read and publishes no wait.
         let mut polls = 0u32;
         let mut vigil = None;
-        // A member seen exited during a point-to-point wait, since when, and the polls since.
+        // A member seen exited during a point-to-point wait, and since when the wait watched.
         let mut exit_seen: Option<ExitSeen> = None;
         loop {
             if self.progress(core)? {
@@ -1151,22 +1151,23 @@ impl<C: Host + Send + Sync + 'static> Engine<C> {
 /// A member seen exited while a point-to-point wait went on.
 struct ExitSeen {
     rank: usize,
+    /// Since when the wait has looked at its condition without progress.
     since: std::time::Instant,
-    /// Checks made since, each after a poll of the wait's condition.
-    checks: u32,
+    /// The wait's last look (each check follows a poll of its condition).
+    last_look: std::time::Instant,
 }
 
-/// Checks of a stranded wait after the exit before it gives up, besides [`CONFIRM`]: a
-/// process starved of the CPU for that long (an oversubscribed node) has not looked at its
-/// condition meanwhile, and must look a few times before it may conclude.
-const EXIT_CHECKS: u32 = 16;
+/// A gap between two looks of a wait longer than this means the process did not run
+/// (an oversubscribed node; the wait's own longest sleep is 0.5 ms): the [`CONFIRM`] period
+/// starts again, since a process that was not running did not watch its condition.
+const STARVED: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// The peer check of a wait that is not a collective (a post, an origin's completion, a
-/// lock, a notification): once a member of the window has exited and the wait still has
-/// not ended [`CONFIRM`] later, with no progress and [`EXIT_CHECKS`] looks at its condition
-/// meanwhile, it never will — the member cannot post, complete, unlock or notify any more.
-/// (A wait the exited member had already satisfied ends before that; one that depends on a
-/// slow member still alive moves, which starts the clock again.)
+/// lock, a notification): once a member of the window has exited and the wait has watched
+/// its condition for [`CONFIRM`] since without progress, it never will end — the member
+/// cannot post, complete, unlock or notify any more. (A wait the exited member had already
+/// satisfied ends before that; one that depends on a slow member still alive moves, which
+/// starts the period again, as does a gap in which this process did not run.)
 fn check_exits<C: Host>(
     core: &C,
     exit_seen: &mut Option<ExitSeen>,
@@ -1174,8 +1175,12 @@ fn check_exits<C: Host>(
 ) -> Result<()> {
     match exit_seen {
         Some(seen) => {
-            seen.checks = seen.checks.saturating_add(1);
-            if seen.checks >= EXIT_CHECKS && seen.since.elapsed() >= CONFIRM {
+            let now = std::time::Instant::now();
+            if now.duration_since(seen.last_look) > STARVED {
+                seen.since = now;
+            }
+            seen.last_look = now;
+            if now.duration_since(seen.since) >= CONFIRM {
                 crate::diag::event!(
                     target: "onesided::sync",
                     rank = seen.rank,
@@ -1188,10 +1193,11 @@ fn check_exits<C: Host>(
         }
         None => {
             if let Some(rank) = core.watch().and_then(PeerWatch::exited_member) {
+                let now = std::time::Instant::now();
                 *exit_seen = Some(ExitSeen {
                     rank,
-                    since: std::time::Instant::now(),
-                    checks: 0,
+                    since: now,
+                    last_look: now,
                 });
             }
         }
