@@ -1187,6 +1187,7 @@ fn check_exits<C: Host>(
                     waited = %describe(),
                     "a wait gave up: a member exited and the wait stopped moving"
                 );
+                // Used by the event only (feature `trace`).
                 let _ = describe;
                 return Err(Error::PeerGone { rank: seen.rank });
             }

@@ -297,8 +297,9 @@ impl SyncOp<WinCore> for AgreeOp {
             // to our exit). A member that ended cleanly since — it passed this barrier too —
             // needs nothing more from us, but over a datagram provider the acknowledgement
             // of our signal to it can be lost as its endpoint closes, and the wait would
-            // then end in `PeerGone` (its exit vigil: no completion for a grace period, so
-            // the other members' acknowledgements are in). The collective is complete.
+            // then end in `PeerGone` (its exit vigil: no completion for a grace period, in
+            // which the running members' acknowledgements had time to come). The
+            // collective is complete.
             match core.plane().order_posted() {
                 Ok(()) | Err(Error::PeerGone { .. }) => {}
                 Err(e) => return Err(e),
