@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Slurm on this machine, for the `pmi` bootstrap's tests under `srun --mpi=pmi2`: installs
+# Slurm on this machine, for the `pmi` bootstrap's tests under `srun --mpi=pmi2` and
+# `--mpi=pmix` (Slurm's PMI-1 and PMIx servers): installs
 # slurm-wlm and munge (apt) when missing, writes a one-node configuration under
 # target/slurm (this host, its cores, oversubscription allowed), starts munged, slurmctld
 # and slurmd, and stops them again. Everything lives under target/slurm and the daemons'
@@ -10,17 +11,17 @@
 #   bash scripts/slurm.sh start-two   # and the two hosts below (target/slurm/two/slurm.conf)
 #   bash scripts/slurm.sh stop        # both
 #
-# The checks: `srun -n 4 --mpi=pmi2 target/release/examples/ring` prints "ring of 4 ranks"
-# (a default build, no MPI library), and the tests of onesided/tests/pmi.rs run under
-# `srun -O -K --mpi=pmi2` (one job of all ranks, a rank that panics ends the job within
+# The checks, each under `--mpi=pmi2` and `--mpi=pmix`: `srun -n 4 target/release/examples/ring`
+# prints "ring of 4 ranks" (a default build, no MPI library), and the tests of
+# onesided/tests/pmi.rs run under `srun -O -K` (one job of all ranks, a rank that panics ends the job within
 # 20 s and leaves nothing in /dev/shm, a PMI socket that cannot be joined is an error).
 # Then the same on two hosts made of namespaces (below): `srun -N 2 -n 4` ring with its data
-# across the veth, osbench's latency cells on every window flavor, an MPICH C program
+# across the veth (both servers), osbench's latency cells on every window flavor, an MPICH C program
 # (onesided-mpi/tests/c/across.c) under the preload with its windows onesided's across the
 # hosts (progress thread `block`, then none), the tests again (with a peer's clean early
 # exit, a collective deadlock and a SIGKILLed rank seen across the hosts), the scenarios of
 # onesided/tests/across_nodes.rs (ONESIDED_TEST_LAUNCHER), and both hosts'
-# /dev/shm empty afterwards. Each host has half of this machine's cores. Not yet: PMIx.
+# /dev/shm empty afterwards. Each host has half of this machine's cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=$PWD/target/slurm
@@ -43,7 +44,8 @@ stop() {
 
 start() {
   local need=()
-  for pkg in slurm-wlm munge; do
+  # libpmix-dev: Slurm's pmix plugin loads the unversioned libpmix.so.
+  for pkg in slurm-wlm munge libpmix-dev; do
     dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep 'install ok installed' >/dev/null || need+=("$pkg")
   done
   if ((${#need[@]})); then
@@ -167,15 +169,18 @@ NodeName=node2 NodeAddr=10.231.6.2 CPUs=$per State=UNKNOWN
 PartitionName=debug Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:16
 CONF
   SLURM_CONF=$two_dir/slurm.conf nsenter --net="/var/run/netns/${two_ns[0]}" slurmctld
-  # Each host has its own PID namespace too (cross-memory attach cannot reach the other
+  # Each host has its own host name (a UTS namespace), /dev/shm and /tmp (Slurm's PMIx
+  # servers of a step, one per host, each create /tmp/spmix_appdir_*: in a shared /tmp the
+  # second failed), its own PID namespace too (cross-memory attach cannot reach the other
   # host's processes), and its cores (taskset: its tasks inherit slurmd's affinity under
   # task/none). In the foreground (-D) behind `&`: $! is `unshare`, in the host's mount
   # namespace, which takes slurmd down with it (--kill-child).
   for k in 1 2; do
     SLURM_CONF=$two_dir/slurm.conf nsenter --net="/var/run/netns/${two_ns[$((k - 1))]}" \
       taskset -c "${two_cpus[$((k - 1))]}" \
-      unshare -m -p --fork --kill-child --mount-proc --propagation private \
-      sh -c "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && exec slurmd -D -N node$k" \
+      unshare -m -u -p --fork --kill-child --mount-proc --propagation private \
+      sh -c "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /tmp \
+        && hostname node$k && exec slurmd -D -N node$k" \
       >"$two_dir/slurmd-node$k.out" 2>&1 &
     echo $! >"$two_dir/node$k.pid"
   done
@@ -214,6 +219,13 @@ two_host_checks() {
   grep -q "ring of 4 ranks" <<<"$out" || { echo "slurm.sh: two hosts: not one job of 4 ranks" >&2; return 1; }
   echo "slurm.sh: two hosts: host 2 received $((rx1 - rx0)) bytes on the veth"
   ((rx1 - rx0 > 4096)) || { echo "slurm.sh: two hosts: nothing crossed the veth" >&2; return 1; }
+  # The same job started by Slurm's PMIx servers (one per host; onesided loads libpmix).
+  rx0=$(rx_of)
+  out=$(timeout 120 "${run[@]}" srun -N 2 -n 4 -O --mpi=pmix target/release/examples/ring)
+  rx1=$(rx_of)
+  grep -q "ring of 4 ranks" <<<"$out" || { echo "slurm.sh: two hosts, pmix: not one job of 4 ranks" >&2; return 1; }
+  echo "slurm.sh: two hosts, --mpi=pmix: host 2 received $((rx1 - rx0)) bytes on the veth"
+  ((rx1 - rx0 > 4096)) || { echo "slurm.sh: two hosts, pmix: nothing crossed the veth" >&2; return 1; }
   # osbench's 8-byte and 64 KiB cells across the hosts, every window flavor (a default
   # build: onesided's side only), its data over the veth.
   rx0=$(rx_of)
@@ -261,11 +273,14 @@ two_host_checks() {
   ONESIDED_TEST_LAUNCHER="${run[*]} srun -N 2 -O -K --mpi=pmi2 --label" \
     timeout 900 cargo test -q -p onesided --features ofi --test across_nodes -- \
     --skip a_network_wait_that_lasts_reports_itself --skip a_timed_out_job_hears_from_its_network_waits
-  ONESIDED_PMI_HOSTS=2 ONESIDED_PMI_LAUNCHER="${run[*]} srun -N 2 -O -K --mpi=pmi2" \
-    timeout 300 cargo test -q -p onesided --features ofi --test pmi -- \
-    hydra_starts_one_job_of_all_its_ranks a_rank_that_panics_ends_the_hydra_job \
-    waits_for_an_ended_or_deadlocked_peer_on_another_pmi_node_fail \
-    a_sigkilled_rank_ends_the_pmi_job_within_5_s
+  local mpi
+  for mpi in pmi2 pmix; do
+    ONESIDED_PMI_HOSTS=2 ONESIDED_PMI_LAUNCHER="${run[*]} srun -N 2 -O -K --mpi=$mpi" \
+      timeout 300 cargo test -q -p onesided --features ofi --test pmi -- \
+      hydra_starts_one_job_of_all_its_ranks a_rank_that_panics_ends_the_hydra_job \
+      waits_for_an_ended_or_deadlocked_peer_on_another_pmi_node_fail \
+      a_sigkilled_rank_ends_the_pmi_job_within_5_s
+  done
   # The reapers poll every 0.2 s.
   sleep 1
   local left
@@ -279,7 +294,12 @@ checks() {
   out=$(timeout 120 srun -O -n 4 --mpi=pmi2 target/release/examples/ring)
   echo "$out"
   grep -q "ring of 4 ranks" <<<"$out" || { echo "slurm.sh: srun ring: not one job of 4 ranks" >&2; return 1; }
-  ONESIDED_PMI_LAUNCHER="srun -O -K --mpi=pmi2" timeout 300 cargo test -q -p onesided --test pmi
+  out=$(timeout 120 srun -O -n 4 --mpi=pmix target/release/examples/ring)
+  grep -q "ring of 4 ranks" <<<"$out" || { echo "slurm.sh: srun --mpi=pmix ring: not one job of 4 ranks" >&2; return 1; }
+  local mpi
+  for mpi in pmi2 pmix; do
+    ONESIDED_PMI_LAUNCHER="srun -O -K --mpi=$mpi" timeout 300 cargo test -q -p onesided --test pmi
+  done
 }
 
 case ${1:-test} in
@@ -291,9 +311,9 @@ case ${1:-test} in
     start
     trap 'two_hosts_down; stop' EXIT
     checks
-    echo "slurm.sh: srun --mpi=pmi2, one host: ok"
+    echo "slurm.sh: srun --mpi=pmi2 and --mpi=pmix, one host: ok"
     two_host_checks
-    echo "slurm.sh: srun --mpi=pmi2, two hosts: ok"
+    echo "slurm.sh: srun --mpi=pmi2 and --mpi=pmix, two hosts: ok"
     ;;
   *) echo "usage: slurm.sh [test|start|start-two|stop]" >&2; exit 2 ;;
 esac

@@ -118,24 +118,20 @@ pub fn init_thread(required: ThreadLevel) -> Result<Universe> {
             None => match std::env::var(ENV_BOOTSTRAP).as_deref() {
                 Ok("singleton") => Arc::new(LocalBootstrap::singleton()?),
                 Ok("pmi") => Arc::new(crate::bootstrap::pmi::join()?),
+                Ok("pmix") => Arc::new(crate::bootstrap::pmi::join_pmix()?),
                 Ok(other) => {
                     return Err(Error::Bootstrap(format!(
-                        "{ENV_BOOTSTRAP}={other:?}: expected pmi or singleton (osrun's ranks \
-                         and a host MPI's are found without it)"
+                        "{ENV_BOOTSTRAP}={other:?}: expected pmi, pmix or singleton (osrun's \
+                         ranks and a host MPI's are found without it)"
                     )))
                 }
                 Err(_) if crate::bootstrap::pmi::launched().is_some() => {
                     Arc::new(crate::bootstrap::pmi::join()?)
                 }
-                Err(_) => {
-                    if let Some(why) = crate::bootstrap::pmi::unjoinable_launcher() {
-                        return Err(Error::Bootstrap(format!(
-                            "{why}; set {ENV_BOOTSTRAP}=singleton to run each process as a \
-                             job of its own"
-                        )));
-                    }
-                    Arc::new(LocalBootstrap::singleton()?)
+                Err(_) if crate::bootstrap::pmix::launched() => {
+                    Arc::new(crate::bootstrap::pmi::join_pmix()?)
                 }
+                Err(_) => Arc::new(LocalBootstrap::singleton()?),
             },
         })
     })
@@ -143,8 +139,10 @@ pub fn init_thread(required: ThreadLevel) -> Result<Universe> {
 
 /// Environment variable that chooses how a process started outside `osrun` joins its job:
 /// `pmi` (the launcher's PMI-1 socket, `PMI_FD`: hydra, Slurm's `--mpi=pmi2`; the default
-/// when `PMI_FD`, `PMI_RANK` and `PMI_SIZE` are set) or `singleton` (a job of one,
-/// whatever the environment says).
+/// when `PMI_FD`, `PMI_RANK` and `PMI_SIZE` are set), `pmix` (a PMIx server through the
+/// system's `libpmix.so.2`: Slurm's `--mpi=pmix`, Open MPI's `mpirun`/`prterun`; the default
+/// when `PMIX_RANK` and `PMIX_NAMESPACE` are set and `PMI_FD` is not) or `singleton` (a job
+/// of one, whatever the environment says).
 pub const ENV_BOOTSTRAP: &str = "ONESIDED_BOOTSTRAP";
 
 /// Connects this process to its job through the host MPI (feature `mpi`): the job is the

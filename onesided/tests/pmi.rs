@@ -398,11 +398,52 @@ fn a_pmi_socket_that_cannot_be_joined_is_an_error() {
     );
 }
 
-/// A PMIx launcher (`srun --mpi=pmix`, Open MPI's `mpirun`) is refused with a message that
-/// says what to use, never joined as N jobs of one; a job of one process under it runs.
+/// Open MPI's launcher (a PMIx server; Debian's `openmpi-bin`), for the PMIx tests.
+const OPEN_MPI_LAUNCHER: [&str; 3] = ["mpiexec.openmpi", "--allow-run-as-root", "--oversubscribe"];
+
+/// A PMIx launcher (Open MPI's `mpirun`; Slurm's `--mpi=pmix` in `scripts/slurm.sh`) starts
+/// one job of all its ranks: they join through the system's PMIx client library.
 #[test]
-fn a_pmix_launcher_is_refused_not_split_into_jobs_of_one() {
-    const TEST: &str = "a_pmix_launcher_is_refused_not_split_into_jobs_of_one";
+fn a_pmix_launcher_starts_one_job_of_all_its_ranks() {
+    const TEST: &str = "a_pmix_launcher_starts_one_job_of_all_its_ranks";
+    const N: usize = 4;
+    if std::env::var_os(CHILD).is_some() {
+        assert!(std::env::var_os("PMI_FD").is_none(), "a PMIx launcher");
+        ring_rank(pmi_hosts());
+        return;
+    }
+    let mut cmd = Command::new(OPEN_MPI_LAUNCHER[0]);
+    if cmd.arg("--version").output().is_err() {
+        eprintln!(
+            "{} is not installed (apt-get install openmpi-bin): not run",
+            OPEN_MPI_LAUNCHER[0]
+        );
+        return;
+    }
+    let mut cmd = Command::new(OPEN_MPI_LAUNCHER[0]);
+    cmd.args(&OPEN_MPI_LAUNCHER[1..])
+        .args(["-n", &N.to_string()])
+        .arg(std::env::current_exe().expect("test binary"))
+        .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .env_remove("ONESIDED_PMI_HOSTS");
+    let (ok, stdout, stderr, _) = common::run_launcher(cmd, TEST, Duration::from_secs(60));
+    assert!(ok, "the job failed:\n{stdout}\n{stderr}");
+    assert_eq!(
+        stdout.matches("1 passed").count(),
+        N,
+        "not every rank passed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("of 4 ranks: ring ok"), "{stdout}");
+    assert_swept(&job_of(&stdout));
+}
+
+/// A PMIx environment that cannot be joined — no server behind it, or no client library —
+/// is an error that says what to do, never a job of one; `ONESIDED_BOOTSTRAP=singleton`
+/// runs the process alone all the same.
+#[test]
+fn a_pmix_environment_that_cannot_be_joined_is_an_error() {
+    const TEST: &str = "a_pmix_environment_that_cannot_be_joined_is_an_error";
     if std::env::var_os(CHILD).is_some() {
         match onesided::init() {
             Err(Error::Bootstrap(msg)) => println!("refused: {msg}"),
@@ -422,35 +463,20 @@ fn a_pmix_launcher_is_refused_not_split_into_jobs_of_one() {
         assert!(out.status.success(), "{out:?}");
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
-    let two = run(&[("PMIX_RANK", "1"), ("OMPI_COMM_WORLD_SIZE", "2")]);
-    assert!(
-        two.contains("refused: ") && two.contains("PMIx") && two.contains("--mpi=pmi2"),
-        "{two}"
-    );
-    let unknown = run(&[("PMIX_RANK", "0")]);
-    assert!(unknown.contains("refused: "), "{unknown}");
-    let one = run(&[("PMIX_RANK", "0"), ("SLURM_STEP_NUM_TASKS", "1")]);
-    assert!(one.contains("joined as a job of 1"), "{one}");
-    let alone = run(&[
-        ("PMIX_RANK", "1"),
-        ("OMPI_COMM_WORLD_SIZE", "2"),
-        ("ONESIDED_BOOTSTRAP", "singleton"),
+    let pmix = [("PMIX_RANK", "1"), ("PMIX_NAMESPACE", "no-such-job")];
+    let no_library = run(&[
+        pmix[0],
+        pmix[1],
+        ("ONESIDED_PMIX_LIB", "/nonexistent/libpmix.so.2"),
     ]);
+    assert!(
+        no_library.contains("refused: PMIx") && no_library.contains("--mpi=pmi2"),
+        "{no_library}"
+    );
+    let no_server = run(&pmix);
+    assert!(no_server.contains("refused: PMIx"), "{no_server}");
+    let alone = run(&[pmix[0], pmix[1], ("ONESIDED_BOOTSTRAP", "singleton")]);
     assert!(alone.contains("joined as a job of 1"), "{alone}");
-    // The real thing, where Debian's Open MPI is installed.
-    let mpirun = Command::new("mpiexec.openmpi")
-        .args(["--allow-run-as-root", "--oversubscribe", "-n", "2"])
-        .arg(std::env::current_exe().expect("test binary"))
-        .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .output();
-    match mpirun {
-        Ok(out) => {
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            assert_eq!(stdout.matches("refused: ").count(), 2, "{out:?}");
-        }
-        Err(_) => eprintln!("mpiexec.openmpi is not installed: the real launcher not tried"),
-    }
 }
 
 /// Two hosts that share nothing but a veth pair (feature `ofi`, root): network namespaces

@@ -13,9 +13,11 @@ pub(crate) mod call;
 pub(crate) mod comm;
 pub mod host_mpi;
 pub mod hub;
+pub(crate) mod launcher;
 pub(crate) mod local;
 pub mod mpi;
 pub(crate) mod pmi;
+pub(crate) mod pmix;
 pub(crate) mod roster;
 #[cfg(feature = "mpi")]
 pub(crate) mod rsmpi;

@@ -1,8 +1,11 @@
 //! The `pmi` bootstrap: a job started by a PMI launcher — MPICH's hydra (`mpiexec.hydra -n
 //! N`) or Slurm (`srun --mpi=pmi2`) — joined without any MPI library, through the launcher's
-//! PMI-1 wire protocol on the socket it passes in `PMI_FD`.
+//! PMI-1 wire protocol on the socket it passes in `PMI_FD`; or started by a PMIx server
+//! (Slurm's `--mpi=pmix`, Open MPI's `mpirun`/`prterun`), joined through the PMIx client
+//! library (`bootstrap::pmix`). Both are a [`Launcher`]; everything after is one code.
 //!
-//! PMI gives the rank, the size, the node of every rank (`PMI_process_mapping`) and a
+//! The launcher gives the rank, the size, the node of every rank (`PMI_process_mapping`,
+//! PMIx's node ids or host names; without a map, the host names the ranks publish) and a
 //! key-value space with a barrier; it is far too slow for window creation's collectives. So
 //! PMI only wires the job up, and the `local` bootstrap's machinery does the rest, as under
 //! `osrun --nodes K`:
@@ -39,6 +42,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::bootstrap::hub::{self, Hub};
+use crate::bootstrap::launcher::{renumber_nodes, Launcher};
 use crate::bootstrap::local::{BootSegment, LocalBootstrap};
 use crate::error::{Error, Result};
 use crate::shm::segment::random_job_id;
@@ -65,6 +69,9 @@ pub(crate) struct Pmi {
     kvs: String,
     /// Longest value the server keeps.
     value_max: usize,
+    /// This process's rank and the job's size (from the environment: PMI-1 says them there).
+    rank: usize,
+    size: usize,
 }
 
 /// The words of one answer line: `cmd=NAME key=value …`.
@@ -122,11 +129,13 @@ impl Pmi {
     ///
     /// # Safety
     /// `fd` is the launcher's PMI socket, which nothing else in the process uses.
-    pub(crate) unsafe fn connect(fd: i32) -> Result<Pmi> {
+    pub(crate) unsafe fn connect(fd: i32, rank: usize, size: usize) -> Result<Pmi> {
         // SAFETY: by the caller's contract the descriptor is ours alone.
         let owned = unsafe { OwnedFd::from_raw_fd(fd) };
         let stream = UnixStream::from(owned);
-        Self::over(stream)
+        let mut pmi = Self::over(stream)?;
+        (pmi.rank, pmi.size) = (rank, size);
+        Ok(pmi)
     }
 
     /// Initializes PMI over `stream` (a socket to the launcher).
@@ -137,6 +146,8 @@ impl Pmi {
             writer,
             kvs: String::new(),
             value_max: 256,
+            rank: 0,
+            size: 1,
         };
         let a = pmi.request("cmd=init pmi_version=1 pmi_subversion=1")?;
         a.expect_cmd("response_to_init")?;
@@ -173,9 +184,36 @@ impl Pmi {
         }
         Answer::parse(answer.trim_end())
     }
+}
 
-    /// Stores `value` under `key` (visible to every rank after the next [`Pmi::barrier`]).
-    pub(crate) fn put(&mut self, key: &str, value: &str) -> Result<()> {
+impl Launcher for Pmi {
+    fn name(&self) -> &'static str {
+        "PMI"
+    }
+
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    /// `PMI_process_mapping` (hydra's and Slurm's block map).
+    fn node_map(&mut self) -> Result<Option<Vec<usize>>> {
+        let size = self.size;
+        match self.get(0, "PMI_process_mapping")? {
+            None => Ok(None),
+            Some(m) => match process_mapping(&m, size) {
+                Some(n) => Ok(Some(n)),
+                None => Err(pmi_error(format!(
+                    "PMI_process_mapping {m:?} is not a block mapping of {size} ranks"
+                ))),
+            },
+        }
+    }
+
+    fn put(&mut self, key: &str, value: &str) -> Result<()> {
         if value.len() > self.value_max || value.contains(char::is_whitespace) {
             return Err(pmi_error(format!(
                 "value {value:?} of {key} does not fit a PMI value"
@@ -189,8 +227,8 @@ impl Pmi {
         a.expect_rc0("put")
     }
 
-    /// The value of `key`; `None` when no rank stored it.
-    pub(crate) fn get(&mut self, key: &str) -> Result<Option<String>> {
+    /// PMI-1 has one space for the whole job: `owner` is not needed.
+    fn get(&mut self, _owner: usize, key: &str) -> Result<Option<String>> {
         let a = self.request(&format!("cmd=get kvsname={} key={key}", self.kvs))?;
         a.expect_cmd("get_result")?;
         if a.get("rc") != Some("0") {
@@ -199,14 +237,12 @@ impl Pmi {
         Ok(a.get("value").map(str::to_owned))
     }
 
-    /// Waits until every rank of the job entered the barrier; publishes the puts before it.
-    pub(crate) fn barrier(&mut self) -> Result<()> {
+    fn barrier(&mut self) -> Result<()> {
         let a = self.request("cmd=barrier_in")?;
         a.expect_cmd("barrier_out")
     }
 
-    /// Ends the PMI session (at a clean exit).
-    pub(crate) fn finalize(&mut self) -> Result<()> {
+    fn finalize(&mut self) -> Result<()> {
         let a = self.request("cmd=finalize")?;
         a.expect_cmd("finalize_ack")
     }
@@ -244,19 +280,15 @@ pub(crate) fn process_mapping(value: &str, size: usize) -> Option<Vec<usize>> {
         nodes.extend_from_slice(&block);
     }
     nodes.truncate(size);
-    let mut order: Vec<usize> = Vec::new();
-    Some(
-        nodes
-            .iter()
-            .map(|n| match order.iter().position(|m| m == n) {
-                Some(i) => i,
-                None => {
-                    order.push(*n);
-                    order.len() - 1
-                }
-            })
-            .collect(),
-    )
+    Some(renumber_nodes(&nodes))
+}
+
+/// This machine's host name, by which ranks find their nodes when the launcher has no map.
+fn host_name() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// A PMI launcher's rank and size, when the environment names one.
@@ -264,30 +296,6 @@ pub(crate) fn launched() -> Option<(usize, usize)> {
     let get = |k: &str| std::env::var(k).ok()?.parse().ok();
     std::env::var_os(ENV_PMI_FD)?;
     Some((get(ENV_PMI_RANK)?, get(ENV_PMI_SIZE)?))
-}
-
-/// A launcher of several processes that onesided cannot join (no `PMI_FD`): a PMIx server
-/// (`srun --mpi=pmix`, Open MPI's `mpirun`/`prterun`, which set `PMIX_RANK`). Its
-/// description, for the refusal — each process would otherwise run as a job of one, a
-/// silent wrong answer. A job of one process (`OMPI_COMM_WORLD_SIZE` or
-/// `SLURM_STEP_NUM_TASKS` says 1) is not refused: a singleton is what it is.
-pub(crate) fn unjoinable_launcher() -> Option<String> {
-    if std::env::var_os(ENV_PMI_FD).is_some() {
-        return None;
-    }
-    let rank = std::env::var("PMIX_RANK").ok()?;
-    let size = ["OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS"]
-        .iter()
-        .find_map(|k| std::env::var(k).ok()?.parse::<usize>().ok());
-    if size == Some(1) {
-        return None;
-    }
-    let size = size.map_or_else(|| "?".to_owned(), |n| n.to_string());
-    Some(format!(
-        "this process was started by a PMIx launcher (PMIX_RANK={rank}, job of {size}), \
-         which onesided does not speak yet: start it with `srun --mpi=pmi2` or MPICH's \
-         `mpiexec.hydra`, or with `osrun`"
-    ))
 }
 
 /// What keeps the job's shared parts alive in this process: rank 0's hub, a node leader's
@@ -300,7 +308,7 @@ struct Kept {
     /// Close this rank's connections to the hub at a clean exit.
     leavers: Vec<hub::Leaver>,
     _boot: Option<BootSegment>,
-    pmi: Mutex<Pmi>,
+    pmi: Mutex<Box<dyn Launcher>>,
     /// This node's roster and this process's entry: marked at a clean exit, so that this
     /// node's waits for it fail with `PeerExited` instead of waiting on.
     exit_mark: (Arc<crate::bootstrap::roster::Roster>, usize),
@@ -356,7 +364,8 @@ extern "C" fn finalize_at_exit(status: libc::c_int, _: *mut libc::c_void) {
     let _ = pmi.finalize();
 }
 
-/// Joins the PMI job this process was started in (see the module's documentation).
+/// Joins the PMI-1 job this process was started in (`PMI_FD`; see the module's
+/// documentation).
 pub(crate) fn join() -> Result<LocalBootstrap> {
     let (rank, size) = launched().ok_or_else(|| {
         pmi_error(format!(
@@ -384,19 +393,84 @@ pub(crate) fn join() -> Result<LocalBootstrap> {
     // SAFETY: the launcher's socket (checked open); the environment names it for this
     // process, and no MPI library shares it (the `mpi` bootstrap is chosen before this one
     // when one is present).
-    let mut pmi = unsafe { Pmi::connect(fd)? };
-    let mapping = pmi.get("PMI_process_mapping")?;
-    let nodes = match mapping.as_deref().map(|m| process_mapping(m, size)) {
-        Some(Some(n)) => n,
-        Some(None) => {
-            return Err(pmi_error(format!(
-                "PMI_process_mapping {:?} is not a block mapping of {size} ranks",
-                mapping.unwrap_or_default()
-            )))
+    let pmi = unsafe { Pmi::connect(fd, rank, size)? };
+    join_through(Box::new(pmi))
+}
+
+/// Joins the PMIx job this process was started in (`PMIX_RANK`, `PMIX_NAMESPACE`: Slurm's
+/// `--mpi=pmix`, Open MPI's `mpirun` and `prterun`), through the system's PMIx client
+/// library (`bootstrap::pmix`).
+pub(crate) fn join_pmix() -> Result<LocalBootstrap> {
+    join_through(Box::new(crate::bootstrap::pmix::Pmix::connect()?))
+}
+
+/// Joins the job through `pmi`, its launcher's interface (see the module's documentation).
+fn join_through(mut pmi: Box<dyn Launcher>) -> Result<LocalBootstrap> {
+    let (rank, size) = (pmi.rank(), pmi.size());
+    let map = pmi.node_map()?;
+    let mut hub = None;
+    if rank == 0 {
+        let job = random_job_id();
+        let h = Hub::start_tcp("0.0.0.0:0")?;
+        let port = h
+            .addr()
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse::<u16>().ok())
+            .ok_or_else(|| pmi_error(format!("hub address {}", h.addr())))?;
+        // The address the network endpoint would bind to (ONESIDED_NET_ADDR,
+        // ONESIDED_IFACE, else the first external IPv4 address): the one peers on other
+        // hosts reach, without relying on host names resolving.
+        let host = match std::env::var(ENV_HUB_HOST) {
+            Ok(h) => h,
+            Err(_) => crate::transport::address::endpoint_address()?,
+        };
+        pmi.put("onesided-job", &job)?;
+        pmi.put("onesided-hub", &format!("tcp:{host}:{port}"))?;
+        hub = Some(h);
+    }
+    if map.is_none() {
+        pmi.put(&format!("onesided-host-{rank}"), &host_name())?;
+    }
+    pmi.barrier()?;
+    let by_launcher = map.is_some();
+    let nodes = match map {
+        Some(n) => n,
+        // No map from the launcher: ranks of one host name share a node.
+        None => {
+            let mut hosts = Vec::with_capacity(size);
+            for r in 0..size {
+                hosts.push(
+                    pmi.get(r, &format!("onesided-host-{r}"))?
+                        .ok_or_else(|| pmi_error(format!("rank {r} published no host name")))?,
+                );
+            }
+            renumber_nodes(&hosts)
         }
-        // No map: every rank on one node (a launcher on one host).
-        None => vec![0; size],
     };
+    crate::diag::event!(
+        launcher = pmi.name(),
+        rank,
+        size,
+        nodes_from = if by_launcher {
+            "the launcher's map"
+        } else {
+            "host names"
+        },
+        nodes = nodes.iter().max().map_or(0, |n| n + 1),
+        "joined the launcher's job"
+    );
+    if nodes.len() != size {
+        return Err(pmi_error(format!(
+            "the node map ({}) has {} ranks, the job {size}",
+            if by_launcher {
+                pmi.name()
+            } else {
+                "host names"
+            },
+            nodes.len()
+        )));
+    }
     let on_this_machine = nodes.iter().filter(|&&n| n == nodes[rank]).count();
     // ONESIDED_NODES=K: the job over K virtual nodes, as `osrun --nodes K` splits it (the
     // network path between ranks of one host).
@@ -422,33 +496,11 @@ pub(crate) fn join() -> Result<LocalBootstrap> {
     let node_ranks: Vec<usize> = (0..size).filter(|&r| nodes[r] == node).collect();
     let leader = node_ranks[0] == rank;
 
-    let mut hub = None;
-    if rank == 0 {
-        let job = random_job_id();
-        let h = Hub::start_tcp("0.0.0.0:0")?;
-        let port = h
-            .addr()
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse::<u16>().ok())
-            .ok_or_else(|| pmi_error(format!("hub address {}", h.addr())))?;
-        // The address the network endpoint would bind to (ONESIDED_NET_ADDR,
-        // ONESIDED_IFACE, else the first external IPv4 address): the one peers on other
-        // hosts reach, without relying on host names resolving.
-        let host = match std::env::var(ENV_HUB_HOST) {
-            Ok(h) => h,
-            Err(_) => crate::transport::address::endpoint_address()?,
-        };
-        pmi.put("onesided-job", &job)?;
-        pmi.put("onesided-hub", &format!("tcp:{host}:{port}"))?;
-        hub = Some(h);
-    }
-    pmi.barrier()?;
     let job = pmi
-        .get("onesided-job")?
+        .get(0, "onesided-job")?
         .ok_or_else(|| pmi_error("rank 0 published no job id"))?;
     let hub_addr = pmi
-        .get("onesided-hub")?
+        .get(0, "onesided-hub")?
         .ok_or_else(|| pmi_error("rank 0 published no hub"))?;
     let mut boot = None;
     if leader {
@@ -467,7 +519,7 @@ pub(crate) fn join() -> Result<LocalBootstrap> {
         let mut pids = Vec::with_capacity(node_ranks.len());
         for &r in &node_ranks {
             let pid = pmi
-                .get(&format!("onesided-pid-{r}"))?
+                .get(r, &format!("onesided-pid-{r}"))?
                 .and_then(|p| p.parse::<u32>().ok())
                 .ok_or_else(|| pmi_error(format!("rank {r} published no pid")))?;
             pids.push(pid);
@@ -475,7 +527,7 @@ pub(crate) fn join() -> Result<LocalBootstrap> {
         crate::bootstrap::mpi::start_reaper(&job, &pids)?;
     }
     let name = pmi
-        .get(&format!("onesided-boot-{node}"))?
+        .get(node_ranks[0], &format!("onesided-boot-{node}"))?
         .ok_or_else(|| pmi_error(format!("node {node}'s first rank published no segment")))?;
     let mut local = LocalBootstrap::connect(&job, &name, rank, size)?;
     let nodes = Arc::new(nodes);
@@ -661,8 +713,8 @@ mod tests {
         assert_eq!(pmi.value_max, 1024);
         pmi.put("k", "hello").unwrap();
         pmi.barrier().unwrap();
-        assert_eq!(pmi.get("k").unwrap().as_deref(), Some("hello"));
-        assert_eq!(pmi.get("missing").unwrap(), None);
+        assert_eq!(pmi.get(0, "k").unwrap().as_deref(), Some("hello"));
+        assert_eq!(pmi.get(0, "missing").unwrap(), None);
         pmi.finalize().unwrap();
         assert!(pmi.put("k", "has space").is_err());
         let seen = script.join().unwrap();
