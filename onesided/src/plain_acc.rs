@@ -19,7 +19,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use crate::attention::thread_tag;
+use crate::attention::live_thread_id;
 use crate::ops::{AccElement, Op};
 
 /// Plain runs made by this process (for tests: [`crate::testing::plain_accumulate_runs`]).
@@ -39,7 +39,9 @@ pub(crate) const PLAIN_MIN_BYTES: usize = 64;
 /// progress (see the module docs).
 #[derive(Debug, Default)]
 pub(crate) struct PlainGate {
-    /// The thread that issued the window's atomics so far ([`thread_tag`]; 0: none yet).
+    /// The thread that issued the window's atomics so far ([`live_thread_id`]; 0: none
+    /// yet). An id a later thread reuses is still right: the two were never alive together,
+    /// so never issued atomics at the same time.
     owner: AtomicU64,
     /// A thread other than the owner issued atomics: no more plain runs (never cleared).
     shared: AtomicBool,
@@ -64,7 +66,7 @@ impl PlainGate {
     pub(crate) fn before_atomic(&self) {
         // Relaxed: the owner changes once, from none; a stale none only takes the cold
         // path, which decides with a compare-exchange.
-        if self.owner.load(Ordering::Relaxed) != thread_tag() {
+        if self.owner.load(Ordering::Relaxed) != live_thread_id() {
             self.other_thread();
         }
     }
@@ -82,7 +84,7 @@ impl PlainGate {
     #[cold]
     #[inline(never)]
     fn other_thread(&self) {
-        if self.claim(thread_tag()) {
+        if self.claim(live_thread_id()) {
             return;
         }
         // SeqCst, with the owner's SeqCst store of `busy` and load of `shared` in
@@ -110,7 +112,7 @@ impl PlainGate {
     /// otherwise. The caller holds an exclusive lock on the memory's process.
     #[inline]
     pub(crate) fn run_plain(&self, plain: impl FnOnce()) -> bool {
-        let me = thread_tag();
+        let me = live_thread_id();
         // Relaxed: as in before_atomic.
         let owner = self.owner.load(Ordering::Relaxed);
         if owner != me && (owner != 0 || !self.claim(me)) {
