@@ -257,6 +257,16 @@ if [[ $which == all || $which == ompi5 ]]; then
   # natively; the windows left to the host then use osc/rdma.)
   check_mpi ompi5 ompi "$venv/bin/mpicc" "$venv/bin/mpicxx" "" "" bash -c 'ompi_run "$@"' \
     ompi_run "$venv/bin/mpiexec" --mca osc ^ucx
+  # Not the C ABI: a Rust program of the default build, started by this launcher (PRRTE's
+  # PMIx 5 server), joins one job through the system's PMIx client library (libpmix2).
+  (cd "$root" && cargo build --release -q -p onesided --example ring)
+  ring=$("$venv/bin/mpiexec" --allow-run-as-root --oversubscribe -n 4 "$root/target/release/examples/ring")
+  grep -q "ring of 4 ranks" <<<"$ring" || {
+    echo "$ring"
+    echo "cabi.sh: examples/ring under Open MPI 5.0.11's mpiexec is not one job of 4 ranks" >&2
+    exit 1
+  }
+  echo "cabi.sh: examples/ring under Open MPI 5.0.11's mpiexec (PMIx): one job of 4 ranks"
 fi
 
 # A program of no ABI served is refused at MPI_Init with one line naming its MPI, exit 1:
