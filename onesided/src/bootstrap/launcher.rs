@@ -26,6 +26,10 @@ pub(crate) trait Launcher: Send + std::fmt::Debug {
     fn barrier(&mut self) -> Result<()>;
     /// Ends the session (at a clean exit).
     fn finalize(&mut self) -> Result<()>;
+    /// Asks the launcher to end the whole job with exit status `status` (this process is
+    /// failing): MPI's `MPI_Abort` at the launcher's level. Slurm ends a step so even
+    /// without `srun -K`; hydra and Open MPI's launchers would on the exit status alone.
+    fn abort(&mut self, status: i32, why: &str);
 }
 
 /// Node numbers for ranks whose nodes are named by `ids` (any names: numbers, host names):

@@ -23,8 +23,10 @@
 //! its clean exit; so a wait for a rank of another node that ended cleanly fails, and a
 //! collective deadlock across nodes is detected, as under `osrun` (`start_relay`).
 //!
-//! A rank that fails is the launcher's to deal with (hydra and Slurm end the job when a rank
-//! exits non-zero or by a signal; Slurm with `srun -K`/`KillOnBadExit`). A rank that ends
+//! A rank that exits non-zero asks the launcher to end the job (PMI's `abort`,
+//! `PMIx_Abort`): Slurm then ends the step also without `srun -K`/`KillOnBadExit`. One
+//! killed by a signal is the launcher's to notice (hydra's and Open MPI's always, Slurm's
+//! with `-K`). A rank that ends
 //! cleanly first waits up to 2 s for every other rank to end too (a rendezvous at the hub:
 //! its network endpoint serves what peers still finish meanwhile, such as the last steps of
 //! a window's `free`), then marks its exit in its node's roster and closes its hub
@@ -246,6 +248,11 @@ impl Launcher for Pmi {
         let a = self.request("cmd=finalize")?;
         a.expect_cmd("finalize_ack")
     }
+
+    /// `cmd=abort` (PMI 1.1): no answer comes; the launcher ends the job.
+    fn abort(&mut self, status: i32, _why: &str) {
+        let _ = self.send(&format!("cmd=abort exitcode={status}"));
+    }
 }
 
 /// The node of each of `size` ranks from PMI's `PMI_process_mapping` value, e.g.
@@ -330,11 +337,18 @@ const EXIT_COMM: u64 = 0x6578_6974; // "exit"
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 extern "C" fn finalize_at_exit(status: libc::c_int, _: *mut libc::c_void) {
+    let Some(k) = KEPT.get() else { return };
     if status != 0 {
-        // The launcher sees the status and ends the job.
+        // A failing rank ends the job (under Slurm also without `srun -K`). Not waiting
+        // for the lock: the exit must not hang on a thread that holds it.
+        if let Ok(mut pmi) = k.pmi.try_lock() {
+            pmi.abort(
+                status,
+                &format!("rank {} exited with status {status}", k.rank),
+            );
+        }
         return;
     }
-    let Some(k) = KEPT.get() else { return };
     // First the others: once every rank has come to its end, nobody needs anything of
     // this one's any more. The network endpoint serves peers meanwhile (its thread runs).
     let deadline = Instant::now() + EXIT_GRACE;

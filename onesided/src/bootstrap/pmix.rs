@@ -8,8 +8,8 @@
 //! default build does not need `libpmix-dev`, and a program that is never started by a PMIx
 //! server never loads it. `ONESIDED_PMIX_LIB` names another file.
 //!
-//! Only seven calls are used — `PMIx_Init`, `PMIx_Get`, `PMIx_Put`, `PMIx_Commit`,
-//! `PMIx_Fence`, `PMIx_Finalize` and `PMIx_Error_string` — and four structures, whose
+//! Only eight calls are used — `PMIx_Init`, `PMIx_Get`, `PMIx_Put`, `PMIx_Commit`,
+//! `PMIx_Fence`, `PMIx_Finalize`, `PMIx_Abort` and `PMIx_Error_string` — and four structures, whose
 //! layouts have been part of `libpmix.so.2`'s ABI since PMIx 2 (checked against the
 //! installed header in this module's tests): `pmix_proc_t` (a 256-byte namespace and a
 //! 32-bit rank), `pmix_value_t` (a 16-bit type and a 24-byte union), `pmix_info_t` (a
@@ -112,6 +112,7 @@ type GetFn = unsafe extern "C" fn(
     *mut *mut PmixValue,
 ) -> c_int;
 type ErrorStringFn = unsafe extern "C" fn(c_int) -> *const c_char;
+type AbortFn = unsafe extern "C" fn(c_int, *const c_char, *mut PmixProc, usize) -> c_int;
 
 /// The library's entry points.
 struct Api {
@@ -122,6 +123,7 @@ struct Api {
     fence: FenceFn,
     get: GetFn,
     error_string: ErrorStringFn,
+    abort: AbortFn,
 }
 
 fn pmix_error(what: impl fmt::Display) -> Error {
@@ -184,6 +186,7 @@ impl Api {
                 error_string: std::mem::transmute::<*mut c_void, ErrorStringFn>(symbol(
                     c"PMIx_Error_string",
                 )?),
+                abort: std::mem::transmute::<*mut c_void, AbortFn>(symbol(c"PMIx_Abort")?),
             })
         }
     }
@@ -397,6 +400,13 @@ impl Launcher for Pmix {
         // SAFETY: one proc (the whole namespace), one info.
         let rc = unsafe { (self.api.fence)(&all, 1, &collect, 1) };
         self.api.check(rc, "PMIx_Fence")
+    }
+
+    /// `PMIx_Abort` of the whole namespace (a null array of processes).
+    fn abort(&mut self, status: i32, why: &str) {
+        let msg = CString::new(why).unwrap_or_default();
+        // SAFETY: a NUL-terminated message; no process array (the caller's namespace).
+        let _ = unsafe { (self.api.abort)(status, msg.as_ptr(), std::ptr::null_mut(), 0) };
     }
 
     fn finalize(&mut self) -> Result<()> {
