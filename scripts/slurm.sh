@@ -52,6 +52,16 @@ start() {
     apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
   fi
   stop
+  # Daemons of another checkout's run (its pid files elsewhere) hold the ports: say whose,
+  # rather than a node that never comes up.
+  local held
+  held=$(ss -Hltnp '( sport = :16817 or sport = :16818 )' 2>/dev/null || true)
+  if [[ -n $held ]]; then
+    echo "slurm.sh: Slurm's ports 16817/16818 are taken (another run's daemons?):" >&2
+    echo "$held" >&2
+    echo "slurm.sh: stop them (bash scripts/slurm.sh stop in their checkout, or pkill slurmctld slurmd)" >&2
+    return 1
+  fi
   rm -rf "$dir"
   mkdir -p "$dir"/{ctld,d,munge}
   # munge: a key of this run, its socket and pid file under target/slurm.
