@@ -193,7 +193,7 @@ impl Backoff {
         if self.holds_lock {
             return;
         }
-        crate::progress::registry::poke();
+        crate::pending::poke();
         // The network endpoint's progress, among others (transport::net registers it).
         crate::attention::call_wait_hooks();
         if crate::attention::any_server() {

@@ -56,6 +56,7 @@ pub mod launch;
 mod layout;
 mod memory;
 mod ops;
+mod pending;
 mod plain_acc;
 mod plane;
 mod progress;

@@ -19,7 +19,8 @@
 //! engine.
 
 pub(crate) mod foreign;
-pub(crate) mod registry;
+/// The process's windows (below `progress`: every wait of the crate pokes it).
+pub(crate) use crate::pending as registry;
 pub(crate) mod shipping;
 pub(crate) mod thread;
 

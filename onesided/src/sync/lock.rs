@@ -92,9 +92,9 @@ use crate::error::{Error, Result};
 use crate::plane::{Answer, Awaited, ControlPlane, CtrlWord, LockAt, LockPart};
 use crate::progress::{blocking_start, Completes, Order, Step, SyncOp, Ticket, Waiting};
 use crate::request::Request;
-use crate::sync::epoch::Release;
 use crate::sync::{Assert, LockType};
 use crate::win::core::WinCore;
+use crate::win::epoch::Release;
 use crate::win::RawWindow;
 
 const READER: u64 = 1;

@@ -4,7 +4,6 @@
 //! engine; the blocking calls of this module start a request and wait for it.
 
 pub(crate) mod collective;
-pub(crate) mod epoch;
 mod fence;
 mod flush;
 pub(crate) mod lock;
@@ -100,14 +99,9 @@ impl fmt::Debug for Assert {
     }
 }
 
-/// Kind of a passive-target lock.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LockType {
-    /// Many processes may hold it at once (MPI_LOCK_SHARED).
-    Shared,
-    /// Excludes every other lock on the target (MPI_LOCK_EXCLUSIVE).
-    Exclusive,
-}
+/// The kind of a passive-target lock (defined with the window's epoch record, which keeps
+/// the locks a process holds).
+pub use crate::win::epoch::LockType;
 
 #[cfg(test)]
 mod tests {

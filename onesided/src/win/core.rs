@@ -11,10 +11,10 @@ use crate::error::{Error, Result};
 use crate::progress::Engine;
 use crate::shm::barrier::Barrier;
 use crate::shm::segment::Segment;
-use crate::sync::epoch::EpochState;
 use crate::transport::Route;
 use crate::win::attr::Flavor;
 use crate::win::control::Control;
+use crate::win::epoch::EpochState;
 use crate::win::info::WinHints;
 
 /// Where the window memory of each target is.
@@ -412,7 +412,7 @@ impl SharedCore {
         // SAFETY: the pointer came from Arc::into_raw and our strong count keeps it alive;
         // ManuallyDrop leaves that count untouched.
         let arc = std::mem::ManuallyDrop::new(unsafe { std::sync::Arc::from_raw(self.0.as_ptr()) });
-        crate::progress::registry::unregister(&*arc);
+        crate::pending::unregister(&*arc);
     }
 }
 
@@ -439,7 +439,7 @@ impl fmt::Debug for SharedCore {
     }
 }
 
-impl crate::progress::registry::Pending for WinCore {
+impl crate::pending::Pending for WinCore {
     fn progress_for_other(&self) -> bool {
         self.engine.progress_for_other(self)
     }

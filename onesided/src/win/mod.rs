@@ -17,6 +17,8 @@ pub(crate) mod core;
 mod create;
 mod dup;
 pub(crate) mod dynamic;
+/// The window's epoch record (the rules of `sync` check against it).
+pub(crate) mod epoch;
 pub mod info;
 mod interned;
 #[cfg(feature = "ofi")]

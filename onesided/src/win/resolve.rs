@@ -69,7 +69,7 @@ impl WinCore {
         len: usize,
     ) -> Result<Located> {
         self.check_rank(target)?;
-        crate::progress::registry::poke();
+        crate::pending::poke();
         // The RMA ordering gate: behind a pending synchronization (a deferred epoch opened
         // by ilock, istart, ifence, …) an operation must not touch target memory early, so
         // it waits until nothing it may not pass is pending — the rules of

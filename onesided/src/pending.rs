@@ -2,6 +2,9 @@
 //! advances the pending synchronizations of all of them ([Zounmevo14] §VII-D: a deferred
 //! epoch must move without further calls on its own window).
 //!
+//! It sits low (below `backoff`, which every wait goes through and which pokes it, and
+//! below `progress`, whose engines register here): it knows windows only as [`Pending`].
+//!
 //! A window enters the registry when it is created and leaves it when it is dropped. The
 //! blocking fast paths never read the registry: when the process count of queued ops leaves
 //! zero, the registry sets the attention bit in every engine's own counter (see

@@ -6,6 +6,9 @@
 //! follow it, so after a fence with no RMA since, `lock`/`start`/`post` are allowed.
 //! Every violation that is cheap to detect becomes an [`Error`] here, before any remote
 //! word is touched.
+//!
+//! The record is part of the window's state ([`crate::win::core::WinCore`] holds it), so
+//! it lives in `win`, below the `sync` calls that open and close the epochs.
 
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
@@ -13,7 +16,15 @@ use crate::error::{Error, Result};
 use crate::group::Group;
 use crate::progress::Order;
 use crate::spin::{SpinGuard, SpinLock};
-use crate::sync::LockType;
+
+/// Kind of a passive-target lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LockType {
+    /// Many processes may hold it at once (MPI_LOCK_SHARED).
+    Shared,
+    /// Excludes every other lock on the target (MPI_LOCK_EXCLUSIVE).
+    Exclusive,
+}
 
 /// The access epoch currently open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
