@@ -146,6 +146,7 @@ two_hosts_down() {
     done
   fi
   bash scripts/netns-pair.sh down "${two_ns[@]}" 10.231.6
+  rmdir /run/onesided-slurm-checkout 2>/dev/null || true
 }
 
 two_hosts_up() {
@@ -183,15 +184,23 @@ CONF
   # servers of a step, one per host, each create /tmp/spmix_appdir_*: in a shared /tmp the
   # second failed), its own PID namespace too (cross-memory attach cannot reach the other
   # host's processes), and its cores (taskset: its tasks inherit slurmd's affinity under
-  # task/none). In the foreground (-D) behind `&`: $! is `unshare`, in the host's mount
-  # namespace, which takes slurmd down with it (--kill-child).
+  # task/none). A checkout under /tmp stays in view through the host's new /tmp (held by a
+  # bind mount: slurm.conf, munge's socket and the binaries the steps run are in it; a
+  # clean clone there saw none of them, and the hosts never came up). In the foreground
+  # (-D) behind `&`: $! is `unshare`, in the host's mount namespace, which takes slurmd
+  # down with it (--kill-child).
+  local host_setup='
+    repo=$1 k=$2 hold=/run/onesided-slurm-checkout
+    mount -t tmpfs -o mode=1777 tmpfs /dev/shm || exit 1
+    case $repo/ in /tmp/*) mkdir -p "$hold" && mount --bind "$repo" "$hold" || exit 1 ;; esac
+    mount -t tmpfs -o mode=1777 tmpfs /tmp || exit 1
+    case $repo/ in /tmp/*) mkdir -p "$repo" && mount --bind "$hold" "$repo" || exit 1 ;; esac
+    hostname "node$k" && exec slurmd -D -N "node$k"'
   for k in 1 2; do
     SLURM_CONF=$two_dir/slurm.conf nsenter --net="/var/run/netns/${two_ns[$((k - 1))]}" \
       taskset -c "${two_cpus[$((k - 1))]}" \
       unshare -m -u -p --fork --kill-child --mount-proc --propagation private \
-      sh -c "mount -t tmpfs -o mode=1777 tmpfs /dev/shm && mount -t tmpfs -o mode=1777 tmpfs /tmp \
-        && hostname node$k && exec slurmd -D -N node$k" \
-      >"$two_dir/slurmd-node$k.out" 2>&1 &
+      sh -c "$host_setup" host "$(pwd -P)" "$k" >"$two_dir/slurmd-node$k.out" 2>&1 &
     echo $! >"$two_dir/node$k.pid"
   done
   for _ in $(seq 1 50); do
