@@ -230,14 +230,14 @@ pub(crate) fn sleep(d: std::time::Duration) {
 
 /// Identifies a live thread of this process in one instruction: the address of its thread
 /// control block, which the ELF TLS ABI keeps in the block's first word (`%fs:0` on
-/// x86-64) or in a register (`tpidr_el0` on AArch64); elsewhere `pthread_self`. Unique
+/// x86-64 Linux) or in a register (`tpidr_el0` on AArch64 Linux); elsewhere `pthread_self`. Unique
 /// among the threads alive at one time, reused after a thread ends, never 0. For the
 /// atomics' fast path ([`crate::plain_acc::PlainGate`]), which asks on every call: there a
 /// [`thread_tag`] costs a call of `__tls_get_addr` when onesided is linked into a shared
 /// library (the C ABI's), ~25 instructions per atomic.
 #[inline(always)]
 pub(crate) fn live_thread_id() -> u64 {
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     {
         let tcb: u64;
         // SAFETY: reads the thread pointer's first word, which the x86-64 TLS ABI makes
@@ -251,7 +251,7 @@ pub(crate) fn live_thread_id() -> u64 {
         };
         tcb
     }
-    #[cfg(target_arch = "aarch64")]
+    #[cfg(all(target_arch = "aarch64", target_os = "linux"))]
     {
         let tp: u64;
         // SAFETY: reads the thread pointer register, set by the C library for each thread.
@@ -264,7 +264,10 @@ pub(crate) fn live_thread_id() -> u64 {
         };
         tp
     }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )))]
     {
         // SAFETY: pthread_self has no preconditions.
         unsafe { libc::pthread_self() as u64 }
