@@ -31,7 +31,12 @@ fn launcher() -> Vec<String> {
 
 /// Whether the launcher is installed.
 fn have_hydra() -> bool {
-    Command::new(&launcher()[0])
+    installed(&launcher()[0])
+}
+
+/// Whether `program` answers `--version`.
+fn installed(program: &str) -> bool {
+    Command::new(program)
         .arg("--version")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -65,7 +70,17 @@ fn hydra(test: &str, n: usize) -> (bool, String, String, Duration) {
 
 /// [`hydra`] with `env` set for the job.
 fn hydra_with(test: &str, n: usize, env: &[(&str, &str)]) -> (bool, String, String, Duration) {
-    let words = launcher();
+    run_job(&launcher(), test, n, env)
+}
+
+/// Runs the test `test` of this binary as the `n` ranks of a job of the launcher command
+/// `words`, with `env` set for the job.
+fn run_job(
+    words: &[impl AsRef<std::ffi::OsStr>],
+    test: &str,
+    n: usize,
+    env: &[(&str, &str)],
+) -> (bool, String, String, Duration) {
     let mut cmd = Command::new(&words[0]);
     cmd.args(&words[1..])
         .args(["-n", &n.to_string()])
@@ -412,22 +427,16 @@ fn a_pmix_launcher_starts_one_job_of_all_its_ranks() {
         ring_rank(pmi_hosts());
         return;
     }
-    let mut cmd = Command::new(OPEN_MPI_LAUNCHER[0]);
-    if cmd.arg("--version").output().is_err() {
+    if !installed(OPEN_MPI_LAUNCHER[0]) {
         eprintln!(
             "{} is not installed (apt-get install openmpi-bin): not run",
             OPEN_MPI_LAUNCHER[0]
         );
         return;
     }
-    let mut cmd = Command::new(OPEN_MPI_LAUNCHER[0]);
-    cmd.args(&OPEN_MPI_LAUNCHER[1..])
-        .args(["-n", &N.to_string()])
-        .arg(std::env::current_exe().expect("test binary"))
-        .args(["--exact", TEST, "--nocapture", "--test-threads=1"])
-        .env(CHILD, "1")
-        .env_remove("ONESIDED_PMI_HOSTS");
-    let (ok, stdout, stderr, _) = common::run_launcher(cmd, TEST, Duration::from_secs(60));
+    // One host, whatever the other tests of the run are told.
+    let (ok, stdout, stderr, _) =
+        run_job(&OPEN_MPI_LAUNCHER, TEST, N, &[("ONESIDED_PMI_HOSTS", "1")]);
     assert!(ok, "the job failed:\n{stdout}\n{stderr}");
     assert_eq!(
         stdout.matches("1 passed").count(),

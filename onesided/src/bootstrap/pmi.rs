@@ -447,7 +447,11 @@ fn join_through(mut pmi: Box<dyn Launcher>) -> Result<LocalBootstrap> {
         pmi.put(&format!("onesided-host-{rank}"), &host_name())?;
     }
     pmi.barrier()?;
-    let by_launcher = map.is_some();
+    let nodes_from = if map.is_some() {
+        pmi.name()
+    } else {
+        "host names"
+    };
     let nodes = match map {
         Some(n) => n,
         // No map from the launcher: ranks of one host name share a node.
@@ -466,22 +470,13 @@ fn join_through(mut pmi: Box<dyn Launcher>) -> Result<LocalBootstrap> {
         launcher = pmi.name(),
         rank,
         size,
-        nodes_from = if by_launcher {
-            "the launcher's map"
-        } else {
-            "host names"
-        },
+        nodes_from,
         nodes = nodes.iter().max().map_or(0, |n| n + 1),
         "joined the launcher's job"
     );
     if nodes.len() != size {
         return Err(pmi_error(format!(
-            "the node map ({}) has {} ranks, the job {size}",
-            if by_launcher {
-                pmi.name()
-            } else {
-                "host names"
-            },
+            "the node map ({nodes_from}) has {} ranks, the job {size}",
             nodes.len()
         )));
     }

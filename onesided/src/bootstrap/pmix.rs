@@ -221,7 +221,6 @@ pub(crate) struct Pmix {
     api: Api,
     me: PmixProc,
     size: usize,
-    finalized: bool,
 }
 
 impl fmt::Debug for Pmix {
@@ -258,12 +257,7 @@ impl Pmix {
         // SAFETY: `me` is a writable pmix_proc_t; no directives.
         let rc = unsafe { (api.init)(&mut me, std::ptr::null_mut(), 0) };
         api.check(rc, "PMIx_Init")?;
-        let mut pmix = Pmix {
-            api,
-            me,
-            size: 0,
-            finalized: false,
-        };
+        let mut pmix = Pmix { api, me, size: 0 };
         let job = pmix.proc_of(PMIX_RANK_WILDCARD);
         pmix.size = match pmix.fetch(&job, KEY_JOB_SIZE, KEY_OPTIONAL)? {
             Some(Found::Number(n)) if n > 0 => n as usize,
@@ -410,10 +404,8 @@ impl Launcher for Pmix {
     }
 
     fn finalize(&mut self) -> Result<()> {
-        if std::mem::replace(&mut self.finalized, true) {
-            return Ok(());
-        }
-        // SAFETY: no directives; the library was initialized in `connect`.
+        // SAFETY: no directives; the library was initialized in `connect` (called once, at
+        // a clean exit).
         let rc = unsafe { (self.api.finalize)(std::ptr::null(), 0) };
         self.api.check(rc, "PMIx_Finalize")
     }
