@@ -81,8 +81,11 @@ struct Endpoint {
 }
 
 /// How long the progress thread stands aside after an application thread read the queue,
-/// and how long each nap lasts (onesided's value).
+/// and its first nap meanwhile (onesided's value).
 const HANDOVER: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// Its longest nap: naps double while the pollers keep polling (onesided's value).
+const LONGEST_NAP: std::time::Duration = std::time::Duration::from_micros(1600);
 
 // SAFETY: the domain is opened FI_THREAD_SAFE; our own fields are atomics or a mutex; the
 // pointers are owned handles closed on drop.
@@ -221,12 +224,16 @@ impl Endpoint {
                 start: std::time::Instant::now(),
                 blocked: AtomicBool::new(false),
             });
-            let served = Arc::clone(&endpoint);
-            let server = std::thread::Builder::new()
-                .name("ofi-raw-nic".into())
-                .spawn(move || served.serve(&mode))
-                .map_err(|e| BenchError(format!("{NAME}: progress thread: {e}")))?;
-            *endpoint.server.lock().unwrap() = Some(server);
+            // `none`, as onesided's: no thread, only waiting application threads read the
+            // queue (a blocking read of a queue without a wait object would crash).
+            if mode != "none" {
+                let served = Arc::clone(&endpoint);
+                let server = std::thread::Builder::new()
+                    .name("ofi-raw-nic".into())
+                    .spawn(move || served.serve(&mode))
+                    .map_err(|e| BenchError(format!("{NAME}: progress thread: {e}")))?;
+                *endpoint.server.lock().unwrap() = Some(server);
+            }
             Ok(endpoint)
         }
     }
@@ -257,15 +264,22 @@ impl Endpoint {
     /// The progress thread: onesided's three modes, standing aside while an application
     /// thread polls.
     fn serve(&self, mode: &str) {
+        let mut nap = HANDOVER;
         // Relaxed: a request to end.
         while !self.stop.load(Ordering::Relaxed) {
             if self.app_polls() {
-                std::thread::sleep(HANDOVER);
+                std::thread::sleep(nap);
+                nap = (nap * 2).min(LONGEST_NAP);
                 continue;
             }
+            nap = HANDOVER;
             match mode {
                 "spin" => self.progress(),
                 "yield" => {
+                    self.progress();
+                    std::thread::yield_now();
+                }
+                _ if !self.waitable => {
                     self.progress();
                     std::thread::yield_now();
                 }
