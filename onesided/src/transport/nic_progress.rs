@@ -63,11 +63,12 @@ pub(crate) const HANDOVER: Duration = Duration::from_micros(200);
 /// [`HANDOVER`] again once one finds none. A wake-up takes a core from a poller when every
 /// core polls: 8-byte put, accumulate, fetch_and_op and compare_and_swap + flush across two
 /// virtual nodes of this 2-vCPU machine took medians of 18.3–22.8 µs with 200 µs naps
-/// throughout, 17.0–17.5 µs with these (five alternating rounds; with 2 ms naps `block`
-/// was within the noise of no progress thread at all). The price is the service a process that
-/// stops polling leaves its peers: up to this long plus [`HANDOVER`] after a long polling
-/// spell.
-pub(crate) const LONGEST_NAP: Duration = Duration::from_micros(1600);
+/// throughout, 17.0–17.5 µs with naps growing to 1.6 ms (five alternating rounds); in a
+/// slower hour 22.5–27.9 µs, 20.7–22.7 with 1.6 ms and 21.4–22.1 with 800 µs (four
+/// rounds). The price is the service a process that stops polling leaves its peers: up to
+/// this long plus [`HANDOVER`] after a long polling spell (`flush_reaches.c` under the
+/// preload: 1.7 ms with 1.6 ms naps).
+pub(crate) const LONGEST_NAP: Duration = Duration::from_micros(800);
 
 /// How long a `block` server keeps reading the endpoint (yielding the CPU between reads)
 /// after something woke it, before it blocks again: a peer's operations come in bursts — a
