@@ -85,7 +85,7 @@ struct Endpoint {
 const HANDOVER: std::time::Duration = std::time::Duration::from_micros(200);
 
 /// Its longest nap: naps double while the pollers keep polling (onesided's value).
-const LONGEST_NAP: std::time::Duration = std::time::Duration::from_micros(1600);
+const LONGEST_NAP: std::time::Duration = std::time::Duration::from_micros(800);
 
 // SAFETY: the domain is opened FI_THREAD_SAFE; our own fields are atomics or a mutex; the
 // pointers are owned handles closed on drop.

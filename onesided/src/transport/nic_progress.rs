@@ -67,7 +67,8 @@ pub(crate) const HANDOVER: Duration = Duration::from_micros(200);
 /// slower hour 22.5–27.9 µs, 20.7–22.7 with 1.6 ms and 21.4–22.1 with 800 µs (four
 /// rounds). The price is the service a process that stops polling leaves its peers: up to
 /// this long plus [`HANDOVER`] after a long polling spell (`flush_reaches.c` under the
-/// preload: 1.7 ms with 1.6 ms naps).
+/// preload, the target leaving MPI right after a barrier: 1.7 ms with 1.6 ms naps, 0.2–0.8
+/// ms with these).
 pub(crate) const LONGEST_NAP: Duration = Duration::from_micros(800);
 
 /// How long a `block` server keeps reading the endpoint (yielding the CPU between reads)
