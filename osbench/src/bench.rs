@@ -422,6 +422,21 @@ fn transfer<B: Backend, T: Elem>(
     Ok((secs, p50))
 }
 
+/// Whether `b` cannot run `bench` on `kind` windows (its known defect, said once by rank 0).
+fn skips<B: Backend>(b: &B, bench: &str, kind: WinKind) -> bool {
+    let Some(why) = b.known_defect(bench, kind) else {
+        return false;
+    };
+    if b.comm().rank() == 0 {
+        eprintln!(
+            "osbench: skipping {bench} on {} windows of {}: {why}",
+            kind.name(),
+            b.name()
+        );
+    }
+    true
+}
+
 /// Latency of `op` for every selected window kind, sync mode and size.
 pub fn latency<B: Backend>(b: &B, op: CommOp, p: &Params, out: &mut Vec<Record>) -> BResult<()> {
     match op {
@@ -439,15 +454,7 @@ fn latency_typed<B: Backend, T: Elem>(
     let sizes = op.sizes(&p.sizes);
     let max = sizes.iter().copied().max().unwrap_or(8);
     for &kind in &p.windows {
-        if let Some(why) = b.known_defect(op.latency_bench(), kind) {
-            if b.comm().rank() == 0 {
-                eprintln!(
-                    "osbench: skipping {} on {} windows of {}: {why}",
-                    op.latency_bench(),
-                    kind.name(),
-                    b.name()
-                );
-            }
+        if skips(b, op.latency_bench(), kind) {
             continue;
         }
         let win = b.window::<T>(kind, max.div_ceil(std::mem::size_of::<T>()))?;
@@ -495,6 +502,9 @@ pub fn bandwidth<B: Backend>(b: &B, bench: &str, p: &Params, out: &mut Vec<Recor
     };
     let max = p.sizes.iter().copied().max().unwrap_or(8);
     for &kind in &p.windows {
+        if skips(b, bench, kind) {
+            continue;
+        }
         let win = b.window::<u8>(kind, max)?;
         for &sync in p.syncs.iter().filter(|&&s| b.supports_sync(s)) {
             for &bytes in &p.sizes {
@@ -529,6 +539,9 @@ pub fn msg_rate<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResult
     let comm = b.comm();
     let me = comm.rank();
     for &kind in &p.windows {
+        if skips(b, "msg-rate", kind) {
+            continue;
+        }
         let win = b.window::<u64>(kind, MSG_BATCH)?;
         let src: Vec<u64> = (0..MSG_BATCH as u64).map(|i| i * 3 + 7).collect();
         comm.barrier()?;
@@ -604,6 +617,9 @@ pub fn overlap<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResult<
     comm.bcast(0, &mut ns_per_step)?;
     let max = p.sizes.iter().copied().max().unwrap_or(8);
     for &kind in &p.windows {
+        if skips(b, "overlap", kind) {
+            continue;
+        }
         let win = b.window::<u8>(kind, max)?;
         for &bytes in &p.sizes {
             let src = vec![0x5au8; bytes];
