@@ -195,6 +195,16 @@ pub(crate) fn call_wait_hooks() -> bool {
     true
 }
 
+/// Serves this process's peers once, as a wait does between two looks, without marking the
+/// process attentive (the caller may go back to computing): the wait hooks (the network
+/// endpoint's progress among them) and the requests handed to this process. What a
+/// nonblocking test does besides looking at its own request.
+#[inline]
+pub(crate) fn progress_peers() {
+    call_wait_hooks();
+    serve_pending();
+}
+
 /// How a wait that backs off sleeps: registered by the network endpoint ([`set_sleeper`]),
 /// else a plain sleep.
 static SLEEPER: RwLock<Option<Sleeper>> = RwLock::new(None);

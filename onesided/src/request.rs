@@ -261,6 +261,13 @@ impl<'a> Request<'a> {
     /// An error of a synchronization queued before this one is returned by whichever call
     /// drives the engine when it happens.
     pub fn test(&mut self) -> Result<bool> {
+        if !matches!(self.state, State::Done) {
+            // MPI's progress rule: a process that only tests must still complete what can
+            // complete — its peers' operations on its memory included, which arrive through
+            // the network endpoint (without a progress thread, `ONESIDED_PROGRESS=none`,
+            // nothing else reads it) or its request rings.
+            crate::attention::progress_peers();
+        }
         match &mut self.state {
             State::Done => Ok(true),
             &mut State::Sync { core, ticket, .. } => {

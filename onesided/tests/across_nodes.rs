@@ -1273,6 +1273,45 @@ fn collective_deadlocks_across_nodes_are_errors() {
     }
 }
 
+/// With no progress thread (`ONESIDED_PROGRESS=none`), a target that only tests its
+/// request — `Request::test` in a loop, as an MPI program calls `MPI_Test` between pieces
+/// of work — completes it: every test also reads the network endpoint (MPI's progress
+/// rule), so rank 1's 1 MiB put and the close of its access epoch reach rank 0. Before,
+/// nothing read rank 0's endpoint while it tested (`osbench sync-patterns` hung so).
+#[test]
+fn a_target_that_only_tests_its_request_completes_without_a_progress_thread() {
+    const LEN: usize = 1 << 20;
+    let byte = |i: usize| (i % 251) as u8;
+    testing::job(2)
+        .nodes(2)
+        .env("ONESIDED_PROGRESS", "none")
+        .timeout(std::time::Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            let win = Window::<u8>::allocate(w, LEN)?;
+            w.barrier()?;
+            if w.rank() == 0 {
+                win.post(&Group::single(1), Assert::NONE)?;
+                let mut closing = win.iwait()?;
+                while !closing.test()? {
+                    std::thread::yield_now();
+                }
+                let mut got = vec![0u8; LEN];
+                win.local_read(0, &mut got)?;
+                assert!(got.iter().enumerate().all(|(i, b)| *b == byte(i)));
+            } else {
+                let data: Vec<u8> = (0..LEN).map(byte).collect();
+                win.istart(&Group::single(0), Assert::NONE)?.wait()?;
+                win.put(&data, 0, 0)?;
+                win.icomplete()?.wait()?;
+            }
+            w.barrier()?;
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}
+
 /// With no progress thread (`ONESIDED_PROGRESS=none`), a target that waits outside
 /// onesided — in another library's loop paced by [`onesided::ForeignWait`], as the C ABI's
 /// interposed `MPI_Recv` or `MPI_Barrier` is — still applies its peer's operations: rank 1
