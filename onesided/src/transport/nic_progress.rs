@@ -154,7 +154,8 @@ pub(crate) enum ProgressMode {
     /// Blocks in the queue's wait object.
     Block,
     /// No thread: the endpoint is read only while a thread of the process waits inside
-    /// onesided (or in a host MPI call the C ABI keeps progressing), as an MPI library
+    /// onesided or tests a request (or waits in a host MPI call the C ABI keeps
+    /// progressing), as an MPI library
     /// without asynchronous progress does. A process that computes outside stalls its
     /// peers' operations on it meanwhile.
     None,
