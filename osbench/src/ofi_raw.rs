@@ -279,10 +279,6 @@ impl Endpoint {
                     self.progress();
                     std::thread::yield_now();
                 }
-                _ if !self.waitable => {
-                    self.progress();
-                    std::thread::yield_now();
-                }
                 _ => {
                     // SeqCst: see app_polled.
                     self.blocked.store(true, Ordering::SeqCst);
