@@ -205,6 +205,36 @@ pub(crate) fn progress_peers() {
     serve_pending();
 }
 
+/// Set when nothing serves this process's peers unless one of its threads calls in: the
+/// network endpoint runs without a progress thread (`ONESIDED_PROGRESS=none`).
+static UNSERVED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Registered by the network endpoint when it starts no progress thread: from then on the
+/// calls that return without waiting and that a program polls with — a flush that finds
+/// nothing of its own in flight, `MPI_Win_sync` — serve the process's peers once
+/// ([`serve_if_unserved`]), as MPI's progress rule asks of a process that keeps calling in.
+#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+pub(crate) fn set_unserved() {
+    // Relaxed: a flag read by later calls of this process; a call that misses it serves
+    // nobody once, as before the endpoint opened.
+    UNSERVED.store(true, Ordering::Relaxed);
+}
+
+/// True when nothing serves this process's peers but its own calls ([`set_unserved`]).
+#[inline]
+pub(crate) fn unserved() -> bool {
+    // Relaxed: see set_unserved.
+    UNSERVED.load(Ordering::Relaxed)
+}
+
+/// [`progress_peers`] when nothing else serves this process's peers ([`set_unserved`]).
+#[inline]
+pub(crate) fn serve_if_unserved() {
+    if unserved() {
+        progress_peers();
+    }
+}
+
 /// How a wait that backs off sleeps: registered by the network endpoint ([`set_sleeper`]),
 /// else a plain sleep.
 static SLEEPER: RwLock<Option<Sleeper>> = RwLock::new(None);

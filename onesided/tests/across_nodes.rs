@@ -1312,6 +1312,69 @@ fn a_target_that_only_tests_its_request_completes_without_a_progress_thread() {
         .assert_success();
 }
 
+/// With no progress thread (`ONESIDED_PROGRESS=none`), a target that polls its own memory
+/// through onesided's calls that do not wait — a flag read with `fetch_and_op(NO_OP)` and a
+/// flush to itself, then a flag read after `sync` — still receives its peer's puts: those
+/// calls read the network endpoint once each when nothing else does. Before, a flush to a
+/// rank of the caller's own node returned without reading it and the job hung (`osbench
+/// notify-latency` did so: rank 0 in its flush to rank 1, rank 1 polling).
+#[test]
+fn a_target_that_polls_with_flush_or_sync_receives_without_a_progress_thread() {
+    const LEN: usize = 4096;
+    testing::job(2)
+        .nodes(2)
+        .env("ONESIDED_PROGRESS", "none")
+        .timeout(std::time::Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            // Words 0..LEN: data; LEN: the flag of the first round, LEN + 1 the second's.
+            let win = Window::<u64>::allocate(w, LEN + 2)?;
+            w.barrier()?;
+            win.lock_all(Assert::NONE)?;
+            for round in 0..2u64 {
+                let flag = LEN + round as usize;
+                if w.rank() == 0 {
+                    loop {
+                        let seen = if round == 0 {
+                            let f = win.fetch_and_op(0, 0, flag, Op::NoOp)?;
+                            win.flush(0)?;
+                            f
+                        } else {
+                            win.sync()?;
+                            let mut f = [0u64];
+                            win.local_read(flag, &mut f)?;
+                            f[0]
+                        };
+                        if seen == 1 {
+                            break;
+                        }
+                        std::thread::yield_now();
+                    }
+                    win.sync()?;
+                    let mut got = vec![0u64; LEN];
+                    win.local_read(0, &mut got)?;
+                    assert!(
+                        got.iter()
+                            .enumerate()
+                            .all(|(i, v)| *v == i as u64 * 3 + round),
+                        "round {round}: data before the flag"
+                    );
+                } else {
+                    let data: Vec<u64> = (0..LEN as u64).map(|i| i * 3 + round).collect();
+                    win.put(&data, 0, 0)?;
+                    win.flush(0)?;
+                    win.accumulate(&[1], 0, flag, Op::Replace)?;
+                    win.flush(0)?;
+                }
+                w.barrier()?;
+            }
+            win.unlock_all()?;
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}
+
 /// With no progress thread (`ONESIDED_PROGRESS=none`), a target that waits outside
 /// onesided — in another library's loop paced by [`onesided::ForeignWait`], as the C ABI's
 /// interposed `MPI_Recv` or `MPI_Barrier` is — still applies its peer's operations: rank 1

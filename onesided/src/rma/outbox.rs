@@ -103,6 +103,10 @@ impl WinCore {
             && self.net_toward(target).is_none()
             && !self.net_writes.near.pending()
         {
+            // Nothing to wait for, but a program may poll with this flush (a flag read
+            // with fetch_and_op and flushed, in a loop): its peers' operations on it
+            // must still complete when no progress thread reads the endpoint.
+            crate::attention::serve_if_unserved();
             return Ok(());
         }
         let _ = target;

@@ -242,10 +242,13 @@ impl RawWindow {
     }
 
     /// Synchronizes the public and private window copies (MPI_Win_sync). In the unified
-    /// memory model this is a full memory barrier; it is valid in any epoch.
+    /// memory model this is a full memory barrier; it is valid in any epoch. Programs poll
+    /// local memory with it: without a progress thread (`ONESIDED_PROGRESS=none`) it also
+    /// serves the process's peers once, so that the operation polled for can arrive.
     #[inline]
     pub fn sync(&self) -> Result<()> {
         fence(Ordering::SeqCst);
+        crate::attention::serve_if_unserved();
         Ok(())
     }
 }

@@ -72,7 +72,10 @@ pub(crate) fn endpoint() -> Result<&'static Endpoint> {
     let table = nic.atomic_table();
     let duty = Arc::new(PollDuty::default());
     let server = match mode {
-        ProgressMode::None => None,
+        ProgressMode::None => {
+            crate::attention::set_unserved();
+            None
+        }
         _ => Some(Server::start(Arc::clone(&nic), mode, Arc::clone(&duty))?),
     };
     // Every wait inside the library drives the endpoint's progress while it polls: the

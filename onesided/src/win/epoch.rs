@@ -233,7 +233,8 @@ impl EpochState {
             Access::LockAll => ANY,
             _ => NONE,
         };
-        self.fast_flush.store(passive, Ordering::Relaxed);
+        self.fast_flush
+            .store(self.flush_cache(passive), Ordering::Relaxed);
         self.fast_passive.store(passive, Ordering::Relaxed);
         self.fast_exclusive.store(NONE, Ordering::Relaxed);
     }
@@ -401,7 +402,8 @@ impl EpochState {
         // cache again — `forget_access_cache` — so RMA waits for it.)
         // Relaxed: see the type's docs.
         self.fast_access.store(target, Ordering::Relaxed);
-        self.fast_flush.store(target, Ordering::Relaxed);
+        self.fast_flush
+            .store(self.flush_cache(target), Ordering::Relaxed);
         self.fast_passive.store(target, Ordering::Relaxed);
         if kind == LockType::Exclusive {
             // Relaxed: as the caches above.
@@ -490,6 +492,19 @@ impl EpochState {
         self.check_flush_slow(call, target, false)
     }
 
+    /// What the flush cache may hold after a check that passed for `target`: nothing when
+    /// no progress thread serves the process's peers (`ONESIDED_PROGRESS=none` with the
+    /// network open) — every flush then takes its slow path, which on a window across
+    /// nodes reads the endpoint once (`WinCore::complete_net_for`), where a cached flush
+    /// would only fence and a program polling with flushes would starve its peers.
+    #[inline]
+    fn flush_cache(&self, target: usize) -> usize {
+        match crate::attention::unserved() {
+            true => NONE,
+            false => target,
+        }
+    }
+
     /// Makes the next flush take its slow path (which drains staged puts).
     pub(crate) fn forget_flush_cache(&self) {
         // Only when set: threads staging at once would otherwise all write one cache line.
@@ -516,14 +531,16 @@ impl EpochState {
             Access::LockAll => {
                 self.fast_passive.store(ANY, Ordering::Relaxed);
                 if remember {
-                    self.fast_flush.store(ANY, Ordering::SeqCst);
+                    self.fast_flush
+                        .store(self.flush_cache(ANY), Ordering::SeqCst);
                 }
                 Ok(())
             }
             Access::Locks if st.locks.iter().any(|l| l.target == target) => {
                 self.fast_passive.store(target, Ordering::Relaxed);
                 if remember {
-                    self.fast_flush.store(target, Ordering::SeqCst);
+                    self.fast_flush
+                        .store(self.flush_cache(target), Ordering::SeqCst);
                 }
                 Ok(())
             }
