@@ -315,7 +315,7 @@ pub(crate) fn live_thread_id() -> u64 {
 }
 
 /// Identifies a thread of this process (never reused): for the progress engine, and for
-/// the network operations a thread posts (`transport::ofi::track_own`). Cheaper than
+/// the network operations a thread posts (`transport::network::track_own`). Cheaper than
 /// `std::thread::current().id()`, which clones the thread handle (two atomics) on every
 /// call — and the RMA gate asks on every operation behind a pending epoch.
 pub(crate) type ThreadTag = u64;

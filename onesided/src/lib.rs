@@ -105,7 +105,7 @@ pub struct NetworkEndpoint {
 /// ```
 #[cfg(feature = "ofi")]
 pub fn network() -> Option<NetworkEndpoint> {
-    transport::net::description()
+    transport::network::description()
 }
 pub use bytemuck::{Pod, Zeroable};
 pub use coll::alltoallv::{

@@ -457,7 +457,7 @@ pub fn plain_accumulate_runs() -> u64 {
 /// alone may have arrived by then anyway).
 #[cfg(feature = "ofi")]
 pub fn network_operations_in_flight() -> u64 {
-    crate::transport::net::in_flight()
+    crate::transport::network::in_flight()
 }
 
 /// The bytes of the shared-memory segment that holds `win`'s control words on this node

@@ -229,7 +229,7 @@ fn connect(boot: Arc<dyn Bootstrap>) -> Universe {
     crate::diag::set_job_probe(move || job.aborted().then(|| job.report_requested()));
     crate::diag::install_logger();
     #[cfg(feature = "ofi")]
-    crate::transport::ofi::set_job_of_process(boot.job_id(), boot.rank());
+    crate::transport::network::set_job_of_process(boot.job_id(), boot.rank());
     let _ = IDENTITY.set(JobIdentity {
         job: boot.job_id().to_owned(),
         rank: boot.rank(),

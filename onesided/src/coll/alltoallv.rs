@@ -399,7 +399,8 @@ impl Signals {
         win.raw.keep_rma_order();
         win.lock_all(Assert::NOCHECK)?;
         #[cfg(feature = "ofi")]
-        let ordered_net = across.iter().any(|&a| a) && crate::transport::net::orders_rma_writes()?;
+        let ordered_net =
+            across.iter().any(|&a| a) && crate::transport::network::orders_rma_writes()?;
         #[cfg(not(feature = "ofi"))]
         let ordered_net = false;
         Ok(Signals {
@@ -466,7 +467,7 @@ impl SyncOp<WinCore> for Arrivals {
         if self.senders.is_empty() && self.send_writes.strong_count() > 1 {
             // Let go of the writes that completed (their queue entries were read).
             #[cfg(feature = "ofi")]
-            crate::transport::net::reap_own()?;
+            crate::transport::network::reap_own()?;
         }
         Ok(
             if self.senders.is_empty() && self.send_writes.strong_count() <= 1 {
@@ -850,7 +851,7 @@ impl<T: Pod> Alltoallv<T> {
                         #[cfg(feature = "ofi")]
                         {
                             let owner: std::sync::Arc<dyn Send + Sync> = self.send_writes.clone();
-                            crate::transport::ofi::track_own(|| {
+                            crate::transport::network::track_own(|| {
                                 signals.win.core.put_shared_bytes(
                                     bytes,
                                     owner,
@@ -876,7 +877,7 @@ impl<T: Pod> Alltoallv<T> {
                             // the plan (collectively) only after its last cycle.
                             let words: std::sync::Arc<[u64; 2]> = std::sync::Arc::new(flag);
                             let bytes: &[u8] = bytemuck::cast_slice(&words[..]);
-                            crate::transport::ofi::track_own(|| {
+                            crate::transport::network::track_own(|| {
                                 signals.win.core.put_shared_bytes(
                                     bytes,
                                     words.clone(),

@@ -48,7 +48,7 @@ impl ForeignWait {
 pub fn network_open() -> bool {
     #[cfg(feature = "ofi")]
     {
-        crate::transport::net::is_open()
+        crate::transport::network::is_open()
     }
     #[cfg(not(feature = "ofi"))]
     {

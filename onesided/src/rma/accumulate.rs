@@ -119,7 +119,6 @@ impl<E: AccElement + Send> crate::progress::SyncOp<WinCore> for DeferredAccumula
     /// (a rank on another node), encoded for the wire.
     #[cfg(feature = "ofi")]
     fn ship_request(&self, core: &WinCore) -> Option<Vec<u8>> {
-        use crate::transport::wire;
         let bytes: &[u8] = bytemuck::cast_slice(&self.data);
         let loc = core
             .locate("accumulate", self.target, self.disp, bytes.len())
@@ -127,16 +126,16 @@ impl<E: AccElement + Send> crate::progress::SyncOp<WinCore> for DeferredAccumula
         let Route::Net { addr, key, .. } = loc.route else {
             return None;
         };
-        let request = wire::Request {
-            kind: wire::Kind::Write,
-            op: self.op,
-            ty: E::TYPE,
-            count: self.data.len(),
-            key,
-            addr,
-        };
         let mut encoded = Vec::with_capacity(bytes.len() + 32);
-        wire::encode(&mut encoded, &request, bytes, &[]).ok()?;
+        crate::transport::network::encode_accumulate(
+            &mut encoded,
+            self.op,
+            E::TYPE,
+            self.data.len(),
+            (addr, key),
+            bytes,
+        )
+        .ok()?;
         Some(encoded)
     }
 
@@ -260,15 +259,19 @@ impl WinCore {
     /// memory, and this node's too when CPU atomics cannot do the update (misaligned
     /// elements) — never lock stripes, which only this node sees.
     #[cfg(feature = "ofi")]
-    fn net_atomic_at(&self, target: usize, loc: &Located) -> Option<crate::transport::ofi::Remote> {
+    fn net_atomic_at(
+        &self,
+        target: usize,
+        loc: &Located,
+    ) -> Option<crate::transport::network::Remote> {
         match loc.route {
             Route::Net { peer, addr, key } => {
-                Some(crate::transport::ofi::Remote { peer, addr, key })
+                Some(crate::transport::network::Remote { peer, addr, key })
             }
             // `key`: the byte offset in the target's window memory (allocate and create
             // windows; a rank of this node, reached directly or by cross-memory attach).
             Route::Direct(_) | Route::Cma { .. } => match self.net_data.get(target) {
-                Some(base) => Some(crate::transport::ofi::Remote {
+                Some(base) => Some(crate::transport::network::Remote {
                     addr: base.addr + loc.key as u64,
                     ..base
                 }),
@@ -434,8 +437,8 @@ impl WinCore {
                 )));
             }
             let kind = match result {
-                Some(_) => crate::transport::ofi::AtomicKind::Fetch,
-                None => crate::transport::ofi::AtomicKind::Write,
+                Some(_) => crate::transport::network::AtomicKind::Fetch,
+                None => crate::transport::network::AtomicKind::Write,
             };
             if flags.intrinsic() && !crate::rma::net_atomic::native(kind, Some(op), E::TYPE)? {
                 return Err(self.not_intrinsic::<E>(target, &loc));
@@ -535,7 +538,7 @@ impl WinCore {
         let size = std::mem::size_of::<E>();
         #[cfg(feature = "ofi")]
         if let Some(at) = self.net_atomic_at(target, &loc) {
-            let kind = crate::transport::ofi::AtomicKind::Compare;
+            let kind = crate::transport::network::AtomicKind::Compare;
             if flags.intrinsic() && !crate::rma::net_atomic::native(kind, None, E::TYPE)? {
                 return Err(self.not_intrinsic::<E>(target, &loc));
             }
@@ -593,7 +596,7 @@ impl RawWindow {
         }
         #[cfg(feature = "ofi")]
         if self.core.net.is_some() {
-            use crate::transport::ofi::AtomicKind;
+            use crate::transport::network::AtomicKind;
             for name in ops.split(',').map(str::trim).filter(|n| !n.is_empty()) {
                 let native = match Op::ALL.into_iter().find(|o| o.name() == name) {
                     Some(op) => {

@@ -143,9 +143,9 @@ impl WinCore {
                 self.ring_gate_for(target, flags)?;
                 #[cfg(feature = "ofi")]
                 if let Route::Net { peer, addr, key } = route {
-                    let to = crate::transport::ofi::Remote { peer, addr, key };
+                    let to = crate::transport::network::Remote { peer, addr, key };
                     if !flags.keeps_rma_order()
-                        && crate::transport::net::put_over_wire(src.len(), to)?
+                        && crate::transport::network::put_over_wire(src.len(), to)?
                         && self.put_as_atomics(route, src, flags)?
                     {
                         return Ok(());
@@ -176,16 +176,16 @@ impl WinCore {
     /// reaches completes in the wire's round trip ([`net::put_over_wire`]). False when the
     /// put cannot go so (nothing done).
     ///
-    /// [`net::put_over_wire`]: crate::transport::net::put_over_wire
-    /// [`net::post_write_atomic`]: crate::transport::net::post_write_atomic
+    /// [`net::put_over_wire`]: crate::transport::network::put_over_wire
+    /// [`net::post_write_atomic`]: crate::transport::network::post_write_atomic
     #[cfg(feature = "ofi")]
     #[inline(never)]
     pub(crate) fn put_as_atomics(&self, route: Route, src: &[u8], flags: Flags) -> Result<bool> {
-        use crate::transport::net;
+        use crate::transport::network as net;
         let Route::Net { peer, addr, key } = route else {
             return Ok(false);
         };
-        let to = crate::transport::ofi::Remote { peer, addr, key };
+        let to = crate::transport::network::Remote { peer, addr, key };
         if !net::atomic_put_fits(src.len(), to)? {
             return Ok(false);
         }

@@ -2,7 +2,7 @@
 //! types in libfabric's names, and which of them a provider applies natively.
 //!
 //! `fi_query_atomic` answers per (kind, operation, type) whether the provider has it and
-//! how many elements one call may carry ([`crate::transport::ofi::AtomicTable`]); where it
+//! how many elements one call may carry ([`crate::transport::network::AtomicTable`]); where it
 //! has none, the window falls back to element-wise atomics (a compare-and-swap loop over
 //! the network), never mixing the two on one element. On `tcp;ofi_rxm` and `shm` every
 //! pair onesided uses is native, and the target's progress applies them with CPU atomics:
@@ -13,7 +13,8 @@
 use crate::error::{Error, Result};
 use crate::ops::{AccElement, ElemType, Op};
 use crate::transport::net;
-use crate::transport::ofi::{AtomicKind, AtomicTable, NetOp, NetType, Nic, Remote};
+use crate::transport::network::{AtomicKind, AtomicTable, NetOp, NetType, Remote};
+use crate::transport::ofi::Nic;
 
 /// libfabric's operation for `op` (`no_op` is an atomic read: fetching only); `None` for
 /// MINLOC/MAXLOC, which libfabric lacks.
@@ -318,8 +319,9 @@ mod tests {
     use super::*;
     use crate::ops::AccElement;
     use crate::testing::Watchdog;
+    use crate::transport::network::Remote;
     use crate::transport::nic_progress::{ProgressMode, Server};
-    use crate::transport::ofi::{Nic, Remote};
+    use crate::transport::ofi::Nic;
     use std::sync::Arc;
 
     /// Network atomics each side applies to the shared element (the same count locally).

@@ -120,7 +120,7 @@ impl WinCore {
     pub(crate) fn posting<R>(&self, flags: Flags, post: impl FnOnce() -> R) -> R {
         #[cfg(feature = "ofi")]
         if flags.thread_scope() && self.net.is_some() {
-            return crate::transport::ofi::track_own(post);
+            return crate::transport::network::track_own(post);
         }
         let _ = flags;
         post()
@@ -133,7 +133,7 @@ impl WinCore {
     pub(crate) fn posting_for<R>(&self, issuer: u64, post: impl FnOnce() -> R) -> R {
         #[cfg(feature = "ofi")]
         if self.net.is_some() {
-            return crate::transport::ofi::post_for(issuer, post);
+            return crate::transport::network::post_for(issuer, post);
         }
         let _ = issuer;
         post()
@@ -145,7 +145,7 @@ impl WinCore {
     #[inline]
     fn order_net(&self, flags: Flags) -> Result<()> {
         #[cfg(feature = "ofi")]
-        if flags.order() && self.net.is_some() && !crate::transport::net::ordered()? {
+        if flags.order() && self.net.is_some() && !crate::transport::network::ordered()? {
             return self.complete_net();
         }
         let _ = flags;
@@ -199,7 +199,7 @@ impl WinCore {
             if self.net.is_some() {
                 let near_only = target.is_some_and(|t| self.net_toward(t).is_none());
                 if !near_only || self.net_writes.near.pending() {
-                    crate::transport::net::complete_own()?;
+                    crate::transport::network::complete_own()?;
                 }
                 self.epoch.forget_flush_cache();
                 return Ok(());
@@ -268,7 +268,8 @@ impl WinCore {
         through_network: impl FnOnce() -> bool,
     ) -> Result<()> {
         #[cfg(feature = "ofi")]
-        if self.net_writes_pending() && !crate::transport::net::ordered()? && through_network() {
+        if self.net_writes_pending() && !crate::transport::network::ordered()? && through_network()
+        {
             return self.complete_net();
         }
         let _ = through_network;
@@ -281,7 +282,7 @@ impl WinCore {
     #[cfg(feature = "ofi")]
     pub(crate) fn atomics_keep_order(&self) -> Result<bool> {
         Ok(self.net.is_some()
-            && crate::transport::net::orders_atomics()?
+            && crate::transport::network::orders_atomics()?
             && !self.net_writes.far.pending())
     }
 
@@ -403,11 +404,11 @@ impl WinCore {
                 if flags.order() {
                     self.drain_before_op(flags)?;
                 }
-                let to = crate::transport::ofi::Remote { peer, addr, key };
+                let to = crate::transport::network::Remote { peer, addr, key };
                 // SAFETY: `owner` keeps `src` alive and unchanged (the caller's contract,
                 // which `Window::put_shared` keeps through an `Arc<[T]>` of plain data).
                 self.posting(flags, || unsafe {
-                    crate::transport::net::post_write_shared(src, to, owner, end)
+                    crate::transport::network::post_write_shared(src, to, owner, end)
                 })?;
                 self.note_issued(route);
                 self.epoch.note_rma();
@@ -442,7 +443,7 @@ impl WinCore {
         // the next (a flag sent another way could overtake it and be overwritten by it).
         #[cfg(feature = "ofi")]
         {
-            use crate::transport::ofi::{DeliverGate, Remote};
+            use crate::transport::network::{DeliverGate, Remote};
             use crate::transport::Route;
             let remote = |core: &WinCore, disp: usize, len: usize| -> Result<Option<Remote>> {
                 Ok(match core.resolve("put", target, disp, len)?.route {
@@ -469,7 +470,7 @@ impl WinCore {
                     },
                     None => None,
                 };
-                if crate::transport::net::deliver(src, to, words, flag, gate)? {
+                if crate::transport::network::deliver(src, to, words, flag, gate)? {
                     self.epoch.note_rma();
                     return Ok(true);
                 }

@@ -693,7 +693,7 @@ impl SyncOp<WinCore> for LockAllOp {
 enum UnlockOp {
     One(Release),
     /// The unlock of a target on another node whose provider delivers this process's
-    /// atomics to it in issue order (`transport::net::orders_atomics`). When the epoch
+    /// atomics to it in issue order (`transport::network::orders_atomics`). When the epoch
     /// left no network write (RMA, not an atomic) in flight, the release — an atomic — is
     /// issued behind the epoch's accumulates without waiting for them: the target applies
     /// it after them. It is a fetching atomic, whose answer says that they are complete
@@ -1213,7 +1213,7 @@ impl WinCore {
     #[inline]
     fn releases_in_order(&self, target: usize) -> Result<bool> {
         if self.net_toward(target).is_some() {
-            return crate::transport::net::orders_atomics();
+            return crate::transport::network::orders_atomics();
         }
         Ok(false)
     }

@@ -14,6 +14,7 @@ pub(crate) mod cma;
 pub(crate) mod combine;
 #[cfg(feature = "ofi")]
 pub(crate) mod net;
+pub(crate) mod network;
 #[cfg(feature = "ofi")]
 pub(crate) mod nic_progress;
 #[cfg(feature = "ofi")]
@@ -79,8 +80,8 @@ impl Route {
 
     /// The network endpoint's view of a `Net` route.
     #[cfg(feature = "ofi")]
-    fn remote(peer: u64, addr: u64, key: u64) -> ofi::Remote {
-        ofi::Remote { peer, addr, key }
+    fn remote(peer: u64, addr: u64, key: u64) -> network::Remote {
+        network::Remote { peer, addr, key }
     }
 
     /// Writes `src` at the route's address. Complete (remotely visible after a memory

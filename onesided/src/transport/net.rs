@@ -10,8 +10,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::error::{Error, Result};
+use crate::transport::network::{AtomicKind, AtomicTable, NetOp, NetType, Remote};
 use crate::transport::nic_progress::{PollDuty, ProgressMode, Server};
-use crate::transport::ofi::{AtomicKind, AtomicTable, NetOp, NetType, Nic, Remote, PROVIDER_ENV};
+use crate::transport::ofi::{Nic, PROVIDER_ENV};
 
 /// Writes up to this many bytes are posted with a copy of their data and complete at the
 /// next completion point (the call returns at once); longer ones are posted from the
@@ -263,19 +264,19 @@ pub(crate) fn deliver(
     to: Remote,
     words: &[u64],
     flag: Remote,
-    gate: Option<crate::transport::ofi::DeliverGate<'_>>,
+    gate: Option<crate::transport::network::DeliverGate<'_>>,
 ) -> Result<bool> {
     endpoint()?.nic.deliver(block, to, words, flag, gate)
 }
 
 /// Lets go of what completed operations posted under
-/// [`ofi::track_own`](crate::transport::ofi::track_own) hold ([`Nic::reap_own`]).
+/// [`ofi::track_own`](crate::transport::network::track_own) hold ([`Nic::reap_own`]).
 pub(crate) fn reap_own() -> Result<()> {
     endpoint()?.nic.reap_own()
 }
 
 /// Completes the network operations the calling thread posted under
-/// [`ofi::track_own`](crate::transport::ofi::track_own) (a flush of thread scope).
+/// [`ofi::track_own`](crate::transport::network::track_own) (a flush of thread scope).
 pub(crate) fn complete_own() -> Result<()> {
     endpoint()?.nic.flush_own()
 }
@@ -310,69 +311,4 @@ pub(crate) fn description() -> Option<crate::NetworkEndpoint> {
         progress: e.mode.name(),
         address: e.addr.clone(),
     })
-}
-
-/// What a window issued through the network that a completion must wait for before a
-/// release or an unlock may rely on it, against what a completion of the endpoint is known
-/// to cover: writes (RMA, not atomics) to any target — the provider may deliver an atomic
-/// before an RMA write issued earlier — and any operation to a rank of this node (an
-/// accumulate that CPU atomics cannot do goes through the network for this node's ranks
-/// too; an unlock of such a target otherwise completes nothing on the network). Counts
-/// only grow.
-#[derive(Debug, Default)]
-pub(crate) struct NetWrites {
-    /// Writes to targets on other nodes.
-    pub(crate) far: IssuedCount,
-    /// Any operation to a rank of this node.
-    pub(crate) near: IssuedCount,
-}
-
-impl NetWrites {
-    /// Both counts issued so far (before a completion starts).
-    pub(crate) fn issued(&self) -> (u64, u64) {
-        (self.far.issued(), self.near.issued())
-    }
-
-    /// A completion that started when `issued` had been issued has ended.
-    pub(crate) fn covered(&self, (far, near): (u64, u64)) {
-        self.far.covered(far);
-        self.near.covered(near);
-    }
-}
-
-/// Operations issued, against those a completion is known to cover. Both only grow.
-#[derive(Debug, Default)]
-pub(crate) struct IssuedCount {
-    issued: std::sync::atomic::AtomicU64,
-    covered: std::sync::atomic::AtomicU64,
-}
-
-impl IssuedCount {
-    /// One more issued.
-    pub(crate) fn issue(&self) {
-        // Release: a thread that reads the count after seeing this operation's effects (an
-        // unlock ordered after it) counts it.
-        self.issued
-            .fetch_add(1, std::sync::atomic::Ordering::Release);
-    }
-
-    /// The count issued so far.
-    fn issued(&self) -> u64 {
-        // Acquire: pairs with `issue`.
-        self.issued.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// A completion that started when `issued` had been issued has ended.
-    fn covered(&self, issued: u64) {
-        // Release: pairs with `pending`'s Acquire.
-        self.covered
-            .fetch_max(issued, std::sync::atomic::Ordering::Release);
-    }
-
-    /// True when an operation may be in flight.
-    pub(crate) fn pending(&self) -> bool {
-        // Acquire both: an operation counted after a completion's snapshot stays pending.
-        self.covered.load(std::sync::atomic::Ordering::Acquire)
-            < self.issued.load(std::sync::atomic::Ordering::Acquire)
-    }
 }

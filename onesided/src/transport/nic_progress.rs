@@ -319,7 +319,7 @@ fn serve(nic: &Nic, mode: ProgressMode, duty: &PollDuty, stop: &AtomicBool) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transport::ofi::Remote;
+    use crate::transport::network::Remote;
     use std::sync::atomic::AtomicU64;
 
     #[test]

@@ -38,7 +38,7 @@ use std::sync::{Arc, Mutex};
 use onesided_ofi_sys as sys;
 
 use crate::error::{Error, Result};
-use crate::ops::{ElemType, Op};
+use crate::transport::network::{AtomicKind, AtomicTable, DeliverGate, NetOp, NetType, Remote};
 use crate::transport::wire::{self, Wire};
 use crate::transport::write_end::WriteEnd;
 
@@ -528,152 +528,38 @@ impl Drop for PollToken<'_> {
     }
 }
 
-/// libfabric's atomic operations (`fi_op`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum NetOp {
-    Min,
-    Max,
-    Sum,
-    Prod,
-    Lor,
-    Land,
-    Bor,
-    Band,
-    Lxor,
-    Bxor,
-    /// Read (fetching only).
-    Read,
-    /// Replace.
-    Write,
-    /// Replace if equal to the compare operand (compare-atomic only).
-    CompareSwap,
-}
-
-impl NetOp {
-    /// Every operation, in libfabric's order.
-    pub(crate) const ALL: [NetOp; 13] = [
-        NetOp::Min,
-        NetOp::Max,
-        NetOp::Sum,
-        NetOp::Prod,
-        NetOp::Lor,
-        NetOp::Land,
-        NetOp::Bor,
-        NetOp::Band,
-        NetOp::Lxor,
-        NetOp::Bxor,
-        NetOp::Read,
-        NetOp::Write,
-        NetOp::CompareSwap,
-    ];
-
-    /// The MPI operation that applies it (`Read` is `no_op`, `Write` `replace`;
-    /// `CompareSwap` has none and maps to `replace`, the wire tells it by its kind).
-    fn mpi(self) -> Op {
-        match self {
-            NetOp::Min => Op::Min,
-            NetOp::Max => Op::Max,
-            NetOp::Sum => Op::Sum,
-            NetOp::Prod => Op::Prod,
-            NetOp::Lor => Op::Lor,
-            NetOp::Land => Op::Land,
-            NetOp::Bor => Op::Bor,
-            NetOp::Band => Op::Band,
-            NetOp::Lxor => Op::Lxor,
-            NetOp::Bxor => Op::Bxor,
-            NetOp::Read => Op::NoOp,
-            NetOp::Write | NetOp::CompareSwap => Op::Replace,
-        }
-    }
-
-    fn op(self) -> sys::fi_op {
-        match self {
-            NetOp::Min => sys::fi_op_FI_MIN,
-            NetOp::Max => sys::fi_op_FI_MAX,
-            NetOp::Sum => sys::fi_op_FI_SUM,
-            NetOp::Prod => sys::fi_op_FI_PROD,
-            NetOp::Lor => sys::fi_op_FI_LOR,
-            NetOp::Land => sys::fi_op_FI_LAND,
-            NetOp::Bor => sys::fi_op_FI_BOR,
-            NetOp::Band => sys::fi_op_FI_BAND,
-            NetOp::Lxor => sys::fi_op_FI_LXOR,
-            NetOp::Bxor => sys::fi_op_FI_BXOR,
-            NetOp::Read => sys::fi_op_FI_ATOMIC_READ,
-            NetOp::Write => sys::fi_op_FI_ATOMIC_WRITE,
-            NetOp::CompareSwap => sys::fi_op_FI_CSWAP,
-        }
+/// libfabric's name of an atomic operation.
+fn fi_op(op: NetOp) -> sys::fi_op {
+    match op {
+        NetOp::Min => sys::fi_op_FI_MIN,
+        NetOp::Max => sys::fi_op_FI_MAX,
+        NetOp::Sum => sys::fi_op_FI_SUM,
+        NetOp::Prod => sys::fi_op_FI_PROD,
+        NetOp::Lor => sys::fi_op_FI_LOR,
+        NetOp::Land => sys::fi_op_FI_LAND,
+        NetOp::Bor => sys::fi_op_FI_BOR,
+        NetOp::Band => sys::fi_op_FI_BAND,
+        NetOp::Lxor => sys::fi_op_FI_LXOR,
+        NetOp::Bxor => sys::fi_op_FI_BXOR,
+        NetOp::Read => sys::fi_op_FI_ATOMIC_READ,
+        NetOp::Write => sys::fi_op_FI_ATOMIC_WRITE,
+        NetOp::CompareSwap => sys::fi_op_FI_CSWAP,
     }
 }
 
-/// libfabric's element types for atomics (`fi_datatype`), those onesided accumulates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum NetType {
-    I8,
-    U8,
-    I16,
-    U16,
-    I32,
-    U32,
-    I64,
-    U64,
-    F32,
-    F64,
-}
-
-impl NetType {
-    /// Every type.
-    pub(crate) const ALL: [NetType; 10] = [
-        NetType::I8,
-        NetType::U8,
-        NetType::I16,
-        NetType::U16,
-        NetType::I32,
-        NetType::U32,
-        NetType::I64,
-        NetType::U64,
-        NetType::F32,
-        NetType::F64,
-    ];
-
-    /// The element type of accumulates it is.
-    fn elem(self) -> ElemType {
-        match self {
-            NetType::I8 => ElemType::I8,
-            NetType::U8 => ElemType::U8,
-            NetType::I16 => ElemType::I16,
-            NetType::U16 => ElemType::U16,
-            NetType::I32 => ElemType::I32,
-            NetType::U32 => ElemType::U32,
-            NetType::I64 => ElemType::I64,
-            NetType::U64 => ElemType::U64,
-            NetType::F32 => ElemType::F32,
-            NetType::F64 => ElemType::F64,
-        }
-    }
-
-    fn datatype(self) -> sys::fi_datatype {
-        match self {
-            NetType::I8 => sys::fi_datatype_FI_INT8,
-            NetType::U8 => sys::fi_datatype_FI_UINT8,
-            NetType::I16 => sys::fi_datatype_FI_INT16,
-            NetType::U16 => sys::fi_datatype_FI_UINT16,
-            NetType::I32 => sys::fi_datatype_FI_INT32,
-            NetType::U32 => sys::fi_datatype_FI_UINT32,
-            NetType::I64 => sys::fi_datatype_FI_INT64,
-            NetType::U64 => sys::fi_datatype_FI_UINT64,
-            NetType::F32 => sys::fi_datatype_FI_FLOAT,
-            NetType::F64 => sys::fi_datatype_FI_DOUBLE,
-        }
-    }
-
-    /// Bytes per element.
-    pub(crate) fn size(self) -> usize {
-        match self {
-            NetType::I8 | NetType::U8 => 1,
-            NetType::I16 | NetType::U16 => 2,
-            NetType::I32 | NetType::U32 | NetType::F32 => 4,
-            NetType::I64 | NetType::U64 | NetType::F64 => 8,
-        }
+/// libfabric's name of an element type.
+fn fi_datatype(ty: NetType) -> sys::fi_datatype {
+    match ty {
+        NetType::I8 => sys::fi_datatype_FI_INT8,
+        NetType::U8 => sys::fi_datatype_FI_UINT8,
+        NetType::I16 => sys::fi_datatype_FI_INT16,
+        NetType::U16 => sys::fi_datatype_FI_UINT16,
+        NetType::I32 => sys::fi_datatype_FI_INT32,
+        NetType::U32 => sys::fi_datatype_FI_UINT32,
+        NetType::I64 => sys::fi_datatype_FI_INT64,
+        NetType::U64 => sys::fi_datatype_FI_UINT64,
+        NetType::F32 => sys::fi_datatype_FI_FLOAT,
+        NetType::F64 => sys::fi_datatype_FI_DOUBLE,
     }
 }
 
@@ -700,40 +586,6 @@ enum Context {
     Shared(Arc<dyn Send + Sync>),
     /// The caller's, alive until it says the operation completed.
     Tracked(*mut TrackedContext),
-}
-
-/// How an atomic returns: nothing, the previous value, or the previous value of a compare.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum AtomicKind {
-    /// `fi_atomic`.
-    Write,
-    /// `fi_fetch_atomic`.
-    Fetch,
-    /// `fi_compare_atomic`.
-    Compare,
-}
-
-/// What the provider does natively: for each (kind, op, type), the most elements one
-/// atomic call may carry (absent: not at all), as `fi_query_atomic` answers.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct AtomicTable {
-    counts: std::collections::HashMap<(AtomicKind, NetOp, NetType), usize>,
-}
-
-impl AtomicTable {
-    /// The most elements of `ty` one `kind` atomic with `op` may carry; `None`: the
-    /// provider does not have it (the caller falls back to element-wise atomics).
-    pub(crate) fn count(&self, kind: AtomicKind, op: NetOp, ty: NetType) -> Option<usize> {
-        self.counts.get(&(kind, op, ty)).copied()
-    }
-
-    /// A table with only `entries` (tests of the fallbacks).
-    #[cfg(test)]
-    pub(crate) fn only(entries: &[(AtomicKind, NetOp, NetType, usize)]) -> AtomicTable {
-        AtomicTable {
-            counts: entries.iter().map(|&(k, o, t, c)| ((k, o, t), c)).collect(),
-        }
-    }
 }
 
 /// Operations of one kind (counted by one completion counter).
@@ -950,26 +802,6 @@ impl Registration {
     fn covers(&self, ptr: usize, len: usize) -> bool {
         ptr >= self.base && ptr - self.base <= self.len && len <= self.len - (ptr - self.base)
     }
-}
-
-/// A delivery's second place ([`Nic::deliver`]; [`wire::Gate`] says how it is chosen):
-/// the receiver's word that must hold at least `at_least`, the place, and the flag words
-/// stored then.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct DeliverGate<'a> {
-    pub word: Remote,
-    pub at_least: u64,
-    pub to: Remote,
-    pub words: &'a [u64],
-}
-
-/// Where an operation goes: a peer's address in our address vector, the remote address of
-/// the first byte and the registration key.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Remote {
-    pub peer: sys::fi_addr_t,
-    pub addr: u64,
-    pub key: u64,
 }
 
 /// Marks the operation whose context is `ctx` done (`failed`: in error).
@@ -1991,14 +1823,14 @@ impl Nic {
                     let rc = unsafe {
                         sys::fi_query_atomic(
                             self.domain.as_ptr(),
-                            ty.datatype(),
-                            op.op(),
+                            fi_datatype(ty),
+                            fi_op(op),
                             &mut attr,
                             flags,
                         )
                     };
                     if rc == 0 && attr.count > 0 {
-                        table.counts.insert((kind, op, ty), attr.count);
+                        table.insert(kind, op, ty, attr.count);
                     }
                 }
             }
@@ -2168,8 +2000,8 @@ impl Nic {
                 addr: at.peer,
                 rma_iov: &rma,
                 rma_iov_count: 1,
-                datatype: ty.datatype(),
-                op: op.op(),
+                datatype: fi_datatype(ty),
+                op: fi_op(op),
                 context: ctx,
                 data: 0,
             };

@@ -237,7 +237,7 @@ impl Flags {
     }
 
     /// Puts to other nodes keep the provider's order of RMA writes: never as atomics over
-    /// the wire (`transport::net::put_over_wire`). The library's own signal windows set it,
+    /// the wire (`transport::network::put_over_wire`). The library's own signal windows set it,
     /// whose flags follow their data (written to another window) in that order; MPI
     /// orders no puts without `mpi_win_order`.
     pub(crate) fn keeps_rma_order(self) -> bool {
@@ -347,7 +347,7 @@ pub(crate) struct WinCore {
     /// Writes (not atomics) this window issued through the network, and how many of them
     /// a completion of the endpoint covered (`WinCore::net_writes_pending`).
     #[cfg(feature = "ofi")]
-    pub(crate) net_writes: crate::transport::net::NetWrites,
+    pub(crate) net_writes: crate::transport::network::NetWrites,
     /// Exclusive-class memberships that unlocks across nodes still hold while they wait
     /// for the answer to their release, each handed to a later lock of this process at most
     /// once (`sync::lock`, "Memberships in transit").

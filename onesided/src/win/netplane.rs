@@ -35,7 +35,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::plane::{Answer, ControlPlane, CtrlWord, LockAt, PendingOp};
-use crate::transport::ofi::{NetOp, Nic, Registration, Remote, TrackedContext};
+use crate::transport::network::{NetOp, Remote};
+use crate::transport::ofi::{Nic, Registration, TrackedContext};
 use crate::win::control::{BlockSlots, ControlLayout};
 use crate::win::reach::{RankRoute, Remotes};
 

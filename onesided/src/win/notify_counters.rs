@@ -30,7 +30,7 @@ pub(crate) struct NotifyTable {
 pub(crate) struct NetCounters {
     pub(crate) nic: std::sync::Arc<crate::transport::ofi::Nic>,
     /// Each rank's node segment of counters: its endpoint, remote base and key.
-    pub(crate) areas: Vec<crate::transport::ofi::Remote>,
+    pub(crate) areas: Vec<crate::transport::network::Remote>,
     /// Each rank's node, and this process's.
     pub(crate) nodes: Vec<usize>,
     pub(crate) node: usize,
@@ -77,7 +77,10 @@ impl NotifyTable {
     /// Where counter `word` of a rank on another node is, when it is there.
     #[cfg(feature = "ofi")]
     #[inline]
-    fn elsewhere(&self, word: CtrlWord) -> Option<(&NetCounters, crate::transport::ofi::Remote)> {
+    fn elsewhere(
+        &self,
+        word: CtrlWord,
+    ) -> Option<(&NetCounters, crate::transport::network::Remote)> {
         let net = self.net.as_ref()?;
         let CtrlWord::Notify { at, idx } = word else {
             return None;
@@ -91,7 +94,7 @@ impl NotifyTable {
         let area = net.areas[at];
         Some((
             net,
-            crate::transport::ofi::Remote {
+            crate::transport::network::Remote {
                 addr: area.addr + offset as u64,
                 ..area
             },
@@ -131,7 +134,7 @@ impl ControlPlane for NotifyTable {
             // counts it failed) and by the endpoint's later operations.
             let _ = net
                 .nic
-                .post_word(crate::transport::ofi::NetOp::Sum, value, at);
+                .post_word(crate::transport::network::NetOp::Sum, value, at);
             return;
         }
         ThisNode(self).post_add(word, value, order)
@@ -143,7 +146,7 @@ impl ControlPlane for NotifyTable {
         if let Some((net, at)) = self.elsewhere(word) {
             let _ = net
                 .nic
-                .post_word(crate::transport::ofi::NetOp::Write, value, at);
+                .post_word(crate::transport::network::NetOp::Write, value, at);
             return;
         }
         ThisNode(self).post_store(word, value, order)

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use crate::transport::ofi::Remote;
+use crate::transport::network::Remote;
 
 /// How one rank of a window across nodes is reached: the same for every window over the
 /// same ranks, so that windows share one table of these (`win::interned`).

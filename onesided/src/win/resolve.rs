@@ -560,13 +560,13 @@ impl WinCore {
         &self,
         target: usize,
         addr: usize,
-    ) -> Option<crate::transport::ofi::Remote> {
+    ) -> Option<crate::transport::network::Remote> {
         let net = self.net.as_deref()?;
         let regions = self.regions_now(target)?;
         let r = regions
             .iter()
             .find(|r| within(r.base, r.len, addr, 1) && r.net_key != 0)?;
-        Some(crate::transport::ofi::Remote {
+        Some(crate::transport::network::Remote {
             peer: net.peer(target),
             addr: r.net_base + (addr - r.base) as u64,
             key: r.net_key,

@@ -127,7 +127,7 @@ impl WinCore {
         let areas = all
             .chunks_exact(3)
             .enumerate()
-            .map(|(r, w)| crate::transport::ofi::Remote {
+            .map(|(r, w)| crate::transport::network::Remote {
                 peer: net.peer(r),
                 addr: w[2],
                 key: w[1],

@@ -1,0 +1,187 @@
+//! The network as the rest of the library sees it: where an operation goes ([`Remote`]),
+//! what an atomic is ([`NetOp`], [`NetType`], [`AtomicKind`], [`AtomicTable`]), what a
+//! window counts of what it issued ([`NetWrites`]), and the calls of the process's
+//! endpoint that windows, epochs and collectives make. `rma/`, `sync/`, `coll/` and `win/`
+//! name these, never the implementation behind them (libfabric in `ofi`, our messages over
+//! TCP in `wire`, the endpoint in `net`, its progress thread in `nic_progress`);
+//! `tests/module_graph.rs` holds them to it. This module is the one place that knows which
+//! implementation serves (the feature `ofi` today).
+//!
+//! Work in progress (issue 57): the vocabulary and the process-wide calls are here; the
+//! endpoint's per-operation calls that the network's own protocol code makes
+//! (`win::netplane`, `win::across`, `rma::net_atomic`, `win::notify_counters`) still name
+//! `ofi::Nic`, and the callers' `cfg(feature = "ofi")` gates stay until this module
+//! answers for every build.
+
+// Without the feature `ofi` nothing calls in yet (the callers' gates go next).
+#![cfg_attr(not(feature = "ofi"), allow(dead_code, unused_imports))]
+
+mod terms;
+
+pub(crate) use terms::{AtomicKind, AtomicTable, DeliverGate, NetOp, NetType, NetWrites, Remote};
+
+#[cfg(feature = "ofi")]
+use crate::error::Result;
+#[cfg(feature = "ofi")]
+use crate::ops::{ElemType, Op};
+#[cfg(feature = "ofi")]
+use crate::transport::{net, ofi};
+
+/// Tells the network which job and rank this process is (once, at start-up): endpoints
+/// that leave a named object on the node are named so that the job's cleanup removes them.
+pub(crate) fn set_job_of_process(job: &str, rank: usize) {
+    #[cfg(feature = "ofi")]
+    ofi::set_job_of_process(job, rank);
+    let _ = (job, rank);
+}
+
+/// True once the process's endpoint is open.
+pub(crate) fn is_open() -> bool {
+    #[cfg(feature = "ofi")]
+    return net::is_open();
+    #[cfg(not(feature = "ofi"))]
+    false
+}
+
+/// Operations posted on the endpoint not yet seen complete (0 when none is open).
+pub(crate) fn in_flight() -> u64 {
+    #[cfg(feature = "ofi")]
+    return net::in_flight();
+    #[cfg(not(feature = "ofi"))]
+    0
+}
+
+/// What [`crate::network`] reports: the endpoint, once open.
+#[cfg(feature = "ofi")]
+pub(crate) fn description() -> Option<crate::NetworkEndpoint> {
+    net::description()
+}
+
+/// Runs `post`; every operation it posts gets a completion of its own, so that the calling
+/// thread's flush of thread scope ([`complete_own`]) waits for its own operations only,
+/// not for every thread's (seed 000 §2.1).
+pub(crate) fn track_own<R>(post: impl FnOnce() -> R) -> R {
+    #[cfg(feature = "ofi")]
+    return ofi::track_own(post);
+    #[cfg(not(feature = "ofi"))]
+    post()
+}
+
+/// Runs `post`, which posts operations on behalf of thread `issuer` (the engine running an
+/// operation another thread deferred): they count as that thread's, so that its flush of
+/// thread scope completes them too.
+pub(crate) fn post_for<R>(issuer: u64, post: impl FnOnce() -> R) -> R {
+    #[cfg(feature = "ofi")]
+    return ofi::post_for(issuer, post);
+    #[cfg(not(feature = "ofi"))]
+    {
+        let _ = issuer;
+        post()
+    }
+}
+
+/// Completes the network operations the calling thread posted under [`track_own`] (a flush
+/// of thread scope).
+#[cfg(feature = "ofi")]
+pub(crate) fn complete_own() -> Result<()> {
+    net::complete_own()
+}
+
+/// Lets go of what completed operations posted under [`track_own`] hold.
+#[cfg(feature = "ofi")]
+pub(crate) fn reap_own() -> Result<()> {
+    net::reap_own()
+}
+
+/// True when the endpoint delivers operations to a peer in issue order where a write or a
+/// read follows a write.
+#[cfg(feature = "ofi")]
+pub(crate) fn ordered() -> Result<bool> {
+    net::ordered()
+}
+
+/// True when the endpoint delivers atomics to a peer in issue order.
+#[cfg(feature = "ofi")]
+pub(crate) fn orders_atomics() -> Result<bool> {
+    net::orders_atomics()
+}
+
+/// True when the endpoint places RMA writes to a peer in issue order.
+#[cfg(feature = "ofi")]
+pub(crate) fn orders_rma_writes() -> Result<bool> {
+    net::orders_rma_writes()
+}
+
+/// True when a put of `len` bytes to `to` goes as a message of our own rather than an RMA
+/// write (short puts where the wire reaches the target).
+#[cfg(feature = "ofi")]
+pub(crate) fn put_over_wire(len: usize, to: Remote) -> Result<bool> {
+    net::put_over_wire(len, to)
+}
+
+/// True when a put of `len` bytes to `to` can go as atomic writes ([`post_write_atomic`]).
+#[cfg(feature = "ofi")]
+pub(crate) fn atomic_put_fits(len: usize, to: Remote) -> Result<bool> {
+    net::atomic_put_fits(len, to)
+}
+
+/// Writes `src` to `to` as atomic writes, issued with a copy: kept in order with the
+/// endpoint's other atomics to the same peer. Only where [`atomic_put_fits`].
+#[cfg(feature = "ofi")]
+pub(crate) fn post_write_atomic(src: &[u8], to: Remote) -> Result<()> {
+    net::post_write_atomic(src, to)
+}
+
+/// Writes `src` to `to` from where it is: complete at the caller's next completion point
+/// (as `end` says), `owner` (which owns `src` and keeps it unchanged) held until then.
+///
+/// # Safety
+/// `src` stays valid and unchanged while `owner` is held.
+#[cfg(feature = "ofi")]
+pub(crate) unsafe fn post_write_shared(
+    src: &[u8],
+    to: Remote,
+    owner: std::sync::Arc<dyn Send + Sync>,
+    end: crate::transport::write_end::WriteEnd,
+) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe { net::post_write_shared(src, to, owner, end) }
+}
+
+/// Sends `block` to `to` and then `words` to `flag` in one message that nobody answers,
+/// with its second place `gate` if any, where the wire reaches the peer: false, with
+/// nothing sent, elsewhere.
+#[cfg(feature = "ofi")]
+pub(crate) fn deliver(
+    block: &[u8],
+    to: Remote,
+    words: &[u64],
+    flag: Remote,
+    gate: Option<DeliverGate<'_>>,
+) -> Result<bool> {
+    net::deliver(block, to, words, flag, gate)
+}
+
+/// Appends a non-fetching accumulate — `op` on `count` elements of `ty` at `addr` under
+/// registration `key`, `operand` the origin's bytes — to `out`, as one element of an
+/// exclusive epoch shipped to its target in one message (`progress::shipping`). Fails for
+/// an element type the message does not carry.
+#[cfg(feature = "ofi")]
+pub(crate) fn encode_accumulate(
+    out: &mut Vec<u8>,
+    op: Op,
+    ty: ElemType,
+    count: usize,
+    (addr, key): (u64, u64),
+    operand: &[u8],
+) -> Result<()> {
+    let request = crate::transport::wire::Request {
+        kind: crate::transport::wire::Kind::Write,
+        op,
+        ty,
+        count,
+        key,
+        addr,
+    };
+    crate::transport::wire::encode(out, &request, operand, &[])
+}

@@ -1,0 +1,252 @@
+//! The words the network is spoken in: where an operation goes ([`Remote`]), what an
+//! atomic is ([`NetOp`], [`NetType`], [`AtomicKind`], what the endpoint does natively:
+//! [`AtomicTable`]), a delivery's second place ([`DeliverGate`]) and what a window counts
+//! of what it issued ([`NetWrites`]). Every implementation of the network and every user of
+//! it names these; they name nothing of either.
+
+// Without the feature `ofi` nothing uses them yet (issue 57: the callers' gates go next).
+#![cfg_attr(not(feature = "ofi"), allow(dead_code))]
+
+use crate::ops::{ElemType, Op};
+
+/// The atomic operations of the network (libfabric's `fi_op`; every transport's atomics
+/// name theirs so).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum NetOp {
+    Min,
+    Max,
+    Sum,
+    Prod,
+    Lor,
+    Land,
+    Bor,
+    Band,
+    Lxor,
+    Bxor,
+    /// Read (fetching only).
+    Read,
+    /// Replace.
+    Write,
+    /// Replace if equal to the compare operand (compare-atomic only).
+    CompareSwap,
+}
+
+impl NetOp {
+    /// Every operation, in libfabric's order.
+    pub(crate) const ALL: [NetOp; 13] = [
+        NetOp::Min,
+        NetOp::Max,
+        NetOp::Sum,
+        NetOp::Prod,
+        NetOp::Lor,
+        NetOp::Land,
+        NetOp::Bor,
+        NetOp::Band,
+        NetOp::Lxor,
+        NetOp::Bxor,
+        NetOp::Read,
+        NetOp::Write,
+        NetOp::CompareSwap,
+    ];
+
+    /// The MPI operation that applies it (`Read` is `no_op`, `Write` `replace`;
+    /// `CompareSwap` has none and maps to `replace`, the wire tells it by its kind).
+    pub(crate) fn mpi(self) -> Op {
+        match self {
+            NetOp::Min => Op::Min,
+            NetOp::Max => Op::Max,
+            NetOp::Sum => Op::Sum,
+            NetOp::Prod => Op::Prod,
+            NetOp::Lor => Op::Lor,
+            NetOp::Land => Op::Land,
+            NetOp::Bor => Op::Bor,
+            NetOp::Band => Op::Band,
+            NetOp::Lxor => Op::Lxor,
+            NetOp::Bxor => Op::Bxor,
+            NetOp::Read => Op::NoOp,
+            NetOp::Write | NetOp::CompareSwap => Op::Replace,
+        }
+    }
+}
+
+/// The element types of the network's atomics (libfabric's `fi_datatype`), those onesided
+/// accumulates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum NetType {
+    I8,
+    U8,
+    I16,
+    U16,
+    I32,
+    U32,
+    I64,
+    U64,
+    F32,
+    F64,
+}
+
+impl NetType {
+    /// Every type.
+    pub(crate) const ALL: [NetType; 10] = [
+        NetType::I8,
+        NetType::U8,
+        NetType::I16,
+        NetType::U16,
+        NetType::I32,
+        NetType::U32,
+        NetType::I64,
+        NetType::U64,
+        NetType::F32,
+        NetType::F64,
+    ];
+
+    /// The element type of accumulates it is.
+    pub(crate) fn elem(self) -> ElemType {
+        match self {
+            NetType::I8 => ElemType::I8,
+            NetType::U8 => ElemType::U8,
+            NetType::I16 => ElemType::I16,
+            NetType::U16 => ElemType::U16,
+            NetType::I32 => ElemType::I32,
+            NetType::U32 => ElemType::U32,
+            NetType::I64 => ElemType::I64,
+            NetType::U64 => ElemType::U64,
+            NetType::F32 => ElemType::F32,
+            NetType::F64 => ElemType::F64,
+        }
+    }
+
+    /// Bytes per element.
+    pub(crate) fn size(self) -> usize {
+        match self {
+            NetType::I8 | NetType::U8 => 1,
+            NetType::I16 | NetType::U16 => 2,
+            NetType::I32 | NetType::U32 | NetType::F32 => 4,
+            NetType::I64 | NetType::U64 | NetType::F64 => 8,
+        }
+    }
+}
+
+/// How an atomic returns: nothing, the previous value, or the previous value of a compare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum AtomicKind {
+    /// `fi_atomic`.
+    Write,
+    /// `fi_fetch_atomic`.
+    Fetch,
+    /// `fi_compare_atomic`.
+    Compare,
+}
+
+/// What the provider does natively: for each (kind, op, type), the most elements one
+/// atomic call may carry (absent: not at all), as `fi_query_atomic` answers.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AtomicTable {
+    counts: std::collections::HashMap<(AtomicKind, NetOp, NetType), usize>,
+}
+
+impl AtomicTable {
+    /// The most elements of `ty` one `kind` atomic with `op` may carry; `None`: the
+    /// provider does not have it (the caller falls back to element-wise atomics).
+    pub(crate) fn count(&self, kind: AtomicKind, op: NetOp, ty: NetType) -> Option<usize> {
+        self.counts.get(&(kind, op, ty)).copied()
+    }
+
+    /// Records that one `kind` atomic with `op` on `ty` may carry up to `count` elements.
+    pub(crate) fn insert(&mut self, kind: AtomicKind, op: NetOp, ty: NetType, count: usize) {
+        self.counts.insert((kind, op, ty), count);
+    }
+
+    /// A table with only `entries` (tests of the fallbacks).
+    #[cfg(test)]
+    pub(crate) fn only(entries: &[(AtomicKind, NetOp, NetType, usize)]) -> AtomicTable {
+        AtomicTable {
+            counts: entries.iter().map(|&(k, o, t, c)| ((k, o, t), c)).collect(),
+        }
+    }
+}
+
+/// A delivery's second place ([`deliver`]; the wire's `Gate` says how it is chosen):
+/// the receiver's word that must hold at least `at_least`, the place, and the flag words
+/// stored then.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DeliverGate<'a> {
+    pub word: Remote,
+    pub at_least: u64,
+    pub to: Remote,
+    pub words: &'a [u64],
+}
+
+/// Where an operation goes: a peer's address in the endpoint's address vector, the remote
+/// address of the first byte and the registration key.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Remote {
+    pub peer: u64,
+    pub addr: u64,
+    pub key: u64,
+}
+
+/// What a window issued through the network that a completion must wait for before a
+/// release or an unlock may rely on it, against what a completion of the endpoint is known
+/// to cover: writes (RMA, not atomics) to any target — the provider may deliver an atomic
+/// before an RMA write issued earlier — and any operation to a rank of this node (an
+/// accumulate that CPU atomics cannot do goes through the network for this node's ranks
+/// too; an unlock of such a target otherwise completes nothing on the network). Counts
+/// only grow.
+#[derive(Debug, Default)]
+pub(crate) struct NetWrites {
+    /// Writes to targets on other nodes.
+    pub(crate) far: IssuedCount,
+    /// Any operation to a rank of this node.
+    pub(crate) near: IssuedCount,
+}
+
+impl NetWrites {
+    /// Both counts issued so far (before a completion starts).
+    pub(crate) fn issued(&self) -> (u64, u64) {
+        (self.far.issued(), self.near.issued())
+    }
+
+    /// A completion that started when `issued` had been issued has ended.
+    pub(crate) fn covered(&self, (far, near): (u64, u64)) {
+        self.far.covered(far);
+        self.near.covered(near);
+    }
+}
+
+/// Operations issued, against those a completion is known to cover. Both only grow.
+#[derive(Debug, Default)]
+pub(crate) struct IssuedCount {
+    issued: std::sync::atomic::AtomicU64,
+    covered: std::sync::atomic::AtomicU64,
+}
+
+impl IssuedCount {
+    /// One more issued.
+    pub(crate) fn issue(&self) {
+        // Release: a thread that reads the count after seeing this operation's effects (an
+        // unlock ordered after it) counts it.
+        self.issued
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The count issued so far.
+    fn issued(&self) -> u64 {
+        // Acquire: pairs with `issue`.
+        self.issued.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// A completion that started when `issued` had been issued has ended.
+    fn covered(&self, issued: u64) {
+        // Release: pairs with `pending`'s Acquire.
+        self.covered
+            .fetch_max(issued, std::sync::atomic::Ordering::Release);
+    }
+
+    /// True when an operation may be in flight.
+    pub(crate) fn pending(&self) -> bool {
+        // Acquire both: an operation counted after a completion's snapshot stays pending.
+        self.covered.load(std::sync::atomic::Ordering::Acquire)
+            < self.issued.load(std::sync::atomic::Ordering::Acquire)
+    }
+}
