@@ -170,27 +170,27 @@ impl WinCore {
     }
 
     /// A put to another node issued as atomic writes where they keep order with the
-    /// endpoint's other atomics ([`net::post_write_atomic`]): an ordered put
+    /// endpoint's other atomics ([`network::post_write_atomic`]): an ordered put
     /// (`mpi_win_order`) and an accumulate after it (a flag) are in flight together, where
     /// an RMA write would have to complete first; and a short put to a target the wire
-    /// reaches completes in the wire's round trip ([`net::put_over_wire`]). False when the
+    /// reaches completes in the wire's round trip ([`network::put_over_wire`]). False when the
     /// put cannot go so (nothing done).
     ///
-    /// [`net::put_over_wire`]: crate::transport::network::put_over_wire
-    /// [`net::post_write_atomic`]: crate::transport::network::post_write_atomic
+    /// [`network::put_over_wire`]: crate::transport::network::put_over_wire
+    /// [`network::post_write_atomic`]: crate::transport::network::post_write_atomic
     #[cfg(feature = "ofi")]
     #[inline(never)]
     pub(crate) fn put_as_atomics(&self, route: Route, src: &[u8], flags: Flags) -> Result<bool> {
-        use crate::transport::network as net;
+        use crate::transport::network;
         let Route::Net { peer, addr, key } = route else {
             return Ok(false);
         };
         let to = crate::transport::network::Remote { peer, addr, key };
-        if !net::atomic_put_fits(src.len(), to)? {
+        if !network::atomic_put_fits(src.len(), to)? {
             return Ok(false);
         }
         self.drain_before_atomic(flags, || true)?;
-        self.posting(flags, || net::post_write_atomic(src, to))?;
+        self.posting(flags, || network::post_write_atomic(src, to))?;
         // Left in flight: the next flush completes it.
         self.epoch.forget_flush_cache();
         self.epoch.note_rma();

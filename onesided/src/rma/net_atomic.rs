@@ -12,9 +12,9 @@
 
 use crate::error::{Error, Result};
 use crate::ops::{AccElement, ElemType, Op};
-use crate::transport::net;
-use crate::transport::network::{AtomicKind, AtomicTable, NetOp, NetType, Remote};
-use crate::transport::ofi::Nic;
+use crate::transport::network::{
+    self as net, AtomicKind, AtomicTable, Fabric, NetOp, NetType, Remote,
+};
 
 /// libfabric's operation for `op` (`no_op` is an atomic read: fetching only); `None` for
 /// MINLOC/MAXLOC, which libfabric lacks.
@@ -87,15 +87,21 @@ pub(crate) fn accumulate<E: AccElement>(
     result: Option<&mut [E]>,
     at: Remote,
 ) -> Result<()> {
-    let ep = net::endpoint()?;
-    accumulate_with(&ep.nic, &ep.table, op, origin, result, at)
+    accumulate_with(
+        &*net::endpoint()?,
+        net::atomic_table()?,
+        op,
+        origin,
+        result,
+        at,
+    )
 }
 
 /// Whether the endpoint's provider does `kind` of `op` (`None`: compare-and-swap, on the
 /// element's bits) on `ty` natively — an intrinsic accumulate across nodes — rather than
 /// through the element-wise fallback.
 pub(crate) fn native(kind: AtomicKind, op: Option<Op>, ty: ElemType) -> Result<bool> {
-    let table = &net::endpoint()?.table;
+    let table = net::atomic_table()?;
     Ok(match op {
         // An accumulate with no_op moves nothing: only its fetching form reaches the target.
         Some(Op::NoOp) if kind == AtomicKind::Write => true,
@@ -113,36 +119,33 @@ pub(crate) fn native(kind: AtomicKind, op: Option<Op>, ty: ElemType) -> Result<b
 
 /// [`accumulate`] without a result, *issued*: where the provider has the operation
 /// natively and delivers one endpoint's atomics to a peer in order (MPI's accumulate
-/// ordering then holds while they are in flight: [`Nic::orders_atomics`]), posted with a
+/// ordering then holds while they are in flight: [`Fabric::orders_atomics`]), posted with a
 /// copy of `origin` and complete at the target by the next flush of the endpoint; otherwise
 /// (and for long runs) waited for as [`accumulate`] does.
-///
-/// [`Nic::orders_atomics`]: crate::transport::ofi::Nic::orders_atomics
 pub(crate) fn issue_accumulate<E: AccElement>(op: Op, origin: &[E], at: Remote) -> Result<()> {
-    let ep = net::endpoint()?;
+    let (nic, table) = (net::endpoint()?, net::atomic_table()?);
     let bytes = std::mem::size_of_val(origin);
     let ((nop, ty), size) = (net_pair(op, E::TYPE)?, std::mem::size_of::<E>());
-    let max = match ep.table.count(AtomicKind::Write, nop, ty) {
-        Some(max) if op != Op::NoOp && bytes <= net::COPY_MAX && ep.nic.orders_atomics() => max,
-        _ => return accumulate_with(&ep.nic, &ep.table, op, origin, None, at),
+    let max = match table.count(AtomicKind::Write, nop, ty) {
+        Some(max) if op != Op::NoOp && bytes <= net::COPY_MAX && nic.orders_atomics() => max,
+        _ => return accumulate_with(&*nic, table, op, origin, None, at),
     };
-    if ep.nic.held_bytes() + bytes > net::HELD_MAX {
-        ep.nic.flush(|| Ok(()))?;
+    if nic.held_bytes() + bytes > net::HELD_MAX {
+        nic.flush(&mut || Ok(()))?;
     }
     for (i, run) in origin.chunks(max).enumerate() {
         let here = Remote {
             addr: at.addr + (i * max * size) as u64,
             ..at
         };
-        ep.nic
-            .atomic_copied(nop, ty, bytemuck::cast_slice(run), here)?;
+        nic.atomic_copied(nop, ty, bytemuck::cast_slice(run), here)?;
     }
     Ok(())
 }
 
 /// [`accumulate`] on `nic` with its `table`.
 pub(crate) fn accumulate_with<E: AccElement>(
-    nic: &Nic,
+    nic: &dyn Fabric,
     table: &AtomicTable,
     op: Op,
     origin: &[E],
@@ -189,7 +192,7 @@ pub(crate) fn accumulate_with<E: AccElement>(
         }
         i += n;
     }
-    nic.flush(|| Ok(()))
+    nic.flush(&mut || Ok(()))
 }
 
 /// The unsigned integer type of `size` bytes: compare-and-swap on any element's bits.
@@ -205,7 +208,7 @@ fn bits_type(size: usize) -> NetType {
 /// One compare atomic (or an atomic read when `compare` is `None`) on the element at `at`,
 /// waited for: the element's previous value.
 fn swap_element<E: AccElement>(
-    nic: &Nic,
+    nic: &dyn Fabric,
     ty: NetType,
     compare: Option<E>,
     value: E,
@@ -231,14 +234,14 @@ fn swap_element<E: AccElement>(
             at,
         )?;
     }
-    nic.flush(|| Ok(()))?;
+    nic.flush(&mut || Ok(()))?;
     Ok(before)
 }
 
 /// The fallback for an operation the provider lacks: per element, read, combine, and
 /// compare-and-swap the result in (on the element's bits), until no one came between.
 fn elementwise<E: AccElement>(
-    nic: &Nic,
+    nic: &dyn Fabric,
     table: &AtomicTable,
     op: Op,
     origin: &[E],
@@ -278,9 +281,8 @@ fn elementwise<E: AccElement>(
 
 /// Compare-and-swap of the element at `at` through the network: its previous value.
 pub(crate) fn compare_swap<E: AccElement>(compare: E, value: E, at: Remote) -> Result<E> {
-    let ep = net::endpoint()?;
     swap_element(
-        &ep.nic,
+        &*net::endpoint()?,
         bits_type(std::mem::size_of::<E>()),
         Some(compare),
         value,

@@ -38,7 +38,10 @@ use std::sync::{Arc, Mutex};
 use onesided_ofi_sys as sys;
 
 use crate::error::{Error, Result};
-use crate::transport::network::{AtomicKind, AtomicTable, DeliverGate, NetOp, NetType, Remote};
+use crate::transport::network::{
+    AtomicKind, AtomicTable, DeliverGate, Fabric, NetOp, NetType, PeerEnded,
+    Registration as NetRegistration, Remote, TrackedContext, PROVIDER_SPACE_WORDS,
+};
 use crate::transport::wire::{self, Wire};
 use crate::transport::write_end::WriteEnd;
 
@@ -396,39 +399,10 @@ unsafe fn create<T>(call: &'static str, make: impl FnOnce(*mut *mut T) -> c_int)
     unsafe { Fid::own(call, out) }
 }
 
-/// The context of one posted operation: the provider's scratch space (`FI_CONTEXT2`)
-/// first, then what our completion-queue reader marks. An operation posted with
-/// [`Nic::fetch_word`] asks for a queue entry and is *tracked*: the reader sets `done`
-/// (and `failed`) through the entry's context pointer, so its owner learns when that one
-/// operation completed. Other operations ask for none (selective completion) and are
-/// completed together by a flush; an error entry of any operation marks its context.
-#[repr(C)]
-#[derive(Default)]
-pub(crate) struct TrackedContext {
-    /// First: the entry's context pointer is the provider's context.
-    ctx: sys::fi_context2,
-    done: std::sync::atomic::AtomicBool,
-    failed: std::sync::atomic::AtomicBool,
-}
-
-impl TrackedContext {
-    /// Ready for a new operation.
-    pub(crate) fn reset(&self) {
-        // Relaxed: the post that follows hands the context to the provider (a call into
-        // libfabric), and the reader's Release store is what the owner acquires.
-        self.done.store(false, Ordering::Relaxed);
-        self.failed.store(false, Ordering::Relaxed);
-    }
-
-    /// Whether the operation completed, and whether in error.
-    pub(crate) fn completed(&self) -> Option<bool> {
-        // Acquire: pairs with the queue reader's Release; the result buffer the provider
-        // wrote before the entry is visible after it.
-        self.done
-            .load(Ordering::Acquire)
-            .then(|| self.failed.load(Ordering::Relaxed))
-    }
-}
+// The tracked context's scratch space is the provider's `fi_context2`.
+const _: () = assert!(
+    std::mem::size_of::<sys::fi_context2>() == std::mem::size_of::<[usize; PROVIDER_SPACE_WORDS]>()
+);
 
 /// The per-operation context that `FI_CONTEXT`/`FI_CONTEXT2` providers write into until
 /// the operation completes, with the operation's place among those its counter counts.
@@ -686,10 +660,6 @@ struct Watched {
     index: std::collections::HashMap<sys::fi_addr_t, usize>,
 }
 
-/// Tells whether a peer process has ended (its record in the job's roster, which the
-/// launcher marks for every node).
-pub(crate) type PeerEnded = Arc<dyn Fn() -> bool + Send + Sync>;
-
 /// A peer of the endpoint whose end can be known.
 struct WatchedPeer {
     /// Its rank, as the error reports it (in the window that registered it).
@@ -811,9 +781,7 @@ impl Registration {
 unsafe fn mark(ctx: *mut c_void, failed: bool) {
     // SAFETY: the caller's contract.
     if let Some(t) = unsafe { ctx.cast::<TrackedContext>().as_ref() } {
-        // Relaxed, then Release: the owner's Acquire of `done` sees `failed` too.
-        t.failed.store(failed, Ordering::Relaxed);
-        t.done.store(true, Ordering::Release);
+        t.mark(failed);
     }
 }
 
@@ -2471,10 +2439,10 @@ impl Nic {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .retain(|op| {
-                // Acquire: pairs with the Release of `mark` (nothing is read through it; a
-                // context whose entry is still unread must simply stay).
+                // `completed` acquires (pairs with `mark`'s Release; nothing is read
+                // through it: a context whose entry is still unread must simply stay).
                 let pending = op.ticket >= if op.read { reads } else { writes }
-                    || op.own && !op.ctx.done.load(Ordering::Acquire);
+                    || op.own && op.ctx.completed().is_none();
                 if !pending {
                     freed += op.held();
                 }
@@ -2496,11 +2464,10 @@ impl Nic {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .retain_mut(|op| {
-                // Acquire: pairs with `mark`'s Release: `failed` is read after it.
-                if !(op.own && op.ctx.done.load(Ordering::Acquire)) {
+                let Some(failed) = op.ctx.completed().filter(|_| op.own) else {
                     return true;
-                }
-                if op.ctx.failed.load(Ordering::Relaxed) {
+                };
+                if failed {
                     // Done with the origin bytes all the same.
                     op._shared = None;
                     return true;
@@ -2534,13 +2501,12 @@ impl Nic {
                         untracked = true;
                         return true;
                     }
-                    // Acquire: pairs with `mark`'s Release: `failed` is read after it.
-                    if !op.ctx.done.load(Ordering::Acquire) {
+                    let Some(op_failed) = op.ctx.completed() else {
                         pending = true;
                         return true;
-                    }
+                    };
                     // Its entry was read: the provider is done with it.
-                    failed |= op.ctx.failed.load(Ordering::Relaxed);
+                    failed |= op_failed;
                     freed += op.held();
                     false
                 });
@@ -2776,6 +2742,136 @@ impl Nic {
     #[allow(dead_code)]
     pub(crate) fn info(&self) -> *const sys::fi_info {
         self.info.chosen.as_ptr()
+    }
+}
+
+/// This implementation's part of a registration the interface hands out.
+fn own_registration(reg: &NetRegistration) -> Result<&Registration> {
+    reg.held::<Registration>().ok_or_else(|| {
+        Error::Bootstrap(
+            "a registration of another network implementation was passed to libfabric's".into(),
+        )
+    })
+}
+
+impl Fabric for Nic {
+    fn name(&self) -> Result<Vec<u8>> {
+        Nic::name(self)
+    }
+
+    unsafe fn register(&self, base: *mut u8, len: usize) -> Result<NetRegistration> {
+        // SAFETY: the caller's contract (the trait's).
+        let reg = unsafe { Nic::register(self, base, len) }?;
+        Ok(NetRegistration::new(reg.key, reg.remote_base, reg))
+    }
+
+    unsafe fn register_as(
+        &self,
+        base: *mut u8,
+        len: usize,
+        wanted: Option<u64>,
+    ) -> Result<NetRegistration> {
+        // SAFETY: the caller's contract (the trait's).
+        let reg = unsafe { Nic::register_as(self, base, len, wanted) }?;
+        Ok(NetRegistration::new(reg.key, reg.remote_base, reg))
+    }
+
+    fn atomics_mix_with_cpu(&self) -> bool {
+        Nic::atomics_mix_with_cpu(self)
+    }
+
+    fn orders_atomics(&self) -> bool {
+        Nic::orders_atomics(self)
+    }
+
+    fn ships_epochs_to(&self, peer: u64) -> bool {
+        Nic::ships_epochs_to(self, peer)
+    }
+
+    fn held_bytes(&self) -> usize {
+        Nic::held_bytes(self)
+    }
+
+    fn read_waited(&self, dst: &mut [u8], from: Remote) -> Result<()> {
+        Nic::read_waited(self, dst, from)
+    }
+
+    unsafe fn atomic(
+        &self,
+        kind: AtomicKind,
+        op: NetOp,
+        ty: NetType,
+        count: usize,
+        operand: *const u8,
+        compare: *const u8,
+        result: *mut u8,
+        local: Option<&NetRegistration>,
+        at: Remote,
+    ) -> Result<()> {
+        let local = local.map(own_registration).transpose()?;
+        // SAFETY: the caller's contract (the trait's).
+        unsafe {
+            Nic::atomic(
+                self, kind, op, ty, count, operand, compare, result, local, at,
+            )
+        }
+    }
+
+    fn atomic_copied(&self, op: NetOp, ty: NetType, operand: &[u8], at: Remote) -> Result<()> {
+        Nic::atomic_copied(self, op, ty, operand, at)
+    }
+
+    unsafe fn fetch_word(
+        &self,
+        op: NetOp,
+        words: *mut u64,
+        reg: &NetRegistration,
+        at: Remote,
+        tracked: *mut TrackedContext,
+    ) -> Result<()> {
+        let reg = own_registration(reg)?;
+        // SAFETY: the caller's contract (the trait's).
+        unsafe { Nic::fetch_word(self, op, words, reg, at, tracked) }
+    }
+
+    fn post_word(&self, op: NetOp, value: u64, at: Remote) -> Result<()> {
+        Nic::post_word(self, op, value, at)
+    }
+
+    unsafe fn ship_epoch(
+        &self,
+        words: *mut u64,
+        at: Remote,
+        held: bool,
+        payload: &[u8],
+        tracked: *mut TrackedContext,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract (the trait's).
+        unsafe { Nic::ship_epoch(self, words, at, held, payload, tracked) }
+    }
+
+    fn flush(&self, meanwhile: &mut dyn FnMut() -> Result<()>) -> Result<()> {
+        Nic::flush(self, meanwhile)
+    }
+
+    fn progress(&self) -> Result<()> {
+        Nic::progress(self)
+    }
+
+    fn abandon(&self, read: bool) {
+        Nic::abandon(self, read)
+    }
+
+    fn watch_peer(&self, peer: u64, rank: usize, ended: PeerEnded) {
+        Nic::watch_peer(self, peer, rank, ended)
+    }
+
+    fn blame(&self, e: Error) -> Error {
+        Nic::blame(self, e)
+    }
+
+    fn has_failed(&self) -> bool {
+        Nic::has_failed(self)
     }
 }
 

@@ -36,9 +36,7 @@ use std::sync::Arc;
 use crate::bootstrap::{Call, Comm};
 use crate::error::{Error, Result};
 use crate::shm::segment::Segment;
-use crate::transport::net;
-use crate::transport::network::Remote;
-use crate::transport::ofi::Registration;
+use crate::transport::network::{self, Fabric, Registration, Remote};
 use crate::transport::Route;
 use crate::win::assemble::{padded, placed, Placement};
 use crate::win::control::{BlockSlots, Control, ControlLayout, ControlMemory, WIN_MAGIC};
@@ -77,7 +75,7 @@ struct NodeSegment {
     areas: Remotes,
     /// How every rank is reached (shared with other windows over the same ranks).
     routes: Arc<Vec<RankRoute>>,
-    ep: &'static net::Endpoint,
+    ep: Arc<dyn Fabric>,
     /// The window's id at every rank (see [`join_network`]).
     id: u64,
     /// The window's `mpi_accumulate_granularity`: the largest any rank asked for.
@@ -113,7 +111,7 @@ fn node_segment(
     let (blocks, slots) = BlockSlots::by_node(&nodes, me);
     let layout = layout.with_slots(slots, layout.total - layout.data_off);
     // 1. The node's leader creates the segment; every rank learns every leader's name.
-    let (endpoint, mut endpoint_error) = match net::endpoint() {
+    let (endpoint, mut endpoint_error) = match network::endpoint() {
         Ok(ep) => (Some(ep), None),
         Err(e) => (None, Some(e)),
     };
@@ -157,7 +155,7 @@ fn node_segment(
                  the window's layout or protocol must agree): {params:?} here"
             )));
         }
-        let Some(ep) = endpoint else {
+        let Some(ep) = &endpoint else {
             return Err(endpoint_error.take().expect("no endpoint: its error"));
         };
         let seg = match created {
@@ -187,11 +185,8 @@ fn node_segment(
         // registration drops first); peers write it only through the window's operations.
         // Under the key every rank requests, where the provider lets us choose keys and
         // addresses by offset: then no rank needs another's key or base (`Remotes`).
-        let reg = unsafe {
-            ep.nic
-                .register_as(seg.as_ptr(), layout.total, Some(uniform_key(id)))
-        }?;
-        let name = ep.nic.name()?;
+        let reg = unsafe { ep.register_as(seg.as_ptr(), layout.total, Some(uniform_key(id))) }?;
+        let name = ep.name()?;
         Ok((seg, reg, name))
     })();
     let mine = match &local {
@@ -213,7 +208,7 @@ fn node_segment(
             let word =
                 |i: usize| u64::from_le_bytes(r[8 * i..8 * i + 8].try_into().expect("8 bytes"));
             Ok(Remote {
-                peer: ep.peer(&r[16..])?,
+                peer: network::peer(&r[16..])?,
                 addr: word(1),
                 key: word(0),
             })
@@ -225,7 +220,7 @@ fn node_segment(
         for (r, area) in areas.iter().enumerate() {
             if nodes[r] != nodes[me] {
                 if let Some(ended) = watch.end_probe(r) {
-                    ep.nic.watch_peer(area.peer, r, ended);
+                    ep.watch_peer(area.peer, r, ended);
                 }
             }
         }
@@ -282,13 +277,13 @@ fn assemble_across(
     more: Option<Registration>,
 ) -> WinCore {
     let layout = node.layout;
-    let near = node.ep.nic.atomics_mix_with_cpu().then(|| {
+    let near = node.ep.atomics_mix_with_cpu().then(|| {
         // SAFETY: the node segment, mapped here with `layout`, moves into the core below
         // with the plane and is unmapped only after it (WinCore drops `net` first).
         unsafe { Near::new(node.seg.as_ptr(), Arc::clone(&node.routes)) }
     });
     let plane = NetPlane::new(
-        Arc::clone(&node.ep.nic),
+        Arc::clone(&node.ep),
         layout,
         node.blocks.clone(),
         node.areas,
@@ -469,7 +464,7 @@ pub(crate) fn create(
         // SAFETY: the window's buffer outlives its core, which drops the registration
         // (Window::free and drop release the core before the buffer); peers write it only
         // through the window's operations.
-        len => unsafe { node.ep.nic.register(local.base, len) }.map(Some),
+        len => unsafe { node.ep.register(local.base, len) }.map(Some),
     };
     let record: Vec<u8> = match &mine {
         Ok(r) => {

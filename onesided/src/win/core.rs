@@ -334,7 +334,7 @@ pub(crate) struct WinCore {
     /// node's window segment, and for `create` windows its own memory; dropped before the
     /// segment and before the window's buffer.
     #[cfg(feature = "ofi")]
-    pub(crate) net_registrations: Vec<crate::transport::ofi::Registration>,
+    pub(crate) net_registrations: Vec<crate::transport::network::Registration>,
     /// Every rank's window memory as the network reaches it (windows across nodes; empty
     /// otherwise): accumulates that CPU atomics cannot do go there for every rank, this
     /// node's included, so that one element never sees two protocols.

@@ -81,11 +81,11 @@ impl WinCore {
     fn register_region(&self, base: usize, len: usize) -> Result<(u64, u64)> {
         #[cfg(feature = "ofi")]
         if self.net.is_some() {
-            let ep = crate::transport::net::endpoint()?;
+            let ep = crate::transport::network::endpoint()?;
             // SAFETY: the registration lives until the window's end (the core, which holds
             // it, drops before the window's buffers); a buffer detached before then may
             // still be written by an erroneous racing access, as on one node.
-            let reg = unsafe { ep.nic.register(base as *mut u8, len) }?;
+            let reg = unsafe { ep.register(base as *mut u8, len) }?;
             let out = (reg.key, reg.remote_base);
             self.dynamic
                 .net_registrations

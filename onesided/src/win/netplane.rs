@@ -35,8 +35,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::plane::{Answer, ControlPlane, CtrlWord, LockAt, PendingOp};
+use crate::transport::network::{Fabric, Registration, TrackedContext};
 use crate::transport::network::{NetOp, Remote};
-use crate::transport::ofi::{Nic, Registration, TrackedContext};
 use crate::win::control::{BlockSlots, ControlLayout};
 use crate::win::reach::{RankRoute, Remotes};
 
@@ -84,7 +84,7 @@ struct Chunk {
 const ANSWER_PATIENCE: std::time::Duration = std::time::Duration::from_secs(20);
 
 impl Chunk {
-    fn new(nic: &Nic) -> Result<Chunk> {
+    fn new(nic: &dyn Fabric) -> Result<Chunk> {
         let words = Words::new();
         // SAFETY: the memory is the chunk's own and outlives the registration (field
         // order); only the NIC and the holder of a slot's pending operation touch it.
@@ -143,7 +143,7 @@ impl crate::plane::MappedWords for NearWord<'_> {
 
 /// The control plane of a window whose ranks span nodes.
 pub(crate) struct NetPlane {
-    nic: Arc<Nic>,
+    nic: Arc<dyn Fabric>,
     layout: ControlLayout,
     /// Where each rank's block lies in its node's segment.
     blocks: BlockSlots,
@@ -179,7 +179,7 @@ impl NetPlane {
     /// The plane of a window with `layout` whose rank `r`'s control area is `areas[r]`
     /// (its address in `nic`'s address vector, remote base and key).
     pub(crate) fn new(
-        nic: Arc<Nic>,
+        nic: Arc<dyn Fabric>,
         layout: ControlLayout,
         blocks: BlockSlots,
         areas: Remotes,
@@ -338,7 +338,7 @@ impl NetPlane {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if slots.free.is_empty() {
-            let chunk = Box::new(Chunk::new(&self.nic)?);
+            let chunk = Box::new(Chunk::new(&*self.nic)?);
             let first = (slots.chunks.len() * CHUNK) as u64;
             slots.chunks.push(chunk);
             slots.free.extend((first..first + CHUNK as u64).rev());
@@ -468,7 +468,7 @@ impl NetPlane {
     /// Waits until every posted operation is complete at its target (a release before a
     /// word a peer reads: the window's flush and unlock use it).
     pub(crate) fn quiet(&self) -> Result<()> {
-        self.nic.flush(|| Ok(())).inspect_err(|e| self.fail(e))
+        self.nic.flush(&mut || Ok(())).inspect_err(|e| self.fail(e))
     }
 }
 
@@ -622,6 +622,7 @@ mod tests {
     use crate::shm::barrier::{Barrier, BarrierLayout};
     use crate::sync::lock::{poll_acquire, release, Acquisition, Mode};
     use crate::testing::Watchdog;
+    use crate::transport::ofi::Nic;
     use std::sync::atomic::{AtomicBool, AtomicU64};
 
     /// A rank's control area: raw memory the NIC writes (no Rust reference to it while
@@ -670,7 +671,7 @@ mod tests {
         let areas: Vec<Area> = (0..n).map(|_| Area::new(layout.data_off)).collect();
         // SAFETY: each area outlives its registration (dropped below, before the areas)
         // and is only reached through raw pointers meanwhile.
-        let regs: Vec<Registration> = (0..n)
+        let regs: Vec<crate::transport::ofi::Registration> = (0..n)
             .map(|r| unsafe { nics[r].register(areas[r].words.cast(), areas[r].len * 8) }.unwrap())
             .collect();
         let names: Vec<Vec<u8>> = nics.iter().map(|nic| nic.name().unwrap()).collect();
@@ -684,7 +685,7 @@ mod tests {
                     })
                     .collect();
                 NetPlane::new(
-                    Arc::clone(&nics[r]),
+                    Arc::clone(&nics[r]) as Arc<dyn Fabric>,
                     layout,
                     BlockSlots::default(),
                     Remotes::Table(remotes),

@@ -28,14 +28,14 @@ pub(crate) struct NotifyTable {
 /// mix with its node's arrivals; `transport::ofi`).
 #[cfg(feature = "ofi")]
 pub(crate) struct NetCounters {
-    pub(crate) nic: std::sync::Arc<crate::transport::ofi::Nic>,
+    pub(crate) nic: std::sync::Arc<dyn crate::transport::network::Fabric>,
     /// Each rank's node segment of counters: its endpoint, remote base and key.
     pub(crate) areas: Vec<crate::transport::network::Remote>,
     /// Each rank's node, and this process's.
     pub(crate) nodes: Vec<usize>,
     pub(crate) node: usize,
     /// This process's registration of its node's segment (dropped before the segment).
-    pub(crate) _registration: crate::transport::ofi::Registration,
+    pub(crate) _registration: crate::transport::network::Registration,
 }
 
 // SAFETY: the pointers point into `_segment`, which the table owns; the words are atomics
@@ -155,7 +155,7 @@ impl ControlPlane for NotifyTable {
     fn order_posted(&self) -> Result<()> {
         #[cfg(feature = "ofi")]
         if let Some(net) = &self.net {
-            return net.nic.flush(|| Ok(()));
+            return net.nic.flush(&mut || Ok(()));
         }
         Ok(())
     }

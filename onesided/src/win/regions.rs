@@ -215,7 +215,7 @@ pub(crate) struct DynamicState {
     /// across nodes), by base address: kept until the window's end (see
     /// `WinCore::dynamic_detach`).
     #[cfg(feature = "ofi")]
-    pub net_registrations: Mutex<Vec<(usize, crate::transport::ofi::Registration)>>,
+    pub net_registrations: Mutex<Vec<(usize, crate::transport::network::Registration)>>,
     /// Owners on other nodes whose readers' word holds this process's bit (windows from
     /// their memory handles, `rma::memhandle`): set once, so later windows skip it.
     #[cfg(feature = "ofi")]

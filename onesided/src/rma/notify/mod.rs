@@ -109,10 +109,10 @@ impl WinCore {
         let (Some(net), Some(seg)) = (self.net.as_deref(), segment) else {
             return Ok(None);
         };
-        let ep = crate::transport::net::endpoint()?;
+        let ep = crate::transport::network::endpoint()?;
         // SAFETY: the segment stays mapped as long as the table, which drops the
         // registration first; peers change its words only with atomics.
-        let reg = unsafe { ep.nic.register(seg.as_ptr(), total) };
+        let reg = unsafe { ep.register(seg.as_ptr(), total) };
         let mine: Vec<u64> = match &reg {
             Ok(r) => vec![1, r.key, r.remote_base],
             Err(_) => vec![0, 0, 0],
@@ -134,7 +134,7 @@ impl WinCore {
             })
             .collect();
         Ok(Some(counters::NetCounters {
-            nic: std::sync::Arc::clone(&ep.nic),
+            nic: ep,
             areas,
             nodes,
             node,

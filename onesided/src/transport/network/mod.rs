@@ -1,24 +1,40 @@
-//! The network as the rest of the library sees it: where an operation goes ([`Remote`]),
-//! what an atomic is ([`NetOp`], [`NetType`], [`AtomicKind`], [`AtomicTable`]), what a
-//! window counts of what it issued ([`NetWrites`]), and the calls of the process's
-//! endpoint that windows, epochs and collectives make. `rma/`, `sync/`, `coll/` and `win/`
-//! name these, never the implementation behind them (libfabric in `ofi`, our messages over
-//! TCP in `wire`, the endpoint in `net`, its progress thread in `nic_progress`);
-//! `tests/module_graph.rs` holds them to it. This module is the one place that knows which
-//! implementation serves (the feature `ofi` today).
+//! The network as the rest of the library sees it — the seam between the library and the
+//! implementations of the network (docs/architecture.md, "The network seam"):
 //!
-//! Work in progress (issue 57): the vocabulary and the process-wide calls are here; the
-//! endpoint's per-operation calls that the network's own protocol code makes
-//! (`win::netplane`, `win::across`, `rma::net_atomic`, `win::notify_counters`) still name
-//! `ofi::Nic`, and the callers' `cfg(feature = "ofi")` gates stay until this module
-//! answers for every build.
+//! - its terms (`terms`): where an operation goes ([`Remote`]), what an atomic is
+//!   ([`NetOp`], [`NetType`], [`AtomicKind`], [`AtomicTable`]), a delivery's second place
+//!   ([`DeliverGate`]), a tracked operation's context ([`TrackedContext`]), what a window
+//!   counts of what it issued ([`NetWrites`]);
+//! - the endpoint's operations as one trait (`fabric`: [`Fabric`], and the
+//!   [`Registration`]s it hands out), which the network's protocol code — the control
+//!   plane over the network (`win::netplane`), window creation across nodes
+//!   (`win::across`), network atomics (`rma::net_atomic`), notification counters — calls
+//!   through `Arc<dyn Fabric>`;
+//! - the process-wide calls below (this file): the registration point, the one place that
+//!   knows which implementation serves — libfabric with our messages over TCP (`ofi`,
+//!   `wire`, the endpoint in `net`, its progress thread in `nic_progress`) under the
+//!   feature `ofi`.
+//!
+//! Outside `transport/` no module names those implementation modules
+//! (`tests/module_graph.rs`). Still to come (issue 57): the callers' own
+//! `cfg(feature = "ofi")` gates (counted, and only shrinking, in that test), which go when
+//! these calls answer for every build; a second implementation written against [`Fabric`]
+//! alone.
 
 // Without the feature `ofi` nothing calls in yet (the callers' gates go next).
 #![cfg_attr(not(feature = "ofi"), allow(dead_code, unused_imports))]
 
+mod fabric;
 mod terms;
 
-pub(crate) use terms::{AtomicKind, AtomicTable, DeliverGate, NetOp, NetType, NetWrites, Remote};
+pub(crate) use fabric::{Fabric, Registration};
+pub(crate) use terms::{
+    AtomicKind, AtomicTable, DeliverGate, NetOp, NetType, NetWrites, PeerEnded, Remote,
+    TrackedContext, PROVIDER_SPACE_WORDS,
+};
+
+#[cfg(feature = "ofi")]
+use std::sync::Arc;
 
 #[cfg(feature = "ofi")]
 use crate::error::Result;
@@ -26,6 +42,34 @@ use crate::error::Result;
 use crate::ops::{ElemType, Op};
 #[cfg(feature = "ofi")]
 use crate::transport::{net, ofi};
+
+/// The process's endpoint (opened at the first call): what the network protocols call.
+#[cfg(feature = "ofi")]
+pub(crate) fn endpoint() -> Result<Arc<dyn Fabric>> {
+    Ok(net::endpoint()?.nic.clone() as Arc<dyn Fabric>)
+}
+
+/// The endpoint's address-vector entry of the peer whose address is `name` (what the
+/// peer's [`Fabric::name`] gave), inserted at its first use.
+#[cfg(feature = "ofi")]
+pub(crate) fn peer(name: &[u8]) -> Result<u64> {
+    net::endpoint()?.peer(name)
+}
+
+/// What the endpoint does natively.
+#[cfg(feature = "ofi")]
+pub(crate) fn atomic_table() -> Result<&'static AtomicTable> {
+    Ok(&net::endpoint()?.table)
+}
+
+/// Non-fetching atomics up to this many bytes go with a copy of their operand.
+#[cfg(feature = "ofi")]
+pub(crate) const COPY_MAX: usize = net::COPY_MAX;
+
+/// Bytes the endpoint may hold in operations not yet complete before a post first
+/// completes them.
+#[cfg(feature = "ofi")]
+pub(crate) const HELD_MAX: usize = net::HELD_MAX;
 
 /// Tells the network which job and rank this process is (once, at start-up): endpoints
 /// that leave a named object on the node are named so that the job's cleanup removes them.

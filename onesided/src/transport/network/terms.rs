@@ -7,6 +7,9 @@
 // Without the feature `ofi` nothing uses them yet (issue 57: the callers' gates go next).
 #![cfg_attr(not(feature = "ofi"), allow(dead_code))]
 
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
 use crate::ops::{ElemType, Op};
 
 /// The atomic operations of the network (libfabric's `fi_op`; every transport's atomics
@@ -250,3 +253,51 @@ impl IssuedCount {
             < self.issued.load(std::sync::atomic::Ordering::Acquire)
     }
 }
+
+/// Words of scratch space an implementation keeps in front of a [`TrackedContext`].
+pub(crate) const PROVIDER_SPACE_WORDS: usize = 8;
+
+/// The context of one posted operation: the implementation's scratch space first
+/// (libfabric's `FI_CONTEXT2`), then what the completion reader marks. An operation posted with
+/// [`Fabric::fetch_word`](super::Fabric::fetch_word) asks for a queue entry and is *tracked*: the reader sets `done`
+/// (and `failed`) through the entry's context pointer, so its owner learns when that one
+/// operation completed. Other operations ask for none (selective completion) and are
+/// completed together by a flush; an error entry of any operation marks its context.
+#[repr(C)]
+#[derive(Default)]
+pub(crate) struct TrackedContext {
+    /// First: the entry's context pointer is the provider's context.
+    provider: [usize; PROVIDER_SPACE_WORDS],
+    done: std::sync::atomic::AtomicBool,
+    failed: std::sync::atomic::AtomicBool,
+}
+
+impl TrackedContext {
+    /// Ready for a new operation.
+    pub(crate) fn reset(&self) {
+        // Relaxed: the post that follows hands the context to the provider (a call into
+        // libfabric), and the reader's Release store is what the owner acquires.
+        self.done.store(false, Ordering::Relaxed);
+        self.failed.store(false, Ordering::Relaxed);
+    }
+
+    /// Marks the operation done (`failed`: in error): what the completion reader does.
+    pub(crate) fn mark(&self, failed: bool) {
+        // Relaxed, then Release: the owner's Acquire of `done` sees `failed` too.
+        self.failed.store(failed, Ordering::Relaxed);
+        self.done.store(true, Ordering::Release);
+    }
+
+    /// Whether the operation completed, and whether in error.
+    pub(crate) fn completed(&self) -> Option<bool> {
+        // Acquire: pairs with the queue reader's Release; the result buffer the provider
+        // wrote before the entry is visible after it.
+        self.done
+            .load(Ordering::Acquire)
+            .then(|| self.failed.load(Ordering::Relaxed))
+    }
+}
+
+/// Tells whether a peer process has ended (its record in the job's roster, which the
+/// launcher marks for every node).
+pub(crate) type PeerEnded = Arc<dyn Fn() -> bool + Send + Sync>;
