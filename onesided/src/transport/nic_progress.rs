@@ -154,10 +154,10 @@ pub(crate) enum ProgressMode {
     /// Blocks in the queue's wait object.
     Block,
     /// No thread: the endpoint is read only while a thread of the process waits inside
-    /// onesided or tests a request (or waits in a host MPI call the C ABI keeps
-    /// progressing), as an MPI library
-    /// without asynchronous progress does. A process that computes outside stalls its
-    /// peers' operations on it meanwhile.
+    /// onesided, tests a request, flushes or calls `sync` (or waits in a host MPI call
+    /// the C ABI keeps progressing), as an MPI library without asynchronous progress
+    /// does. A process that computes outside stalls its peers' operations on it
+    /// meanwhile.
     None,
 }
 
