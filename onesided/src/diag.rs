@@ -305,6 +305,7 @@ pub(crate) struct HangClock {
     since: Option<Instant>,
     reported: bool,
     /// Polls seen by [`HangClock::tick_job`].
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     polls: u64,
 }
 

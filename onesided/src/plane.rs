@@ -75,14 +75,12 @@ pub(crate) enum CtrlWord {
     /// The processes on other nodes that made windows from rank `at`'s memory handles or
     /// read its dynamic window's region table, as a set of bits `rank % 64`
     /// (`rma::memhandle`, "After release").
-    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     HandleReaders {
         /// The rank whose handles they read.
         at: usize,
     },
     /// How many detaches by owners on other nodes rank `at` was told of, owners of whose
     /// handles it made windows or whose region tables it read (`rma::memhandle`).
-    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     HandleReleases {
         /// The rank told.
         at: usize,

@@ -228,7 +228,6 @@ fn connect(boot: Arc<dyn Bootstrap>) -> Universe {
     let job = Arc::clone(&boot);
     crate::diag::set_job_probe(move || job.aborted().then(|| job.report_requested()));
     crate::diag::install_logger();
-    #[cfg(feature = "ofi")]
     crate::transport::network::set_job_of_process(boot.job_id(), boot.rank());
     let _ = IDENTITY.set(JobIdentity {
         job: boot.job_id().to_owned(),

@@ -320,7 +320,6 @@ impl PeerWatch {
 
     /// A probe of whether member `rank` has ended, for a wait that knows no window (the
     /// network endpoint's); `None` when the roster does not record that member.
-    #[cfg(feature = "ofi")]
     pub(crate) fn end_probe(&self, rank: usize) -> Option<Arc<dyn Fn() -> bool + Send + Sync>> {
         let index = (*self.members.get(rank)?)?;
         let roster = Arc::clone(&self.roster);

@@ -398,11 +398,8 @@ impl Signals {
         // The flags follow the blocks in the provider's order of RMA writes.
         win.raw.keep_rma_order();
         win.lock_all(Assert::NOCHECK)?;
-        #[cfg(feature = "ofi")]
         let ordered_net =
             across.iter().any(|&a| a) && crate::transport::network::orders_rma_writes()?;
-        #[cfg(not(feature = "ofi"))]
-        let ordered_net = false;
         Ok(Signals {
             win,
             cycle: 0,
@@ -466,7 +463,6 @@ impl SyncOp<WinCore> for Arrivals {
         });
         if self.senders.is_empty() && self.send_writes.strong_count() > 1 {
             // Let go of the writes that completed (their queue entries were read).
-            #[cfg(feature = "ofi")]
             crate::transport::network::reap_own()?;
         }
         Ok(
@@ -848,7 +844,6 @@ impl<T: Pod> Alltoallv<T> {
                         // the provider places writes in order, the flag right behind it
                         // proves its delivery: it completes once sent, and no
                         // acknowledgement of the block crosses the network.
-                        #[cfg(feature = "ofi")]
                         {
                             let owner: std::sync::Arc<dyn Send + Sync> = self.send_writes.clone();
                             crate::transport::network::track_own(|| {
@@ -865,12 +860,9 @@ impl<T: Pod> Alltoallv<T> {
                                 )
                             })?;
                         }
-                        #[cfg(not(feature = "ofi"))]
-                        signals.win.raw.put(bytes, t, slot)?;
                         if !signals.ordered_net {
                             signals.win.flush(t)?;
                         }
-                        #[cfg(feature = "ofi")]
                         {
                             // Sent, not acknowledged: `t` tells its delivery — it waits
                             // for the flag before its cycle `cycle` completes, and frees
@@ -888,8 +880,6 @@ impl<T: Pod> Alltoallv<T> {
                                 )
                             })?;
                         }
-                        #[cfg(not(feature = "ofi"))]
-                        signals.win.put(&flag, t, flag_at)?;
                         continue;
                     }
                     None => {

@@ -46,12 +46,5 @@ impl ForeignWait {
 /// (one load); always false in a build without the feature `ofi`.
 #[inline]
 pub fn network_open() -> bool {
-    #[cfg(feature = "ofi")]
-    {
-        crate::transport::network::is_open()
-    }
-    #[cfg(not(feature = "ofi"))]
-    {
-        false
-    }
+    crate::transport::network::is_open()
 }

@@ -64,7 +64,6 @@ pub(crate) const SCAN: usize = 64;
 ///
 /// [`SyncOp::ship_role`]: super::SyncOp::ship_role
 #[derive(Debug)]
-#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
 pub(crate) enum ShipRole {
     /// An accumulate that may travel in the message (its request: [`SyncOp::ship_request`]).
     ///

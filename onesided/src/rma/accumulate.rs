@@ -101,7 +101,6 @@ impl<E: AccElement + Send> crate::progress::SyncOp<WinCore> for DeferredAccumula
     /// when the wire carries it as one request: not remote-completing (its own request
     /// waits for it), not asked to be the provider's own (`intrinsic`), an operation that
     /// changes the target, on elements the CPU updates atomically.
-    #[cfg(feature = "ofi")]
     fn ship_role(&self, _core: &WinCore) -> crate::progress::shipping::ShipRole {
         use crate::progress::shipping::ShipRole;
         if self.remote
@@ -117,15 +116,15 @@ impl<E: AccElement + Send> crate::progress::SyncOp<WinCore> for DeferredAccumula
 
     /// Its request for the epoch's message: the target's memory as the network reaches it
     /// (a rank on another node), encoded for the wire.
-    #[cfg(feature = "ofi")]
     fn ship_request(&self, core: &WinCore) -> Option<Vec<u8>> {
         let bytes: &[u8] = bytemuck::cast_slice(&self.data);
         let loc = core
             .locate("accumulate", self.target, self.disp, bytes.len())
             .ok()?;
-        let Route::Net { addr, key, .. } = loc.route else {
+        let Route::Net(to) = loc.route else {
             return None;
         };
+        let (addr, key) = (to.addr, to.key);
         let mut encoded = Vec::with_capacity(bytes.len() + 32);
         crate::transport::network::encode_accumulate(
             &mut encoded,
@@ -139,7 +138,6 @@ impl<E: AccElement + Send> crate::progress::SyncOp<WinCore> for DeferredAccumula
         Some(encoded)
     }
 
-    #[cfg(feature = "ofi")]
     fn ship(&mut self, _core: &WinCore, _payload: Option<Vec<u8>>) -> bool {
         self.shipped = true;
         true
@@ -245,9 +243,7 @@ impl WinCore {
     /// True when an accumulate or atomic of `E` at `loc` goes through the network's
     /// atomics ([`WinCore::net_atomic_at`]), not CPU atomics or a fallback.
     #[inline]
-    #[cfg_attr(not(feature = "ofi"), allow(clippy::extra_unused_type_parameters))]
     fn through_net_atomics<E: AccElement>(&self, target: usize, loc: &Located) -> bool {
-        #[cfg(feature = "ofi")]
         if E::CPU_ATOMIC && !self.elementwise::<E>(loc) {
             return self.net_atomic_at(target, loc).is_some();
         }
@@ -258,16 +254,13 @@ impl WinCore {
     /// Where the network's atomics update `loc`, on a window across nodes: another node's
     /// memory, and this node's too when CPU atomics cannot do the update (misaligned
     /// elements) — never lock stripes, which only this node sees.
-    #[cfg(feature = "ofi")]
     fn net_atomic_at(
         &self,
         target: usize,
         loc: &Located,
     ) -> Option<crate::transport::network::Remote> {
         match loc.route {
-            Route::Net { peer, addr, key } => {
-                Some(crate::transport::network::Remote { peer, addr, key })
-            }
+            Route::Net(to) => Some(*to),
             // `key`: the byte offset in the target's window memory (allocate and create
             // windows; a rank of this node, reached directly or by cross-memory attach).
             Route::Direct(_) | Route::Cma { .. } => match self.net_data.get(target) {
@@ -342,10 +335,7 @@ impl WinCore {
     /// may not issue: `loc` is not updated with element-wise CPU atomics.
     #[cold]
     fn not_intrinsic<E: AccElement>(&self, target: usize, loc: &Located) -> Error {
-        #[cfg(feature = "ofi")]
         let network = self.net.is_some();
-        #[cfg(not(feature = "ofi"))]
-        let network = false;
         let reason = if network {
             "the network provider has no native atomic for this operation and type"
         } else if !loc.shared {
@@ -368,7 +358,6 @@ impl WinCore {
         use crate::win::core::Targets;
         // Across nodes every update CPU atomics cannot do goes through the network's
         // atomics (`op_intrinsic` asks the provider about each operation).
-        #[cfg(feature = "ofi")]
         if self.net.is_some() {
             return self.granule(size) == 0 && !matches!(self.targets, Targets::Dynamic);
         }
@@ -378,8 +367,7 @@ impl WinCore {
                 Targets::Symmetric { .. } => true,
                 Targets::Table(t) => t.iter().all(|r| r.shared || r.bytes == 0),
                 // Spans nodes (answered above with the network plane).
-                #[cfg(feature = "ofi")]
-                Targets::Spread { .. } => false,
+                Targets::Spread(_) => false,
                 // Regions come and go, each with its own kind of memory.
                 Targets::Dynamic => false,
             }
@@ -428,7 +416,6 @@ impl WinCore {
         let bytes = std::mem::size_of_val(origin);
         // Through the network: intrinsic where the provider has the operation natively
         // (no lock, no emulation), not through the element-wise fallback.
-        #[cfg(feature = "ofi")]
         if let Some(at) = self.net_atomic_at(target, &loc) {
             if !E::CPU_ATOMIC {
                 return Err(Error::Unsupported(format!(
@@ -451,7 +438,7 @@ impl WinCore {
                     })?;
                     // Maybe left in flight: the next flush completes it, and an unlock of a
                     // rank of this node waits for it (`WinCore::complete_net_for`).
-                    if !matches!(loc.route, Route::Net { .. }) {
+                    if !matches!(loc.route, Route::Net(_)) {
                         self.net_writes.near.issue();
                     }
                     self.epoch.forget_flush_cache();
@@ -536,7 +523,6 @@ impl WinCore {
             return Ok(unsafe { E::compare_swap(p.cast::<E>(), compare, value) });
         }
         let size = std::mem::size_of::<E>();
-        #[cfg(feature = "ofi")]
         if let Some(at) = self.net_atomic_at(target, &loc) {
             let kind = crate::transport::network::AtomicKind::Compare;
             if flags.intrinsic() && !crate::rma::net_atomic::native(kind, None, E::TYPE)? {
@@ -594,7 +580,6 @@ impl RawWindow {
                 })?;
             check_op("op_intrinsic", op, ty, true)?;
         }
-        #[cfg(feature = "ofi")]
         if self.core.net.is_some() {
             use crate::transport::network::AtomicKind;
             for name in ops.split(',').map(str::trim).filter(|n| !n.is_empty()) {

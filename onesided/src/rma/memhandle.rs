@@ -216,7 +216,6 @@ impl crate::win::core::WinCore {
     /// An identity of this window that every process sees alike: the random tag of the
     /// node segment they all map.
     pub(crate) fn window_id(&self) -> u64 {
-        #[cfg(feature = "ofi")]
         if let Some(id) = self.net_window_id {
             return id;
         }
@@ -226,7 +225,6 @@ impl crate::win::core::WinCore {
     /// The sequence number of `target`'s region table (read through the network when the
     /// target is on another node).
     pub(crate) fn region_seq(&self, target: usize) -> Result<u64> {
-        #[cfg(feature = "ofi")]
         if let Some(net) = self.net_toward(target) {
             return self.read_remote_word(net, target, crate::win::resolve::DYN_SEQ);
         }
@@ -275,7 +273,6 @@ struct HandleRegion {
     /// Set when the owner is on another node: this process's count of releases it was
     /// told of (see the module docs) when the location was last validated, which stands in
     /// for the owner's table number.
-    #[cfg(feature = "ofi")]
     told: Option<AtomicU64>,
 }
 
@@ -285,7 +282,6 @@ impl crate::win::core::WinCore {
     fn handle_region(&self, handle: &MemHandle, unit: usize, bytes: usize) -> Result<HandleRegion> {
         let target = handle.owner();
         self.check_rank(target)?;
-        #[cfg(feature = "ofi")]
         if let Some(net) = self.net_toward(target) {
             return self.handle_region_net(net, handle, unit, bytes);
         }
@@ -300,7 +296,6 @@ impl crate::win::core::WinCore {
     }
 }
 
-#[cfg(feature = "ofi")]
 impl crate::win::core::WinCore {
     /// [`WinCore::handle_region`] for an owner on another node: one read of its region
     /// table (a seqlock read, each step a round trip) finds the region, checks it is still
@@ -328,11 +323,12 @@ impl crate::win::core::WinCore {
         let located = crate::win::regions::CachedRegion {
             base: region.base,
             len: region.len,
-            route: Route::Net {
+            route: Route::network(crate::transport::network::Remote {
                 peer: net.peer(target),
                 addr: region.net_base,
                 key: region.net_key,
-            },
+            })
+            .ok_or_else(crate::transport::network::absent)?,
             shared: false,
         }
         .locate(handle.base());
@@ -399,7 +395,6 @@ impl HandleRegion {
             registration: handle.registration(),
             located,
             seq: AtomicU64::new(seq),
-            #[cfg(feature = "ofi")]
             told: None,
         }
     }
@@ -409,7 +404,6 @@ impl HandleRegion {
     /// release was told to this process (owner on another node).
     #[inline]
     fn unchanged(&self, core: &WinCore) -> Result<bool> {
-        #[cfg(feature = "ofi")]
         if let Some(told) = &self.told {
             // Relaxed: a hint; the Acquire load of the count decides.
             return Ok(core.handle_releases_told()? == told.load(Ordering::Relaxed));
@@ -464,7 +458,6 @@ impl HandleRegion {
     #[cold]
     fn revalidate(&self, core: &WinCore) -> Result<()> {
         // Read first: a release after this read moves it again.
-        #[cfg(feature = "ofi")]
         let told = match &self.told {
             Some(_) => Some(core.handle_releases_told()?),
             None => None,
@@ -483,7 +476,6 @@ impl HandleRegion {
             // Relaxed: see `unchanged`.
             self.seq.store(seq, Ordering::Relaxed);
         }
-        #[cfg(feature = "ofi")]
         if let (Some(told), Some(now)) = (&self.told, told) {
             // Relaxed: see `unchanged`.
             told.store(now, Ordering::Relaxed);
@@ -823,15 +815,7 @@ fn same_route(a: Route, b: Route) -> bool {
         (Route::Direct(x), Route::Direct(y)) => x == y,
         (Route::Cma { pid: p, addr: x }, Route::Cma { pid: q, addr: y }) => p == q && x == y,
         // The same registration (key) at the same place: the same region.
-        #[cfg(feature = "ofi")]
-        (
-            Route::Net { peer, addr, key },
-            Route::Net {
-                peer: p,
-                addr: a,
-                key: k,
-            },
-        ) => (peer, addr, key) == (p, a, k),
+        (Route::Net(x), Route::Net(y)) => (x.peer, x.addr, x.key) == (y.peer, y.addr, y.key),
         _ => false,
     }
 }

@@ -16,7 +16,6 @@
 pub(crate) mod accumulate;
 mod direct;
 pub(crate) mod memhandle;
-#[cfg(feature = "ofi")]
 pub(crate) mod net_atomic;
 pub(crate) mod notify;
 mod outbox;
@@ -141,9 +140,8 @@ impl WinCore {
             }
             route => {
                 self.ring_gate_for(target, flags)?;
-                #[cfg(feature = "ofi")]
-                if let Route::Net { peer, addr, key } = route {
-                    let to = crate::transport::network::Remote { peer, addr, key };
+                if let Route::Net(to) = route {
+                    let to = *to;
                     if !flags.keeps_rma_order()
                         && crate::transport::network::put_over_wire(src.len(), to)?
                         && self.put_as_atomics(route, src, flags)?
@@ -155,7 +153,6 @@ impl WinCore {
                 // `mpi_win_order` promises it will not (two puts to the same bytes in one
                 // epoch are otherwise conflicting, and which lands last unspecified).
                 if flags.order() {
-                    #[cfg(feature = "ofi")]
                     if self.put_as_atomics(route, src, flags)? {
                         return Ok(());
                     }
@@ -178,14 +175,13 @@ impl WinCore {
     ///
     /// [`network::put_over_wire`]: crate::transport::network::put_over_wire
     /// [`network::post_write_atomic`]: crate::transport::network::post_write_atomic
-    #[cfg(feature = "ofi")]
     #[inline(never)]
     pub(crate) fn put_as_atomics(&self, route: Route, src: &[u8], flags: Flags) -> Result<bool> {
         use crate::transport::network;
-        let Route::Net { peer, addr, key } = route else {
+        let Route::Net(to) = route else {
             return Ok(false);
         };
-        let to = crate::transport::network::Remote { peer, addr, key };
+        let to = *to;
         if !network::atomic_put_fits(src.len(), to)? {
             return Ok(false);
         }

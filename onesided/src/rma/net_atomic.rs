@@ -12,9 +12,7 @@
 
 use crate::error::{Error, Result};
 use crate::ops::{AccElement, ElemType, Op};
-use crate::transport::network::{
-    self as net, AtomicKind, AtomicTable, Fabric, NetOp, NetType, Remote,
-};
+use crate::transport::network::{self, AtomicKind, AtomicTable, Fabric, NetOp, NetType, Remote};
 
 /// libfabric's operation for `op` (`no_op` is an atomic read: fetching only); `None` for
 /// MINLOC/MAXLOC, which libfabric lacks.
@@ -68,7 +66,7 @@ fn net_pair(op: Op, ty: ElemType) -> Result<(NetOp, NetType)> {
 
 /// The atomic kinds a call needs for `op`: accumulate (no result), fetch (get_accumulate,
 /// fetch_and_op) and, for compare_and_swap, compare.
-#[cfg_attr(not(test), allow(dead_code))]
+#[cfg_attr(not(all(test, feature = "ofi")), allow(dead_code))]
 fn kinds(op: Op) -> &'static [AtomicKind] {
     match op {
         // An accumulate with no_op moves nothing: only its fetching form reaches the target.
@@ -88,8 +86,8 @@ pub(crate) fn accumulate<E: AccElement>(
     at: Remote,
 ) -> Result<()> {
     accumulate_with(
-        &*net::endpoint()?,
-        net::atomic_table()?,
+        &*network::endpoint()?,
+        network::atomic_table()?,
         op,
         origin,
         result,
@@ -101,7 +99,7 @@ pub(crate) fn accumulate<E: AccElement>(
 /// element's bits) on `ty` natively — an intrinsic accumulate across nodes — rather than
 /// through the element-wise fallback.
 pub(crate) fn native(kind: AtomicKind, op: Option<Op>, ty: ElemType) -> Result<bool> {
-    let table = net::atomic_table()?;
+    let table = network::atomic_table()?;
     Ok(match op {
         // An accumulate with no_op moves nothing: only its fetching form reaches the target.
         Some(Op::NoOp) if kind == AtomicKind::Write => true,
@@ -123,14 +121,14 @@ pub(crate) fn native(kind: AtomicKind, op: Option<Op>, ty: ElemType) -> Result<b
 /// copy of `origin` and complete at the target by the next flush of the endpoint; otherwise
 /// (and for long runs) waited for as [`accumulate`] does.
 pub(crate) fn issue_accumulate<E: AccElement>(op: Op, origin: &[E], at: Remote) -> Result<()> {
-    let (nic, table) = (net::endpoint()?, net::atomic_table()?);
+    let (nic, table) = (network::endpoint()?, network::atomic_table()?);
     let bytes = std::mem::size_of_val(origin);
     let ((nop, ty), size) = (net_pair(op, E::TYPE)?, std::mem::size_of::<E>());
     let max = match table.count(AtomicKind::Write, nop, ty) {
-        Some(max) if op != Op::NoOp && bytes <= net::COPY_MAX && nic.orders_atomics() => max,
+        Some(max) if op != Op::NoOp && bytes <= network::COPY_MAX && nic.orders_atomics() => max,
         _ => return accumulate_with(&*nic, table, op, origin, None, at),
     };
-    if nic.held_bytes() + bytes > net::HELD_MAX {
+    if nic.held_bytes() + bytes > network::HELD_MAX {
         nic.flush(&mut || Ok(()))?;
     }
     for (i, run) in origin.chunks(max).enumerate() {
@@ -282,7 +280,7 @@ fn elementwise<E: AccElement>(
 /// Compare-and-swap of the element at `at` through the network: its previous value.
 pub(crate) fn compare_swap<E: AccElement>(compare: E, value: E, at: Remote) -> Result<E> {
     swap_element(
-        &*net::endpoint()?,
+        &*network::endpoint()?,
         bits_type(std::mem::size_of::<E>()),
         Some(compare),
         value,
@@ -292,7 +290,7 @@ pub(crate) fn compare_swap<E: AccElement>(compare: E, value: E, at: Remote) -> R
 
 /// The (kind, operation, type) triples onesided needs that `table` lacks: each is served by
 /// the element-wise fallback.
-#[cfg_attr(not(test), allow(dead_code))]
+#[cfg_attr(not(all(test, feature = "ofi")), allow(dead_code))]
 pub(crate) fn missing(table: &AtomicTable) -> Vec<(AtomicKind, Op, ElemType)> {
     let mut out = Vec::new();
     for &ty in ElemType::NATIVE {
@@ -316,7 +314,7 @@ pub(crate) fn missing(table: &AtomicTable) -> Vec<(AtomicKind, Op, ElemType)> {
     out
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "ofi"))]
 mod tests {
     use super::*;
     use crate::ops::AccElement;

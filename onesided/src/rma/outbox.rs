@@ -61,7 +61,6 @@ impl WinCore {
     /// operations: it completes more than asked, never less.
     #[inline]
     pub(crate) fn complete_net(&self) -> Result<()> {
-        #[cfg(feature = "ofi")]
         if let Some(plane) = &self.net {
             let issued = self.net_writes.issued();
             plane.quiet()?;
@@ -75,8 +74,7 @@ impl WinCore {
     /// counts as a write a release must not overtake ([`WinCore::net_writes_pending`]).
     #[inline]
     pub(crate) fn note_issued(&self, route: crate::transport::Route) {
-        #[cfg(feature = "ofi")]
-        if let crate::transport::Route::Net { .. } = route {
+        if let crate::transport::Route::Net(_) = route {
             self.net_writes.far.issue();
             self.epoch.forget_flush_cache();
         }
@@ -87,7 +85,6 @@ impl WinCore {
     /// the start of the last completion of the endpoint. (The provider may deliver an
     /// atomic before an RMA write issued earlier; it keeps atomics in order among
     /// themselves — `Nic::orders_atomics`.)
-    #[cfg(feature = "ofi")]
     pub(crate) fn net_writes_pending(&self) -> bool {
         self.net_writes.far.pending()
     }
@@ -98,7 +95,6 @@ impl WinCore {
     /// network's round trips to other nodes.
     #[inline]
     fn complete_net_for(&self, target: usize) -> Result<()> {
-        #[cfg(feature = "ofi")]
         if self.net.is_some()
             && self.net_toward(target).is_none()
             && !self.net_writes.near.pending()
@@ -118,7 +114,6 @@ impl WinCore {
     /// waits for its own only (`ofi::track_own`).
     #[inline]
     pub(crate) fn posting<R>(&self, flags: Flags, post: impl FnOnce() -> R) -> R {
-        #[cfg(feature = "ofi")]
         if flags.thread_scope() && self.net.is_some() {
             return crate::transport::network::track_own(post);
         }
@@ -131,7 +126,6 @@ impl WinCore {
     /// of thread scope (`ofi::post_for`).
     #[inline]
     pub(crate) fn posting_for<R>(&self, issuer: u64, post: impl FnOnce() -> R) -> R {
-        #[cfg(feature = "ofi")]
         if self.net.is_some() {
             return crate::transport::network::post_for(issuer, post);
         }
@@ -144,7 +138,6 @@ impl WinCore {
     /// completed first.
     #[inline]
     fn order_net(&self, flags: Flags) -> Result<()> {
-        #[cfg(feature = "ofi")]
         if flags.order() && self.net.is_some() && !crate::transport::network::ordered()? {
             return self.complete_net();
         }
@@ -195,7 +188,6 @@ impl WinCore {
             self.complete_own_rings()?;
             // Through the network: this thread's operations, each with its own completion
             // (`posting`), not every thread's.
-            #[cfg(feature = "ofi")]
             if self.net.is_some() {
                 let near_only = target.is_some_and(|t| self.net_toward(t).is_none());
                 if !near_only || self.net_writes.near.pending() {
@@ -214,7 +206,6 @@ impl WinCore {
                 // Operations to other nodes may still be in flight (puts and accumulates):
                 // the flush cache, set by this flush's check, must not let the next flush
                 // skip them.
-                #[cfg(feature = "ofi")]
                 if self.net.is_some() {
                     self.epoch.forget_flush_cache();
                 }
@@ -248,7 +239,6 @@ impl WinCore {
         flags: Flags,
         through_network: impl FnOnce() -> bool,
     ) -> Result<()> {
-        #[cfg(feature = "ofi")]
         if flags.order() && through_network() && self.atomics_keep_order()? {
             return self.drain_staged_before(flags);
         }
@@ -267,7 +257,6 @@ impl WinCore {
         &self,
         through_network: impl FnOnce() -> bool,
     ) -> Result<()> {
-        #[cfg(feature = "ofi")]
         if self.net_writes_pending() && !crate::transport::network::ordered()? && through_network()
         {
             return self.complete_net();
@@ -279,7 +268,6 @@ impl WinCore {
     /// True when the operations in flight on the network that an atomic must not overtake
     /// are all atomics of a provider that keeps them in order: no RMA write of this window
     /// since the last completion (`net_writes.far`; reads are waited for).
-    #[cfg(feature = "ofi")]
     pub(crate) fn atomics_keep_order(&self) -> Result<bool> {
         Ok(self.net.is_some()
             && crate::transport::network::orders_atomics()?
@@ -372,7 +360,6 @@ impl WinCore {
 /// the window of `core`, taken when the target's word `word_disp` (of the delivering
 /// window) holds at least `at_least` as the block arrives; `words` are stored then.
 #[derive(Clone, Copy)]
-#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
 pub(crate) struct WinGate<'a> {
     pub word_disp: usize,
     pub at_least: u64,
@@ -395,16 +382,15 @@ impl WinCore {
         flags: &HandleFlags,
         end: crate::transport::write_end::WriteEnd,
     ) -> Result<()> {
-        #[cfg(feature = "ofi")]
         if !self.may_defer(target, src.len()) {
             let route = self.resolve("put", target, disp, src.len())?.route;
-            if let crate::transport::Route::Net { peer, addr, key } = route {
+            if let crate::transport::Route::Net(to) = route {
                 let flags = flags.get();
                 self.ring_gate_for(target, flags)?;
                 if flags.order() {
                     self.drain_before_op(flags)?;
                 }
-                let to = crate::transport::network::Remote { peer, addr, key };
+                let to = *to;
                 // SAFETY: `owner` keeps `src` alive and unchanged (the caller's contract,
                 // which `Window::put_shared` keeps through an `Arc<[T]>` of plain data).
                 self.posting(flags, || unsafe {
@@ -429,7 +415,6 @@ impl WinCore {
     /// target (which acquires the first word); no flush counts it. Whether it is sent
     /// depends on the target and the block's length only. For the library's own signal
     /// windows.
-    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub(crate) fn deliver_flagged(
         &self,
         src: &[u8],
@@ -441,13 +426,12 @@ impl WinCore {
     ) -> Result<bool> {
         // Never deferred: whether a delivery goes this way must not change from one call to
         // the next (a flag sent another way could overtake it and be overwritten by it).
-        #[cfg(feature = "ofi")]
         {
             use crate::transport::network::{DeliverGate, Remote};
             use crate::transport::Route;
             let remote = |core: &WinCore, disp: usize, len: usize| -> Result<Option<Remote>> {
                 Ok(match core.resolve("put", target, disp, len)?.route {
-                    Route::Net { peer, addr, key } => Some(Remote { peer, addr, key }),
+                    Route::Net(to) => Some(*to),
                     _ => None,
                 })
             };

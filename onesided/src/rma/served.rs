@@ -48,8 +48,7 @@ impl WinCore {
             Targets::Table(t) => match t.get(target)?.route {
                 Route::Cma { pid, .. } => pid,
                 Route::Direct(_) => return None,
-                #[cfg(feature = "ofi")]
-                Route::Net { .. } => return None,
+                Route::Net(_) => return None,
             },
             _ => return None,
         };

@@ -629,7 +629,6 @@ impl SyncOp<WinCore> for LockOp {
 struct LockAllOp {
     phase: Acquisition,
     /// Across nodes: the answers of a round of marks on the parked words (module docs).
-    #[cfg(feature = "ofi")]
     marks: Vec<Option<Awaited>>,
 }
 
@@ -656,7 +655,6 @@ impl SyncOp<WinCore> for LockAllOp {
             // A round of marks still in flight is answered before the op ends (its answers
             // own plane slots; none can be a parked membership: that one would still be
             // counted, and the class could not have been ours).
-            #[cfg(feature = "ofi")]
             if !self.marks.is_empty() {
                 core.mark_parked(&mut self.marks, false)?;
                 if !self.marks.is_empty() {
@@ -666,14 +664,11 @@ impl SyncOp<WinCore> for LockAllOp {
             return Ok(Step::Done);
         }
         // Exclusive members are in the way: some may only be parked.
-        #[cfg(feature = "ofi")]
         let took = if core.plane().is_mapped() {
             core.take_parked_exclusive()
         } else {
             core.mark_parked(&mut self.marks, true)?
         };
-        #[cfg(not(feature = "ofi"))]
-        let took = core.take_parked_exclusive();
         if took
             && poll_acquire(
                 &core.plane(),
@@ -703,7 +698,6 @@ enum UnlockOp {
     /// flight (whose order against an atomic the provider does not promise) the endpoint
     /// is flushed first, as [`UnlockOp::One`] does. The window-wide word, when this was
     /// the last exclusive lock, is released once the answer came.
-    #[cfg(feature = "ofi")]
     InOrder(Box<InOrderRelease>),
     /// unlock_all; `nocheck`: the epoch took no global lock (`lock_all(NOCHECK)`).
     All {
@@ -713,7 +707,6 @@ enum UnlockOp {
 
 /// The state of an [`UnlockOp::InOrder`] (boxed: the unlock of a target on this node moves
 /// no more than it did without it).
-#[cfg(feature = "ofi")]
 struct InOrderRelease {
     release: Release,
     /// The release's answer, once it is issued.
@@ -726,7 +719,6 @@ struct InOrderRelease {
 }
 
 /// An epoch that goes to its target in one message (`progress::shipping`).
-#[cfg(feature = "ofi")]
 struct Shipped {
     /// The epoch's accumulates, encoded (`transport::wire::encode`).
     payload: Vec<u8>,
@@ -734,7 +726,6 @@ struct Shipped {
 }
 
 /// Where a shipped epoch stands; the message's answer waits in the unlock's `answer`.
-#[cfg(feature = "ofi")]
 enum ShipPhase {
     /// Not sent yet.
     Unsent,
@@ -749,7 +740,6 @@ enum ShipPhase {
     Applying,
 }
 
-#[cfg(feature = "ofi")]
 impl InOrderRelease {
     /// True while its release is on its way and applies for certain.
     fn release_certain(&self) -> bool {
@@ -843,7 +833,6 @@ impl InOrderRelease {
 
 /// Sends the epoch `payload` to `target`'s lock word in one message (`held`: the lock is
 /// ours already): its answer.
-#[cfg(feature = "ofi")]
 fn send_epoch(core: &WinCore, target: usize, held: bool, payload: &[u8]) -> Result<Awaited> {
     let word = lock_word(LockAt::Local(target));
     core.net_toward(target)
@@ -866,14 +855,12 @@ impl SyncOp<WinCore> for UnlockOp {
         match *self {
             UnlockOp::One(r) => Completes::Target(r.lock.target),
             // What the epoch issued completes before the release's answer (see the variant).
-            #[cfg(feature = "ofi")]
             UnlockOp::InOrder(_) => Completes::Nothing,
             UnlockOp::All { .. } => Completes::All,
         }
     }
 
     fn released(&self) -> bool {
-        #[cfg(feature = "ofi")]
         if let UnlockOp::InOrder(state) = self {
             return state.release_certain();
         }
@@ -881,7 +868,6 @@ impl SyncOp<WinCore> for UnlockOp {
     }
 
     fn release_sent(&self) -> bool {
-        #[cfg(feature = "ofi")]
         if let UnlockOp::InOrder(state) = self {
             // Once sent, for good: a later epoch that passed it may have started to
             // acquire the lock (holding a ticket of its queue); should this one then find
@@ -895,7 +881,6 @@ impl SyncOp<WinCore> for UnlockOp {
         false
     }
 
-    #[cfg(feature = "ofi")]
     fn ship_role(&self, _core: &WinCore) -> crate::progress::shipping::ShipRole {
         match self {
             UnlockOp::InOrder(state)
@@ -909,7 +894,6 @@ impl SyncOp<WinCore> for UnlockOp {
         }
     }
 
-    #[cfg(feature = "ofi")]
     fn ship(&mut self, _core: &WinCore, payload: Option<Vec<u8>>) -> bool {
         let (UnlockOp::InOrder(state), Some(payload)) = (self, payload) else {
             return false;
@@ -922,7 +906,6 @@ impl SyncOp<WinCore> for UnlockOp {
     }
 
     fn waiting(&self, _core: &WinCore) -> Waiting {
-        #[cfg(feature = "ofi")]
         if let UnlockOp::InOrder(state) = self {
             if let Some(s) = &state.shipped {
                 let detail = match s.phase {
@@ -951,7 +934,6 @@ impl SyncOp<WinCore> for UnlockOp {
     }
 
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
-        #[cfg(feature = "ofi")]
         if let UnlockOp::InOrder(state) = self {
             if state.shipped.is_some() {
                 return state.poll_shipped(core);
@@ -1002,7 +984,6 @@ impl SyncOp<WinCore> for UnlockOp {
                     core.park_exclusive();
                 }
             }
-            #[cfg(feature = "ofi")]
             UnlockOp::InOrder(_) => unreachable!("polled above"),
             UnlockOp::All { nocheck: false } => {
                 release(&core.plane(), LockAt::Global, Mode::LOCK_ALL);
@@ -1038,7 +1019,6 @@ impl WinCore {
             return match self.own_parked_cas(PARKED, 0) {
                 PARKED => true,
                 // Nothing parked, no lock_all asks: an unlock in transit may still hold one.
-                #[cfg(feature = "ofi")]
                 0 => self.memberships_in_transit.take(),
                 _ => false,
             };
@@ -1111,7 +1091,6 @@ impl WinCore {
     /// answered at once.
     #[inline]
     fn parks_across_nodes(&self) -> bool {
-        #[cfg(feature = "ofi")]
         if let Some(net) = &self.net {
             return net.mixes_with_cpu();
         }
@@ -1155,7 +1134,6 @@ impl WinCore {
     /// every rank's parked word swapped to 2, and the class left on behalf of each that
     /// held a parked membership (1). `marks` holds the round's answers (a new round starts
     /// when it is empty and `new_round`); true when a membership was taken.
-    #[cfg(feature = "ofi")]
     fn mark_parked(&self, marks: &mut Vec<Option<Awaited>>, new_round: bool) -> Result<bool> {
         if !self.parks_across_nodes() {
             return Ok(false);
@@ -1197,7 +1175,6 @@ impl WinCore {
     /// delivers this process's atomics in issue order ([`UnlockOp::InOrder`]).
     #[inline]
     fn ships_epochs_to(&self, target: usize) -> Result<bool> {
-        #[cfg(feature = "ofi")]
         if self.releases_in_order(target)? {
             return Ok(self
                 .net_toward(target)
@@ -1209,7 +1186,6 @@ impl WinCore {
 
     /// True when `target` is on another node and the provider delivers atomics to it in
     /// issue order ([`UnlockOp::InOrder`]).
-    #[cfg(feature = "ofi")]
     #[inline]
     fn releases_in_order(&self, target: usize) -> Result<bool> {
         if self.net_toward(target).is_some() {
@@ -1344,7 +1320,6 @@ impl WinCore {
         self.check_rank(target)?;
         let release = self.epoch.unlock(target)?;
         let order = Order::lock(release.lock.epoch, target);
-        #[cfg(feature = "ofi")]
         if !release.lock.nocheck && self.releases_in_order(target)? {
             let op = UnlockOp::InOrder(Box::new(InOrderRelease {
                 release,
@@ -1384,7 +1359,6 @@ impl WinCore {
                 self,
                 LockAllOp {
                     phase: Acquisition::new(),
-                    #[cfg(feature = "ofi")]
                     marks: Vec::new(),
                 },
             ),
@@ -1506,7 +1480,6 @@ mod tests {
 
     /// A membership in transit goes to exactly one party: a lock that takes it over, or
     /// else the unlock that holds it, when its answer comes.
-    #[cfg(feature = "ofi")]
     #[test]
     fn a_membership_in_transit_has_one_holder() {
         let transit = crate::win::core::InTransit::default();

@@ -39,16 +39,10 @@ pub(crate) enum Route {
         /// Address in the target's address space.
         addr: usize,
     },
-    /// On another node, reached through this process's network endpoint ([`net`]).
-    #[cfg(feature = "ofi")]
-    Net {
-        /// The target's endpoint in the address vector.
-        peer: u64,
-        /// The remote address of the byte (as the target's registration names it).
-        addr: u64,
-        /// The target's registration key.
-        key: u64,
-    },
+    /// On another node, reached through this process's network endpoint ([`network`]):
+    /// the target's endpoint, the remote address of the byte and the registration key.
+    /// Absent from a build without a network ([`network::Only`]).
+    Net(network::Only<network::Remote>),
 }
 
 // SAFETY: a Route is an address (in this process, or in the target process for cross-memory
@@ -69,19 +63,19 @@ impl Route {
                 pid,
                 addr: addr + offset,
             },
-            #[cfg(feature = "ofi")]
-            Route::Net { peer, addr, key } => Route::Net {
-                peer,
-                addr: addr + offset as u64,
-                key,
-            },
+            // Without a network this arm cannot be reached (no `Only` exists).
+            #[cfg_attr(not(feature = "ofi"), allow(unreachable_code))]
+            Route::Net(ref to) => Route::Net(to.map(|to| network::Remote {
+                addr: to.addr + offset as u64,
+                ..*to
+            })),
         }
     }
 
-    /// The network endpoint's view of a `Net` route.
-    #[cfg(feature = "ofi")]
-    fn remote(peer: u64, addr: u64, key: u64) -> network::Remote {
-        network::Remote { peer, addr, key }
+    /// The route to `to` on another node; `None` in a build without a network.
+    #[inline]
+    pub(crate) fn network(to: network::Remote) -> Option<Route> {
+        network::Only::new(to).map(Route::Net)
     }
 
     /// Writes `src` at the route's address. Complete (remotely visible after a memory
@@ -96,10 +90,10 @@ impl Route {
                 Ok(())
             },
             Route::Cma { pid, addr } => cma::write(pid, addr, src),
+            #[cfg(not(feature = "ofi"))]
+            Route::Net(_) => Err(network::absent()),
             #[cfg(feature = "ofi")]
-            Route::Net { peer, addr, key } => net::endpoint()?
-                .nic
-                .write_waited(src, Self::remote(peer, addr, key)),
+            Route::Net(to) => net::endpoint()?.nic.write_waited(src, *to),
         }
     }
 
@@ -113,11 +107,11 @@ impl Route {
                 Ok(())
             },
             Route::Cma { pid, addr } => cma::read(pid, addr, dst),
+            #[cfg(not(feature = "ofi"))]
+            Route::Net(_) => Err(network::absent()),
             #[cfg(feature = "ofi")]
             // Waited for on its own: a get does not wait for the writes in flight.
-            Route::Net { peer, addr, key } => net::endpoint()?
-                .nic
-                .read_waited(dst, Self::remote(peer, addr, key)),
+            Route::Net(to) => net::endpoint()?.nic.read_waited(dst, *to),
         }
     }
 
@@ -128,8 +122,7 @@ impl Route {
     #[inline]
     pub(crate) fn post_write(self, src: &[u8]) -> Result<()> {
         match self {
-            #[cfg(feature = "ofi")]
-            Route::Net { .. } => self.post_write_pieces(src, &[(0, 0, src.len())]),
+            Route::Net(_) => self.post_write_pieces(src, &[(0, 0, src.len())]),
             _ => self.write(src),
         }
     }
@@ -141,10 +134,10 @@ impl Route {
         pieces: &[(usize, usize, usize)],
     ) -> Result<()> {
         match self {
+            #[cfg(not(feature = "ofi"))]
+            Route::Net(_) => Err(network::absent()),
             #[cfg(feature = "ofi")]
-            Route::Net { peer, addr, key } => {
-                net::post_write(src, pieces, Self::remote(peer, addr, key))
-            }
+            Route::Net(to) => net::post_write(src, pieces, *to),
             _ => self.write_pieces(src, pieces),
         }
     }
@@ -162,8 +155,10 @@ impl Route {
             Route::Cma { pid, addr } => cma::write_pieces(pid, addr, src, pieces),
             // Every piece posted, then one flush: complete at the target (delivery
             // complete) when it returns, like every route's write.
+            #[cfg(not(feature = "ofi"))]
+            Route::Net(_) => Err(network::absent()),
             #[cfg(feature = "ofi")]
-            Route::Net { peer, addr, key } => {
+            Route::Net(to) => {
                 let nic = &net::endpoint()?.nic;
                 for &(o, t, len) in pieces {
                     // SAFETY: `src` is borrowed until the flush below returns.
@@ -171,7 +166,10 @@ impl Route {
                         nic.write(
                             &src[o..o + len],
                             None,
-                            Self::remote(peer, addr + t as u64, key),
+                            network::Remote {
+                                addr: to.addr + t as u64,
+                                ..*to
+                            },
                         )?
                     };
                 }
@@ -194,8 +192,10 @@ impl Route {
                 Ok(())
             }
             Route::Cma { pid, addr } => cma::read_pieces(pid, addr, dst, pieces),
+            #[cfg(not(feature = "ofi"))]
+            Route::Net(_) => Err(network::absent()),
             #[cfg(feature = "ofi")]
-            Route::Net { peer, addr, key } => {
+            Route::Net(to) => {
                 let nic = &net::endpoint()?.nic;
                 for &(o, t, len) in pieces {
                     // SAFETY: `dst` is borrowed, and not read, until the flush below.
@@ -203,7 +203,10 @@ impl Route {
                         nic.read(
                             &mut dst[o..o + len],
                             None,
-                            Self::remote(peer, addr + t as u64, key),
+                            network::Remote {
+                                addr: to.addr + t as u64,
+                                ..*to
+                            },
                         )?
                     };
                 }

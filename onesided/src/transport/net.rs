@@ -19,12 +19,10 @@ use crate::transport::ofi::{Nic, PROVIDER_ENV};
 /// caller's buffer and the call returns once the provider is done with it
 /// ([`Nic::write_sent`]): a copy cost as much as the transfer (a stream of 1 MiB puts
 /// copied in 256 KiB pieces ran at 0.34–0.42× the raw bandwidth).
-pub(crate) const COPY_MAX: usize = 64 << 10;
+pub(crate) use crate::transport::network::COPY_MAX;
 
-/// Bytes the endpoint may hold in operations not yet seen complete (copied origin bytes
-/// and each operation's bookkeeping, [`Nic::held_bytes`]); beyond it a write first
-/// completes everything in flight, so a long epoch of small writes holds bounded memory.
-pub(crate) const HELD_MAX: usize = 16 << 20;
+/// Bytes the endpoint may hold in operations not yet seen complete ([`Nic::held_bytes`]).
+pub(crate) use crate::transport::network::HELD_MAX;
 
 /// The endpoint, its server and what the provider offers.
 #[derive(Debug)]

@@ -300,7 +300,7 @@ fn assemble_across(
         hints,
         peer_mappings,
     );
-    core.net = Some(Box::new(plane));
+    core.net = crate::transport::network::Only::new(Box::new(plane));
     core.net_registrations = std::iter::once(node.reg).chain(more).collect();
     core.net_window_id = Some(node.id);
     core.watch = comm
@@ -381,15 +381,18 @@ pub(crate) fn allocate(
         .shifted(data_off, stride.map(|s| s as u64), |r| place(r).0 as u64);
     let routes = Arc::clone(&node.routes);
     let targets = |ctrl: &crate::win::control::Control| match (stride, &net_data) {
-        (Some(stride), Remotes::Uniform { key, .. }) => Targets::Spread {
-            routes,
-            node_base: ctrl.data_base(),
-            stride,
-            bytes,
-            disp_unit,
-            net_base: data_off,
-            key: *key,
-        },
+        (Some(stride), Remotes::Uniform { key, .. }) => Targets::Spread(
+            crate::transport::network::Only::new(crate::win::core::Spread {
+                routes,
+                node_base: ctrl.data_base(),
+                stride,
+                bytes,
+                disp_unit,
+                net_base: data_off,
+                key: *key,
+            })
+            .expect("a window across nodes is built only with a network"),
+        ),
         _ => Targets::Table(
             (0..n)
                 .map(|r| {
@@ -399,11 +402,8 @@ pub(crate) fn allocate(
                         Route::Direct(ctrl.data_base().wrapping_add(off))
                     } else {
                         let a = net_data.get(r).expect("one remote per rank");
-                        Route::Net {
-                            peer: a.peer,
-                            addr: a.addr,
-                            key: a.key,
-                        }
+                        Route::network(a)
+                            .expect("a window across nodes is built only with a network")
                     };
                     TargetRegion {
                         route,
@@ -502,11 +502,7 @@ pub(crate) fn create(
             }
             let (bytes, disp_unit) = extents[r];
             Ok(TargetRegion {
-                route: Route::Net {
-                    peer: data[r].peer,
-                    addr: data[r].addr,
-                    key: data[r].key,
-                },
+                route: Route::network(data[r]).ok_or_else(crate::transport::network::absent)?,
                 bytes,
                 disp_unit,
                 shared: false,

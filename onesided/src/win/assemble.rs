@@ -67,17 +67,11 @@ pub(crate) fn assemble(
         rings,
         _segment: segment,
         in_place: None,
-        #[cfg(feature = "ofi")]
         net: None,
-        #[cfg(feature = "ofi")]
         net_registrations: Vec::new(),
-        #[cfg(feature = "ofi")]
         net_data: crate::win::reach::Remotes::Table(Vec::new()),
-        #[cfg(feature = "ofi")]
         net_window_id: None,
-        #[cfg(feature = "ofi")]
         net_writes: Default::default(),
-        #[cfg(feature = "ofi")]
         memberships_in_transit: Default::default(),
     }
 }

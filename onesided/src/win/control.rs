@@ -178,7 +178,6 @@ impl BlockSlots {
     /// Slots of ranks on the nodes `nodes` says (by rank), seen from rank `me`; and the
     /// number of slots every node's segment lays out (the largest node's ranks; `n` where
     /// a node's ranks are not consecutive).
-    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub(crate) fn by_node(nodes: &[usize], me: usize) -> (BlockSlots, usize) {
         let n = nodes.len();
         // A node's ranks are consecutive when no node comes back after another one.
@@ -214,7 +213,6 @@ impl BlockSlots {
     /// True when each node's segment holds its own ranks' blocks only, in rank order (a
     /// node's ranks are consecutive): a rank's slot is then its place among its node's
     /// ranks.
-    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub(crate) fn consecutive(&self) -> bool {
         self.table.is_some()
     }
@@ -284,7 +282,6 @@ impl ControlLayout {
     /// window memory after them: the blocks' words keep their offsets, the barrier and the
     /// data follow the last slot (every node's segment takes the same slots, so a word is
     /// at the same offset on every node).
-    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub(crate) fn with_slots(self, slots: usize, data_bytes: usize) -> Self {
         let (barrier_off, data_off) =
             after_blocks(self.blocks_off + slots * self.block_stride, &self.barrier);
@@ -309,7 +306,6 @@ impl ControlLayout {
     /// placed as `slots` says): the same place in every copy of the layout, so a network
     /// plane names a peer's word by the peer's registration and this offset (`None`: not a
     /// word of the control blocks — notification counters live in their own tables).
-    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub(crate) fn offset_of(&self, word: CtrlWord, slots: &BlockSlots) -> Option<usize> {
         use std::mem::offset_of;
         let block = |rank: usize| self.block_offset(slots, rank);
@@ -372,7 +368,6 @@ pub(crate) struct Control {
     first: usize,
     count: usize,
     /// Where every rank's block lies in its own node's segment.
-    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     blocks: BlockSlots,
 }
 
@@ -403,7 +398,6 @@ impl Control {
 
     /// Where the field at `field` bytes into rank `rank`'s control block lies in the
     /// segment of `rank`'s node (this one's or another's).
-    #[cfg(feature = "ofi")]
     pub(crate) fn remote_offset(&self, rank: usize, field: usize) -> usize {
         self.layout.block_offset(&self.blocks, rank) + field
     }

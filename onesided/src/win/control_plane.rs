@@ -10,7 +10,6 @@ use crate::error::Result;
 use crate::plane::{Answer, ControlPlane, CtrlWord, PendingOp};
 use crate::win::control::Control;
 use crate::win::core::WinCore;
-#[cfg(feature = "ofi")]
 use crate::win::netplane::NetPlane;
 
 /// A window's control plane (see the module docs). Without the feature `ofi` it has one
@@ -20,7 +19,6 @@ pub(crate) enum WindowPlane<'a> {
     /// Every rank on this node: CPU atomics on the mapped blocks.
     Mapped(&'a Control),
     /// Ranks on several nodes: network atomics for every word, this node's included.
-    #[cfg(feature = "ofi")]
     Net(&'a NetPlane),
 }
 
@@ -37,7 +35,6 @@ macro_rules! each {
     ($plane:expr, $p:ident => $call:expr) => {
         match $plane {
             WindowPlane::Mapped($p) => $call,
-            #[cfg(feature = "ofi")]
             WindowPlane::Net($p) => $call,
         }
     };
@@ -92,7 +89,6 @@ impl WinCore {
     /// The control plane of this window's protocols.
     #[inline(always)]
     pub(crate) fn plane(&self) -> WindowPlane<'_> {
-        #[cfg(feature = "ofi")]
         if let Some(net) = &self.net {
             return WindowPlane::Net(net);
         }

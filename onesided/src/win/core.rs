@@ -17,6 +17,24 @@ use crate::win::control::Control;
 use crate::win::epoch::EpochState;
 use crate::win::info::WinHints;
 
+/// [`Targets::Spread`]'s description of every rank's memory.
+#[derive(Debug)]
+pub(crate) struct Spread {
+    /// How each rank is reached (shared with other windows over the same ranks).
+    pub(crate) routes: std::sync::Arc<Vec<crate::win::reach::RankRoute>>,
+    /// This node's data, mapped here.
+    pub(crate) node_base: *mut u8,
+    /// Bytes per rank's slot.
+    pub(crate) stride: usize,
+    /// Every rank's window size and displacement unit.
+    pub(crate) bytes: usize,
+    pub(crate) disp_unit: usize,
+    /// Where the data starts in a node's segment, as the network addresses it, and the
+    /// key every node's segment is registered under.
+    pub(crate) net_base: u64,
+    pub(crate) key: u64,
+}
+
 /// Where the window memory of each target is.
 #[derive(Debug)]
 pub(crate) enum Targets {
@@ -33,16 +51,7 @@ pub(crate) enum Targets {
     /// key: rank r's memory is `slot(r) * stride` into its node's data, mapped here
     /// (`node_base`) or reached at that offset from `net_base` under `key` — the per-rank
     /// table is the one every window over these ranks shares.
-    #[cfg(feature = "ofi")]
-    Spread {
-        routes: std::sync::Arc<Vec<crate::win::reach::RankRoute>>,
-        node_base: *mut u8,
-        stride: usize,
-        bytes: usize,
-        disp_unit: usize,
-        net_base: u64,
-        key: u64,
-    },
+    Spread(crate::transport::network::Only<Spread>),
     /// Dynamic window: resolved through the region-descriptor cache.
     Dynamic,
 }
@@ -65,26 +74,26 @@ impl Targets {
                 lazy: None,
             }),
             Targets::Table(t) => t.get(rank).copied(),
-            #[cfg(feature = "ofi")]
-            Targets::Spread {
-                routes,
-                node_base,
-                stride,
-                bytes,
-                disp_unit,
-                net_base,
-                key,
-            } => {
+            Targets::Spread(ref spread) => {
+                let Spread {
+                    routes,
+                    node_base,
+                    stride,
+                    bytes,
+                    disp_unit,
+                    net_base,
+                    key,
+                } = &**spread;
                 let r = routes.get(rank)?;
                 let at = r.slot as usize * stride;
                 let route = if r.here {
                     Route::Direct(node_base.wrapping_add(at))
                 } else {
-                    Route::Net {
+                    Route::network(crate::transport::network::Remote {
                         peer: r.peer,
                         addr: net_base + at as u64,
                         key: *key,
-                    }
+                    })?
                 };
                 Some(TargetRegion {
                     route,
@@ -328,30 +337,24 @@ pub(crate) struct WinCore {
     /// (`create` windows over ordinary memory), and this process's side as their server.
     pub(crate) rings: Option<crate::transport::ring::Rings>,
     /// The network control plane, when the window spans nodes (`WinCore::plane`).
-    #[cfg(feature = "ofi")]
-    pub(crate) net: Option<Box<crate::win::netplane::NetPlane>>,
+    pub(crate) net: Option<crate::transport::network::Only<Box<crate::win::netplane::NetPlane>>>,
     /// This process's registrations with its network endpoint (windows across nodes): its
     /// node's window segment, and for `create` windows its own memory; dropped before the
     /// segment and before the window's buffer.
-    #[cfg(feature = "ofi")]
     pub(crate) net_registrations: Vec<crate::transport::network::Registration>,
     /// Every rank's window memory as the network reaches it (windows across nodes; empty
     /// otherwise): accumulates that CPU atomics cannot do go there for every rank, this
     /// node's included, so that one element never sees two protocols.
-    #[cfg(feature = "ofi")]
     pub(crate) net_data: crate::win::reach::Remotes,
     /// Windows across nodes: the id every rank agrees on (rank 0's node segment tag; each
     /// node's segment has its own), which memory handles carry.
-    #[cfg(feature = "ofi")]
     pub(crate) net_window_id: Option<u64>,
     /// Writes (not atomics) this window issued through the network, and how many of them
     /// a completion of the endpoint covered (`WinCore::net_writes_pending`).
-    #[cfg(feature = "ofi")]
     pub(crate) net_writes: crate::transport::network::NetWrites,
     /// Exclusive-class memberships that unlocks across nodes still hold while they wait
     /// for the answer to their release, each handed to a later lock of this process at most
     /// once (`sync::lock`, "Memberships in transit").
-    #[cfg(feature = "ofi")]
     pub(crate) memberships_in_transit: InTransit,
     /// The node segment or control block; the pointers above point into it.
     pub(crate) _segment: crate::win::control::ControlMemory,
@@ -497,14 +500,12 @@ impl WinCore {
 
 /// Exclusive-class memberships held by unlocks across nodes that wait for their answers
 /// (`sync::lock`, "Memberships in transit"); a lock takes one over at most once.
-#[cfg(feature = "ofi")]
 #[derive(Debug, Default)]
 pub(crate) struct InTransit {
     /// Ids of the memberships not taken over yet, and the next id.
     open: std::sync::Mutex<(Vec<u64>, u64)>,
 }
 
-#[cfg(feature = "ofi")]
 impl InTransit {
     fn lock(&self) -> std::sync::MutexGuard<'_, (Vec<u64>, u64)> {
         self.open

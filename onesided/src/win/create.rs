@@ -382,7 +382,6 @@ pub(crate) fn allocate(
     if spans_nodes && shared {
         return Err(Error::NotShareable { call: call.name() });
     }
-    #[cfg(feature = "ofi")]
     if spans_nodes {
         return crate::win::across::allocate(
             comm, call, layout, placement, bytes, disp_unit, hints,
@@ -570,7 +569,6 @@ pub(crate) fn create(
     let target = |rank: usize, peer_mappings: &mut Vec<PeerMapping>| {
         create_target(me, base, rank, &records[rank], peer_mappings)
     };
-    #[cfg(feature = "ofi")]
     {
         let boot = comm.bootstrap();
         if boot.node_size() != boot.size() {
@@ -664,7 +662,6 @@ pub(crate) fn create_dynamic(comm: &Comm, info: &WinInfo) -> Result<WinCore> {
     // rank 0 broadcasts them and the others compare.
     let cap = hints.max_attached_regions;
     let layout = ControlLayout::new(comm.size(), cap, 0);
-    #[cfg(feature = "ofi")]
     {
         let boot = comm.bootstrap();
         if boot.node_size() != boot.size() {

@@ -79,7 +79,6 @@ impl WinCore {
     /// Registers an attached region with the network endpoint when the window spans
     /// nodes (peers on other nodes reach it there): its key and remote base, else (0, 0).
     fn register_region(&self, base: usize, len: usize) -> Result<(u64, u64)> {
-        #[cfg(feature = "ofi")]
         if self.net.is_some() {
             let ep = crate::transport::network::endpoint()?;
             // SAFETY: the registration lives until the window's end (the core, which holds
@@ -118,7 +117,6 @@ impl WinCore {
         // closing the connection to that origin — every later operation between the two
         // processes would fail.
         self.publish_regions();
-        #[cfg(feature = "ofi")]
         self.tell_handle_readers()?;
         Ok(())
     }
@@ -129,7 +127,6 @@ impl WinCore {
     /// them then checks its regions at its next operation instead of at every one.
     /// Returns once every notice is applied, so that an operation issued after anything
     /// that follows this detach sees it.
-    #[cfg(feature = "ofi")]
     fn tell_handle_readers(&self) -> Result<()> {
         use crate::plane::{Awaited, ControlPlane, CtrlWord};
         if self.net.is_none() {

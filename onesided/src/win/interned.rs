@@ -16,7 +16,6 @@ static TABLES: Mutex<Vec<Weak<dyn Any + Send + Sync>>> = Mutex::new(Vec::new());
 
 /// The process's shared copy of `table`: an equal table handed out before and still alive,
 /// else `table` itself, from now on handed out to equal ones.
-#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
 pub(crate) fn intern<T: PartialEq + Send + Sync + 'static>(table: Vec<T>) -> Arc<Vec<T>> {
     let mut tables = TABLES
         .lock()

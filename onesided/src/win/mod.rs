@@ -6,7 +6,6 @@
 //! segment, so a target's memory is `base + rank × stride` — O(1) metadata per process when
 //! sizes are symmetric ([Gerstenberger13] §2.2).
 
-#[cfg(feature = "ofi")]
 pub(crate) mod across;
 mod assemble;
 mod attr;
@@ -21,11 +20,9 @@ pub(crate) mod dynamic;
 pub(crate) mod epoch;
 pub mod info;
 mod interned;
-#[cfg(feature = "ofi")]
 pub(crate) mod netplane;
 pub(crate) mod notify_counters;
 pub(crate) mod raw;
-#[cfg(feature = "ofi")]
 pub(crate) mod reach;
 pub(crate) mod regions;
 pub(crate) mod resolve;
@@ -115,8 +112,7 @@ impl RawWindow {
                 _elem: PhantomData,
             })),
             Route::Cma { .. } => Ok(None),
-            #[cfg(feature = "ofi")]
-            Route::Net { .. } => Ok(None),
+            Route::Net(_) => Ok(None),
         }
     }
 }

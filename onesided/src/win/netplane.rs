@@ -610,7 +610,7 @@ impl Drop for NetPlane {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "ofi"))]
 mod tests {
     //! Two ranks of one process, each with its own endpoint and registered control area,
     //! run the lock and barrier protocols over the network plane on `tcp;ofi_rxm`: the

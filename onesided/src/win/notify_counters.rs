@@ -19,14 +19,12 @@ pub(crate) struct NotifyTable {
     /// Keeps the mapping of `blocks` alive.
     pub(crate) _segment: Option<Segment>,
     /// A window across nodes: how arrivals reach counters on other nodes.
-    #[cfg(feature = "ofi")]
-    pub(crate) net: Option<NetCounters>,
+    pub(crate) net: Option<crate::transport::network::Only<NetCounters>>,
 }
 
 /// The notification counters of the other nodes, as the network reaches them: arrivals
 /// there are network atomics (the target's provider applies them with CPU atomics, so they
 /// mix with its node's arrivals; `transport::ofi`).
-#[cfg(feature = "ofi")]
 pub(crate) struct NetCounters {
     pub(crate) nic: std::sync::Arc<dyn crate::transport::network::Fabric>,
     /// Each rank's node segment of counters: its endpoint, remote base and key.
@@ -75,7 +73,6 @@ impl MappedWords for ThisNode<'_> {
 
 impl NotifyTable {
     /// Where counter `word` of a rank on another node is, when it is there.
-    #[cfg(feature = "ofi")]
     #[inline]
     fn elsewhere(
         &self,
@@ -128,7 +125,6 @@ impl ControlPlane for NotifyTable {
 
     #[inline(always)]
     fn post_add(&self, word: CtrlWord, value: u64, order: Ordering) {
-        #[cfg(feature = "ofi")]
         if let Some((net, at)) = self.elsewhere(word) {
             // A failed post is reported by the next order_posted (the endpoint's flush
             // counts it failed) and by the endpoint's later operations.
@@ -142,7 +138,6 @@ impl ControlPlane for NotifyTable {
 
     #[inline(always)]
     fn post_store(&self, word: CtrlWord, value: u64, order: Ordering) {
-        #[cfg(feature = "ofi")]
         if let Some((net, at)) = self.elsewhere(word) {
             let _ = net
                 .nic
@@ -153,7 +148,6 @@ impl ControlPlane for NotifyTable {
     }
 
     fn order_posted(&self) -> Result<()> {
-        #[cfg(feature = "ofi")]
         if let Some(net) = &self.net {
             return net.nic.flush(&mut || Ok(()));
         }

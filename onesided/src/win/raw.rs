@@ -305,8 +305,7 @@ impl RawWindow {
         Ok(match &self.core.targets {
             Targets::Symmetric { disp_unit, .. } => *disp_unit,
             Targets::Table(t) => t.get(target).map_or(1, |r| r.disp_unit),
-            #[cfg(feature = "ofi")]
-            Targets::Spread { disp_unit, .. } => *disp_unit,
+            Targets::Spread(spread) => spread.disp_unit,
             Targets::Dynamic => 1,
         })
     }
@@ -367,8 +366,7 @@ impl RawWindow {
     pub fn layout(&self) -> WindowLayout {
         match self.core.targets {
             Targets::Symmetric { .. } => WindowLayout::Symmetric,
-            #[cfg(feature = "ofi")]
-            Targets::Spread { .. } => WindowLayout::Symmetric,
+            Targets::Spread(_) => WindowLayout::Symmetric,
             Targets::Table(_) => WindowLayout::PerRank,
             Targets::Dynamic => WindowLayout::Dynamic,
         }

@@ -70,7 +70,6 @@ pub(crate) struct TargetCache {
     /// For a target on another node: how many detaches this process had been told of
     /// (`CtrlWord::HandleReleases`) when the copy was last validated — while the count
     /// stays, no region of the copy went away, and an access needs no round trip.
-    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub told: Option<u64>,
 }
 
@@ -173,8 +172,7 @@ impl LastHitSlot {
             Route::Direct(p) => (ROUTE_DIRECT, 0u32, p as usize),
             Route::Cma { pid, addr } => (ROUTE_CMA, pid as u32, addr),
             // The inlined path never takes a network route: not kept.
-            #[cfg(feature = "ofi")]
-            Route::Net { .. } => return,
+            Route::Net(_) => return,
         };
         let meta = kind | u64::from(hit.region.shared) << 8 | u64::from(pid) << 32;
         // Relaxed: writers are serialized by the caller's lock.
@@ -214,11 +212,9 @@ pub(crate) struct DynamicState {
     /// This process's attached regions registered with its network endpoint (windows
     /// across nodes), by base address: kept until the window's end (see
     /// `WinCore::dynamic_detach`).
-    #[cfg(feature = "ofi")]
     pub net_registrations: Mutex<Vec<(usize, crate::transport::network::Registration)>>,
     /// Owners on other nodes whose readers' word holds this process's bit (windows from
     /// their memory handles, `rma::memhandle`): set once, so later windows skip it.
-    #[cfg(feature = "ofi")]
     pub handle_owners_read: Mutex<std::collections::HashSet<usize>>,
 }
 

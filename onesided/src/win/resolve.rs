@@ -53,7 +53,6 @@ fn out_of_bounds(
 }
 
 /// Where a rank's region-table number lies in its control block.
-#[cfg(feature = "ofi")]
 pub(crate) const DYN_SEQ: usize = std::mem::offset_of!(crate::win::control::RankControl, dyn_seq);
 
 impl WinCore {
@@ -165,8 +164,7 @@ impl WinCore {
                     key: off,
                 })
             }
-            #[cfg(feature = "ofi")]
-            Targets::Spread { .. } => {
+            Targets::Spread(_) => {
                 let t = self.targets.region(target).expect("a checked rank");
                 let off = checked_offset(op, target, disp, t.disp_unit, len, t.bytes)?;
                 Ok(Located {
@@ -235,8 +233,7 @@ impl WinCore {
                 ),
                 _ => return None,
             },
-            #[cfg(feature = "ofi")]
-            Targets::Spread { .. } => match self.targets.region(target)? {
+            Targets::Spread(_) => match self.targets.region(target)? {
                 TargetRegion {
                     route: Route::Direct(p),
                     bytes,
@@ -327,8 +324,7 @@ impl WinCore {
         match hit.region.route {
             Route::Direct(p) => Some((p.wrapping_add(addr - hit.region.base), hit.region.shared)),
             Route::Cma { .. } => None,
-            #[cfg(feature = "ofi")]
-            Route::Net { .. } => None,
+            Route::Net(_) => None,
         }
     }
 
@@ -342,7 +338,6 @@ impl WinCore {
         if target == self.rank {
             return self.resolve_own_dynamic(op, addr, len);
         }
-        #[cfg(feature = "ofi")]
         if let Some(net) = self.net_toward(target) {
             return self.resolve_dynamic_net(net, op, target, addr, len);
         }
@@ -408,7 +403,6 @@ impl WinCore {
 
     /// The network control plane when `target` is on another node than this process (a
     /// window across nodes): its words and tables are read through it.
-    #[cfg(feature = "ofi")]
     pub(crate) fn net_toward(&self, target: usize) -> Option<&crate::win::netplane::NetPlane> {
         let net = self.net.as_deref()?;
         let (there, here) = (
@@ -428,7 +422,6 @@ impl WinCore {
     /// number through the network (one read; the table itself only when the number
     /// changed). A put + flush through a dynamic window took 33–34 µs with the number read
     /// at every access, 15 on an `allocate` window.
-    #[cfg(feature = "ofi")]
     fn resolve_dynamic_net(
         &self,
         net: &crate::win::netplane::NetPlane,
@@ -470,15 +463,17 @@ impl WinCore {
                 regions: raw
                     .iter()
                     .filter(|r| r.net_key != 0)
-                    .map(|r| CachedRegion {
-                        base: r.base,
-                        len: r.len,
-                        route: Route::Net {
-                            peer,
-                            addr: r.net_base,
-                            key: r.net_key,
-                        },
-                        shared: false,
+                    .filter_map(|r| {
+                        Some(CachedRegion {
+                            base: r.base,
+                            len: r.len,
+                            route: Route::network(crate::transport::network::Remote {
+                                peer,
+                                addr: r.net_base,
+                                key: r.net_key,
+                            })?,
+                            shared: false,
+                        })
                     })
                     .collect(),
                 segments: Default::default(),
@@ -490,7 +485,6 @@ impl WinCore {
 
     /// Reads the u64 at `field` bytes into `target`'s control block (`offset_of!` of a
     /// word of `RankControl`) from `target`'s own segment, through the network.
-    #[cfg(feature = "ofi")]
     pub(crate) fn read_remote_word(
         &self,
         net: &crate::win::netplane::NetPlane,
@@ -504,7 +498,6 @@ impl WinCore {
 
     /// [`WinCore::read_table`] of a target on another node: the same seqlock read, each
     /// step a read through the network (the provider keeps reads in order).
-    #[cfg(feature = "ofi")]
     pub(crate) fn read_table_net(
         &self,
         net: &crate::win::netplane::NetPlane,
@@ -555,7 +548,6 @@ impl WinCore {
     /// The registration of the region holding `addr` at `target` of a dynamic window
     /// across nodes, as the network reaches it: where accumulates CPU atomics cannot do go
     /// (every rank's, this node's included: one protocol per element).
-    #[cfg(feature = "ofi")]
     pub(crate) fn dynamic_net_remote(
         &self,
         target: usize,
@@ -576,7 +568,6 @@ impl WinCore {
     /// `target`'s region table as it is now, with its sequence number (seqlock read):
     /// through the network when it is on another node.
     fn read_table(&self, target: usize) -> Result<(u64, Vec<OwnedRegion>)> {
-        #[cfg(feature = "ofi")]
         if let Some(net) = self.net_toward(target) {
             return self.read_table_net(net, target);
         }

@@ -98,7 +98,6 @@ impl WinCore {
     /// The network side of a window's new counters (a window across nodes; `None`
     /// otherwise): this rank registers its node's `segment` of `total` bytes, and every
     /// rank learns every rank's (collective).
-    #[cfg(feature = "ofi")]
     fn net_counters(
         &self,
         segment: Option<&Segment>,
@@ -150,12 +149,9 @@ impl WinCore {
         // delivers in order: then what this process issued to that target lands first all
         // the same (an RMA write of the window in flight, or an operation to a rank of this
         // node through the network, is still completed first).
-        #[cfg(feature = "ofi")]
         let behind_atomics = self.net_toward(target).is_some()
             && !self.net_writes.near.pending()
             && self.atomics_keep_order()?;
-        #[cfg(not(feature = "ofi"))]
-        let behind_atomics = false;
         if !behind_atomics {
             self.complete_net()?;
         }
@@ -304,7 +300,6 @@ impl RawWindow {
         if let Some(s) = &segment {
             s.unlink();
         }
-        #[cfg(feature = "ofi")]
         let net = self
             .core
             .net_counters(segment.as_ref(), total, nodes[me], nodes)?;
@@ -329,8 +324,7 @@ impl RawWindow {
             blocks,
             counts: counts.iter().map(|&c| c as usize).collect(),
             _segment: segment,
-            #[cfg(feature = "ofi")]
-            net,
+            net: net.and_then(crate::transport::network::Only::new),
         });
         Ok(())
     }
@@ -424,7 +418,6 @@ impl RawWindow {
         // Never staged: this put must be in place before its count. The thread's staged
         // puts were issued first and go first (with mpi_win_order, every thread's).
         self.core.ring_gate_for(target, self.flags.get())?;
-        #[cfg(feature = "ofi")]
         if self.put_notify_as_atomics(at.route, bytes, target, idx)? {
             return Ok(());
         }
@@ -439,7 +432,6 @@ impl RawWindow {
     /// peer in order (`net::post_write_atomic`): the count lands after the data without
     /// waiting for it, and the call returns at once (both complete at the next completion
     /// point). False when the put cannot go so (nothing done).
-    #[cfg(feature = "ofi")]
     fn put_notify_as_atomics(
         &self,
         route: crate::transport::Route,

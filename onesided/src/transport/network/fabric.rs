@@ -2,7 +2,7 @@
 //! implements (libfabric with our messages over TCP: `ofi::Nic`), and the registrations it
 //! hands out ([`Registration`]).
 
-// Without the feature `ofi` nothing uses it yet (issue 57: the callers' gates go next).
+// What only an implementation of the network uses (none without the feature `ofi`).
 #![cfg_attr(not(feature = "ofi"), allow(dead_code))]
 
 use crate::error::{Error, Result};

@@ -21,7 +21,7 @@
 //! these calls answer for every build; a second implementation written against [`Fabric`]
 //! alone.
 
-// Without the feature `ofi` nothing calls in yet (the callers' gates go next).
+// What only an implementation of the network uses (none without the feature `ofi`).
 #![cfg_attr(not(feature = "ofi"), allow(dead_code, unused_imports))]
 
 mod fabric;
@@ -29,47 +29,50 @@ mod terms;
 
 pub(crate) use fabric::{Fabric, Registration};
 pub(crate) use terms::{
-    AtomicKind, AtomicTable, DeliverGate, NetOp, NetType, NetWrites, PeerEnded, Remote,
-    TrackedContext, PROVIDER_SPACE_WORDS,
+    AtomicKind, AtomicTable, DeliverGate, NetOp, NetType, NetWrites, Only, PeerEnded, Remote,
+    TrackedContext, COPY_MAX, HELD_MAX, PROVIDER_SPACE_WORDS,
 };
 
-#[cfg(feature = "ofi")]
 use std::sync::Arc;
 
-#[cfg(feature = "ofi")]
-use crate::error::Result;
-#[cfg(feature = "ofi")]
+use crate::error::{Error, Result};
 use crate::ops::{ElemType, Op};
 #[cfg(feature = "ofi")]
 use crate::transport::{net, ofi};
 
+/// The error of a call that needs the network where this build has none (windows across
+/// nodes need the feature `ofi`; nothing else reaches the calls that return it).
+pub(crate) fn absent() -> Error {
+    Error::Unsupported("windows across nodes: this build has no network (feature `ofi`)".into())
+}
+
 /// The process's endpoint (opened at the first call): what the network protocols call.
-#[cfg(feature = "ofi")]
 pub(crate) fn endpoint() -> Result<Arc<dyn Fabric>> {
-    Ok(net::endpoint()?.nic.clone() as Arc<dyn Fabric>)
+    #[cfg(feature = "ofi")]
+    return Ok(net::endpoint()?.nic.clone() as Arc<dyn Fabric>);
+    #[cfg(not(feature = "ofi"))]
+    Err(absent())
 }
 
 /// The endpoint's address-vector entry of the peer whose address is `name` (what the
 /// peer's [`Fabric::name`] gave), inserted at its first use.
-#[cfg(feature = "ofi")]
 pub(crate) fn peer(name: &[u8]) -> Result<u64> {
-    net::endpoint()?.peer(name)
+    #[cfg(feature = "ofi")]
+    return net::endpoint()?.peer(name);
+    #[cfg(not(feature = "ofi"))]
+    {
+        let _ = name;
+        Err(absent())
+    }
 }
 
 /// What the endpoint does natively.
-#[cfg(feature = "ofi")]
 pub(crate) fn atomic_table() -> Result<&'static AtomicTable> {
-    Ok(&net::endpoint()?.table)
+    #[cfg(feature = "ofi")]
+    return Ok(&net::endpoint()?.table);
+    #[cfg(not(feature = "ofi"))]
+    Err(absent())
 }
-
-/// Non-fetching atomics up to this many bytes go with a copy of their operand.
-#[cfg(feature = "ofi")]
-pub(crate) const COPY_MAX: usize = net::COPY_MAX;
-
-/// Bytes the endpoint may hold in operations not yet complete before a post first
-/// completes them.
-#[cfg(feature = "ofi")]
-pub(crate) const HELD_MAX: usize = net::HELD_MAX;
 
 /// Tells the network which job and rank this process is (once, at start-up): endpoints
 /// that leave a named object on the node are named so that the job's cleanup removes them.
@@ -126,54 +129,79 @@ pub(crate) fn post_for<R>(issuer: u64, post: impl FnOnce() -> R) -> R {
 
 /// Completes the network operations the calling thread posted under [`track_own`] (a flush
 /// of thread scope).
-#[cfg(feature = "ofi")]
 pub(crate) fn complete_own() -> Result<()> {
-    net::complete_own()
+    #[cfg(feature = "ofi")]
+    return net::complete_own();
+    #[cfg(not(feature = "ofi"))]
+    Ok(())
 }
 
 /// Lets go of what completed operations posted under [`track_own`] hold.
-#[cfg(feature = "ofi")]
 pub(crate) fn reap_own() -> Result<()> {
-    net::reap_own()
+    #[cfg(feature = "ofi")]
+    return net::reap_own();
+    #[cfg(not(feature = "ofi"))]
+    Ok(())
 }
 
 /// True when the endpoint delivers operations to a peer in issue order where a write or a
 /// read follows a write.
-#[cfg(feature = "ofi")]
 pub(crate) fn ordered() -> Result<bool> {
-    net::ordered()
+    #[cfg(feature = "ofi")]
+    return net::ordered();
+    #[cfg(not(feature = "ofi"))]
+    Err(absent())
 }
 
 /// True when the endpoint delivers atomics to a peer in issue order.
-#[cfg(feature = "ofi")]
 pub(crate) fn orders_atomics() -> Result<bool> {
-    net::orders_atomics()
+    #[cfg(feature = "ofi")]
+    return net::orders_atomics();
+    #[cfg(not(feature = "ofi"))]
+    Err(absent())
 }
 
 /// True when the endpoint places RMA writes to a peer in issue order.
-#[cfg(feature = "ofi")]
 pub(crate) fn orders_rma_writes() -> Result<bool> {
-    net::orders_rma_writes()
+    #[cfg(feature = "ofi")]
+    return net::orders_rma_writes();
+    #[cfg(not(feature = "ofi"))]
+    Err(absent())
 }
 
 /// True when a put of `len` bytes to `to` goes as a message of our own rather than an RMA
 /// write (short puts where the wire reaches the target).
-#[cfg(feature = "ofi")]
 pub(crate) fn put_over_wire(len: usize, to: Remote) -> Result<bool> {
-    net::put_over_wire(len, to)
+    #[cfg(feature = "ofi")]
+    return net::put_over_wire(len, to);
+    #[cfg(not(feature = "ofi"))]
+    {
+        let _ = (len, to);
+        Ok(false)
+    }
 }
 
 /// True when a put of `len` bytes to `to` can go as atomic writes ([`post_write_atomic`]).
-#[cfg(feature = "ofi")]
 pub(crate) fn atomic_put_fits(len: usize, to: Remote) -> Result<bool> {
-    net::atomic_put_fits(len, to)
+    #[cfg(feature = "ofi")]
+    return net::atomic_put_fits(len, to);
+    #[cfg(not(feature = "ofi"))]
+    {
+        let _ = (len, to);
+        Ok(false)
+    }
 }
 
 /// Writes `src` to `to` as atomic writes, issued with a copy: kept in order with the
 /// endpoint's other atomics to the same peer. Only where [`atomic_put_fits`].
-#[cfg(feature = "ofi")]
 pub(crate) fn post_write_atomic(src: &[u8], to: Remote) -> Result<()> {
-    net::post_write_atomic(src, to)
+    #[cfg(feature = "ofi")]
+    return net::post_write_atomic(src, to);
+    #[cfg(not(feature = "ofi"))]
+    {
+        let _ = (src, to);
+        Err(absent())
+    }
 }
 
 /// Writes `src` to `to` from where it is: complete at the caller's next completion point
@@ -181,7 +209,6 @@ pub(crate) fn post_write_atomic(src: &[u8], to: Remote) -> Result<()> {
 ///
 /// # Safety
 /// `src` stays valid and unchanged while `owner` is held.
-#[cfg(feature = "ofi")]
 pub(crate) unsafe fn post_write_shared(
     src: &[u8],
     to: Remote,
@@ -189,13 +216,18 @@ pub(crate) unsafe fn post_write_shared(
     end: crate::transport::write_end::WriteEnd,
 ) -> Result<()> {
     // SAFETY: the caller's contract.
-    unsafe { net::post_write_shared(src, to, owner, end) }
+    #[cfg(feature = "ofi")]
+    return unsafe { net::post_write_shared(src, to, owner, end) };
+    #[cfg(not(feature = "ofi"))]
+    {
+        let _ = (src, to, owner, end);
+        Err(absent())
+    }
 }
 
 /// Sends `block` to `to` and then `words` to `flag` in one message that nobody answers,
 /// with its second place `gate` if any, where the wire reaches the peer: false, with
 /// nothing sent, elsewhere.
-#[cfg(feature = "ofi")]
 pub(crate) fn deliver(
     block: &[u8],
     to: Remote,
@@ -203,14 +235,19 @@ pub(crate) fn deliver(
     flag: Remote,
     gate: Option<DeliverGate<'_>>,
 ) -> Result<bool> {
-    net::deliver(block, to, words, flag, gate)
+    #[cfg(feature = "ofi")]
+    return net::deliver(block, to, words, flag, gate);
+    #[cfg(not(feature = "ofi"))]
+    {
+        let _ = (block, to, words, flag, gate);
+        Ok(false)
+    }
 }
 
 /// Appends a non-fetching accumulate — `op` on `count` elements of `ty` at `addr` under
 /// registration `key`, `operand` the origin's bytes — to `out`, as one element of an
 /// exclusive epoch shipped to its target in one message (`progress::shipping`). Fails for
 /// an element type the message does not carry.
-#[cfg(feature = "ofi")]
 pub(crate) fn encode_accumulate(
     out: &mut Vec<u8>,
     op: Op,
@@ -219,13 +256,21 @@ pub(crate) fn encode_accumulate(
     (addr, key): (u64, u64),
     operand: &[u8],
 ) -> Result<()> {
-    let request = crate::transport::wire::Request {
-        kind: crate::transport::wire::Kind::Write,
-        op,
-        ty,
-        count,
-        key,
-        addr,
-    };
-    crate::transport::wire::encode(out, &request, operand, &[])
+    #[cfg(feature = "ofi")]
+    {
+        let request = crate::transport::wire::Request {
+            kind: crate::transport::wire::Kind::Write,
+            op,
+            ty,
+            count,
+            key,
+            addr,
+        };
+        crate::transport::wire::encode(out, &request, operand, &[])
+    }
+    #[cfg(not(feature = "ofi"))]
+    {
+        let _ = (out, op, ty, count, addr, key, operand);
+        Err(absent())
+    }
 }

@@ -4,7 +4,7 @@
 //! of what it issued ([`NetWrites`]). Every implementation of the network and every user of
 //! it names these; they name nothing of either.
 
-// Without the feature `ofi` nothing uses them yet (issue 57: the callers' gates go next).
+// What only an implementation of the network uses (none without the feature `ofi`).
 #![cfg_attr(not(feature = "ofi"), allow(dead_code))]
 
 use std::sync::atomic::Ordering;
@@ -182,7 +182,7 @@ pub(crate) struct DeliverGate<'a> {
 
 /// Where an operation goes: a peer's address in the endpoint's address vector, the remote
 /// address of the first byte and the registration key.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Remote {
     pub peer: u64,
     pub addr: u64,
@@ -301,3 +301,70 @@ impl TrackedContext {
 /// Tells whether a peer process has ended (its record in the job's roster, which the
 /// launcher marks for every node).
 pub(crate) type PeerEnded = Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// Non-fetching atomics up to this many bytes go with a copy of their operand, and so do
+/// writes (longer ones are posted from the caller's buffer).
+pub(crate) const COPY_MAX: usize = 64 << 10;
+
+/// Bytes the endpoint may hold in operations not yet seen complete (copied origin bytes
+/// and each operation's bookkeeping); beyond it a post first completes everything in
+/// flight, so a long epoch of small writes holds bounded memory.
+pub(crate) const HELD_MAX: usize = 16 << 20;
+
+/// A value that exists only in a build with a network (the feature `ofi`). Without one,
+/// `Only<T>` has no value at all — uninhabited and of size zero — so the compiler drops
+/// every path that would hold one: a `Route::Net`, a window's network plane. The network's
+/// protocol code then compiles in every build and costs a node-local path nothing.
+#[cfg(feature = "ofi")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Only<T>(T);
+
+/// See the build with a network.
+#[cfg(not(feature = "ofi"))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Only<T> {
+    /// Never built: no value of it exists.
+    Never(std::convert::Infallible, std::marker::PhantomData<T>),
+}
+
+impl<T> Only<T> {
+    /// `value`, where this build has a network; `None` otherwise.
+    #[inline(always)]
+    pub(crate) fn new(value: T) -> Option<Only<T>> {
+        #[cfg(feature = "ofi")]
+        return Some(Only(value));
+        #[cfg(not(feature = "ofi"))]
+        {
+            drop(value);
+            None
+        }
+    }
+
+    /// The value with `f` applied.
+    #[inline(always)]
+    pub(crate) fn map<U>(&self, f: impl FnOnce(&T) -> U) -> Only<U> {
+        #[cfg(feature = "ofi")]
+        return Only(f(&self.0));
+        #[cfg(not(feature = "ofi"))]
+        {
+            let _ = f;
+            match *self {
+                Only::Never(never, _) => match never {},
+            }
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Only<T> {
+    type Target = T;
+
+    #[inline(always)]
+    fn deref(&self) -> &T {
+        #[cfg(feature = "ofi")]
+        return &self.0;
+        #[cfg(not(feature = "ofi"))]
+        match *self {
+            Only::Never(never, _) => match never {},
+        }
+    }
+}
