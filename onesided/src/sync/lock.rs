@@ -698,7 +698,7 @@ enum UnlockOp {
     /// flight (whose order against an atomic the provider does not promise) the endpoint
     /// is flushed first, as [`UnlockOp::One`] does. The window-wide word, when this was
     /// the last exclusive lock, is released once the answer came.
-    InOrder(Box<InOrderRelease>),
+    InOrder(crate::transport::network::Only<Box<InOrderRelease>>),
     /// unlock_all; `nocheck`: the epoch took no global lock (`lock_all(NOCHECK)`).
     All {
         nocheck: bool,
@@ -943,7 +943,7 @@ impl SyncOp<WinCore> for UnlockOp {
                 answer,
                 transit,
                 ..
-            } = &mut **state;
+            } = &mut ***state;
             if answer.is_none() {
                 if core.net_writes_pending() {
                     core.complete_net()?;
@@ -1321,12 +1321,14 @@ impl WinCore {
         let release = self.epoch.unlock(target)?;
         let order = Order::lock(release.lock.epoch, target);
         if !release.lock.nocheck && self.releases_in_order(target)? {
-            let op = UnlockOp::InOrder(Box::new(InOrderRelease {
+            let op = crate::transport::network::Only::new(Box::new(InOrderRelease {
                 release,
                 answer: None,
                 transit: None,
                 shipped: None,
-            }));
+            }))
+            .map(UnlockOp::InOrder)
+            .expect("releases in order only across nodes, which need a network");
             return self.engine.start_ordered(self, op, order);
         }
         self.engine

@@ -355,6 +355,18 @@ impl<T> Only<T> {
     }
 }
 
+impl<T> std::ops::DerefMut for Only<T> {
+    #[inline(always)]
+    fn deref_mut(&mut self) -> &mut T {
+        #[cfg(feature = "ofi")]
+        return &mut self.0;
+        #[cfg(not(feature = "ofi"))]
+        match *self {
+            Only::Never(never, _) => match never {},
+        }
+    }
+}
+
 impl<T> std::ops::Deref for Only<T> {
     type Target = T;
 
