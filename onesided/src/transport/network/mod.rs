@@ -16,9 +16,10 @@
 //!   feature `ofi`.
 //!
 //! Outside `transport/` no module names those implementation modules
-//! (`tests/module_graph.rs`). Still to come (issue 57): the callers' own
-//! `cfg(feature = "ofi")` gates (counted, and only shrinking, in that test), which go when
-//! these calls answer for every build; a second implementation written against [`Fabric`]
+//! (`tests/module_graph.rs`). Every call here answers in every build — without the feature
+//! `ofi`, "no network" — and what only a network can hold is an [`Only`], which then has
+//! no value: the network's protocol code compiles everywhere and costs a node-local path
+//! nothing. Still to come (issue 57): a second implementation written against [`Fabric`]
 //! alone.
 
 // What only an implementation of the network uses (none without the feature `ofi`).
