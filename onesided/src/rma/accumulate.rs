@@ -247,7 +247,6 @@ impl WinCore {
         if E::CPU_ATOMIC && !self.elementwise::<E>(loc) {
             return self.net_atomic_at(target, loc).is_some();
         }
-        let _ = (target, loc);
         false
     }
 

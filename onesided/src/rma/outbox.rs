@@ -78,7 +78,6 @@ impl WinCore {
             self.net_writes.far.issue();
             self.epoch.forget_flush_cache();
         }
-        let _ = route;
     }
 
     /// True when a network write of this window may still be in flight: one issued after
@@ -105,7 +104,6 @@ impl WinCore {
             crate::attention::serve_if_unserved();
             return Ok(());
         }
-        let _ = target;
         self.complete_net()
     }
 
@@ -117,7 +115,6 @@ impl WinCore {
         if flags.thread_scope() && self.net.is_some() {
             return crate::transport::network::track_own(post);
         }
-        let _ = flags;
         post()
     }
 
@@ -129,7 +126,6 @@ impl WinCore {
         if self.net.is_some() {
             return crate::transport::network::post_for(issuer, post);
         }
-        let _ = issuer;
         post()
     }
 
@@ -141,7 +137,6 @@ impl WinCore {
         if flags.order() && self.net.is_some() && !crate::transport::network::ordered()? {
             return self.complete_net();
         }
-        let _ = flags;
         Ok(())
     }
 
@@ -242,7 +237,6 @@ impl WinCore {
         if flags.order() && through_network() && self.atomics_keep_order()? {
             return self.drain_staged_before(flags);
         }
-        let _ = through_network;
         self.drain_before_op(flags)
     }
 
@@ -261,7 +255,6 @@ impl WinCore {
         {
             return self.complete_net();
         }
-        let _ = through_network;
         Ok(())
     }
 
@@ -401,7 +394,6 @@ impl WinCore {
                 return Ok(());
             }
         }
-        let _ = (owner, end);
         self.put_bytes(src, target, disp, flags)
     }
 
@@ -426,41 +418,38 @@ impl WinCore {
     ) -> Result<bool> {
         // Never deferred: whether a delivery goes this way must not change from one call to
         // the next (a flag sent another way could overtake it and be overwritten by it).
-        {
-            use crate::transport::network::{DeliverGate, Remote};
-            use crate::transport::Route;
-            let remote = |core: &WinCore, disp: usize, len: usize| -> Result<Option<Remote>> {
-                Ok(match core.resolve("put", target, disp, len)?.route {
-                    Route::Net(to) => Some(*to),
+        use crate::transport::network::{DeliverGate, Remote};
+        use crate::transport::Route;
+        let remote = |core: &WinCore, disp: usize, len: usize| -> Result<Option<Remote>> {
+            Ok(match core.resolve("put", target, disp, len)?.route {
+                Route::Net(to) => Some(*to),
+                _ => None,
+            })
+        };
+        if let (Some(to), Some(flag)) = (
+            remote(self, disp, src.len())?,
+            remote(self, flag_disp, 8 * words.len())?,
+        ) {
+            let gate = match gate {
+                Some(g) => match (
+                    remote(self, g.word_disp, 8)?,
+                    remote(g.core, g.disp, src.len())?,
+                ) {
+                    (Some(word), Some(at)) => Some(DeliverGate {
+                        word,
+                        at_least: g.at_least,
+                        to: at,
+                        words: g.words,
+                    }),
                     _ => None,
-                })
+                },
+                None => None,
             };
-            if let (Some(to), Some(flag)) = (
-                remote(self, disp, src.len())?,
-                remote(self, flag_disp, 8 * words.len())?,
-            ) {
-                let gate = match gate {
-                    Some(g) => match (
-                        remote(self, g.word_disp, 8)?,
-                        remote(g.core, g.disp, src.len())?,
-                    ) {
-                        (Some(word), Some(at)) => Some(DeliverGate {
-                            word,
-                            at_least: g.at_least,
-                            to: at,
-                            words: g.words,
-                        }),
-                        _ => None,
-                    },
-                    None => None,
-                };
-                if crate::transport::network::deliver(src, to, words, flag, gate)? {
-                    self.epoch.note_rma();
-                    return Ok(true);
-                }
+            if crate::transport::network::deliver(src, to, words, flag, gate)? {
+                self.epoch.note_rma();
+                return Ok(true);
             }
         }
-        let _ = (src, target, disp, words, flag_disp, gate);
         Ok(false)
     }
 }

@@ -1180,7 +1180,6 @@ impl WinCore {
                 .net_toward(target)
                 .is_some_and(|net| net.ships_epochs(target)));
         }
-        let _ = target;
         Ok(false)
     }
 

@@ -93,7 +93,6 @@ impl WinCore {
                 .push((base, reg));
             return Ok(out);
         }
-        let _ = (base, len);
         Ok((0, 0))
     }
 
