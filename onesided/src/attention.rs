@@ -213,7 +213,7 @@ static UNSERVED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::
 /// calls that return without waiting and that a program polls with — a flush that finds
 /// nothing of its own in flight, `MPI_Win_sync` — serve the process's peers once
 /// ([`serve_if_unserved`]), as MPI's progress rule asks of a process that keeps calling in.
-#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+#[cfg_attr(not(feature = "net"), allow(dead_code))]
 pub(crate) fn set_unserved() {
     // Relaxed: a flag read by later calls of this process; a call that misses it serves
     // nobody once, as before the endpoint opened.
@@ -245,7 +245,7 @@ static HAS_SLEEPER: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBoo
 /// Makes every backed-off wait of the library sleep with `sleep` (for at most the time it
 /// is given, earlier when what it waits on may have come): a process whose waits depend on
 /// answers from the network wakes when they arrive, not a whole back-off sleep later.
-#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+#[cfg_attr(not(feature = "net"), allow(dead_code))]
 pub(crate) fn set_sleeper(sleep: Sleeper) {
     *SLEEPER.write().unwrap_or_else(PoisonError::into_inner) = Some(sleep);
     // Release: pairs with the Acquire in `sleep`; the lock orders the rest.

@@ -45,7 +45,7 @@ const SERVES_PER_HOST_POLL: u32 = 64;
 /// 8–12 µs. Pausing after every poll — the spin rounds, the wait hooks' second read of the
 /// same endpoint — made a fetch-and-op + flush across virtual nodes 0.8–1.8 µs slower than
 /// pausing after every 8th (a loop without pauses was no faster than every 8th).
-#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+#[cfg_attr(not(feature = "net"), allow(dead_code))]
 const NETWORK_POLLS_PER_PAUSE: u32 = 8;
 /// First sleep, doubled each round up to [`MAX_SLEEP`].
 const FIRST_SLEEP: Duration = Duration::from_micros(20);
@@ -166,7 +166,7 @@ impl Backoff {
     /// A backoff for a thread that polls a network endpoint for its answers: it pauses
     /// (attends, spins, yields or sleeps as [`Backoff::snooze`] does) only after every
     /// [`NETWORK_POLLS_PER_PAUSE`]th poll, since each poll is a system call already.
-    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    #[cfg_attr(not(feature = "net"), allow(dead_code))]
     pub(crate) fn for_network() -> Self {
         Backoff {
             polls_per_pause: NETWORK_POLLS_PER_PAUSE,

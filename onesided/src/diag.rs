@@ -52,7 +52,7 @@ pub(crate) fn set_job_probe(probe: impl Fn() -> Option<bool> + Send + Sync + 'st
 
 /// `None` while the job runs; once its launcher aborted it, `Some(true)` when the
 /// launcher asks every wait what it waits for (`osrun --timeout`), else `Some(false)`.
-#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+#[cfg_attr(not(feature = "net"), allow(dead_code))]
 pub(crate) fn job_ending() -> Option<bool> {
     JOB.get().and_then(|probe| probe())
 }
@@ -305,7 +305,7 @@ pub(crate) struct HangClock {
     since: Option<Instant>,
     reported: bool,
     /// Polls seen by [`HangClock::tick_job`].
-    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    #[cfg_attr(not(feature = "net"), allow(dead_code))]
     polls: u64,
 }
 
@@ -338,7 +338,7 @@ impl HangClock {
     /// [`JOB_CHECK_POLLS`] polls a look at the job — true when it was aborted, after the
     /// report its launcher asked for, if it asked.
     #[inline]
-    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    #[cfg_attr(not(feature = "net"), allow(dead_code))]
     pub(crate) fn tick_job(&mut self, describe: impl Fn() -> String) -> bool {
         self.tick(&describe);
         self.polls += 1;
@@ -368,7 +368,7 @@ impl HangClock {
 
 /// How often [`HangClock::tick_job`] looks at the job's abort word: a look costs a few
 /// loads behind an indirect call, a poll of the network a system call.
-#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+#[cfg_attr(not(feature = "net"), allow(dead_code))]
 pub(crate) const JOB_CHECK_POLLS: u64 = 64;
 
 fn print_report(waited: Option<Duration>, what: &str) {

@@ -74,12 +74,12 @@ mod win;
 pub use attention::{add_wait_hook, WaitHook};
 pub use bootstrap::{Bootstrap, Call, CallTag, Comm, ReduceOp, Reducible, ThreadLevel};
 
-/// This process's network endpoint (feature `ofi`), as [`network`] reports it.
-#[cfg(feature = "ofi")]
+/// This process's network endpoint (feature `net`), as [`network`] reports it.
+#[cfg(feature = "net")]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetworkEndpoint {
     /// The libfabric provider (`tcp;ofi_rxm`, …): `ONESIDED_PROVIDER`, else the best one
-    /// this machine offers.
+    /// this machine offers; `socket` for the socket network (`ONESIDED_NETWORK=socket`).
     pub provider: String,
     /// How the progress thread serves it (`ONESIDED_PROGRESS`: `spin`, `yield`, `block`).
     pub progress: &'static str,
@@ -89,7 +89,7 @@ pub struct NetworkEndpoint {
     pub address: String,
 }
 
-/// The network endpoint windows across nodes use in this process (feature `ofi`); `None`
+/// The network endpoint windows across nodes use in this process (feature `net`); `None`
 /// until the first such window opened it.
 ///
 /// ```
@@ -103,7 +103,7 @@ pub struct NetworkEndpoint {
 /// # Ok(())
 /// # });
 /// ```
-#[cfg(feature = "ofi")]
+#[cfg(feature = "net")]
 pub fn network() -> Option<NetworkEndpoint> {
     transport::network::description()
 }

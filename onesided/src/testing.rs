@@ -451,11 +451,11 @@ pub fn plain_accumulate_runs() -> u64 {
     crate::plain_acc::runs()
 }
 
-/// Network operations this process posted (feature `ofi`) that its endpoint has not seen
+/// Network operations this process posted (feature `net`) that its endpoint has not seen
 /// complete yet: 0 right after a flush that covers them, or when no endpoint is open.
 /// Tests use it to prove that a completion point completed what was in flight (the data
 /// alone may have arrived by then anyway).
-#[cfg(feature = "ofi")]
+#[cfg(feature = "net")]
 pub fn network_operations_in_flight() -> u64 {
     crate::transport::network::in_flight()
 }

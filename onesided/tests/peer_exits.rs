@@ -12,7 +12,7 @@
 //! them, so that nothing answers, and lets it continue (SIGCONT) into its end; the 8-byte
 //! operations (which any thread of a running peer serves at once) it issues once rank 1
 //! has ended, before anything told it so.
-#![cfg(feature = "ofi")]
+#![cfg(feature = "net")]
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -6,8 +6,9 @@
 //! (target, displacement) pair to a route and never cares which transport moves the bytes.
 //!
 //! Routes are an enum rather than a trait object on purpose: the put/get fast path then
-//! compiles to a compare and a copy, with no indirect call. A network transport (libfabric)
-//! will be one more variant.
+//! compiles to a compare and a copy, with no indirect call. The network is one more
+//! variant, whose operations go to the process's network ([`network::network`]) through
+//! a trait object: microseconds each, where the indirect call costs nothing.
 
 pub(crate) mod address;
 pub(crate) mod cma;
@@ -21,7 +22,9 @@ pub(crate) mod nic_progress;
 pub(crate) mod ofi;
 pub(crate) mod ring;
 pub(crate) mod shm;
-#[cfg(feature = "ofi")]
+#[cfg(feature = "net")]
+pub(crate) mod socket;
+#[cfg(feature = "net")]
 pub(crate) mod wire;
 pub(crate) mod write_end;
 
@@ -64,7 +67,7 @@ impl Route {
                 addr: addr + offset,
             },
             // Without a network this arm cannot be reached (no `Only` exists).
-            #[cfg_attr(not(feature = "ofi"), allow(unreachable_code))]
+            #[cfg_attr(not(feature = "net"), allow(unreachable_code))]
             Route::Net(ref to) => Route::Net(to.map(|to| network::Remote {
                 addr: to.addr + offset as u64,
                 ..*to
@@ -90,10 +93,7 @@ impl Route {
                 Ok(())
             },
             Route::Cma { pid, addr } => cma::write(pid, addr, src),
-            #[cfg(not(feature = "ofi"))]
-            Route::Net(_) => Err(network::absent()),
-            #[cfg(feature = "ofi")]
-            Route::Net(to) => net::endpoint()?.nic.write_waited(src, *to),
+            Route::Net(to) => network::network()?.write_waited(src, *to),
         }
     }
 
@@ -107,11 +107,10 @@ impl Route {
                 Ok(())
             },
             Route::Cma { pid, addr } => cma::read(pid, addr, dst),
-            #[cfg(not(feature = "ofi"))]
-            Route::Net(_) => Err(network::absent()),
-            #[cfg(feature = "ofi")]
-            // Waited for on its own: a get does not wait for the writes in flight.
-            Route::Net(to) => net::endpoint()?.nic.read_waited(dst, *to),
+            Route::Net(to) => {
+                let whole = [(0, 0, dst.len())];
+                network::network()?.read_pieces_waited(dst, &whole, *to)
+            }
         }
     }
 
@@ -134,10 +133,7 @@ impl Route {
         pieces: &[(usize, usize, usize)],
     ) -> Result<()> {
         match self {
-            #[cfg(not(feature = "ofi"))]
-            Route::Net(_) => Err(network::absent()),
-            #[cfg(feature = "ofi")]
-            Route::Net(to) => net::post_write(src, pieces, *to),
+            Route::Net(to) => network::network()?.post_write(src, pieces, *to),
             _ => self.write_pieces(src, pieces),
         }
     }
@@ -153,28 +149,8 @@ impl Route {
                 Ok(())
             }
             Route::Cma { pid, addr } => cma::write_pieces(pid, addr, src, pieces),
-            // Every piece posted, then one flush: complete at the target (delivery
-            // complete) when it returns, like every route's write.
-            #[cfg(not(feature = "ofi"))]
-            Route::Net(_) => Err(network::absent()),
-            #[cfg(feature = "ofi")]
-            Route::Net(to) => {
-                let nic = &net::endpoint()?.nic;
-                for &(o, t, len) in pieces {
-                    // SAFETY: `src` is borrowed until the flush below returns.
-                    unsafe {
-                        nic.write(
-                            &src[o..o + len],
-                            None,
-                            network::Remote {
-                                addr: to.addr + t as u64,
-                                ..*to
-                            },
-                        )?
-                    };
-                }
-                nic.flush(|| Ok(()))
-            }
+            // Complete at the target when it returns, like every route's write.
+            Route::Net(to) => network::network()?.write_pieces_waited(src, pieces, *to),
         }
     }
 
@@ -192,26 +168,7 @@ impl Route {
                 Ok(())
             }
             Route::Cma { pid, addr } => cma::read_pieces(pid, addr, dst, pieces),
-            #[cfg(not(feature = "ofi"))]
-            Route::Net(_) => Err(network::absent()),
-            #[cfg(feature = "ofi")]
-            Route::Net(to) => {
-                let nic = &net::endpoint()?.nic;
-                for &(o, t, len) in pieces {
-                    // SAFETY: `dst` is borrowed, and not read, until the flush below.
-                    unsafe {
-                        nic.read(
-                            &mut dst[o..o + len],
-                            None,
-                            network::Remote {
-                                addr: to.addr + t as u64,
-                                ..*to
-                            },
-                        )?
-                    };
-                }
-                nic.flush(|| Ok(()))
-            }
+            Route::Net(to) => network::network()?.read_pieces_waited(dst, pieces, *to),
         }
     }
 }

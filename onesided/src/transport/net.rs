@@ -10,9 +10,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::error::{Error, Result};
-use crate::transport::network::{AtomicKind, AtomicTable, NetOp, NetType, Remote};
+use crate::transport::network::{
+    AtomicKind, AtomicTable, DeliverGate, Fabric, NetOp, NetType, Network, Remote,
+};
 use crate::transport::nic_progress::{PollDuty, ProgressMode, Server};
 use crate::transport::ofi::{Nic, PROVIDER_ENV};
+use crate::transport::write_end::WriteEnd;
 
 /// Writes up to this many bytes are posted with a copy of their data and complete at the
 /// next completion point (the call returns at once); longer ones are posted from the
@@ -28,6 +31,8 @@ pub(crate) use crate::transport::network::HELD_MAX;
 #[derive(Debug)]
 pub(crate) struct Endpoint {
     pub(crate) nic: Arc<Nic>,
+    /// `nic` as the network protocols hold it.
+    fabric: Arc<dyn Fabric>,
     pub(crate) table: AtomicTable,
     /// Peers' addresses in the address vector, by their endpoint names.
     peers: Mutex<HashMap<Vec<u8>, u64>>,
@@ -42,12 +47,6 @@ pub(crate) struct Endpoint {
 static ENDPOINT: OnceLock<Endpoint> = OnceLock::new();
 /// Serializes the first opening (OnceLock cannot fail its initializer).
 static OPENING: Mutex<()> = Mutex::new(());
-
-/// Whether the endpoint was opened (it stays open for the life of the process).
-#[inline]
-pub(crate) fn is_open() -> bool {
-    ENDPOINT.get().is_some()
-}
 
 /// The endpoint, opened now if it is not yet.
 pub(crate) fn endpoint() -> Result<&'static Endpoint> {
@@ -100,6 +99,7 @@ pub(crate) fn endpoint() -> Result<&'static Endpoint> {
         }));
     }
     let endpoint = Endpoint {
+        fabric: Arc::clone(&nic) as Arc<dyn Fabric>,
         nic,
         table,
         peers: Mutex::default(),
@@ -130,37 +130,13 @@ impl Endpoint {
     }
 }
 
-/// Writes `pieces` — (offset in `src`, offset from `to`, length) — of `src` to `to`,
-/// issued: complete at the target at the caller's next completion point (a flush of the
-/// endpoint), `src` free at once. Short writes go out with a copy; long ones from `src`,
-/// the call returning once the provider is done with it.
-pub(crate) fn post_write(src: &[u8], pieces: &[(usize, usize, usize)], to: Remote) -> Result<()> {
-    let nic = &endpoint()?.nic;
-    let total: usize = pieces.iter().map(|p| p.2).sum();
-    if total > COPY_MAX {
-        for &(o, t, len) in pieces {
-            let here = Remote {
-                addr: to.addr + t as u64,
-                ..to
-            };
-            nic.write_sent(&src[o..o + len], here)?;
-        }
-        return Ok(());
-    }
-    if nic.held_bytes() + total > HELD_MAX {
-        nic.flush(|| Ok(()))?;
-    }
-    nic.write_copied_pieces(src, pieces, to)
-}
-
 /// The element type and count per atomic that carry a put of `len` bytes to `to` as
-/// atomic writes ([`post_write_atomic`]): 8-byte words where the put is whole words at a
-/// word address, else bytes. `None` where the provider has no such atomic, does not keep
-/// one endpoint's atomics in order, or the put is longer than a copied one.
-fn atomic_put_type(len: usize, to: Remote) -> Result<Option<(NetType, usize)>> {
-    let ep = endpoint()?;
+/// atomic writes ([`Network::post_write_atomic`]): 8-byte words where the put is whole
+/// words at a word address, else bytes. `None` where the provider has no such atomic, does
+/// not keep one endpoint's atomics in order, or the put is longer than a copied one.
+fn atomic_put_type(ep: &Endpoint, len: usize, to: Remote) -> Option<(NetType, usize)> {
     if len == 0 || len > COPY_MAX || !ep.nic.orders_atomics() {
-        return Ok(None);
+        return None;
     }
     let ty = match crate::transport::wire::whole_words(to.addr, len) {
         true => NetType::U64,
@@ -170,17 +146,11 @@ fn atomic_put_type(len: usize, to: Remote) -> Result<Option<(NetType, usize)>> {
     // own atomics (2036 words on tcp;ofi_rxm: a 16 KiB put cut in two took 26–27 µs +
     // flush here, in one message 17–18).
     if ep.nic.wire_reaches(to.peer) {
-        return Ok(Some((ty, COPY_MAX / ty.size())));
+        return Some((ty, COPY_MAX / ty.size()));
     }
-    Ok(ep
-        .table
+    ep.table
         .count(AtomicKind::Write, NetOp::Write, ty)
-        .map(|max| (ty, max)))
-}
-
-/// True when a put of `len` bytes to `to` can go as atomic writes ([`post_write_atomic`]).
-pub(crate) fn atomic_put_fits(len: usize, to: Remote) -> Result<bool> {
-    Ok(atomic_put_type(len, to)?.is_some())
+        .map(|max| (ty, max))
 }
 
 /// The longest put to another node that goes as atomic writes over the wire even without
@@ -197,116 +167,193 @@ pub(crate) const WIRE_PUT_MAX: usize = 4 << 10;
 /// against 38–39 µs).
 pub(crate) const WIRE_PUT_MAX_WORDS: usize = 32 << 10;
 
-/// True when a put of `len` bytes to `to` goes over the wire ([`WIRE_PUT_MAX`],
-/// [`WIRE_PUT_MAX_WORDS`]). Such a put and an RMA write to the same peer land in either
-/// order (MPI orders puts only with `mpi_win_order`, which sends them as atomics all the
-/// same); a window whose puts must keep the provider's RMA-write order says so
-/// (`Flags::keeps_rma_order`).
-pub(crate) fn put_over_wire(len: usize, to: Remote) -> Result<bool> {
-    let max = if crate::transport::wire::whole_words(to.addr, len) {
-        WIRE_PUT_MAX_WORDS
-    } else {
-        WIRE_PUT_MAX
-    };
-    Ok(len <= max && endpoint()?.nic.wire_reaches(to.peer))
-}
-
-/// Writes `src` to `to` as the provider's atomic writes (`FI_ATOMIC_WRITE`, each element
-/// replaced), issued with a copy as a non-fetching accumulate is: the provider keeps them
-/// in order with the endpoint's other atomics to the same peer, which RMA writes are not
-/// (`tcp;ofi_rxm`), so a put of a window with `mpi_win_order` and the flag accumulate
-/// after it can both be in flight. Only where [`atomic_put_fits`].
-pub(crate) fn post_write_atomic(src: &[u8], to: Remote) -> Result<()> {
-    let Some((ty, max)) = atomic_put_type(src.len(), to)? else {
-        return Err(Error::Unsupported(
-            "puts as atomic writes on this provider".into(),
-        ));
-    };
-    let nic = &endpoint()?.nic;
-    if nic.held_bytes() + src.len() > HELD_MAX {
-        nic.flush(|| Ok(()))?;
+impl Network for Endpoint {
+    fn fabric(&self) -> &Arc<dyn Fabric> {
+        &self.fabric
     }
-    let chunk = max * ty.size();
-    for (i, run) in src.chunks(chunk).enumerate() {
-        let here = Remote {
-            addr: to.addr + (i * chunk) as u64,
-            ..to
+
+    fn peer(&self, name: &[u8]) -> Result<u64> {
+        Endpoint::peer(self, name)
+    }
+
+    fn atomic_table(&self) -> &AtomicTable {
+        &self.table
+    }
+
+    fn in_flight(&self) -> u64 {
+        self.nic.in_flight()
+    }
+
+    fn description(&self) -> crate::NetworkEndpoint {
+        crate::NetworkEndpoint {
+            provider: self.nic.described().provider.clone(),
+            progress: self.mode.name(),
+            address: self.addr.clone(),
+        }
+    }
+
+    /// [`Nic::orders_after_writes`].
+    fn orders_after_writes(&self) -> bool {
+        self.nic.orders_after_writes()
+    }
+
+    /// [`Nic::orders_rma_writes`].
+    fn orders_rma_writes(&self) -> bool {
+        self.nic.orders_rma_writes()
+    }
+
+    fn write_waited(&self, src: &[u8], to: Remote) -> Result<()> {
+        self.nic.write_waited(src, to)
+    }
+
+    /// Short writes go out with a copy; long ones from `src`, the call returning once the
+    /// provider is done with it.
+    fn post_write(&self, src: &[u8], pieces: &[(usize, usize, usize)], to: Remote) -> Result<()> {
+        let nic = &self.nic;
+        let total: usize = pieces.iter().map(|p| p.2).sum();
+        if total > COPY_MAX {
+            for &(o, t, len) in pieces {
+                let here = Remote {
+                    addr: to.addr + t as u64,
+                    ..to
+                };
+                nic.write_sent(&src[o..o + len], here)?;
+            }
+            return Ok(());
+        }
+        if nic.held_bytes() + total > HELD_MAX {
+            nic.flush(|| Ok(()))?;
+        }
+        nic.write_copied_pieces(src, pieces, to)
+    }
+
+    /// Every piece posted, then one flush: complete at the target (delivery complete)
+    /// when it returns.
+    fn write_pieces_waited(
+        &self,
+        src: &[u8],
+        pieces: &[(usize, usize, usize)],
+        to: Remote,
+    ) -> Result<()> {
+        for &(o, t, len) in pieces {
+            // SAFETY: `src` is borrowed until the flush below returns.
+            unsafe {
+                self.nic.write(
+                    &src[o..o + len],
+                    None,
+                    Remote {
+                        addr: to.addr + t as u64,
+                        ..to
+                    },
+                )?
+            };
+        }
+        self.nic.flush(|| Ok(()))
+    }
+
+    fn read_pieces_waited(
+        &self,
+        dst: &mut [u8],
+        pieces: &[(usize, usize, usize)],
+        from: Remote,
+    ) -> Result<()> {
+        if let [(0, 0, len)] = pieces {
+            if *len == dst.len() {
+                // Waited for on its own: a get does not wait for the writes in flight.
+                return self.nic.read_waited(dst, from);
+            }
+        }
+        for &(o, t, len) in pieces {
+            // SAFETY: `dst` is borrowed, and not read, until the flush below.
+            unsafe {
+                self.nic.read(
+                    &mut dst[o..o + len],
+                    None,
+                    Remote {
+                        addr: from.addr + t as u64,
+                        ..from
+                    },
+                )?
+            };
+        }
+        self.nic.flush(|| Ok(()))
+    }
+
+    /// [`WIRE_PUT_MAX`], [`WIRE_PUT_MAX_WORDS`]. Such a put and an RMA write to the same
+    /// peer land in either order (MPI orders puts only with `mpi_win_order`, which sends
+    /// them as atomics all the same); a window whose puts must keep the provider's
+    /// RMA-write order says so (`Flags::keeps_rma_order`).
+    fn put_over_wire(&self, len: usize, to: Remote) -> Result<bool> {
+        let max = if crate::transport::wire::whole_words(to.addr, len) {
+            WIRE_PUT_MAX_WORDS
+        } else {
+            WIRE_PUT_MAX
         };
-        nic.atomic_copied(NetOp::Write, ty, run, here)?;
+        Ok(len <= max && self.nic.wire_reaches(to.peer))
     }
-    Ok(())
-}
 
-/// Writes `src` to `to` from where it is: complete at the caller's next completion point
-/// (as `end` says), `owner` (which owns `src` and keeps it unchanged) held until then.
-///
-/// # Safety
-/// As [`Nic::write_shared`].
-pub(crate) unsafe fn post_write_shared(
-    src: &[u8],
-    to: Remote,
-    owner: std::sync::Arc<dyn Send + Sync>,
-    end: crate::transport::write_end::WriteEnd,
-) -> Result<()> {
-    // SAFETY: the caller's contract.
-    unsafe { endpoint()?.nic.write_shared(src, to, owner, end) }
-}
+    fn atomic_put_fits(&self, len: usize, to: Remote) -> Result<bool> {
+        Ok(atomic_put_type(self, len, to).is_some())
+    }
 
-/// Sends `block` to `to` and then `words` to `flag` in one message that nobody answers,
-/// with its second place `gate` if any, where the wire reaches the peer
-/// ([`Nic::deliver`]): false, with nothing sent, elsewhere.
-///
-/// [`Nic::deliver`]: crate::transport::ofi::Nic::deliver
-pub(crate) fn deliver(
-    block: &[u8],
-    to: Remote,
-    words: &[u64],
-    flag: Remote,
-    gate: Option<crate::transport::network::DeliverGate<'_>>,
-) -> Result<bool> {
-    endpoint()?.nic.deliver(block, to, words, flag, gate)
-}
+    /// As the provider's atomic writes (`FI_ATOMIC_WRITE`, each element replaced): the
+    /// provider keeps them in order with the endpoint's other atomics to the same peer,
+    /// which RMA writes are not (`tcp;ofi_rxm`), so a put of a window with
+    /// `mpi_win_order` and the flag accumulate after it can both be in flight.
+    fn post_write_atomic(&self, src: &[u8], to: Remote) -> Result<()> {
+        let Some((ty, max)) = atomic_put_type(self, src.len(), to) else {
+            return Err(Error::Unsupported(
+                "puts as atomic writes on this provider".into(),
+            ));
+        };
+        let nic = &self.nic;
+        if nic.held_bytes() + src.len() > HELD_MAX {
+            nic.flush(|| Ok(()))?;
+        }
+        let chunk = max * ty.size();
+        for (i, run) in src.chunks(chunk).enumerate() {
+            let here = Remote {
+                addr: to.addr + (i * chunk) as u64,
+                ..to
+            };
+            nic.atomic_copied(NetOp::Write, ty, run, here)?;
+        }
+        Ok(())
+    }
 
-/// Lets go of what completed operations posted under
-/// [`ofi::track_own`](crate::transport::network::track_own) hold ([`Nic::reap_own`]).
-pub(crate) fn reap_own() -> Result<()> {
-    endpoint()?.nic.reap_own()
-}
+    /// [`Nic::write_shared`].
+    unsafe fn post_write_shared(
+        &self,
+        src: &[u8],
+        to: Remote,
+        owner: Arc<dyn Send + Sync>,
+        end: WriteEnd,
+    ) -> Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { self.nic.write_shared(src, to, owner, end) }
+    }
 
-/// Completes the network operations the calling thread posted under
-/// [`ofi::track_own`](crate::transport::network::track_own) (a flush of thread scope).
-pub(crate) fn complete_own() -> Result<()> {
-    endpoint()?.nic.flush_own()
-}
+    /// [`Nic::deliver`].
+    ///
+    /// [`Nic::deliver`]: crate::transport::ofi::Nic::deliver
+    fn deliver(
+        &self,
+        block: &[u8],
+        to: Remote,
+        words: &[u64],
+        flag: Remote,
+        gate: Option<DeliverGate<'_>>,
+    ) -> Result<bool> {
+        self.nic.deliver(block, to, words, flag, gate)
+    }
 
-/// True when the endpoint's provider delivers operations to a peer in issue order where
-/// a write or a read follows a write ([`Nic::orders_after_writes`]).
-pub(crate) fn ordered() -> Result<bool> {
-    Ok(endpoint()?.nic.orders_after_writes())
-}
+    /// [`Nic::flush_own`].
+    fn flush_own(&self) -> Result<()> {
+        self.nic.flush_own()
+    }
 
-/// True when the endpoint's provider delivers atomics to a peer in issue order
-/// ([`Nic::orders_atomics`]).
-pub(crate) fn orders_atomics() -> Result<bool> {
-    Ok(endpoint()?.nic.orders_atomics())
-}
-
-/// True when the endpoint's provider places RMA writes to a peer in issue order
-/// ([`Nic::orders_rma_writes`]).
-pub(crate) fn orders_rma_writes() -> Result<bool> {
-    Ok(endpoint()?.nic.orders_rma_writes())
-}
-
-/// Operations posted on the endpoint not yet seen complete (0 when none is open).
-pub(crate) fn in_flight() -> u64 {
-    ENDPOINT.get().map_or(0, |e| e.nic.in_flight())
-}
-
-/// What [`crate::network`] reports.
-pub(crate) fn description() -> Option<crate::NetworkEndpoint> {
-    ENDPOINT.get().map(|e| crate::NetworkEndpoint {
-        provider: e.nic.described().provider.clone(),
-        progress: e.mode.name(),
-        address: e.addr.clone(),
-    })
+    /// [`Nic::reap_own`].
+    fn reap_own(&self) -> Result<()> {
+        self.nic.reap_own()
+    }
 }

@@ -1,5 +1,6 @@
 //! Atomics across nodes as messages of our own over TCP, applied by the target's progress
-//! with CPU atomics (feature `ofi`; the `socket` path of [`ENV`]).
+//! with CPU atomics (feature `net`: the libfabric endpoint's `socket` path of [`ENV`], and
+//! every operation of the socket network, `transport::socket`).
 //!
 //! On `tcp;ofi_rxm` a network atomic is already a message that the target's software
 //! applies with CPU atomics: rxm sends the request over its TCP connection, the target's
@@ -43,6 +44,7 @@ use crate::ops::{AccElement, ElemType, Op};
 
 /// The environment variable that chooses how atomics reach another node: `socket` (our
 /// messages, the default where the provider's atomics are software) or `provider`.
+#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
 pub(crate) const ENV: &str = "ONESIDED_NET_ATOMICS";
 
 /// How long the first connection to a peer may take before the atomic fails.
@@ -81,9 +83,11 @@ pub(crate) fn whole_words(addr: u64, len: usize) -> bool {
 
 /// The longest read of bytes ([`Kind::Read`]) that goes over the wire: each is read at the
 /// target one at a time.
+#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
 pub(crate) const READ_MAX: usize = 4 << 10;
 
 /// The longest read of whole, aligned words that goes over the wire.
+#[cfg_attr(not(feature = "ofi"), allow(dead_code))]
 pub(crate) const READ_MAX_WORDS: usize = 32 << 10;
 
 /// The longest block [`Wire::post_deliver`] carries.
@@ -106,6 +110,19 @@ pub(crate) enum Kind {
     Deliver = 4,
     /// The current values, no operands: a read (a get), answered with them.
     Read = 5,
+    /// Bytes written with plain copies (a put), answered with an acknowledgement: MPI
+    /// leaves concurrent conflicting accesses undefined, so no atomic is needed
+    /// (`transport::socket`, where every put goes over the wire).
+    Put = 6,
+    /// Bytes read with a plain copy (a get), answered with them.
+    Get = 7,
+}
+
+impl Kind {
+    /// True when the answer carries values (counted with the reads).
+    fn fetching(self) -> bool {
+        !matches!(self, Kind::Write | Kind::Put)
+    }
 }
 
 /// The flag byte of an [`Kind::Epoch`] request: the origin holds the lock already (it
@@ -217,6 +234,11 @@ struct LinkState {
     landing: Option<Landing>,
     /// Our atomics on this link, in issue order (answers come in that order).
     pending: VecDeque<Pending>,
+    /// Operations posted on this link so far, and those answered or failed: both only
+    /// grow, and an operation is finished once `finished` reaches its number
+    /// ([`Wire::marks`]).
+    issued: u64,
+    finished: u64,
     /// The connection failed or closed.
     broken: bool,
     /// Counted in [`Wire::backlog`]: bytes wait that the kernel did not take.
@@ -253,6 +275,9 @@ enum Landed {
     /// The connection closed or failed.
     Closed,
 }
+
+/// Where the links of a process stood ([`Wire::marks`]).
+pub(crate) struct Marks(Vec<(Arc<Link>, u64)>);
 
 /// Marks an operation's context complete (`true`: in error); the endpoint's own marking.
 pub(crate) type Complete = unsafe fn(*mut c_void, bool);
@@ -373,12 +398,14 @@ impl Wire {
     }
 
     /// True while atomics of ours to `peer` wait for their answers.
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub(crate) fn pending_to(&self, peer: u64) -> bool {
         let link = read(&self.targets).get(&peer).cloned();
         link.is_some_and(|l| !lock(&l.state).pending.is_empty())
     }
 
     /// True when atomics to `peer` go over the wire (it listens on one).
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub(crate) fn reaches(&self, peer: u64) -> bool {
         read(&self.peers).contains_key(&peer)
     }
@@ -396,6 +423,22 @@ impl Wire {
         );
     }
 
+    /// True when this process has a registration `key`.
+    pub(crate) fn has_region(&self, key: u64) -> bool {
+        read(&self.regions).contains_key(&key)
+    }
+
+    /// Operations of ours posted and not yet answered or failed.
+    pub(crate) fn in_flight(&self) -> u64 {
+        read(&self.targets)
+            .values()
+            .map(|l| {
+                let state = lock(&l.state);
+                state.issued - state.finished
+            })
+            .sum()
+    }
+
     /// Ends peers' access to registration `key`: once this returns no atomic touches it.
     pub(crate) fn remove_region(&self, key: u64) {
         // The write lock waits for every atomic being applied (they hold the read lock).
@@ -403,6 +446,7 @@ impl Wire {
     }
 
     /// Operations answered (`read`: fetching ones) and failed.
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub(crate) fn counts(&self, read: bool) -> (u64, u64) {
         let i = usize::from(read);
         // Acquire: pairs with the Release of `finish`; a flush that sees the count frees
@@ -411,6 +455,24 @@ impl Wire {
             self.done[i].load(Ordering::Acquire),
             self.failed[i].load(Ordering::Acquire),
         )
+    }
+
+    /// How far each of our links is: the operations posted on it so far. Every operation
+    /// posted before this call is finished (answered or failed) once [`Wire::reached`]
+    /// says so — a flush that waits for its own operations only, whatever other threads
+    /// post meanwhile and in whichever order the targets answer.
+    pub(crate) fn marks(&self) -> Marks {
+        Marks(
+            read(&self.targets)
+                .values()
+                .map(|l| (Arc::clone(l), lock(&l.state).issued))
+                .collect(),
+        )
+    }
+
+    /// True once every operation counted in `marks` is finished.
+    pub(crate) fn reached(&self, marks: &Marks) -> bool {
+        marks.0.iter().all(|(l, n)| lock(&l.state).finished >= *n)
     }
 
     /// True once an operation failed.
@@ -443,7 +505,8 @@ impl Wire {
                 "the connection to the target's process is gone".into(),
             ));
         }
-        let fetching = request.kind != Kind::Write;
+        let fetching = request.kind.fetching();
+        state.issued += 1;
         state.pending.push_back(Pending {
             ctx,
             result,
@@ -494,6 +557,7 @@ impl Wire {
                 "the connection to the target's process is gone".into(),
             ));
         }
+        state.issued += 1;
         state.pending.push_back(Pending {
             ctx,
             result,
@@ -723,6 +787,7 @@ impl Wire {
             self.broken.store(true, Ordering::Relaxed);
         }
         while let Some(p) = state.pending.pop_front() {
+            state.finished += 1;
             self.finish(&p, true);
         }
     }
@@ -894,6 +959,7 @@ impl Wire {
                     answer[start + 4] = status;
                     state.out = answer;
                 } else if let Some(p) = state.pending.pop_front() {
+                    state.finished += 1;
                     // An answer: status, three bytes of padding, the previous values.
                     let ok = message.first() == Some(&OK) && message.len() == 4 + p.len;
                     if ok && p.len > 0 {
@@ -972,6 +1038,7 @@ impl Wire {
             2 => Kind::Compare,
             3 => return self.apply_epoch(message, answer),
             5 => Kind::Read,
+            6 | 7 => return self.apply_copy(message, answer),
             _ => return BAD_REQUEST,
         };
         let (Some(&op), Some(&ty)) = (
@@ -1025,6 +1092,37 @@ impl Wire {
                 ElemType::F64 => apply.run::<f64>(answer),
                 _ => return BAD_REQUEST,
             }
+        }
+        OK
+    }
+
+    /// Applies a [`Kind::Put`] or [`Kind::Get`] request: `count` bytes copied to or from
+    /// their place (a get's appended to `answer`).
+    fn apply_copy(&self, message: &[u8], answer: &mut Vec<u8>) -> u8 {
+        let put = message[0] == Kind::Put as u8;
+        let count = u32::from_le_bytes(message[4..8].try_into().expect("4 bytes")) as usize;
+        let key = u64::from_le_bytes(message[8..16].try_into().expect("8 bytes"));
+        let addr = u64::from_le_bytes(message[16..24].try_into().expect("8 bytes"));
+        let operand = &message[REQUEST_HEADER..];
+        if operand.len() != if put { count } else { 0 } {
+            return BAD_REQUEST;
+        }
+        // Held while the bytes are copied: a registration removed meanwhile waits.
+        let regions = read(&self.regions);
+        let at = match place(&regions, key, addr, count) {
+            Ok(p) => p as *mut u8,
+            Err(status) => return status,
+        };
+        if put {
+            // SAFETY: `count` bytes of registered memory, valid while registered (the read
+            // lock holds it); window memory is only accessed through raw pointers, and MPI
+            // leaves the outcome of conflicting accesses undefined, not the program.
+            unsafe { crate::transport::shm::copy_bytes(operand.as_ptr(), at, count) };
+        } else {
+            let start = answer.len();
+            answer.resize(start + count, 0);
+            // SAFETY: as for a put; the answer has room for `count` bytes.
+            unsafe { crate::transport::shm::copy_bytes(at, answer[start..].as_mut_ptr(), count) };
         }
         OK
     }
@@ -1437,8 +1535,8 @@ impl Apply<'_> {
                                 bytemuck::pod_read_unaligned(&self.compare[i * size..][..size]);
                             Some(T::compare_swap(p, c, origin))
                         }
-                        Kind::Epoch | Kind::Deliver => {
-                            unreachable!("applied by apply_epoch and deliver")
+                        Kind::Epoch | Kind::Deliver | Kind::Put | Kind::Get => {
+                            unreachable!("applied by apply_epoch, deliver and apply_copy")
                         }
                     }
                 }

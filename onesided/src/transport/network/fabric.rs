@@ -1,14 +1,20 @@
-//! The network endpoint's operations as one interface ([`Fabric`]), which each network
-//! implements (libfabric with our messages over TCP: `ofi::Nic`), and the registrations it
-//! hands out ([`Registration`]).
+//! A network as the library calls it: the process's network ([`Network`]: its endpoint
+//! as a whole — peers, what it orders, the routes' puts and gets) and the endpoint's
+//! operations that the network protocols hold ([`Fabric`]), which each network implements
+//! — libfabric with our messages over TCP (`net::Endpoint`, `ofi::Nic`) and our messages
+//! alone (`socket::Endpoint`, `socket::Sockets`) — and the registrations it hands out
+//! ([`Registration`]).
 
-// What only an implementation of the network uses (none without the feature `ofi`).
-#![cfg_attr(not(feature = "ofi"), allow(dead_code))]
+// What only an implementation of the network uses (none without the feature `net`).
+#![cfg_attr(not(feature = "net"), allow(dead_code))]
+
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::transport::network::terms::{
-    AtomicKind, NetOp, NetType, PeerEnded, Remote, TrackedContext,
+    AtomicKind, AtomicTable, DeliverGate, NetOp, NetType, PeerEnded, Remote, TrackedContext,
 };
+use crate::transport::write_end::WriteEnd;
 
 /// Memory registered with the process's endpoint: peers on other nodes name its first byte
 /// `remote_base` under `key`. What the implementation keeps of it is held until this is
@@ -18,6 +24,8 @@ pub(crate) struct Registration {
     pub key: u64,
     /// The address a peer puts in its operations for the first byte.
     pub remote_base: u64,
+    /// Kept until the registration is dropped (some implementations only need its drop).
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     held: Box<dyn std::any::Any + Send + Sync>,
 }
 
@@ -41,6 +49,7 @@ impl Registration {
     }
 
     /// The implementation's part, if it is a `T` (an implementation reads its own).
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub(crate) fn held<T: 'static>(&self) -> Option<&T> {
         self.held.downcast_ref()
     }
@@ -49,13 +58,13 @@ impl Registration {
 /// What the process's network endpoint does for the library's network protocols (the
 /// control plane over the network, window creation across nodes, network atomics,
 /// notification counters): one implementation per network — libfabric with our messages
-/// over TCP (`ofi::Nic`) today. Dynamic dispatch: every call is a network operation of
+/// over TCP (`ofi::Nic`) and our messages alone (`socket::Sockets`). Dynamic dispatch: every call is a network operation of
 /// microseconds; nothing on a node-local path calls it.
 ///
 /// Completion: operations are counted when posted and complete by the next [`Fabric::flush`]
 /// (at the target: `FI_DELIVERY_COMPLETE`), except those posted with a
 /// [`TrackedContext`], which the completion reader marks.
-pub(crate) trait Fabric: Send + Sync {
+pub(crate) trait Fabric: Send + Sync + std::fmt::Debug {
     /// This endpoint's address, to hand to the peers (what [`peer`] takes).
     fn name(&self) -> Result<Vec<u8>>;
 
@@ -173,4 +182,103 @@ pub(crate) trait Fabric: Send + Sync {
 
     /// True once an operation failed (every later wait reports it).
     fn has_failed(&self) -> bool;
+}
+
+/// The process's network: one per process, chosen and opened by the registration point
+/// (`transport::network::endpoint`) at the first window across nodes, and kept for the
+/// life of the process. Its endpoint's operations are a [`Fabric`] ([`Network::fabric`]);
+/// what this adds is the process-wide part: peers, what the network orders, and the
+/// routes' puts and gets (`Route::Net`). Dynamic dispatch, as for [`Fabric`].
+pub(crate) trait Network: Send + Sync {
+    /// The endpoint's operations.
+    fn fabric(&self) -> &Arc<dyn Fabric>;
+
+    /// The endpoint's entry for the peer whose address is `name` (what the peer's
+    /// [`Fabric::name`] gave), inserted at its first use.
+    fn peer(&self, name: &[u8]) -> Result<u64>;
+
+    /// What the endpoint does natively.
+    fn atomic_table(&self) -> &AtomicTable;
+
+    /// Operations posted on the endpoint not yet seen complete.
+    fn in_flight(&self) -> u64;
+
+    /// What `onesided::network()` reports.
+    #[cfg(feature = "net")]
+    fn description(&self) -> crate::NetworkEndpoint;
+
+    /// True when operations to a peer arrive in issue order where a write or a read
+    /// follows a write.
+    fn orders_after_writes(&self) -> bool;
+
+    /// True when writes to a peer are placed in issue order.
+    fn orders_rma_writes(&self) -> bool;
+
+    /// Writes `src` to `to`; complete at the target when it returns.
+    fn write_waited(&self, src: &[u8], to: Remote) -> Result<()>;
+
+    /// Writes `pieces` — (offset in `src`, offset from `to`, length) — of `src` to `to`,
+    /// issued: complete at the target by the next flush, `src` free when this returns.
+    fn post_write(&self, src: &[u8], pieces: &[(usize, usize, usize)], to: Remote) -> Result<()>;
+
+    /// Writes `pieces` of `src` to `to`; complete at the target when it returns.
+    fn write_pieces_waited(
+        &self,
+        src: &[u8],
+        pieces: &[(usize, usize, usize)],
+        to: Remote,
+    ) -> Result<()>;
+
+    /// Reads `pieces` — (offset in `dst`, offset from `from`, length) — into `dst`;
+    /// complete when it returns.
+    fn read_pieces_waited(
+        &self,
+        dst: &mut [u8],
+        pieces: &[(usize, usize, usize)],
+        from: Remote,
+    ) -> Result<()>;
+
+    /// True when a put of `len` bytes to `to` goes as a message that completes in one
+    /// round trip rather than as a write that a flush completes.
+    fn put_over_wire(&self, len: usize, to: Remote) -> Result<bool>;
+
+    /// True when a put of `len` bytes to `to` can go as atomic writes
+    /// ([`Network::post_write_atomic`]).
+    fn atomic_put_fits(&self, len: usize, to: Remote) -> Result<bool>;
+
+    /// Writes `src` to `to` as atomic writes, issued with a copy: kept in order with the
+    /// endpoint's other atomics to the same peer.
+    fn post_write_atomic(&self, src: &[u8], to: Remote) -> Result<()>;
+
+    /// Writes `src` to `to` from where it is: complete at the caller's next completion
+    /// point (as `end` says), `owner` held until then.
+    ///
+    /// # Safety
+    /// `src` stays valid and unchanged while `owner` is held.
+    unsafe fn post_write_shared(
+        &self,
+        src: &[u8],
+        to: Remote,
+        owner: Arc<dyn Send + Sync>,
+        end: WriteEnd,
+    ) -> Result<()>;
+
+    /// Sends `block` to `to` and then `words` to `flag` in one message that nobody
+    /// answers, with its second place `gate` if any: false, with nothing sent, where the
+    /// network cannot.
+    fn deliver(
+        &self,
+        block: &[u8],
+        to: Remote,
+        words: &[u64],
+        flag: Remote,
+        gate: Option<DeliverGate<'_>>,
+    ) -> Result<bool>;
+
+    /// Completes the operations the calling thread posted under `track_own` (a flush of
+    /// thread scope; a network that cannot tell threads apart completes every one).
+    fn flush_own(&self) -> Result<()>;
+
+    /// Lets go of what completed operations posted under `track_own` hold.
+    fn reap_own(&self) -> Result<()>;
 }

@@ -5,33 +5,40 @@
 //!   ([`NetOp`], [`NetType`], [`AtomicKind`], [`AtomicTable`]), a delivery's second place
 //!   ([`DeliverGate`]), a tracked operation's context ([`TrackedContext`]), what a window
 //!   counts of what it issued ([`NetWrites`]);
-//! - the endpoint's operations as one trait (`fabric`: [`Fabric`], and the
-//!   [`Registration`]s it hands out), which the network's protocol code — the control
+//! - the process's network as one trait and its endpoint's operations as another
+//!   (`fabric`: [`Network`], [`Fabric`], and the [`Registration`]s it hands out): the
+//!   routes' puts and gets call the first, the network's protocol code — the control
 //!   plane over the network (`win::netplane`), window creation across nodes
-//!   (`win::across`), network atomics (`rma::net_atomic`), notification counters — calls
-//!   through `Arc<dyn Fabric>`;
+//!   (`win::across`), network atomics (`rma::net_atomic`), notification counters — holds
+//!   the second as `Arc<dyn Fabric>`;
 //! - the process-wide calls below (this file): the registration point, the one place that
-//!   knows which implementation serves — libfabric with our messages over TCP (`ofi`,
-//!   `wire`, the endpoint in `net`, its progress thread in `nic_progress`) under the
-//!   feature `ofi`.
+//!   knows the implementations and chooses one per process ([`NETWORK_ENV`]): libfabric
+//!   with our messages over TCP (`ofi`, `wire`, the endpoint in `net`, its progress thread
+//!   in `nic_progress`; feature `ofi`), or our messages over TCP alone (`socket` over
+//!   `wire`; feature `net`, which `ofi` includes).
 //!
 //! Outside `transport/` no module names those implementation modules
 //! (`tests/module_graph.rs`). Every call here answers in every build — without the feature
-//! `ofi`, "no network" — and what only a network can hold is an [`Only`], which then has
+//! `net`, "no network" — and what only a network can hold is an [`Only`], which then has
 //! no value: the network's protocol code compiles everywhere and costs a node-local path
-//! nothing. Still to come (issue 57): a second implementation written against [`Fabric`]
-//! alone.
+//! nothing.
+//!
+//! ```text
+//! ONESIDED_NETWORK=socket osrun -n 4 --nodes 2 ./app   # no libfabric: our messages alone
+//! ```
 
-// What only an implementation of the network uses (none without the feature `ofi`).
-#![cfg_attr(not(feature = "ofi"), allow(dead_code, unused_imports))]
+// What only an implementation of the network uses (none without the feature `net`).
+#![cfg_attr(not(feature = "net"), allow(dead_code, unused_imports))]
 
 mod fabric;
 mod terms;
 
-pub(crate) use fabric::{Fabric, Registration};
+pub(crate) use fabric::{Fabric, Network, Registration};
+#[cfg(feature = "ofi")]
+pub(crate) use terms::PROVIDER_SPACE_WORDS;
 pub(crate) use terms::{
     AtomicKind, AtomicTable, DeliverGate, NetOp, NetType, NetWrites, Only, PeerEnded, Remote,
-    TrackedContext, COPY_MAX, HELD_MAX, PROVIDER_SPACE_WORDS,
+    TrackedContext, COPY_MAX, HELD_MAX, NETWORK_ENV,
 };
 
 use std::sync::Arc;
@@ -40,39 +47,70 @@ use crate::error::{Error, Result};
 use crate::ops::{ElemType, Op};
 #[cfg(feature = "ofi")]
 use crate::transport::{net, ofi};
+#[cfg(feature = "net")]
+use crate::transport::{socket, wire};
 
 /// The error of a call that needs the network where this build has none (windows across
-/// nodes need the feature `ofi`; nothing else reaches the calls that return it).
+/// nodes need the feature `net` or `ofi`; nothing else reaches the calls that return it).
 pub(crate) fn absent() -> Error {
-    Error::Unsupported("windows across nodes: this build has no network (feature `ofi`)".into())
+    Error::Unsupported(
+        "windows across nodes: this build has no network (feature `net` or `ofi`)".into(),
+    )
 }
 
-/// The process's endpoint (opened at the first call): what the network protocols call.
-pub(crate) fn endpoint() -> Result<Arc<dyn Fabric>> {
-    #[cfg(feature = "ofi")]
-    return Ok(net::endpoint()?.nic.clone() as Arc<dyn Fabric>);
-    #[cfg(not(feature = "ofi"))]
+/// The process's network once chosen and opened.
+#[cfg(feature = "net")]
+static CHOSEN: std::sync::OnceLock<&'static dyn Network> = std::sync::OnceLock::new();
+
+/// The process's network, chosen ([`NETWORK_ENV`]) and opened at the first call.
+pub(crate) fn network() -> Result<&'static dyn Network> {
+    #[cfg(feature = "net")]
+    {
+        if let Some(n) = CHOSEN.get() {
+            return Ok(*n);
+        }
+        let chosen = std::env::var(NETWORK_ENV).ok();
+        let opened: &'static dyn Network = match chosen.as_deref().unwrap_or(DEFAULT_NETWORK) {
+            #[cfg(feature = "ofi")]
+            "ofi" => net::endpoint()?,
+            "socket" => socket::endpoint()?,
+            other => {
+                return Err(Error::InvalidArgument(format!(
+                    "{NETWORK_ENV}={other}: this build has the networks {}",
+                    NETWORKS.join(", ")
+                )))
+            }
+        };
+        // Each implementation opens once (its own lock); a thread that raced this one
+        // found the same.
+        Ok(*CHOSEN.get_or_init(|| opened))
+    }
+    #[cfg(not(feature = "net"))]
     Err(absent())
 }
 
-/// The endpoint's address-vector entry of the peer whose address is `name` (what the
-/// peer's [`Fabric::name`] gave), inserted at its first use.
+/// The networks this build has, the default first.
+#[cfg(feature = "ofi")]
+const NETWORKS: [&str; 2] = ["ofi", "socket"];
+#[cfg(all(feature = "net", not(feature = "ofi")))]
+const NETWORKS: [&str; 1] = ["socket"];
+#[cfg(feature = "net")]
+const DEFAULT_NETWORK: &str = NETWORKS[0];
+
+/// The process's endpoint (opened at the first call): what the network protocols hold.
+pub(crate) fn endpoint() -> Result<Arc<dyn Fabric>> {
+    Ok(Arc::clone(network()?.fabric()))
+}
+
+/// The endpoint's entry of the peer whose address is `name` (what the peer's
+/// [`Fabric::name`] gave), inserted at its first use.
 pub(crate) fn peer(name: &[u8]) -> Result<u64> {
-    #[cfg(feature = "ofi")]
-    return net::endpoint()?.peer(name);
-    #[cfg(not(feature = "ofi"))]
-    {
-        let _ = name;
-        Err(absent())
-    }
+    network()?.peer(name)
 }
 
 /// What the endpoint does natively.
 pub(crate) fn atomic_table() -> Result<&'static AtomicTable> {
-    #[cfg(feature = "ofi")]
-    return Ok(&net::endpoint()?.table);
-    #[cfg(not(feature = "ofi"))]
-    Err(absent())
+    Ok(network()?.atomic_table())
 }
 
 /// Tells the network which job and rank this process is (once, at start-up): endpoints
@@ -83,31 +121,34 @@ pub(crate) fn set_job_of_process(job: &str, rank: usize) {
     let _ = (job, rank);
 }
 
+/// The network, if it is open.
+fn opened() -> Option<&'static dyn Network> {
+    #[cfg(feature = "net")]
+    return CHOSEN.get().copied();
+    #[cfg(not(feature = "net"))]
+    None
+}
+
 /// True once the process's endpoint is open.
 pub(crate) fn is_open() -> bool {
-    #[cfg(feature = "ofi")]
-    return net::is_open();
-    #[cfg(not(feature = "ofi"))]
-    false
+    opened().is_some()
 }
 
 /// Operations posted on the endpoint not yet seen complete (0 when none is open).
 pub(crate) fn in_flight() -> u64 {
-    #[cfg(feature = "ofi")]
-    return net::in_flight();
-    #[cfg(not(feature = "ofi"))]
-    0
+    opened().map_or(0, |n| n.in_flight())
 }
 
 /// What [`crate::network`] reports: the endpoint, once open.
-#[cfg(feature = "ofi")]
+#[cfg(feature = "net")]
 pub(crate) fn description() -> Option<crate::NetworkEndpoint> {
-    net::description()
+    opened().map(|n| n.description())
 }
 
 /// Runs `post`; every operation it posts gets a completion of its own, so that the calling
 /// thread's flush of thread scope ([`complete_own`]) waits for its own operations only,
-/// not for every thread's (seed 000 §2.1).
+/// not for every thread's (seed 000 §2.1). (A network that cannot tell threads apart
+/// completes every operation in that flush.)
 pub(crate) fn track_own<R>(post: impl FnOnce() -> R) -> R {
     #[cfg(feature = "ofi")]
     return ofi::track_own(post);
@@ -131,78 +172,51 @@ pub(crate) fn post_for<R>(issuer: u64, post: impl FnOnce() -> R) -> R {
 /// Completes the network operations the calling thread posted under [`track_own`] (a flush
 /// of thread scope).
 pub(crate) fn complete_own() -> Result<()> {
-    #[cfg(feature = "ofi")]
-    return net::complete_own();
-    #[cfg(not(feature = "ofi"))]
-    Ok(())
+    match opened() {
+        Some(n) => n.flush_own(),
+        None => Ok(()),
+    }
 }
 
 /// Lets go of what completed operations posted under [`track_own`] hold.
 pub(crate) fn reap_own() -> Result<()> {
-    #[cfg(feature = "ofi")]
-    return net::reap_own();
-    #[cfg(not(feature = "ofi"))]
-    Ok(())
+    match opened() {
+        Some(n) => n.reap_own(),
+        None => Ok(()),
+    }
 }
 
 /// True when the endpoint delivers operations to a peer in issue order where a write or a
 /// read follows a write.
 pub(crate) fn ordered() -> Result<bool> {
-    #[cfg(feature = "ofi")]
-    return net::ordered();
-    #[cfg(not(feature = "ofi"))]
-    Err(absent())
+    Ok(network()?.orders_after_writes())
 }
 
 /// True when the endpoint delivers atomics to a peer in issue order.
 pub(crate) fn orders_atomics() -> Result<bool> {
-    #[cfg(feature = "ofi")]
-    return net::orders_atomics();
-    #[cfg(not(feature = "ofi"))]
-    Err(absent())
+    Ok(network()?.fabric().orders_atomics())
 }
 
 /// True when the endpoint places RMA writes to a peer in issue order.
 pub(crate) fn orders_rma_writes() -> Result<bool> {
-    #[cfg(feature = "ofi")]
-    return net::orders_rma_writes();
-    #[cfg(not(feature = "ofi"))]
-    Err(absent())
+    Ok(network()?.orders_rma_writes())
 }
 
 /// True when a put of `len` bytes to `to` goes as a message of our own rather than an RMA
 /// write (short puts where the wire reaches the target).
 pub(crate) fn put_over_wire(len: usize, to: Remote) -> Result<bool> {
-    #[cfg(feature = "ofi")]
-    return net::put_over_wire(len, to);
-    #[cfg(not(feature = "ofi"))]
-    {
-        let _ = (len, to);
-        Ok(false)
-    }
+    network()?.put_over_wire(len, to)
 }
 
 /// True when a put of `len` bytes to `to` can go as atomic writes ([`post_write_atomic`]).
 pub(crate) fn atomic_put_fits(len: usize, to: Remote) -> Result<bool> {
-    #[cfg(feature = "ofi")]
-    return net::atomic_put_fits(len, to);
-    #[cfg(not(feature = "ofi"))]
-    {
-        let _ = (len, to);
-        Ok(false)
-    }
+    network()?.atomic_put_fits(len, to)
 }
 
 /// Writes `src` to `to` as atomic writes, issued with a copy: kept in order with the
 /// endpoint's other atomics to the same peer. Only where [`atomic_put_fits`].
 pub(crate) fn post_write_atomic(src: &[u8], to: Remote) -> Result<()> {
-    #[cfg(feature = "ofi")]
-    return net::post_write_atomic(src, to);
-    #[cfg(not(feature = "ofi"))]
-    {
-        let _ = (src, to);
-        Err(absent())
-    }
+    network()?.post_write_atomic(src, to)
 }
 
 /// Writes `src` to `to` from where it is: complete at the caller's next completion point
@@ -217,13 +231,7 @@ pub(crate) unsafe fn post_write_shared(
     end: crate::transport::write_end::WriteEnd,
 ) -> Result<()> {
     // SAFETY: the caller's contract.
-    #[cfg(feature = "ofi")]
-    return unsafe { net::post_write_shared(src, to, owner, end) };
-    #[cfg(not(feature = "ofi"))]
-    {
-        let _ = (src, to, owner, end);
-        Err(absent())
-    }
+    unsafe { network()?.post_write_shared(src, to, owner, end) }
 }
 
 /// Sends `block` to `to` and then `words` to `flag` in one message that nobody answers,
@@ -236,13 +244,7 @@ pub(crate) fn deliver(
     flag: Remote,
     gate: Option<DeliverGate<'_>>,
 ) -> Result<bool> {
-    #[cfg(feature = "ofi")]
-    return net::deliver(block, to, words, flag, gate);
-    #[cfg(not(feature = "ofi"))]
-    {
-        let _ = (block, to, words, flag, gate);
-        Ok(false)
-    }
+    network()?.deliver(block, to, words, flag, gate)
 }
 
 /// Appends a non-fetching accumulate — `op` on `count` elements of `ty` at `addr` under
@@ -257,19 +259,19 @@ pub(crate) fn encode_accumulate(
     (addr, key): (u64, u64),
     operand: &[u8],
 ) -> Result<()> {
-    #[cfg(feature = "ofi")]
+    #[cfg(feature = "net")]
     {
-        let request = crate::transport::wire::Request {
-            kind: crate::transport::wire::Kind::Write,
+        let request = wire::Request {
+            kind: wire::Kind::Write,
             op,
             ty,
             count,
             key,
             addr,
         };
-        crate::transport::wire::encode(out, &request, operand, &[])
+        wire::encode(out, &request, operand, &[])
     }
-    #[cfg(not(feature = "ofi"))]
+    #[cfg(not(feature = "net"))]
     {
         let _ = (out, op, ty, count, addr, key, operand);
         Err(absent())

@@ -4,8 +4,8 @@
 //! of what it issued ([`NetWrites`]). Every implementation of the network and every user of
 //! it names these; they name nothing of either.
 
-// What only an implementation of the network uses (none without the feature `ofi`).
-#![cfg_attr(not(feature = "ofi"), allow(dead_code))]
+// What only an implementation of the network uses (none without the feature `net`).
+#![cfg_attr(not(feature = "net"), allow(dead_code))]
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -160,8 +160,9 @@ impl AtomicTable {
         self.counts.insert((kind, op, ty), count);
     }
 
-    /// A table with only `entries` (tests of the fallbacks).
-    #[cfg(test)]
+    /// A table with only `entries` (tests of the fallbacks, which open libfabric
+    /// endpoints).
+    #[cfg(all(test, feature = "ofi"))]
     pub(crate) fn only(entries: &[(AtomicKind, NetOp, NetType, usize)]) -> AtomicTable {
         AtomicTable {
             counts: entries.iter().map(|&(k, o, t, c)| ((k, o, t), c)).collect(),
@@ -302,6 +303,12 @@ impl TrackedContext {
 /// launcher marks for every node).
 pub(crate) type PeerEnded = Arc<dyn Fn() -> bool + Send + Sync>;
 
+/// The environment variable that chooses the process's network: `ofi` (libfabric with
+/// our messages over TCP; the default where the feature `ofi` is built) or `socket` (our
+/// messages over TCP alone; the default of a build with `net` only). Every process of a
+/// job must choose the same.
+pub(crate) const NETWORK_ENV: &str = "ONESIDED_NETWORK";
+
 /// Non-fetching atomics up to this many bytes go with a copy of their operand, and so do
 /// writes (longer ones are posted from the caller's buffer).
 pub(crate) const COPY_MAX: usize = 64 << 10;
@@ -311,16 +318,16 @@ pub(crate) const COPY_MAX: usize = 64 << 10;
 /// flight, so a long epoch of small writes holds bounded memory.
 pub(crate) const HELD_MAX: usize = 16 << 20;
 
-/// A value that exists only in a build with a network (the feature `ofi`). Without one,
+/// A value that exists only in a build with a network (the feature `net`). Without one,
 /// `Only<T>` has no value at all — uninhabited and of size zero — so the compiler drops
 /// every path that would hold one: a `Route::Net`, a window's network plane. The network's
 /// protocol code then compiles in every build and costs a node-local path nothing.
-#[cfg(feature = "ofi")]
+#[cfg(feature = "net")]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Only<T>(T);
 
 /// See the build with a network.
-#[cfg(not(feature = "ofi"))]
+#[cfg(not(feature = "net"))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Only<T> {
     /// Never built: no value of it exists.
@@ -331,9 +338,9 @@ impl<T> Only<T> {
     /// `value`, where this build has a network; `None` otherwise.
     #[inline(always)]
     pub(crate) fn new(value: T) -> Option<Only<T>> {
-        #[cfg(feature = "ofi")]
+        #[cfg(feature = "net")]
         return Some(Only(value));
-        #[cfg(not(feature = "ofi"))]
+        #[cfg(not(feature = "net"))]
         {
             drop(value);
             None
@@ -343,9 +350,9 @@ impl<T> Only<T> {
     /// The value with `f` applied.
     #[inline(always)]
     pub(crate) fn map<U>(&self, f: impl FnOnce(&T) -> U) -> Only<U> {
-        #[cfg(feature = "ofi")]
+        #[cfg(feature = "net")]
         return Only(f(&self.0));
-        #[cfg(not(feature = "ofi"))]
+        #[cfg(not(feature = "net"))]
         {
             let _ = f;
             match *self {
@@ -358,9 +365,9 @@ impl<T> Only<T> {
 impl<T> std::ops::DerefMut for Only<T> {
     #[inline(always)]
     fn deref_mut(&mut self) -> &mut T {
-        #[cfg(feature = "ofi")]
+        #[cfg(feature = "net")]
         return &mut self.0;
-        #[cfg(not(feature = "ofi"))]
+        #[cfg(not(feature = "net"))]
         match *self {
             Only::Never(never, _) => match never {},
         }
@@ -372,9 +379,9 @@ impl<T> std::ops::Deref for Only<T> {
 
     #[inline(always)]
     fn deref(&self) -> &T {
-        #[cfg(feature = "ofi")]
+        #[cfg(feature = "net")]
         return &self.0;
-        #[cfg(not(feature = "ofi"))]
+        #[cfg(not(feature = "net"))]
         match *self {
             Only::Never(never, _) => match never {},
         }
