@@ -1775,6 +1775,69 @@ mod tests {
         assert_eq!(exchange(&origin, &target, read, (&[], &[]), &mut bytes), 2);
     }
 
+    /// Puts and gets copy bytes at any address and length, land in issue order with the
+    /// atomics on the same connection, and are counted as writes and reads; one past the
+    /// region fails and changes nothing; the marks taken before a post are reached once
+    /// it is answered.
+    #[test]
+    fn puts_and_gets_copy_bytes_in_issue_order() {
+        let (origin, target) = pair();
+        let mut memory = vec![0u8; 4096];
+        target.add_region(5, memory.as_mut_ptr() as usize, 4096, 1 << 20);
+        let bytes: Vec<u8> = (0..3001u32).map(|i| (i * 7 % 251) as u8).collect();
+        let put = Request {
+            count: bytes.len(),
+            key: 5,
+            ..request(Kind::Put, Op::Replace, ElemType::U8, 0, (1 << 20) + 3)
+        };
+        let before = origin.marks();
+        assert_eq!(exchange(&origin, &target, put, (&bytes, &[]), &mut []), 1);
+        assert!(origin.reached(&before));
+        assert_eq!(&memory[3..3004], &bytes[..]);
+        assert_eq!(origin.counts(false).0, 1, "a put is a write");
+        // A sum on a word the put wrote, then a get of it: in issue order.
+        let sum = Request {
+            key: 5,
+            ..request(Kind::Write, Op::Sum, ElemType::U64, 1, (1 << 20) + 8)
+        };
+        let expected = u64::from_le_bytes(memory[8..16].try_into().unwrap()).wrapping_add(9);
+        let flag = Flag::default();
+        // SAFETY: no result; the flag outlives the operation (waited for below).
+        unsafe {
+            origin.post(
+                7,
+                &sum,
+                &9u64.to_le_bytes(),
+                &[],
+                std::ptr::null_mut(),
+                flag_ptr(&flag),
+            )
+        }
+        .unwrap();
+        let get = Request {
+            count: 8,
+            key: 5,
+            ..request(Kind::Get, Op::Replace, ElemType::U8, 0, (1 << 20) + 8)
+        };
+        let mut got = [0u8; 8];
+        assert_eq!(exchange(&origin, &target, get, (&[], &[]), &mut got), 1);
+        assert_eq!(
+            u64::from_le_bytes(got),
+            expected,
+            "the get sees the sum before it"
+        );
+        assert_eq!(origin.counts(true).0, 1, "a get is a read");
+        let past = Request {
+            count: 2,
+            key: 5,
+            ..request(Kind::Put, Op::Replace, ElemType::U8, 0, (1 << 20) + 4095)
+        };
+        let snapshot = memory.clone();
+        assert_eq!(exchange(&origin, &target, past, (&[1, 2], &[]), &mut []), 2);
+        assert_eq!(memory, snapshot, "a refused put changes nothing");
+        assert_eq!(origin.in_flight(), 0);
+    }
+
     #[test]
     fn unknown_regions_out_of_range_and_lost_targets_fail() {
         let (origin, target) = pair();
