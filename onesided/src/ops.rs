@@ -298,7 +298,7 @@ impl ElemType {
     /// The element types CPU atomics update and the network carries, the first ones of
     /// [`ElemType::ALL`] (the others go through lock stripes on one node: see
     /// [`crate::elements`]).
-    #[cfg_attr(not(all(test, feature = "ofi")), allow(dead_code))]
+    #[cfg_attr(not(all(test, feature = "net")), allow(dead_code))]
     pub(crate) const NATIVE: &'static [ElemType] = ElemType::ALL.split_at(10).0;
 
     /// True for the integer types.

@@ -474,10 +474,10 @@ pub fn window_segment_bytes(win: &crate::RawWindow) -> Option<usize> {
 /// A unit test's guard against hanging: aborts the test process when it is still alive
 /// `secs` seconds after it was made (a hang then fails the test run instead of stalling
 /// it); dropping it disarms it. (The network tests use it: a lost answer hangs.)
-#[cfg(all(test, feature = "ofi"))]
+#[cfg(all(test, feature = "net"))]
 pub(crate) struct Watchdog(std::sync::Arc<std::sync::atomic::AtomicBool>);
 
-#[cfg(all(test, feature = "ofi"))]
+#[cfg(all(test, feature = "net"))]
 impl Watchdog {
     pub(crate) fn new(what: &'static str, secs: u64) -> Watchdog {
         use std::sync::atomic::Ordering;
@@ -498,7 +498,7 @@ impl Watchdog {
     }
 }
 
-#[cfg(all(test, feature = "ofi"))]
+#[cfg(all(test, feature = "net"))]
 impl Drop for Watchdog {
     fn drop(&mut self) {
         self.0.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -66,7 +66,7 @@ fn net_pair(op: Op, ty: ElemType) -> Result<(NetOp, NetType)> {
 
 /// The atomic kinds a call needs for `op`: accumulate (no result), fetch (get_accumulate,
 /// fetch_and_op) and, for compare_and_swap, compare.
-#[cfg_attr(not(all(test, feature = "ofi")), allow(dead_code))]
+#[cfg_attr(not(all(test, feature = "net")), allow(dead_code))]
 fn kinds(op: Op) -> &'static [AtomicKind] {
     match op {
         // An accumulate with no_op moves nothing: only its fetching form reaches the target.
@@ -290,7 +290,7 @@ pub(crate) fn compare_swap<E: AccElement>(compare: E, value: E, at: Remote) -> R
 
 /// The (kind, operation, type) triples onesided needs that `table` lacks: each is served by
 /// the element-wise fallback.
-#[cfg_attr(not(all(test, feature = "ofi")), allow(dead_code))]
+#[cfg_attr(not(all(test, feature = "net")), allow(dead_code))]
 pub(crate) fn missing(table: &AtomicTable) -> Vec<(AtomicKind, Op, ElemType)> {
     let mut out = Vec::new();
     for &ty in ElemType::NATIVE {
@@ -314,25 +314,70 @@ pub(crate) fn missing(table: &AtomicTable) -> Vec<(AtomicKind, Op, ElemType)> {
     out
 }
 
-#[cfg(all(test, feature = "ofi"))]
+#[cfg(all(test, feature = "net"))]
 mod tests {
+    //! Network atomics mixed with the target's CPU atomics on one word, for every operation
+    //! and type, over every network of the build (the socket network; libfabric's
+    //! providers, with the wire's atomics and with the provider's).
+
     use super::*;
     use crate::ops::AccElement;
     use crate::testing::Watchdog;
-    use crate::transport::network::Remote;
-    use crate::transport::nic_progress::{ProgressMode, Server};
-    use crate::transport::ofi::Nic;
+    use crate::transport::network::{test_atomic_networks, test_endpoint, Remote};
+    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
 
     /// Network atomics each side applies to the shared element (the same count locally).
     const EACH: usize = 20;
 
-    /// Two endpoints on `provider`: a target served by a thread, an origin that reaches it.
+    /// Two endpoints: a target served by a thread, an origin that reaches it.
     struct Pair {
-        target: Arc<Nic>,
-        origin: Nic,
+        target: Arc<dyn Fabric>,
+        origin: Arc<dyn Fabric>,
         peer: u64,
-        _server: Server,
+        _server: Box<dyn std::any::Any>,
+    }
+
+    /// A thread that drives an endpoint's progress until dropped.
+    struct Serving(Arc<AtomicBool>, Option<std::thread::JoinHandle<()>>);
+
+    impl Serving {
+        fn start(target: Arc<dyn Fabric>) -> Serving {
+            let stop = Arc::new(AtomicBool::new(false));
+            let stopped = Arc::clone(&stop);
+            let thread = std::thread::spawn(move || {
+                // Relaxed: a request to stop.
+                while !stopped.load(Ordering::Relaxed) {
+                    let _ = target.progress();
+                    std::thread::yield_now();
+                }
+            });
+            Serving(stop, Some(thread))
+        }
+    }
+
+    impl Drop for Serving {
+        fn drop(&mut self) {
+            // Relaxed: see start.
+            self.0.store(true, Ordering::Relaxed);
+            if let Some(t) = self.1.take() {
+                let _ = t.join();
+            }
+        }
+    }
+
+    /// Two endpoints of the network `which` ([`test_endpoint`]), the target served by a
+    /// thread.
+    fn pair(which: &str) -> Pair {
+        let target = test_endpoint(which).unwrap();
+        let origin = test_endpoint(which).unwrap();
+        let peer = (origin.insert)(&target.fabric.name().unwrap()).unwrap();
+        Pair {
+            _server: Box::new(Serving::start(Arc::clone(&target.fabric))),
+            target: target.fabric,
+            origin: origin.fabric,
+            peer,
+        }
     }
 
     impl Pair {
@@ -340,7 +385,11 @@ mod tests {
         /// the origin names them. The memory must outlive the registration and be touched
         /// only atomically meanwhile (CPU atomics at the target, the network's through its
         /// progress thread).
-        fn expose(&self, at: *mut u8, len: usize) -> (crate::transport::ofi::Registration, Remote) {
+        fn expose(
+            &self,
+            at: *mut u8,
+            len: usize,
+        ) -> (crate::transport::network::Registration, Remote) {
             // SAFETY: the callers keep the memory alive and atomic (see above).
             let reg = unsafe { self.target.register(at, len) }.unwrap();
             let remote = Remote {
@@ -352,35 +401,15 @@ mod tests {
         }
     }
 
-    /// [`pair_as`] with the wire's atomics (the default on these providers).
-    fn pair(provider: &str) -> Pair {
-        pair_as(provider, "socket")
-    }
-
-    /// Two endpoints of `provider`, atomics between them as `atomics` says (`socket`,
-    /// `provider`), the target served by a progress thread.
-    fn pair_as(provider: &str, atomics: &str) -> Pair {
-        let open = || Nic::open_as(provider, "127.0.0.1", false, Some(atomics)).unwrap();
-        let target = Arc::new(open());
-        let origin = open();
-        let peer = origin.insert(&target.name().unwrap()).unwrap();
-        let server =
-            Server::start(Arc::clone(&target), ProgressMode::Yield, Arc::default()).unwrap();
-        Pair {
-            target,
-            origin,
-            peer,
-            _server: server,
-        }
-    }
-
+    /// Every operation and type onesided needs is native on every network that runs here
+    /// (the socket network's table, and each libfabric provider's `fi_query_atomic`).
     #[test]
-    fn every_operation_and_type_is_native_on_tcp_udp_and_shm() {
+    fn every_operation_and_type_is_native_on_every_network() {
         let _watchdog = Watchdog::new("native atomics", 60);
-        for provider in ["tcp;ofi_rxm", "udp;ofi_rxd", "shm"] {
-            let nic = Nic::open(provider, "127.0.0.1").unwrap();
-            let missing = missing(&nic.atomic_table());
-            assert!(missing.is_empty(), "{provider} lacks {missing:?}");
+        for which in test_atomic_networks() {
+            let table = crate::transport::network::test_atomic_table(which).unwrap();
+            let missing = missing(&table);
+            assert!(missing.is_empty(), "{which} lacks {missing:?}");
         }
     }
 
@@ -453,7 +482,7 @@ mod tests {
                             )
                             .unwrap();
                     }
-                    p.origin.flush(|| Ok(())).unwrap();
+                    p.origin.flush(&mut || Ok(())).unwrap();
                 }
             });
             drop(reg);
@@ -491,10 +520,10 @@ mod tests {
                 });
                 for _ in 0..EACH {
                     // The network's read and compare-and-swap, as the fallback uses them.
-                    let mut now = swap_element(&p.origin, ty, None, cast(0), at).unwrap();
+                    let mut now = swap_element(&*p.origin, ty, None, cast(0), at).unwrap();
                     loop {
                         let next = T::combine(Op::Sum, now, one);
-                        let before = swap_element(&p.origin, ty, Some(now), next, at).unwrap();
+                        let before = swap_element(&*p.origin, ty, Some(now), next, at).unwrap();
                         if before == now {
                             break;
                         }
@@ -507,19 +536,17 @@ mod tests {
         }
     }
 
-    fn every_type(provider: &str, atomics: &str) {
-        let _watchdog = Watchdog::new("mixed atomics", 120);
-        let p = pair_as(provider, atomics);
-        mixed::<i8>(&p, |v| v as i8);
-        mixed::<u8>(&p, |v| v as u8);
-        mixed::<i16>(&p, |v| v as i16);
-        mixed::<u16>(&p, |v| v as u16);
-        mixed::<i32>(&p, |v| v as i32);
-        mixed::<u32>(&p, |v| v as u32);
-        mixed::<i64>(&p, |v| v);
-        mixed::<u64>(&p, |v| v as u64);
-        mixed::<f32>(&p, |v| v as f32);
-        mixed::<f64>(&p, |v| v as f64);
+    fn every_type(p: &Pair) {
+        mixed::<i8>(p, |v| v as i8);
+        mixed::<u8>(p, |v| v as u8);
+        mixed::<i16>(p, |v| v as i16);
+        mixed::<u16>(p, |v| v as u16);
+        mixed::<i32>(p, |v| v as i32);
+        mixed::<u32>(p, |v| v as u32);
+        mixed::<i64>(p, |v| v);
+        mixed::<u64>(p, |v| v as u64);
+        mixed::<f32>(p, |v| v as f32);
+        mixed::<f64>(p, |v| v as f64);
     }
 
     /// A provider without the operation: the element-wise compare-and-swap loop, racing
@@ -529,7 +556,12 @@ mod tests {
     #[test]
     fn the_elementwise_fallback_counts_every_update() {
         let _watchdog = Watchdog::new("elementwise fallback", 60);
-        let p = pair("tcp;ofi_rxm");
+        for which in crate::transport::network::test_networks() {
+            elementwise_fallback_over(&pair(which));
+        }
+    }
+
+    fn elementwise_fallback_over(p: &Pair) {
         let table = AtomicTable::only(&[
             (AtomicKind::Compare, NetOp::CompareSwap, NetType::U64, 1),
             (AtomicKind::Fetch, NetOp::Read, NetType::U64, 1),
@@ -550,13 +582,13 @@ mod tests {
             });
             for _ in 0..EACH {
                 let mut before = [0u64];
-                accumulate_with(&p.origin, &table, Op::Sum, &[1u64], Some(&mut before), at)
+                accumulate_with(&*p.origin, &table, Op::Sum, &[1u64], Some(&mut before), at)
                     .unwrap();
                 let second = Remote {
                     addr: at.addr + 8,
                     ..at
                 };
-                accumulate_with(&p.origin, &table, Op::Prod, &[2.0f64], None, second).unwrap();
+                accumulate_with(&*p.origin, &table, Op::Prod, &[2.0f64], None, second).unwrap();
             }
         });
         drop(reg);
@@ -564,28 +596,19 @@ mod tests {
         assert_eq!(f64::from_bits(cells[1]), 2f64.powi(2 * EACH as i32));
         let none = AtomicTable::only(&[]);
         assert!(matches!(
-            accumulate_with(&p.origin, &none, Op::Sum, &[1u64], None, at),
+            accumulate_with(&*p.origin, &none, Op::Sum, &[1u64], None, at),
             Err(Error::Unsupported(_))
         ));
     }
 
+    /// On every network that runs here: the socket network; libfabric's `tcp;ofi_rxm`
+    /// with the wire's atomics and with the provider's; `udp;ofi_rxd` and `shm` with the
+    /// wire's.
     #[test]
-    fn cpu_and_network_atomics_mix_on_one_word_tcp() {
-        every_type("tcp;ofi_rxm", "socket");
-    }
-
-    #[test]
-    fn cpu_and_provider_atomics_mix_on_one_word_tcp() {
-        every_type("tcp;ofi_rxm", "provider");
-    }
-
-    #[test]
-    fn cpu_and_network_atomics_mix_on_one_word_shm() {
-        every_type("shm", "socket");
-    }
-
-    #[test]
-    fn cpu_and_network_atomics_mix_on_one_word_udp() {
-        every_type("udp;ofi_rxd", "socket");
+    fn cpu_and_network_atomics_mix_on_one_word() {
+        let _watchdog = Watchdog::new("mixed atomics", 300);
+        for which in test_atomic_networks() {
+            every_type(&pair(which));
+        }
     }
 }

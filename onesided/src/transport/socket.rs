@@ -73,6 +73,8 @@ pub(crate) struct Sockets {
     /// Serializes the choice of keys.
     registering: Mutex<()>,
     watched: RwLock<HashMap<u64, Watched>>,
+    /// Peers' entries, by their endpoint names.
+    peers: Mutex<HashMap<Vec<u8>, u64>>,
 }
 
 impl std::fmt::Debug for Sockets {
@@ -132,6 +134,41 @@ fn beyond(at: Remote, offset: usize) -> Remote {
 }
 
 impl Sockets {
+    /// An endpoint listening on `addr` (an IP address), any port; nothing serves it until
+    /// someone calls [`Fabric::progress`].
+    pub(crate) fn open(addr: &str) -> Result<Sockets> {
+        Ok(Sockets {
+            wire: Arc::new(Wire::open(addr, mark)?),
+            next_key: AtomicU64::new(1 << 48),
+            registering: Mutex::new(()),
+            watched: RwLock::default(),
+            peers: Mutex::default(),
+        })
+    }
+
+    /// The peer whose wire address is `name` (its [`Fabric::name`]), numbered at its first
+    /// use.
+    pub(crate) fn peer(&self, name: &[u8]) -> Result<u64> {
+        let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(&p) = peers.get(name) {
+            return Ok(p);
+        }
+        let at: std::net::SocketAddr = std::str::from_utf8(name)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| {
+                Error::Bootstrap(format!(
+                    "a peer's socket network address is not one ({} bytes): do all processes \
+                     use the same network ({NETWORK_ENV})?",
+                    name.len(),
+                ))
+            })?;
+        let p = peers.len() as u64;
+        self.wire.add_peer(p, at);
+        peers.insert(name.to_vec(), p);
+        Ok(p)
+    }
+
     /// Posts `request` with its operands to `at.peer`; the answer's values go to `result`
     /// and mark `ctx` (null: counted only, completed by a flush).
     ///
@@ -469,8 +506,6 @@ pub(crate) struct Endpoint {
     /// `sockets` as the network protocols hold it.
     fabric: Arc<dyn Fabric>,
     table: AtomicTable,
-    /// Peers' entries, by their endpoint names.
-    peers: Mutex<HashMap<Vec<u8>, u64>>,
     /// The serving thread's mode (`none`: no thread).
     progress: &'static str,
     _polled_while_waiting: crate::attention::WaitHook,
@@ -491,13 +526,7 @@ pub(crate) fn endpoint() -> Result<&'static Endpoint> {
         return Ok(e);
     }
     let addr = crate::transport::address::endpoint_address()?;
-    let wire = Arc::new(Wire::open(&addr, mark)?);
-    let sockets = Arc::new(Sockets {
-        wire,
-        next_key: AtomicU64::new(1 << 48),
-        registering: Mutex::new(()),
-        watched: RwLock::default(),
-    });
+    let sockets = Arc::new(Sockets::open(&addr)?);
     let served = std::env::var(PROGRESS_ENV).as_deref() != Ok("none");
     if served {
         let serving = Arc::clone(&sockets);
@@ -535,7 +564,6 @@ pub(crate) fn endpoint() -> Result<&'static Endpoint> {
         fabric: Arc::clone(&sockets) as Arc<dyn Fabric>,
         sockets,
         table: table(),
-        peers: Mutex::default(),
         progress: if served { "block" } else { "none" },
         _polled_while_waiting: polled_while_waiting,
     };
@@ -569,7 +597,7 @@ fn serve(sockets: &Sockets) {
 
 /// What the socket network carries in one atomic: every operation on every type, up to
 /// [`COPY_MAX`] bytes (the fetching ones' answers come back in one message too).
-fn table() -> AtomicTable {
+pub(crate) fn table() -> AtomicTable {
     let mut table = AtomicTable::default();
     for kind in [AtomicKind::Write, AtomicKind::Fetch, AtomicKind::Compare] {
         for op in NetOp::ALL {
@@ -593,27 +621,8 @@ impl Network for Endpoint {
         &self.fabric
     }
 
-    /// The peer's wire address (its [`Fabric::name`]), numbered at its first use.
     fn peer(&self, name: &[u8]) -> Result<u64> {
-        let mut peers = self.peers.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(&p) = peers.get(name) {
-            return Ok(p);
-        }
-        let at: std::net::SocketAddr = std::str::from_utf8(name)
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| {
-                Error::Bootstrap(format!(
-                    "a peer's socket network address is not one ({} bytes): do all processes \
-                     use the same network ({})?",
-                    name.len(),
-                    NETWORK_ENV
-                ))
-            })?;
-        let p = peers.len() as u64;
-        self.sockets.wire.add_peer(p, at);
-        peers.insert(name.to_vec(), p);
-        Ok(p)
+        self.sockets.peer(name)
     }
 
     fn atomic_table(&self) -> &AtomicTable {

@@ -610,19 +610,19 @@ impl Drop for NetPlane {
     }
 }
 
-#[cfg(all(test, feature = "ofi"))]
+#[cfg(all(test, feature = "net"))]
 mod tests {
     //! Two ranks of one process, each with its own endpoint and registered control area,
-    //! run the lock and barrier protocols over the network plane on `tcp;ofi_rxm`: the
-    //! same state machines as on shared memory, every word a libfabric atomic (the
-    //! holder's own included).
+    //! run the lock and barrier protocols over the network plane on every network of the
+    //! build (the socket network; libfabric's `tcp;ofi_rxm`): the same state machines as
+    //! on shared memory, every word a network atomic (the holder's own included).
 
     use super::*;
     use crate::backoff::Backoff;
     use crate::shm::barrier::{Barrier, BarrierLayout};
     use crate::sync::lock::{poll_acquire, release, Acquisition, Mode};
     use crate::testing::Watchdog;
-    use crate::transport::ofi::Nic;
+    use crate::transport::network::{test_endpoint, test_networks};
     use std::sync::atomic::{AtomicBool, AtomicU64};
 
     /// A rank's control area: raw memory the NIC writes (no Rust reference to it while
@@ -661,17 +661,18 @@ mod tests {
     // SAFETY: as for Send.
     unsafe impl Sync for Area {}
 
-    /// `n` ranks on `provider`: their planes, areas (kept alive) and registrations, with
-    /// one progress thread per endpoint running `body(planes)`.
-    fn with_ranks(provider: &str, n: usize, body: impl Fn(usize, &NetPlane) + Sync) -> Vec<u64> {
+    /// `n` ranks on the network `which`: their planes, areas (kept alive) and
+    /// registrations, with one progress thread per endpoint running `body(planes)`.
+    fn with_ranks(which: &str, n: usize, body: impl Fn(usize, &NetPlane) + Sync) -> Vec<u64> {
         let layout = ControlLayout::new(n, 0, 0);
-        let nics: Vec<Arc<Nic>> = (0..n)
-            .map(|_| Arc::new(Nic::open(provider, "127.0.0.1").expect("open")))
+        let endpoints: Vec<_> = (0..n)
+            .map(|_| test_endpoint(which).expect("open"))
             .collect();
+        let nics: Vec<Arc<dyn Fabric>> = endpoints.iter().map(|e| Arc::clone(&e.fabric)).collect();
         let areas: Vec<Area> = (0..n).map(|_| Area::new(layout.data_off)).collect();
         // SAFETY: each area outlives its registration (dropped below, before the areas)
         // and is only reached through raw pointers meanwhile.
-        let regs: Vec<crate::transport::ofi::Registration> = (0..n)
+        let regs: Vec<crate::transport::network::Registration> = (0..n)
             .map(|r| unsafe { nics[r].register(areas[r].words.cast(), areas[r].len * 8) }.unwrap())
             .collect();
         let names: Vec<Vec<u8>> = nics.iter().map(|nic| nic.name().unwrap()).collect();
@@ -679,13 +680,13 @@ mod tests {
             .map(|r| {
                 let remotes = (0..n)
                     .map(|q| Remote {
-                        peer: nics[r].insert(&names[q]).unwrap(),
+                        peer: (endpoints[r].insert)(&names[q]).unwrap(),
                         addr: regs[q].remote_base,
                         key: regs[q].key,
                     })
                     .collect();
                 NetPlane::new(
-                    Arc::clone(&nics[r]) as Arc<dyn Fabric>,
+                    Arc::clone(&nics[r]),
                     layout,
                     BlockSlots::default(),
                     Remotes::Table(remotes),
@@ -735,6 +736,7 @@ mod tests {
             .collect();
         drop(regs);
         drop(nics);
+        drop(endpoints);
         words
     }
 
@@ -752,10 +754,16 @@ mod tests {
     #[test]
     fn locks_over_the_network_plane() {
         let _watchdog = Watchdog::new("locks_over_the_network_plane", 60);
+        for which in test_networks() {
+            locks_over(which);
+        }
+    }
+
+    fn locks_over(which: &str) {
         let inside_local = AtomicU64::new(0);
         let inside_global = AtomicU64::new(0);
         const WRITER_IN: u64 = 1 << 32;
-        let words = with_ranks("tcp;ofi_rxm", 2, |r, plane| {
+        let words = with_ranks(which, 2, |r, plane| {
             for k in 0..60u64 {
                 let (lock, mode, inside, one) = match (k + r as u64) % 4 {
                     0 => (LockAt::Local(1), Mode::Writer, &inside_local, WRITER_IN),
@@ -790,7 +798,7 @@ mod tests {
             assert_eq!(
                 at(rank, word(LockPart::Next)),
                 at(rank, word(LockPart::Serving)),
-                "{lock:?}: every ticket served"
+                "{lock:?} on {which}: every ticket served"
             );
         }
     }
@@ -800,9 +808,15 @@ mod tests {
     #[test]
     fn barriers_over_the_network_plane() {
         let _watchdog = Watchdog::new("barriers_over_the_network_plane", 60);
+        for which in test_networks() {
+            barriers_over(which);
+        }
+    }
+
+    fn barriers_over(which: &str) {
         const N: usize = 3;
         let entered: Vec<AtomicU64> = (0..N).map(|_| AtomicU64::new(0)).collect();
-        with_ranks("tcp;ofi_rxm", N, |r, plane| {
+        with_ranks(which, N, |r, plane| {
             let layout = BarrierLayout::new(N);
             // The handle's own memory is unused: every signal goes through the plane.
             let mem: Vec<AtomicU64> = (0..layout.bytes() / 8).map(|_| AtomicU64::new(0)).collect();
@@ -819,7 +833,7 @@ mod tests {
                 for (q, e) in entered.iter().enumerate() {
                     assert!(
                         e.load(Ordering::SeqCst) >= g,
-                        "rank {r} left barrier {g} before rank {q} entered"
+                        "{which}: rank {r} left barrier {g} before rank {q} entered"
                     );
                 }
             }

@@ -277,3 +277,96 @@ pub(crate) fn encode_accumulate(
         Err(absent())
     }
 }
+
+/// An endpoint of this process for the unit tests of the network protocols: its operations
+/// and how it inserts a peer's name.
+#[cfg(all(test, feature = "net"))]
+pub(crate) struct TestEndpoint {
+    pub fabric: Arc<dyn Fabric>,
+    pub insert: Box<InsertPeer>,
+}
+
+/// How a [`TestEndpoint`] inserts a peer's name.
+#[cfg(all(test, feature = "net"))]
+pub(crate) type InsertPeer = dyn Fn(&[u8]) -> Result<u64> + Send + Sync;
+
+/// The networks a unit test of the network protocols runs over: the socket network, and
+/// libfabric's `tcp;ofi_rxm` where built.
+#[cfg(all(test, feature = "net"))]
+pub(crate) fn test_networks() -> &'static [&'static str] {
+    #[cfg(feature = "ofi")]
+    return &["socket", "tcp;ofi_rxm"];
+    #[cfg(not(feature = "ofi"))]
+    &["socket"]
+}
+
+/// The networks a unit test of network atomics runs over: [`test_networks`], and where
+/// libfabric is built its other providers that run here and `tcp;ofi_rxm` with the
+/// provider's own atomics (`/provider`: `ONESIDED_NET_ATOMICS=provider`).
+#[cfg(all(test, feature = "net"))]
+pub(crate) fn test_atomic_networks() -> &'static [&'static str] {
+    #[cfg(feature = "ofi")]
+    return &[
+        "socket",
+        "tcp;ofi_rxm",
+        "tcp;ofi_rxm/provider",
+        "udp;ofi_rxd",
+        "shm",
+    ];
+    #[cfg(not(feature = "ofi"))]
+    &["socket"]
+}
+
+/// A new endpoint of the network `which` (`socket`, or a libfabric provider, followed by
+/// `/provider` for its own atomics instead of the wire's) on the loopback, separate from
+/// the process's network; nothing serves it but its [`Fabric::progress`].
+#[cfg(all(test, feature = "net"))]
+pub(crate) fn test_endpoint(which: &str) -> Result<TestEndpoint> {
+    if which == "socket" {
+        let sockets = Arc::new(socket::Sockets::open("127.0.0.1")?);
+        let inserting = Arc::clone(&sockets);
+        return Ok(TestEndpoint {
+            fabric: sockets,
+            insert: Box::new(move |name| inserting.peer(name)),
+        });
+    }
+    #[cfg(feature = "ofi")]
+    {
+        let (provider, atomics) = match which.split_once('/') {
+            Some((p, a)) => (p, a),
+            None => (which, "socket"),
+        };
+        let nic = Arc::new(ofi::Nic::open_as(
+            provider,
+            "127.0.0.1",
+            false,
+            Some(atomics),
+        )?);
+        let inserting = Arc::clone(&nic);
+        Ok(TestEndpoint {
+            fabric: nic,
+            insert: Box::new(move |name| inserting.insert(name)),
+        })
+    }
+    #[cfg(not(feature = "ofi"))]
+    Err(Error::Unsupported(format!(
+        "the network {which} in this build"
+    )))
+}
+
+/// The atomic table of the network `which` ([`test_endpoint`]).
+#[cfg(all(test, feature = "net"))]
+pub(crate) fn test_atomic_table(which: &str) -> Result<AtomicTable> {
+    if which == "socket" {
+        return Ok(socket::table());
+    }
+    #[cfg(feature = "ofi")]
+    {
+        let provider = which.split_once('/').map_or(which, |(p, _)| p);
+        Ok(ofi::Nic::open(provider, "127.0.0.1")?.atomic_table())
+    }
+    #[cfg(not(feature = "ofi"))]
+    Err(Error::Unsupported(format!(
+        "the network {which} in this build"
+    )))
+}

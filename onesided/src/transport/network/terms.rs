@@ -160,9 +160,8 @@ impl AtomicTable {
         self.counts.insert((kind, op, ty), count);
     }
 
-    /// A table with only `entries` (tests of the fallbacks, which open libfabric
-    /// endpoints).
-    #[cfg(all(test, feature = "ofi"))]
+    /// A table with only `entries` (tests of the fallbacks).
+    #[cfg(all(test, feature = "net"))]
     pub(crate) fn only(entries: &[(AtomicKind, NetOp, NetType, usize)]) -> AtomicTable {
         AtomicTable {
             counts: entries.iter().map(|&(k, o, t, c)| ((k, o, t), c)).collect(),
