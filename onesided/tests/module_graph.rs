@@ -584,7 +584,8 @@ const NET_GATES: [(&str, usize); 8] = [
 ];
 
 /// Outside `transport/`, no module names the network's implementation (paths through
-/// re-exports, use groups and renames resolved to the module that defines the item), and
+/// re-exports, use groups and renames resolved to the module that defines the item) or the
+/// request ring's kinds, and
 /// the features are confined: `ofi` to `transport/`, `net` to the files of [`NET_GATES`].
 #[test]
 fn the_network_stays_behind_its_seam() {
@@ -606,6 +607,23 @@ fn the_network_stays_behind_its_seam() {
         direct.is_empty(),
         "modules outside transport/ that use the network's implementation instead of \
          transport::network: {direct:?}"
+    );
+    // The request rings' requests are built through their constructors (what an operation
+    // is), never from the ring's request kinds.
+    let mut kinds_named = BTreeSet::new();
+    for (m, file) in mods.iter().filter(|(m, _)| outside(m)) {
+        let src = Source::read(m, file);
+        for (_, segs) in paths(&src.code) {
+            if let Some((t, Some(item))) = src.target(&mods, &segs) {
+                if t == "transport::ring" && item == "Kind" {
+                    kinds_named.insert(m.clone());
+                }
+            }
+        }
+    }
+    assert!(
+        kinds_named.is_empty(),
+        "modules outside transport/ that name the request ring's kinds: {kinds_named:?}"
     );
     let mut gates = BTreeMap::new();
     for (m, file) in &mods {

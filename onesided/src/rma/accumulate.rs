@@ -34,7 +34,7 @@ use crate::layout::{check_match, pieces, Layout};
 use crate::ops::{acc_chunk, lock_stripes, stripes_for, AccElement, ElemType, Op};
 use crate::rma::check_within;
 use crate::rma::direct::Noting;
-use crate::transport::ring::Kind;
+use crate::transport::ring::Request;
 use crate::transport::{Located, Route};
 use crate::win::control::ACC_STRIPES;
 use crate::win::core::{Flags, WinCore};
@@ -215,28 +215,14 @@ impl WinCore {
         }
     }
 
-    /// An accumulate-type request for `origin.len()` elements of `E` at `addr` (stripe key
-    /// `key`).
-    pub(crate) fn acc_request<E: AccElement>(
-        &self,
-        kind: Kind,
-        addr: usize,
-        key: usize,
-        op: Op,
-        bytes: usize,
-    ) -> crate::transport::ring::Request {
+    /// The lock-stripe granule of an accumulate of `E` that is not element-wise CPU
+    /// atomics (a request through the target's ring, or the origin's own read and write
+    /// under the stripes): the window's hint, else [`DEFAULT_GRANULE`], whole elements.
+    pub(crate) fn acc_granule<E: AccElement>(&self) -> usize {
         let size = std::mem::size_of::<E>();
-        crate::transport::ring::Request {
-            kind,
-            elem: E::TYPE,
-            op,
-            addr,
-            len: bytes,
-            key,
-            granule: match self.granule(size) {
-                0 => DEFAULT_GRANULE.next_multiple_of(size),
-                g => g,
-            },
+        match self.granule(size) {
+            0 => DEFAULT_GRANULE.next_multiple_of(size),
+            g => g,
         }
     }
 
@@ -452,7 +438,14 @@ impl WinCore {
             if let Some(rings) = self.ring_toward(target, bytes, flags) {
                 return match result {
                     Some(out) => {
-                        let req = self.acc_request::<E>(Kind::FetchAcc, addr, loc.key, op, bytes);
+                        let req = Request::accumulate(
+                            E::TYPE,
+                            op,
+                            (addr, loc.key),
+                            bytes,
+                            self.acc_granule::<E>(),
+                            true,
+                        );
                         let out: &mut [u8] = bytemuck::cast_slice_mut(out);
                         self.ring_call(
                             rings,
@@ -464,17 +457,21 @@ impl WinCore {
                         )
                     }
                     None => {
-                        let req = self.acc_request::<E>(Kind::Acc, addr, loc.key, op, bytes);
+                        let req = Request::accumulate(
+                            E::TYPE,
+                            op,
+                            (addr, loc.key),
+                            bytes,
+                            self.acc_granule::<E>(),
+                            false,
+                        );
                         self.ring_post(rings, target, &req, bytemuck::cast_slice(origin), flags)
                     }
                 };
             }
         }
         self.ring_gate_for(target, flags)?;
-        let granule = match self.granule(size) {
-            0 => DEFAULT_GRANULE.next_multiple_of(size),
-            g => g,
-        };
+        let granule = self.acc_granule::<E>();
         let mut current: Vec<E> = Vec::new();
         let mut i = 0;
         while i < origin.len() {
@@ -534,7 +531,12 @@ impl WinCore {
         }
         if let Route::Cma { addr, .. } = loc.route {
             if let Some(rings) = self.ring_toward(target, 2 * size, flags) {
-                let req = self.acc_request::<E>(Kind::Cas, addr, loc.key, Op::Replace, 2 * size);
+                let req = Request::compare_swap(
+                    E::TYPE,
+                    (addr, loc.key),
+                    2 * size,
+                    self.acc_granule::<E>(),
+                );
                 let mut old = [E::zeroed()];
                 self.ring_call(
                     rings,

@@ -129,7 +129,7 @@ impl WinCore {
     ) -> Result<()> {
         if let Route::Cma { addr, .. } = route {
             if let Some(rings) = self.ring_toward(target, src.len(), flags) {
-                let req = served::byte_request(ring::Kind::Put, addr, src.len());
+                let req = ring::Request::put(addr, src.len());
                 return self.ring_post(rings, target, &req, src, flags);
             }
         }
@@ -306,7 +306,7 @@ impl WinCore {
     fn get_routed(&self, route: Route, dst: &mut [u8], target: usize, flags: Flags) -> Result<()> {
         if let Route::Cma { addr, .. } = route {
             if let Some(rings) = self.ring_toward(target, dst.len(), flags) {
-                let req = served::byte_request(ring::Kind::Get, addr, dst.len());
+                let req = ring::Request::get(addr, dst.len());
                 return self.ring_call(rings, target, &req, &[], dst, flags);
             }
         }

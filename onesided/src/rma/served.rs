@@ -13,8 +13,7 @@
 use std::sync::atomic::AtomicU64;
 
 use crate::error::Result;
-use crate::ops::{ElemType, Op};
-use crate::transport::ring::{Fallback, Kind, Request, Rings, MAX_PAYLOAD};
+use crate::transport::ring::{Fallback, Request, Rings, MAX_PAYLOAD};
 use crate::transport::Route;
 use crate::win::core::{Flags, Targets, WinCore};
 
@@ -101,19 +100,6 @@ impl WinCore {
             .unwrap_or_else(|| Err(not_ringed()))?;
         self.epoch.note_rma();
         Ok(())
-    }
-}
-
-/// A plain byte request (put, get).
-pub(crate) fn byte_request(kind: Kind, addr: usize, len: usize) -> Request {
-    Request {
-        kind,
-        elem: ElemType::U8,
-        op: Op::Replace,
-        addr,
-        len,
-        key: 0,
-        granule: 0,
     }
 }
 

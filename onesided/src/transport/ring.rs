@@ -109,7 +109,7 @@ const PHASE_FAILED: u64 = 3;
 /// What a request does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
-pub(crate) enum Kind {
+enum Kind {
     /// Fills the slots before the ring's end; does nothing.
     Pad = 1,
     /// Writes the payload to the address.
@@ -165,7 +165,7 @@ pub(crate) fn area_bytes(n: usize) -> usize {
 /// The header of a request as posted.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Request {
-    pub kind: Kind,
+    kind: Kind,
     /// Element type (accumulates); ignored otherwise.
     pub elem: ElemType,
     /// Operation (accumulates); ignored otherwise.
@@ -178,6 +178,72 @@ pub(crate) struct Request {
     pub key: usize,
     /// Bytes per lock stripe granule (accumulates).
     pub granule: usize,
+}
+
+impl Request {
+    /// A put of `len` bytes (the payload) at `addr`.
+    pub(crate) fn put(addr: usize, len: usize) -> Request {
+        Request::bytes(Kind::Put, addr, len)
+    }
+
+    /// A get of `len` bytes at `addr` (returned in the payload).
+    pub(crate) fn get(addr: usize, len: usize) -> Request {
+        Request::bytes(Kind::Get, addr, len)
+    }
+
+    fn bytes(kind: Kind, addr: usize, len: usize) -> Request {
+        Request {
+            kind,
+            elem: ElemType::U8,
+            op: Op::Replace,
+            addr,
+            len,
+            key: 0,
+            granule: 0,
+        }
+    }
+
+    /// An accumulate of `op` on the `len` bytes of `elem` elements at `addr` (stripe key
+    /// `key`, lock stripes of `granule` bytes); with `fetching`, it returns the previous
+    /// elements in the payload.
+    pub(crate) fn accumulate(
+        elem: ElemType,
+        op: Op,
+        (addr, key): (usize, usize),
+        len: usize,
+        granule: usize,
+        fetching: bool,
+    ) -> Request {
+        Request {
+            kind: if fetching { Kind::FetchAcc } else { Kind::Acc },
+            elem,
+            op,
+            addr,
+            len,
+            key,
+            granule,
+        }
+    }
+
+    /// A compare-and-swap of one `elem` element at `addr` (stripe key `key`, lock stripes
+    /// of `granule` bytes): the payload is the compare value and the new one (`len` bytes
+    /// in all), and returns the previous element.
+    pub(crate) fn compare_swap(
+        elem: ElemType,
+        (addr, key): (usize, usize),
+        len: usize,
+        granule: usize,
+    ) -> Request {
+        Request {
+            kind: Kind::Cas,
+            elem,
+            op: Op::Replace,
+            addr,
+            len,
+            key,
+            granule,
+        }
+    }
 }
 
 /// One ring: the words of one (origin, target) pair.
