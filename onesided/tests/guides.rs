@@ -99,3 +99,58 @@ fn the_readme_program_is_examples_first() {
         "README's first program differs from examples/first.rs"
     );
 }
+
+/// The layer drawing of docs/architecture.md ("## Layers"): the module names that start
+/// its lines (two spaces in; several on a line joined by " · "), top down.
+fn drawn_layers(architecture: &str) -> Vec<String> {
+    let section = &architecture[architecture.find("## Layers").expect("a Layers section")..];
+    let block = &section[section.find("```text").expect("a drawing") + 7..];
+    let block = &block[..block.find("```").expect("the drawing's end")];
+    let mut names = Vec::new();
+    for line in block.lines() {
+        let Some(rest) = line.strip_prefix("  ") else {
+            continue;
+        };
+        if rest.starts_with(' ') || rest.is_empty() {
+            continue;
+        }
+        let head = rest.split("  ").next().unwrap_or("");
+        let words: Vec<String> = head
+            .split(" · ")
+            .map(|w| w.trim().trim_end_matches(".rs").to_owned())
+            .collect();
+        if words
+            .iter()
+            .all(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+        {
+            names.extend(words);
+        }
+    }
+    names
+}
+
+/// `LAYERS` as tests/module_graph.rs lists it, bottom up.
+fn listed_layers() -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/module_graph.rs");
+    let text = std::fs::read_to_string(path).expect("module_graph.rs");
+    let list = &text[text.find("const LAYERS").expect("LAYERS")..];
+    let list = &list[list.find("= [").expect("its list") + 3..list.find("];").expect("end")];
+    list.split(',')
+        .map(|s| s.trim().trim_matches('"').to_owned())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// The drawing of docs/architecture.md shows the layers in the order the module graph
+/// test enforces (top down; `launch` and `testing`, beside the applications, are not
+/// drawn).
+#[test]
+fn the_layer_drawing_is_the_module_graphs_order() {
+    let text = std::fs::read_to_string(docs().join("architecture.md")).expect("architecture.md");
+    let drawn = drawn_layers(&text);
+    let mut listed = listed_layers();
+    assert!(listed.len() > 20, "LAYERS read: {listed:?}");
+    listed.retain(|l| l != "launch" && l != "testing");
+    listed.reverse();
+    assert_eq!(drawn, listed, "the drawing (left), LAYERS top down (right)");
+}
