@@ -27,15 +27,27 @@ use crate::error::{Error, Result};
 use crate::ops::{ElemType, Op};
 use crate::transport::network::{
     AtomicKind, AtomicTable, DeliverGate, Fabric, NetOp, NetType, Network, PeerEnded, Registration,
-    Remote, TrackedContext, COPY_MAX, NETWORK_ENV,
+    Remote, TrackedContext, COPY_MAX, HELD_MAX, NETWORK_ENV,
 };
 use crate::transport::wire::{self, Kind, Request, Wire};
 use crate::transport::write_end::WriteEnd;
 
-/// The progress variable's value that starts no serving thread (the variable and its
-/// other values are the libfabric endpoint's; here every other value serves with a thread
-/// that sleeps until a message comes).
+/// The progress variable (the libfabric endpoint's too): `none` starts no serving thread;
+/// `spin`, `yield` and `block` all serve with a thread that sleeps on the connections
+/// until a message comes (a thread that spins would take the core a rank needs: the
+/// socket network's answers cost a system call whatever the thread does).
 const PROGRESS_ENV: &str = "ONESIDED_PROGRESS";
+
+/// Whether `ONESIDED_PROGRESS` asks for a serving thread (unset: yes).
+fn served_by_a_thread() -> Result<bool> {
+    match std::env::var(PROGRESS_ENV).as_deref() {
+        Err(_) | Ok("spin" | "yield" | "block") => Ok(true),
+        Ok("none") => Ok(false),
+        Ok(other) => Err(Error::InvalidArgument(format!(
+            "{PROGRESS_ENV}={other:?}: expected spin, yield, block or none"
+        ))),
+    }
+}
 
 /// The longest put or get one message carries; longer ones go as several.
 const MESSAGE_MAX: usize = 4 << 20;
@@ -297,10 +309,10 @@ impl Fabric for Sockets {
         true
     }
 
-    /// The wire copies what it posts into its connection's queue, which the kernel takes:
-    /// nothing is held for the caller.
+    /// Bytes in the connections' queues that the kernel has not taken yet (a target that
+    /// does not read lets them grow: a flush bounds them, [`HELD_MAX`]).
     fn held_bytes(&self) -> usize {
-        0
+        self.wire.queued_bytes()
     }
 
     fn read_waited(&self, dst: &mut [u8], from: Remote) -> Result<()> {
@@ -527,7 +539,7 @@ pub(crate) fn endpoint() -> Result<&'static Endpoint> {
     }
     let addr = crate::transport::address::endpoint_address()?;
     let sockets = Arc::new(Sockets::open(&addr)?);
-    let served = std::env::var(PROGRESS_ENV).as_deref() != Ok("none");
+    let served = served_by_a_thread()?;
     if served {
         let serving = Arc::clone(&sockets);
         std::thread::Builder::new()
@@ -656,6 +668,10 @@ impl Network for Endpoint {
 
     /// Every piece as put messages, copied into the connection's queue.
     fn post_write(&self, src: &[u8], pieces: &[(usize, usize, usize)], to: Remote) -> Result<()> {
+        let total: usize = pieces.iter().map(|p| p.2).sum();
+        if self.sockets.held_bytes() + total > HELD_MAX {
+            self.sockets.flush(&mut || Ok(()))?;
+        }
         for &(o, t, len) in pieces {
             for start in (0..len).step_by(MESSAGE_MAX) {
                 let part = &src[o + start..o + len.min(start + MESSAGE_MAX)];

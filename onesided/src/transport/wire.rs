@@ -428,6 +428,17 @@ impl Wire {
         read(&self.regions).contains_key(&key)
     }
 
+    /// Bytes of our links' queues that the kernel has not taken yet.
+    pub(crate) fn queued_bytes(&self) -> usize {
+        read(&self.targets)
+            .values()
+            .map(|l| {
+                let state = lock(&l.state);
+                state.out.len() - state.sent
+            })
+            .sum()
+    }
+
     /// Operations of ours posted and not yet answered or failed.
     pub(crate) fn in_flight(&self) -> u64 {
         read(&self.targets)
