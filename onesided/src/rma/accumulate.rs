@@ -436,37 +436,21 @@ impl WinCore {
         }
         if let Route::Cma { addr, .. } = loc.route {
             if let Some(rings) = self.ring_toward(target, bytes, flags) {
+                let req = Request::accumulate(
+                    E::TYPE,
+                    op,
+                    (addr, loc.key),
+                    bytes,
+                    self.acc_granule::<E>(),
+                    result.is_some(),
+                );
+                let operand = bytemuck::cast_slice(origin);
                 return match result {
                     Some(out) => {
-                        let req = Request::accumulate(
-                            E::TYPE,
-                            op,
-                            (addr, loc.key),
-                            bytes,
-                            self.acc_granule::<E>(),
-                            true,
-                        );
                         let out: &mut [u8] = bytemuck::cast_slice_mut(out);
-                        self.ring_call(
-                            rings,
-                            target,
-                            &req,
-                            bytemuck::cast_slice(origin),
-                            out,
-                            flags,
-                        )
+                        self.ring_call(rings, target, &req, operand, out, flags)
                     }
-                    None => {
-                        let req = Request::accumulate(
-                            E::TYPE,
-                            op,
-                            (addr, loc.key),
-                            bytes,
-                            self.acc_granule::<E>(),
-                            false,
-                        );
-                        self.ring_post(rings, target, &req, bytemuck::cast_slice(origin), flags)
-                    }
+                    None => self.ring_post(rings, target, &req, operand, flags),
                 };
             }
         }

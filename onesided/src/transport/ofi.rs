@@ -2112,14 +2112,7 @@ impl Nic {
         if flag.peer != to.peer || block.len() > wire::DELIVER_MAX {
             return Ok(false);
         }
-        let gate = gate
-            .filter(|g| g.word.peer == to.peer && g.to.peer == to.peer)
-            .map(|g| wire::Gate {
-                word: (g.word.key, g.word.addr),
-                at_least: g.at_least,
-                to: (g.to.key, g.to.addr),
-                words: g.words,
-            });
+        let gate = gate.and_then(|g| wire::Gate::on(to.peer, g));
         w.post_deliver(
             to.peer,
             (to.key, to.addr),

@@ -41,6 +41,7 @@ use rustix::event::epoll;
 
 use crate::error::{Error, Result};
 use crate::ops::{AccElement, ElemType, Op};
+use crate::transport::network::DeliverGate;
 
 /// The environment variable that chooses how atomics reach another node: `socket` (our
 /// messages, the default where the provider's atomics are software) or `provider`.
@@ -1386,6 +1387,19 @@ pub(crate) struct Gate<'a> {
     /// Where the block goes then (key, address), and the flag words stored then.
     pub to: (u64, u64),
     pub words: &'a [u64],
+}
+
+impl<'a> Gate<'a> {
+    /// The gate of a delivery to `peer`, where its word and its place are that peer's too
+    /// (a delivery carries no other).
+    pub(crate) fn on(peer: u64, g: DeliverGate<'a>) -> Option<Gate<'a>> {
+        (g.word.peer == peer && g.to.peer == peer).then_some(Gate {
+            word: (g.word.key, g.word.addr),
+            at_least: g.at_least,
+            to: (g.to.key, g.to.addr),
+            words: g.words,
+        })
+    }
 }
 
 /// A [`Gate`] as a message carries it: its words still bytes.
