@@ -6,8 +6,9 @@
 #   bash scripts/bench.sh            # everything, into results/ (about 11 minutes)
 #   bash scripts/bench.sh --quick    # fewer sizes, shorter loops (about 2 minutes)
 #   bash scripts/bench.sh --net      # only the virtual-node sections (about 8 minutes)
-#   bash scripts/bench.sh --baseline REV [--rounds N]
+#   bash scripts/bench.sh --baseline REV [--net] [--rounds N]
 #                                    # same-run A/B of this tree against revision REV
+#                                    # (--net: across two virtual nodes)
 #
 # --baseline builds REV in a git worktree (its own target directory), then runs the cells
 # below under osrun with 2 processes, alternating the two builds for N rounds (default 5),
@@ -36,9 +37,24 @@ cd "$(dirname "$0")/.."
 
 if [[ "${1:-}" == "--baseline" ]]; then
   rev="${2:?--baseline needs a revision}"
+  shift 2
   rounds=5
-  if [[ "${3:-}" == "--rounds" ]]; then rounds="${4:?--rounds needs a number}"; fi
+  across=0
+  while (($#)); do
+    case $1 in
+      --rounds) rounds="${2:?--rounds needs a number}"; shift 2 ;;
+      --net) across=1; shift ;;
+      *) echo "bench.sh --baseline: unknown argument $1" >&2; exit 2 ;;
+    esac
+  done
   sha=$(git rev-parse --short "$rev^{commit}")
+  # --net: both sides built with the network (feature ofi, their own target directories),
+  # the cells run across two virtual nodes of this machine (osrun --nodes 2, libfabric's
+  # tcp;ofi_rxm on the loopback, block progress, as bench.sh --net's onesided rows).
+  features=() suffix="" ab=ab
+  if ((across)); then
+    features=(--features osbench/ofi,osrun/ofi) suffix="-ofi" ab=ab-net
+  fi
   # Each side is built in a worktree of its own, at paths of equal length: the source paths
   # end up in the binaries (panic locations), and a build from a path of another length
   # lays its code out differently — seen here: identical code 10-25% apart on the PSCW
@@ -46,42 +62,59 @@ if [[ "${1:-}" == "--baseline" ]]; then
   build_rev() { # sha -> prints the directory of its release binaries
     local src="target/baseline-src-$1"
     [[ -d "$src" ]] || git worktree add --detach "$src" "$1" >/dev/null
-    (cd "$src" && CARGO_TARGET_DIR="$PWD/../baseline-$1" cargo build --release -p osbench -p osrun >&2)
-    echo "target/baseline-$1/release"
+    (cd "$src" && CARGO_TARGET_DIR="$PWD/../baseline-$1$suffix" \
+      cargo build --release -p osbench -p osrun "${features[@]}" >&2)
+    echo "target/baseline-$1$suffix/release"
   }
   echo "== building this tree and $rev ($sha)"
   if git diff --quiet HEAD && [[ -z "$(git status --porcelain --untracked-files=normal)" ]]; then
     new_bin=$(build_rev "$(git rev-parse --short HEAD)")
     layout_note=""
   else
-    cargo build --release -p osbench -p osrun
-    new_bin=target/release
+    CARGO_TARGET_DIR="target/ab-here$suffix" cargo build --release -p osbench -p osrun "${features[@]}"
+    new_bin=target/ab-here$suffix/release
     layout_note="warning: this tree has uncommitted changes and was built in place, $sha in a worktree; paths of other lengths move the code layout (ns-scale cells may differ by 10-25% for that alone): commit and rerun for a fair A/B"
   fi
   old_bin=$(build_rev "$sha")
-  rm -rf results/ab && mkdir -p results/ab
+  rm -rf "results/$ab" && mkdir -p "results/$ab"
   # The cells: 8-byte communication calls with flush on allocate and create windows (the
   # bench.sh headline cells), message rate, synchronization calls, and seed 004's
-  # transactions. Two processes; each run is one osrun job.
+  # transactions. Two processes; each run is one osrun job. Across nodes: the 8-byte
+  # calls (per-operation medians, as bench.sh --net), lock/unlock and fence, and
+  # alltoallv.
   cells=(put-latency get-latency acc-latency get-acc-latency fop-latency cas-latency msg-rate
          --window allocate,create --sync flush --sizes 8 --time-ms 20 --rounds 1)
+  net_cells=(put-latency get-latency fop-latency cas-latency acc-latency --window allocate
+             --sync flush --sizes 8 --rounds 3 --p50)
   for ((r = 1; r <= rounds; r++)); do
     for side in new old; do
       bin=$new_bin; [[ $side == old ]] && bin=$old_bin
       echo "== round $r/$rounds: $side"
+      if ((across)); then
+        across_job() { # across_job NAME OSBENCH-ARGS...
+          local name=$1; shift
+          env ONESIDED_NET_ADDR=127.0.0.1 ONESIDED_PROGRESS=block \
+            timeout 900 "$bin/osrun" -n 2 --nodes 2 --timeout 800 "$bin/osbench" "$@" \
+            --json "results/$ab/$side-$name-$r.json" >/dev/null
+        }
+        across_job cells "${net_cells[@]}"
+        across_job sync sync-latency --window allocate --rounds 1
+        across_job alltoallv alltoallv --sizes 32K,256K --rounds 1
+        continue
+      fi
       timeout 900 "$bin/osrun" -n 2 --timeout 800 "$bin/osbench" "${cells[@]}" \
-        --json "results/ab/$side-cells-$r.json" >/dev/null
+        --json "results/$ab/$side-cells-$r.json" >/dev/null
       timeout 900 "$bin/osrun" -n 2 --timeout 800 "$bin/osbench" sync-latency transactions \
-        --time-ms 50 --rounds 1 --json "results/ab/$side-sync-$r.json" >/dev/null
+        --time-ms 50 --rounds 1 --json "results/$ab/$side-sync-$r.json" >/dev/null
     done
   done
-  python3 - "$sha" "$rounds" "$layout_note" <<'PY'
+  python3 - "$sha" "$rounds" "$layout_note" "$ab" <<'PY'
 import glob, json, statistics, sys
-sha, rounds, note = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+sha, rounds, note, ab = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 HIGHER = ("tx/s", "calls/s", "Mmsg/s", "msg/s", "MB/s", "GB/s")
 def load(side):
     cells = {}
-    for f in sorted(glob.glob(f"results/ab/{side}-*.json")):
+    for f in sorted(glob.glob(f"results/{ab}/{side}-*.json")):
         for r in json.load(open(f)):
             if r["impl"] != "onesided" or r["metric"].startswith("model"):
                 continue
@@ -102,7 +135,8 @@ for key in sorted(set(new) & set(old)):
                 "ranks": key[4], "metric": key[5], "unit": key[-1], "new": a, "old": b,
                 "ratio_new_over_old": ratio, "rounds": rounds, "baseline": sha})
 w = max((len(f"{k[0]} {k[1]} {k[2]} {k[5]}") for k, *_ in rows), default=10)
-lines = [f"Same-run A/B, 2 processes, median of {rounds} alternating rounds: this tree (new) vs {sha} (old)",
+where = " on two virtual nodes (tcp;ofi_rxm, block progress)" if ab == "ab-net" else ""
+lines = [f"Same-run A/B, 2 processes{where}, median of {rounds} alternating rounds: this tree (new) vs {sha} (old)",
          f"{'cell':<{w}}  {'unit':>7}  {'new':>12}  {'old':>12}  {'new/old':>7}"]
 for k, a, b, ratio, better in rows:
     cell = f"{k[0]} {k[1]} {k[2]} {k[5]}" + (f" [{k[6]}]" if k[6] else "")
@@ -111,8 +145,8 @@ if note:
     lines.append(note)
 text = "\n".join(lines)
 print(text)
-open(f"results/ab-{sha}.txt", "w").write(text + "\n")
-json.dump(out, open(f"results/ab-{sha}.json", "w"), indent=1)
+open(f"results/{ab}-{sha}.txt", "w").write(text + "\n")
+json.dump(out, open(f"results/{ab}-{sha}.json", "w"), indent=1)
 PY
   exit 0
 fi
