@@ -10,6 +10,7 @@
 //! | cross-memory attach (`process_vm_*`) | complete when the call returns | — |
 //! | staged small puts (`transport::combine`) | a piece in the calling thread's lane | the lane written (`nonempty` counts lanes not yet written) |
 //! | request ring (`transport::ring`) | the ring's `tail`, per target | the ring's `served`, per target (the target or a take-back executes in order) |
+//! | network (`transport::network`, windows across nodes) | a put or non-fetching accumulate posted (the network's `posted` count; short data copied, long data waited for) | the network's completion counts (libfabric: `FI_DELIVERY_COMPLETE` counters; the socket network: answered messages per connection): [`WinCore::complete_net`] |
 //! | deferred behind a pending epoch (`progress`) | an op in the window's engine queue | the op done — it then took one of the routes above |
 //!
 //! **Completion points.** A call that closes or flushes epochs does not drain anything
@@ -25,8 +26,6 @@
 //! touches its memory, the ring's requests run ([`WinCore::ring_gate`]); before an
 //! operation overtakes staged puts, they are written ([`WinCore::drain_before_op`]) — the
 //! calling thread's, or with `mpi_win_order` and process scope every thread's.
-//!
-//! | network (`transport::net`, windows across nodes) | a put or non-fetching accumulate posted (the endpoint's `posted` count; short data copied, long data waited for) | the endpoint's completion counters (`FI_DELIVERY_COMPLETE`): [`WinCore::complete_net`] |
 //!
 //! Gets across nodes wait for the reads in flight (the read counter), long puts for their
 //! own delivery (a tracked queue entry), fetching atomics for everything the endpoint has

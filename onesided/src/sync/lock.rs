@@ -93,6 +93,7 @@ use crate::plane::{Answer, Awaited, ControlPlane, CtrlWord, LockAt, LockPart};
 use crate::progress::{blocking_start, Completes, Order, Step, SyncOp, Ticket, Waiting};
 use crate::request::Request;
 use crate::sync::{Assert, LockType};
+use crate::transport::network::Only;
 use crate::win::core::WinCore;
 use crate::win::epoch::Release;
 use crate::win::RawWindow;
@@ -628,8 +629,10 @@ impl SyncOp<WinCore> for LockOp {
 
 struct LockAllOp {
     phase: Acquisition,
-    /// Across nodes: the answers of a round of marks on the parked words (module docs).
-    marks: Vec<Option<Awaited>>,
+    /// Across nodes: the answers of a round of marks on the parked words (module docs),
+    /// while a round is out. In a build without a network it has no value at all, so a
+    /// lock_all on one node carries no vector to check or drop.
+    marks: Option<Only<Vec<Option<Awaited>>>>,
 }
 
 impl SyncOp<WinCore> for LockAllOp {
@@ -655,9 +658,9 @@ impl SyncOp<WinCore> for LockAllOp {
             // A round of marks still in flight is answered before the op ends (its answers
             // own plane slots; none can be a parked membership: that one would still be
             // counted, and the class could not have been ours).
-            if !self.marks.is_empty() {
+            if self.marks.is_some() {
                 core.mark_parked(&mut self.marks, false)?;
-                if !self.marks.is_empty() {
+                if self.marks.is_some() {
                     return Ok(Step::Blocked);
                 }
             }
@@ -1132,28 +1135,37 @@ impl WinCore {
 
     /// A lock_all across nodes that waits for the exclusive class: one round of marks —
     /// every rank's parked word swapped to 2, and the class left on behalf of each that
-    /// held a parked membership (1). `marks` holds the round's answers (a new round starts
-    /// when it is empty and `new_round`); true when a membership was taken.
-    fn mark_parked(&self, marks: &mut Vec<Option<Awaited>>, new_round: bool) -> Result<bool> {
+    /// held a parked membership (1). `marks` holds the round's answers while it is out (a
+    /// new round starts when none is and `new_round`); true when a membership was taken.
+    fn mark_parked(
+        &self,
+        marks: &mut Option<Only<Vec<Option<Awaited>>>>,
+        new_round: bool,
+    ) -> Result<bool> {
         if !self.parks_across_nodes() {
             return Ok(false);
         }
         let plane = self.plane();
-        if marks.is_empty() && new_round {
+        if marks.is_none() && new_round {
             // A new round. Acquire: pairs with the owner's parking (AcqRel CAS), so its
             // epochs' effects happen before this lock_all's.
-            *marks = (0..self.size)
-                .map(|at| {
-                    Some(Awaited::from(plane.swap(
-                        CtrlWord::Parked { at },
-                        LOCK_ALL_ASKS,
-                        Ordering::Acquire,
-                    )))
-                })
-                .collect();
+            *marks = Only::new(
+                (0..self.size)
+                    .map(|at| {
+                        Some(Awaited::from(plane.swap(
+                            CtrlWord::Parked { at },
+                            LOCK_ALL_ASKS,
+                            Ordering::Acquire,
+                        )))
+                    })
+                    .collect(),
+            );
         }
+        let Some(round) = marks.as_deref_mut() else {
+            return Ok(false);
+        };
         let mut took = false;
-        for mark in marks.iter_mut() {
+        for mark in round.iter_mut() {
             if let Some(answer) = mark {
                 if let Some(before) = answer.value(&plane)? {
                     if before == PARKED {
@@ -1164,8 +1176,8 @@ impl WinCore {
                 }
             }
         }
-        if marks.iter().all(Option::is_none) {
-            marks.clear();
+        if round.iter().all(Option::is_none) {
+            *marks = None;
         }
         Ok(took)
     }
@@ -1320,7 +1332,7 @@ impl WinCore {
         let release = self.epoch.unlock(target)?;
         let order = Order::lock(release.lock.epoch, target);
         if !release.lock.nocheck && self.releases_in_order(target)? {
-            let op = crate::transport::network::Only::new(Box::new(InOrderRelease {
+            let op = Only::new(Box::new(InOrderRelease {
                 release,
                 answer: None,
                 transit: None,
@@ -1360,7 +1372,7 @@ impl WinCore {
                 self,
                 LockAllOp {
                     phase: Acquisition::new(),
-                    marks: Vec::new(),
+                    marks: None,
                 },
             ),
             || {

@@ -2093,7 +2093,7 @@ impl Nic {
 
     /// Sends `block` to `to` and then `words` to `flag` (the same peer), each word stored
     /// with Release order, in one message over the wire that nobody answers
-    /// ([`Wire::post_deliver`]), with its second place `gate` if any (dropped unless on the
+    /// ([`Wire::deliver`]), with its second place `gate` if any (dropped unless on the
     /// same peer): false, with nothing sent, where the wire does not reach the peer or the
     /// block is longer than a delivery carries. Nothing of it is counted for a flush: the
     /// caller learns of its delivery from the receiver.
@@ -2109,19 +2109,7 @@ impl Nic {
         let Some(w) = self.wire.as_ref().filter(|w| w.reaches(to.peer)) else {
             return Ok(false);
         };
-        if flag.peer != to.peer || block.len() > wire::DELIVER_MAX {
-            return Ok(false);
-        }
-        let gate = gate.and_then(|g| wire::Gate::on(to.peer, g));
-        w.post_deliver(
-            to.peer,
-            (to.key, to.addr),
-            block,
-            (flag.key, flag.addr),
-            words,
-            gate,
-        )?;
-        Ok(true)
+        w.deliver(block, to, words, flag, gate)
     }
 
     /// Posts an atomic without a result (`Sum` or `Write` of `value`) on the u64 at `at`:

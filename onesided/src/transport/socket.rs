@@ -757,22 +757,10 @@ impl Network for Endpoint {
         flag: Remote,
         gate: Option<DeliverGate<'_>>,
     ) -> Result<bool> {
-        if flag.peer != to.peer || block.len() > wire::DELIVER_MAX {
-            return Ok(false);
-        }
-        let gate = gate.and_then(|g| wire::Gate::on(to.peer, g));
         self.sockets
             .wire
-            .post_deliver(
-                to.peer,
-                (to.key, to.addr),
-                block,
-                (flag.key, flag.addr),
-                words,
-                gate,
-            )
-            .map_err(|e| self.sockets.blame(e))?;
-        Ok(true)
+            .deliver(block, to, words, flag, gate)
+            .map_err(|e| self.sockets.blame(e))
     }
 
     /// Every operation: the socket network does not tell threads apart.

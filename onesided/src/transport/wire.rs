@@ -41,7 +41,7 @@ use rustix::event::epoll;
 
 use crate::error::{Error, Result};
 use crate::ops::{AccElement, ElemType, Op};
-use crate::transport::network::DeliverGate;
+use crate::transport::network::{DeliverGate, Remote};
 
 /// The environment variable that chooses how atomics reach another node: `socket` (our
 /// messages, the default where the provider's atomics are software) or `provider`.
@@ -603,6 +603,36 @@ impl Wire {
         Ok(())
     }
 
+    /// A delivery as the network's callers ask for it ([`Network::deliver`]): posted as one
+    /// message ([`Wire::post_deliver`]) when one message can carry it — the flag on the
+    /// block's peer, the block at most [`DELIVER_MAX`] bytes — else not posted (`false`:
+    /// the caller sends block and flag as operations of their own). A gate whose word or
+    /// place is on another peer than the block is not carried ([`Gate::on`]).
+    ///
+    /// [`Network::deliver`]: crate::transport::network::Network::deliver
+    pub(crate) fn deliver(
+        &self,
+        block: &[u8],
+        to: Remote,
+        words: &[u64],
+        flag: Remote,
+        gate: Option<DeliverGate<'_>>,
+    ) -> Result<bool> {
+        if flag.peer != to.peer || block.len() > DELIVER_MAX {
+            return Ok(false);
+        }
+        let gate = gate.and_then(|g| Gate::on(to.peer, g));
+        self.post_deliver(
+            to.peer,
+            (to.key, to.addr),
+            block,
+            (flag.key, flag.addr),
+            words,
+            gate,
+        )?;
+        Ok(true)
+    }
+
     /// Sends `block` to `peer`, to be written at `to` (registration key, address), and then
     /// `words` to be stored at `flag` (key, address of the first, 8-byte aligned), each
     /// with Release order — one message that nobody answers: its receiver learns of the
@@ -960,7 +990,7 @@ impl Wire {
                 let message = &input[at + 4..at + 4 + body];
                 at += 4 + body;
                 if link.serves && message.first() == Some(&(Kind::Deliver as u8)) {
-                    self.deliver(message);
+                    self.apply_delivery(message);
                 } else if link.serves {
                     let mut answer = std::mem::take(&mut state.out);
                     let start = answer.len();
@@ -1205,7 +1235,7 @@ impl Wire {
 impl Wire {
     /// Places a [`Kind::Deliver`] message ([`Wire::post_deliver`]): the block, then the
     /// flag words; nothing of it when either part has no place here.
-    fn deliver(&self, message: &[u8]) {
+    fn apply_delivery(&self, message: &[u8]) {
         let status = self.place_delivery(message);
         self.count_refusal(status);
     }
@@ -1561,7 +1591,7 @@ impl Apply<'_> {
                             Some(T::compare_swap(p, c, origin))
                         }
                         Kind::Epoch | Kind::Deliver | Kind::Put | Kind::Get => {
-                            unreachable!("applied by apply_epoch, deliver and apply_copy")
+                            unreachable!("applied by apply_epoch, apply_delivery and apply_copy")
                         }
                     }
                 }
