@@ -4,9 +4,10 @@
 //!
 //! No CPU has an atomic instruction for an update of these, so every accumulate on them —
 //! on mapped memory too — goes through the window's lock stripes (`rma::accumulate`): each
-//! element is still updated atomically with respect to every other accumulate on it. They
-//! do not cross the network (an accumulate of one on a window across nodes is
-//! [`crate::Error::Unsupported`]). Their layouts are C's: `float _Complex`, `double
+//! element is still updated atomically with respect to every other accumulate on it. On a
+//! window across nodes the stripes are taken through the window's control plane (network
+//! atomics on the target's words) and the elements read and written through the network,
+//! by this node's processes too. Their layouts are C's: `float _Complex`, `double
 //! _Complex`, `long double` (80 bits in 16 bytes), the C pair structs with their padding
 //! (`MPI_DOUBLE_INT` is `{double; int;}`, 16 bytes).
 

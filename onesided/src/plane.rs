@@ -72,6 +72,14 @@ pub(crate) enum CtrlWord {
         /// The rank that owns it.
         at: usize,
     },
+    /// Lock stripe `index` of rank `at`'s window memory (`ops::lock_stripes`): 0 free, 1
+    /// held by an accumulate that cannot use CPU atomics on its elements.
+    Stripe {
+        /// The rank whose window memory it guards.
+        at: usize,
+        /// Which of its stripes (below `win::control::ACC_STRIPES`).
+        index: usize,
+    },
     /// The processes on other nodes that made windows from rank `at`'s memory handles or
     /// read its dynamic window's region table, as a set of bits `rank % 64`
     /// (`rma::memhandle`, "After release").
@@ -103,6 +111,9 @@ impl std::fmt::Display for CtrlWord {
             }
             CtrlWord::Completions { at } => write!(f, "rank {at}'s count of completions"),
             CtrlWord::Parked { at } => write!(f, "rank {at}'s parked exclusive membership"),
+            CtrlWord::Stripe { at, index } => {
+                write!(f, "rank {at}'s accumulate lock stripe {index}")
+            }
             CtrlWord::HandleReaders { at } => write!(f, "rank {at}'s memory-handle readers"),
             CtrlWord::HandleReleases { at } => {
                 write!(f, "rank {at}'s count of memory-handle releases")

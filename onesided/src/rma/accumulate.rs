@@ -21,6 +21,15 @@
 //! take them in one global order and holders of one never wait while holding it, so
 //! stripes never deadlock.
 //!
+//! **Across nodes.** Elements CPU atomics can update go through the network's atomics
+//! (`rma::net_atomic`) wherever they lie. The others (complex numbers, `long double`, the
+//! MINLOC/MAXLOC pairs) keep the stripe protocol, with every stripe of the window taken
+//! through its control plane ([`CtrlWord::Stripe`]: a network compare-and-swap, answered at
+//! once for this node's words where the network's atomics mix with the CPU's) and the
+//! elements read and written through their route, complete at the target before the stripe
+//! is released. No request ring serves accumulates there: its server would take the stripes
+//! with CPU atomics, which network atomics that do not mix with them would not see.
+//!
 //! **Hints.** `mpi_accumulate_granularity` selects the protocol as above (coarser granules
 //! trade per-element atomics for one lock per granule). Operations complete before the call
 //! returns, in issue order, so every `accumulate_ordering` is honoured at no cost, and
@@ -29,9 +38,11 @@
 
 use std::sync::atomic::Ordering;
 
+use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::layout::{check_match, pieces, Layout};
 use crate::ops::{acc_chunk, lock_stripes, stripes_for, AccElement, ElemType, Op};
+use crate::plane::{Awaited, ControlPlane, CtrlWord};
 use crate::rma::check_within;
 use crate::rma::direct::Noting;
 use crate::transport::ring::Request;
@@ -358,16 +369,63 @@ impl WinCore {
             }
     }
 
-    /// Takes lock stripes `stripes` of `target` (see [`lock_stripes`]).
+    /// Takes lock stripes `stripes` of `target` (see [`lock_stripes`]): with CPU atomics
+    /// on this node's blocks, or through the window's control plane on a window across
+    /// nodes ([`PlaneStripes`]).
     fn lock_target_stripes<'a, S: Iterator<Item = usize> + Clone + 'a>(
         &'a self,
         target: usize,
         stripes: S,
-    ) -> Result<impl Drop + 'a> {
+    ) -> Result<impl Sized + 'a> {
+        if self.net.is_some() {
+            return self
+                .lock_plane_stripes(target, stripes)
+                .map(TargetStripes::Plane);
+        }
         lock_stripes(
             stripes.map(move |stripe| self.ctrl.stripe(target, stripe % ACC_STRIPES)),
             &|| self.comm.aborted(),
         )
+        .map(TargetStripes::Mapped)
+    }
+
+    /// [`WinCore::lock_target_stripes`] through the control plane: each stripe taken with
+    /// a compare-and-swap from free (0) to held (1), in the order of `stripes` (the one
+    /// order every holder of several stripes takes them in, as [`lock_stripes`]).
+    #[cold]
+    fn lock_plane_stripes(
+        &self,
+        target: usize,
+        stripes: impl Iterator<Item = usize>,
+    ) -> Result<PlaneStripes<'_>> {
+        let plane = self.plane();
+        let mut held = PlaneStripes {
+            core: self,
+            target,
+            held: Vec::new(),
+        };
+        for stripe in stripes {
+            let word = CtrlWord::Stripe {
+                at: target,
+                index: stripe % ACC_STRIPES,
+            };
+            let mut backoff = if held.held.is_empty() {
+                Backoff::new()
+            } else {
+                Backoff::holding_a_lock()
+            };
+            // Acquire: the previous holder's element updates are visible to this one.
+            while Awaited::from(plane.compare_swap(word, 0, 1, Ordering::Acquire)).wait(&plane)?
+                != 0
+            {
+                if self.comm.aborted() {
+                    return Err(Error::JobAborted);
+                }
+                backoff.snooze();
+            }
+            held.held.push(stripe % ACC_STRIPES);
+        }
+        Ok(held)
     }
 
     /// Applies `op` with `origin` to consecutive elements at `loc` (of `target`), storing
@@ -401,13 +459,12 @@ impl WinCore {
         let bytes = std::mem::size_of_val(origin);
         // Through the network: intrinsic where the provider has the operation natively
         // (no lock, no emulation), not through the element-wise fallback.
-        if let Some(at) = self.net_atomic_at(target, &loc) {
-            if !E::CPU_ATOMIC {
-                return Err(Error::Unsupported(format!(
-                    "accumulates of {} on a window across nodes",
-                    E::TYPE.name()
-                )));
-            }
+        // Elements no CPU atomic updates (complex, long double, the MINLOC pairs) take the
+        // stripe-locked path below on every window, through the control plane across nodes.
+        if let Some(at) = E::CPU_ATOMIC
+            .then(|| self.net_atomic_at(target, &loc))
+            .flatten()
+        {
             let kind = match result {
                 Some(_) => crate::transport::network::AtomicKind::Fetch,
                 None => crate::transport::network::AtomicKind::Write,
@@ -434,7 +491,9 @@ impl WinCore {
         if flags.intrinsic() {
             return Err(self.not_intrinsic::<E>(target, &loc));
         }
-        if let Route::Cma { addr, .. } = loc.route {
+        // Not on a window across nodes: a ring's server takes the stripes with CPU atomics,
+        // the origins there through the control plane (`lock_target_stripes`).
+        if let (Route::Cma { addr, .. }, None) = (loc.route, &self.net) {
             if let Some(rings) = self.ring_toward(target, bytes, flags) {
                 let req = Request::accumulate(
                     E::TYPE,
@@ -513,7 +572,8 @@ impl WinCore {
         if flags.intrinsic() {
             return Err(self.not_intrinsic::<E>(target, &loc));
         }
-        if let Route::Cma { addr, .. } = loc.route {
+        // As in acc_run: no ring on a window across nodes.
+        if let (Route::Cma { addr, .. }, None) = (loc.route, &self.net) {
             if let Some(rings) = self.ring_toward(target, 2 * size, flags) {
                 let req = Request::compare_swap(
                     E::TYPE,
@@ -545,6 +605,47 @@ impl WinCore {
             loc.route.write(bytemuck::bytes_of(&value))?;
         }
         Ok(current[0])
+    }
+}
+
+/// Held accumulate lock stripes of a target, taken as [`WinCore::lock_target_stripes`]
+/// says; released on drop.
+// Its values are only held and dropped (which releases the stripes), never read.
+#[allow(dead_code)]
+enum TargetStripes<'a, I: Iterator<Item = &'a std::sync::atomic::AtomicU64> + Clone> {
+    /// This node's words, with CPU atomics.
+    Mapped(crate::ops::StripesHeld<'a, I>),
+    /// Through the window's control plane.
+    Plane(PlaneStripes<'a>),
+}
+
+/// Lock stripes of `target` taken through the window's control plane, on a window across
+/// nodes: the target's words may be another node's, and where the network's atomics do not
+/// mix with the CPU's this node's words change only through the plane too — so every
+/// process takes every stripe of such a window this way. Released on drop.
+struct PlaneStripes<'a> {
+    core: &'a WinCore,
+    target: usize,
+    /// The stripes taken, in the order they were.
+    held: Vec<usize>,
+}
+
+impl Drop for PlaneStripes<'_> {
+    fn drop(&mut self) {
+        let plane = self.core.plane();
+        for &index in &self.held {
+            // Release: the element updates made under the stripe — complete at the target
+            // before the guard drops (`Route::write` waits for that) — are visible to its
+            // next holder.
+            plane.post_store(
+                CtrlWord::Stripe {
+                    at: self.target,
+                    index,
+                },
+                0,
+                Ordering::Release,
+            );
+        }
     }
 }
 

@@ -321,6 +321,10 @@ impl ControlLayout {
             }
             CtrlWord::Completions { at } => block(at) + offset_of!(RankControl, completions),
             CtrlWord::Parked { at } => block(at) + offset_of!(RankControl, parked_exclusive),
+            CtrlWord::Stripe { at, index } => {
+                assert!(index < ACC_STRIPES);
+                block(at) + self.stripes_off + index * 8
+            }
             CtrlWord::HandleReaders { at } => {
                 block(at) + offset_of!(RankControl, handles) + offset_of!(HandleWords, readers)
             }
@@ -567,6 +571,7 @@ impl MappedWords for Control {
             CtrlWord::Posts { at, from } => self.post_counter(at, from),
             CtrlWord::Completions { at } => &self.rank(at).completions,
             CtrlWord::Parked { at } => &self.rank(at).parked_exclusive,
+            CtrlWord::Stripe { at, index } => self.stripe(at, index),
             CtrlWord::HandleReaders { at } => &self.rank(at).handles.readers,
             CtrlWord::HandleReleases { at } => &self.rank(at).handles.releases,
             CtrlWord::Notify { .. } => {
@@ -623,6 +628,7 @@ mod tests {
             for at in 0..n {
                 words.push(CtrlWord::Completions { at });
                 words.push(CtrlWord::Parked { at });
+                words.extend((0..ACC_STRIPES).map(|index| CtrlWord::Stripe { at, index }));
                 words.push(CtrlWord::HandleReaders { at });
                 words.push(CtrlWord::HandleReleases { at });
                 for from in 0..n {

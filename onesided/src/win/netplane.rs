@@ -239,6 +239,7 @@ impl NetPlane {
             CtrlWord::Posts { at, .. }
             | CtrlWord::Completions { at }
             | CtrlWord::Parked { at }
+            | CtrlWord::Stripe { at, .. }
             | CtrlWord::HandleReaders { at }
             | CtrlWord::HandleReleases { at }
             | CtrlWord::Agreement { at, .. }

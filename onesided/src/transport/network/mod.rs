@@ -69,7 +69,8 @@ pub(crate) fn network() -> Result<&'static dyn Network> {
         if let Some(n) = CHOSEN.get() {
             return Ok(*n);
         }
-        let chosen = std::env::var(NETWORK_ENV).ok();
+        // Set but empty (`ONESIDED_NETWORK=${NET:-}` in a script) is the default, as unset.
+        let chosen = std::env::var(NETWORK_ENV).ok().filter(|v| !v.is_empty());
         let opened: &'static dyn Network = match chosen.as_deref().unwrap_or(DEFAULT_NETWORK) {
             #[cfg(feature = "ofi")]
             "ofi" => net::endpoint()?,
