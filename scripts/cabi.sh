@@ -115,6 +115,16 @@ check_mpi() {
     "$tests/across" 2>&1) && echo "$out" && ! grep -q "onesided-mpi: MPI_Finalize" <<<"$out"; then
     echo "$mpi: c test across, no progress thread: ok"
   else echo "$out" | tail -20; echo "$mpi: c test across, no progress thread: FAILED"; fail=1; fi
+  # ... over the socket network (ONESIDED_NETWORK=socket: no libfabric), and acc_types.c
+  # across the nodes on each network (complex, long double and pair accumulates: lock
+  # stripes taken through the network).
+  for run in "across socket" "acc_types ofi" "acc_types socket"; do
+    read -r prog network <<<"$run"
+    if out=$(env ONESIDED_NODES=2 ONESIDED_NETWORK="$network" LD_PRELOAD="$lib" "${mpiexec[@]}" \
+      "$tests/$prog" 2>&1) && echo "$out" && ! grep -q "onesided-mpi: MPI_Finalize" <<<"$out"; then
+      echo "$mpi: c test $prog across nodes, network $network: ok"
+    else echo "$out" | tail -20; echo "$mpi: c test $prog across nodes, network $network: FAILED"; fail=1; fi
+  done
   # The same through C++ and Fortran (mpif.h's successor `use mpi`, and `use mpi_f08`, which
   # calls PMPI_* directly): unchanged programs that check their windows are onesided's.
   programs=(onesided-mpi/tests/cxx/*.cpp)
@@ -240,7 +250,7 @@ fi
 ompi_run() { # ompi_run MPIEXEC ARGS...: the variables of ours that are set, passed on
   local mpiexec=$1 pass=() v
   shift
-  for v in LD_PRELOAD ONESIDED_NODES ONESIDED_ACROSS_NODES ONESIDED_PROGRESS; do
+  for v in LD_PRELOAD ONESIDED_NODES ONESIDED_ACROSS_NODES ONESIDED_PROGRESS ONESIDED_NETWORK; do
     [[ -n ${!v-} ]] && pass+=(-x "$v")
   done
   "$mpiexec" --allow-run-as-root --oversubscribe --bind-to none "${pass[@]}" "$@"
