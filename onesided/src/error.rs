@@ -132,7 +132,7 @@ pub enum Error {
     },
 
     /// The per-process table of attached regions is full.
-    #[error("attach: the window already has {capacity} attached regions (info onesided_max_attached_regions)")]
+    #[error("attach: the window already has {capacity} attached regions (info onesided_max_attached_regions, or ONESIDED_MAX_ATTACHED_REGIONS for every window)")]
     TooManyRegions {
         /// Table capacity.
         capacity: usize,

@@ -164,6 +164,52 @@ fn attach_detach_while_peers_access() {
         .assert_success();
 }
 
+/// `ONESIDED_MAX_ATTACHED_REGIONS` sets the table capacity of windows that do not pass the
+/// info key (an unchanged C program attaching more than 256 regions); the key still wins.
+#[test]
+fn region_table_capacity_from_the_environment() {
+    testing::job(2)
+        .env("ONESIDED_MAX_ATTACHED_REGIONS", "300")
+        .timeout(std::time::Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            let win = Window::<u8>::builder(w).create_dynamic()?;
+            assert_eq!(
+                win.get_info().get("onesided_max_attached_regions"),
+                Some("300")
+            );
+            let held: Vec<_> = (0..300)
+                .map(|i| win.attach(vec![i as u8; 8]))
+                .collect::<onesided::Result<_>>()?;
+            assert!(matches!(
+                win.attach(vec![0u8; 8]),
+                Err(Error::TooManyRegions { capacity: 300 })
+            ));
+            // A peer reads the table through the window: the last region is reachable.
+            let last = held.last().expect("300 regions").addr;
+            w.barrier()?;
+            let peer = 1 - w.rank();
+            let addrs = w.allgather(&[last as u64])?;
+            let mut got = [0u8; 8];
+            win.lock(LockType::Shared, peer, Assert::NONE)?;
+            win.get(&mut got, peer, addrs[peer] as usize)?;
+            win.unlock(peer)?;
+            assert_eq!(got, [(299 % 256) as u8; 8]);
+            w.barrier()?;
+            drop(held);
+            let info = onesided::WinInfo::new().with("onesided_max_attached_regions", "2");
+            let small = Window::<u8>::builder(w).info(&info).create_dynamic()?;
+            assert_eq!(
+                small.get_info().get("onesided_max_attached_regions"),
+                Some("2")
+            );
+            small.free()?;
+            win.free()?;
+            Ok(())
+        })
+        .assert_success();
+}
+
 #[test]
 fn region_table_limits() {
     testing::run(2, |u| {

@@ -48,8 +48,8 @@ fn map_node_segment(
     if boot.node_size() != boot.size() {
         return Err(Error::Unsupported(format!(
             "{call}: the group spans several nodes ({} of {} processes on this one); \
-             windows of this kind across nodes come later (`allocate` windows work with \
-             the feature `ofi`)",
+             windows of this kind across nodes come later (`allocate`, `create` and \
+             dynamic windows span nodes in a build with a network: feature `net` or `ofi`)",
             boot.node_size(),
             boot.size()
         )));

@@ -30,7 +30,7 @@ pub mod keys {
     /// contiguous.
     pub const ALLOC_SHARED_NONCONTIG: &str = "alloc_shared_noncontig";
     /// `onesided_max_attached_regions` (positive integer, dynamic windows): capacity of each
-    /// process's table of attached regions (default 256).
+    /// process's table of attached regions (default 256, or `ONESIDED_MAX_ATTACHED_REGIONS`).
     pub const MAX_ATTACHED_REGIONS: &str = "onesided_max_attached_regions";
     /// `onesided_target_service` (boolean, `create` windows, default true): origins may
     /// hand small operations on memory reached by cross-memory attach to a target that
@@ -92,8 +92,34 @@ impl fmt::Display for WinScope {
     }
 }
 
-/// Default capacity of a process's dynamic-region table.
+/// Default capacity of a process's dynamic-region table (unless
+/// [`MAX_ATTACHED_REGIONS_ENV`] says otherwise).
 pub const DEFAULT_MAX_ATTACHED_REGIONS: usize = 256;
+
+/// Environment variable: the capacity of the dynamic-region table of every window that does
+/// not set `onesided_max_attached_regions` (a positive integer) — for programs that attach
+/// more regions than the default and cannot pass the info key, such as an unchanged MPI
+/// program under the C ABI.
+pub const MAX_ATTACHED_REGIONS_ENV: &str = "ONESIDED_MAX_ATTACHED_REGIONS";
+
+/// The table capacity [`MAX_ATTACHED_REGIONS_ENV`] asks for: `None` when unset or empty,
+/// an error when it is not a positive integer.
+fn max_attached_regions_from_env() -> Result<Option<usize>> {
+    let Some(value) = std::env::var_os(MAX_ATTACHED_REGIONS_ENV) else {
+        return Ok(None);
+    };
+    let value = value.to_string_lossy();
+    if value.trim().is_empty() {
+        return Ok(None);
+    }
+    match value.trim().parse::<usize>() {
+        Ok(v) if v > 0 => Ok(Some(v)),
+        _ => Err(Error::InvalidArgument(format!(
+            "{MAX_ATTACHED_REGIONS_ENV}={value}: a positive integer (the capacity of each \
+             process's table of attached regions)"
+        ))),
+    }
+}
 
 /// Info object of a window: MPI string key/value pairs, plus typed setters for the keys
 /// onesided understands.
@@ -492,6 +518,9 @@ impl WinHints {
     /// Validated hints from `info`; unknown keys are ignored.
     pub(crate) fn parse(info: &WinInfo) -> Result<WinHints> {
         let mut h = WinHints::default();
+        if let Some(cap) = max_attached_regions_from_env()? {
+            h.max_attached_regions = cap;
+        }
         h.update(info, true)?;
         Ok(h)
     }
