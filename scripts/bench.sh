@@ -136,12 +136,12 @@ for key in sorted(set(new) & set(old)):
     out.append({"bench": key[0], "window": key[1], "sync": key[2], "bytes": key[3],
                 "ranks": key[4], "metric": key[5], "unit": key[-1], "new": a, "old": b,
                 "ratio_new_over_old": ratio, "rounds": rounds, "baseline": sha})
-w = max((len(f"{k[0]} {k[1]} {k[2]} {k[5]}") for k, *_ in rows), default=10)
+w = max((len(f"{k[0]} {k[1]} {k[2]} {k[5]} {k[3]} B [{k[6]}]") for k, *_ in rows), default=10)
 where = " on two virtual nodes (tcp;ofi_rxm, block progress)" if ab == "ab-net" else ""
 lines = [f"Same-run A/B, 2 processes{where}, median of {rounds} alternating rounds: this tree (new) vs {sha} (old)",
          f"{'cell':<{w}}  {'unit':>7}  {'new':>12}  {'old':>12}  {'new/old':>7}"]
 for k, a, b, ratio, better in rows:
-    cell = f"{k[0]} {k[1]} {k[2]} {k[5]}" + (f" [{k[6]}]" if k[6] else "")
+    cell = f"{k[0]} {k[1]} {k[2]} {k[5]}" + (f" {k[3]} B" if k[3] else "") + (f" [{k[6]}]" if k[6] else "")
     lines.append(f"{cell:<{w}}  {k[-1]:>7}  {a:12.4g}  {b:12.4g}  {ratio:7.3f}" + ("" if abs(ratio - 1) < 0.05 else ("  better" if better else "  worse")))
 if note:
     lines.append(note)
