@@ -884,6 +884,16 @@ pub(crate) unsafe fn win_shared_query<U: TryFrom<usize>>(
             w.shared_query(rank(r)?)?
         };
         let (b, s, u) = match found {
+            // An empty segment of a window whose segments need not be contiguous has no
+            // address: NULL, as MPICH answers (its test win_shared_noncontig_put asserts
+            // it). In a contiguous window it is where the segment would begin, which
+            // programs use to find the start of the whole window.
+            Some(region)
+                if region.size_bytes() == 0
+                    && w.get_info().get("alloc_shared_noncontig") == Some("true") =>
+            {
+                (std::ptr::null_mut(), 0, region.disp_unit())
+            }
             Some(region) => (
                 region.as_ptr().cast::<c_void>(),
                 region.size_bytes(),

@@ -285,6 +285,19 @@ int main(int argc, char **argv) {
   CHECK(qbase == one && qsize == N * (MPI_Aint)sizeof(int) && qunit == sizeof(int),
         "shared_query(MPI_PROC_NULL) is not rank 1's segment");
   MPI_Win_free(&win);
+  /* ... and with alloc_shared_noncontig, rank 0's empty segment has no address (NULL, as
+     MPICH answers). */
+  MPI_Info noncontig;
+  MPI_Info_create(&noncontig);
+  MPI_Info_set(noncontig, "alloc_shared_noncontig", "true");
+  MPI_Win_allocate_shared(size, sizeof(int), noncontig, MPI_COMM_WORLD, &base, &win);
+  MPI_Info_free(&noncontig);
+  int *zero = base;
+  MPI_Win_shared_query(win, 0, &qsize, &qunit, &zero);
+  CHECK(zero == NULL && qsize == 0, "noncontig: rank 0's empty segment at %p", (void *)zero);
+  MPI_Win_shared_query(win, 1, &qsize, &qunit, &one);
+  CHECK(one != NULL && qsize == N * (MPI_Aint)sizeof(int), "noncontig: rank 1's segment");
+  MPI_Win_free(&win);
   MPI_Win_allocate_shared(N * sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &base,
                           &win);
   every_epoch(win, base, "shared");
