@@ -11,7 +11,8 @@
 #                                    # (--net: across two virtual nodes)
 #
 # --baseline builds REV in a git worktree (its own target directory), then runs the cells
-# below under osrun with 2 processes, alternating the two builds for N rounds (default 5),
+# below under osrun with 2 processes, alternating the two builds for N rounds (default 5,
+# each build first in every other round),
 # and reports per cell the median of each build and their ratio (this tree / REV) in
 # results/ab-REV.txt and .json: a slow phase of the machine then moves one round of one
 # build, not a whole side. Every later issue shows "no slowdown" with it.
@@ -89,7 +90,10 @@ if [[ "${1:-}" == "--baseline" ]]; then
   net_cells=(put-latency get-latency fop-latency cas-latency acc-latency --window allocate
              --sync flush --sizes 8 --rounds 3 --p50)
   for ((r = 1; r <= rounds; r++)); do
-    for side in new old; do
+    # Which build goes first alternates too: a job right after another can find the
+    # machine in another state (caches, frequency, the other job's last writes).
+    order=(new old); ((r % 2 == 0)) && order=(old new)
+    for side in "${order[@]}"; do
       bin=$new_bin; [[ $side == old ]] && bin=$old_bin
       echo "== round $r/$rounds: $side"
       if ((across)); then
