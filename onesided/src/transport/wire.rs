@@ -649,7 +649,7 @@ impl Wire {
     /// bytes (both places, with a gate) to this message alone — nobody reads or writes
     /// them until the flag says where it landed. A receiver that cannot place the block or
     /// the flag drops the message and counts it ([`Wire::refused`]).
-    pub(crate) fn post_deliver(
+    fn post_deliver(
         &self,
         peer: u64,
         to: (u64, u64),
