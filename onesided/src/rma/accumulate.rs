@@ -404,11 +404,8 @@ impl WinCore {
             target,
             held: Vec::new(),
         };
-        for stripe in stripes {
-            let word = CtrlWord::Stripe {
-                at: target,
-                index: stripe % ACC_STRIPES,
-            };
+        for index in stripes.map(|stripe| stripe % ACC_STRIPES) {
+            let word = CtrlWord::Stripe { at: target, index };
             let mut backoff = if held.held.is_empty() {
                 Backoff::new()
             } else {
@@ -423,7 +420,7 @@ impl WinCore {
                 }
                 backoff.snooze();
             }
-            held.held.push(stripe % ACC_STRIPES);
+            held.held.push(index);
         }
         Ok(held)
     }
