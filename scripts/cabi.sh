@@ -116,9 +116,11 @@ check_mpi() {
     echo "$mpi: c test across, no progress thread: ok"
   else echo "$out" | tail -20; echo "$mpi: c test across, no progress thread: FAILED"; fail=1; fi
   # ... over the socket network (ONESIDED_NETWORK=socket: no libfabric), and acc_types.c
-  # across the nodes on each network (complex, long double and pair accumulates: lock
-  # stripes taken through the network).
-  for run in "across socket" "acc_types ofi" "acc_types socket"; do
+  # and pointer_swap.c across the nodes on each network (complex, long double and pair
+  # accumulates, and 16-byte pointers replaced and read whole: lock stripes taken through
+  # the network).
+  for run in "across socket" "acc_types ofi" "acc_types socket" "pointer_swap ofi" \
+    "pointer_swap socket"; do
     read -r prog network <<<"$run"
     if out=$(env ONESIDED_NODES=2 ONESIDED_NETWORK="$network" LD_PRELOAD="$lib" "${mpiexec[@]}" \
       "$tests/$prog" 2>&1) && echo "$out" && ! grep -q "onesided-mpi: MPI_Finalize" <<<"$out"; then

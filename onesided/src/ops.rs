@@ -24,6 +24,11 @@ use crate::error::{Error, Result};
 /// other accumulates to the same target waiting.
 pub(crate) const ACC_CHUNK: usize = 64 << 10;
 
+/// Most bytes of an accumulate of several elements that is atomic as a whole, not only
+/// element-wise, where CPU or network atomics update its elements (`rma::accumulate`'s
+/// module docs); also the granule its stripes are keyed by.
+pub(crate) const WHOLE_OP_MAX: usize = 64;
+
 /// The stripes (of `stripes`) that granules `first..=last` map to, each once, in ascending
 /// order: the order in which every holder of several stripes takes them. A wrapping run
 /// gives its low stripes first (`0..end`), then its high ones (`start..stripes`).

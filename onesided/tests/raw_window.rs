@@ -543,3 +543,62 @@ fn windows_in_the_same_pages_share_one_move() {
         })
         .assert_success();
 }
+
+/// Short multi-element accumulates are atomic as a whole against each other, not only
+/// element by element (as MPICH's and Open MPI's are): the MPI-3 linked-list example
+/// replaces a 16-byte `MPI_BYTE` pointer with `MPI_Accumulate` while others read it with
+/// `MPI_Get_accumulate(MPI_NO_OP)`, and a torn read sends them to an address never attached.
+/// Both ranks replace and read, into rank 0: 16 bytes at an 8- but not 16-byte aligned
+/// offset, and six `u32` that cross a 64-byte granule — on mapped memory (allocate) and on
+/// memory reached by cross-memory attach (create over a private buffer).
+#[test]
+fn short_accumulates_are_atomic_as_a_whole() {
+    testing::job(2)
+        .timeout(std::time::Duration::from_secs(120))
+        .run(|u| {
+            let w = u.world();
+            let me = w.rank();
+            let info = onesided::WinInfo::new();
+            let mut private = vec![0u64; 16];
+            let windows = [
+                RawWindow::allocate(w, 128, 1, &info)?,
+                // SAFETY: `private` outlives the window, freed below.
+                unsafe { RawWindow::create(w, private.as_mut_ptr().cast(), 128, 1, &info)? },
+            ];
+            let rounds = if w.node_size() == w.size() {
+                20_000
+            } else {
+                2_000
+            };
+            for win in &windows {
+                win.lock_all(Assert::NONE)?;
+                for round in 0..rounds {
+                    let v = (2 * round + me) as u32;
+                    win.accumulate(&[v as u8; 16], ElemType::U8, 0, 8, Op::Replace)?;
+                    let words: Vec<u8> = bytemuck::cast_slice(&[v; 6]).to_vec();
+                    win.accumulate(&words, ElemType::U32, 0, 56, Op::Replace)?;
+                    let mut seen = [0u8; 16];
+                    win.get_accumulate(&[0; 16], &mut seen, ElemType::U8, 0, 8, Op::NoOp)?;
+                    assert!(
+                        seen.iter().all(|&b| b == seen[0]),
+                        "round {round}: a torn 16-byte read {seen:?}"
+                    );
+                    let mut seen = [0u8; 24];
+                    win.get_accumulate(&[0; 24], &mut seen, ElemType::U32, 0, 56, Op::NoOp)?;
+                    let seen: [u32; 6] = bytemuck::pod_read_unaligned(&seen);
+                    assert!(
+                        seen.iter().all(|&x| x == seen[0]),
+                        "round {round}: a torn read across granules {seen:?}"
+                    );
+                }
+                win.unlock_all()?;
+                w.barrier()?;
+            }
+            for win in windows {
+                win.free()?;
+            }
+            drop(private);
+            Ok(())
+        })
+        .assert_success();
+}

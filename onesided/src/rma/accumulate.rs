@@ -21,6 +21,18 @@
 //! take them in one global order and holders of one never wait while holding it, so
 //! stripes never deadlock.
 //!
+//! **Whole operations.** MPI promises atomicity per basic element only, but the MPI-3
+//! linked-list example — and MPICH's tests of it — replace a 16-byte `{rank, displacement}`
+//! pointer with an `MPI_BYTE` accumulate while others read it with `get_accumulate(no_op)`,
+//! and follow what they read: a torn pointer names memory its rank never attached. MPICH and
+//! Open MPI make each operation atomic as a whole, so such programs run there. Here a
+//! contiguous run of several elements and at most [`WHOLE_OP_MAX`] bytes, where CPU or
+//! network atomics update its elements, also holds the lock stripes of its
+//! [`WHOLE_OP_MAX`]-byte granules while it runs: such runs are atomic as a whole against each
+//! other (a single element needs nothing; the stripe-locked protocol already moves a chunk
+//! under all its stripes). Longer runs stay element-wise: atomic as a whole, they would hold
+//! every other accumulate to the target back. The 8-byte single-element path is unchanged.
+//!
 //! **Across nodes.** Elements CPU atomics can update go through the network's atomics
 //! (`rma::net_atomic`) wherever they lie. The others (complex numbers, `long double`, the
 //! MINLOC/MAXLOC pairs) keep the stripe protocol, with every stripe of the window taken
@@ -41,7 +53,7 @@ use std::sync::atomic::Ordering;
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::layout::{check_match, pieces, Layout};
-use crate::ops::{acc_chunk, lock_stripes, stripes_for, AccElement, ElemType, Op};
+use crate::ops::{acc_chunk, lock_stripes, stripes_for, AccElement, ElemType, Op, WHOLE_OP_MAX};
 use crate::plane::{Awaited, ControlPlane, CtrlWord};
 use crate::rma::check_within;
 use crate::rma::direct::Noting;
@@ -389,6 +401,27 @@ impl WinCore {
         .map(TargetStripes::Mapped)
     }
 
+    /// The stripes that make a run of `count` elements of `size` bytes at `loc` atomic as a
+    /// whole: taken for runs of several elements and at most [`WHOLE_OP_MAX`] bytes where
+    /// CPU or network atomics update the elements (the stripe-locked path takes a chunk's
+    /// stripes itself), keyed by the run's [`WHOLE_OP_MAX`]-byte granules.
+    #[inline]
+    fn lock_whole_op(
+        &self,
+        target: usize,
+        loc: &Located,
+        count: usize,
+        size: usize,
+    ) -> Result<Option<impl Sized + '_>> {
+        let bytes = count * size;
+        if count < 2 || bytes > WHOLE_OP_MAX {
+            return Ok(None);
+        }
+        let (first, last) = (loc.key / WHOLE_OP_MAX, (loc.key + bytes - 1) / WHOLE_OP_MAX);
+        self.lock_target_stripes(target, stripes_for(first, last, ACC_STRIPES))
+            .map(Some)
+    }
+
     /// [`WinCore::lock_target_stripes`] through the control plane: each stripe taken with
     /// a compare-and-swap from free (0) to held (1), in the order of `stripes` (the one
     /// order every holder of several stripes takes them in, as [`lock_stripes`]).
@@ -444,6 +477,8 @@ impl WinCore {
             let Route::Direct(base) = loc.route else {
                 unreachable!("element-wise atomics only on mapped memory")
             };
+            // Short runs of several elements are atomic as a whole (module docs).
+            let _whole = self.lock_whole_op(target, &loc, origin.len(), size)?;
             self.plain_gate.before_atomic();
             if self.plain_accumulate(target, base.cast::<E>(), origin, result.as_deref_mut(), op) {
                 return Ok(());
@@ -468,6 +503,10 @@ impl WinCore {
             };
             if flags.intrinsic() && !crate::rma::net_atomic::native(kind, Some(op), E::TYPE)? {
                 return Err(self.not_intrinsic::<E>(target, &loc));
+            }
+            if let Some(_whole) = self.lock_whole_op(target, &loc, origin.len(), size)? {
+                // Complete at the target before the stripes are released.
+                return crate::rma::net_atomic::accumulate(op, origin, result, at);
             }
             return match result {
                 Some(_) => crate::rma::net_atomic::accumulate(op, origin, result, at),

@@ -101,6 +101,8 @@ impl RawWindow {
         // process accesses atomically.
         match origin {
             [v] => unsafe { T::apply_op(p, op, *v) },
+            // Atomic as a whole: under lock stripes, keyed where `acc_run` finds them.
+            _ if std::mem::size_of_val(origin) <= crate::ops::WHOLE_OP_MAX => return false,
             _ if self.core.plain_accumulate(target, p, origin, None, op) => {
                 // Plain stores, which a flush must fence.
                 self.core.epoch.note_rma();
