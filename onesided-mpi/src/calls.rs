@@ -2075,18 +2075,32 @@ pub(crate) unsafe fn win_set_name(win: MPI_Win, name: *const c_char) -> CallResu
 }
 
 pub(crate) unsafe fn win_get_name(win: MPI_Win, name: *mut c_char, len: *mut c_int) -> CallResult {
-    let e = entry(win)?;
-    if name.is_null() || len.is_null() {
-        return Err(Failure::Window(
-            e,
-            Error::InvalidArgument("a NULL out-argument".into()),
-        ));
-    }
-    let n = e
-        .name
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
+    // MPI-4.1: the null handle has a name too, its own.
+    let n = if win == abi::abi().win_null {
+        if name.is_null() || len.is_null() {
+            let world = abi::abi().comm_world;
+            return Err(Failure::Comm(
+                world,
+                abi::abi().err.arg,
+                "a NULL out-argument".into(),
+            ));
+        }
+        "MPI_WIN_NULL".to_string()
+    } else {
+        let e = entry(win)?;
+        if name.is_null() || len.is_null() {
+            return Err(Failure::Window(
+                e,
+                Error::InvalidArgument("a NULL out-argument".into()),
+            ));
+        }
+        let n = e
+            .name
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        n
+    };
     let b = n.as_bytes();
     let k = b.len().min(MAX_OBJECT_NAME - 1);
     // SAFETY: the caller's buffer of MPI_MAX_OBJECT_NAME bytes (MPI's contract).

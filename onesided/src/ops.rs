@@ -72,13 +72,16 @@ impl<'a, I: Iterator<Item = &'a AtomicU64> + Clone> Drop for StripesHeld<'a, I> 
 /// Gives up with [`Error::JobAborted`] once `aborted` says so (releasing what it took): the
 /// holder may be a rank that died inside its update.
 ///
-/// Deadlock-free because a holder never waits for anything but a later stripe: every
+/// Deadlock-free because a holder never waits for anything but a later stripe (or, across
+/// nodes, its own network operations, which the target completes without a stripe): every
 /// holder of several stripes takes them in one order, and a thread that holds one does not
 /// serve other processes' requests while it waits for the next (a served accumulate could
 /// need a stripe this very thread holds). Holding nothing, a waiter serves as any wait does.
+/// A wait past `ONESIDED_HANG_REPORT`'s delay reports the stripe of `target`.
 pub(crate) fn lock_stripes<'a, I>(
     words: I,
     aborted: &dyn Fn() -> bool,
+    target: usize,
 ) -> Result<StripesHeld<'a, I>>
 where
     I: Iterator<Item = &'a AtomicU64> + Clone,
@@ -93,16 +96,28 @@ where
         } else {
             Backoff::holding_a_lock()
         };
+        let mut hang = crate::diag::HangClock::new();
         // Acquire: the previous holder's element updates are visible to us.
         while word.compare_exchange_weak(0, 1, Acquire, Relaxed).is_err() {
             if aborted() {
                 return Err(Error::JobAborted);
             }
+            hang.tick(|| stripe_wait(target, held.count));
             backoff.snooze();
         }
         held.count += 1;
     }
     Ok(held)
+}
+
+/// What a wait for an accumulate lock stripe of `target` waits for, `held` stripes of the
+/// operation taken already (the hang report's line).
+#[cold]
+pub(crate) fn stripe_wait(target: usize, held: usize) -> String {
+    format!(
+        "an accumulate lock stripe of rank {target}, held by another accumulate \
+         ({held} stripes of this one taken)"
+    )
 }
 
 /// Elements `i..j` of a run of `n` elements of `size` bytes starting at stripe key `key`
@@ -985,7 +1000,7 @@ mod tests {
                 watch.stripes[1].store(0, Release);
             });
             // Stripe 0 is free and taken at once; the wait is for stripe 1, holding 0.
-            lock_stripes(watch.stripes.iter(), &|| false)
+            lock_stripes(watch.stripes.iter(), &|| false, 0)
         })
         .expect("both stripes");
         crate::attention::unregister(&server);
@@ -1005,7 +1020,7 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(50));
                 first.store(0, Release);
             });
-            drop(lock_stripes(std::iter::once(first), &|| false).expect("stripe 0"));
+            drop(lock_stripes(std::iter::once(first), &|| false, 0).expect("stripe 0"));
         });
         crate::attention::unregister(&server);
         assert!(
@@ -1019,7 +1034,7 @@ mod tests {
         let free = AtomicU64::new(0);
         let held = AtomicU64::new(1);
         assert!(matches!(
-            lock_stripes([&free, &held].into_iter(), &|| true),
+            lock_stripes([&free, &held].into_iter(), &|| true, 0),
             Err(Error::JobAborted)
         ));
         assert_eq!(free.load(Relaxed), 0, "what it took is released again");

@@ -789,3 +789,71 @@ fn long_accumulates_under_an_exclusive_lock_go_plain_and_lose_no_update() {
         Ok(())
     });
 }
+
+/// A wait for an accumulate lock stripe that lasts reports what it waits for
+/// (`ONESIDED_HANG_REPORT`), and still completes: rank 1 keeps accumulating 64 KiB runs of
+/// complex numbers into rank 0's memory (each run under all its stripes: on one node in
+/// rank 0's control block, across nodes through the control plane) until rank 0 says stop;
+/// rank 0 stops rank 1 and accumulates one element there itself. When rank 1 was stopped
+/// holding the stripes, that accumulate waits until a thread of rank 0 lets rank 1
+/// continue 1.5 s later — and says so after 0.5 s.
+#[test]
+fn a_stripe_wait_that_lasts_reports_itself() {
+    use onesided::{Complex64, ElemType, RawWindow};
+    const RUN: usize = 64 << 10;
+    let report = testing::job(2)
+        .env("ONESIDED_HANG_REPORT", "0.5")
+        .timeout(std::time::Duration::from_secs(120))
+        .run(|u| {
+            let w = u.world();
+            let me = w.rank();
+            let mut private = vec![0u64; RUN / 8 + 1];
+            // SAFETY: `private` outlives the window, freed below.
+            let win = unsafe {
+                RawWindow::create(w, private.as_mut_ptr().cast(), RUN + 8, 1, &WinInfo::new())?
+            };
+            let pids = w.allgather(&[std::process::id() as u64])?;
+            win.lock_all(Assert::NONE)?;
+            let done_at = RUN;
+            if me == 1 {
+                let ones = vec![Complex64 { re: 1.0, im: 0.0 }; RUN / 16];
+                let mut done = [0u8; 8];
+                while done == [0; 8] {
+                    win.accumulate(bytemuck::cast_slice(&ones), ElemType::C64, 0, 0, Op::Sum)?;
+                    win.get_accumulate(&[0; 8], &mut done, ElemType::U64, 0, done_at, Op::NoOp)?;
+                }
+            } else {
+                let mut waited = false;
+                for _attempt in 0..30 {
+                    common::stop(pids[1]);
+                    let peer = rustix::process::Pid::from_raw(pids[1] as i32).unwrap();
+                    let waker = std::thread::spawn(move || {
+                        std::thread::sleep(std::time::Duration::from_millis(1500));
+                        rustix::process::kill_process(peer, rustix::process::Signal::CONT)
+                    });
+                    let start = std::time::Instant::now();
+                    let z = Complex64 { re: 0.0, im: 1.0 };
+                    win.accumulate(bytemuck::bytes_of(&z), ElemType::C64, 0, 16, Op::Sum)?;
+                    waited = start.elapsed() >= std::time::Duration::from_secs(1);
+                    waker.join().unwrap().expect("continue");
+                    if waited {
+                        break;
+                    }
+                }
+                assert!(waited, "rank 1 was never stopped holding a stripe");
+                win.accumulate(&1u64.to_ne_bytes(), ElemType::U64, 0, done_at, Op::Replace)?;
+            }
+            win.unlock_all()?;
+            w.barrier()?;
+            win.free()?;
+            drop(private);
+            Ok(())
+        });
+    report.assert_success();
+    let err = report.stderr_of(0);
+    assert!(
+        err.lines().any(|l| l.contains("hang report after")
+            && l.contains("an accumulate lock stripe of rank 0")),
+        "rank 0 reported no stripe wait:\n{err}"
+    );
+}

@@ -397,6 +397,7 @@ impl WinCore {
         lock_stripes(
             stripes.map(move |stripe| self.ctrl.stripe(target, stripe % ACC_STRIPES)),
             &|| self.comm.aborted(),
+            target,
         )
         .map(TargetStripes::Mapped)
     }
@@ -444,6 +445,7 @@ impl WinCore {
             } else {
                 Backoff::holding_a_lock()
             };
+            let mut hang = crate::diag::HangClock::new();
             // Acquire: the previous holder's element updates are visible to this one.
             while Awaited::from(plane.compare_swap(word, 0, 1, Ordering::Acquire)).wait(&plane)?
                 != 0
@@ -451,6 +453,7 @@ impl WinCore {
                 if self.comm.aborted() {
                     return Err(Error::JobAborted);
                 }
+                hang.tick(|| crate::ops::stripe_wait(target, held.held.len()));
                 backoff.snooze();
             }
             held.held.push(index);

@@ -347,6 +347,8 @@ pub(crate) struct Executor<'a> {
     pub bounds: Option<(usize, usize)>,
     /// True once the job was aborted (a dead rank may hold a stripe).
     pub aborted: &'a dyn Fn() -> bool,
+    /// The rank whose memory the requests update (named by a hang report).
+    pub target: usize,
 }
 
 impl<'x> Executor<'x> {
@@ -387,7 +389,7 @@ impl<'x> Executor<'x> {
     }
 
     fn lock<S: Iterator<Item = usize> + Clone + 'x>(&self, stripes: S) -> Result<impl Drop + 'x> {
-        crate::ops::lock_stripes(stripes.map(self.stripe), self.aborted)
+        crate::ops::lock_stripes(stripes.map(self.stripe), self.aborted, self.target)
     }
 
     fn typed<E: AccElement>(
@@ -813,6 +815,7 @@ impl Rings {
             stripe_count: fb.stripe_count,
             bounds: None,
             aborted: fb.aborted,
+            target,
         };
         // Acquire: see claim_and_run.
         while ring.head().load(Ordering::Acquire) < upto {
@@ -1106,6 +1109,7 @@ impl crate::attention::Served for Server {
             stripe_count: self.stripes.1,
             bounds: Some(self.bounds),
             aborted: &aborted,
+            target: self.me,
         };
         for origin in (0..self.n).filter(|&o| o != self.me) {
             let ring = Ring {
