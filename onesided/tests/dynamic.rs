@@ -165,7 +165,7 @@ fn attach_detach_while_peers_access() {
 }
 
 /// `ONESIDED_MAX_ATTACHED_REGIONS` sets the table capacity of windows that do not pass the
-/// info key (an unchanged C program attaching more than 256 regions); the key still wins.
+/// info key (an unchanged C program attaching more regions than the default); the key still wins.
 #[test]
 fn region_table_capacity_from_the_environment() {
     testing::job(2)

@@ -172,7 +172,7 @@ fn control_memory(
     // before the agreement that recycled it, and peers touch this window's words only after
     // the agreement below.
     unsafe {
-        // The region table (dynamic windows: 8 KiB a rank by default) is left as the last
+        // The region table (dynamic windows: 56 KiB a rank by default) is left as the last
         // window had it: readers read only the slots below the region count, which is
         // zeroed here, and the owner writes a slot before it counts it (win::dynamic).
         let slots = layout.region_slots();

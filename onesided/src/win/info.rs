@@ -30,7 +30,7 @@ pub mod keys {
     /// contiguous.
     pub const ALLOC_SHARED_NONCONTIG: &str = "alloc_shared_noncontig";
     /// `onesided_max_attached_regions` (positive integer, dynamic windows): capacity of each
-    /// process's table of attached regions (default 256, or `ONESIDED_MAX_ATTACHED_REGIONS`).
+    /// process's table of attached regions (default 1024, or `ONESIDED_MAX_ATTACHED_REGIONS`).
     pub const MAX_ATTACHED_REGIONS: &str = "onesided_max_attached_regions";
     /// `onesided_target_service` (boolean, `create` windows, default true): origins may
     /// hand small operations on memory reached by cross-memory attach to a target that
@@ -94,7 +94,10 @@ impl fmt::Display for WinScope {
 
 /// Default capacity of a process's dynamic-region table (unless
 /// [`MAX_ATTACHED_REGIONS_ENV`] says otherwise).
-pub const DEFAULT_MAX_ATTACHED_REGIONS: usize = 256;
+// 1024: the MPI-3 linked-list example attaches one region per element (MPICH's
+// `linked_list_bench_*` 500 a process at 2 ranks, `window_attach` 1000), and 256 refused them.
+// 56 KiB of control block a process; blocks stay in the control heap up to 17 processes a node.
+pub const DEFAULT_MAX_ATTACHED_REGIONS: usize = 1024;
 
 /// Environment variable: the capacity of the dynamic-region table of every window that does
 /// not set `onesided_max_attached_regions` (a positive integer) — for programs that attach
