@@ -2112,6 +2112,38 @@ pub(crate) unsafe fn win_get_name(win: MPI_Win, name: *mut c_char, len: *mut c_i
     Ok(())
 }
 
+// ---- Communicators ----------------------------------------------------------------------
+
+/// `MPI_Comm_split_type`: the host's, except `MPI_COMM_TYPE_SHARED` under virtual nodes
+/// (`ONESIDED_NODES`), which splits by onesided's node — the processes a shared window may
+/// span — where the host would see one machine and a program's `MPI_Win_allocate_shared`
+/// over its answer would span virtual nodes (`MPI_ERR_RMA_SHARED`).
+pub(crate) unsafe fn comm_split_type(
+    comm: MPI_Comm,
+    split_type: c_int,
+    key: c_int,
+    info: MPI_Info,
+    newcomm: *mut MPI_Comm,
+) -> CallResult {
+    let virtual_node = (split_type == abi::abi().comm_type_shared
+        && std::env::var_os(onesided::bootstrap::ENV_NODES).is_some())
+    .then(|| UNIVERSE.get())
+    .flatten()
+    .and_then(|u| u.world().node_of(u.world().rank()).ok());
+    // SAFETY: the caller's arguments, as MPI specifies them (the color a node number).
+    let code = unsafe {
+        match virtual_node {
+            Some(node) => (host().comm_split)(comm, node as c_int, key, newcomm),
+            None => (host().comm_split_type)(comm, split_type, key, info, newcomm),
+        }
+    };
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(Failure::Host(code))
+    }
+}
+
 // ---- Memory -----------------------------------------------------------------------------
 
 pub(crate) unsafe fn alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void) -> CallResult {

@@ -91,6 +91,10 @@ exports! {
     ) => calls::init_thread;
     MPI_Finalize / PMPI_Finalize() => calls::finalize;
 
+    MPI_Comm_split_type / PMPI_Comm_split_type(
+        comm: MPI_Comm, split_type: c_int, key: c_int, info: MPI_Info, newcomm: *mut MPI_Comm,
+    ) => calls::comm_split_type;
+
     MPI_Alloc_mem / PMPI_Alloc_mem(size: MPI_Aint, info: MPI_Info, baseptr: *mut c_void)
         => calls::alloc_mem;
     MPI_Free_mem / PMPI_Free_mem(base: *mut c_void) => calls::free_mem;

@@ -40,15 +40,31 @@ int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   int peer = 1 - rank;
-  /* Virtual nodes of one host (ONESIDED_NODES=2), or two hosts (scripts/slurm.sh). */
-  MPI_Comm host;
-  int host_size;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
-  MPI_Comm_size(host, &host_size);
-  MPI_Comm_free(&host);
-  CHECK(getenv("ONESIDED_NODES") != NULL || host_size == 1,
-        "run with ONESIDED_NODES=2, or on two hosts");
+  /* Virtual nodes of one host (ONESIDED_NODES=2), or two hosts (scripts/slurm.sh): either
+     way each rank shares memory with itself only, and MPI_COMM_TYPE_SHARED says so (under
+     virtual nodes the library splits by its node, not the host MPI's machine). */
+  MPI_Comm node;
+  int node_size;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  MPI_Comm_size(node, &node_size);
+  CHECK(node_size == 1, "%d processes share this rank's node: run with ONESIDED_NODES=2, or "
+        "on two hosts", node_size);
   CHECK(getenv("ONESIDED_ACROSS_NODES") == NULL, "run without ONESIDED_ACROSS_NODES");
+  /* A shared window over the node's communicator, as every MPI-3 shared-memory program
+     makes one. */
+  long *node_base, *queried;
+  MPI_Win node_win;
+  MPI_Aint node_bytes;
+  int node_unit;
+  CHECK(MPI_Win_allocate_shared(4 * sizeof(long), sizeof(long), MPI_INFO_NULL, node,
+                                &node_base, &node_win) == MPI_SUCCESS,
+        "allocate_shared over MPI_COMM_TYPE_SHARED's communicator");
+  CHECK(ours(node_win), "the node's shared window is not onesided's");
+  MPI_Win_shared_query(node_win, 0, &node_bytes, &node_unit, &queried);
+  CHECK(queried == node_base && node_bytes == 4 * sizeof(long) && node_unit == sizeof(long),
+        "shared_query of the node's window");
+  MPI_Win_free(&node_win);
+  MPI_Comm_free(&node);
 
   long *base;
   MPI_Win win;

@@ -24,6 +24,7 @@ pub(crate) mod rsmpi;
 
 pub use call::{Call, CallTag};
 pub use comm::{Comm, ReduceOp, ReduceType, Reducible};
+pub use local::ENV_NODES;
 pub use roster::PeerWatch;
 
 use std::fmt::Debug;
