@@ -400,7 +400,7 @@ exports! {
     MPI_Win_set_name / PMPI_Win_set_name(win: MPI_Win, win_name: *const c_char)
         => calls::win_set_name, forward win(win);
     MPI_Win_get_name / PMPI_Win_get_name(win: MPI_Win, win_name: *mut c_char, resultlen: *mut c_int)
-        => calls::win_get_name, forward win(win);
+        => calls::win_get_name, forward win_or_null(win);
 }
 
 /// The Fortran integer of one of our windows under a pointer ABI (Open MPI's Fortran handles

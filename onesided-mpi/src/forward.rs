@@ -33,6 +33,16 @@ pub(crate) unsafe fn win(win: MPI_Win) -> bool {
     !abi::is_ours(win) && hosts_windows()
 }
 
+/// `MPI_Win_get_name(win)` goes to the host as [`win`] says, except for `MPI_WIN_NULL`,
+/// whose name MPI-4.1 defines and an MPI-4.0 host (MPICH 4.0.2) refuses.
+///
+/// # Safety
+/// None (a plain value); `unsafe` for the uniform signature of the rules.
+pub(crate) unsafe fn win_or_null(win: MPI_Win) -> bool {
+    // SAFETY: a plain value.
+    win != abi::abi().win_null && unsafe { self::win(win) }
+}
+
 /// `MPI_Win_free(win)` goes to the host: `*win` is not one of ours.
 ///
 /// # Safety
