@@ -399,13 +399,8 @@ fn complex_long_double_and_pair_accumulates() {
         .run(|u| {
             let w = u.world();
             let me = w.rank();
-            let info = onesided::WinInfo::new();
             let mut private = vec![0u64; 16];
-            let windows = [
-                RawWindow::allocate(w, 128, 1, &info)?,
-                // SAFETY: `private` outlives the window, freed below.
-                unsafe { RawWindow::create(w, private.as_mut_ptr().cast(), 128, 1, &info)? },
-            ];
+            let windows = mapped_and_attached(w, &mut private)?;
             for win in &windows {
                 win.fence(Assert::NONE)?;
                 if me == 0 {
@@ -544,6 +539,22 @@ fn windows_in_the_same_pages_share_one_move() {
         .assert_success();
 }
 
+/// Two windows of 128 bytes: `allocate` (memory every process maps) and `create` over
+/// `private` (reached by cross-memory attach); the caller keeps `private` until both are
+/// freed.
+fn mapped_and_attached(
+    w: &onesided::Comm,
+    private: &mut [u64],
+) -> onesided::Result<[RawWindow; 2]> {
+    assert!(private.len() * 8 >= 128, "128 bytes of private memory");
+    let info = onesided::WinInfo::new();
+    Ok([
+        RawWindow::allocate(w, 128, 1, &info)?,
+        // SAFETY: the caller keeps `private` alive until the window is freed.
+        unsafe { RawWindow::create(w, private.as_mut_ptr().cast(), 128, 1, &info)? },
+    ])
+}
+
 /// Short multi-element accumulates are atomic as a whole against each other, not only
 /// element by element (as MPICH's and Open MPI's are): the MPI-3 linked-list example
 /// replaces a 16-byte `MPI_BYTE` pointer with `MPI_Accumulate` while others read it with
@@ -558,13 +569,8 @@ fn short_accumulates_are_atomic_as_a_whole() {
         .run(|u| {
             let w = u.world();
             let me = w.rank();
-            let info = onesided::WinInfo::new();
             let mut private = vec![0u64; 16];
-            let windows = [
-                RawWindow::allocate(w, 128, 1, &info)?,
-                // SAFETY: `private` outlives the window, freed below.
-                unsafe { RawWindow::create(w, private.as_mut_ptr().cast(), 128, 1, &info)? },
-            ];
+            let windows = mapped_and_attached(w, &mut private)?;
             let rounds = if w.node_size() == w.size() {
                 20_000
             } else {
