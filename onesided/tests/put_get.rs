@@ -266,3 +266,58 @@ fn many_small_puts_to_ordinary_memory() {
         Ok(())
     });
 }
+
+/// A `flush` after a `flush_local` completes the puts at the target: the `flush_local`
+/// once let the next `flush` of its target take the inlined path, which only fences, and a
+/// put staged for ordinary memory, in a target's ring or on the network stayed behind.
+/// And `flush_local` alone writes puts to ranks of its node (documented at
+/// `RawWindow::flush_local`; MPI asks only local completion): OSHMPI's `shmem_clear_lock`
+/// hands its lock on after a put, `flush_local` and an atomic on another window, and
+/// lost updates under the preload until it did (SOS's `mt_lock_test`). Rank 0 puts to
+/// every rank and tells them with a barrier, its lock_all epoch still open (no unlock
+/// completes anything on the calls' behalf); every kind of window.
+#[test]
+fn flush_local_and_flush_complete_at_the_target() {
+    testing::run(3, |u| {
+        let w = u.world();
+        let (me, n) = (w.rank(), w.size());
+        let near_zero = w.node_of(me)? == w.node_of(0)?;
+        for kind in Kind::all_over(w) {
+            let f = Fixture::<u64>::new(w, kind, 8)?;
+            for round in 1..=20u64 {
+                let value = |slot: u64| (round << 16) | (slot << 8) | kind as u64;
+                if me == 0 {
+                    f.win.lock_all(Assert::NONE)?;
+                    for t in 0..n {
+                        f.win.put(&[value(3)], t, f.disp(t, 3))?;
+                        f.win.flush_local(t)?;
+                        f.win.flush(t)?;
+                        f.win.put(&[value(5)], t, f.disp(t, 5))?;
+                        f.win.flush_local(t)?;
+                    }
+                }
+                w.barrier()?;
+                let mut mine = [0u64; 8];
+                f.read_local(0, &mut mine)?;
+                assert_eq!(
+                    mine[3],
+                    value(3),
+                    "{kind:?}, round {round}, rank {me}: flush"
+                );
+                if near_zero {
+                    assert_eq!(
+                        mine[5],
+                        value(5),
+                        "{kind:?}, round {round}, rank {me}: flush_local"
+                    );
+                }
+                w.barrier()?;
+                if me == 0 {
+                    f.win.unlock_all()?;
+                }
+            }
+            f.free()?;
+        }
+        Ok(())
+    });
+}

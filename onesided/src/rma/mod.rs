@@ -313,6 +313,7 @@ impl WinCore {
         self.ring_gate_for(target, flags)?;
         // Staged puts go first: they reach memory in issue order.
         self.drain_before_op(flags)?;
+        self.settle_near_before_read(route)?;
         route.read(dst)?;
         self.epoch.note_rma();
         Ok(())
@@ -410,6 +411,7 @@ impl RawWindow {
             .resolve_layout("get", target, disp, target_layout)?;
         self.core.ring_gate_for(target, self.flags.get())?;
         self.core.drain_before_op(self.flags.get())?;
+        self.core.settle_near_before_read(base.route)?;
         base.route
             .read_pieces(bytemuck::cast_slice_mut(origin), &list)?;
         self.core.epoch.note_rma();

@@ -257,6 +257,20 @@ impl WinCore {
         Ok(())
     }
 
+    /// Before a read of memory on this node (`route` not the network's): the accumulates
+    /// to this node's ranks that a window across nodes sent through the network complete
+    /// first (issuing one forgets the access cache, so the read takes the slow path that
+    /// calls this). A get reads memory directly and would overtake them, where on one node
+    /// it would not: ARMCI's location consistency (one origin's put, accumulate, then get
+    /// of one location, each with `flush_local`) relies on it.
+    #[inline]
+    pub(crate) fn settle_near_before_read(&self, route: crate::transport::Route) -> Result<()> {
+        if !matches!(route, crate::transport::Route::Net(_)) && self.net_writes.near.pending() {
+            return self.complete_net();
+        }
+        Ok(())
+    }
+
     /// True when the operations in flight on the network that an atomic must not overtake
     /// are all atomics of a provider that keeps them in order: no RMA write of this window
     /// since the last completion (`net_writes.far`; reads are waited for).

@@ -1,8 +1,9 @@
 //! Flush (MPI-4.1 §12.5.4): completing operations inside a passive-target epoch.
 //!
-//! Data movement in onesided completes locally before `put`/`get` return (a load/store copy
-//! or a finished `process_vm_*` call), so local completion (`flush_local*`) is only the
-//! epoch check. Remote completion (`flush*`) must also order our stores before any later
+//! Data movement in onesided completes locally before `put`/`get` return (a load/store copy,
+//! a finished `process_vm_*` call, or a copy into a stage or a ring), so local completion
+//! (`flush_local*`) needs only the epoch check; it also writes what the node still holds
+//! for its targets (see [`WinCore::flush_local`]). Remote completion (`flush*`) must also order our stores before any later
 //! load or store of ours (another origin may read the data after we signal it, Dekker
 //! style), which is one full memory fence — foMPI's [Gerstenberger13] "mfence" — the whole critical path.
 //! With requests queued in the progress engine, a flush waits behind them.
@@ -141,15 +142,36 @@ impl WinCore {
         self.complete_at_targets(Order::BARRIER, flags, None)
     }
 
+    /// Local completion: data is locally complete when the operation returns, so MPI asks
+    /// only the epoch check here. On top of it, what this node still holds back for its
+    /// targets — puts staged for ordinary memory, requests in targets' rings — is
+    /// completed at the targets: libraries built on MPI RMA release locks after
+    /// `flush_local` (OSHMPI's `shmem_clear_lock`: put, `flush_local`, then an atomic on
+    /// another window), where MPICH and Open MPI have already written such puts on one node.
+    /// Nothing waits for the network. The common case — nothing staged or posted since the
+    /// last flush of `target` — is the flush cache's one comparison, inlined.
     #[inline]
     pub(crate) fn flush_local(&self, target: usize) -> Result<()> {
-        self.check_rank(target)?;
-        self.epoch.check_flush("flush_local", target)
+        if target < self.size && self.epoch.flush_cached(target) {
+            return Ok(());
+        }
+        self.flush_local_slow(target)
     }
 
+    /// [`WinCore::flush_local`] past its common case. The check must not set the flush
+    /// cache: the next `flush` of `target` would then skip the network's operations.
+    #[inline(never)]
+    fn flush_local_slow(&self, target: usize) -> Result<()> {
+        self.check_rank(target)?;
+        self.epoch.check_flush_uncached("flush_local", target)?;
+        self.drain_staged()
+    }
+
+    /// [`WinCore::flush_local`] for every target.
     #[inline]
     pub(crate) fn flush_local_all(&self) -> Result<()> {
-        self.epoch.check_flush_all("flush_local_all")
+        self.epoch.check_flush_all("flush_local_all")?;
+        self.drain_staged()
     }
 }
 
@@ -185,7 +207,9 @@ impl RawWindow {
     }
 
     /// Completes operations to `target` at the origin: buffers may be reused
-    /// (MPI_Win_flush_local). In onesided this already holds when `put`/`get` return.
+    /// (MPI_Win_flush_local). In onesided this already holds when `put`/`get` return; the
+    /// call also writes the puts to ranks of this node that are still staged or in a ring
+    /// (not the network's: a `flush` completes those).
     #[inline]
     pub fn flush_local(&self, target: usize) -> Result<()> {
         self.core.flush_local(target)

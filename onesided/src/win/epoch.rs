@@ -481,8 +481,8 @@ impl EpochState {
     }
 
     /// [`Self::check_flush`] that does not set the flush cache: for callers that do not
-    /// drain every thread's staged puts afterwards (a thread-scope flush), since the cache
-    /// lets the next flush skip draining.
+    /// drain every thread's staged puts afterwards (a thread-scope flush, `flush_local`),
+    /// since the cache lets the next flush skip draining.
     pub(crate) fn check_flush_uncached(&self, call: &'static str, target: usize) -> Result<()> {
         // Relaxed: as in access_cached.
         let fast = self.fast_passive.load(Ordering::Relaxed);
