@@ -857,3 +857,43 @@ fn a_stripe_wait_that_lasts_reports_itself() {
         "rank 0 reported no stripe wait:\n{err}"
     );
 }
+
+/// One origin's accumulate, then put and get of the same elements, with no flush between,
+/// land and read in issue order, as on one node. On a window
+/// across nodes, an accumulate that CPU atomics do not apply (here: ARMCI-MPI's 1 MiB
+/// `mpi_accumulate_granularity`) to a rank of the origin's own node is in flight on the
+/// network while a put or get touches that memory directly: they wait for it
+/// (ARMCI-MPI's location-consistency test read stale values across two virtual nodes
+/// before). Each rank accumulates to the next one only, so the next one's elements are
+/// exactly the rounds done. A get through the network from another node may still
+/// overtake a provider's accumulate (open): ranks of one node are checked.
+#[test]
+fn puts_and_gets_land_after_the_accumulate_issued_before_them() {
+    const N: usize = 32;
+    testing::run(4, |u| {
+        let w = u.world();
+        let (me, n) = (w.rank(), w.size());
+        // ARMCI-MPI's hint: without it the elements take CPU atomics on this node.
+        let info = WinInfo::new().accumulate_granularity(1 << 20);
+        let win = Window::<u64>::builder(w).info(&info).allocate(N)?;
+        let next = (me + 1) % n;
+        let near = w.node_of(next)? == w.node_of(me)?;
+        win.lock_all(Assert::NONE)?;
+        for round in 1..=100u64 {
+            win.accumulate(&[1; N], next, 0, Op::Sum)?;
+            // A put after it lands after it too: element 0 ends as the put wrote it.
+            win.put(&[round << 32], next, 0)?;
+            let mut back = [0u64; N];
+            win.get(&mut back, next, 0)?;
+            if near {
+                let mut want = [round; N];
+                want[0] = round << 32;
+                assert_eq!(back, want, "rank {me} reading rank {next}");
+            }
+        }
+        win.unlock_all()?;
+        w.barrier()?;
+        win.free()?;
+        Ok(())
+    });
+}

@@ -521,8 +521,9 @@ impl WinCore {
                     // rank of this node waits for it (`WinCore::complete_net_for`).
                     if !matches!(loc.route, Route::Net(_)) {
                         self.net_writes.near.issue();
-                        // A later get of this node reads memory directly: send it down
-                        // the path that lets this accumulate land first (`get_routed`).
+                        // A later get or put of this node touches memory directly: send
+                        // it down the path that lets this accumulate land first
+                        // (`WinCore::settle_near_before`).
                         self.epoch.forget_access_cache();
                     }
                     self.epoch.forget_flush_cache();

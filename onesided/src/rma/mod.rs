@@ -108,7 +108,10 @@ impl WinCore {
             return self.defer_put(src, target, disp).map(drop);
         }
         match self.resolve("put", target, disp, src.len()) {
-            Ok(at) => self.put_routed(at.route, src, target, flags),
+            Ok(at) => {
+                self.settle_near_before(at.route)?;
+                self.put_routed(at.route, src, target, flags)
+            }
             Err(e) => self.across_regions("put", e, target, (disp, src.len(), 1), |piece, at| {
                 self.put_routed(at.route, &src[piece], target, flags)
             }),
@@ -313,7 +316,7 @@ impl WinCore {
         self.ring_gate_for(target, flags)?;
         // Staged puts go first: they reach memory in issue order.
         self.drain_before_op(flags)?;
-        self.settle_near_before_read(route)?;
+        self.settle_near_before(route)?;
         route.read(dst)?;
         self.epoch.note_rma();
         Ok(())
@@ -387,6 +390,7 @@ impl RawWindow {
             .resolve_layout("put", target, disp, target_layout)?;
         self.core.ring_gate_for(target, self.flags.get())?;
         self.core.drain_before_op(self.flags.get())?;
+        self.core.settle_near_before(base.route)?;
         self.core.posting(self.flags.get(), || {
             base.route
                 .post_write_pieces(bytemuck::cast_slice(origin), &list)
@@ -411,7 +415,7 @@ impl RawWindow {
             .resolve_layout("get", target, disp, target_layout)?;
         self.core.ring_gate_for(target, self.flags.get())?;
         self.core.drain_before_op(self.flags.get())?;
-        self.core.settle_near_before_read(base.route)?;
+        self.core.settle_near_before(base.route)?;
         base.route
             .read_pieces(bytemuck::cast_slice_mut(origin), &list)?;
         self.core.epoch.note_rma();

@@ -257,15 +257,19 @@ impl WinCore {
         Ok(())
     }
 
-    /// Before a read of memory on this node (`route` not the network's): the accumulates
-    /// to this node's ranks that a window across nodes sent through the network complete
-    /// first (issuing one forgets the access cache, so the read takes the slow path that
-    /// calls this). A get reads memory directly and would overtake them, where on one node
-    /// it would not: ARMCI's location consistency (one origin's put, accumulate, then get
-    /// of one location, each with `flush_local`) relies on it.
+    /// Before a read or write of memory on this node (`route` not the network's): the
+    /// accumulates to this node's ranks that a window across nodes sent through the
+    /// network complete first (issuing one forgets the access cache, so the next operation
+    /// takes the slow path that calls this). A get or put touches memory directly and
+    /// would overtake them, where on one node it would not: ARMCI's location consistency
+    /// (one origin's put, accumulate, then get of one location, each with `flush_local`)
+    /// relies on it.
     #[inline]
-    pub(crate) fn settle_near_before_read(&self, route: crate::transport::Route) -> Result<()> {
-        if !matches!(route, crate::transport::Route::Net(_)) && self.net_writes.near.pending() {
+    pub(crate) fn settle_near_before(&self, route: crate::transport::Route) -> Result<()> {
+        if self.net.is_some()
+            && !matches!(route, crate::transport::Route::Net(_))
+            && self.net_writes.near.pending()
+        {
             return self.complete_net();
         }
         Ok(())
