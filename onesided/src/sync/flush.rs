@@ -3,10 +3,11 @@
 //! Data movement in onesided completes locally before `put`/`get` return (a load/store copy,
 //! a finished `process_vm_*` call, or a copy into a stage or a ring), so local completion
 //! (`flush_local*`) needs only the epoch check; it also writes what the node still holds
-//! for its targets (see [`WinCore::flush_local`]). Remote completion (`flush*`) must also order our stores before any later
-//! load or store of ours (another origin may read the data after we signal it, Dekker
-//! style), which is one full memory fence — foMPI's [Gerstenberger13] "mfence" — the whole critical path.
-//! With requests queued in the progress engine, a flush waits behind them.
+//! for its targets (see [`WinCore::flush_local`]). Remote completion (`flush*`) must also
+//! order our stores before any later load or store of ours (another origin may read the
+//! data after we signal it, Dekker style), which is one full memory fence — foMPI's
+//! [Gerstenberger13] "mfence" — the whole critical path. With requests queued in the
+//! progress engine, a flush waits behind them.
 
 use std::sync::atomic::{fence, Ordering};
 
