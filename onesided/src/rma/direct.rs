@@ -176,11 +176,11 @@ impl RawWindow {
         self.core.flush_if_quiet_serialized(target)
     }
 
-    /// [`RawWindow::flush_local`] when the target was already checked in this epoch (a
-    /// put or get here completes at the origin before it returns: nothing to wait for).
+    /// [`RawWindow::flush_local`] when the target was already checked in this epoch and
+    /// nothing was staged or posted for a rank of this node since: nothing to do.
     #[inline(always)]
     pub fn flush_local_if_checked(&self, target: usize) -> bool {
-        target < self.core.size && self.core.epoch.flush_cached(target)
+        self.core.flush_local_if_cached(target)
     }
 }
 

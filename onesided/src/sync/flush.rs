@@ -153,10 +153,18 @@ impl WinCore {
     /// last flush of `target` — is the flush cache's one comparison, inlined.
     #[inline]
     pub(crate) fn flush_local(&self, target: usize) -> Result<()> {
-        if target < self.size && self.epoch.flush_cached(target) {
+        if self.flush_local_if_cached(target) {
             return Ok(());
         }
         self.flush_local_slow(target)
+    }
+
+    /// The common case of [`WinCore::flush_local`]: `target` was checked in this epoch and
+    /// nothing was staged or posted since (both reset the flush cache), so there is
+    /// nothing to do. Also the C ABI's inlined test (`RawWindow::flush_local_if_checked`).
+    #[inline(always)]
+    pub(crate) fn flush_local_if_cached(&self, target: usize) -> bool {
+        target < self.size && self.epoch.flush_cached(target)
     }
 
     /// [`WinCore::flush_local`] past its common case. The check must not set the flush
