@@ -7,7 +7,8 @@
 //! element is still updated atomically with respect to every other accumulate on it. On a
 //! window across nodes the stripes are taken through the window's control plane (network
 //! atomics on the target's words) and the elements read and written through the network,
-//! by this node's processes too. Their layouts are C's: `float _Complex`, `double
+//! by this node's processes too — or, to another node that the wire reaches, sent as one
+//! message that the target applies under the stripes itself. Their layouts are C's: `float _Complex`, `double
 //! _Complex`, `long double` (80 bits in 16 bytes), the C pair structs with their padding
 //! (`MPI_DOUBLE_INT` is `{double; int;}`, 16 bytes).
 

@@ -796,12 +796,14 @@ fn long_accumulates_under_an_exclusive_lock_go_plain_and_lose_no_update() {
 /// rank 0's control block, across nodes through the control plane) until rank 0 says stop;
 /// rank 0 stops rank 1 and accumulates one element there itself. When rank 1 was stopped
 /// holding the stripes, that accumulate waits until a thread of rank 0 lets rank 1
-/// continue 1.5 s later — and says so after 0.5 s.
+/// continue 1.5 s later — and says so after 0.5 s. Across two nodes rank 2, on the other
+/// node, accumulates single elements among rank 1's runs now and then: the target applies
+/// them under the stripes itself, answering "held" while rank 1 holds one.
 #[test]
 fn a_stripe_wait_that_lasts_reports_itself() {
     use onesided::{Complex64, ElemType, RawWindow};
     const RUN: usize = 64 << 10;
-    let report = testing::job(2)
+    let report = testing::job(3)
         .env("ONESIDED_HANG_REPORT", "0.5")
         .timeout(std::time::Duration::from_secs(120))
         .run(|u| {
@@ -815,14 +817,23 @@ fn a_stripe_wait_that_lasts_reports_itself() {
             let pids = w.allgather(&[std::process::id() as u64])?;
             win.lock_all(Assert::NONE)?;
             let done_at = RUN;
-            if me == 1 {
+            // On one node rank 2 only watches: its updates would go through rank 0's
+            // request ring there, which rank 0's own wait serves.
+            let across = w.node_size() != w.size();
+            if me == 1 || (me == 2 && across) {
                 let ones = vec![Complex64 { re: 1.0, im: 0.0 }; RUN / 16];
+                let mine = if me == 1 { &ones[..] } else { &ones[..1] };
+                let at = if me == 1 { 0 } else { 32 };
                 let mut done = [0u8; 8];
                 while done == [0; 8] {
-                    win.accumulate(bytemuck::cast_slice(&ones), ElemType::C64, 0, 0, Op::Sum)?;
+                    win.accumulate(bytemuck::cast_slice(mine), ElemType::C64, 0, at, Op::Sum)?;
                     win.get_accumulate(&[0; 8], &mut done, ElemType::U64, 0, done_at, Op::NoOp)?;
+                    if me == 2 {
+                        // Now and then: rank 0 must find rank 1 holding the stripes.
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                    }
                 }
-            } else {
+            } else if me == 0 {
                 let mut waited = false;
                 for _attempt in 0..30 {
                     common::stop(pids[1]);

@@ -491,6 +491,75 @@ fn complex_long_double_and_pair_accumulates() {
         .assert_success();
 }
 
+/// Runs of MINLOC/MAXLOC pairs (types no CPU atomic updates) across 64-byte granules are
+/// updated whole under their lock stripes, however many processes contend: both ranks
+/// replace ten `DoubleInt` (160 bytes, three granules) at rank 0 and read them back with
+/// `get_accumulate(no_op)` and a MAXLOC that changes nothing; a torn run fails. Across
+/// nodes rank 1's updates are single messages that the target applies under the stripes
+/// its own node's processes take with CPU atomics (`Wire::post_striped`), retried while
+/// one is held.
+#[test]
+fn pair_runs_are_updated_whole_under_contention() {
+    use onesided::{DoubleInt, ValueIndex};
+    testing::job(2)
+        .timeout(std::time::Duration::from_secs(120))
+        .run(|u| {
+            let w = u.world();
+            let me = w.rank();
+            let mut private = vec![0u64; 32];
+            let info = onesided::WinInfo::new();
+            let windows = [
+                RawWindow::allocate(w, 256, 1, &info)?,
+                // SAFETY: `private` outlives the window (freed below).
+                unsafe { RawWindow::create(w, private.as_mut_ptr().cast(), 256, 1, &info)? },
+            ];
+            let rounds = if w.node_size() == w.size() {
+                2_000
+            } else {
+                300
+            };
+            const RUN: usize = 10;
+            for win in &windows {
+                win.lock_all(Assert::NONE)?;
+                for round in 0..rounds {
+                    let mine = DoubleInt::new(-((2 * round + me) as f64), me as i32);
+                    let run = [mine; RUN];
+                    win.accumulate(
+                        bytemuck::cast_slice(&run),
+                        ElemType::DoubleInt,
+                        0,
+                        8,
+                        Op::Replace,
+                    )?;
+                    let mut seen = [DoubleInt::new(0.0, 0); RUN];
+                    let probe = [DoubleInt::new(f64::MIN, 0); RUN];
+                    let op = if round % 2 == 0 { Op::NoOp } else { Op::MaxLoc };
+                    win.get_accumulate(
+                        bytemuck::cast_slice(&probe),
+                        bytemuck::cast_slice_mut(&mut seen),
+                        ElemType::DoubleInt,
+                        0,
+                        8,
+                        op,
+                    )?;
+                    assert!(
+                        seen.iter().all(|p| p == &seen[0]),
+                        "round {round}: a torn run of pairs {seen:?}"
+                    );
+                    assert!(seen[0].value() <= 0.0, "round {round}: {seen:?}");
+                }
+                win.unlock_all()?;
+                w.barrier()?;
+            }
+            for win in windows {
+                win.free()?;
+            }
+            drop(private);
+            Ok(())
+        })
+        .assert_success();
+}
+
 /// Two windows over memory in the same pages: the second shares the first one's move, and
 /// the pages stay shared until both are freed, whichever goes first; a third window that
 /// only partly overlaps those pages stays where it is (cross-memory attach) and still works.

@@ -39,8 +39,11 @@
 //! through its control plane ([`CtrlWord::Stripe`]: a network compare-and-swap, answered at
 //! once for this node's words where the network's atomics mix with the CPU's) and the
 //! elements read and written through their route, complete at the target before the stripe
-//! is released. No request ring serves accumulates there: its server would take the stripes
-//! with CPU atomics, which network atomics that do not mix with them would not see.
+//! is released. To a rank of another node that the wire reaches, a chunk is instead one
+//! message that the target applies under the stripes it takes itself, never waiting for one
+//! ([`WinCore::acc_striped`]); short runs atomic as a whole go the same way. No request ring
+//! serves accumulates there: its server would take the stripes with CPU atomics, which
+//! network atomics that do not mix with them would not see.
 //!
 //! **Hints.** `mpi_accumulate_granularity` selects the protocol as above (coarser granules
 //! trade per-element atomics for one lock per granule). Operations complete before the call
@@ -414,13 +417,30 @@ impl WinCore {
         count: usize,
         size: usize,
     ) -> Result<Option<impl Sized + '_>> {
-        let bytes = count * size;
-        if count < 2 || bytes > WHOLE_OP_MAX {
+        let Some((first, last)) = whole_op_granules(loc, count, size) else {
             return Ok(None);
-        }
-        let (first, last) = (loc.key / WHOLE_OP_MAX, (loc.key + bytes - 1) / WHOLE_OP_MAX);
+        };
         self.lock_target_stripes(target, stripes_for(first, last, ACC_STRIPES))
             .map(Some)
+    }
+
+    /// The window's network plane where an update under `target`'s lock stripes at `loc`
+    /// goes as one message ([`WinCore::acc_striped`]): `target` on another node, reached
+    /// by the wire.
+    fn striped_toward(
+        &self,
+        target: usize,
+        loc: &Located,
+    ) -> Option<(
+        &crate::win::netplane::NetPlane,
+        crate::transport::network::Remote,
+    )> {
+        let Route::Net(remote) = loc.route else {
+            return None;
+        };
+        self.net_toward(target)
+            .filter(|net| net.ships_epochs(target))
+            .map(|net| (net, *remote))
     }
 
     /// [`WinCore::lock_target_stripes`] through the control plane: each stripe taken with
@@ -507,7 +527,13 @@ impl WinCore {
             if flags.intrinsic() && !crate::rma::net_atomic::native(kind, Some(op), E::TYPE)? {
                 return Err(self.not_intrinsic::<E>(target, &loc));
             }
-            if let Some(_whole) = self.lock_whole_op(target, &loc, origin.len(), size)? {
+            if let Some(granules) = whole_op_granules(&loc, origin.len(), size) {
+                if let Some((net, remote)) = self.striped_toward(target, &loc) {
+                    let stripes = Some(granules);
+                    return self
+                        .acc_striped(net, target, &loc, remote, origin, op, result, stripes);
+                }
+                let _whole = self.lock_whole_op(target, &loc, origin.len(), size)?;
                 // Complete at the target before the stripes are released.
                 return crate::rma::net_atomic::accumulate(op, origin, result, at);
             }
@@ -556,6 +582,9 @@ impl WinCore {
                 };
             }
         }
+        if let Some((net, remote)) = self.striped_toward(target, &loc) {
+            return self.acc_striped(net, target, &loc, remote, origin, op, result, None);
+        }
         self.ring_gate_for(target, flags)?;
         let granule = self.acc_granule::<E>();
         let mut current: Vec<E> = Vec::new();
@@ -578,6 +607,71 @@ impl WinCore {
                     *c = E::combine(op, *c, v);
                 }
                 here.write(bytemuck::cast_slice(&current))?;
+            }
+            i = j;
+        }
+        Ok(())
+    }
+
+    /// [`WinCore::acc_run`]'s stripe-locked update of a rank on another node that the wire
+    /// reaches, one message per chunk (`NetPlane::striped`): the target takes the chunk's
+    /// stripes, applies the update, releases them and answers — one round trip, where
+    /// taking the stripes through the control plane, reading, writing and releasing take
+    /// three. A stripe held by another update (the target never waits for one) sends the
+    /// chunk again after a backoff; the stripes, their order and the chunks are the ones
+    /// every other process takes for these elements. With `whole` (the granules of a short
+    /// run that is atomic as a whole: [`whole_op_granules`]) the run is one chunk under
+    /// those granules' stripes, its elements updated with the target's CPU atomics.
+    #[cold]
+    #[allow(clippy::too_many_arguments)]
+    fn acc_striped<E: AccElement>(
+        &self,
+        net: &crate::win::netplane::NetPlane,
+        target: usize,
+        loc: &Located,
+        remote: crate::transport::network::Remote,
+        origin: &[E],
+        op: Op,
+        mut result: Option<&mut [E]>,
+        whole: Option<(usize, usize)>,
+    ) -> Result<()> {
+        if op == Op::NoOp && result.is_none() {
+            return Ok(());
+        }
+        // The network's writes to the target may be in flight on another path than the
+        // wire's: they land first, as they would before the stripe-locked read.
+        self.settle_writes_before_atomic(|| true)?;
+        let size = std::mem::size_of::<E>();
+        let granule = self.acc_granule::<E>();
+        let mut payload = Vec::new();
+        let mut i = 0;
+        while i < origin.len() {
+            let (j, first, last) = match whole {
+                Some((first, last)) => (origin.len(), first, last),
+                None => acc_chunk(loc.key, i, origin.len(), size, granule),
+            };
+            payload.clear();
+            crate::transport::network::encode_striped(
+                &mut payload,
+                result.is_some(),
+                op,
+                E::TYPE,
+                j - i,
+                (remote.addr + (i * size) as u64, remote.key),
+                bytemuck::cast_slice(&origin[i..j]),
+            )?;
+            let out: &mut [u8] = match result.as_deref_mut() {
+                Some(r) => bytemuck::cast_slice_mut(&mut r[i..j]),
+                None => &mut [],
+            };
+            let mut backoff = Backoff::new();
+            let mut hang = crate::diag::HangClock::new();
+            while !net.striped(target, stripes_for(first, last, ACC_STRIPES), &payload, out)? {
+                if self.comm.aborted() {
+                    return Err(Error::JobAborted);
+                }
+                hang.tick(|| crate::ops::stripe_wait(target, 0));
+                backoff.snooze();
             }
             i = j;
         }
@@ -649,6 +743,16 @@ impl WinCore {
         }
         Ok(current[0])
     }
+}
+
+/// The [`WHOLE_OP_MAX`]-byte granules (first and last) of a run of `count` elements of
+/// `size` bytes at `loc` that is atomic as a whole (module docs): several elements, at most
+/// [`WHOLE_OP_MAX`] bytes.
+#[inline]
+fn whole_op_granules(loc: &Located, count: usize, size: usize) -> Option<(usize, usize)> {
+    let bytes = count * size;
+    (count >= 2 && bytes <= WHOLE_OP_MAX)
+        .then(|| (loc.key / WHOLE_OP_MAX, (loc.key + bytes - 1) / WHOLE_OP_MAX))
 }
 
 /// Held accumulate lock stripes of a target, taken as [`WinCore::lock_target_stripes`]

@@ -2091,6 +2091,39 @@ impl Nic {
         })
     }
 
+    /// [`Fabric::striped_waited`]: one [`Wire::post_striped`], waited for.
+    pub(crate) fn striped_waited(
+        &self,
+        stripes: &[Remote],
+        payload: &[u8],
+        result: &mut [u8],
+    ) -> Result<bool> {
+        let Some(w) = self
+            .wire
+            .as_ref()
+            .filter(|w| stripes.first().is_some_and(|s| w.reaches(s.peer)))
+        else {
+            return Err(Error::Unsupported(
+                "an update under lock stripes in one message to a peer the wire does not reach"
+                    .into(),
+            ));
+        };
+        let tracked = Box::new(TrackedContext::default());
+        let context = Context::Tracked(&*tracked as *const TrackedContext as *mut TrackedContext);
+        Wire::striped_waited(
+            stripes,
+            result,
+            |peer, key, addrs, answer, len| {
+                self.post_on_wire("atomic", true, peer, context, |ctx| {
+                    // SAFETY: the answer's buffer is borrowed, and `tracked` alive, until
+                    // the wait below saw the answer (or the post failed).
+                    unsafe { w.post_striped(peer, key, addrs, payload, answer, len, ctx) }
+                })
+            },
+            || self.wait_tracked(tracked),
+        )
+    }
+
     /// Sends `block` to `to` and then `words` to `flag` (the same peer), each word stored
     /// with Release order, in one message over the wire that nobody answers
     /// ([`Wire::deliver`]), with its second place `gate` if any (dropped unless on the
@@ -2829,6 +2862,15 @@ impl Fabric for Nic {
     ) -> Result<()> {
         // SAFETY: the caller's contract (the trait's).
         unsafe { Nic::ship_epoch(self, words, at, held, payload, tracked) }
+    }
+
+    fn striped_waited(
+        &self,
+        stripes: &[Remote],
+        payload: &[u8],
+        result: &mut [u8],
+    ) -> Result<bool> {
+        Nic::striped_waited(self, stripes, payload, result)
     }
 
     fn flush(&self, meanwhile: &mut dyn FnMut() -> Result<()>) -> Result<()> {

@@ -221,6 +221,11 @@ impl Sockets {
         // SAFETY: `result` per the caller's contract; `tracked` lives until it is marked
         // (waited for below, or the post failed).
         unsafe { self.post(at, request, operand, &[], result, ctx) }?;
+        self.wait_answer(&tracked, at.peer)
+    }
+
+    /// Waits until `tracked`, an operation posted to `peer`, is marked.
+    fn wait_answer(&self, tracked: &TrackedContext, peer: u64) -> Result<()> {
         let mut backoff = crate::backoff::Backoff::for_network();
         let mut hang = crate::diag::HangClock::new();
         loop {
@@ -243,7 +248,7 @@ impl Sockets {
                 format!(
                     "a network operation waited for alone: an answer from endpoint {} over the \
                      socket network",
-                    at.peer
+                    peer
                 )
             });
         }
@@ -434,6 +439,31 @@ impl Fabric for Sockets {
             )
         }
         .map_err(|e| self.blame(e))
+    }
+
+    fn striped_waited(
+        &self,
+        stripes: &[Remote],
+        payload: &[u8],
+        result: &mut [u8],
+    ) -> Result<bool> {
+        let tracked = TrackedContext::default();
+        tracked.reset();
+        let ctx = (&tracked as *const TrackedContext).cast_mut();
+        Wire::striped_waited(
+            stripes,
+            result,
+            |peer, key, addrs, answer, len| {
+                // SAFETY: the answer's buffer and `tracked` live until the wait below saw
+                // the answer (or the post failed).
+                unsafe {
+                    self.wire
+                        .post_striped(peer, key, addrs, payload, answer, len, ctx.cast())
+                }
+                .map_err(|e| self.blame(e))
+            },
+            || self.wait_answer(&tracked, stripes[0].peer),
+        )
     }
 
     /// Waits until every operation posted before the call is answered: one look at each

@@ -23,6 +23,12 @@
 //! lands after the epoch's accumulates) hold as before. Between atomics and RMA there is
 //! no order, as between rxm's.
 //!
+//! Beyond what a provider offers, one message may carry an update under the target's lock
+//! stripes ([`Kind::Striped`]): the target takes the stripe words without waiting (all or
+//! none), applies the update — of any element type, also those no CPU atomic updates
+//! (complex, `long double`, the MINLOC/MAXLOC pairs), with plain reads and writes under the
+//! stripes — releases them and answers, or answers "held" and applies nothing.
+//!
 //! ```text
 //! ONESIDED_NET_ATOMICS=provider osrun -n 4 --nodes 2 ./app   # the provider's atomics
 //! ```
@@ -117,6 +123,11 @@ pub(crate) enum Kind {
     Put = 6,
     /// Bytes read with a plain copy (a get), answered with them.
     Get = 7,
+    /// Updates under the target's lock stripes in one message ([`Wire::post_striped`]):
+    /// every stripe taken (all or none), the requests it carries applied — of any element
+    /// type, also those no CPU atomic updates —, the stripes released, and an answer that
+    /// says whether it took them, with the previous values of its fetching requests.
+    Striped = 8,
 }
 
 impl Kind {
@@ -139,6 +150,40 @@ fn type_code(ty: ElemType) -> Result<usize> {
         .ok_or_else(|| Error::Unsupported(format!("atomics on {ty:?} across nodes")))
 }
 
+/// Codes from here on name the element types no CPU atomic updates (`STRIPED_TYPES` plus
+/// their place in [`ElemType::ALL`]): only a [`Kind::Striped`] request carries them.
+const STRIPED_TYPES: usize = 32;
+
+/// The code of any element type on the wire: its [`TYPES`] code, else past
+/// [`STRIPED_TYPES`].
+fn any_type_code(ty: ElemType) -> usize {
+    type_code(ty).unwrap_or_else(|_| {
+        STRIPED_TYPES
+            + ElemType::ALL
+                .iter()
+                .position(|t| *t == ty)
+                .expect("every element type is in ElemType::ALL")
+    })
+}
+
+/// The element type of wire code `code`, and whether CPU atomics update it (a [`TYPES`]
+/// code).
+fn type_of(code: u8) -> Option<(ElemType, bool)> {
+    let code = usize::from(code);
+    match TYPES.get(code) {
+        Some(&ty) => Some((ty, true)),
+        None => ElemType::ALL
+            .get(code.checked_sub(STRIPED_TYPES)?)
+            .map(|&ty| (ty, false)),
+    }
+}
+
+/// The longest answer a [`Kind::Striped`] request may ask for.
+const STRIPED_ANSWER_MAX: usize = 1 << 20;
+
+/// The most lock stripes one [`Kind::Striped`] request takes.
+const STRIPED_WORDS_MAX: usize = 64;
+
 /// Appends `request` with its `operand` (and `compare`) bytes to `out` as one message: its
 /// length, the header, the operands — what [`Wire::post`] sends, and an element of the
 /// payload of [`Wire::post_epoch`]. Fails for an element type the wire does not carry.
@@ -148,7 +193,26 @@ pub(crate) fn encode(
     operand: &[u8],
     compare: &[u8],
 ) -> Result<()> {
-    let code = type_code(request.ty)?;
+    type_code(request.ty)?;
+    encode_any(out, request, operand, compare);
+    Ok(())
+}
+
+/// Appends an update or read of `request.count` elements of any type (`Write`, `Fetch` or
+/// `Read` of `request.kind`) with its `operand` to `out`: an element of the payload of
+/// [`Wire::post_striped`], which applies types no CPU atomic updates under the target's
+/// lock stripes.
+pub(crate) fn encode_striped(out: &mut Vec<u8>, request: &Request, operand: &[u8]) {
+    debug_assert!(matches!(
+        request.kind,
+        Kind::Write | Kind::Fetch | Kind::Read
+    ));
+    encode_any(out, request, operand, &[]);
+}
+
+/// [`encode`] for any element type.
+fn encode_any(out: &mut Vec<u8>, request: &Request, operand: &[u8], compare: &[u8]) {
+    let code = any_type_code(request.ty);
     let op = Op::ALL.iter().position(|o| *o == request.op).unwrap_or(0);
     let body = REQUEST_HEADER + operand.len() + compare.len();
     out.extend_from_slice(&(body as u32).to_le_bytes());
@@ -158,7 +222,6 @@ pub(crate) fn encode(
     out.extend_from_slice(&request.addr.to_le_bytes());
     out.extend_from_slice(operand);
     out.extend_from_slice(compare);
-    Ok(())
 }
 
 /// The element types the wire carries (libfabric's), by their code on the wire.
@@ -601,6 +664,114 @@ impl Wire {
         state.out[start..start + 4].copy_from_slice(&body.to_le_bytes());
         self.send(&link, &mut state);
         Ok(())
+    }
+
+    /// Sends updates under `peer`'s lock stripes as one message: the target takes every
+    /// stripe word of `stripes` (addresses in its registration `key`, each from free, 0, to
+    /// held, 1; all or none), applies `payload` (requests as [`encode_striped`] writes
+    /// them, in order), releases the stripes (Release) and answers: 8 bytes into `result`,
+    /// 0 when it took the stripes and applied the payload, else 1 (a stripe was held:
+    /// nothing applied), then `result_len` bytes, the fetching requests' previous values.
+    /// A target never waits for a stripe: its progress serves the stripes' holders too.
+    ///
+    /// # Safety
+    /// As for [`Wire::post`]: `result` (`8 + result_len` bytes) and `ctx` stay valid until
+    /// the operation is marked complete, or until this returns an error.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) unsafe fn post_striped(
+        &self,
+        peer: u64,
+        key: u64,
+        stripes: &[u64],
+        payload: &[u8],
+        result: *mut u8,
+        result_len: usize,
+        ctx: *mut c_void,
+    ) -> Result<()> {
+        if stripes.is_empty()
+            || stripes.len() > STRIPED_WORDS_MAX
+            || result_len > STRIPED_ANSWER_MAX
+        {
+            return Err(Error::InvalidArgument(format!(
+                "an update under {} lock stripes answered with {result_len} bytes",
+                stripes.len()
+            )));
+        }
+        let link = self.link_to(peer)?;
+        let mut state = lock(&link.state);
+        if state.broken {
+            return Err(lost(
+                "the connection to the target's process is gone".into(),
+            ));
+        }
+        state.issued += 1;
+        state.pending.push_back(Pending {
+            ctx,
+            result,
+            len: 8 + result_len,
+            read: true,
+        });
+        if state.closed_at.is_some() {
+            // As in `post`: pending, unsent, failed with the link's others.
+            return Ok(());
+        }
+        let request = Request {
+            kind: Kind::Striped,
+            op: Op::Replace,
+            ty: ElemType::U64,
+            count: stripes.len(),
+            key,
+            addr: result_len as u64,
+        };
+        let start = state.out.len();
+        let words: Vec<u8> = stripes.iter().flat_map(|a| a.to_le_bytes()).collect();
+        encode_any(&mut state.out, &request, &words, &[]);
+        state.out.extend_from_slice(payload);
+        let body = (state.out.len() - start - 4) as u32;
+        state.out[start..start + 4].copy_from_slice(&body.to_le_bytes());
+        self.send(&link, &mut state);
+        Ok(())
+    }
+
+    /// [`Wire::post_striped`] of `payload` under the stripe words `stripes` (one peer and
+    /// registration), with `post` sending it (the peer, the registration, the words'
+    /// addresses, the answer's buffer and its length beyond the first 8 bytes) and
+    /// `wait` waiting for its answer: `Fabric::striped_waited` for both networks.
+    pub(crate) fn striped_waited(
+        stripes: &[Remote],
+        result: &mut [u8],
+        post: impl FnOnce(u64, u64, &[u64], *mut u8, usize) -> Result<()>,
+        wait: impl FnOnce() -> Result<()>,
+    ) -> Result<bool> {
+        let Some(first) = stripes.first() else {
+            return Err(Error::InvalidArgument(
+                "an update under no lock stripe".into(),
+            ));
+        };
+        if stripes
+            .iter()
+            .any(|s| s.peer != first.peer || s.key != first.key)
+        {
+            return Err(Error::InvalidArgument(
+                "lock stripes of one update on two peers or registrations".into(),
+            ));
+        }
+        let addrs: Vec<u64> = stripes.iter().map(|s| s.addr).collect();
+        let mut answer = vec![0u8; 8 + result.len()];
+        post(
+            first.peer,
+            first.key,
+            &addrs,
+            answer.as_mut_ptr(),
+            result.len(),
+        )?;
+        wait()?;
+        let (taken, values) = answer.split_at(8);
+        if taken != [0u8; 8] {
+            return Ok(false);
+        }
+        result.copy_from_slice(values);
+        Ok(true)
     }
 
     /// A delivery as the network's callers ask for it ([`Network::deliver`]): posted as one
@@ -1081,14 +1252,31 @@ impl Wire {
             3 => return self.apply_epoch(message, answer),
             5 => Kind::Read,
             6 | 7 => return self.apply_copy(message, answer),
+            8 => return self.apply_striped(message, answer),
             _ => return BAD_REQUEST,
         };
-        let (Some(&op), Some(&ty)) = (
-            Op::ALL.get(usize::from(message[1])),
-            TYPES.get(usize::from(message[2])),
-        ) else {
+        self.apply_elements(kind, message, answer, false)
+    }
+
+    /// Applies a request of `kind` on elements (an update, a fetch, a compare or a read),
+    /// appending the previous values to `answer`: its status. Element types no CPU atomic
+    /// updates only `under_stripes` (inside a [`Kind::Striped`] request: their stripes
+    /// held), with plain reads and writes.
+    fn apply_elements(
+        &self,
+        kind: Kind,
+        message: &[u8],
+        answer: &mut Vec<u8>,
+        under_stripes: bool,
+    ) -> u8 {
+        let (Some(&op), Some((ty, atomic))) =
+            (Op::ALL.get(usize::from(message[1])), type_of(message[2]))
+        else {
             return BAD_REQUEST;
         };
+        if !atomic && (!under_stripes || kind == Kind::Compare) {
+            return BAD_REQUEST;
+        }
         let count = u32::from_le_bytes(message[4..8].try_into().expect("4 bytes")) as usize;
         let key = u64::from_le_bytes(message[8..16].try_into().expect("8 bytes"));
         let addr = u64::from_le_bytes(message[16..24].try_into().expect("8 bytes"));
@@ -1118,6 +1306,13 @@ impl Wire {
             operand,
             compare,
         };
+        if !atomic {
+            // SAFETY: registered memory, valid while the read lock holds the registration;
+            // its elements' lock stripes are held (the caller's), so no other update of
+            // them runs meanwhile.
+            crate::with_elem_type!(ty, E => unsafe { apply.run_plain::<E>(answer) });
+            return OK;
+        }
         // SAFETY: the region is registered memory, valid while registered (the read lock
         // holds it), which peers may change at any time: accessed with atomics only.
         unsafe {
@@ -1228,6 +1423,89 @@ impl Wire {
         }
         // Release: the epoch's updates are visible to the lock's next holder (its Acquire).
         word.fetch_sub(new, Ordering::Release);
+        status
+    }
+
+    /// Applies a [`Kind::Striped`] request ([`Wire::post_striped`]): takes its stripe words
+    /// without waiting (all or none), applies its requests, releases the words; appends 0
+    /// and the previous values to `answer` — or 1 and as many zero bytes when a stripe was
+    /// held. Its status is the worst of the carried requests'.
+    fn apply_striped(&self, message: &[u8], answer: &mut Vec<u8>) -> u8 {
+        let n = u32::from_le_bytes(message[4..8].try_into().expect("4 bytes")) as usize;
+        let key = u64::from_le_bytes(message[8..16].try_into().expect("8 bytes"));
+        let result_len = u64::from_le_bytes(message[16..24].try_into().expect("8 bytes"));
+        if n == 0
+            || n > STRIPED_WORDS_MAX
+            || result_len > STRIPED_ANSWER_MAX as u64
+            || message.len() < REQUEST_HEADER + 8 * n
+        {
+            return BAD_REQUEST;
+        }
+        let (addrs, payload) = message[REQUEST_HEADER..].split_at(8 * n);
+        let mut words: Vec<&AtomicU64> = Vec::with_capacity(n);
+        {
+            let regions = read(&self.regions);
+            for addr in addrs.chunks_exact(8) {
+                let addr = u64::from_le_bytes(addr.try_into().expect("8 bytes"));
+                match place(&regions, key, addr, 8) {
+                    // SAFETY: an aligned word of a registered region: a window's control
+                    // words, which live as long as the window (an origin sends these only
+                    // inside an epoch of it; the segment is unregistered after every rank
+                    // freed it), accessed atomically only.
+                    Ok(p) if p % 8 == 0 => words.push(unsafe { &*(p as *const AtomicU64) }),
+                    Ok(_) => return BAD_REQUEST,
+                    Err(status) => return status,
+                }
+            }
+        }
+        // Acquire: the previous holder's element updates come first. The target never
+        // waits for a stripe: a holder on another node may need this very progress to
+        // finish and release it.
+        let taken = words
+            .iter()
+            .take_while(|w| {
+                w.compare_exchange(0, 1, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+            })
+            .count();
+        if taken < words.len() {
+            for w in &words[..taken] {
+                // Relaxed: nothing was done under it.
+                w.store(0, Ordering::Relaxed);
+            }
+            answer.extend_from_slice(&1u64.to_le_bytes());
+            answer.resize(answer.len() + result_len as usize, 0);
+            return OK;
+        }
+        answer.extend_from_slice(&0u64.to_le_bytes());
+        let mut status = OK;
+        let mut at = 0;
+        while at < payload.len() {
+            let Some(len) = payload
+                .get(at..at + 4)
+                .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+                .filter(|&len| payload.len() - at - 4 >= len && len >= REQUEST_HEADER)
+            else {
+                status = BAD_REQUEST;
+                break;
+            };
+            let request = &payload[at + 4..at + 4 + len];
+            at += 4 + len;
+            let kind = match request[0] {
+                0 => Kind::Write,
+                1 => Kind::Fetch,
+                5 => Kind::Read,
+                _ => {
+                    status = BAD_REQUEST;
+                    continue;
+                }
+            };
+            status = status.max(self.apply_elements(kind, request, answer, true));
+        }
+        for w in &words {
+            // Release: the updates made under the stripes are visible to their next holder.
+            w.store(0, Ordering::Release);
+        }
         status
     }
 }
@@ -1590,7 +1868,7 @@ impl Apply<'_> {
                                 bytemuck::pod_read_unaligned(&self.compare[i * size..][..size]);
                             Some(T::compare_swap(p, c, origin))
                         }
-                        Kind::Epoch | Kind::Deliver | Kind::Put | Kind::Get => {
+                        Kind::Epoch | Kind::Deliver | Kind::Put | Kind::Get | Kind::Striped => {
                             unreachable!("applied by apply_epoch, apply_delivery and apply_copy")
                         }
                     }
@@ -1616,6 +1894,32 @@ impl Apply<'_> {
             };
             if let Some(v) = previous {
                 answer.extend_from_slice(bytemuck::bytes_of(&v));
+            }
+        }
+    }
+}
+
+impl Apply<'_> {
+    /// Applies the request element by element with plain reads and writes, appending
+    /// previous values: for element types no CPU atomic updates, under their lock stripes.
+    ///
+    /// # Safety
+    /// `count` elements of `T` at `target` are valid memory, and no other update of them
+    /// runs meanwhile (their stripes are held).
+    unsafe fn run_plain<T: AccElement>(&self, answer: &mut Vec<u8>) {
+        let size = std::mem::size_of::<T>();
+        for i in 0..self.count {
+            // SAFETY: inside the request's elements (the caller's contract).
+            let p = unsafe { self.target.add(i * size) }.cast::<T>();
+            // SAFETY: valid (the caller's contract); maybe misaligned.
+            let current = unsafe { p.read_unaligned() };
+            if self.kind != Kind::Read && self.op != Op::NoOp {
+                let origin: T = bytemuck::pod_read_unaligned(&self.operand[i * size..][..size]);
+                // SAFETY: as for the read; no other update runs (the caller's contract).
+                unsafe { p.write_unaligned(T::combine(self.op, current, origin)) };
+            }
+            if self.kind != Kind::Write {
+                answer.extend_from_slice(bytemuck::bytes_of(&current));
             }
         }
     }
@@ -1754,6 +2058,101 @@ mod tests {
         );
         assert_eq!(previous[..], words(&[100, 0])[..]);
         assert_eq!(memory[1..3], [5, 0]);
+    }
+
+    /// Posts a striped update of `payload` under the stripe words at `stripes` (region 43)
+    /// and waits: its mark and the answer (taken word, previous values).
+    fn striped(
+        origin: &Wire,
+        target: &Wire,
+        stripes: &[u64],
+        payload: &[u8],
+        result_len: usize,
+    ) -> (u8, Vec<u8>) {
+        let flag = Flag::default();
+        let mut answer = vec![0xAAu8; 8 + result_len];
+        // SAFETY: the answer and the flag outlive the operation: waited for below.
+        unsafe {
+            origin.post_striped(
+                7,
+                43,
+                stripes,
+                payload,
+                answer.as_mut_ptr(),
+                result_len,
+                flag_ptr(&flag),
+            )
+        }
+        .unwrap();
+        (wait(origin, target, &flag), answer)
+    }
+
+    #[test]
+    fn striped_updates_take_every_stripe_or_none_and_carry_pair_types() {
+        use crate::DoubleInt;
+        let (origin, target) = pair();
+        let mut stripes = vec![0u64; 4];
+        target.add_region(43, stripes.as_mut_ptr() as usize, 32, 0);
+        let mut memory = vec![DoubleInt::new(1.0, 1); 3];
+        target.add_region(42, memory.as_mut_ptr() as usize, 48, 0);
+        let pairs = |v: &[DoubleInt]| bytemuck::cast_slice::<DoubleInt, u8>(v).to_vec();
+        // MAXLOC of three pairs, fetching, under stripes 1 and 3.
+        let mut payload = Vec::new();
+        let maxloc = request(Kind::Fetch, Op::MaxLoc, ElemType::DoubleInt, 3, 0);
+        let operand = pairs(&[
+            DoubleInt::new(2.0, 7),
+            DoubleInt::new(0.5, 7),
+            DoubleInt::new(1.0, 0),
+        ]);
+        encode_striped(&mut payload, &maxloc, &operand);
+        let (mark, answer) = striped(&origin, &target, &[8, 24], &payload, 48);
+        assert_eq!(mark, 1);
+        assert_eq!(answer[..8], [0; 8], "taken");
+        assert_eq!(answer[8..], pairs(&[DoubleInt::new(1.0, 1); 3])[..]);
+        assert_eq!(
+            memory,
+            [
+                DoubleInt::new(2.0, 7),
+                DoubleInt::new(1.0, 1),
+                DoubleInt::new(1.0, 0)
+            ]
+        );
+        assert_eq!(stripes, [0; 4], "released");
+        // Stripe 3 held: nothing applied, stripe 1 left free, the answer padded.
+        stripes[3] = 1;
+        let (mark, answer) = striped(&origin, &target, &[8, 24], &payload, 48);
+        assert_eq!(mark, 1);
+        assert_eq!(answer[..8], 1u64.to_le_bytes(), "busy");
+        assert_eq!(answer.len(), 56);
+        assert_eq!(memory[0], DoubleInt::new(2.0, 7));
+        assert_eq!(stripes, [0, 0, 0, 1]);
+        // Outside a striped request a pair type is refused: no stripe protects it.
+        let mut previous = [0u8; 16];
+        let alone = request(Kind::Fetch, Op::MaxLoc, ElemType::DoubleInt, 1, 0);
+        let mut message = Vec::new();
+        encode_striped(&mut message, &alone, &operand[..16]);
+        assert_eq!(target.apply(&message[4..], &mut Vec::new()), BAD_REQUEST);
+        assert!(
+            // SAFETY: refused before anything is posted.
+            unsafe {
+                origin.post(
+                    7,
+                    &alone,
+                    &operand[..16],
+                    &[],
+                    previous.as_mut_ptr(),
+                    std::ptr::null_mut(),
+                )
+            }
+            .is_err()
+        );
+        // A fetch of pairs that are not registered fails the operation.
+        payload.clear();
+        let far = request(Kind::Fetch, Op::NoOp, ElemType::DoubleInt, 1, 4096);
+        encode_striped(&mut payload, &far, &operand[..16]);
+        let (mark, _) = striped(&origin, &target, &[0], &payload, 16);
+        assert_eq!(mark, 2);
+        assert_eq!(stripes, [0, 0, 0, 1], "released after a failed request");
     }
 
     #[test]

@@ -454,6 +454,26 @@ impl NetPlane {
         }))
     }
 
+    /// Updates under lock stripes `stripes` of `target` (a rank the wire reaches,
+    /// [`NetPlane::ships_epochs`]) in one message, waited for (`Fabric::striped_waited`):
+    /// `Ok(true)` when applied (the fetching requests' previous values in `result`),
+    /// `Ok(false)` when a stripe was held and nothing was applied.
+    pub(crate) fn striped(
+        &self,
+        target: usize,
+        stripes: impl Iterator<Item = usize>,
+        payload: &[u8],
+        result: &mut [u8],
+    ) -> Result<bool> {
+        self.failed()?;
+        let words: Vec<Remote> = stripes
+            .map(|index| self.remote(CtrlWord::Stripe { at: target, index }))
+            .collect();
+        self.nic
+            .striped_waited(&words, payload, result)
+            .inspect_err(|e| self.fail(e))
+    }
+
     /// Posts an atomic without a result.
     fn post(&self, op: NetOp, word: CtrlWord, value: u64) {
         // A failed plane posts nothing more (a peer that is gone would refuse each post for

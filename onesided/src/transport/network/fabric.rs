@@ -162,6 +162,16 @@ pub(crate) trait Fabric: Send + Sync + std::fmt::Debug {
         tracked: *mut TrackedContext,
     ) -> Result<()>;
 
+    /// Updates of any element type under the target's lock stripes in one message,
+    /// waited for: the target takes the stripe words `stripes` (one peer and registration;
+    /// each from free, 0, to held, 1; all or none), applies `payload` (requests as
+    /// `wire::encode_striped` writes them), releases the stripes and answers. `Ok(true)`:
+    /// applied, the fetching requests' previous values in `result`; `Ok(false)`: a stripe
+    /// was held, nothing applied (try again). An error where the wire does not reach the
+    /// peer ([`Fabric::ships_epochs_to`]).
+    fn striped_waited(&self, stripes: &[Remote], payload: &[u8], result: &mut [u8])
+        -> Result<bool>;
+
     /// Waits until every operation posted so far completed, calling `meanwhile` between
     /// looks.
     fn flush(&self, meanwhile: &mut dyn FnMut() -> Result<()>) -> Result<()>;

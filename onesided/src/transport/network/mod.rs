@@ -279,6 +279,41 @@ pub(crate) fn encode_accumulate(
     }
 }
 
+/// Appends an update (`fetch`: with the previous values answered) of `count` elements of
+/// any type at `addr` of registration `key` to `out`: an element of the payload of
+/// [`Fabric::striped_waited`].
+pub(crate) fn encode_striped(
+    out: &mut Vec<u8>,
+    fetch: bool,
+    op: Op,
+    ty: ElemType,
+    count: usize,
+    (addr, key): (u64, u64),
+    operand: &[u8],
+) -> Result<()> {
+    #[cfg(feature = "net")]
+    {
+        let request = wire::Request {
+            kind: match fetch {
+                true => wire::Kind::Fetch,
+                false => wire::Kind::Write,
+            },
+            op,
+            ty,
+            count,
+            key,
+            addr,
+        };
+        wire::encode_striped(out, &request, operand);
+        Ok(())
+    }
+    #[cfg(not(feature = "net"))]
+    {
+        let _ = (out, fetch, op, ty, count, addr, key, operand);
+        Err(absent())
+    }
+}
+
 /// An endpoint of this process for the unit tests of the network protocols: its operations
 /// and how it inserts a peer's name.
 #[cfg(all(test, feature = "net"))]
