@@ -113,6 +113,9 @@ impl WinCore {
                 self.put_routed(at.route, src, target, flags)
             }
             Err(e) => self.across_regions("put", e, target, (disp, src.len(), 1), |piece, at| {
+                // As above: a piece in this node's memory lands after the accumulates
+                // in flight to it.
+                self.settle_near_before(at.route)?;
                 self.put_routed(at.route, &src[piece], target, flags)
             }),
         }
