@@ -507,12 +507,7 @@ fn pair_runs_are_updated_whole_under_contention() {
             let w = u.world();
             let me = w.rank();
             let mut private = vec![0u64; 32];
-            let info = onesided::WinInfo::new();
-            let windows = [
-                RawWindow::allocate(w, 256, 1, &info)?,
-                // SAFETY: `private` outlives the window (freed below).
-                unsafe { RawWindow::create(w, private.as_mut_ptr().cast(), 256, 1, &info)? },
-            ];
+            let windows = mapped_and_attached(w, &mut private)?;
             let rounds = if w.node_size() == w.size() {
                 2_000
             } else {
@@ -608,19 +603,20 @@ fn windows_in_the_same_pages_share_one_move() {
         .assert_success();
 }
 
-/// Two windows of 128 bytes: `allocate` (memory every process maps) and `create` over
-/// `private` (reached by cross-memory attach); the caller keeps `private` until both are
-/// freed.
+/// Two windows as long as `private` (at least 128 bytes): `allocate` (memory every process
+/// maps) and `create` over `private` (reached by cross-memory attach); the caller keeps
+/// `private` until both are freed.
 fn mapped_and_attached(
     w: &onesided::Comm,
     private: &mut [u64],
 ) -> onesided::Result<[RawWindow; 2]> {
-    assert!(private.len() * 8 >= 128, "128 bytes of private memory");
+    let len = private.len() * 8;
+    assert!(len >= 128, "128 bytes of private memory");
     let info = onesided::WinInfo::new();
     Ok([
-        RawWindow::allocate(w, 128, 1, &info)?,
+        RawWindow::allocate(w, len, 1, &info)?,
         // SAFETY: the caller keeps `private` alive until the window is freed.
-        unsafe { RawWindow::create(w, private.as_mut_ptr().cast(), 128, 1, &info)? },
+        unsafe { RawWindow::create(w, private.as_mut_ptr().cast(), len, 1, &info)? },
     ])
 }
 

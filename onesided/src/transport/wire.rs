@@ -625,24 +625,6 @@ impl Wire {
         result: *mut u8,
         ctx: *mut c_void,
     ) -> Result<()> {
-        let link = self.link_to(peer)?;
-        let mut state = lock(&link.state);
-        if state.broken {
-            return Err(lost(
-                "the connection to the target's process is gone".into(),
-            ));
-        }
-        state.issued += 1;
-        state.pending.push_back(Pending {
-            ctx,
-            result,
-            len: 8,
-            read: true,
-        });
-        if state.closed_at.is_some() {
-            // As in `post`: pending, unsent, failed with the link's others.
-            return Ok(());
-        }
         let request = Request {
             kind: Kind::Epoch,
             op: Op::Replace,
@@ -651,19 +633,10 @@ impl Wire {
             key: word.0,
             addr: word.1,
         };
-        let start = state.out.len();
-        encode(
-            &mut state.out,
-            &request,
-            &new.to_le_bytes(),
-            &expected.to_le_bytes(),
-        )?;
-        state.out[start + 7] = if held { HELD } else { 0 };
-        state.out.extend_from_slice(payload);
-        let body = (state.out.len() - start - 4) as u32;
-        state.out[start..start + 4].copy_from_slice(&body.to_le_bytes());
-        self.send(&link, &mut state);
-        Ok(())
+        let header = [new.to_le_bytes(), expected.to_le_bytes()].concat();
+        let flag = if held { HELD } else { 0 };
+        // SAFETY: the caller's contract.
+        unsafe { self.post_carrying(peer, &request, &header, flag, payload, (result, 8), ctx) }
     }
 
     /// Sends updates under `peer`'s lock stripes as one message: the target takes every
@@ -697,6 +670,47 @@ impl Wire {
                 stripes.len()
             )));
         }
+        let request = Request {
+            kind: Kind::Striped,
+            op: Op::Replace,
+            ty: ElemType::U64,
+            count: stripes.len(),
+            key,
+            addr: result_len as u64,
+        };
+        let words: Vec<u8> = stripes.iter().flat_map(|a| a.to_le_bytes()).collect();
+        // SAFETY: the caller's contract.
+        unsafe {
+            self.post_carrying(
+                peer,
+                &request,
+                &words,
+                0,
+                payload,
+                (result, 8 + result_len),
+                ctx,
+            )
+        }
+    }
+
+    /// Sends `request` with `operand` in its header (its flag byte `flag`) and `payload`
+    /// after it, as one message whose answer writes `answer.1` bytes to `answer.0` and
+    /// marks `ctx`: what [`Wire::post_epoch`] and [`Wire::post_striped`] send.
+    ///
+    /// # Safety
+    /// As for [`Wire::post`]: the answer's buffer and `ctx` stay valid until the operation
+    /// is marked complete, or until this returns an error.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn post_carrying(
+        &self,
+        peer: u64,
+        request: &Request,
+        operand: &[u8],
+        flag: u8,
+        payload: &[u8],
+        (result, len): (*mut u8, usize),
+        ctx: *mut c_void,
+    ) -> Result<()> {
         let link = self.link_to(peer)?;
         let mut state = lock(&link.state);
         if state.broken {
@@ -708,24 +722,16 @@ impl Wire {
         state.pending.push_back(Pending {
             ctx,
             result,
-            len: 8 + result_len,
+            len,
             read: true,
         });
         if state.closed_at.is_some() {
             // As in `post`: pending, unsent, failed with the link's others.
             return Ok(());
         }
-        let request = Request {
-            kind: Kind::Striped,
-            op: Op::Replace,
-            ty: ElemType::U64,
-            count: stripes.len(),
-            key,
-            addr: result_len as u64,
-        };
         let start = state.out.len();
-        let words: Vec<u8> = stripes.iter().flat_map(|a| a.to_le_bytes()).collect();
-        encode_any(&mut state.out, &request, &words, &[]);
+        encode_any(&mut state.out, request, operand, &[]);
+        state.out[start + 7] = flag;
         state.out.extend_from_slice(payload);
         let body = (state.out.len() - start - 4) as u32;
         state.out[start..start + 4].copy_from_slice(&body.to_le_bytes());
