@@ -20,20 +20,36 @@ use crate::host::{CopyAttrFn, DeleteAttrFn, WinErrhandlerFn};
 use crate::plans;
 use crate::requests;
 
-/// Returns from the export with the hot path's code when it finished the call (`fast`).
-macro_rules! try_fast {
-    (; $($arg:ident),*) => {};
-    ($fast:path; $($arg:ident),*) => {
-        // SAFETY: the C caller's arguments, as MPI specifies them.
-        if let Some(code) = unsafe { $fast($($arg),*) } {
-            return code;
-        }
+/// The rest of an export: the hot path (`fast`) compiled once per ABI, the process's copy
+/// picked with one branch, falling back to the general path; or the general path alone.
+macro_rules! hot_or_general {
+    (; $($arg:ident : $ty:ty),*) => {
+        // SAFETY: the C caller's arguments.
+        unsafe { general($($arg),*) }
     };
+    ($fast:ident; $($arg:ident : $ty:ty),*) => {{
+        /// The hot path under ABI `L`, else the general path. Inlined: the export holds one
+        /// copy per ABI behind a single branch on the process's ABI (a call to an
+        /// out-of-line copy cost more than the branches it saved, measured with
+        /// `scripts/cabi-instr.sh`).
+        #[allow(clippy::too_many_arguments)]
+        #[inline(always)]
+        unsafe fn hot<L: crate::abi::Lookups>($($arg: $ty),*) -> c_int {
+            // SAFETY: the C caller's arguments, as MPI specifies them.
+            if let Some(code) = unsafe { crate::fast::$fast::<L>($($arg),*) } {
+                return code;
+            }
+            // SAFETY: as above.
+            unsafe { general($($arg),*) }
+        }
+        // SAFETY: the C caller's arguments.
+        crate::abi::lookups_of!(L => unsafe { hot::<L>($($arg),*) })
+    }};
 }
 
 macro_rules! exports {
     ($( $mpi:ident / $pmpi:ident ( $($arg:ident : $ty:ty),* $(,)? ) => $imp:path
-        $(, forward $rule:ident($key:ident))? $(, fast $fast:path)? ; )*) => {
+        $(, forward $rule:ident($key:ident))? $(, fast $fast:ident)? ; )*) => {
         $(
             #[no_mangle]
             pub unsafe extern "C" fn $mpi($($arg: $ty),*) -> c_int {
@@ -66,9 +82,7 @@ macro_rules! exports {
                     enter(stringify!($mpi), || unsafe { $imp($($arg),*) })
                 }
                 // The hot path first (`fast`): it masks the handles it reads itself.
-                try_fast!($($fast)? ; $($arg),*);
-                // SAFETY: the C caller's arguments.
-                unsafe { general($($arg),*) }
+                hot_or_general!($($fast)? ; $($arg : $ty),*)
             }
 
             #[no_mangle]
@@ -127,9 +141,9 @@ exports! {
     MPI_Win_unlock / PMPI_Win_unlock(rank: c_int, win: MPI_Win) => calls::win_unlock, forward win(win);
     MPI_Win_lock_all / PMPI_Win_lock_all(assert: c_int, win: MPI_Win) => calls::win_lock_all, forward win(win);
     MPI_Win_unlock_all / PMPI_Win_unlock_all(win: MPI_Win) => calls::win_unlock_all, forward win(win);
-    MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: MPI_Win) => calls::win_flush, forward win(win), fast crate::fast::flush;
+    MPI_Win_flush / PMPI_Win_flush(rank: c_int, win: MPI_Win) => calls::win_flush, forward win(win), fast flush;
     MPI_Win_flush_all / PMPI_Win_flush_all(win: MPI_Win) => calls::win_flush_all, forward win(win);
-    MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: MPI_Win) => calls::win_flush_local, forward win(win), fast crate::fast::flush_local;
+    MPI_Win_flush_local / PMPI_Win_flush_local(rank: c_int, win: MPI_Win) => calls::win_flush_local, forward win(win), fast flush_local;
     MPI_Win_flush_local_all / PMPI_Win_flush_local_all(win: MPI_Win) => calls::win_flush_local_all, forward win(win);
     MPI_Win_sync / PMPI_Win_sync(win: MPI_Win) => calls::win_sync, forward win(win);
     MPI_Win_post / PMPI_Win_post(group: MPI_Group, assert: c_int, win: MPI_Win) => calls::win_post, forward win(win);
@@ -142,17 +156,17 @@ exports! {
         origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
         target_datatype: MPI_Datatype, win: MPI_Win,
-    ) => calls::put, forward win(win), fast crate::fast::put;
+    ) => calls::put, forward win(win), fast put;
     MPI_Get / PMPI_Get(
         origin_addr: *mut c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
         target_datatype: MPI_Datatype, win: MPI_Win,
-    ) => calls::get, forward win(win), fast crate::fast::get;
+    ) => calls::get, forward win(win), fast get;
     MPI_Accumulate / PMPI_Accumulate(
         origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, target_count: c_int,
         target_datatype: MPI_Datatype, op: MPI_Op, win: MPI_Win,
-    ) => calls::accumulate, forward win(win), fast crate::fast::accumulate;
+    ) => calls::accumulate, forward win(win), fast accumulate;
     MPI_Get_accumulate / PMPI_Get_accumulate(
         origin_addr: *const c_void, origin_count: c_int, origin_datatype: MPI_Datatype,
         result_addr: *mut c_void, result_count: c_int, result_datatype: MPI_Datatype,
@@ -162,11 +176,11 @@ exports! {
     MPI_Fetch_and_op / PMPI_Fetch_and_op(
         origin_addr: *const c_void, result_addr: *mut c_void, datatype: MPI_Datatype,
         target_rank: c_int, target_disp: MPI_Aint, op: MPI_Op, win: MPI_Win,
-    ) => calls::fetch_and_op, forward win(win), fast crate::fast::fetch_and_op;
+    ) => calls::fetch_and_op, forward win(win), fast fetch_and_op;
     MPI_Compare_and_swap / PMPI_Compare_and_swap(
         origin_addr: *const c_void, compare_addr: *const c_void, result_addr: *mut c_void,
         datatype: MPI_Datatype, target_rank: c_int, target_disp: MPI_Aint, win: MPI_Win,
-    ) => calls::compare_and_swap, forward win(win), fast crate::fast::compare_and_swap;
+    ) => calls::compare_and_swap, forward win(win), fast compare_and_swap;
 
     MPI_Win_set_errhandler / PMPI_Win_set_errhandler(win: MPI_Win, errhandler: MPI_Errhandler)
         => calls::win_set_errhandler, forward win(win);

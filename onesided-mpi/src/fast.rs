@@ -8,7 +8,9 @@
 //! general path (`calls`), which checks every argument in MPI's order. A call finished
 //! here goes straight to the typed operation of the window ([`RawWindow::put`],
 //! [`RawWindow::fetch_and_op_elems`] …): one read of the ABI, one of the window table, no
-//! byte selections, no run-time element dispatch inside onesided. An error of the
+//! byte selections, no run-time element dispatch inside onesided. Each function is generic
+//! over the ABI's [`Lookups`] (handle mask, window encoding, predefined datatypes and
+//! operations): the export compiles one copy per ABI and branches once on the process's. An error of the
 //! operation itself goes to the window's error handler as on the general path.
 //!
 //! Panics: the general path runs inside `catch_unwind` and ends the job through the host's
@@ -22,15 +24,15 @@ use std::os::raw::{c_int, c_void};
 use onesided::RawWindow;
 use onesided::{AccElement, ElemType, Op};
 
-use crate::abi::{self, Handle, MPI_Aint};
+use crate::abi::{self, Handle, Lookups, MPI_Aint};
 use crate::calls::Failure;
 use crate::state::{self, EntryRef};
 
 /// The window behind `win` (a raw export argument) when it is one of ours and not a
 /// memory-handle window; the ABI's handle mask applied.
 #[inline(always)]
-fn window(abi: &abi::Abi, win: Handle) -> Option<EntryRef> {
-    let e = state::window_at(abi.window_index_of(win & abi.handle_mask)?)?;
+fn window<L: Lookups>(win: Handle) -> Option<EntryRef> {
+    let e = state::window_at(L::window_index(win & L::MASK)?)?;
     e.mem.is_none().then_some(e)
 }
 
@@ -47,29 +49,27 @@ fn code(name: &'static str, e: EntryRef, result: onesided::Result<()>) -> c_int 
 /// The bytes `count` elements of predefined datatype `ty` (a raw argument) take, when the
 /// count is positive.
 #[inline(always)]
-fn bytes_of(abi: &abi::Abi, count: c_int, ty: Handle) -> Option<(usize, abi::Builtin)> {
+fn bytes_of<L: Lookups>(count: c_int, ty: Handle) -> Option<(usize, abi::Builtin)> {
     if count <= 0 {
         return None;
     }
-    let b = abi.builtin_of(ty & abi.handle_mask)?;
+    let b = L::builtin(ty & L::MASK)?;
     Some((count as usize * b.size, b))
 }
 
 /// The same predefined datatype and count on both sides (the only transfer the hot path
 /// takes): its bytes and type.
 #[inline(always)]
-fn same_sides(
-    abi: &abi::Abi,
+fn same_sides<L: Lookups>(
     o_count: c_int,
     o_type: Handle,
     t_count: c_int,
     t_type: Handle,
 ) -> Option<(usize, abi::Builtin)> {
-    let mask = abi.handle_mask;
-    if o_count != t_count || o_type & mask != t_type & mask {
+    if o_count != t_count || o_type & L::MASK != t_type & L::MASK {
         return None;
     }
-    bytes_of(abi, o_count, o_type)
+    bytes_of::<L>(o_count, o_type)
 }
 
 /// A real target rank and a displacement ≥ 0, as indices.
@@ -84,7 +84,7 @@ fn place(target: c_int, t_disp: MPI_Aint) -> Option<(usize, usize)> {
 /// The C caller's arguments, as MPI specifies them.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(crate) unsafe fn put(
+pub(crate) unsafe fn put<L: Lookups>(
     origin: *const c_void,
     o_count: c_int,
     o_type: Handle,
@@ -94,10 +94,9 @@ pub(crate) unsafe fn put(
     t_type: Handle,
     win: Handle,
 ) -> Option<c_int> {
-    let abi = abi::abi();
     let (target, disp) = place(target, t_disp)?;
-    let (n, _) = same_sides(abi, o_count, o_type, t_count, t_type)?;
-    let e = window(abi, win)?;
+    let (n, _) = same_sides::<L>(o_count, o_type, t_count, t_type)?;
+    let e = window::<L>(win)?;
     // SAFETY: the caller's origin buffer of `n` bytes (MPI's contract), non-empty.
     let src = unsafe { std::slice::from_raw_parts(origin.cast::<u8>(), n) };
     if e.win.put_if_direct(src, target, disp) {
@@ -119,7 +118,7 @@ fn put_in_full(e: EntryRef, src: &[u8], target: usize, disp: usize) -> c_int {
 /// The C caller's arguments, as MPI specifies them.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(crate) unsafe fn get(
+pub(crate) unsafe fn get<L: Lookups>(
     origin: *mut c_void,
     o_count: c_int,
     o_type: Handle,
@@ -129,10 +128,9 @@ pub(crate) unsafe fn get(
     t_type: Handle,
     win: Handle,
 ) -> Option<c_int> {
-    let abi = abi::abi();
     let (target, disp) = place(target, t_disp)?;
-    let (n, _) = same_sides(abi, o_count, o_type, t_count, t_type)?;
-    let e = window(abi, win)?;
+    let (n, _) = same_sides::<L>(o_count, o_type, t_count, t_type)?;
+    let e = window::<L>(win)?;
     // SAFETY: the caller's origin buffer of `n` bytes (MPI's contract), non-empty.
     let dst = unsafe { std::slice::from_raw_parts_mut(origin.cast::<u8>(), n) };
     if e.win.get_if_direct(dst, target, disp) {
@@ -202,9 +200,9 @@ macro_rules! with_scalar {
 /// operation but `MPI_NO_OP` (whose origin buffer may be NULL). One MPI does not define
 /// on the type is the typed operation's error, as on the general path.
 #[inline(always)]
-fn acc_op(abi: &abi::Abi, b: abi::Builtin, op: Handle) -> Option<(ElemType, Op)> {
+fn acc_op<L: Lookups>(b: abi::Builtin, op: Handle) -> Option<(ElemType, Op)> {
     let e = b.elem?;
-    let op = abi.op_of(op & abi.handle_mask)?;
+    let op = L::op(op & L::MASK)?;
     (op != Op::NoOp).then_some((e, op))
 }
 
@@ -214,7 +212,7 @@ fn acc_op(abi: &abi::Abi, b: abi::Builtin, op: Handle) -> Option<(ElemType, Op)>
 /// The C caller's arguments, as MPI specifies them.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(crate) unsafe fn accumulate(
+pub(crate) unsafe fn accumulate<L: Lookups>(
     origin: *const c_void,
     o_count: c_int,
     o_type: Handle,
@@ -225,11 +223,10 @@ pub(crate) unsafe fn accumulate(
     op: Handle,
     win: Handle,
 ) -> Option<c_int> {
-    let abi = abi::abi();
     let (target, disp) = place(target, t_disp)?;
-    let (_, b) = same_sides(abi, o_count, o_type, t_count, t_type)?;
-    let (elem, op) = acc_op(abi, b, op)?;
-    let e = window(abi, win)?;
+    let (_, b) = same_sides::<L>(o_count, o_type, t_count, t_type)?;
+    let (elem, op) = acc_op::<L>(b, op)?;
+    let e = window::<L>(win)?;
     // SAFETY: the caller's elements (MPI's contract).
     with_scalar!(elem, T => unsafe {
         accumulate_typed::<T>(e, origin, o_count as usize, target, disp, op)
@@ -303,7 +300,7 @@ unsafe fn read<T: AccElement>(p: *const c_void) -> T {
 /// The C caller's arguments, as MPI specifies them.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(crate) unsafe fn fetch_and_op(
+pub(crate) unsafe fn fetch_and_op<L: Lookups>(
     origin: *const c_void,
     result: *mut c_void,
     ty: Handle,
@@ -312,11 +309,10 @@ pub(crate) unsafe fn fetch_and_op(
     op: Handle,
     win: Handle,
 ) -> Option<c_int> {
-    let abi = abi::abi();
     let (target, disp) = place(target, t_disp)?;
-    let (_, b) = bytes_of(abi, 1, ty)?;
-    let (elem, op) = acc_op(abi, b, op)?;
-    let e = window(abi, win)?;
+    let (_, b) = bytes_of::<L>(1, ty)?;
+    let (elem, op) = acc_op::<L>(b, op)?;
+    let e = window::<L>(win)?;
     // SAFETY: the caller's elements (MPI's contract).
     with_scalar!(elem, T => Some(unsafe { fetch_and_op_typed::<T>(e, origin, result, target, disp, op) }))
 }
@@ -370,7 +366,7 @@ fn fetch_and_op_in_full<T: AccElement>(
 /// The C caller's arguments, as MPI specifies them.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(crate) unsafe fn compare_and_swap(
+pub(crate) unsafe fn compare_and_swap<L: Lookups>(
     origin: *const c_void,
     compare: *const c_void,
     result: *mut c_void,
@@ -379,11 +375,10 @@ pub(crate) unsafe fn compare_and_swap(
     t_disp: MPI_Aint,
     win: Handle,
 ) -> Option<c_int> {
-    let abi = abi::abi();
     let (target, disp) = place(target, t_disp)?;
-    let (_, b) = bytes_of(abi, 1, ty)?;
+    let (_, b) = bytes_of::<L>(1, ty)?;
     let elem = b.elem.filter(|e| e.is_integer())?;
-    let e = window(abi, win)?;
+    let e = window::<L>(win)?;
     with_scalar!(elem, T => {
         // SAFETY: the caller's elements (MPI's contract).
         let (value, expected) = unsafe { (read::<T>(origin), read::<T>(compare)) };
@@ -427,9 +422,9 @@ fn compare_and_swap_in_full<T: AccElement>(
 /// # Safety
 /// None (no pointer is read); `unsafe` for the uniform signature of the hot path.
 #[inline(always)]
-pub(crate) unsafe fn flush(rank: c_int, win: Handle) -> Option<c_int> {
+pub(crate) unsafe fn flush<L: Lookups>(rank: c_int, win: Handle) -> Option<c_int> {
     let target = usize::try_from(rank).ok()?;
-    let e = window(abi::abi(), win)?;
+    let e = window::<L>(win)?;
     // Serialized calls (below MPI_THREAD_MULTIPLE): the fence only behind plain stores.
     let done = if state::concurrent_calls() {
         e.win.flush_if_quiet(target)
@@ -454,9 +449,9 @@ fn flush_in_full(e: EntryRef, target: usize) -> c_int {
 /// # Safety
 /// None (no pointer is read); `unsafe` for the uniform signature of the hot path.
 #[inline(always)]
-pub(crate) unsafe fn flush_local(rank: c_int, win: Handle) -> Option<c_int> {
+pub(crate) unsafe fn flush_local<L: Lookups>(rank: c_int, win: Handle) -> Option<c_int> {
     let target = usize::try_from(rank).ok()?;
-    let e = window(abi::abi(), win)?;
+    let e = window::<L>(win)?;
     if e.win.flush_local_if_checked(target) {
         return Some(abi::MPI_SUCCESS);
     }

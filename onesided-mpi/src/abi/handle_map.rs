@@ -1,32 +1,38 @@
 //! A map from handles that are addresses (Open MPI's predefined objects) to what they
 //! stand for, read on every call that names a datatype or an operation: open addressing
 //! with a multiplicative hash, at most a quarter full, so that a lookup is one or two
-//! probes (a sorted table's binary search took ~60 instructions per datatype).
+//! probes (a sorted table's binary search took ~60 instructions per datatype); a fixed
+//! power-of-two table, so that the hot path's probe needs no bounds check.
 
 use super::Handle;
+
+/// Slots of every map: a power of two, so that a probe's index is masked into range (no
+/// bounds check on the hot path), and at least twice the entries any map holds.
+const SLOTS: usize = 256;
 
 /// An immutable map from non-zero handles to `V`.
 #[derive(Debug)]
 pub struct HandleMap<V> {
-    /// `(handle, value)`; handle 0 marks an empty slot.
-    slots: Box<[(Handle, Option<V>)]>,
-    /// `64 - log2(slots.len())`: the hash's top bits index the table.
-    shift: u32,
+    /// `(handle, value)`; an empty slot is `(0, None)`, which a lookup of handle 0 finds.
+    slots: Box<[(Handle, Option<V>); SLOTS]>,
 }
 
 impl<V: Copy> HandleMap<V> {
-    /// The map of `entries` (handles non-zero; a repeated handle keeps its first value).
+    /// The map of `entries` (handles non-zero, at most half of [`SLOTS`]; a repeated
+    /// handle keeps its first value).
     pub fn new(entries: &[(Handle, V)]) -> HandleMap<V> {
-        let len = (entries.len() * 4).next_power_of_two().max(16);
+        assert!(
+            entries.len() * 2 <= SLOTS,
+            "a handle map holds at most {SLOTS}/2 entries"
+        );
         let mut map = HandleMap {
-            slots: vec![(0, None); len].into_boxed_slice(),
-            shift: 64 - len.trailing_zeros(),
+            slots: Box::new([(0, None); SLOTS]),
         };
         for &(h, v) in entries {
             debug_assert_ne!(h, 0, "handle 0 marks empty slots");
-            let mut i = map.home(h);
+            let mut i = home(h);
             while map.slots[i].0 != 0 && map.slots[i].0 != h {
-                i = (i + 1) & (len - 1);
+                i = (i + 1) % SLOTS;
             }
             if map.slots[i].0 == 0 {
                 map.slots[i] = (h, Some(v));
@@ -35,28 +41,30 @@ impl<V: Copy> HandleMap<V> {
         map
     }
 
-    #[inline(always)]
-    fn home(&self, h: Handle) -> usize {
-        // Fibonacci hashing of the address (objects are aligned: its low bits say little).
-        ((h as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
-    }
-
-    /// The value of `h`.
+    /// The value of `h`: its home slot, then the next ones up to an empty slot (at most a
+    /// quarter of the slots are taken in the maps this library builds: one or two probes).
     #[inline(always)]
     pub fn get(&self, h: Handle) -> Option<V> {
-        let mask = self.slots.len() - 1;
-        let mut i = self.home(h);
+        let mut i = home(h);
         loop {
-            let (k, v) = self.slots[i];
-            if k == h && h != 0 {
+            let (k, v) = self.slots[i % SLOTS];
+            // An empty slot holds (0, None): handle 0 ends here as "absent" too.
+            if k == h {
                 return v;
             }
             if k == 0 {
                 return None;
             }
-            i = (i + 1) & mask;
+            i += 1;
         }
     }
+}
+
+/// Fibonacci hashing of an address (objects are aligned: their low bits say little); the
+/// top bits index the slots.
+#[inline(always)]
+fn home(h: Handle) -> usize {
+    ((h as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - SLOTS.trailing_zeros())) as usize
 }
 
 #[cfg(test)]

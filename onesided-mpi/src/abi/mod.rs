@@ -234,6 +234,97 @@ impl Abi {
     }
 }
 
+/// One ABI's lookups on the hot path (`fast`), fixed at compile time: each hot export is
+/// compiled once per ABI and picks its copy with one branch per call ([`lookups_of`]),
+/// rather than asking the process's [`Abi`] at every lookup — which also kept the
+/// registers a call through the standard ABI's function pointers needs in every copy.
+pub(crate) trait Lookups {
+    /// The bits of a handle argument the library reads (an `int` ABI's upper half is the
+    /// caller's garbage, [`Arg`]).
+    const MASK: Handle;
+    /// Our window handles under this ABI.
+    const WINDOWS: WindowEncoding;
+    /// [`Abi::builtin_of`] (`ty` masked).
+    fn builtin(ty: Handle) -> Option<Builtin>;
+    /// [`Abi::op_of`] (`op` masked).
+    fn op(op: Handle) -> Option<Op>;
+    /// [`Abi::window_index_of`] (`win` masked).
+    #[inline(always)]
+    fn window_index(win: Handle) -> Option<usize> {
+        let w = Self::WINDOWS;
+        (win & !w.slots == w.tag).then_some((win & w.slots) >> w.shift)
+    }
+}
+
+/// [`Lookups`] of the MPICH ABI.
+pub(crate) struct MpichLookups;
+
+impl Lookups for MpichLookups {
+    const MASK: Handle = 0xffff_ffff;
+    const WINDOWS: WindowEncoding = mpich::WINDOWS;
+    #[inline(always)]
+    fn builtin(ty: Handle) -> Option<Builtin> {
+        mpich::builtin(ty)
+    }
+    #[inline(always)]
+    fn op(op: Handle) -> Option<Op> {
+        mpich::op(op)
+    }
+}
+
+/// [`Lookups`] of Open MPI's ABI.
+pub(crate) struct OmpiLookups;
+
+impl Lookups for OmpiLookups {
+    const MASK: Handle = Handle::MAX;
+    const WINDOWS: WindowEncoding = standard::WINDOWS;
+    #[inline(always)]
+    fn builtin(ty: Handle) -> Option<Builtin> {
+        ompi::builtin(ty)
+    }
+    #[inline(always)]
+    fn op(op: Handle) -> Option<Op> {
+        ompi::op(op)
+    }
+}
+
+/// [`Lookups`] of the MPI-5 standard ABI.
+pub(crate) struct StandardLookups;
+
+impl Lookups for StandardLookups {
+    const MASK: Handle = Handle::MAX;
+    const WINDOWS: WindowEncoding = standard::WINDOWS;
+    #[inline(always)]
+    fn builtin(ty: Handle) -> Option<Builtin> {
+        standard::builtin(ty)
+    }
+    #[inline(always)]
+    fn op(op: Handle) -> Option<Op> {
+        standard::op(op)
+    }
+}
+
+/// Evaluates `$body` with `$l` the [`Lookups`] type of the process's ABI.
+macro_rules! lookups_of {
+    ($l:ident => $body:expr) => {
+        match $crate::abi::abi().kind {
+            $crate::abi::AbiKind::Mpich => {
+                type $l = $crate::abi::MpichLookups;
+                $body
+            }
+            $crate::abi::AbiKind::OpenMpi => {
+                type $l = $crate::abi::OmpiLookups;
+                $body
+            }
+            $crate::abi::AbiKind::Standard => {
+                type $l = $crate::abi::StandardLookups;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use lookups_of;
+
 /// Our window handles: `tag | slot << shift`, the slot's bits inside `slots`.
 #[derive(Debug, Clone, Copy)]
 pub struct WindowEncoding {
@@ -431,6 +522,39 @@ pub fn mode(bits: c_int) -> Option<onesided::Assert> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The hot path's compile-time lookups say what each ABI's table says: mask, window
+    /// encoding, and every datatype and operation handle of the ABI's ranges (Open MPI's
+    /// handles are addresses resolved at `MPI_Init`: its lookups answer nothing before).
+    #[test]
+    fn each_abis_lookups_agree_with_its_table() {
+        fn check<L: Lookups>(abi: &Abi, handles: impl Iterator<Item = Handle>) {
+            assert_eq!(L::MASK, abi.handle_mask, "{}", abi.name);
+            let (w, t) = (L::WINDOWS, abi.windows);
+            assert_eq!(
+                (w.tag, w.slots, w.shift),
+                (t.tag, t.slots, t.shift),
+                "{}",
+                abi.name
+            );
+            for h in handles {
+                assert_eq!(
+                    L::builtin(h),
+                    (abi.builtin)(h),
+                    "{} datatype {h:#x}",
+                    abi.name
+                );
+                assert_eq!(L::op(h), (abi.op)(h), "{} op {h:#x}", abi.name);
+                let ours = t.tag | (h << t.shift & t.slots);
+                assert_eq!(L::window_index(ours), abi.window_index_of(ours));
+            }
+        }
+        let mpich = (0x4c00_0000..0x4c00_4000).chain(0x5800_0000..0x5800_0010);
+        check::<MpichLookups>(&mpich::ABI, mpich.chain([0x8c00_0000, 0, 7]));
+        check::<StandardLookups>(&standard::ABI, 0..0x400);
+        let ompi = ompi::constants();
+        check::<OmpiLookups>(&ompi, [0, 8, 0x7f00_0000_0000].into_iter());
+    }
 
     /// Every value of an [`Abi`] against that ABI's `mpi.h`: a C program compiled with the
     /// wrapper `$MPICC` (default `mpicc.mpich`) prints each constant, and `$ONESIDED_ABI`

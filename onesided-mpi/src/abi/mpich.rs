@@ -113,6 +113,13 @@ const OUR_WINDOW: u32 = 0x6000_0000;
 /// The index bits of a handle.
 const INDEX_MASK: u32 = 0x03ff_ffff;
 
+/// Our window handles: the marking bits, the index in the low bits.
+pub(super) const WINDOWS: WindowEncoding = WindowEncoding {
+    tag: OUR_WINDOW as Handle,
+    slots: INDEX_MASK as Handle,
+    shift: 0,
+};
+
 /// The MPI error code (a class is a valid code) of an error class.
 fn error_code(class: ErrorClass) -> c_int {
     match class {
@@ -294,11 +301,7 @@ pub static ABI: Abi = Abi {
     handle_bytes: 4,
     max_info_key: 255,
     handle_mask: 0xffff_ffff,
-    windows: WindowEncoding {
-        tag: OUR_WINDOW as Handle,
-        slots: INDEX_MASK as Handle,
-        shift: 0,
-    },
+    windows: WINDOWS,
     comm_world: MPI_COMM_WORLD,
     comm_null: MPI_COMM_NULL,
     info_null: MPI_INFO_NULL,

@@ -10,6 +10,7 @@
 
 use std::ffi::CStr;
 use std::os::raw::c_int;
+use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 use onesided::{ElemType, ErrorClass, Op};
@@ -136,26 +137,30 @@ struct Objects {
     ops: HandleMap<Op>,
 }
 
-static OBJECTS: OnceLock<Objects> = OnceLock::new();
+/// The objects once resolved (null before): the hot path reads them with one load.
+static OBJECTS: AtomicPtr<Objects> = AtomicPtr::new(std::ptr::null_mut());
 
-fn objects() -> &'static Objects {
-    OBJECTS
-        .get()
-        .expect("Open MPI's objects are resolved before its ABI is chosen")
+/// The resolved objects; `None` before `MPI_Init` chose this ABI (nothing asks then).
+#[inline(always)]
+fn objects() -> Option<&'static Objects> {
+    // Acquire: pairs with the Release store of `build`, so the maps' contents are seen.
+    let p = OBJECTS.load(Ordering::Acquire);
+    // SAFETY: null or the leaked `Objects` of `build`, never freed or written again.
+    unsafe { p.as_ref() }
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn builtin(ty: Handle) -> Option<Builtin> {
-    objects().types.get(ty)
+    objects()?.types.get(ty)
 }
 
 fn padded_pair(ty: Handle) -> Option<(ElemType, usize, usize)> {
-    objects().pairs.get(ty)
+    objects()?.pairs.get(ty)
 }
 
-#[inline]
+#[inline(always)]
 pub(crate) fn op(op: Handle) -> Option<Op> {
-    objects().ops.get(op)
+    objects()?.ops.get(op)
 }
 
 /// Open MPI's codes of the classes (4.1 and 5.0; `MPI_ERR_PROC_ABORTED` is 5.0's).
@@ -219,11 +224,13 @@ fn build() -> Result<&'static Abi, String> {
     for &(name, o) in OPS {
         ops.push((object(name)?, o));
     }
-    let _ = OBJECTS.set(Objects {
+    let objects = Box::leak(Box::new(Objects {
         types: HandleMap::new(&types),
         pairs: HandleMap::new(&pairs),
         ops: HandleMap::new(&ops),
-    });
+    }));
+    // Release: publishes the maps to `objects` (once: `abi` builds at most once).
+    OBJECTS.store(objects, Ordering::Release);
     let mut abi = constants();
     abi.comm_world = object(c"ompi_mpi_comm_world")?;
     abi.comm_null = object(c"ompi_mpi_comm_null")?;

@@ -49,7 +49,7 @@ fn error_code(class: ErrorClass) -> c_int {
 
 /// The predefined datatypes (`mpi_abi.h`'s values, 0x200–0x2ff).
 #[inline]
-fn builtin(ty: Handle) -> Option<Builtin> {
+pub(super) fn builtin(ty: Handle) -> Option<Builtin> {
     if (0x200..0x300).contains(&ty) {
         BUILTINS[ty - 0x200]
     } else {
@@ -136,7 +136,8 @@ fn padded_pair(ty: Handle) -> Option<(ElemType, usize, usize)> {
     })
 }
 
-fn op(op: Handle) -> Option<Op> {
+#[inline]
+pub(super) fn op(op: Handle) -> Option<Op> {
     Some(match op {
         0x21 => Op::Sum,
         0x22 => Op::Min,
