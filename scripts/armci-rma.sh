@@ -63,8 +63,7 @@ if ((${#need[@]})); then
 fi
 mkdir -p "$work"
 src=$work/src
-# 1. The sources: the tree given, else Debian's source package through a private apt
-#    configuration (a deb-src line of this release; the system's sources and lists stay).
+# 1. The sources: the tree given, else Debian's source package (scripts/debian-source.sh).
 if [[ -n $given && ! -x $src/tests/test_onesided ]]; then
   rm -rf "$src"
   mkdir -p "$src"
@@ -79,16 +78,7 @@ if [[ -n $given && ! -x $src/tests/test_onesided ]]; then
   fi
 elif [[ ! -x $src/tests/test_onesided ]]; then
   if ! compgen -G "$work/armci-mpi_*.orig.tar.*" >/dev/null; then
-    . /etc/os-release
-    apt_dir=$work/apt
-    mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
-    echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg]" \
-      "http://deb.debian.org/debian $VERSION_CODENAME main" >"$apt_dir/sources.list"
-    apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o "Dir::Etc::SourceParts=-"
-      -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache"
-      -o "APT::Sandbox::User=root")
-    apt-get "${apt_opts[@]}" update -qq
-    (cd "$work" && apt-get "${apt_opts[@]}" source --download-only -qq armci-mpi) || {
+    bash scripts/debian-source.sh armci-mpi "$work" || {
       echo "armci-rma: Debian's archive did not serve armci-mpi's sources here;" \
         "give a tree: --src DIR (a clone of github.com/pmodels/armci-mpi)" >&2
       exit 2

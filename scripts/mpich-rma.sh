@@ -41,19 +41,9 @@ command -v mpicc.mpich >/dev/null || {
 }
 mkdir -p "$work"
 
-# 1. The source package, from Debian's archive through a private apt configuration (a
-#    deb-src line of this release; the system's sources and lists stay as they are).
+# 1. The source package, from Debian's archive (scripts/debian-source.sh).
 if ! compgen -G "$work/mpich_*.orig.tar.*" >/dev/null; then
-  . /etc/os-release
-  apt_dir=$work/apt
-  mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
-  echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg]" \
-    "http://deb.debian.org/debian $VERSION_CODENAME main" >"$apt_dir/sources.list"
-  apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o "Dir::Etc::SourceParts=-"
-    -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache"
-    -o "APT::Sandbox::User=root")
-  apt-get "${apt_opts[@]}" update -qq
-  (cd "$work" && apt-get "${apt_opts[@]}" source --download-only -qq mpich)
+  bash scripts/debian-source.sh mpich "$work"
 fi
 tarball=$(compgen -G "$work/mpich_*.orig.tar.*" | sed -n 1p)
 version=$(basename "$tarball" | sed -E 's/mpich_([^.]+\.[^.]+\.[^.]+)\.orig.*/\1/')

@@ -18,7 +18,7 @@ pub struct HandleMap<V> {
 }
 
 impl<V: Copy> HandleMap<V> {
-    /// The map of `entries` (handles non-zero, at most half of [`SLOTS`]; a repeated
+    /// The map of `entries` (handles non-zero, at most half of `SLOTS`; a repeated
     /// handle keeps its first value).
     pub fn new(entries: &[(Handle, V)]) -> HandleMap<V> {
         assert!(
