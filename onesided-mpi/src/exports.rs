@@ -31,12 +31,29 @@ macro_rules! hot_or_general {
         /// The hot path under ABI `L`, else the general path. Inlined: the export holds one
         /// copy per ABI behind a single branch on the process's ABI (a call to an
         /// out-of-line copy cost more than the branches it saved, measured with
-        /// `scripts/cabi-instr.sh`).
+        /// `scripts/cabi-instr.sh`). Calls that may overlap (`MPI_THREAD_MULTIPLE`) take
+        /// the out-of-line copy that counts its window reference (a call): this copy reads
+        /// the window table directly.
         #[allow(clippy::too_many_arguments)]
         #[inline(always)]
         unsafe fn hot<L: crate::abi::Lookups>($($arg: $ty),*) -> c_int {
+            if crate::state::concurrent_calls() {
+                // SAFETY: the C caller's arguments.
+                return unsafe { hot_shared::<L>($($arg),*) };
+            }
             // SAFETY: the C caller's arguments, as MPI specifies them.
-            if let Some(code) = unsafe { crate::fast::$fast::<L>($($arg),*) } {
+            if let Some(code) = unsafe { crate::fast::$fast::<L, false>($($arg),*) } {
+                return code;
+            }
+            // SAFETY: as above.
+            unsafe { general($($arg),*) }
+        }
+        /// [`hot`] for calls that may overlap.
+        #[allow(clippy::too_many_arguments)]
+        #[inline(never)]
+        unsafe fn hot_shared<L: crate::abi::Lookups>($($arg: $ty),*) -> c_int {
+            // SAFETY: the C caller's arguments, as MPI specifies them.
+            if let Some(code) = unsafe { crate::fast::$fast::<L, true>($($arg),*) } {
                 return code;
             }
             // SAFETY: as above.

@@ -10,7 +10,10 @@
 //! [`RawWindow::fetch_and_op_elems`] …): one read of the ABI, one of the window table, no
 //! byte selections, no run-time element dispatch inside onesided. Each function is generic
 //! over the ABI's [`Lookups`] (handle mask, window encoding, predefined datatypes and
-//! operations): the export compiles one copy per ABI and branches once on the process's. An error of the
+//! operations) and over whether the process's calls may overlap (`SHARED`): the export
+//! compiles one copy per ABI and branches once on the process's; the copy for calls that
+//! may overlap (`MPI_THREAD_MULTIPLE`, which takes a counted reference to the window, a
+//! call) sits out of line, and the other reads the window table directly. An error of the
 //! operation itself goes to the window's error handler as on the general path.
 //!
 //! Panics: the general path runs inside `catch_unwind` and ends the job through the host's
@@ -29,10 +32,12 @@ use crate::calls::Failure;
 use crate::state::{self, EntryRef};
 
 /// The window behind `win` (a raw export argument) when it is one of ours and not a
-/// memory-handle window; the ABI's handle mask applied.
+/// memory-handle window; the ABI's handle mask applied. `SHARED`: the process's calls may
+/// overlap (`MPI_THREAD_MULTIPLE`, [`state::concurrent_calls`]), so the entry is a counted
+/// reference; else a borrowed one, without a call.
 #[inline(always)]
-fn window<L: Lookups>(win: Handle) -> Option<EntryRef> {
-    let e = state::window_at(L::window_index(win & L::MASK)?)?;
+fn window<L: Lookups, const SHARED: bool>(win: Handle) -> Option<EntryRef> {
+    let e = state::window_at_as(SHARED, L::window_index(win & L::MASK)?)?;
     e.mem.is_none().then_some(e)
 }
 
@@ -84,7 +89,7 @@ fn place(target: c_int, t_disp: MPI_Aint) -> Option<(usize, usize)> {
 /// The C caller's arguments, as MPI specifies them.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(crate) unsafe fn put<L: Lookups>(
+pub(crate) unsafe fn put<L: Lookups, const SHARED: bool>(
     origin: *const c_void,
     o_count: c_int,
     o_type: Handle,
@@ -96,7 +101,7 @@ pub(crate) unsafe fn put<L: Lookups>(
 ) -> Option<c_int> {
     let (target, disp) = place(target, t_disp)?;
     let (n, _) = same_sides::<L>(o_count, o_type, t_count, t_type)?;
-    let e = window::<L>(win)?;
+    let e = window::<L, SHARED>(win)?;
     // SAFETY: the caller's origin buffer of `n` bytes (MPI's contract), non-empty.
     let src = unsafe { std::slice::from_raw_parts(origin.cast::<u8>(), n) };
     if e.win.put_if_direct(src, target, disp) {
@@ -118,7 +123,7 @@ fn put_in_full(e: EntryRef, src: &[u8], target: usize, disp: usize) -> c_int {
 /// The C caller's arguments, as MPI specifies them.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(crate) unsafe fn get<L: Lookups>(
+pub(crate) unsafe fn get<L: Lookups, const SHARED: bool>(
     origin: *mut c_void,
     o_count: c_int,
     o_type: Handle,
@@ -130,7 +135,7 @@ pub(crate) unsafe fn get<L: Lookups>(
 ) -> Option<c_int> {
     let (target, disp) = place(target, t_disp)?;
     let (n, _) = same_sides::<L>(o_count, o_type, t_count, t_type)?;
-    let e = window::<L>(win)?;
+    let e = window::<L, SHARED>(win)?;
     // SAFETY: the caller's origin buffer of `n` bytes (MPI's contract), non-empty.
     let dst = unsafe { std::slice::from_raw_parts_mut(origin.cast::<u8>(), n) };
     if e.win.get_if_direct(dst, target, disp) {
@@ -212,7 +217,7 @@ fn acc_op<L: Lookups>(b: abi::Builtin, op: Handle) -> Option<(ElemType, Op)> {
 /// The C caller's arguments, as MPI specifies them.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(crate) unsafe fn accumulate<L: Lookups>(
+pub(crate) unsafe fn accumulate<L: Lookups, const SHARED: bool>(
     origin: *const c_void,
     o_count: c_int,
     o_type: Handle,
@@ -226,18 +231,22 @@ pub(crate) unsafe fn accumulate<L: Lookups>(
     let (target, disp) = place(target, t_disp)?;
     let (_, b) = same_sides::<L>(o_count, o_type, t_count, t_type)?;
     let (elem, op) = acc_op::<L>(b, op)?;
-    let e = window::<L>(win)?;
-    // SAFETY: the caller's elements (MPI's contract).
-    with_scalar!(elem, T => unsafe {
-        accumulate_typed::<T>(e, origin, o_count as usize, target, disp, op)
+    let e = window::<L, SHARED>(win)?;
+    with_scalar!(elem, T => {
+        // An origin not aligned for `T` takes the general path, which copies it (checked
+        // here: the typed call then answers for the export, with no fallback after it).
+        if !origin.cast::<T>().is_aligned() {
+            return None;
+        }
+        // SAFETY: the caller's elements (MPI's contract), aligned for `T`.
+        Some(unsafe { accumulate_typed::<T>(e, origin, o_count as usize, target, disp, op) })
     })
 }
 
-/// [`accumulate`] once the element type is known (see [`fetch_and_op_typed`]); `None` for
-/// an origin not aligned for `T` (the general path copies it).
+/// [`accumulate`] once the element type is known (see [`fetch_and_op_typed`]).
 ///
 /// # Safety
-/// `origin` points to `count` elements of `T`'s size.
+/// `origin` points to `count` elements of `T`, aligned for `T`.
 #[inline(never)]
 unsafe fn accumulate_typed<T: AccElement>(
     e: EntryRef,
@@ -246,14 +255,14 @@ unsafe fn accumulate_typed<T: AccElement>(
     target: usize,
     disp: usize,
     op: Op,
-) -> Option<c_int> {
-    // SAFETY: the caller's `count` elements of `T` (MPI's contract); C's alignment of its
-    // type, which `accumulate_elems` reads as `T`.
-    let origin = unsafe { typed_slice::<T>(origin, count)? };
+) -> c_int {
+    // SAFETY: the caller's `count` elements of `T` (MPI's contract), aligned (checked by
+    // the caller): C's alignment of its type, which `accumulate_elems` reads as `T`.
+    let origin = unsafe { std::slice::from_raw_parts(origin.cast::<T>(), count) };
     if e.win.accumulate_if_direct::<T>(origin, target, disp, op) {
-        return Some(abi::MPI_SUCCESS);
+        return abi::MPI_SUCCESS;
     }
-    Some(accumulate_in_full::<T>(e, origin, target, disp, op))
+    accumulate_in_full::<T>(e, origin, target, disp, op)
 }
 
 /// [`accumulate`] past its common case.
@@ -267,21 +276,6 @@ fn accumulate_in_full<T: AccElement>(
 ) -> c_int {
     let r = e.win.accumulate_elems::<T>(origin, target, disp, op);
     code("MPI_Accumulate", e, r)
-}
-
-/// `count` elements of `T` at `p`, if `p` is aligned for `T` (a misaligned buffer takes the
-/// general path, which copies).
-///
-/// # Safety
-/// `p` points to `count` readable elements of `T`'s size.
-#[inline(always)]
-unsafe fn typed_slice<'a, T: AccElement>(p: *const c_void, count: usize) -> Option<&'a [T]> {
-    let p = p.cast::<T>();
-    if !p.is_aligned() {
-        return None;
-    }
-    // SAFETY: aligned, and `count` elements by the caller's contract.
-    Some(unsafe { std::slice::from_raw_parts(p, count) })
 }
 
 /// One element of `T` read from `p` (any alignment).
@@ -300,7 +294,7 @@ unsafe fn read<T: AccElement>(p: *const c_void) -> T {
 /// The C caller's arguments, as MPI specifies them.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(crate) unsafe fn fetch_and_op<L: Lookups>(
+pub(crate) unsafe fn fetch_and_op<L: Lookups, const SHARED: bool>(
     origin: *const c_void,
     result: *mut c_void,
     ty: Handle,
@@ -312,7 +306,7 @@ pub(crate) unsafe fn fetch_and_op<L: Lookups>(
     let (target, disp) = place(target, t_disp)?;
     let (_, b) = bytes_of::<L>(1, ty)?;
     let (elem, op) = acc_op::<L>(b, op)?;
-    let e = window::<L>(win)?;
+    let e = window::<L, SHARED>(win)?;
     // SAFETY: the caller's elements (MPI's contract).
     with_scalar!(elem, T => Some(unsafe { fetch_and_op_typed::<T>(e, origin, result, target, disp, op) }))
 }
@@ -366,7 +360,7 @@ fn fetch_and_op_in_full<T: AccElement>(
 /// The C caller's arguments, as MPI specifies them.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-pub(crate) unsafe fn compare_and_swap<L: Lookups>(
+pub(crate) unsafe fn compare_and_swap<L: Lookups, const SHARED: bool>(
     origin: *const c_void,
     compare: *const c_void,
     result: *mut c_void,
@@ -378,7 +372,7 @@ pub(crate) unsafe fn compare_and_swap<L: Lookups>(
     let (target, disp) = place(target, t_disp)?;
     let (_, b) = bytes_of::<L>(1, ty)?;
     let elem = b.elem.filter(|e| e.is_integer())?;
-    let e = window::<L>(win)?;
+    let e = window::<L, SHARED>(win)?;
     with_scalar!(elem, T => {
         // SAFETY: the caller's elements (MPI's contract).
         let (value, expected) = unsafe { (read::<T>(origin), read::<T>(compare)) };
@@ -422,11 +416,14 @@ fn compare_and_swap_in_full<T: AccElement>(
 /// # Safety
 /// None (no pointer is read); `unsafe` for the uniform signature of the hot path.
 #[inline(always)]
-pub(crate) unsafe fn flush<L: Lookups>(rank: c_int, win: Handle) -> Option<c_int> {
+pub(crate) unsafe fn flush<L: Lookups, const SHARED: bool>(
+    rank: c_int,
+    win: Handle,
+) -> Option<c_int> {
     let target = usize::try_from(rank).ok()?;
-    let e = window::<L>(win)?;
+    let e = window::<L, SHARED>(win)?;
     // Serialized calls (below MPI_THREAD_MULTIPLE): the fence only behind plain stores.
-    let done = if state::concurrent_calls() {
+    let done = if SHARED {
         e.win.flush_if_quiet(target)
     } else {
         e.win.flush_if_quiet_serialized(target)
@@ -449,9 +446,12 @@ fn flush_in_full(e: EntryRef, target: usize) -> c_int {
 /// # Safety
 /// None (no pointer is read); `unsafe` for the uniform signature of the hot path.
 #[inline(always)]
-pub(crate) unsafe fn flush_local<L: Lookups>(rank: c_int, win: Handle) -> Option<c_int> {
+pub(crate) unsafe fn flush_local<L: Lookups, const SHARED: bool>(
+    rank: c_int,
+    win: Handle,
+) -> Option<c_int> {
     let target = usize::try_from(rank).ok()?;
-    let e = window::<L>(win)?;
+    let e = window::<L, SHARED>(win)?;
     if e.win.flush_local_if_checked(target) {
         return Some(abi::MPI_SUCCESS);
     }

@@ -242,8 +242,13 @@ pub(crate) fn window(win: MPI_Win) -> Option<EntryRef> {
 /// The entry of window table slot `i` (see [`window`]).
 #[inline(always)]
 pub(crate) fn window_at(i: usize) -> Option<EntryRef> {
-    // Relaxed: the level is set once in MPI_Init, before any window call.
-    if !CONCURRENT_CALLS.load(Ordering::Relaxed) {
+    window_at_as(concurrent_calls(), i)
+}
+
+/// [`window_at`] for a caller that read [`concurrent_calls`] already (`concurrent`).
+#[inline(always)]
+pub(crate) fn window_at_as(concurrent: bool, i: usize) -> Option<EntryRef> {
+    if !concurrent {
         // Acquire: pairs with the Release store of `insert`.
         let p = chunk(i, false)?[i % CHUNK].load(Ordering::Acquire);
         return NonNull::new(p).map(EntryRef::Borrowed);
