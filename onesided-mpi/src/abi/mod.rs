@@ -229,8 +229,7 @@ impl Abi {
     /// [`window_index`] under this ABI.
     #[inline(always)]
     pub fn window_index_of(&self, win: MPI_Win) -> Option<usize> {
-        let w = self.windows;
-        (win & !w.slots == w.tag).then_some((win & w.slots) >> w.shift)
+        self.windows.index_of(win)
     }
 }
 
@@ -251,8 +250,7 @@ pub(crate) trait Lookups {
     /// [`Abi::window_index_of`] (`win` masked).
     #[inline(always)]
     fn window_index(win: Handle) -> Option<usize> {
-        let w = Self::WINDOWS;
-        (win & !w.slots == w.tag).then_some((win & w.slots) >> w.shift)
+        Self::WINDOWS.index_of(win)
     }
 }
 
@@ -334,6 +332,14 @@ pub struct WindowEncoding {
     pub slots: Handle,
     /// The slot's shift.
     pub shift: u32,
+}
+
+impl WindowEncoding {
+    /// The slot of `win` when it is one of our window handles.
+    #[inline(always)]
+    pub fn index_of(self, win: Handle) -> Option<usize> {
+        (win & !self.slots == self.tag).then_some((win & self.slots) >> self.shift)
+    }
 }
 
 static ABI: AtomicPtr<Abi> = AtomicPtr::new(&mpich::ABI as *const Abi as *mut Abi);
