@@ -45,6 +45,13 @@ impl<T> SpinLock<T> {
         SpinGuard { lock: self }
     }
 
+    /// True while some thread holds the lock. Acquire: when it reads the Release store of
+    /// a guard's drop, what that holder did is visible to the caller.
+    #[inline(always)]
+    pub(crate) fn is_locked(&self) -> bool {
+        self.locked.load(Ordering::Acquire)
+    }
+
     #[cold]
     #[inline(never)]
     fn lock_contended(&self) {

@@ -117,6 +117,81 @@ fn threads_lock_different_targets_at_once() {
     report.assert_success();
 }
 
+/// The one-node lock and unlock (done whole under the epoch record's lock, no call lock)
+/// beside the engine's path in other threads: 3 ranks x 3 threads, thread t of every rank
+/// increments a word at rank t under exclusive locks, alternating blocking epochs (the
+/// one-node path, undone and retried the general way when another rank holds the lock)
+/// with nonblocking ones (`ilock`/`iunlock`, queued in the engine). Every word ends at
+/// 3 x ROUNDS, read by every rank under shared locks and under lock_all.
+#[test]
+fn one_node_locks_and_queued_epochs_of_other_threads_lose_no_update() {
+    const ROUNDS: u64 = 300;
+    let report = testing::job(3).timeout(Duration::from_secs(60)).run(|u| {
+        let w = u.world();
+        let n = w.size();
+        let win = Window::<u64>::allocate(w, 1)?;
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..n)
+                .map(|target| {
+                    let win = &win;
+                    s.spawn(move || -> onesided::Result<()> {
+                        for round in 0..ROUNDS {
+                            let mut v = [0u64];
+                            if round % 2 == 0 {
+                                win.lock(LockType::Exclusive, target, Assert::NONE)?;
+                                win.get(&mut v, target, 0)?;
+                                win.flush(target)?;
+                                // Held a while: the other threads' attempts meet it.
+                                std::thread::yield_now();
+                                win.put(&[v[0] + 1], target, 0)?;
+                                win.unlock(target)?;
+                            } else {
+                                win.ilock(LockType::Exclusive, target, Assert::NONE)?
+                                    .wait()?;
+                                win.get(&mut v, target, 0)?;
+                                win.flush(target)?;
+                                win.put(&[v[0] + 1], target, 0)?;
+                                win.iunlock(target)?.wait()?;
+                            }
+                            assert!(v[0] < n as u64 * ROUNDS, "word {target} overshot");
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .try_for_each(|h| h.join().expect("thread panicked"))
+        })?;
+        w.barrier()?;
+        let mut got = [0u64];
+        win.local_read(0, &mut got)?;
+        assert_eq!(
+            got,
+            [n as u64 * ROUNDS],
+            "an exclusive read-modify-write was lost"
+        );
+        // Shared locks, then lock_all: it waits for every exclusive-class membership to
+        // leave, so a membership an undone lock left counted would hang it.
+        for target in 0..n {
+            win.lock(LockType::Shared, target, Assert::NONE)?;
+            let mut v = [0u64];
+            win.get(&mut v, target, 0)?;
+            win.unlock(target)?;
+            assert_eq!(v, [n as u64 * ROUNDS]);
+        }
+        win.lock_all(Assert::NONE)?;
+        let mut v = [0u64];
+        win.get(&mut v, (w.rank() + 1) % n, 0)?;
+        win.unlock_all()?;
+        assert_eq!(v, [n as u64 * ROUNDS]);
+        w.barrier()?;
+        win.free()?;
+        Ok(())
+    });
+    report.assert_success();
+}
+
 /// Epochs belong to the process: a lock taken by one thread is held for every thread, so a
 /// second thread locking the same target gets `AlreadyLocked`, and may use the epoch.
 #[test]

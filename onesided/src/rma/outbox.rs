@@ -47,12 +47,18 @@ impl WinCore {
     /// called by the engine right before a closing op's first poll).
     #[inline]
     pub(crate) fn complete_issued(&self, scope: Completes) -> Result<()> {
-        // Nothing staged and no rings (mapped memory everywhere): every route completed
-        // its operations before they returned — one load on the unlock fast path.
-        if self.rings.is_none() && !self.staged.any_staged() && self.plane().is_mapped() {
+        if self.nothing_in_flight() {
             return Ok(());
         }
         self.complete_issued_slow(scope)
+    }
+
+    /// Nothing staged and no rings on a window of one node (mapped memory everywhere):
+    /// every route completed its operations before they returned — one load on the unlock
+    /// fast path.
+    #[inline(always)]
+    pub(crate) fn nothing_in_flight(&self) -> bool {
+        self.rings.is_none() && !self.staged.any_staged() && self.plane().is_mapped()
     }
 
     /// Completes at their targets the network operations this process issued (a window

@@ -498,7 +498,7 @@ fn attempt_failed<P: ControlPlane + ?Sized>(
 /// Releases `lock`, held in `mode`. Release: our writes under the lock are visible to the
 /// next holder (the epoch's RMA completed before: the unlock's completion point). Posted:
 /// the lock is given back, whenever the plane applies it.
-#[inline]
+#[inline(always)]
 pub(crate) fn release<P: ControlPlane + ?Sized>(plane: &P, lock: LockAt, mode: Mode) {
     plane.post_add(
         lock_word(lock),
@@ -1213,7 +1213,18 @@ impl WinCore {
         }
     }
 
+    #[inline]
     pub(crate) fn lock(&self, kind: LockType, target: usize, assert: Assert) -> Result<()> {
+        if assert == Assert::NONE && self.net.is_none() && self.lock_on_node(kind, target) {
+            return Ok(());
+        }
+        self.lock_general(kind, target, assert)
+    }
+
+    /// [`WinCore::lock`] through the engine: out of line, so that the one-node path saves
+    /// no registers for it.
+    #[inline(never)]
+    fn lock_general(&self, kind: LockType, target: usize, assert: Assert) -> Result<()> {
         let ticket = blocking_start(|| self.start_lock(kind, target, assert))?;
         match ticket {
             None => Ok(()),
@@ -1316,7 +1327,80 @@ impl WinCore {
         }
     }
 
+    /// The uncontended lock of a rank on a window of one node, whole under the epoch
+    /// record's lock: the transition, the exclusive class's parked membership taken back,
+    /// and one attempt at the target's word; true when it holds the lock. False leaves
+    /// nothing changed (a failed attempt is undone) for the general path, which reports
+    /// every error. No call lock is taken: with the record held, a synchronization call
+    /// of another thread either holds `calls` now (it may be between its transition and
+    /// its op's start: we step aside) or makes its transition after ours — as if it had
+    /// come after this whole call. Two spin locks per lock + unlock were four of the
+    /// exclusive pair's eight locked instructions (docs/performance.md).
+    #[inline]
+    fn lock_on_node(&self, kind: LockType, target: usize) -> bool {
+        let mut record = self.epoch.transition();
+        // `is_locked` is Acquire: a call that released `calls` had started its op, which
+        // `quiet` (Acquire) then sees.
+        if self.calls.is_locked()
+            || !self.engine.quiet()
+            || target >= self.size
+            || self.no_locks.load(Ordering::Relaxed)
+        {
+            return false;
+        }
+        let Ok(global) = record.lock(target, kind) else {
+            return false;
+        };
+        if !global || self.unpark_exclusive() {
+            let mode = Mode::local(kind);
+            let word = lock_word(LockAt::Local(target));
+            // The mapped plane answers at once.
+            if let Answer::Ready(before) = mode.attempt(&self.ctrl, word) {
+                if mode.attempted(&self.ctrl, word, before) {
+                    return true;
+                }
+            }
+            if global {
+                self.park_exclusive();
+            }
+        }
+        record.undo_lock(target);
+        false
+    }
+
+    /// The unlock of a rank on a window of one node with nothing in flight, whole under
+    /// the epoch record's lock (as [`WinCore::lock_on_node`]); false leaves nothing
+    /// changed for the general path.
+    #[inline]
+    fn unlock_on_node(&self, target: usize) -> bool {
+        let mut record = self.epoch.transition();
+        // Acquire: as in lock_on_node.
+        if self.calls.is_locked() || !self.engine.quiet() || !self.nothing_in_flight() {
+            return false;
+        }
+        let Ok(r) = record.unlock(target) else {
+            return false;
+        };
+        if !r.lock.nocheck {
+            release(&self.ctrl, LockAt::Local(target), Mode::local(r.lock.kind));
+        }
+        if r.global {
+            self.park_exclusive();
+        }
+        true
+    }
+
+    #[inline]
     pub(crate) fn unlock(&self, target: usize) -> Result<()> {
+        if self.net.is_none() && self.unlock_on_node(target) {
+            return Ok(());
+        }
+        self.unlock_general(target)
+    }
+
+    /// [`WinCore::unlock`] through the engine (out of line, as `lock_general`).
+    #[inline(never)]
+    fn unlock_general(&self, target: usize) -> Result<()> {
         match blocking_start(|| self.start_unlock(target))? {
             None => Ok(()),
             Some(t) => self.engine.wait(self, t, None),

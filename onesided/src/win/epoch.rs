@@ -70,6 +70,50 @@ pub(crate) struct Release {
     pub global: bool,
 }
 
+/// The epoch record held ([`EpochState::transition`]): a lock or unlock recorded, and a
+/// lock taken back again when its uncontended attempt failed.
+pub(crate) struct Transition<'a> {
+    epoch: &'a EpochState,
+    st: SpinGuard<'a, Transitions>,
+}
+
+impl Transition<'_> {
+    /// `lock(kind, target)` without NOCHECK, as [`EpochState::lock`]: true when the global
+    /// word must be taken (first exclusive lock of this process).
+    #[inline(always)]
+    pub(crate) fn lock(&mut self, target: usize, kind: LockType) -> Result<bool> {
+        self.epoch
+            .record_lock(&mut self.st, target, kind, false)
+            .map(|(global, _)| global)
+    }
+
+    /// Forgets the lock of `target` that [`Transition::lock`] just recorded (its attempt
+    /// failed; the caller starts the lock again the general way). An unused fence it
+    /// closed stays closed: it would give way again.
+    #[cold]
+    pub(crate) fn undo_lock(&mut self, target: usize) {
+        let st = &mut *self.st;
+        let lock = st.locks.pop();
+        debug_assert_eq!(lock.map(|l| l.target), Some(target));
+        // Every exclusive lock counted itself, not only the first.
+        if lock.is_some_and(|l| l.kind == LockType::Exclusive && !l.nocheck) {
+            st.exclusive_held -= 1;
+        }
+        let next = if st.locks.is_empty() {
+            Access::None
+        } else {
+            Access::Locks
+        };
+        self.epoch.set_access(st, next);
+    }
+
+    /// `unlock(target)`, as [`EpochState::unlock`].
+    #[inline(always)]
+    pub(crate) fn unlock(&mut self, target: usize) -> Result<Release> {
+        self.epoch.record_unlock(&mut self.st, target)
+    }
+}
+
 /// Fast-path cache value: every target passes.
 const ANY: usize = usize::MAX;
 /// Fast-path cache value: no target passes without the full check.
@@ -166,6 +210,16 @@ fn conflict(call: &'static str, reason: &'static str) -> Error {
 impl EpochState {
     fn state(&self) -> SpinGuard<'_, Transitions> {
         self.transitions.lock()
+    }
+
+    /// Holds the record for a transition and the uncontended op that goes with it: the
+    /// one-node lock and unlock of `sync::lock`, which take no call lock (see there).
+    #[inline(always)]
+    pub(crate) fn transition(&self) -> Transition<'_> {
+        Transition {
+            epoch: self,
+            st: self.state(),
+        }
     }
 
     /// The open access epoch.
@@ -379,11 +433,22 @@ impl EpochState {
         kind: LockType,
         nocheck: bool,
     ) -> Result<(bool, Order)> {
-        let mut st = self.state();
+        self.record_lock(&mut self.state(), target, kind, nocheck)
+    }
+
+    /// The transition of [`EpochState::lock_epoch`], under the held record.
+    #[inline(always)]
+    fn record_lock(
+        &self,
+        st: &mut Transitions,
+        target: usize,
+        kind: LockType,
+        nocheck: bool,
+    ) -> Result<(bool, Order)> {
         match st.access {
             Access::LockAll => return Err(conflict("lock", "a lock_all epoch is open")),
             Access::Locks => {}
-            _ => self.leave_unused_fence(&mut st, "lock")?,
+            _ => self.leave_unused_fence(st, "lock")?,
         }
         if st.locks.iter().any(|l| l.target == target) {
             return Err(Error::AlreadyLocked { target });
@@ -396,7 +461,7 @@ impl EpochState {
             nocheck,
             epoch,
         });
-        self.set_access(&mut st, Access::Locks);
+        self.set_access(st, Access::Locks);
         // The target just locked passes the full checks: cache it, so the first operation
         // of the epoch takes the fast path. (A lock that stays pending clears the access
         // cache again — `forget_access_cache` — so RMA waits for it.)
@@ -419,7 +484,12 @@ impl EpochState {
 
     /// `unlock(target)`: forgets the lock; returns what to release.
     pub(crate) fn unlock(&self, target: usize) -> Result<Release> {
-        let mut st = self.state();
+        self.record_unlock(&mut self.state(), target)
+    }
+
+    /// The transition of [`EpochState::unlock`], under the held record.
+    #[inline(always)]
+    fn record_unlock(&self, st: &mut Transitions, target: usize) -> Result<Release> {
         let found = match st.access {
             Access::Locks => st.locks.iter().position(|l| l.target == target),
             _ => None,
@@ -431,14 +501,22 @@ impl EpochState {
                 target,
             });
         };
-        let lock = st.locks.swap_remove(pos);
+        // `swap_remove` by hand: the library's stayed a call (with its bounds check) on
+        // every unlock.
+        let Some(last) = st.locks.pop() else {
+            unreachable!("`pos` indexes the list");
+        };
+        let lock = match st.locks.get_mut(pos) {
+            Some(slot) => std::mem::replace(slot, last),
+            None => last,
+        };
         // Resets the fast-path caches too: they may name the target just unlocked.
         let next = if st.locks.is_empty() {
             Access::None
         } else {
             Access::Locks
         };
-        self.set_access(&mut st, next);
+        self.set_access(st, next);
         let global = lock.kind == LockType::Exclusive && !lock.nocheck && {
             st.exclusive_held -= 1;
             st.exclusive_held == 0
@@ -677,6 +755,36 @@ impl EpochState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A lock recorded under a held [`Transition`] and undone leaves the record as it was:
+    /// no access, unlock refused, and the next exclusive lock is again the first (it takes
+    /// the global word), also beside a lock kept on another target.
+    #[test]
+    fn an_undone_lock_leaves_the_record_as_it_was() {
+        let e = EpochState::default();
+        {
+            let mut t = e.transition();
+            assert!(t.lock(3, LockType::Exclusive).unwrap());
+            assert!(e.access_cached(3));
+            t.undo_lock(3);
+        }
+        assert_eq!(e.access(), Access::None);
+        assert!(e.check_access(3, "put").is_err());
+        assert!(!e.exclusive_to(3));
+        assert!(matches!(e.unlock(3), Err(Error::NotLocked { .. })));
+        assert!(e.lock(1, LockType::Exclusive, false).unwrap());
+        {
+            let mut t = e.transition();
+            assert!(!t.lock(3, LockType::Exclusive).unwrap());
+            t.undo_lock(3);
+        }
+        assert_eq!(e.access(), Access::Locks);
+        assert!(e.check_access(3, "put").is_err());
+        assert!(e.check_access(1, "put").is_ok());
+        let r = e.transition().unlock(1).unwrap();
+        assert!(r.global, "the kept lock was the only exclusive one");
+        assert_eq!(e.access(), Access::None);
+    }
 
     #[test]
     fn fence_plans_follow_asserts() {
