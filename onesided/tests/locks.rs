@@ -183,6 +183,57 @@ fn lock_all_excludes_exclusive() {
     });
 }
 
+/// Exclusive locks taken before a window's first lock_all skip the exclusive class on one
+/// node (sync::lock): the lock_all waits for them to end, and one process that holds such
+/// a lock and then asks for another exclusive lock (through the class, once the lock_all
+/// was asked for) is not deadlocked against the lock_all. Rank 0 locks rank 1 (outside the
+/// class), rank 1 asks for lock_all, rank 0 then locks rank 2 too, writes both and unlocks
+/// both; rank 1's lock_all must see both writes (it was granted after them), on a fresh
+/// window each round.
+#[test]
+fn exclusive_locks_before_the_first_lock_all_exclude_it() {
+    testing::job(3)
+        .timeout(Duration::from_secs(60))
+        .run(|u| {
+            let w = u.world();
+            let me = w.rank();
+            for round in 1..=5u64 {
+                let win = Window::<u64>::allocate(w, 1)?;
+                if me == 0 {
+                    win.lock(LockType::Exclusive, 1, Assert::NONE)?;
+                }
+                w.barrier()?;
+                if me == 0 {
+                    // Rank 1 asks for lock_all meanwhile.
+                    std::thread::sleep(Duration::from_millis(30));
+                    win.lock(LockType::Exclusive, 2, Assert::NONE)?;
+                    win.put(&[round], 2, 0)?;
+                    win.put(&[round], 1, 0)?;
+                    std::thread::sleep(Duration::from_millis(30));
+                    win.unlock(2)?;
+                    win.unlock(1)?;
+                } else if me == 1 {
+                    let asked = Instant::now();
+                    win.lock_all(Assert::NONE)?;
+                    let mut at = [[0u64]; 2];
+                    win.get(&mut at[0], 1, 0)?;
+                    win.get(&mut at[1], 2, 0)?;
+                    win.unlock_all()?;
+                    assert_eq!(
+                        at,
+                        [[round], [round]],
+                        "lock_all was granted inside an exclusive epoch (after {:?})",
+                        asked.elapsed()
+                    );
+                }
+                w.barrier()?;
+                win.free()?;
+            }
+            Ok(())
+        })
+        .assert_success();
+}
+
 /// A process's last exclusive unlock parks its membership of the global word (see
 /// sync::lock); a lock_all of another process must take it back on its own while the owner
 /// sleeps outside the library, not wait for the owner's next call.
@@ -191,6 +242,11 @@ fn lock_all_takes_back_a_parked_exclusive_membership() {
     testing::run(2, |u| {
         let w = u.world();
         let win = Window::<u64>::allocate(w, 2)?;
+        // A lock_all first: from then on exclusive locks join the class (before it, one
+        // node's skip it: `exclusive_locks_before_the_first_lock_all_exclude_it`).
+        win.lock_all(Assert::NONE)?;
+        win.unlock_all()?;
+        w.barrier()?;
         if w.rank() == 0 {
             win.lock(LockType::Exclusive, 1, Assert::NONE)?;
             win.put(&[7], 1, 0)?;

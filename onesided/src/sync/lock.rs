@@ -5,7 +5,7 @@
 //! other. A *local* word per rank is a reader-writer lock: a reader count and a writer bit.
 //!
 //! ```text
-//! local word   bits 0..31 readers · bit 32 writer · bits 48..63 queue head
+//! local word   bits 0..31 readers · bit 32 writer · bit 33 unclassed · bits 48..63 queue head
 //! global word  bits 0..23 exclusive holders · bits 24..47 lock_all holders · bits 48..63 head
 //! ```
 //!
@@ -76,6 +76,23 @@
 //! succeeds. So a lock_all waits for at most one epoch of each exclusive member after its
 //! first round of marks.
 //!
+//! **Exclusive locks before the first lock_all** (one node). The exclusive class exists only
+//! to exclude lock_all, and most programs that lock exclusively never call it. So until a
+//! lock_all is first asked for on a window (the header's `lock_all_used` word, 0), an
+//! uncontended exclusive lock of a window of one node skips the class: it sets the writer bit
+//! together with an *unclassed* mark (one compare-and-swap, SeqCst), then reads
+//! `lock_all_used` again (SeqCst); if a lock_all was asked for meanwhile it gives the word
+//! back and locks the usual way. Its unlock clears both bits, and neither parks nor leaves a
+//! membership: the pair costs two locked instructions instead of four. A lock_all first
+//! sets `lock_all_used` to 1 (SeqCst), then reads every rank's local word (SeqCst) until it
+//! has seen each without the mark once — in the total order of SeqCst operations, a locker
+//! either read the 1 (and backed out) or set its mark before the lock_all's read of that
+//! word — and sets 2: no unclassed holder is left, and none can come, since every later
+//! locker reads a non-zero word. The lock_all waits for that drain before it asks for the
+//! global word, holding nothing meanwhile: a process that holds an unclassed lock and asks
+//! for another exclusive lock (through the class now) is never waited for by a lock_all it
+//! waits for. Across nodes every exclusive lock joins the class, as before.
+//!
 //! **Memberships in transit.** Across nodes an unlock waits for the answer to its release
 //! ([`UnlockOp::InOrder`]), and a nonblocking lock of the same target may already run
 //! behind it (`progress::Queued::lets_open_early`). When that unlock was the last exclusive
@@ -89,18 +106,26 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
-use crate::plane::{Answer, Awaited, ControlPlane, CtrlWord, LockAt, LockPart};
+use crate::plane::{Answer, Awaited, ControlPlane, CtrlWord, LockAt, LockPart, MappedWords};
 use crate::progress::{blocking_start, Completes, Order, Step, SyncOp, Ticket, Waiting};
 use crate::request::Request;
 use crate::sync::{Assert, LockType};
 use crate::transport::network::Only;
 use crate::win::core::WinCore;
-use crate::win::epoch::Release;
+use crate::win::epoch::{HeldLock, Release, Transition};
 use crate::win::RawWindow;
 
 const READER: u64 = 1;
 const READERS: u64 = 0xFFFF_FFFF;
 const WRITER: u64 = 1 << 32;
+/// Beside [`WRITER`]: an exclusive holder outside the exclusive class (module docs).
+const UNCLASSED: u64 = 1 << 33;
+/// `lock_all_used`: no lock_all was asked for on the window yet.
+const ALL_NEVER: u64 = 0;
+/// `lock_all_used`: a lock_all was asked for; unclassed holders may still be inside.
+const ALL_ASKED: u64 = 1;
+/// `lock_all_used`: no unclassed holder is left, and none can come.
+const ALL_DRAINED: u64 = 2;
 const HEAD: u64 = 1 << 48;
 const HEAD_MASK: u64 = 0xFFFF << 48;
 const EXCLUSIVE_ONE: u64 = 1;
@@ -507,6 +532,24 @@ pub(crate) fn release<P: ControlPlane + ?Sized>(plane: &P, lock: LockAt, mode: M
     );
 }
 
+/// Releases the local word of `lock` (nothing for a NOCHECK lock; an unclassed one clears
+/// its mark too), as [`release`].
+#[inline(always)]
+fn release_held<P: ControlPlane + ?Sized>(plane: &P, lock: &HeldLock) {
+    if lock.nocheck {
+        return;
+    }
+    let held = match lock.unclassed {
+        true => WRITER | UNCLASSED,
+        false => Mode::local(lock.kind).one(),
+    };
+    plane.post_add(
+        lock_word(LockAt::Local(lock.target)),
+        held.wrapping_neg(),
+        Ordering::Release,
+    );
+}
+
 /// lock(kind, target): the global word first (first exclusive lock only), then the local.
 struct LockOp {
     target: usize,
@@ -649,6 +692,11 @@ impl SyncOp<WinCore> for LockAllOp {
     }
 
     fn poll(&mut self, core: &WinCore) -> Result<Step> {
+        // On one node, exclusive locks taken outside the class leave first (module docs);
+        // nothing is held while they do.
+        if self.phase.is_fresh() && core.plane().is_mapped() && !core.unclassed_drained() {
+            return Ok(Step::Blocked);
+        }
         if poll_acquire(
             &core.plane(),
             LockAt::Global,
@@ -976,13 +1024,7 @@ impl SyncOp<WinCore> for UnlockOp {
         }
         match *self {
             UnlockOp::One(r) => {
-                if !r.lock.nocheck {
-                    release(
-                        &core.plane(),
-                        LockAt::Local(r.lock.target),
-                        Mode::local(r.lock.kind),
-                    );
-                }
+                release_held(&core.plane(), &r.lock);
                 if r.global {
                     core.park_exclusive();
                 }
@@ -1348,7 +1390,13 @@ impl WinCore {
         {
             return false;
         }
-        let Ok(global) = record.lock(target, kind) else {
+        if kind == LockType::Exclusive
+            // Relaxed: a look; the locker reads it again, SeqCst, once its mark is set.
+            && self.lock_all_used().load(Ordering::Relaxed) == ALL_NEVER
+        {
+            return self.lock_unclassed(record, target);
+        }
+        let Ok(global) = record.lock(target, kind, false) else {
             return false;
         };
         if !global || self.unpark_exclusive() {
@@ -1368,6 +1416,67 @@ impl WinCore {
         false
     }
 
+    /// An exclusive lock of `target` outside the class, before the window's first lock_all
+    /// (module docs), its transition to be made in `record`; true when it holds the lock.
+    #[inline]
+    fn lock_unclassed(&self, mut record: Transition<'_>, target: usize) -> bool {
+        if record.lock(target, LockType::Exclusive, true).is_err() {
+            return false;
+        }
+        let word = self.ctrl.mapped(lock_word(LockAt::Local(target)));
+        // SeqCst: one total order with lock_all's announcement and its reads of the local
+        // words (module docs); Acquire within it, for the previous holder's writes.
+        if word
+            .compare_exchange(0, WRITER | UNCLASSED, Ordering::SeqCst, Ordering::Relaxed)
+            .is_ok()
+        {
+            // SeqCst: see above.
+            if self.lock_all_used().load(Ordering::SeqCst) == ALL_NEVER {
+                return true;
+            }
+            // A lock_all was asked for meanwhile: we never held the lock.
+            word.fetch_sub(WRITER | UNCLASSED, Ordering::Relaxed);
+        }
+        record.undo_lock(target);
+        false
+    }
+
+    /// The header word that says whether a lock_all was ever asked for (module docs).
+    #[inline(always)]
+    fn lock_all_used(&self) -> &AtomicU64 {
+        &self.ctrl.header().lock_all_used
+    }
+
+    /// Announces a lock_all on a window of one node and waits, poll by poll, for the
+    /// unclassed exclusive holders to leave (module docs); true once none is left.
+    fn unclassed_drained(&self) -> bool {
+        let used = self.lock_all_used();
+        // Acquire: pairs with the Release of the drain that set it, which saw every
+        // unclassed holder's release.
+        let now = used.load(Ordering::Acquire);
+        if now == ALL_DRAINED {
+            return true;
+        }
+        if now == ALL_NEVER {
+            // SeqCst: see the module docs; a failure means another lock_all announced.
+            let _ =
+                used.compare_exchange(ALL_NEVER, ALL_ASKED, Ordering::SeqCst, Ordering::Relaxed);
+        }
+        for rank in 0..self.size {
+            // SeqCst: see the module docs (also Acquire: the holder's epoch happens before).
+            let v = self
+                .ctrl
+                .mapped(lock_word(LockAt::Local(rank)))
+                .load(Ordering::SeqCst);
+            if v & UNCLASSED != 0 {
+                return false;
+            }
+        }
+        // Release: for the next lock_all's Acquire above. A failure: another drain set it.
+        let _ = used.compare_exchange(ALL_ASKED, ALL_DRAINED, Ordering::Release, Ordering::Relaxed);
+        true
+    }
+
     /// The unlock of a rank on a window of one node with nothing in flight, whole under
     /// the epoch record's lock (as [`WinCore::lock_on_node`]); false leaves nothing
     /// changed for the general path.
@@ -1381,9 +1490,7 @@ impl WinCore {
         let Ok(r) = record.unlock(target) else {
             return false;
         };
-        if !r.lock.nocheck {
-            release(&self.ctrl, LockAt::Local(target), Mode::local(r.lock.kind));
-        }
+        release_held(&self.ctrl, &r.lock);
         if r.global {
             self.park_exclusive();
         }
@@ -1430,7 +1537,46 @@ impl WinCore {
             .start_ordered(self, UnlockOp::One(release), order)
     }
 
+    #[inline]
     pub(crate) fn lock_all(&self, assert: Assert) -> Result<()> {
+        if assert == Assert::NONE && self.net.is_none() && self.lock_all_on_node() {
+            return Ok(());
+        }
+        self.lock_all_general(assert)
+    }
+
+    /// The uncontended lock_all of a window of one node, whole under the epoch record's
+    /// lock (as [`WinCore::lock_on_node`]): one attempt at the global word; false leaves
+    /// nothing changed for the general path (which also takes parked exclusive
+    /// memberships back).
+    #[inline]
+    fn lock_all_on_node(&self) -> bool {
+        let mut record = self.epoch.transition();
+        // Acquire: as in lock_on_node.
+        if self.calls.is_locked()
+            || !self.engine.quiet()
+            || self.no_locks.load(Ordering::Relaxed)
+            // Acquire: as in `unclassed_drained` (which the general path runs).
+            || self.lock_all_used().load(Ordering::Acquire) != ALL_DRAINED
+        {
+            return false;
+        }
+        if record.lock_all().is_err() {
+            return false;
+        }
+        let word = lock_word(LockAt::Global);
+        if let Answer::Ready(before) = Mode::LOCK_ALL.attempt(&self.ctrl, word) {
+            if Mode::LOCK_ALL.attempted(&self.ctrl, word, before) {
+                return true;
+            }
+        }
+        record.undo_lock_all();
+        false
+    }
+
+    /// [`WinCore::lock_all`] through the engine (out of line, as `lock_general`).
+    #[inline(never)]
+    fn lock_all_general(&self, assert: Assert) -> Result<()> {
         match blocking_start(|| self.start_lock_all(assert))? {
             None => Ok(()),
             Some(t) => self.engine.wait(self, t, None).inspect_err(|_| {
@@ -1465,7 +1611,35 @@ impl WinCore {
         )
     }
 
+    #[inline]
     pub(crate) fn unlock_all(&self) -> Result<()> {
+        if self.net.is_none() && self.unlock_all_on_node() {
+            return Ok(());
+        }
+        self.unlock_all_general()
+    }
+
+    /// The unlock_all of a window of one node with nothing in flight, whole under the
+    /// epoch record's lock (as [`WinCore::unlock_on_node`]).
+    #[inline]
+    fn unlock_all_on_node(&self) -> bool {
+        let mut record = self.epoch.transition();
+        // Acquire: as in lock_on_node.
+        if self.calls.is_locked() || !self.engine.quiet() || !self.nothing_in_flight() {
+            return false;
+        }
+        match record.unlock_all() {
+            Ok(false) => release(&self.ctrl, LockAt::Global, Mode::LOCK_ALL),
+            // Our stores are ordered before any later load or store of ours (as a flush).
+            Ok(true) => std::sync::atomic::fence(Ordering::SeqCst),
+            Err(_) => return false,
+        }
+        true
+    }
+
+    /// [`WinCore::unlock_all`] through the engine (out of line, as `lock_general`).
+    #[inline(never)]
+    fn unlock_all_general(&self) -> Result<()> {
         match blocking_start(|| self.start_unlock_all())? {
             None => Ok(()),
             Some(t) => self.engine.wait(self, t, None),

@@ -41,6 +41,11 @@ pub(crate) struct WinHeader {
     /// Global lock ([Gerstenberger13]): lock_all holders and exclusive lockers (sync::lock),
     /// with its FIFO slow path.
     pub global_lock: CachePadded<LockLine>,
+    /// Whether a lock_all was ever asked for on this window (sync::lock, "Exclusive locks
+    /// before the first lock_all"): 0 never, 1 asked (unclassed holders draining), 2 no
+    /// unclassed holder is left or can come. Read by every exclusive lock: a line of its
+    /// own that is written at most twice.
+    pub lock_all_used: CachePadded<AtomicU64>,
 }
 
 /// Identity words of a rank.

@@ -49,8 +49,19 @@ pub(crate) struct HeldLock {
     pub kind: LockType,
     /// Taken with MPI_MODE_NOCHECK: no lock word was touched.
     pub nocheck: bool,
+    /// An exclusive lock taken without the exclusive class, before the window's first
+    /// lock_all (`sync::lock`'s module docs): it is not counted in the class.
+    pub unclassed: bool,
     /// The lock's epoch number (for the reorder rules).
     pub epoch: u64,
+}
+
+impl HeldLock {
+    /// True for an exclusive lock that is a member of the exclusive class (counted in
+    /// `exclusive_held`): not NOCHECK, not unclassed.
+    pub(crate) fn counts_in_class(&self) -> bool {
+        self.kind == LockType::Exclusive && !self.nocheck && !self.unclassed
+    }
 }
 
 /// What a fence must do, derived from its assertions.
@@ -79,11 +90,12 @@ pub(crate) struct Transition<'a> {
 
 impl Transition<'_> {
     /// `lock(kind, target)` without NOCHECK, as [`EpochState::lock`]: true when the global
-    /// word must be taken (first exclusive lock of this process).
+    /// word must be taken (first exclusive lock of this process of the class). `unclassed`:
+    /// an exclusive lock taken without the class (see [`HeldLock::unclassed`]).
     #[inline(always)]
-    pub(crate) fn lock(&mut self, target: usize, kind: LockType) -> Result<bool> {
+    pub(crate) fn lock(&mut self, target: usize, kind: LockType, unclassed: bool) -> Result<bool> {
         self.epoch
-            .record_lock(&mut self.st, target, kind, false)
+            .record_lock(&mut self.st, target, kind, false, unclassed)
             .map(|(global, _)| global)
     }
 
@@ -95,8 +107,8 @@ impl Transition<'_> {
         let st = &mut *self.st;
         let lock = st.locks.pop();
         debug_assert_eq!(lock.map(|l| l.target), Some(target));
-        // Every exclusive lock counted itself, not only the first.
-        if lock.is_some_and(|l| l.kind == LockType::Exclusive && !l.nocheck) {
+        // Every exclusive lock of the class counted itself, not only the first.
+        if lock.is_some_and(|l| l.counts_in_class()) {
             st.exclusive_held -= 1;
         }
         let next = if st.locks.is_empty() {
@@ -111,6 +123,26 @@ impl Transition<'_> {
     #[inline(always)]
     pub(crate) fn unlock(&mut self, target: usize) -> Result<Release> {
         self.epoch.record_unlock(&mut self.st, target)
+    }
+
+    /// `lock_all` without NOCHECK, as [`EpochState::lock_all`].
+    #[inline(always)]
+    pub(crate) fn lock_all(&mut self) -> Result<()> {
+        self.epoch.record_lock_all(&mut self.st, false)
+    }
+
+    /// Forgets the lock_all epoch that [`Transition::lock_all`] just recorded (as
+    /// [`Transition::undo_lock`]).
+    #[cold]
+    pub(crate) fn undo_lock_all(&mut self) {
+        debug_assert_eq!(self.st.access, Access::LockAll);
+        self.epoch.set_access(&mut self.st, Access::None);
+    }
+
+    /// `unlock_all`, as [`EpochState::unlock_all`]: whether the epoch was NOCHECK.
+    #[inline(always)]
+    pub(crate) fn unlock_all(&mut self) -> Result<bool> {
+        self.epoch.record_unlock_all(&mut self.st)
     }
 }
 
@@ -287,8 +319,12 @@ impl EpochState {
             Access::LockAll => ANY,
             _ => NONE,
         };
-        self.fast_flush
-            .store(self.flush_cache(passive), Ordering::Relaxed);
+        // (Only lock_all's ANY asks whether the flush may be cached at all.)
+        let flush = match access {
+            Access::LockAll => self.flush_cache(passive),
+            _ => NONE,
+        };
+        self.fast_flush.store(flush, Ordering::Relaxed);
         self.fast_passive.store(passive, Ordering::Relaxed);
         self.fast_exclusive.store(NONE, Ordering::Relaxed);
     }
@@ -433,7 +469,7 @@ impl EpochState {
         kind: LockType,
         nocheck: bool,
     ) -> Result<(bool, Order)> {
-        self.record_lock(&mut self.state(), target, kind, nocheck)
+        self.record_lock(&mut self.state(), target, kind, nocheck, false)
     }
 
     /// The transition of [`EpochState::lock_epoch`], under the held record.
@@ -444,6 +480,7 @@ impl EpochState {
         target: usize,
         kind: LockType,
         nocheck: bool,
+        unclassed: bool,
     ) -> Result<(bool, Order)> {
         match st.access {
             Access::LockAll => return Err(conflict("lock", "a lock_all epoch is open")),
@@ -459,23 +496,27 @@ impl EpochState {
             target,
             kind,
             nocheck,
+            unclassed,
             epoch,
         });
-        self.set_access(st, Access::Locks);
-        // The target just locked passes the full checks: cache it, so the first operation
-        // of the epoch takes the fast path. (A lock that stays pending clears the access
-        // cache again — `forget_access_cache` — so RMA waits for it.)
+        // `set_access(Locks)`, with the caches it resets set at once to the target just
+        // locked: it passes the full checks, so the first operation of the epoch takes the
+        // fast path. (A lock that stays pending clears the access cache again —
+        // `forget_access_cache` — so RMA waits for it.)
+        st.access = Access::Locks;
         // Relaxed: see the type's docs.
         self.fast_access.store(target, Ordering::Relaxed);
         self.fast_flush
             .store(self.flush_cache(target), Ordering::Relaxed);
         self.fast_passive.store(target, Ordering::Relaxed);
-        if kind == LockType::Exclusive {
-            // Relaxed: as the caches above.
-            self.fast_exclusive
-                .store(target << 1 | 1, Ordering::Relaxed);
-        }
-        let global = kind == LockType::Exclusive && !nocheck && {
+        self.fast_exclusive.store(
+            match kind {
+                LockType::Exclusive => target << 1 | 1,
+                LockType::Shared => NONE,
+            },
+            Ordering::Relaxed,
+        );
+        let global = kind == LockType::Exclusive && !nocheck && !unclassed && {
             st.exclusive_held += 1;
             st.exclusive_held == 1
         };
@@ -517,7 +558,7 @@ impl EpochState {
             Access::Locks
         };
         self.set_access(st, next);
-        let global = lock.kind == LockType::Exclusive && !lock.nocheck && {
+        let global = lock.counts_in_class() && {
             st.exclusive_held -= 1;
             st.exclusive_held == 0
         };
@@ -526,26 +567,36 @@ impl EpochState {
 
     /// `lock_all`.
     pub(crate) fn lock_all(&self, nocheck: bool) -> Result<()> {
-        let mut st = self.state();
+        self.record_lock_all(&mut self.state(), nocheck)
+    }
+
+    /// The transition of [`EpochState::lock_all`], under the held record.
+    #[inline(always)]
+    fn record_lock_all(&self, st: &mut Transitions, nocheck: bool) -> Result<()> {
         match st.access {
             Access::LockAll => {
                 return Err(conflict("lock_all", "a lock_all epoch is already open"))
             }
             Access::Locks => return Err(conflict("lock_all", "this process holds locks")),
-            _ => self.leave_unused_fence(&mut st, "lock_all")?,
+            _ => self.leave_unused_fence(st, "lock_all")?,
         }
-        self.set_access(&mut st, Access::LockAll);
+        self.set_access(st, Access::LockAll);
         st.lock_all_nocheck = nocheck;
         Ok(())
     }
 
     /// `unlock_all`: returns whether the lock_all was taken with NOCHECK.
     pub(crate) fn unlock_all(&self) -> Result<bool> {
-        let mut st = self.state();
+        self.record_unlock_all(&mut self.state())
+    }
+
+    /// The transition of [`EpochState::unlock_all`], under the held record.
+    #[inline(always)]
+    fn record_unlock_all(&self, st: &mut Transitions) -> Result<bool> {
         if st.access != Access::LockAll {
             return Err(conflict("unlock_all", "no lock_all epoch is open"));
         }
-        self.set_access(&mut st, Access::None);
+        self.set_access(st, Access::None);
         Ok(st.lock_all_nocheck)
     }
 
@@ -764,7 +815,7 @@ mod tests {
         let e = EpochState::default();
         {
             let mut t = e.transition();
-            assert!(t.lock(3, LockType::Exclusive).unwrap());
+            assert!(t.lock(3, LockType::Exclusive, false).unwrap());
             assert!(e.access_cached(3));
             t.undo_lock(3);
         }
@@ -775,7 +826,7 @@ mod tests {
         assert!(e.lock(1, LockType::Exclusive, false).unwrap());
         {
             let mut t = e.transition();
-            assert!(!t.lock(3, LockType::Exclusive).unwrap());
+            assert!(!t.lock(3, LockType::Exclusive, false).unwrap());
             t.undo_lock(3);
         }
         assert_eq!(e.access(), Access::Locks);
@@ -784,6 +835,40 @@ mod tests {
         let r = e.transition().unlock(1).unwrap();
         assert!(r.global, "the kept lock was the only exclusive one");
         assert_eq!(e.access(), Access::None);
+        // lock_all likewise, after an unused fence (which stays closed).
+        e.fence(false, false).unwrap();
+        {
+            let mut t = e.transition();
+            t.lock_all().unwrap();
+            assert!(e.access_cached(5));
+            t.undo_lock_all();
+        }
+        assert_eq!(e.access(), Access::None);
+        assert!(e.check_access(5, "put").is_err());
+        assert!(e.unlock_all().is_err());
+        e.transition().lock_all().unwrap();
+        assert!(matches!(e.transition().unlock_all(), Ok(false)));
+    }
+
+    /// An unclassed exclusive lock is not a member of the exclusive class: the next
+    /// exclusive lock of the class is still the first (it joins), and the unlocks release
+    /// the class once, at the classed lock's unlock; undone, it leaves no count behind.
+    #[test]
+    fn unclassed_exclusive_locks_stay_out_of_the_class() {
+        let e = EpochState::default();
+        assert!(!e.transition().lock(7, LockType::Exclusive, true).unwrap());
+        assert!(e.exclusive_to(7));
+        {
+            let mut t = e.transition();
+            assert!(!t.lock(9, LockType::Exclusive, true).unwrap());
+            t.undo_lock(9);
+        }
+        assert!(e.lock(8, LockType::Exclusive, false).unwrap());
+        let r = e.unlock(7).unwrap();
+        assert!(r.lock.unclassed && !r.global);
+        let r = e.unlock(8).unwrap();
+        assert!(!r.lock.unclassed && r.global);
+        assert!(e.lock(8, LockType::Exclusive, false).unwrap());
     }
 
     #[test]
