@@ -3,8 +3,9 @@
 # window, counted by callgrind (repeatable on a noisy machine, unlike timings), next to
 # foMPI's published numbers ([Gerstenberger13] §2.3-2.4: put 173, flush 78); and of the 8-byte
 # atomics fetch_and_op(sum), compare_and_swap and accumulate(sum); and, for the record, of
-# the uncontended synchronizations (shared and exclusive lock + unlock, lock_all + unlock_all,
-# a PSCW epoch, a fence).
+# the uncontended synchronizations (shared and exclusive lock + unlock — the exclusive pair
+# before and after the window's first lock_all, which makes exclusive locks join the
+# exclusive class —, lock_all + unlock_all, a PSCW epoch, a fence).
 #
 # Rank 0 of `examples/putflush` runs four loops of ITERS iterations under callgrind; the
 # inclusive instruction count of each loop function divided by ITERS, minus the empty
@@ -32,6 +33,7 @@ count() { grep -E "putflush.rs:onesided_bench_$1 \[" "$out/annotate" | sed -n 1p
 empty=$(count empty) pf=$(count put_flush) put=$(count put) flush=$(count flush)
 fop=$(count fetch_and_op) cas=$(count compare_and_swap) acc=$(count accumulate)
 lu=$(count lock_unlock) lux=$(count lock_unlock_exclusive) lau=$(count lock_all_unlock_all) pscw=$(count pscw) fence=$(count fence)
+luc=$(count lock_unlock_classed)
 per() { awk -v n="$1" -v e="$empty" -v i="$iters" 'BEGIN { printf "%.1f", (n - e) / i }'; }
 overhead=$(awk -v e="$empty" -v i="$iters" 'BEGIN { printf "%.1f", e / i }')
 echo "valgrind --tool=callgrind, $iters iterations per loop, loop overhead ($overhead/iteration) subtracted"
@@ -44,6 +46,7 @@ printf '%-24s %12s %12s\n' "compare_and_swap" "$(per "$cas")" "-"
 printf '%-24s %12s %12s\n' "accumulate (sum, 1 elt)" "$(per "$acc")" "-"
 printf '%-24s %12s %12s\n' "lock + unlock (shared)" "$(per "$lu")" "-"
 printf '%-24s %12s %12s\n' "lock + unlock (exclusive)" "$(per "$lux")" "-"
+printf '%-24s %12s %12s\n' "  after a lock_all" "$(per "$luc")" "-"
 printf '%-24s %12s %12s\n' "lock_all + unlock_all" "$(per "$lau")" "-"
 printf '%-24s %12s %12s\n' "PSCW epoch (4 calls)" "$(awk -v n="$pscw" -v i="$pscw_iters" 'BEGIN { printf "%.1f", n / i }')" "-"
 printf '%-24s %12s %12s\n' "fence (2 ranks)" "$(awk -v n="$fence" -v i="$pscw_iters" 'BEGIN { printf "%.1f", n / i }')" "-"

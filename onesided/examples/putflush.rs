@@ -98,6 +98,23 @@ fn onesided_bench_lock_unlock_exclusive(win: &Window<u64>, iters: u64) -> onesid
     Ok(())
 }
 
+/// The same loop once the window has seen a lock_all: every exclusive lock is then a
+/// member of the exclusive class (sync::lock), whose membership parks between epochs.
+#[no_mangle]
+#[inline(never)]
+fn onesided_bench_lock_unlock_classed(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
+    // Outside the loop, so that the body differs from `onesided_bench_lock_unlock_exclusive`
+    // (identical functions are merged into one, which callgrind then counts once).
+    if iters == u64::MAX {
+        return Ok(());
+    }
+    for _ in 0..iters {
+        win.lock(LockType::Exclusive, black_box(1), Assert::NONE)?;
+        win.unlock(black_box(1))?;
+    }
+    Ok(())
+}
+
 #[no_mangle]
 #[inline(never)]
 fn onesided_bench_lock_all_unlock_all(win: &Window<u64>, iters: u64) -> onesided::Result<()> {
@@ -166,6 +183,7 @@ fn main() -> onesided::Result<()> {
         onesided_bench_lock_unlock(&win, ITERS)?;
         onesided_bench_lock_unlock_exclusive(&win, ITERS)?;
         onesided_bench_lock_all_unlock_all(&win, ITERS)?;
+        onesided_bench_lock_unlock_classed(&win, ITERS)?;
     }
     // PSCW epochs between ranks 0 and 1 (rank 1 runs the same loop, not counted).
     world.barrier()?;

@@ -1418,7 +1418,7 @@ impl WinCore {
 
     /// An exclusive lock of `target` outside the class, before the window's first lock_all
     /// (module docs), its transition to be made in `record`; true when it holds the lock.
-    #[inline]
+    #[inline(always)]
     fn lock_unclassed(&self, mut record: Transition<'_>, target: usize) -> bool {
         if record.lock(target, LockType::Exclusive, true).is_err() {
             return false;
