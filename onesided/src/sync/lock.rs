@@ -683,7 +683,17 @@ impl SyncOp<WinCore> for LockAllOp {
         "MPI_Win_lock_all"
     }
 
-    fn waiting(&self, _core: &WinCore) -> Waiting {
+    fn waiting(&self, core: &WinCore) -> Waiting {
+        // Relaxed: a diagnostic's look.
+        if self.phase.is_fresh()
+            && core.plane().is_mapped()
+            && core.lock_all_used().load(Ordering::Relaxed) != ALL_DRAINED
+        {
+            return Waiting::new(
+                "MPI_Win_lock_all",
+                "the exclusive locks taken before the window's first lock_all to end",
+            );
+        }
         Waiting::new(
             "MPI_Win_lock_all",
             "the window-wide lock word: a process holds an exclusive lock",
