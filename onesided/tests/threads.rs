@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use onesided::{testing, Assert, Error, LockType, Op, WinBuffer, Window};
+use onesided::{testing, Assert, Comm, Error, LockType, Op, WinBuffer, Window};
 
 const THREADS: usize = 4;
 const ITERS: u64 = 2000;
@@ -80,41 +80,51 @@ fn threads_lock_different_targets_at_once() {
     const ROUNDS: u64 = 200;
     let report = testing::job(3).timeout(Duration::from_secs(120)).run(|u| {
         let w = u.world();
-        let n = w.size();
         let win = Window::<u64>::allocate(w, 1)?;
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..n)
-                .map(|target| {
-                    let win = &win;
-                    s.spawn(move || -> onesided::Result<()> {
-                        for _ in 0..ROUNDS {
-                            win.lock(LockType::Exclusive, target, Assert::NONE)?;
-                            let mut v = [0u64];
-                            win.get(&mut v, target, 0)?;
-                            win.flush(target)?;
-                            win.put(&[v[0] + 1], target, 0)?;
-                            win.unlock(target)?;
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .try_for_each(|h| h.join().expect("thread panicked"))
+        thread_per_target(w, &win, ROUNDS, |target, _| {
+            win.lock(LockType::Exclusive, target, Assert::NONE)?;
+            let mut v = [0u64];
+            win.get(&mut v, target, 0)?;
+            win.flush(target)?;
+            win.put(&[v[0] + 1], target, 0)?;
+            win.unlock(target)
         })?;
-        w.barrier()?;
-        let mut got = [0u64];
-        win.local_read(0, &mut got)?;
-        assert_eq!(
-            got,
-            [n as u64 * ROUNDS],
-            "an exclusive read-modify-write was lost"
-        );
         win.free()?;
         Ok(())
     });
     report.assert_success();
+}
+
+/// Runs one thread per rank of the job at every rank, thread `target` calling
+/// `increment(target, round)` for `rounds` rounds (each adds one to the word at `target`),
+/// then checks that this rank's word was incremented by every process's thread every round.
+fn thread_per_target(
+    w: &Comm,
+    win: &Window<u64>,
+    rounds: u64,
+    increment: impl Fn(usize, u64) -> onesided::Result<()> + Sync,
+) -> onesided::Result<()> {
+    let n = w.size();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..n)
+            .map(|target| {
+                let increment = &increment;
+                s.spawn(move || (0..rounds).try_for_each(|round| increment(target, round)))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().expect("thread panicked"))
+    })?;
+    w.barrier()?;
+    let mut got = [0u64];
+    win.local_read(0, &mut got)?;
+    assert_eq!(
+        got,
+        [n as u64 * rounds],
+        "an exclusive read-modify-write was lost"
+    );
+    Ok(())
 }
 
 /// The one-node lock and unlock (done whole under the epoch record's lock, no call lock)
@@ -130,47 +140,27 @@ fn one_node_locks_and_queued_epochs_of_other_threads_lose_no_update() {
         let w = u.world();
         let n = w.size();
         let win = Window::<u64>::allocate(w, 1)?;
-        std::thread::scope(|s| {
-            let handles: Vec<_> = (0..n)
-                .map(|target| {
-                    let win = &win;
-                    s.spawn(move || -> onesided::Result<()> {
-                        for round in 0..ROUNDS {
-                            let mut v = [0u64];
-                            if round % 2 == 0 {
-                                win.lock(LockType::Exclusive, target, Assert::NONE)?;
-                                win.get(&mut v, target, 0)?;
-                                win.flush(target)?;
-                                // Held a while: the other threads' attempts meet it.
-                                std::thread::yield_now();
-                                win.put(&[v[0] + 1], target, 0)?;
-                                win.unlock(target)?;
-                            } else {
-                                win.ilock(LockType::Exclusive, target, Assert::NONE)?
-                                    .wait()?;
-                                win.get(&mut v, target, 0)?;
-                                win.flush(target)?;
-                                win.put(&[v[0] + 1], target, 0)?;
-                                win.iunlock(target)?.wait()?;
-                            }
-                            assert!(v[0] < n as u64 * ROUNDS, "word {target} overshot");
-                        }
-                        Ok(())
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .try_for_each(|h| h.join().expect("thread panicked"))
+        thread_per_target(w, &win, ROUNDS, |target, round| {
+            let mut v = [0u64];
+            if round % 2 == 0 {
+                win.lock(LockType::Exclusive, target, Assert::NONE)?;
+                win.get(&mut v, target, 0)?;
+                win.flush(target)?;
+                // Held a while: the other threads' attempts meet it.
+                std::thread::yield_now();
+                win.put(&[v[0] + 1], target, 0)?;
+                win.unlock(target)?;
+            } else {
+                win.ilock(LockType::Exclusive, target, Assert::NONE)?
+                    .wait()?;
+                win.get(&mut v, target, 0)?;
+                win.flush(target)?;
+                win.put(&[v[0] + 1], target, 0)?;
+                win.iunlock(target)?.wait()?;
+            }
+            assert!(v[0] < n as u64 * ROUNDS, "word {target} overshot");
+            Ok(())
         })?;
-        w.barrier()?;
-        let mut got = [0u64];
-        win.local_read(0, &mut got)?;
-        assert_eq!(
-            got,
-            [n as u64 * ROUNDS],
-            "an exclusive read-modify-write was lost"
-        );
         // Shared locks, then lock_all: it waits for every exclusive-class membership to
         // leave, so a membership an undone lock left counted would hang it.
         for target in 0..n {
