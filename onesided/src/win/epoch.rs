@@ -492,13 +492,14 @@ impl EpochState {
         }
         st.epochs += 1;
         let epoch = st.epochs;
-        st.locks.push(HeldLock {
+        let held = HeldLock {
             target,
             kind,
             nocheck,
             unclassed,
             epoch,
-        });
+        };
+        st.locks.push(held);
         // `set_access(Locks)`, with the caches it resets set at once to the target just
         // locked: it passes the full checks, so the first operation of the epoch takes the
         // fast path. (A lock that stays pending clears the access cache again —
@@ -516,7 +517,7 @@ impl EpochState {
             },
             Ordering::Relaxed,
         );
-        let global = kind == LockType::Exclusive && !nocheck && !unclassed && {
+        let global = held.counts_in_class() && {
             st.exclusive_held += 1;
             st.exclusive_held == 1
         };
