@@ -100,23 +100,13 @@ impl Transition<'_> {
     }
 
     /// Forgets the lock of `target` that [`Transition::lock`] just recorded (its attempt
-    /// failed; the caller starts the lock again the general way). An unused fence it
-    /// closed stays closed: it would give way again.
+    /// failed; the caller starts the lock again the general way): the unlock's transition,
+    /// which also takes back its count in the exclusive class. An unused fence it closed
+    /// stays closed: it would give way again.
     #[cold]
     pub(crate) fn undo_lock(&mut self, target: usize) {
-        let st = &mut *self.st;
-        let lock = st.locks.pop();
-        debug_assert_eq!(lock.map(|l| l.target), Some(target));
-        // Every exclusive lock of the class counted itself, not only the first.
-        if lock.is_some_and(|l| l.counts_in_class()) {
-            st.exclusive_held -= 1;
-        }
-        let next = if st.locks.is_empty() {
-            Access::None
-        } else {
-            Access::Locks
-        };
-        self.epoch.set_access(st, next);
+        let undone = self.unlock(target);
+        debug_assert!(undone.is_ok(), "the lock was just recorded");
     }
 
     /// `unlock(target)`, as [`EpochState::unlock`].
@@ -135,8 +125,8 @@ impl Transition<'_> {
     /// [`Transition::undo_lock`]).
     #[cold]
     pub(crate) fn undo_lock_all(&mut self) {
-        debug_assert_eq!(self.st.access, Access::LockAll);
-        self.epoch.set_access(&mut self.st, Access::None);
+        let undone = self.unlock_all();
+        debug_assert!(undone.is_ok(), "the lock_all was just recorded");
     }
 
     /// `unlock_all`, as [`EpochState::unlock_all`]: whether the epoch was NOCHECK.
