@@ -37,7 +37,13 @@ use crate::state::{self, EntryRef};
 /// reference; else a borrowed one, without a call.
 #[inline(always)]
 fn window<L: Lookups, const SHARED: bool>(win: Handle) -> Option<EntryRef> {
-    let e = state::window_at_as(SHARED, L::window_index(win & L::MASK)?)?;
+    let win = win & L::MASK;
+    let e = match L::WINDOWS.first_slot_of(win) {
+        // The first chunk's slots, the windows of nearly every program: one compare and
+        // one load from the handle to the entry.
+        Some(slot) if !SHARED => state::first_window(slot)?,
+        _ => state::window_at_as(SHARED, L::window_index(win)?)?,
+    };
     e.mem.is_none().then_some(e)
 }
 
@@ -247,7 +253,7 @@ pub(crate) unsafe fn accumulate<L: Lookups, const SHARED: bool>(
 ///
 /// # Safety
 /// `origin` points to `count` elements of `T`, aligned for `T`.
-#[inline(never)]
+#[inline(always)]
 unsafe fn accumulate_typed<T: AccElement>(
     e: EntryRef,
     origin: *const c_void,
@@ -311,12 +317,14 @@ pub(crate) unsafe fn fetch_and_op<L: Lookups, const SHARED: bool>(
     with_scalar!(elem, T => Some(unsafe { fetch_and_op_typed::<T>(e, origin, result, target, disp, op) }))
 }
 
-/// [`fetch_and_op`] once the element type is known (out of line, one per type: the
-/// export's own frame stays small).
+/// [`fetch_and_op`] once the element type is known. Inlined into the export's arm of each
+/// element type: an out-of-line copy per type saved the export some frame but cost a
+/// second frame on every call (25 instructions of accumulate and fetch_and_op, counted
+/// with `scripts/cabi-instr.sh`).
 ///
 /// # Safety
 /// `origin` and `result` point to one element of `T` each (any alignment).
-#[inline(never)]
+#[inline(always)]
 unsafe fn fetch_and_op_typed<T: AccElement>(
     e: EntryRef,
     origin: *const c_void,

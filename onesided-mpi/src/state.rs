@@ -105,10 +105,16 @@ const CHUNK: usize = 256;
 const CHUNKS: usize = 4096;
 
 /// The same table for readers that take no lock: chunk `i / CHUNK`, slot `i % CHUNK` holds
-/// the `Arc::as_ptr` of the entry in [`WINDOWS`] (null when free). Chunks are allocated
-/// under the write lock and never freed.
+/// the `Arc::as_ptr` of the entry in [`WINDOWS`] (null when free). Chunk 0 is
+/// [`FIRST_CHUNK`]; the others are allocated under the write lock and never freed.
 static SLOTS: [AtomicPtr<[AtomicPtr<Entry>; CHUNK]>; CHUNKS] =
     [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNKS];
+
+/// Chunk 0 of [`SLOTS`], a static: the windows of nearly every program, one load from
+/// their handle's slot to their entry (an allocated chunk is one dependent load more, on
+/// every call of the hot path and of its flush).
+static FIRST_CHUNK: [AtomicPtr<Entry>; CHUNK] =
+    [const { AtomicPtr::new(std::ptr::null_mut()) }; CHUNK];
 
 /// Whether the program may call from several threads at once (`MPI_THREAD_MULTIPLE`
 /// granted). Until `MPI_Init` says otherwise, assume so.
@@ -192,6 +198,9 @@ impl std::ops::Deref for EntryRef {
 /// The chunk of slot `index`, made when `make` (under the write lock).
 #[inline(always)]
 fn chunk(index: usize, make: bool) -> Option<&'static [AtomicPtr<Entry>; CHUNK]> {
+    if index < CHUNK {
+        return Some(&FIRST_CHUNK);
+    }
     let cell = SLOTS.get(index / CHUNK)?;
     // Acquire: pairs with the Release store below, so the chunk's slots are initialized.
     let mut p = cell.load(Ordering::Acquire);
@@ -243,6 +252,15 @@ pub(crate) fn window(win: MPI_Win) -> Option<EntryRef> {
 #[inline(always)]
 pub(crate) fn window_at(i: usize) -> Option<EntryRef> {
     window_at_as(concurrent_calls(), i)
+}
+
+/// The entry of slot `slot` of the table's first chunk, borrowed: [`window_at_as`] for a
+/// caller whose calls do not overlap (below `MPI_THREAD_MULTIPLE`), in one load.
+#[inline(always)]
+pub(crate) fn first_window(slot: u8) -> Option<EntryRef> {
+    const _: () = assert!(u8::MAX as usize + 1 == CHUNK);
+    // Acquire: pairs with the Release store of `insert`.
+    NonNull::new(FIRST_CHUNK[slot as usize].load(Ordering::Acquire)).map(EntryRef::Borrowed)
 }
 
 /// [`window_at`] for a caller that read [`concurrent_calls`] already (`concurrent`).

@@ -10,14 +10,20 @@ use super::Handle;
 /// bounds check on the hot path), and at least twice the entries any map holds.
 const SLOTS: usize = 256;
 
-/// An immutable map from non-zero handles to `V`.
+/// An immutable map from non-zero handles to `V`, its slots inline (a lookup reads the
+/// slot where the map is: no pointer to follow first).
 #[derive(Debug)]
 pub struct HandleMap<V> {
     /// `(handle, value)`; an empty slot is `(0, None)`, which a lookup of handle 0 finds.
-    slots: Box<[(Handle, Option<V>); SLOTS]>,
+    slots: [(Handle, Option<V>); SLOTS],
 }
 
 impl<V: Copy> HandleMap<V> {
+    /// The map with no entry.
+    pub const EMPTY: HandleMap<V> = HandleMap {
+        slots: [(0, None); SLOTS],
+    };
+
     /// The map of `entries` (handles non-zero, at most half of `SLOTS`; a repeated
     /// handle keeps its first value).
     pub fn new(entries: &[(Handle, V)]) -> HandleMap<V> {
@@ -25,9 +31,7 @@ impl<V: Copy> HandleMap<V> {
             entries.len() * 2 <= SLOTS,
             "a handle map holds at most {SLOTS}/2 entries"
         );
-        let mut map = HandleMap {
-            slots: Box::new([(0, None); SLOTS]),
-        };
+        let mut map = HandleMap::EMPTY;
         for &(h, v) in entries {
             debug_assert_ne!(h, 0, "handle 0 marks empty slots");
             let mut i = home(h);

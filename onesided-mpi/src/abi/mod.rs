@@ -15,7 +15,7 @@
 #![allow(non_camel_case_types)]
 
 use std::os::raw::{c_int, c_long, c_void};
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU8, Ordering};
 
 use onesided::{ElemType, ErrorClass, Op};
 
@@ -196,6 +196,7 @@ pub struct Abi {
 
 /// The ABIs this library speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 pub enum AbiKind {
     /// MPICH's (and its derivatives'): `int` handles.
     Mpich,
@@ -305,16 +306,16 @@ impl Lookups for StandardLookups {
 /// Evaluates `$body` with `$l` the [`Lookups`] type of the process's ABI.
 macro_rules! lookups_of {
     ($l:ident => $body:expr) => {
-        match $crate::abi::abi().kind {
-            $crate::abi::AbiKind::Mpich => {
+        match $crate::abi::kind_byte() {
+            $crate::abi::KIND_MPICH => {
                 type $l = $crate::abi::MpichLookups;
                 $body
             }
-            $crate::abi::AbiKind::OpenMpi => {
+            $crate::abi::KIND_OPEN_MPI => {
                 type $l = $crate::abi::OmpiLookups;
                 $body
             }
-            $crate::abi::AbiKind::Standard => {
+            _ => {
                 type $l = $crate::abi::StandardLookups;
                 $body
             }
@@ -340,6 +341,14 @@ impl WindowEncoding {
     pub fn index_of(self, win: Handle) -> Option<usize> {
         (win & !self.slots == self.tag).then_some((win & self.slots) >> self.shift)
     }
+
+    /// [`WindowEncoding::index_of`] for the slots of the window table's first chunk
+    /// (`crate::state::first_window`): one masked compare, the slot a byte.
+    #[inline(always)]
+    pub fn first_slot_of(self, win: Handle) -> Option<u8> {
+        let first = (u8::MAX as Handle) << self.shift;
+        (win & !first == self.tag).then_some((win >> self.shift) as u8)
+    }
 }
 
 static ABI: AtomicPtr<Abi> = AtomicPtr::new(&mpich::ABI as *const Abi as *mut Abi);
@@ -353,10 +362,29 @@ pub fn abi() -> &'static Abi {
     unsafe { &*ABI.load(Ordering::Relaxed) }
 }
 
+/// [`Abi::kind`] of the process's ABI, kept apart from [`ABI`]: the hot exports branch on
+/// it first thing, and one load of a byte is shorter than a pointer's load and then the
+/// field's.
+static KIND: AtomicU8 = AtomicU8::new(AbiKind::Mpich as u8);
+
+/// The kind of the process's ABI ([`abi`]`().kind as u8`, in one load; [`lookups_of`]
+/// matches the byte itself, which compiles to fewer branches than an enum made of it).
+#[inline(always)]
+pub(crate) fn kind_byte() -> u8 {
+    // Relaxed: see `abi`.
+    KIND.load(Ordering::Relaxed)
+}
+
+/// [`AbiKind::Mpich`] as [`kind_byte`] holds it.
+pub(crate) const KIND_MPICH: u8 = AbiKind::Mpich as u8;
+/// [`AbiKind::OpenMpi`] as [`kind_byte`] holds it.
+pub(crate) const KIND_OPEN_MPI: u8 = AbiKind::OpenMpi as u8;
+
 /// Makes `abi` the process's ABI (at `MPI_Init`, before the host's).
 pub fn set(abi: &'static Abi) {
     // Relaxed: see `abi`.
     ABI.store(abi as *const Abi as *mut Abi, Ordering::Relaxed);
+    KIND.store(abi.kind as u8, Ordering::Relaxed);
 }
 
 /// An export's argument as the library uses it: a handle masked to the ABI's width (the

@@ -137,30 +137,40 @@ struct Objects {
     ops: HandleMap<Op>,
 }
 
-/// The objects once resolved (null before): the hot path reads them with one load.
-static OBJECTS: AtomicPtr<Objects> = AtomicPtr::new(std::ptr::null_mut());
+/// No object resolved yet: what [`OBJECTS`] points to before `MPI_Init` chose this ABI
+/// (nothing asks then; a lookup finds nothing).
+static UNRESOLVED: Objects = Objects {
+    types: HandleMap::EMPTY,
+    pairs: HandleMap::EMPTY,
+    ops: HandleMap::EMPTY,
+};
 
-/// The resolved objects; `None` before `MPI_Init` chose this ABI (nothing asks then).
+/// The objects once resolved ([`UNRESOLVED`] before): the hot path reads a map's slot one
+/// load after this pointer's, with no null test.
+static OBJECTS: AtomicPtr<Objects> = AtomicPtr::new(&UNRESOLVED as *const Objects as *mut Objects);
+
+/// The resolved objects (none before `MPI_Init` chose this ABI).
 #[inline(always)]
-fn objects() -> Option<&'static Objects> {
+fn objects() -> &'static Objects {
     // Acquire: pairs with the Release store of `build`, so the maps' contents are seen.
     let p = OBJECTS.load(Ordering::Acquire);
-    // SAFETY: null or the leaked `Objects` of `build`, never freed or written again.
-    unsafe { p.as_ref() }
+    // SAFETY: `UNRESOLVED` or the leaked `Objects` of `build`, never freed or written
+    // again.
+    unsafe { &*p }
 }
 
 #[inline(always)]
 pub(crate) fn builtin(ty: Handle) -> Option<Builtin> {
-    objects()?.types.get(ty)
+    objects().types.get(ty)
 }
 
 fn padded_pair(ty: Handle) -> Option<(ElemType, usize, usize)> {
-    objects()?.pairs.get(ty)
+    objects().pairs.get(ty)
 }
 
 #[inline(always)]
 pub(crate) fn op(op: Handle) -> Option<Op> {
-    objects()?.ops.get(op)
+    objects().ops.get(op)
 }
 
 /// Open MPI's codes of the classes (4.1 and 5.0; `MPI_ERR_PROC_ABORTED` is 5.0's).

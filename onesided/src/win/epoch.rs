@@ -362,8 +362,10 @@ impl EpochState {
     /// a full memory barrier on x86): nothing of it waits for a flush's fence.
     #[inline]
     pub(crate) fn note_atomic(&self) {
-        // Relaxed: as in note_rma; an earlier operation's unfenced stores stay recorded.
-        if self.ops_since_fence.load(Ordering::Relaxed) != RMA_STORES {
+        // Relaxed: as in note_rma. An earlier operation's unfenced stores stay recorded, and
+        // a word that says RMA_FENCED already is not stored again (the store would be one
+        // more for the next locked instruction to wait for).
+        if self.ops_since_fence.load(Ordering::Relaxed) == NO_RMA {
             self.ops_since_fence.store(RMA_FENCED, Ordering::Relaxed);
         }
     }
