@@ -136,25 +136,30 @@ fn padded_pair(ty: Handle) -> Option<(ElemType, usize, usize)> {
     })
 }
 
-#[inline]
+/// The predefined operations by handle − 0x20 (`MPI_SUM` 0x21 … `MPI_NO_OP` 0x3d):
+/// a lookup on the hot path is one bounds check and one load.
+const OPS: [Option<Op>; 32] = {
+    let mut t = [None; 32];
+    t[0x01] = Some(Op::Sum);
+    t[0x02] = Some(Op::Min);
+    t[0x03] = Some(Op::Max);
+    t[0x04] = Some(Op::Prod);
+    t[0x08] = Some(Op::Band);
+    t[0x09] = Some(Op::Bor);
+    t[0x0a] = Some(Op::Bxor);
+    t[0x10] = Some(Op::Land);
+    t[0x11] = Some(Op::Lor);
+    t[0x12] = Some(Op::Lxor);
+    t[0x18] = Some(Op::MinLoc);
+    t[0x19] = Some(Op::MaxLoc);
+    t[0x1c] = Some(Op::Replace);
+    t[0x1d] = Some(Op::NoOp);
+    t
+};
+
+#[inline(always)]
 pub(super) fn op(op: Handle) -> Option<Op> {
-    Some(match op {
-        0x21 => Op::Sum,
-        0x22 => Op::Min,
-        0x23 => Op::Max,
-        0x24 => Op::Prod,
-        0x28 => Op::Band,
-        0x29 => Op::Bor,
-        0x2a => Op::Bxor,
-        0x30 => Op::Land,
-        0x31 => Op::Lor,
-        0x32 => Op::Lxor,
-        0x38 => Op::MinLoc,
-        0x39 => Op::MaxLoc,
-        0x3c => Op::Replace,
-        0x3d => Op::NoOp,
-        _ => return None,
-    })
+    *OPS.get(op.wrapping_sub(0x20))?
 }
 
 const COMBINERS: &[(c_int, Combiner)] = &[
@@ -259,5 +264,51 @@ mod tests {
         ] {
             assert_eq!(window_index(theirs), None);
         }
+    }
+
+    #[test]
+    fn the_first_chunks_slots_are_read_from_the_handle_in_one_compare() {
+        let window_handle = |i: usize| WINDOWS.tag | (i << WINDOWS.shift & WINDOWS.slots);
+        for i in 0..=255usize {
+            assert_eq!(WINDOWS.first_slot_of(window_handle(i)), Some(i as u8));
+        }
+        for h in [
+            window_handle(256),
+            window_handle(1 << 20),
+            window_handle((1 << INDEX_BITS) - 1),
+            0x7e00_0000_0000_0010,
+            0,
+        ] {
+            assert_eq!(WINDOWS.first_slot_of(h), None, "{h:#x}");
+        }
+        let mpich = super::super::mpich::WINDOWS;
+        let mpich_handle = |i: usize| mpich.tag | (i << mpich.shift & mpich.slots);
+        assert_eq!(mpich.first_slot_of(mpich_handle(7)), Some(7));
+        assert_eq!(mpich.first_slot_of(mpich_handle(256)), None);
+    }
+
+    #[test]
+    fn every_predefined_operation_and_nothing_else() {
+        let named = [
+            (0x21, Op::Sum),
+            (0x22, Op::Min),
+            (0x23, Op::Max),
+            (0x24, Op::Prod),
+            (0x28, Op::Band),
+            (0x29, Op::Bor),
+            (0x2a, Op::Bxor),
+            (0x30, Op::Land),
+            (0x31, Op::Lor),
+            (0x32, Op::Lxor),
+            (0x38, Op::MinLoc),
+            (0x39, Op::MaxLoc),
+            (0x3c, Op::Replace),
+            (0x3d, Op::NoOp),
+        ];
+        for h in 0..0x100 {
+            let want = named.iter().find(|n| n.0 == h).map(|n| n.1);
+            assert_eq!(op(h), want, "{h:#x}");
+        }
+        assert_eq!(op(Handle::MAX), None);
     }
 }
