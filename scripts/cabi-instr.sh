@@ -10,7 +10,7 @@
 #   bash scripts/cabi-instr.sh                 # every MPI whose build is here
 #   bash scripts/cabi-instr.sh mpich4 ompi5    # some
 #   bash scripts/cabi-instr.sh --check         # fail when put + flush costs more than
-#                                              # BUDGET instructions (default 230) anywhere
+#                                              # BUDGET instructions (default 185) anywhere
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "cabi-instr: needs valgrind (apt-get install -y valgrind)" >&2; exit 1; }
@@ -22,7 +22,7 @@ for a in "$@"; do
     *) echo "cabi-instr: unknown argument $a" >&2; exit 2 ;;
   esac
 done
-budget=${BUDGET:-230}
+budget=${BUDGET:-185}
 bash scripts/cabi.sh build >/dev/null
 lib=$PWD/target/release/libonesided_mpi.so
 venvs=$PWD/target/mpi-venv
