@@ -137,7 +137,10 @@ for t in "${tests[@]}"; do
     env "${env[@]}" timeout "$timeout" mpiexec.mpich -n "$np" "$src/$t" >"$log.native" 2>&1 </dev/null
     native=$?
     set -e
-    if ((rc != 124 && (rc == 0) == (native == 0))); then
+    if ((rc != 124 && rc == 0 && native == 0)); then
+      # In ARMCI's XFAIL_TESTS, yet it passes under MPICH alone too: judged as any test.
+      verdict="ok (listed as expected to fail; passes here, as under MPICH alone)" pass=$((pass + 1))
+    elif ((rc != 124 && (rc == 0) == (native == 0))); then
       verdict="ok (expected to fail: rc $rc, under MPICH alone rc $native)" pass=$((pass + 1))
     else
       verdict="FAIL (rc $rc; under MPICH alone rc $native)" fail=$((fail + 1))

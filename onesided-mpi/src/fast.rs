@@ -335,30 +335,36 @@ unsafe fn fetch_and_op_typed<T: AccElement>(
 ) -> c_int {
     // SAFETY: the caller's one element (MPI's contract).
     let value = unsafe { read::<T>(origin) };
-    let old = match e.win.fetch_and_op_if_direct::<T>(value, target, disp, op) {
-        Some(old) => old,
-        None => match fetch_and_op_in_full::<T>(e, value, target, disp, op) {
-            Ok(old) => old,
-            Err(rc) => return rc,
-        },
+    let Some(old) = e.win.fetch_and_op_if_direct::<T>(value, target, disp, op) else {
+        // SAFETY: the caller's result element.
+        return unsafe { fetch_and_op_in_full::<T>(e, value, result, target, disp, op) };
     };
     // SAFETY: the caller's result element (MPI's contract).
     unsafe { result.cast::<T>().write_unaligned(old) };
     abi::MPI_SUCCESS
 }
 
-/// [`fetch_and_op`] past its common case: the previous value, or the call's return code.
+/// [`fetch_and_op`] past its common case, to its end (a tail call: nothing of the hot
+/// frame lives across it): the call's return code.
+///
+/// # Safety
+/// `result` points to one writable element of `T` (any alignment).
 #[inline(never)]
-fn fetch_and_op_in_full<T: AccElement>(
+unsafe fn fetch_and_op_in_full<T: AccElement>(
     e: EntryRef,
     value: T,
+    result: *mut c_void,
     target: usize,
     disp: usize,
     op: Op,
-) -> Result<T, c_int> {
+) -> c_int {
     match e.win.fetch_and_op_elems::<T>(value, target, disp, op) {
-        Ok(old) => Ok(old),
-        Err(err) => Err(code("MPI_Fetch_and_op", e, Err(err))),
+        Ok(old) => {
+            // SAFETY: by the caller's contract.
+            unsafe { result.cast::<T>().write_unaligned(old) };
+            abi::MPI_SUCCESS
+        }
+        Err(err) => code("MPI_Fetch_and_op", e, Err(err)),
     }
 }
 
