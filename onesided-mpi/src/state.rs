@@ -147,7 +147,7 @@ pub(crate) fn thread_level() -> c_int {
 ///
 /// Without `MPI_THREAD_MULTIPLE` no two calls of the program overlap (MPI-4.1 §11.6), and
 /// an entry leaves the table only inside a call (`MPI_Win_free`, `MPI_Finalize`): a call
-/// may borrow the entry without touching its count (the lookup costs two loads, no atomic
+/// may borrow the entry without touching its count (the lookup costs a load or two, no atomic
 /// read-modify-write). With `MPI_THREAD_MULTIPLE` a call holds a counted reference.
 pub(crate) enum EntryRef {
     /// The table's entry, valid until the calling thread's current call returns.
