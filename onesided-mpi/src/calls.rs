@@ -1660,13 +1660,15 @@ pub(crate) unsafe fn rget_accumulate<C: Into<i64>>(
 }
 
 /// `MPI_Request_get_status`: drives our request first (MPICH's never polls a generalized
-/// request), then asks the host.
+/// request), and onesided's progress once in a process that serves windows across nodes
+/// (a program may poll this call in a loop of its own), then asks the host.
 pub(crate) unsafe fn request_get_status(
     request: abi::MPI_Request,
     flag: *mut c_int,
     status: *mut c_void,
 ) -> CallResult {
     crate::requests::poll_if_ours(request);
+    crate::interpose::serve_once();
     // SAFETY: the program's arguments, passed on.
     let rc = unsafe { (host().request_get_status)(request, flag, status.cast()) };
     if rc == abi::MPI_SUCCESS {

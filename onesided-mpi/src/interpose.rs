@@ -35,6 +35,16 @@ pub(crate) fn keeps_onesided_progressing() -> bool {
     onesided::network_open()
 }
 
+/// One turn of onesided's progress when this process serves windows across nodes: what a
+/// test form (`MPI_Iprobe`, `MPI_Test` …) does before it asks the host, since a program may
+/// poll it in a loop of its own and make no other progress.
+#[inline]
+pub(crate) fn serve_once() {
+    if keeps_onesided_progressing() {
+        onesided::progress_once();
+    }
+}
+
 /// Calls `poll` (a host test form that sets its flag when done) until the flag is set or
 /// the host reports an error, onesided progressing between calls: its return code.
 fn poll_host(mut poll: impl FnMut(&mut c_int) -> c_int) -> c_int {
@@ -309,6 +319,52 @@ pub unsafe extern "C" fn MPI_Probe(
     })
 }
 
+/// `MPI_Iprobe`: a test form a program may poll in a loop of its own (a target waiting for
+/// a message while its peers' operations on its windows wait for it): one turn of
+/// onesided's progress, then the host's.
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Iprobe(
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    flag: *mut c_int,
+    status: *mut c_void,
+) -> c_int {
+    serve_once();
+    static HOST: HostFn = HostFn::new("PMPI_Iprobe\0");
+    // SAFETY: MPI_Iprobe's prototype (mpi_proto.h).
+    let f: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_int, *mut c_void) -> c_int =
+        unsafe { std::mem::transmute(HOST.get()) };
+    // SAFETY: the caller's arguments, passed on unchanged.
+    unsafe { f(source, tag, comm, flag, status) }
+}
+
+/// `MPI_Improbe`: as [`MPI_Iprobe`].
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Improbe(
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    flag: *mut c_int,
+    message: *mut c_void,
+    status: *mut c_void,
+) -> c_int {
+    serve_once();
+    static HOST: HostFn = HostFn::new("PMPI_Improbe\0");
+    // SAFETY: MPI_Improbe's prototype (mpi_proto.h; the message handle written through a
+    // pointer of the ABI's width).
+    let f: unsafe extern "C" fn(
+        c_int,
+        c_int,
+        MPI_Comm,
+        *mut c_int,
+        *mut c_void,
+        *mut c_void,
+    ) -> c_int = unsafe { std::mem::transmute(HOST.get()) };
+    // SAFETY: the caller's arguments, passed on unchanged.
+    unsafe { f(source, tag, comm, flag, message, status) }
+}
+
 /// The `PMPI_` twin of a call written out by hand above: the same arguments, passed on.
 macro_rules! pmpi_twin {
     ($( $pmpi:ident => $mpi:ident ( $($arg:ident : $ty:ty),* $(,)? ); )*) => {
@@ -330,9 +386,24 @@ pmpi_twin! {
         source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut c_void,
     );
     PMPI_Probe => MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut c_void);
+    PMPI_Iprobe => MPI_Iprobe(
+        source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut c_void,
+    );
+    PMPI_Improbe => MPI_Improbe(
+        source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, message: *mut c_void,
+        status: *mut c_void,
+    );
 }
 
 /// The names written out by hand above, both forms.
 #[allow(dead_code)]
-pub(crate) const INTERPOSED_BY_HAND: &[&str] =
-    &["MPI_Sendrecv", "PMPI_Sendrecv", "MPI_Probe", "PMPI_Probe"];
+pub(crate) const INTERPOSED_BY_HAND: &[&str] = &[
+    "MPI_Sendrecv",
+    "PMPI_Sendrecv",
+    "MPI_Probe",
+    "PMPI_Probe",
+    "MPI_Iprobe",
+    "PMPI_Iprobe",
+    "MPI_Improbe",
+    "PMPI_Improbe",
+];

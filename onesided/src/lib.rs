@@ -125,7 +125,7 @@ pub use memory::{alloc_mem, AllocMem};
 #[cfg(feature = "mpi")]
 pub use mpi;
 pub use ops::{AccElement, ElemType, Op};
-pub use progress::foreign::{network_open, ForeignWait};
+pub use progress::foreign::{network_open, progress_once, ForeignWait};
 pub use progress::thread::{
     running as progress_thread_running, start as start_progress_thread,
     stop as stop_progress_thread,

@@ -169,14 +169,20 @@ int main(int argc, char **argv) {
   MPI_Win_free(&dyn);
   free(region);
 
-  /* A target that waits inside the host MPI's blocking calls keeps serving the window:
-   * rank 1 locks rank 0 and accumulates (each flushed), then releases rank 0 from one
-   * call after another. scripts/cabi.sh runs this program with ONESIDED_PROGRESS=none
-   * too (no progress thread): there only the waiting call itself can serve. */
-  enum { RECV, WAIT, WAITALL, PROBE, SENDRECV, BARRIER, BCAST, ALLREDUCE, CALLS };
-  const char *names[CALLS] = {"MPI_Recv",     "MPI_Wait",    "MPI_Waitall",
-                              "MPI_Probe",    "MPI_Sendrecv", "MPI_Barrier",
-                              "MPI_Bcast",    "MPI_Allreduce"};
+  /* A target that waits inside the host MPI's blocking calls, or polls its test calls in
+   * a loop of its own, keeps serving the window: rank 1 locks rank 0 and accumulates (each
+   * flushed), then releases rank 0 from one call after another. scripts/cabi.sh runs this
+   * program with ONESIDED_PROGRESS=none too (no progress thread): there only the waiting
+   * or polled call itself can serve. */
+  enum {
+    RECV, WAIT, WAITALL, PROBE, TEST, TESTALL, TESTANY, TESTSOME, GET_STATUS, IPROBE, IMPROBE,
+    SENDRECV, BARRIER, BCAST, ALLREDUCE, CALLS
+  };
+  const char *names[CALLS] = {"MPI_Recv",       "MPI_Wait",      "MPI_Waitall",
+                              "MPI_Probe",      "MPI_Test",      "MPI_Testall",
+                              "MPI_Testany",    "MPI_Testsome",  "MPI_Request_get_status",
+                              "MPI_Iprobe",     "MPI_Improbe",   "MPI_Sendrecv",
+                              "MPI_Barrier",    "MPI_Bcast",     "MPI_Allreduce"};
   MPI_Barrier(MPI_COMM_WORLD);
   long expect = 7; /* base[7] at rank 0, as set above */
   for (int c = 0; c < CALLS; c++) {
@@ -199,8 +205,39 @@ int main(int argc, char **argv) {
     case WAIT:
     case WAITALL:
     case PROBE:
+    case TEST:
+    case TESTALL:
+    case TESTANY:
+    case TESTSOME:
+    case GET_STATUS:
+    case IPROBE:
+    case IMPROBE:
       if (rank == 1) {
         MPI_Send(&token, 1, MPI_LONG, 0, c, MPI_COMM_WORLD);
+      } else if (c == IPROBE || c == IMPROBE) {
+        int flag = 0;
+        MPI_Message msg = MPI_MESSAGE_NULL;
+        while (!flag) {
+          if (c == IPROBE) MPI_Iprobe(1, c, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+          else MPI_Improbe(1, c, MPI_COMM_WORLD, &flag, &msg, MPI_STATUS_IGNORE);
+        }
+        if (c == IPROBE) MPI_Recv(&out, 1, MPI_LONG, 1, c, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        else MPI_Mrecv(&out, 1, MPI_LONG, &msg, MPI_STATUS_IGNORE);
+      } else if (c >= TEST && c <= GET_STATUS) {
+        /* The program's own loop over a test call. */
+        int flag = 0, index = -1, outcount = 0, indices[1];
+        MPI_Status sts[1];
+        MPI_Irecv(&out, 1, MPI_LONG, 1, c, MPI_COMM_WORLD, &reqs[0]);
+        while (!flag) {
+          if (c == TEST) MPI_Test(&reqs[0], &flag, MPI_STATUS_IGNORE);
+          else if (c == TESTALL) MPI_Testall(1, reqs, &flag, sts);
+          else if (c == TESTANY) MPI_Testany(1, reqs, &index, &flag, MPI_STATUS_IGNORE);
+          else if (c == TESTSOME) {
+            MPI_Testsome(1, reqs, &outcount, indices, sts);
+            flag = outcount == 1;
+          } else MPI_Request_get_status(reqs[0], &flag, MPI_STATUS_IGNORE);
+        }
+        if (c == GET_STATUS) MPI_Wait(&reqs[0], MPI_STATUS_IGNORE);
       } else if (c == RECV) {
         MPI_Recv(&out, 1, MPI_LONG, 1, c, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       } else if (c == PROBE) {

@@ -41,6 +41,25 @@ impl ForeignWait {
     }
 }
 
+/// One turn of onesided's progress, with no pause: what a test call of another library
+/// (`MPI_Test`, `MPI_Iprobe`, `MPI_Request_get_status` …) does before it answers, so that
+/// a program which polls such a call in a loop of its own serves its peers as one waiting
+/// in a blocking call does ([`ForeignWait`]): the network endpoint read, deferred epochs
+/// run, request rings served. Without a progress thread (`ONESIDED_PROGRESS=none`) such a
+/// loop is the only progress this process makes.
+///
+/// ```
+/// // A test of another library's request, polled by the program.
+/// let mut polls = 0;
+/// while polls < 3 {
+///     onesided::progress_once();
+///     polls += 1;
+/// }
+/// ```
+pub fn progress_once() {
+    Backoff::new().attend();
+}
+
 /// True when this process has opened its network endpoint (a window across nodes exists
 /// or existed): only then can a peer on another node need this process's progress. Cheap
 /// (one load); always false in a build without the feature `ofi`.
