@@ -292,10 +292,10 @@ fn complete_with(
     loop {
         // SAFETY: the program's request array of n handles (MPI's contract).
         unsafe { drive(requests, n) };
-        if once && foreign.is_some() {
+        if once {
             // A test form: the program's own loop polls it, and may be all the progress
             // this process makes (no progress thread) — one turn of ours per call.
-            onesided::progress_once();
+            crate::interpose::serve_once();
         }
         let (rc, done) = test();
         if rc != abi::MPI_SUCCESS {
