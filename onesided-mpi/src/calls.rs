@@ -839,6 +839,7 @@ pub(crate) unsafe fn win_free(win: *mut MPI_Win) -> CallResult {
             let mut host_group = group;
             // SAFETY: the group this library made at creation.
             unsafe { (crate::host::host().group_free)(&mut host_group) };
+            release_errhandler(errhandler, state::errhandler_moved(Some(errhandler), None));
             // SAFETY: checked non-null.
             unsafe { abi::store_handle(win, abi::abi().win_null) };
             Ok(())
@@ -1687,8 +1688,46 @@ pub(crate) unsafe fn request_get_status(
 pub(crate) unsafe fn win_set_errhandler(win: MPI_Win, eh: abi::MPI_Errhandler) -> CallResult {
     let e = entry(win)?;
     // Relaxed: see Entry::errhandler.
-    e.errhandler.store(eh, std::sync::atomic::Ordering::Relaxed);
+    let old = e.errhandler.swap(eh, std::sync::atomic::Ordering::Relaxed);
+    release_errhandler(old, state::errhandler_moved(Some(old), Some(eh)));
     Ok(())
+}
+
+/// Frees `eh` at the host `count` times: the program's frees of a handler that windows held
+/// until now ([`state::errhandler_moved`]).
+fn release_errhandler(eh: abi::MPI_Errhandler, count: usize) {
+    for _ in 0..count {
+        let mut copy = eh;
+        // SAFETY: a handle the program freed while a window held it: the host still counts
+        // that reference, which this gives back. An error has no caller to go to.
+        let _ = unsafe { (host().errhandler_free)(&mut copy) };
+    }
+}
+
+/// `MPI_Errhandler_free`: the references this library hands out or holds for windows are
+/// freed here (see [`state::errhandler_freed_here`]); every other one at the host.
+/// Before `MPI_Init` (the sessions model) no window exists and the ABI is not known yet:
+/// the host's alone.
+pub(crate) unsafe fn errhandler_free(eh: *mut abi::MPI_Errhandler) -> CallResult {
+    let ours = UNIVERSE.get().is_some() && !eh.is_null() && {
+        // SAFETY: the caller's argument, checked non-null: a handle of its ABI.
+        let handle = unsafe { abi::load_handle(eh) };
+        handle != abi::abi().errhandler_null && state::errhandler_freed_here(handle)
+    };
+    if ours {
+        // SAFETY: checked non-null.
+        unsafe { abi::store_handle(eh, abi::abi().errhandler_null) };
+        return Ok(());
+    }
+    // SAFETY: the program's argument, passed on (MPI_ERRHANDLER_NULL on return).
+    match unsafe { (host().errhandler_free)(eh) } {
+        abi::MPI_SUCCESS => Ok(()),
+        rc => Err(Failure::Comm(
+            abi::abi().comm_world,
+            rc,
+            "MPI_Errhandler_free".into(),
+        )),
+    }
 }
 
 pub(crate) unsafe fn win_get_errhandler(win: MPI_Win, eh: *mut abi::MPI_Errhandler) -> CallResult {
@@ -1699,8 +1738,10 @@ pub(crate) unsafe fn win_get_errhandler(win: MPI_Win, eh: *mut abi::MPI_Errhandl
             Error::InvalidArgument("errhandler is NULL".into()),
         ));
     }
+    let current = e.errhandler();
+    state::errhandler_answered(current);
     // SAFETY: checked non-null.
-    unsafe { abi::store_handle(eh, e.errhandler()) };
+    unsafe { abi::store_handle(eh, current) };
     Ok(())
 }
 

@@ -255,6 +255,8 @@ exports! {
     ) => calls::win_create_errhandler;
     MPI_Win_call_errhandler / PMPI_Win_call_errhandler(win: MPI_Win, errorcode: c_int)
         => calls::win_call_errhandler, forward win(win);
+    MPI_Errhandler_free / PMPI_Errhandler_free(errhandler: *mut MPI_Errhandler)
+        => calls::errhandler_free;
     MPI_Win_get_attr / PMPI_Win_get_attr(
         win: MPI_Win, win_keyval: c_int, attribute_val: *mut c_void, flag: *mut c_int,
     ) => calls::win_get_attr, forward win(win);

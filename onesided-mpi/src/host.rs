@@ -280,6 +280,7 @@ host_functions! {
     type_get_attr = c"PMPI_Type_get_attr": fn(MPI_Datatype, c_int, *mut c_void, *mut c_int) -> c_int;
     type_set_attr = c"PMPI_Type_set_attr": fn(MPI_Datatype, c_int, *mut c_void) -> c_int;
 
+    errhandler_free = c"PMPI_Errhandler_free": fn(*mut MPI_Errhandler) -> c_int;
     win_create_errhandler = c"PMPI_Win_create_errhandler": fn(Option<WinErrhandlerFn>, *mut MPI_Errhandler) -> c_int;
     win_create_keyval = c"PMPI_Win_create_keyval": fn(Option<CopyAttrFn>, Option<DeleteAttrFn>, *mut c_int, *mut c_void) -> c_int;
     win_free_keyval = c"PMPI_Win_free_keyval": fn(*mut c_int) -> c_int;

@@ -217,6 +217,8 @@ fn chunk(index: usize, make: bool) -> Option<&'static [AtomicPtr<Entry>; CHUNK]>
 
 /// Puts `entry` in the table: its handle.
 pub(crate) fn insert(entry: Entry) -> MPI_Win {
+    // A new window holds its handler (nothing is owed the host: `from` is None).
+    errhandler_moved(None, Some(entry.errhandler()));
     let mut t = WINDOWS.write().unwrap_or_else(PoisonError::into_inner);
     let entry = Arc::new(entry);
     let index = t.iter().position(Option::is_none).unwrap_or(t.len());
@@ -360,6 +362,93 @@ pub(crate) fn errhandler_fn(eh: abi::MPI_Errhandler) -> Option<crate::host::WinE
         .map(|&(_, f)| f)
 }
 
+/// References to an error handler that the host does not count: the windows' (a window's
+/// handler is held here, not by a host object) and the answers of `MPI_Win_get_errhandler`
+/// — each a reference the program may free with `MPI_Errhandler_free` (MPI-4.1 §9.3.4),
+/// which Open MPI counts down even on its predefined handlers, freeing their static objects
+/// when a count it never raised reaches zero.
+struct HeldErrhandler {
+    handle: abi::MPI_Errhandler,
+    /// `MPI_Win_get_errhandler` answers not freed yet.
+    answers: usize,
+    /// Live windows whose handler it is.
+    windows: usize,
+    /// The program's own references it freed while windows held it: the host frees them
+    /// when the last such window lets it go, so that the host cannot hand the handle out
+    /// again while a window still calls it.
+    frees_due: usize,
+}
+
+static HELD: Mutex<Vec<HeldErrhandler>> = Mutex::new(Vec::new());
+
+/// The record of `eh` in `t`, made when missing.
+fn held(t: &mut Vec<HeldErrhandler>, eh: abi::MPI_Errhandler) -> &mut HeldErrhandler {
+    let i = match t.iter().position(|h| h.handle == eh) {
+        Some(i) => i,
+        None => {
+            t.push(HeldErrhandler {
+                handle: eh,
+                answers: 0,
+                windows: 0,
+                frees_due: 0,
+            });
+            t.len() - 1
+        }
+    };
+    &mut t[i]
+}
+
+/// Drops records that hold nothing.
+fn forget_idle(t: &mut Vec<HeldErrhandler>) {
+    t.retain(|h| h.answers + h.windows + h.frees_due > 0);
+}
+
+/// `MPI_Win_get_errhandler` handed `eh` out: one more reference the program may free.
+pub(crate) fn errhandler_answered(eh: abi::MPI_Errhandler) {
+    held(&mut HELD.lock().unwrap_or_else(PoisonError::into_inner), eh).answers += 1;
+}
+
+/// A window's handler changes from `from` (None: a new window) to `to` (None: the window is
+/// freed): how many frees of `from` the host owes now (see [`HeldErrhandler::frees_due`]).
+pub(crate) fn errhandler_moved(
+    from: Option<abi::MPI_Errhandler>,
+    to: Option<abi::MPI_Errhandler>,
+) -> usize {
+    let mut t = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(to) = to {
+        held(&mut t, to).windows += 1;
+    }
+    let mut due = 0;
+    if let Some(from) = from {
+        let h = held(&mut t, from);
+        h.windows = h.windows.saturating_sub(1);
+        if h.windows == 0 {
+            due = std::mem::take(&mut h.frees_due);
+        }
+    }
+    forget_idle(&mut t);
+    due
+}
+
+/// `MPI_Errhandler_free` of `eh`: true when the reference freed is one the host does not
+/// count (an answer of `MPI_Win_get_errhandler`, or the program's own while a window holds
+/// the handler: freed at the host later), false when the host frees it now.
+pub(crate) fn errhandler_freed_here(eh: abi::MPI_Errhandler) -> bool {
+    let mut t = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+    let Some(h) = t.iter_mut().find(|h| h.handle == eh) else {
+        return false;
+    };
+    if h.answers > 0 {
+        h.answers -= 1;
+    } else if h.windows > 0 {
+        h.frees_due += 1;
+    } else {
+        return false;
+    }
+    forget_idle(&mut t);
+    true
+}
+
 /// A user keyval: its delete callback and extra state (an address), and how many
 /// attributes of live windows use it.
 #[derive(Clone, Copy)]
@@ -447,5 +536,51 @@ pub(crate) fn keyval_freed(k: c_int) -> bool {
             true
         }
         None => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Handles no test elsewhere uses (the table is the process's).
+    const A: abi::MPI_Errhandler = 0x5eed_0001;
+    const B: abi::MPI_Errhandler = 0x5eed_0002;
+    const C: abi::MPI_Errhandler = 0x5eed_0003;
+
+    #[test]
+    fn answers_of_get_errhandler_are_freed_here_once_each() {
+        assert!(!errhandler_freed_here(A), "nothing held: the host's");
+        errhandler_answered(A);
+        errhandler_answered(A);
+        assert!(errhandler_freed_here(A));
+        assert!(errhandler_freed_here(A));
+        assert!(
+            !errhandler_freed_here(A),
+            "a third free is the program's own: the host's"
+        );
+    }
+
+    #[test]
+    fn a_handler_freed_while_a_window_holds_it_is_freed_at_the_host_when_let_go() {
+        assert_eq!(
+            errhandler_moved(None, Some(B)),
+            0,
+            "a new window owes nothing"
+        );
+        assert_eq!(errhandler_moved(None, Some(B)), 0);
+        assert!(errhandler_freed_here(B), "two windows hold it: deferred");
+        assert_eq!(
+            errhandler_moved(Some(B), None),
+            0,
+            "one window still holds it"
+        );
+        assert_eq!(
+            errhandler_moved(Some(B), Some(C)),
+            1,
+            "the last lets it go: one free due"
+        );
+        assert!(!errhandler_freed_here(B), "nothing held any more");
+        assert_eq!(errhandler_moved(Some(C), None), 0);
     }
 }
