@@ -156,7 +156,13 @@ check_mpi() {
   # mpi4py built from source against this MPI (the PyPI wheel ignores MPICC): a Python
   # program's windows, its MPI loaded RTLD_LOCAL by the extension module.
   if [[ -n $python ]]; then
-    if LD_PRELOAD=$lib "${mpiexec[@]}" "$python" onesided-mpi/tests/python/win_allocate.py; then
+    local version=""  # what its MPI_Get_library_version must say
+    case $mpi in
+      mpich4) version="MPICH Version: 4.0.2" ;;
+      mpich5) version="MPICH Version: 5.0.2" ;;
+    esac
+    if LD_PRELOAD=$lib "${mpiexec[@]}" "$python" onesided-mpi/tests/python/win_allocate.py \
+      "$version"; then
       echo "$mpi: mpi4py win_allocate.py: ok"
     else echo "$mpi: mpi4py win_allocate.py: FAILED"; fail=1; fi
   fi
@@ -218,12 +224,17 @@ mpich5_venv() {
 }
 
 # mpi4py compiled against the MPI whose wrapper is $2, in venv $1 (made when missing);
-# prints the venv's python.
+# prints the venv's python. Built without pip's cache: pip keeps the wheel it built from
+# mpi4py's source and would hand the first MPI's build to the second venv (MPICH 5.0.2's
+# mpi4py then ran on Debian's MPICH 4.0.2); the wrapper it was built with is kept beside it.
 with_mpi4py() {
   local venv=$1 cc=$2
   [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
-  if ! "$venv/bin/python" -c 'import mpi4py' 2>/dev/null; then
-    MPICC=$cc "$venv/bin/pip" install -q --no-binary mpi4py mpi4py >&2
+  if ! "$venv/bin/python" -c 'import mpi4py' 2>/dev/null \
+    || [[ "$(cat "$venv/.mpi4py-mpicc" 2>/dev/null)" != "$cc" ]]; then
+    MPICC=$cc "$venv/bin/pip" install -q --no-cache-dir --force-reinstall --no-binary mpi4py \
+      mpi4py >&2
+    echo "$cc" >"$venv/.mpi4py-mpicc"
   fi
   echo "$venv/bin/python"
 }

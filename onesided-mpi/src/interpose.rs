@@ -17,15 +17,15 @@
 //! One table, as for the RMA chapter (`exports`): each line names the blocking call, its
 //! `PMPI_` twin, its C arguments (MPICH's `mpi_proto.h`; a trailing `; status` argument is
 //! the `MPI_Status *` the completion fills) and the host's nonblocking form, which takes
-//! the same arguments (without the status) and an `MPI_Request *`. `MPI_Sendrecv` and
-//! `MPI_Probe` have no such form and are written out below the table.
+//! the same arguments (without the status) and an `MPI_Request *`. `MPI_Sendrecv`,
+//! `MPI_Probe` and `MPI_Mprobe` have no such form and are written out below the table.
 
 #![allow(non_snake_case)]
 #![allow(clippy::missing_safety_doc, clippy::too_many_arguments)]
 
 use std::os::raw::{c_int, c_void};
 
-use crate::abi::{self, MPI_Comm, MPI_Datatype, MPI_Op, MPI_Request};
+use crate::abi::{self, MPI_Aint, MPI_Comm, MPI_Count, MPI_Datatype, MPI_Op, MPI_Request};
 use crate::host::HostFn;
 
 /// True when a blocking call of the host must keep onesided progressing: this process
@@ -185,6 +185,129 @@ interposed! {
         buf: *mut c_void, count: c_int, datatype: MPI_Datatype, source: c_int, tag: c_int,
         comm: MPI_Comm; status
     ) => "PMPI_Irecv\0";
+    MPI_Bsend / PMPI_Bsend(
+        buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int,
+        comm: MPI_Comm,
+    ) => "PMPI_Ibsend\0";
+    MPI_Rsend / PMPI_Rsend(
+        buf: *const c_void, count: c_int, datatype: MPI_Datatype, dest: c_int, tag: c_int,
+        comm: MPI_Comm,
+    ) => "PMPI_Irsend\0";
+    MPI_Mrecv / PMPI_Mrecv(
+        buf: *mut c_void, count: c_int, datatype: MPI_Datatype, message: *mut c_void; status
+    ) => "PMPI_Imrecv\0";
+    MPI_Scatterv / PMPI_Scatterv(
+        sendbuf: *const c_void, sendcounts: *const c_int, displs: *const c_int,
+        sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: c_int, recvtype: MPI_Datatype,
+        root: c_int, comm: MPI_Comm,
+    ) => "PMPI_Iscatterv\0";
+    MPI_Reduce_scatter / PMPI_Reduce_scatter(
+        sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const c_int,
+        datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm,
+    ) => "PMPI_Ireduce_scatter\0";
+    // A communicator's duplication is collective: mpi4py duplicates a communicator on its
+    // first pickled collective.
+    MPI_Comm_dup / PMPI_Comm_dup(comm: MPI_Comm, newcomm: *mut MPI_Comm) => "PMPI_Comm_idup\0";
+    MPI_Alltoallw / PMPI_Alltoallw(
+        sendbuf: *const c_void, sendcounts: *const c_int, sdispls: *const c_int,
+        sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const c_int,
+        rdispls: *const c_int, recvtypes: *const MPI_Datatype, comm: MPI_Comm,
+    ) => "PMPI_Ialltoallw\0";
+
+    // The large-count forms of MPI-4 (`MPI_Count` counts, `MPI_Aint` displacements), which
+    // MPI-4 programs and bindings (mpi4py) call instead: an MPI without them has programs
+    // that never call them.
+    MPI_Send_c / PMPI_Send_c(
+        buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int,
+        comm: MPI_Comm,
+    ) => "PMPI_Isend_c\0";
+    MPI_Ssend_c / PMPI_Ssend_c(
+        buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int,
+        comm: MPI_Comm,
+    ) => "PMPI_Issend_c\0";
+    MPI_Bsend_c / PMPI_Bsend_c(
+        buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int,
+        comm: MPI_Comm,
+    ) => "PMPI_Ibsend_c\0";
+    MPI_Rsend_c / PMPI_Rsend_c(
+        buf: *const c_void, count: MPI_Count, datatype: MPI_Datatype, dest: c_int, tag: c_int,
+        comm: MPI_Comm,
+    ) => "PMPI_Irsend_c\0";
+    MPI_Recv_c / PMPI_Recv_c(
+        buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, source: c_int, tag: c_int,
+        comm: MPI_Comm; status
+    ) => "PMPI_Irecv_c\0";
+    MPI_Mrecv_c / PMPI_Mrecv_c(
+        buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, message: *mut c_void; status
+    ) => "PMPI_Imrecv_c\0";
+    MPI_Bcast_c / PMPI_Bcast_c(
+        buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm,
+    ) => "PMPI_Ibcast_c\0";
+    MPI_Reduce_c / PMPI_Reduce_c(
+        sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
+        op: MPI_Op, root: c_int, comm: MPI_Comm,
+    ) => "PMPI_Ireduce_c\0";
+    MPI_Allreduce_c / PMPI_Allreduce_c(
+        sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
+        op: MPI_Op, comm: MPI_Comm,
+    ) => "PMPI_Iallreduce_c\0";
+    MPI_Gather_c / PMPI_Gather_c(
+        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut
+        c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm,
+    ) => "PMPI_Igather_c\0";
+    MPI_Gatherv_c / PMPI_Gatherv_c(
+        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut
+        c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype,
+        root: c_int, comm: MPI_Comm,
+    ) => "PMPI_Igatherv_c\0";
+    MPI_Scatter_c / PMPI_Scatter_c(
+        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut
+        c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm,
+    ) => "PMPI_Iscatter_c\0";
+    MPI_Scatterv_c / PMPI_Scatterv_c(
+        sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype:
+        MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root:
+        c_int, comm: MPI_Comm,
+    ) => "PMPI_Iscatterv_c\0";
+    MPI_Allgather_c / PMPI_Allgather_c(
+        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut
+        c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm,
+    ) => "PMPI_Iallgather_c\0";
+    MPI_Allgatherv_c / PMPI_Allgatherv_c(
+        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut
+        c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype,
+        comm: MPI_Comm,
+    ) => "PMPI_Iallgatherv_c\0";
+    MPI_Alltoall_c / PMPI_Alltoall_c(
+        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut
+        c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm,
+    ) => "PMPI_Ialltoall_c\0";
+    MPI_Alltoallv_c / PMPI_Alltoallv_c(
+        sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint,
+        sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls:
+        *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm,
+    ) => "PMPI_Ialltoallv_c\0";
+    MPI_Alltoallw_c / PMPI_Alltoallw_c(
+        sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint,
+        sendtypes: *const MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
+        rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm,
+    ) => "PMPI_Ialltoallw_c\0";
+    MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c(
+        sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype:
+        MPI_Datatype, op: MPI_Op, comm: MPI_Comm,
+    ) => "PMPI_Ireduce_scatter_block_c\0";
+    MPI_Reduce_scatter_c / PMPI_Reduce_scatter_c(
+        sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype:
+        MPI_Datatype, op: MPI_Op, comm: MPI_Comm,
+    ) => "PMPI_Ireduce_scatter_c\0";
+    MPI_Scan_c / PMPI_Scan_c(
+        sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
+        op: MPI_Op, comm: MPI_Comm,
+    ) => "PMPI_Iscan_c\0";
+    MPI_Exscan_c / PMPI_Exscan_c(
+        sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
+        op: MPI_Op, comm: MPI_Comm,
+    ) => "PMPI_Iexscan_c\0";
 }
 
 /// `MPI_Sendrecv`: the send and the receive started, then both polled.
@@ -319,6 +442,38 @@ pub unsafe extern "C" fn MPI_Probe(
     })
 }
 
+/// `MPI_Mprobe`: the host's `MPI_Improbe` until a message matches (mpi4py receives every
+/// pickled object this way, its reductions and gathers included).
+#[no_mangle]
+pub unsafe extern "C" fn MPI_Mprobe(
+    source: c_int,
+    tag: c_int,
+    comm: MPI_Comm,
+    message: *mut c_void,
+    status: *mut c_void,
+) -> c_int {
+    if !keeps_onesided_progressing() {
+        static HOST: HostFn = HostFn::new("PMPI_Mprobe\0");
+        // SAFETY: MPI_Mprobe's prototype (mpi_proto.h).
+        let f: unsafe extern "C" fn(c_int, c_int, MPI_Comm, *mut c_void, *mut c_void) -> c_int =
+            unsafe { std::mem::transmute(HOST.get()) };
+        // SAFETY: the caller's arguments, passed on unchanged.
+        return unsafe { f(source, tag, comm, message, status) };
+    }
+    static IMPROBE: HostFn = HostFn::new("PMPI_Improbe\0");
+    // SAFETY: MPI_Improbe's prototype (mpi_proto.h).
+    let improbe: unsafe extern "C" fn(
+        c_int,
+        c_int,
+        MPI_Comm,
+        *mut c_int,
+        *mut c_void,
+        *mut c_void,
+    ) -> c_int = unsafe { std::mem::transmute(IMPROBE.get()) };
+    // SAFETY: the caller's arguments; the host sets the message once its flag is set.
+    poll_host(|flag| unsafe { improbe(source, tag, comm, flag, message, status) })
+}
+
 /// `MPI_Iprobe`: a test form a program may poll in a loop of its own (a target waiting for
 /// a message while its peers' operations on its windows wait for it): one turn of
 /// onesided's progress, then the host's.
@@ -386,6 +541,9 @@ pmpi_twin! {
         source: c_int, recvtag: c_int, comm: MPI_Comm, status: *mut c_void,
     );
     PMPI_Probe => MPI_Probe(source: c_int, tag: c_int, comm: MPI_Comm, status: *mut c_void);
+    PMPI_Mprobe => MPI_Mprobe(
+        source: c_int, tag: c_int, comm: MPI_Comm, message: *mut c_void, status: *mut c_void,
+    );
     PMPI_Iprobe => MPI_Iprobe(
         source: c_int, tag: c_int, comm: MPI_Comm, flag: *mut c_int, status: *mut c_void,
     );
@@ -402,6 +560,8 @@ pub(crate) const INTERPOSED_BY_HAND: &[&str] = &[
     "PMPI_Sendrecv",
     "MPI_Probe",
     "PMPI_Probe",
+    "MPI_Mprobe",
+    "PMPI_Mprobe",
     "MPI_Iprobe",
     "PMPI_Iprobe",
     "MPI_Improbe",

@@ -24,6 +24,9 @@
 #define MPI_Win_allocate_shared_c(size, unit, info, comm, base, win) \
   MPI_Win_allocate_shared(size, (int)(unit), info, comm, base, win)
 #define MPI_Put_c(o, oc, ot, r, d, tc, tt, w) MPI_Put(o, (int)(oc), ot, r, d, (int)(tc), tt, w)
+#define MPI_Recv_c(b, n, t, s, tag, c, st) MPI_Recv(b, (int)(n), t, s, tag, c, st)
+#define MPI_Bcast_c(b, n, t, root, c) MPI_Bcast(b, (int)(n), t, root, c)
+#define MPI_Allreduce_c(s, r, n, t, op, c) MPI_Allreduce(s, r, (int)(n), t, op, c)
 #define MPI_Get_c(o, oc, ot, r, d, tc, tt, w) MPI_Get(o, (int)(oc), ot, r, d, (int)(tc), tt, w)
 #define MPI_Accumulate_c(o, oc, ot, r, d, tc, tt, op, w) \
   MPI_Accumulate(o, (int)(oc), ot, r, d, (int)(tc), tt, op, w)
