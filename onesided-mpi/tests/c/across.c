@@ -281,22 +281,17 @@ int main(int argc, char **argv) {
       MPI_Barrier(MPI_COMM_WORLD);
       break;
     case BCAST:
-      out = rank == 1 ? token : -1;
-      MPI_Bcast(&out, 1, MPI_LONG, 1, MPI_COMM_WORLD);
-      CHECK(out == c, "MPI_Bcast: %ld", out);
-      break;
-    case ALLREDUCE:
-      MPI_Allreduce(&token, &out, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-      CHECK(out == 2 * c, "MPI_Allreduce: %ld", out);
-      break;
     case BCAST_C:
       out = rank == 1 ? token : -1;
-      MPI_Bcast_c(&out, 1, MPI_LONG, 1, MPI_COMM_WORLD);
-      CHECK(out == c, "MPI_Bcast_c: %ld", out);
+      if (c == BCAST) MPI_Bcast(&out, 1, MPI_LONG, 1, MPI_COMM_WORLD);
+      else MPI_Bcast_c(&out, 1, MPI_LONG, 1, MPI_COMM_WORLD);
+      CHECK(out == c, "%s: %ld", names[c], out);
       break;
+    case ALLREDUCE:
     case ALLREDUCE_C:
-      MPI_Allreduce_c(&token, &out, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
-      CHECK(out == 2 * c, "MPI_Allreduce_c: %ld", out);
+      if (c == ALLREDUCE) MPI_Allreduce(&token, &out, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+      else MPI_Allreduce_c(&token, &out, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+      CHECK(out == 2 * c, "%s: %ld", names[c], out);
       break;
     }
   }
