@@ -241,7 +241,8 @@ interposed! {
         buf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, message: *mut c_void; status
     ) => "PMPI_Imrecv_c\0";
     MPI_Bcast_c / PMPI_Bcast_c(
-        buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int, comm: MPI_Comm,
+        buffer: *mut c_void, count: MPI_Count, datatype: MPI_Datatype, root: c_int,
+        comm: MPI_Comm,
     ) => "PMPI_Ibcast_c\0";
     MPI_Reduce_c / PMPI_Reduce_c(
         sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
@@ -252,40 +253,42 @@ interposed! {
         op: MPI_Op, comm: MPI_Comm,
     ) => "PMPI_Iallreduce_c\0";
     MPI_Gather_c / PMPI_Gather_c(
-        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut
-        c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm,
+        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype,
+        recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int,
+        comm: MPI_Comm,
     ) => "PMPI_Igather_c\0";
     MPI_Gatherv_c / PMPI_Gatherv_c(
-        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut
-        c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype,
-        root: c_int, comm: MPI_Comm,
+        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype,
+        recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint,
+        recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm,
     ) => "PMPI_Igatherv_c\0";
     MPI_Scatter_c / PMPI_Scatter_c(
-        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut
-        c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm,
+        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype,
+        recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root: c_int,
+        comm: MPI_Comm,
     ) => "PMPI_Iscatter_c\0";
     MPI_Scatterv_c / PMPI_Scatterv_c(
-        sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint, sendtype:
-        MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, root:
-        c_int, comm: MPI_Comm,
+        sendbuf: *const c_void, sendcounts: *const MPI_Count, displs: *const MPI_Aint,
+        sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcount: MPI_Count,
+        recvtype: MPI_Datatype, root: c_int, comm: MPI_Comm,
     ) => "PMPI_Iscatterv_c\0";
     MPI_Allgather_c / PMPI_Allgather_c(
-        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut
-        c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm,
+        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype,
+        recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm,
     ) => "PMPI_Iallgather_c\0";
     MPI_Allgatherv_c / PMPI_Allgatherv_c(
-        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut
-        c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint, recvtype: MPI_Datatype,
-        comm: MPI_Comm,
+        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype,
+        recvbuf: *mut c_void, recvcounts: *const MPI_Count, displs: *const MPI_Aint,
+        recvtype: MPI_Datatype, comm: MPI_Comm,
     ) => "PMPI_Iallgatherv_c\0";
     MPI_Alltoall_c / PMPI_Alltoall_c(
-        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype, recvbuf: *mut
-        c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm,
+        sendbuf: *const c_void, sendcount: MPI_Count, sendtype: MPI_Datatype,
+        recvbuf: *mut c_void, recvcount: MPI_Count, recvtype: MPI_Datatype, comm: MPI_Comm,
     ) => "PMPI_Ialltoall_c\0";
     MPI_Alltoallv_c / PMPI_Alltoallv_c(
         sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint,
-        sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count, rdispls:
-        *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm,
+        sendtype: MPI_Datatype, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
+        rdispls: *const MPI_Aint, recvtype: MPI_Datatype, comm: MPI_Comm,
     ) => "PMPI_Ialltoallv_c\0";
     MPI_Alltoallw_c / PMPI_Alltoallw_c(
         sendbuf: *const c_void, sendcounts: *const MPI_Count, sdispls: *const MPI_Aint,
@@ -293,12 +296,12 @@ interposed! {
         rdispls: *const MPI_Aint, recvtypes: *const MPI_Datatype, comm: MPI_Comm,
     ) => "PMPI_Ialltoallw_c\0";
     MPI_Reduce_scatter_block_c / PMPI_Reduce_scatter_block_c(
-        sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count, datatype:
-        MPI_Datatype, op: MPI_Op, comm: MPI_Comm,
+        sendbuf: *const c_void, recvbuf: *mut c_void, recvcount: MPI_Count,
+        datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm,
     ) => "PMPI_Ireduce_scatter_block_c\0";
     MPI_Reduce_scatter_c / PMPI_Reduce_scatter_c(
-        sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count, datatype:
-        MPI_Datatype, op: MPI_Op, comm: MPI_Comm,
+        sendbuf: *const c_void, recvbuf: *mut c_void, recvcounts: *const MPI_Count,
+        datatype: MPI_Datatype, op: MPI_Op, comm: MPI_Comm,
     ) => "PMPI_Ireduce_scatter_c\0";
     MPI_Scan_c / PMPI_Scan_c(
         sendbuf: *const c_void, recvbuf: *mut c_void, count: MPI_Count, datatype: MPI_Datatype,
