@@ -107,9 +107,12 @@ pub(crate) unsafe fn share_in_place(
             _ => None,
         });
     }
-    if near_this_stack(lo, hi) || !private_writable(lo, hi) {
+    if near_this_stack(lo, hi) {
         return Ok(None);
     }
+    let Some(anonymous) = private_writable(lo, hi) else {
+        return Ok(None);
+    };
     let seg = match Segment::create(&id.job, &id.rank.to_string(), hi - lo) {
         Ok(seg) => seg,
         Err(Error::SharedMemoryFull { .. }) => return Ok(None),
@@ -121,12 +124,12 @@ pub(crate) unsafe fn share_in_place(
         return Ok(None);
     };
     // SAFETY: checked private and writable above; the caller keeps other threads away.
-    let fd = unsafe { crate::shm::segment::share_pages(&seg, lo as *mut u8, hi - lo)? };
+    let fd = unsafe { crate::shm::segment::share_pages(&seg, lo as *mut u8, hi - lo, anonymous)? };
     let ino = match crate::shm::segment::inode_of(&fd) {
         Ok(ino) => ino,
         Err(e) => {
             // SAFETY: the pages just shared, by this call; the caller's contract holds.
-            unsafe { crate::shm::segment::unshare_pages(lo as *mut u8, hi - lo)? };
+            unsafe { crate::shm::segment::unshare_pages(lo as *mut u8, hi - lo, None)? };
             return Err(e);
         }
     };
@@ -153,8 +156,12 @@ impl Drop for InPlacePages {
     fn drop(&mut self) {
         registry().retain(|r| r.base != self.base || r.tag != self.seg.tag());
         // A child forked from now on keeps the pages as they are (private again below, or
-        // shared for good): its handler must not map the segment over them.
-        drop(self.fork.take());
+        // shared for good): its handler must not map the segment over them. The segment's
+        // descriptor tells which of its pages hold data (the rest moves back as zero pages).
+        let object = self
+            .fork
+            .take()
+            .and_then(crate::shm::fork::ForkGuard::into_fd);
         if near_this_stack(self.base, self.base + self.len) {
             // This call's own frames may live in those pages: they stay shared (still this
             // process's memory, with its contents).
@@ -170,7 +177,12 @@ impl Drop for InPlacePages {
             // SAFETY: pages this value shared (`share_in_place`, whose caller keeps other
             // threads away now too), still mapped from its segment; the window that used
             // them is gone.
-            if let Err(e) = unsafe { crate::shm::segment::unshare_pages(at as *mut u8, len) } {
+            let source = object
+                .as_ref()
+                .map(|fd| (rustix::fd::AsFd::as_fd(fd), (at - self.base) as u64));
+            if let Err(e) =
+                unsafe { crate::shm::segment::unshare_pages(at as *mut u8, len, source) }
+            {
                 // The pages stay shared: still this process's memory with its contents —
                 // not the program's concern, so a diagnostic event rather than a line on
                 // stderr.
@@ -197,12 +209,13 @@ fn near_this_stack(lo: usize, hi: usize) -> bool {
 
 /// Whether every mapping of `[lo, hi)` is private and writable memory of a kind that may be
 /// moved: anonymous, `[heap]` or a regular file's private copy (a program's data
-/// segment) — not shared mappings, huge pages or special kernel mappings.
-fn private_writable(lo: usize, hi: usize) -> bool {
-    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else {
-        return false;
-    };
+/// segment) — not shared mappings, huge pages or special kernel mappings. `Some(true)`
+/// when all of it is anonymous or heap (pages never written there read as zero; in a
+/// file's copy they read the file), `None` when it may not move.
+fn private_writable(lo: usize, hi: usize) -> Option<bool> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
     let mut covered = lo;
+    let mut anonymous = true;
     for line in maps.lines() {
         let mut fields = line.split_whitespace();
         let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
@@ -229,14 +242,15 @@ fn private_writable(lo: usize, hi: usize) -> bool {
             || perms.as_bytes().get(3) != Some(&b'p')
             || !kind_ok
         {
-            return false;
+            return None;
         }
+        anonymous &= path.is_empty() || path == "[heap]";
         covered = end;
         if covered >= hi {
-            return true;
+            return Some(anonymous);
         }
     }
-    false
+    None
 }
 
 /// Memory from the node-local shared heap (MPI `MPI_Alloc_mem`).

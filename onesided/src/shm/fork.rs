@@ -62,7 +62,7 @@ extern "C" {
 pub(crate) struct ForkGuard {
     slot: usize,
     /// Kept open for the child's private mapping.
-    _fd: Option<OwnedFd>,
+    fd: Option<OwnedFd>,
 }
 
 /// Registers `[base, base + len)`, pages shared in place over the segment `fd` (which the
@@ -91,7 +91,7 @@ pub(crate) fn register(base: usize, len: usize, fd: Option<OwnedFd>) -> Option<F
             slot.fd.store(raw, Ordering::Relaxed);
             // Release: a child that sees READY sees the range.
             slot.state.store(READY, Ordering::Release);
-            return Some(ForkGuard { slot: i, _fd: fd });
+            return Some(ForkGuard { slot: i, fd });
         }
     }
     None
@@ -104,8 +104,13 @@ impl ForkGuard {
         // Relaxed: the descriptor is a hint the child reads with the range; a fork before
         // this store copies the range instead (the same result).
         TABLE[self.slot].fd.store(fd.as_raw_fd(), Ordering::Relaxed);
-        self._fd = Some(fd);
+        self.fd = Some(fd);
         self
+    }
+
+    /// Unregisters the range (as dropping the guard does) and hands back its descriptor.
+    pub(crate) fn into_fd(mut self) -> Option<OwnedFd> {
+        self.fd.take()
     }
 }
 
@@ -163,7 +168,7 @@ unsafe fn make_private(base: usize, len: usize, fd: c_int) {
         }
     }
     // SAFETY: the caller's contract (the same as unshare_pages').
-    let _ = unsafe { crate::shm::segment::unshare_pages(base as *mut u8, len) };
+    let _ = unsafe { crate::shm::segment::unshare_pages(base as *mut u8, len, None) };
 }
 
 #[cfg(test)]

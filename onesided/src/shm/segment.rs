@@ -188,9 +188,16 @@ impl Drop for Segment {
 }
 
 /// Moves the pages `[addr, addr + len)` of this process into `seg` (a fresh segment of at
-/// least `len` bytes, `addr` and `len` page aligned): their contents are copied into it and
-/// its object is mapped over them at the same addresses, so that peers mapping `seg` share
-/// them from then on.
+/// least `len` bytes, `addr` and `len` page aligned): their contents are written into its
+/// object and the object is mapped over them at the same addresses, so that peers mapping
+/// `seg` share them from then on. With `anonymous` (every page of the range is anonymous
+/// memory or heap), pages the process never wrote — neither in memory nor swapped out:
+/// they read as zero — are not written (the object's pages are zero too); a 1 GiB window
+/// over memory the program has not touched yet moves nothing.
+///
+/// The contents go through `pwrite` rather than a copy between two mappings: a copy faults
+/// in every page of both sides one at a time (over a second per GiB on this VM), the write
+/// copies in the kernel.
 ///
 /// # Safety
 /// `[addr, addr + len)` is mapped private, readable and writable memory of this process,
@@ -200,6 +207,7 @@ pub(crate) unsafe fn share_pages(
     seg: &Segment,
     addr: *mut u8,
     len: usize,
+    anonymous: bool,
 ) -> Result<rustix::fd::OwnedFd> {
     if len > seg.len || addr as usize % page_size() != 0 || len % page_size() != 0 {
         return Err(Error::InvalidArgument(
@@ -208,9 +216,16 @@ pub(crate) unsafe fn share_pages(
     }
     let fd = shm::open(seg.name.as_str(), shm::OFlags::RDWR, Mode::empty())
         .map_err(|e| Error::os("shm_open (share in place)", e))?;
-    // SAFETY: both ranges are mapped and `len` long (caller's contract, and the segment's
-    // mapping is at least `len`); they do not overlap (the segment is a fresh mapping).
-    unsafe { std::ptr::copy_nonoverlapping(addr, seg.as_ptr(), len) };
+    let runs = anonymous
+        .then(|| written_pages(addr as usize, len))
+        .flatten()
+        .unwrap_or_else(|| vec![(0, len)]);
+    for (offset, n) in runs {
+        // SAFETY: inside `[addr, addr + len)`, mapped and readable (caller's contract), and
+        // no other thread writes it while this slice lives.
+        let pages = unsafe { std::slice::from_raw_parts(addr.add(offset), n) };
+        write_all_at(&fd, pages, offset as u64)?;
+    }
     // SAFETY: replaces the caller's pages (its contract) with the segment's object, which
     // now holds their contents; nothing else is mapped there.
     unsafe {
@@ -228,11 +243,19 @@ pub(crate) unsafe fn share_pages(
 }
 
 /// Undoes [`share_pages`]: the pages `[addr, addr + len)` become private anonymous memory
-/// again, with the contents they have now.
+/// again, with the contents they have now. With `object` (the segment's descriptor and the
+/// offset in it of `addr`), only the parts of the object that hold data are read back —
+/// with `pread`, the rest of the new pages is zero as the object is there (holes: pages
+/// nobody touched); without it every page is copied.
 ///
 /// # Safety
-/// As for [`share_pages`], on a range it shared; no peer writes the segment any more.
-pub(crate) unsafe fn unshare_pages(addr: *mut u8, len: usize) -> Result<()> {
+/// As for [`share_pages`], on a range it shared (mapped from `object` at that offset when
+/// given); no peer writes the segment any more.
+pub(crate) unsafe fn unshare_pages(
+    addr: *mut u8,
+    len: usize,
+    object: Option<(rustix::fd::BorrowedFd<'_>, u64)>,
+) -> Result<()> {
     // SAFETY: a fresh private mapping at an address the kernel picks.
     let fresh = unsafe {
         rustix::mm::mmap_anonymous(
@@ -242,14 +265,28 @@ pub(crate) unsafe fn unshare_pages(addr: *mut u8, len: usize) -> Result<()> {
             MapFlags::PRIVATE,
         )
     }
-    .map_err(|e| Error::os("mmap (unshare)", e))?;
-    // SAFETY: both ranges are mapped, `len` long and distinct.
-    unsafe { std::ptr::copy_nonoverlapping(addr, fresh.cast::<u8>(), len) };
+    .map_err(|e| Error::os("mmap (unshare)", e))?
+    .cast::<u8>();
+    let read_back = match object {
+        Some((fd, at)) => data_extents(fd, at, len as u64).and_then(|extents| {
+            extents.into_iter().try_for_each(|(offset, n)| {
+                // SAFETY: inside the fresh mapping (`data_extents` keeps to `len`), which
+                // nothing else knows of.
+                let pages = unsafe { std::slice::from_raw_parts_mut(fresh.add(offset), n) };
+                read_exact_at(fd, pages, at + offset as u64)
+            })
+        }),
+        None => Err(Error::InvalidArgument("no object to read".into())),
+    };
+    if read_back.is_err() {
+        // SAFETY: both ranges are mapped, `len` long and distinct.
+        unsafe { std::ptr::copy_nonoverlapping(addr, fresh, len) };
+    }
     // SAFETY: moves the private copy over the shared pages in one step (the old mapping
     // there is replaced; the fresh one ceases to exist at its first address).
     unsafe {
         rustix::mm::mremap_fixed(
-            fresh,
+            fresh.cast(),
             len,
             len,
             rustix::mm::MremapFlags::MAYMOVE,
@@ -257,6 +294,109 @@ pub(crate) unsafe fn unshare_pages(addr: *mut u8, len: usize) -> Result<()> {
         )
     }
     .map_err(|e| Error::os("mremap (unshare)", e))?;
+    Ok(())
+}
+
+/// The runs of pages of `[addr, addr + len)` (page aligned) that hold something — present
+/// in memory or swapped out, by `/proc/self/pagemap` —, as (offset from `addr`, length).
+/// `None` when the map cannot be read.
+fn written_pages(addr: usize, len: usize) -> Option<Vec<(usize, usize)>> {
+    use std::os::unix::fs::FileExt;
+    const PRESENT: u64 = 1 << 63;
+    const SWAPPED: u64 = 1 << 62;
+    const CHUNK: usize = 8192; // entries read at once (32 MiB of memory)
+    let page = page_size();
+    let map = std::fs::File::open("/proc/self/pagemap").ok()?;
+    let (first, pages) = (addr / page, len / page);
+    let mut entries = vec![0u8; 8 * CHUNK.min(pages)];
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    let mut done = 0;
+    while done < pages {
+        let n = (pages - done).min(CHUNK);
+        let chunk = &mut entries[..8 * n];
+        map.read_exact_at(chunk, (8 * (first + done)) as u64).ok()?;
+        for (i, entry) in chunk.chunks_exact(8).enumerate() {
+            let word = u64::from_ne_bytes(entry.try_into().ok()?);
+            if word & (PRESENT | SWAPPED) == 0 {
+                continue;
+            }
+            let offset = (done + i) * page;
+            match runs.last_mut() {
+                Some((start, n)) if *start + *n == offset => *n += page,
+                _ => runs.push((offset, page)),
+            }
+        }
+        done += n;
+    }
+    Some(runs)
+}
+
+/// The parts of the object `fd` in `[at, at + len)` that hold data (`SEEK_DATA`/`SEEK_HOLE`:
+/// on tmpfs, pages never written, reserved ones included, are holes), as (offset from
+/// `at`, length).
+fn data_extents(fd: rustix::fd::BorrowedFd<'_>, at: u64, len: u64) -> Result<Vec<(usize, usize)>> {
+    use rustix::fs::{seek, SeekFrom};
+    let end = at + len;
+    let mut extents = Vec::new();
+    let mut from = at;
+    while from < end {
+        let data = match seek(fd, SeekFrom::Data(from)) {
+            Ok(data) => data,
+            // No data after `from`.
+            Err(rustix::io::Errno::NXIO) => break,
+            Err(e) => return Err(Error::os("lseek (SEEK_DATA)", e)),
+        };
+        if data >= end {
+            break;
+        }
+        let hole = seek(fd, SeekFrom::Hole(data))
+            .map_err(|e| Error::os("lseek (SEEK_HOLE)", e))?
+            .min(end);
+        // Both inside `[at, at + len)` with `len` a usize: they fit.
+        extents.push(((data - at) as usize, (hole - data) as usize));
+        from = hole;
+    }
+    Ok(extents)
+}
+
+/// `pwrite` until all of `bytes` is written at `offset`.
+fn write_all_at(fd: &rustix::fd::OwnedFd, mut bytes: &[u8], mut offset: u64) -> Result<()> {
+    while !bytes.is_empty() {
+        match rustix::io::pwrite(fd, bytes, offset) {
+            Ok(0) => {
+                return Err(Error::os(
+                    "pwrite (share in place)",
+                    rustix::io::Errno::NOSPC,
+                ))
+            }
+            Ok(n) => {
+                bytes = &bytes[n..];
+                offset += n as u64;
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(Error::os("pwrite (share in place)", e)),
+        }
+    }
+    Ok(())
+}
+
+/// `pread` until all of `bytes` is filled from `offset`.
+fn read_exact_at(
+    fd: rustix::fd::BorrowedFd<'_>,
+    mut bytes: &mut [u8],
+    mut offset: u64,
+) -> Result<()> {
+    while !bytes.is_empty() {
+        match rustix::io::pread(fd, &mut *bytes, offset) {
+            Ok(0) => return Err(Error::os("pread (unshare)", rustix::io::Errno::NXIO)),
+            Ok(n) => {
+                bytes = &mut std::mem::take(&mut bytes)[n..];
+                offset += n as u64;
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(Error::os("pread (unshare)", e)),
+        }
+    }
     Ok(())
 }
 
@@ -386,6 +526,7 @@ pub fn job_segments(job: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rustix::fd::AsFd;
     use std::os::unix::fs::PermissionsExt;
 
     #[test]
@@ -422,6 +563,89 @@ mod tests {
         assert!(job_segments(&job).is_empty());
     }
 
+    /// A private anonymous mapping of `len` bytes for the tests below.
+    fn fresh_private(len: usize) -> *mut u8 {
+        // SAFETY: a fresh private mapping at an address the kernel picks.
+        unsafe {
+            rustix::mm::mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::PRIVATE,
+            )
+        }
+        .unwrap()
+        .cast::<u8>()
+    }
+
+    #[test]
+    fn only_written_pages_move_and_come_back() {
+        let page = page_size();
+        let len = 64 * page;
+        let mem = fresh_private(len);
+        // Pages 3 and 40..42 written, page 7 only read (the zero page), the rest untouched.
+        // SAFETY: our own fresh mapping, touched by this thread only.
+        unsafe {
+            mem.add(3 * page + 5).write(0xa5);
+            std::ptr::write_bytes(mem.add(40 * page), 0x5a, 2 * page);
+            assert_eq!(mem.add(7 * page).read_volatile(), 0);
+        }
+        let at = mem as usize;
+        let written = written_pages(at, len).unwrap();
+        assert!(written.contains(&(3 * page, page)), "{written:?}");
+        assert!(written.contains(&(40 * page, 2 * page)), "{written:?}");
+        assert!(!written
+            .iter()
+            .any(|&(o, n)| o <= 20 * page && 20 * page < o + n));
+        let seg = Segment::create(&random_job_id(), "0", len).unwrap();
+        // SAFETY: our own fresh mapping, touched by this thread only.
+        let fd = unsafe { share_pages(&seg, mem, len, true) }.unwrap();
+        // The object holds what the pages held; untouched pages are holes in it.
+        let extents = data_extents(fd.as_fd(), 0, len as u64).unwrap();
+        assert!(extents.contains(&(3 * page, page)), "{extents:?}");
+        assert!(!extents
+            .iter()
+            .any(|&(o, n)| o <= 20 * page && 20 * page < o + n));
+        // SAFETY: the range is mapped from the segment now; the segment's own mapping
+        // (a peer's view) sees the same pages.
+        unsafe {
+            assert_eq!(seg.as_ptr().add(3 * page + 5).read_volatile(), 0xa5);
+            assert_eq!(seg.as_ptr().add(41 * page + 9).read_volatile(), 0x5a);
+            // A peer writes an untouched page, this process another one.
+            seg.as_ptr().add(50 * page + 1).write_volatile(0x11);
+            mem.add(60 * page).write_volatile(0x22);
+        }
+        // The part from page 32 on moves back, read from the object at its offset.
+        // SAFETY: pages `share_pages` shared, mapped from `fd` at offset 32 pages.
+        unsafe {
+            unshare_pages(
+                mem.add(32 * page),
+                32 * page,
+                Some((fd.as_fd(), 32 * page as u64)),
+            )
+        }
+        .unwrap();
+        // SAFETY: the first half by the whole, without an object (every page copied).
+        unsafe { unshare_pages(mem, 32 * page, None) }.unwrap();
+        // Private again: a write through the segment no longer shows.
+        // SAFETY: both mappings are live and ours.
+        unsafe {
+            seg.as_ptr().add(41 * page).write_volatile(0);
+            let all = std::slice::from_raw_parts(mem, len);
+            for (i, &b) in all.iter().enumerate() {
+                let want = match i {
+                    i if i == 3 * page + 5 => 0xa5,
+                    i if (40 * page..42 * page).contains(&i) => 0x5a,
+                    i if i == 50 * page + 1 => 0x11,
+                    i if i == 60 * page => 0x22,
+                    _ => 0,
+                };
+                assert_eq!(b, want, "byte {i}");
+            }
+            rustix::mm::munmap(mem.cast(), len).unwrap();
+        }
+    }
+
     #[test]
     fn pages_shared_in_place_are_found_until_the_program_unmaps_them() {
         let page = page_size();
@@ -439,7 +663,7 @@ mod tests {
         .cast::<u8>();
         let seg = Segment::create(&random_job_id(), "0", len).unwrap();
         // SAFETY: our own fresh mapping, touched by this thread only.
-        let fd = unsafe { share_pages(&seg, mem, len) }.unwrap();
+        let fd = unsafe { share_pages(&seg, mem, len, true) }.unwrap();
         let ino = inode_of(&fd).unwrap();
         let at = mem as usize;
         assert_eq!(still_mapped_from(ino, at, len), Some(vec![(at, len)]));
