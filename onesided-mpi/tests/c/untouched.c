@@ -6,7 +6,10 @@
  *   1. 64 MiB from malloc (a mapping of its own), a few pages written, one only read, the
  *      rest untouched; peers put into untouched pages and get from all three kinds;
  *   2. an initialized static array (the program's data segment, a private copy of the
- *      executable's pages) whose pages the program never touched before the window. */
+ *      executable's pages) whose pages the program never touched before the window;
+ *   3. small malloc blocks, whose pages hold the heap's own bookkeeping: the library must
+ *      not malloc or free between copying such a page and mapping it (its own write to the
+ *      heap would be lost — mpich's winname aborted in malloc under Open MPI 5.0.11). */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -96,6 +99,27 @@ int main(int argc, char **argv) {
     else if (i == 12 * 4096 + 7) want = (unsigned char)(0x40 + from);
     CHECK(data_pages[i] == want, "byte %zu of the static array is %d after MPI_Win_free, not %d",
           i, data_pages[i], want);
+  }
+
+  /* 3. Windows over small heap blocks, freed before and after the window, many times, with
+   * the program allocating between them; glibc checks its lists on every call. */
+  for (int round = 0; round < 200; round++) {
+    size_t n = 16 + (size_t)(round % 7) * 24;
+    unsigned char *small = malloc(n), *other = malloc(1 + round % 97);
+    memset(small, round & 0xff, n);
+    MPI_Win_create(small, (MPI_Aint)n, 1, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+    MPI_Win_fence(0, win);
+    MPI_Put(&mark, 1, MPI_BYTE, to, 0, 1, MPI_BYTE, win);
+    MPI_Win_fence(0, win);
+    CHECK(small[0] == 0x40 + from && (n < 2 || small[n - 1] == (round & 0xff)),
+          "round %d: a small heap window holds %#x %#x", round, small[0], small[n - 1]);
+    free(other);
+    if (round % 2) free(small);
+    MPI_Win_free(&win);
+    if (round % 2 == 0) free(small);
+    void *churn[8];
+    for (int k = 0; k < 8; k++) churn[k] = malloc(8 + 8 * (size_t)k);
+    for (int k = 7; k >= 0; k--) free(churn[k]);
   }
 
   MPI_Barrier(MPI_COMM_WORLD);

@@ -196,8 +196,11 @@ impl Drop for Segment {
 /// over memory the program has not touched yet moves nothing.
 ///
 /// The contents go through `pwrite` rather than a copy between two mappings: a copy faults
-/// in every page of both sides one at a time (over a second per GiB on this VM), the write
-/// copies in the kernel.
+/// in every page of both sides one at a time (most of a second per GiB here), the write
+/// copies in the kernel. Nothing here allocates between reading the pages and mapping the
+/// object over them: the range may hold the heap's own bookkeeping (a window over a small
+/// `malloc` block shares its page), and a `malloc` or `free` of this thread in between
+/// would write it after the copy — lost, and the heap corrupt.
 ///
 /// # Safety
 /// `[addr, addr + len)` is mapped private, readable and writable memory of this process,
@@ -216,15 +219,21 @@ pub(crate) unsafe fn share_pages(
     }
     let fd = shm::open(seg.name.as_str(), shm::OFlags::RDWR, Mode::empty())
         .map_err(|e| Error::os("shm_open (share in place)", e))?;
-    let runs = anonymous
-        .then(|| written_pages(addr as usize, len))
-        .flatten()
-        .unwrap_or_else(|| vec![(0, len)]);
-    for (offset, n) in runs {
+    let write = |offset: usize, n: usize| {
         // SAFETY: inside `[addr, addr + len)`, mapped and readable (caller's contract), and
         // no other thread writes it while this slice lives.
         let pages = unsafe { std::slice::from_raw_parts(addr.add(offset), n) };
-        write_all_at(&fd, pages, offset as u64)?;
+        write_all_at(&fd, pages, offset as u64)
+    };
+    let scanned = if anonymous {
+        written_pages(addr as usize, len, write)
+    } else {
+        None
+    };
+    match scanned {
+        Some(written) => written?,
+        // Every page, when the map cannot be read (or the memory is a file's copy).
+        None => write(0, len)?,
     }
     // SAFETY: replaces the caller's pages (its contract) with the segment's object, which
     // now holds their contents; nothing else is mapped there.
@@ -246,7 +255,8 @@ pub(crate) unsafe fn share_pages(
 /// again, with the contents they have now. With `object` (the segment's descriptor and the
 /// offset in it of `addr`), only the parts of the object that hold data are read back —
 /// with `pread`, the rest of the new pages is zero as the object is there (holes: pages
-/// nobody touched); without it every page is copied.
+/// nobody touched); without it every page is copied. As in [`share_pages`], nothing
+/// allocates between the copy and the remap.
 ///
 /// # Safety
 /// As for [`share_pages`], on a range it shared (mapped from `object` at that offset when
@@ -267,18 +277,16 @@ pub(crate) unsafe fn unshare_pages(
     }
     .map_err(|e| Error::os("mmap (unshare)", e))?
     .cast::<u8>();
-    let read_back = match object {
-        Some((fd, at)) => data_extents(fd, at, len as u64).and_then(|extents| {
-            extents.into_iter().try_for_each(|(offset, n)| {
-                // SAFETY: inside the fresh mapping (`data_extents` keeps to `len`), which
-                // nothing else knows of.
-                let pages = unsafe { std::slice::from_raw_parts_mut(fresh.add(offset), n) };
-                read_exact_at(fd, pages, at + offset as u64)
-            })
-        }),
-        None => Err(Error::InvalidArgument("no object to read".into())),
-    };
-    if read_back.is_err() {
+    let read_back = object.is_some_and(|(fd, at)| {
+        data_extents(fd, at, len as u64, |offset, n| {
+            // SAFETY: inside the fresh mapping (`data_extents` keeps to `len`), which
+            // nothing else knows of.
+            let pages = unsafe { std::slice::from_raw_parts_mut(fresh.add(offset), n) };
+            read_exact_at(fd, pages, at + offset as u64)
+        })
+        .is_ok()
+    });
+    if !read_back {
         // SAFETY: both ranges are mapped, `len` long and distinct.
         unsafe { std::ptr::copy_nonoverlapping(addr, fresh, len) };
     }
@@ -297,47 +305,76 @@ pub(crate) unsafe fn unshare_pages(
     Ok(())
 }
 
-/// The runs of pages of `[addr, addr + len)` (page aligned) that hold something — present
-/// in memory or swapped out, by `/proc/self/pagemap` —, as (offset from `addr`, length).
-/// `None` when the map cannot be read.
-fn written_pages(addr: usize, len: usize) -> Option<Vec<(usize, usize)>> {
-    use std::os::unix::fs::FileExt;
+/// Calls `run(offset from addr, length)` for each run of pages of `[addr, addr + len)`
+/// (page aligned) that holds something — present in memory or swapped out, by
+/// `/proc/self/pagemap` — and stops at its first error. `None` when the map cannot be read
+/// (before any call). Allocates nothing (see [`share_pages`]).
+fn written_pages(
+    addr: usize,
+    len: usize,
+    mut run: impl FnMut(usize, usize) -> Result<()>,
+) -> Option<Result<()>> {
     const PRESENT: u64 = 1 << 63;
     const SWAPPED: u64 = 1 << 62;
-    const CHUNK: usize = 8192; // entries read at once (32 MiB of memory)
     let page = page_size();
-    let map = std::fs::File::open("/proc/self/pagemap").ok()?;
+    let map = rustix::fs::open(
+        "/proc/self/pagemap",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
     let (first, pages) = (addr / page, len / page);
-    let mut entries = vec![0u8; 8 * CHUNK.min(pages)];
-    let mut runs: Vec<(usize, usize)> = Vec::new();
+    // Entries read at once (2 MiB of memory each time), on the stack.
+    let mut entries = [0u64; 512];
+    // (offset, length) of the run being gathered.
+    let mut pending: Option<(usize, usize)> = None;
     let mut done = 0;
     while done < pages {
-        let n = (pages - done).min(CHUNK);
-        let chunk = &mut entries[..8 * n];
-        map.read_exact_at(chunk, (8 * (first + done)) as u64).ok()?;
-        for (i, entry) in chunk.chunks_exact(8).enumerate() {
-            let word = u64::from_ne_bytes(entry.try_into().ok()?);
-            if word & (PRESENT | SWAPPED) == 0 {
-                continue;
+        let n = (pages - done).min(entries.len());
+        let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut entries[..n]);
+        if read_exact_at(
+            rustix::fd::AsFd::as_fd(&map),
+            bytes,
+            (8 * (first + done)) as u64,
+        )
+        .is_err()
+        {
+            if done == 0 {
+                return None;
             }
-            let offset = (done + i) * page;
-            match runs.last_mut() {
-                Some((start, n)) if *start + *n == offset => *n += page,
-                _ => runs.push((offset, page)),
+            // The rest of the map unreadable: the rest of the range is written whole.
+            let rest = done * page;
+            let flushed = pending.map_or(Ok(()), |(start, n)| run(start, n));
+            return Some(flushed.and_then(|()| run(rest, len - rest)));
+        }
+        for (i, &entry) in entries[..n].iter().enumerate() {
+            if entry & (PRESENT | SWAPPED) != 0 {
+                pending = match pending {
+                    Some((start, n)) => Some((start, n + page)),
+                    None => Some(((done + i) * page, page)),
+                };
+            } else if let Some((start, n)) = pending.take() {
+                if let Err(e) = run(start, n) {
+                    return Some(Err(e));
+                }
             }
         }
         done += n;
     }
-    Some(runs)
+    Some(pending.map_or(Ok(()), |(start, n)| run(start, n)))
 }
 
-/// The parts of the object `fd` in `[at, at + len)` that hold data (`SEEK_DATA`/`SEEK_HOLE`:
-/// on tmpfs, pages never written, reserved ones included, are holes), as (offset from
-/// `at`, length).
-fn data_extents(fd: rustix::fd::BorrowedFd<'_>, at: u64, len: u64) -> Result<Vec<(usize, usize)>> {
+/// Calls `extent(offset from at, length)` for each part of the object `fd` in
+/// `[at, at + len)` that holds data (`SEEK_DATA`/`SEEK_HOLE`: on tmpfs, pages never written,
+/// reserved ones included, are holes), and stops at the first error. Allocates nothing.
+fn data_extents(
+    fd: rustix::fd::BorrowedFd<'_>,
+    at: u64,
+    len: u64,
+    mut extent: impl FnMut(usize, usize) -> Result<()>,
+) -> Result<()> {
     use rustix::fs::{seek, SeekFrom};
     let end = at + len;
-    let mut extents = Vec::new();
     let mut from = at;
     while from < end {
         let data = match seek(fd, SeekFrom::Data(from)) {
@@ -353,10 +390,10 @@ fn data_extents(fd: rustix::fd::BorrowedFd<'_>, at: u64, len: u64) -> Result<Vec
             .map_err(|e| Error::os("lseek (SEEK_HOLE)", e))?
             .min(end);
         // Both inside `[at, at + len)` with `len` a usize: they fit.
-        extents.push(((data - at) as usize, (hole - data) as usize));
+        extent((data - at) as usize, (hole - data) as usize)?;
         from = hole;
     }
-    Ok(extents)
+    Ok(())
 }
 
 /// `pwrite` until all of `bytes` is written at `offset`.
@@ -591,7 +628,13 @@ mod tests {
             assert_eq!(mem.add(7 * page).read_volatile(), 0);
         }
         let at = mem as usize;
-        let written = written_pages(at, len).unwrap();
+        let mut written = Vec::new();
+        written_pages(at, len, |o, n| {
+            written.push((o, n));
+            Ok(())
+        })
+        .unwrap()
+        .unwrap();
         assert!(written.contains(&(3 * page, page)), "{written:?}");
         assert!(written.contains(&(40 * page, 2 * page)), "{written:?}");
         assert!(!written
@@ -601,7 +644,12 @@ mod tests {
         // SAFETY: our own fresh mapping, touched by this thread only.
         let fd = unsafe { share_pages(&seg, mem, len, true) }.unwrap();
         // The object holds what the pages held; untouched pages are holes in it.
-        let extents = data_extents(fd.as_fd(), 0, len as u64).unwrap();
+        let mut extents = Vec::new();
+        data_extents(fd.as_fd(), 0, len as u64, |o, n| {
+            extents.push((o, n));
+            Ok(())
+        })
+        .unwrap();
         assert!(extents.contains(&(3 * page, page)), "{extents:?}");
         assert!(!extents
             .iter()
