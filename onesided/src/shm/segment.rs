@@ -698,17 +698,7 @@ mod tests {
     fn pages_shared_in_place_are_found_until_the_program_unmaps_them() {
         let page = page_size();
         let len = 4 * page;
-        // SAFETY: a fresh private mapping at an address the kernel picks.
-        let mem = unsafe {
-            rustix::mm::mmap_anonymous(
-                std::ptr::null_mut(),
-                len,
-                ProtFlags::READ | ProtFlags::WRITE,
-                MapFlags::PRIVATE,
-            )
-        }
-        .unwrap()
-        .cast::<u8>();
+        let mem = fresh_private(len);
         let seg = Segment::create(&random_job_id(), "0", len).unwrap();
         // SAFETY: our own fresh mapping, touched by this thread only.
         let fd = unsafe { share_pages(&seg, mem, len, true) }.unwrap();
