@@ -292,6 +292,7 @@ host_functions! {
     grequest_start = c"PMPI_Grequest_start": fn(Option<GrequestQueryFn>, Option<GrequestFreeFn>, Option<GrequestCancelFn>, *mut c_void, *mut MPI_Request) -> c_int;
 
     iallgather = c"PMPI_Iallgather": fn(*const c_void, c_int, MPI_Datatype, *mut c_void, c_int, MPI_Datatype, MPI_Comm, *mut MPI_Request) -> c_int;
+    ibarrier = c"PMPI_Ibarrier": fn(MPI_Comm, *mut MPI_Request) -> c_int;
     test = c"PMPI_Test": fn(*mut MPI_Request, *mut c_int, *mut MPI_Status) -> c_int;
     cancel = c"PMPI_Cancel": fn(*mut MPI_Request) -> c_int;
     request_free = c"PMPI_Request_free": fn(*mut MPI_Request) -> c_int;

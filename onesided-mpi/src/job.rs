@@ -155,10 +155,20 @@ unsafe impl HostMpi for ProcessMpi {
         Ok(HostRequest(request))
     }
 
+    fn ibarrier(&self, c: HostComm) -> Result<HostRequest> {
+        let mut request = abi::abi().request_null;
+        // SAFETY: a live communicator; writes one request handle.
+        checked("MPI_Ibarrier", unsafe {
+            (host().ibarrier)(comm(c), &mut request)
+        })?;
+        Ok(HostRequest(request))
+    }
+
     fn test(&self, request: &mut HostRequest) -> Result<bool> {
         let mut r: abi::MPI_Request = request.0;
         let mut done = 0;
-        // SAFETY: a live request made by iallgather; MPI frees it when it completes.
+        // SAFETY: a live request made by iallgather or ibarrier; MPI frees it when it
+        // completes.
         checked("MPI_Test", unsafe {
             (host().test)(
                 &mut r,

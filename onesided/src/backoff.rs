@@ -131,6 +131,8 @@ pub(crate) struct Backoff {
     /// Never serve: the waiter holds a lock a served request may need (see
     /// [`Backoff::holding_a_lock`]).
     holds_lock: bool,
+    /// Serve, but drive no pending synchronization (see [`Backoff::serving_only`]).
+    serves_only: bool,
     /// Polls per pause (0 and 1: every poll pauses; see [`Backoff::for_network`]).
     polls_per_pause: u32,
     /// Polls since the last pause.
@@ -159,6 +161,17 @@ impl Backoff {
     pub(crate) fn holding_a_lock() -> Self {
         Backoff {
             holds_lock: true,
+            ..Backoff::default()
+        }
+    }
+
+    /// A backoff for a wait that serves this process's peers (the network endpoint, request
+    /// rings) but drives no pending synchronization of its windows: a poll of one can block
+    /// until a peer makes progress (a fence's flush of its puts), and the wait is one that
+    /// peers rely on this process to leave promptly (see `bootstrap::mpi`'s transfers).
+    pub(crate) fn serving_only() -> Self {
+        Backoff {
+            serves_only: true,
             ..Backoff::default()
         }
     }
@@ -193,7 +206,9 @@ impl Backoff {
         if self.holds_lock {
             return;
         }
-        crate::pending::poke();
+        if !self.serves_only {
+            crate::pending::poke();
+        }
         // The network endpoint's progress, among others (transport::net registers it).
         crate::attention::call_wait_hooks();
         if crate::attention::any_server() {

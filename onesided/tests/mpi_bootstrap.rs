@@ -551,3 +551,66 @@ fn windows_over_mpi_subcommunicators() {
     win.free().unwrap();
     w.barrier().unwrap();
 }
+
+/// Without a progress thread (`ONESIDED_PROGRESS=none`), ranks whose nonblocking fences
+/// still have to complete puts and signals to the other node enter a bootstrap collective
+/// that moves its data through the host MPI (a large `bcast`, a `split`). The waits of the
+/// collective's entry drive the pending fences, and a fence's flush needs its targets'
+/// progress — which a target that had left the entry for the host MPI's blocking transfer
+/// used not to make: the job hung (3 of 4 runs of `osbench alltoallv` at 4 ranks). Now
+/// every rank enters such a transfer only once all have left the waits that drive pending
+/// epochs, making progress on the network meanwhile.
+#[cfg(feature = "ofi")]
+#[test]
+fn pending_fences_across_nodes_do_not_block_bootstrap_transfers() {
+    let test = "pending_fences_across_nodes_do_not_block_bootstrap_transfers";
+    if std::env::var_os(CHILD).is_none() {
+        let env = [
+            ("ONESIDED_NODES", "2"),
+            ("ONESIDED_NET_ADDR", "127.0.0.1"),
+            ("ONESIDED_PROGRESS", "none"),
+        ];
+        let (ok, stdout, stderr) = run_mpiexec_with(test, &env);
+        assert!(ok, "{test} failed under mpiexec:\n{stdout}\n{stderr}");
+        assert_eq!(
+            stdout.matches("1 passed").count(),
+            RANKS,
+            "{stdout}\n{stderr}"
+        );
+        return;
+    }
+    let u = onesided::init().unwrap();
+    let w = u.world();
+    let (me, n) = (w.rank(), w.size());
+    let win = Window::<u64>::allocate(w, n).unwrap();
+    win.fence(Assert::NONE).unwrap();
+    for round in 1..=200u64 {
+        // Every rank puts to both others: at least one of them is on the other node.
+        for t in (0..n).filter(|&t| t != me) {
+            win.put(&[round], t, me).unwrap();
+        }
+        let fence = win.ifence(Assert::NONE).unwrap();
+        let root = round as usize % n;
+        if round % 20 == 0 {
+            drop(w.split(Some(0), me).unwrap());
+        } else {
+            // 64 KiB: past what travels with the entry of the collective.
+            let mut block = vec![if me == root { round } else { 0 }; 8192];
+            w.bcast(root, &mut block).unwrap();
+            assert!(block.iter().all(|&v| v == round));
+        }
+        fence.wait().unwrap();
+        let mut got = vec![0u64; n];
+        win.local_read(0, &mut got).unwrap();
+        for (s, &v) in got.iter().enumerate() {
+            assert_eq!(
+                v,
+                if s == me { 0 } else { round },
+                "round {round}, from {s}"
+            );
+        }
+        // The next round's puts come after this read.
+        w.barrier().unwrap();
+    }
+    win.free().unwrap();
+}

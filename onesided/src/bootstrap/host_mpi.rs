@@ -1,6 +1,6 @@
 //! The host MPI as the `mpi` bootstrap sees it: the dozen calls it makes (communicator
-//! queries, duplication and splits, a few byte collectives, a nonblocking allgather and its
-//! test, abort and finalize), behind one object-safe trait.
+//! queries, duplication and splits, a few byte collectives, a nonblocking allgather and
+//! barrier and their test, abort and finalize), behind one object-safe trait.
 //!
 //! Two implementations exist: the `mpi` crate's bindings (feature `mpi`, for Rust programs
 //! that link a host MPI), and the MPI C ABI library `onesided-mpi`, which links no MPI and
@@ -63,6 +63,8 @@ pub unsafe trait HostMpi: Send + Sync + Debug + 'static {
         recv: *mut u8,
         each: usize,
     ) -> Result<HostRequest>;
+    /// `MPI_Ibarrier` on `comm`.
+    fn ibarrier(&self, comm: HostComm) -> Result<HostRequest>;
     /// `MPI_Test`: true once `request` completed (it is then freed).
     fn test(&self, request: &mut HostRequest) -> Result<bool>;
     /// Drives the host's progress without matching anything (`MPI_Iprobe` on `comm`, on

@@ -453,6 +453,36 @@ impl MpiBootstrap {
         }
         Ok(board.read(tag.seq))
     }
+
+    /// Called between the entry of a collective and a transfer of the host MPI, which
+    /// blocks without serving anything: returns once every process has left the entry's
+    /// wait. That wait drives the pending synchronizations of this process's windows, and
+    /// a poll of one can block until a peer makes progress (a nonblocking fence flushing
+    /// its puts to another node, without a progress thread); a peer already inside the
+    /// host's transfer would make none, and the job would hang. This wait serves the
+    /// network endpoint and request rings but drives nothing pending, so no process
+    /// blocks in it, and every process reaches the transfer.
+    fn leave_entries(&self, ch: &Channel, call: Call) -> Result<()> {
+        // The tag `enter` gave the call.
+        let tag = CallTag {
+            call,
+            seq: ch.calls.wrapping_sub(1),
+        };
+        let mut request = self.host.ibarrier(ch.comm)?;
+        let mut vigil = self.watch.vigil(tag);
+        let mut backoff = Backoff::serving_only();
+        let mut hang = crate::diag::HangClock::new();
+        while !self.host.test(&mut request)? {
+            hang.tick(|| self.describe_entry(tag));
+            vigil.check(|_| None)?;
+            if self.attentive {
+                backoff.attentive_pause();
+            } else {
+                backoff.host_snooze();
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Collective: a segment of `bytes` named for `job` and `tag`, created by rank 0 of `comm`
@@ -634,6 +664,7 @@ impl Bootstrap for MpiBootstrap {
         let displs = displacements(&counts)?;
         let total: usize = counts.iter().map(|&c| c as usize).sum();
         let mut buf = vec![0u8; total];
+        self.leave_entries(&ch, call)?;
         self.host
             .allgatherv(ch.comm, send, &mut buf, &counts, &displs)?;
         Ok(split_parts(&buf, &counts))
@@ -648,6 +679,7 @@ impl Bootstrap for MpiBootstrap {
             )));
         }
         let (ch, _) = self.enter(call, 0)?;
+        self.leave_entries(&ch, call)?;
         let send_counts = send
             .iter()
             .map(|p| count(p.len(), "alltoallv"))
@@ -712,8 +744,10 @@ impl Bootstrap for MpiBootstrap {
             ));
         };
         // A receive count that differs from its sender's is MPI's truncation error, never a
-        // write outside the block. Every process has entered the call, so it cannot block
-        // for long; the mutex we hold serializes calls on the communicator.
+        // write outside the block. Every process has entered the call and left its entry,
+        // so it cannot block for long; the mutex we hold serializes calls on the
+        // communicator.
+        self.leave_entries(&ch, call)?;
         self.host
             .alltoallv(ch.comm, send, &a[0], &a[1], recv, &a[2], &a[3])
     }
@@ -725,9 +759,17 @@ impl Bootstrap for MpiBootstrap {
                 size: self.size,
             });
         }
-        // The root's length travels with the tags.
-        let (ch, lens) = self.enter(call, data.len() as u64)?;
-        data.resize(lens[root] as usize, 0);
+        // The root's length travels with the tags, and so does its payload where it fits.
+        let inline: &[u8] = if self.rank == root { &data[..] } else { &[] };
+        let (ch, lens, entries) = self.enter_inline(call, data.len() as u64, inline)?;
+        let len = lens[root] as usize;
+        if len <= INLINE_BYTES {
+            let entry = &entries[root * ENTRY_WORDS..(root + 1) * ENTRY_WORDS];
+            *data = bytemuck::cast_slice::<u64, u8>(&entry[2..])[..len].to_vec();
+            return Ok(());
+        }
+        data.resize(len, 0);
+        self.leave_entries(&ch, call)?;
         // Large payloads go in int-sized pieces.
         On {
             host: &*self.host,
@@ -747,6 +789,7 @@ impl Bootstrap for MpiBootstrap {
             Error::InvalidArgument(format!("split: key {key} exceeds MPI's int range"))
         })?;
         let (ch, _) = self.enter(Call::Split, 0)?;
+        self.leave_entries(&ch, Call::Split)?;
         let sub = self.host.split(ch.comm, color, key)?;
         drop(ch);
         let Some(c) = sub else { return Ok(None) };

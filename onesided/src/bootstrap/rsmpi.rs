@@ -191,10 +191,21 @@ unsafe impl HostMpi for RsMpi {
         Ok(HostRequest(widen(request)))
     }
 
+    fn ibarrier(&self, c: HostComm) -> Result<HostRequest> {
+        // SAFETY: reads a link-time constant.
+        let mut request = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: a live communicator; writes one request handle.
+        checked("MPI_Ibarrier", unsafe {
+            ffi::MPI_Ibarrier(comm(c), &mut request)
+        })?;
+        Ok(HostRequest(widen(request)))
+    }
+
     fn test(&self, request: &mut HostRequest) -> Result<bool> {
         let mut r: ffi::MPI_Request = narrow(request.0);
         let mut done = 0;
-        // SAFETY: a live request made by iallgather; MPI frees it when it completes.
+        // SAFETY: a live request made by iallgather or ibarrier; MPI frees it when it
+        // completes.
         checked("MPI_Test", unsafe {
             ffi::MPI_Test(&mut r, &mut done, ffi::RSMPI_STATUS_IGNORE)
         })?;
