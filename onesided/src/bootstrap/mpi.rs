@@ -368,32 +368,10 @@ impl MpiBootstrap {
                 ENTRY_WORDS * 8,
             )
         }?;
-        let mut vigil = self.watch.vigil(tag);
-        let mut backoff = Backoff::new();
-        let mut hang = crate::diag::HangClock::new();
-        loop {
-            hang.tick(|| self.describe_entry(tag));
-            let done = match self.host.test(&mut request) {
-                Ok(done) => done,
-                Err(e) => {
-                    std::mem::forget(send);
-                    std::mem::forget(recv);
-                    return Err(e);
-                }
-            };
-            if done {
-                break;
-            }
-            if let Err(e) = vigil.check(|_| None) {
-                std::mem::forget(send);
-                std::mem::forget(recv);
-                return Err(e);
-            }
-            if self.attentive {
-                backoff.attentive_pause();
-            } else {
-                backoff.host_snooze();
-            }
+        if let Err(e) = self.wait_for(tag, Backoff::new(), || self.host.test(&mut request)) {
+            std::mem::forget(send);
+            std::mem::forget(recv);
+            return Err(e);
         }
         Self::entered(ch, tag, recv)
     }
@@ -436,21 +414,15 @@ impl MpiBootstrap {
         send: &[u64; ENTRY_WORDS],
     ) -> Result<Box<[u64]>> {
         let mut wait = board.post(tag, send);
-        let mut vigil = self.watch.vigil(tag);
-        let mut backoff = Backoff::new();
-        let mut hang = crate::diag::HangClock::new();
-        while !board.poll(&mut wait) {
-            hang.tick(|| self.describe_entry(tag));
-            vigil.check(|_| None)?;
+        self.wait_for(tag, Backoff::new(), || {
+            if board.poll(&mut wait) {
+                return Ok(true);
+            }
             // Calls on the communicator are serialized by the channel mutex the caller holds;
             // the probe matches nothing (no message is ever sent on it).
             self.host.progress(ch.comm);
-            if self.attentive {
-                backoff.attentive_pause();
-            } else {
-                backoff.host_snooze();
-            }
-        }
+            Ok(false)
+        })?;
         Ok(board.read(tag.seq))
     }
 
@@ -469,11 +441,27 @@ impl MpiBootstrap {
             seq: ch.calls.wrapping_sub(1),
         };
         let mut request = self.host.ibarrier(ch.comm)?;
+        self.wait_for(tag, Backoff::serving_only(), || {
+            self.host.test(&mut request)
+        })
+    }
+
+    /// Polls `done` until it holds, as the waits of the collective `tag` do: watching the
+    /// peers (an exited one is an error, not a hang), reporting a long wait, and pausing
+    /// with `backoff` between two polls.
+    fn wait_for(
+        &self,
+        tag: CallTag,
+        mut backoff: Backoff,
+        mut done: impl FnMut() -> Result<bool>,
+    ) -> Result<()> {
         let mut vigil = self.watch.vigil(tag);
-        let mut backoff = Backoff::serving_only();
         let mut hang = crate::diag::HangClock::new();
-        while !self.host.test(&mut request)? {
+        loop {
             hang.tick(|| self.describe_entry(tag));
+            if done()? {
+                return Ok(());
+            }
             vigil.check(|_| None)?;
             if self.attentive {
                 backoff.attentive_pause();
@@ -481,7 +469,6 @@ impl MpiBootstrap {
                 backoff.host_snooze();
             }
         }
-        Ok(())
     }
 }
 
