@@ -11,7 +11,7 @@
 //! dominate synchronizations that take a fraction of one (a fence of two ranks takes ~0.2 µs
 //! here; sleeping after 16 yields made it 1–3 µs on average).
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Rounds spent spinning with `pause` (1, 2, 4, ... 32 iterations).
@@ -23,13 +23,34 @@ const SPIN_ROUNDS: u32 = 6;
 const SERVICE_SPIN_POLLS: u32 = (1 << SPIN_ROUNDS) - 1;
 /// How long a waiter yields before it sleeps when ranks share cores, in microseconds. Each
 /// yield hands the core to a runnable rank (then it takes a time slice and the budget is
-/// soon spent) or returns at once (nobody else wants the core: keep polling).
-const YIELD_MICROS_SHARED: u32 = 100;
+/// soon spent) or returns at once (nobody else wants the core: keep polling). A sleeping
+/// waiter wakes at the end of its nap (20 µs and up, plus the kernel's timer slack) or on
+/// the network, never on a store of a peer of its node: with 100 µs, ranks of a collective
+/// that takes longer than that overslept their peers' signals — a fence of 16 ranks on 2
+/// cores took 1.4–1.8 ms instead of 94 µs, the notified alltoallv of 4 ranks over 2
+/// virtual nodes 160–260 µs instead of 107–133, creating a window at 64 ranks 49 instead of
+/// 21 ms (`osbench`, alternating builds).
+const YIELD_MICROS_SHARED: u32 = 2000;
 /// The same when every rank has a core of its own.
 const YIELD_MICROS_DEDICATED: u32 = 1000;
-/// The yield budget in effect. Relaxed: a tuning knob set once at start-up; a stale value
-/// only changes how long one wait yields before sleeping.
-static YIELD_MICROS: AtomicU32 = AtomicU32::new(YIELD_MICROS_SHARED);
+/// Whether every rank of the node has a core of its own. Relaxed: a tuning knob set once at
+/// start-up; a stale value only changes how one wait polls, yields and sleeps.
+static DEDICATED_CORES: AtomicBool = AtomicBool::new(false);
+
+/// True when every rank of the node has a core of its own.
+fn dedicated_cores() -> bool {
+    // Relaxed: see DEDICATED_CORES.
+    DEDICATED_CORES.load(Ordering::Relaxed)
+}
+
+/// How long a waiter yields before it sleeps.
+fn yield_budget() -> Duration {
+    Duration::from_micros(u64::from(if dedicated_cores() {
+        YIELD_MICROS_DEDICATED
+    } else {
+        YIELD_MICROS_SHARED
+    }))
+}
 /// A serving waiter with a core of its own yields once per this many polls (every 15–25 µs
 /// here).
 const SERVING_POLLS_PER_YIELD: u32 = 256;
@@ -53,7 +74,7 @@ const FIRST_SLEEP: Duration = Duration::from_micros(20);
 const MAX_SLEEP: Duration = Duration::from_micros(500);
 
 /// Whether the node has a second core per rank (for helper threads that poll).
-static SPARE_CORES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+static SPARE_CORES: AtomicBool = AtomicBool::new(false);
 
 /// Tells whether the node has at least two cores per rank.
 pub(crate) fn set_spare_cores(spare: bool) {
@@ -69,12 +90,8 @@ pub(crate) fn spare_cores() -> bool {
 
 /// Tells every later wait whether the ranks of this node share cores.
 pub(crate) fn set_oversubscribed(oversubscribed: bool) {
-    let micros = if oversubscribed {
-        YIELD_MICROS_SHARED
-    } else {
-        YIELD_MICROS_DEDICATED
-    };
-    YIELD_MICROS.store(micros, Ordering::Relaxed);
+    // Relaxed: see DEDICATED_CORES.
+    DEDICATED_CORES.store(!oversubscribed, Ordering::Relaxed);
 }
 
 /// Lets a process that waits for this one on CPU `cpu` (the one this thread runs on) run.
@@ -85,9 +102,7 @@ pub(crate) fn set_oversubscribed(oversubscribed: bool) {
 /// CPU). The thread then moves itself: its affinity without `cpu` migrates it, and the
 /// previous affinity is restored at once (the thread stays where it went).
 pub(crate) fn make_way_on_this_cpu(cpu: usize) {
-    // Relaxed: see YIELD_MICROS.
-    let dedicated = YIELD_MICROS.load(Ordering::Relaxed) == YIELD_MICROS_DEDICATED;
-    if !(dedicated && move_off_cpu(cpu)) {
+    if !(dedicated_cores() && move_off_cpu(cpu)) {
         rustix::thread::sched_yield();
     }
 }
@@ -230,9 +245,9 @@ impl Backoff {
     /// does one with wait hooks (the network endpoint's among them): its endpoint's
     /// progress thread stands aside while it polls (`transport::nic_progress`), and a
     /// polling waiter answers a peer in a third of the blocked thread's wake-up time.
-    fn serving(&self, yield_micros: u32) -> bool {
+    fn serving(&self) -> bool {
         !self.yields
-            && yield_micros == YIELD_MICROS_DEDICATED
+            && dedicated_cores()
             && (self.attending.is_some() || crate::attention::any_wait_hook())
     }
 
@@ -243,9 +258,7 @@ impl Backoff {
     /// across virtual nodes: 134k → 138k tx/s, means of five alternating runs). Ranks that
     /// share cores keep the doubling rounds: they yield sooner.
     fn polls_a_network(&self) -> bool {
-        // Relaxed: see YIELD_MICROS.
-        YIELD_MICROS.load(Ordering::Relaxed) == YIELD_MICROS_DEDICATED
-            && crate::attention::any_wait_hook()
+        dedicated_cores() && crate::attention::any_wait_hook()
     }
 
     /// A yield costs a system call, and requests wait that long for the next poll: poll
@@ -266,7 +279,7 @@ impl Backoff {
     /// a core of its own, spins briefly.
     pub(crate) fn attentive_pause(&mut self) {
         self.attend();
-        if self.serving(YIELD_MICROS.load(Ordering::Relaxed)) {
+        if self.serving() {
             if self.attending.is_some() {
                 // The host MPI's progress call can cost a microsecond: serve request rings
                 // several times between two of them.
@@ -291,7 +304,7 @@ impl Backoff {
     /// them several times between two host polls — one host poll can cost microseconds,
     /// and a peer's request waits for the next serve.
     pub(crate) fn host_snooze(&mut self) {
-        if self.round >= SPIN_ROUNDS && self.serving(YIELD_MICROS.load(Ordering::Relaxed)) {
+        if self.round >= SPIN_ROUNDS && self.serving() {
             for _ in 0..SERVES_PER_HOST_POLL {
                 self.attend();
                 self.serving_pause();
@@ -326,11 +339,9 @@ impl Backoff {
             return;
         }
         let since = *self.yielding_since.get_or_insert_with(Instant::now);
-        let micros = YIELD_MICROS.load(Ordering::Relaxed);
-        let budget = Duration::from_micros(u64::from(micros));
-        if self.serving(micros) {
+        if self.serving() {
             self.serving_pause();
-        } else if since.elapsed() < budget {
+        } else if since.elapsed() < yield_budget() {
             rustix::thread::sched_yield();
         } else {
             // Asleep, the process serves nobody: origins should not wait for it.
