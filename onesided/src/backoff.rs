@@ -27,9 +27,9 @@ const SERVICE_SPIN_POLLS: u32 = (1 << SPIN_ROUNDS) - 1;
 /// waiter wakes at the end of its nap (20 µs and up, plus the kernel's timer slack) or on
 /// the network, never on a store of a peer of its node: with 100 µs, ranks of a collective
 /// that takes longer than that overslept their peers' signals — a fence of 16 ranks on 2
-/// cores took 1.4–1.8 ms instead of 94 µs, the notified alltoallv of 4 ranks over 2
-/// virtual nodes 160–260 µs instead of 107–133, creating a window at 64 ranks 49 instead of
-/// 21 ms (`osbench`, alternating builds).
+/// cores took 1.1–1.8 ms instead of 94–95 µs, the notified alltoallv of 4 ranks over 2
+/// virtual nodes 156–262 µs instead of 68–172, creating a window at 64 ranks 49 instead of
+/// 21 ms (`osbench`, alternating builds; docs/performance.md).
 const YIELD_MICROS_SHARED: u32 = 2000;
 /// The same when every rank has a core of its own.
 const YIELD_MICROS_DEDICATED: u32 = 1000;

@@ -140,6 +140,14 @@ fn mpi_finalized() -> bool {
 /// Bytes of payload that travel with the tag.
 const INLINE_BYTES: usize = (ENTRY_WORDS - 2) * 8;
 
+/// What a collective's entry waits for every member to do (hang reports).
+const ENTER: &str = "enter it";
+
+/// The first `len` bytes of the payload one process's entry carried (from word 2 on).
+fn inline_payload(entry: &[u64], len: usize) -> &[u8] {
+    &bytemuck::cast_slice::<u64, u8>(&entry[2..])[..len]
+}
+
 fn count(len: usize, what: &str) -> Result<i32> {
     i32::try_from(len)
         .map_err(|_| Error::Bootstrap(format!("{what}: {len} bytes exceed MPI's int count")))
@@ -368,7 +376,7 @@ impl MpiBootstrap {
                 ENTRY_WORDS * 8,
             )
         }?;
-        if let Err(e) = self.wait_for(tag, Backoff::new(), || self.host.test(&mut request)) {
+        if let Err(e) = self.wait_for(tag, ENTER, Backoff::new(), || self.host.test(&mut request)) {
             std::mem::forget(send);
             std::mem::forget(recv);
             return Err(e);
@@ -376,11 +384,11 @@ impl MpiBootstrap {
         Self::entered(ch, tag, recv)
     }
 
-    /// What the entry of the collective `tag` waits for, in a hang report's words.
-    fn describe_entry(&self, tag: CallTag) -> String {
+    /// What a wait of the collective `tag` waits for, in a hang report's words.
+    fn describe_entry(&self, tag: CallTag, waits_for: &str) -> String {
         format!(
             "{} (collective #{} of a communicator of the host MPI; this process is rank {} of \
-             {}) waits for every member to enter it",
+             {}) waits for every member to {waits_for}",
             tag.call.mpi_name(),
             tag.seq,
             self.rank(),
@@ -414,7 +422,7 @@ impl MpiBootstrap {
         send: &[u64; ENTRY_WORDS],
     ) -> Result<Box<[u64]>> {
         let mut wait = board.post(tag, send);
-        self.wait_for(tag, Backoff::new(), || {
+        self.wait_for(tag, ENTER, Backoff::new(), || {
             if board.poll(&mut wait) {
                 return Ok(true);
             }
@@ -441,24 +449,25 @@ impl MpiBootstrap {
             seq: ch.calls.wrapping_sub(1),
         };
         let mut request = self.host.ibarrier(ch.comm)?;
-        self.wait_for(tag, Backoff::serving_only(), || {
+        self.wait_for(tag, "leave its entry", Backoff::serving_only(), || {
             self.host.test(&mut request)
         })
     }
 
     /// Polls `done` until it holds, as the waits of the collective `tag` do: watching the
-    /// peers (an exited one is an error, not a hang), reporting a long wait, and pausing
-    /// with `backoff` between two polls.
+    /// peers (an exited one is an error, not a hang), reporting a long wait (for every
+    /// member to do what `waits_for` says), and pausing with `backoff` between two polls.
     fn wait_for(
         &self,
         tag: CallTag,
+        waits_for: &str,
         mut backoff: Backoff,
         mut done: impl FnMut() -> Result<bool>,
     ) -> Result<()> {
         let mut vigil = self.watch.vigil(tag);
         let mut hang = crate::diag::HangClock::new();
         loop {
-            hang.tick(|| self.describe_entry(tag));
+            hang.tick(|| self.describe_entry(tag, waits_for));
             if done()? {
                 return Ok(());
             }
@@ -641,7 +650,7 @@ impl Bootstrap for MpiBootstrap {
             return Ok(entries
                 .chunks_exact(ENTRY_WORDS)
                 .zip(&lens)
-                .map(|(e, &l)| bytemuck::cast_slice::<u64, u8>(&e[2..])[..l as usize].to_vec())
+                .map(|(e, &l)| inline_payload(e, l as usize).to_vec())
                 .collect());
         }
         let counts = lens
@@ -752,7 +761,7 @@ impl Bootstrap for MpiBootstrap {
         let len = lens[root] as usize;
         if len <= INLINE_BYTES {
             let entry = &entries[root * ENTRY_WORDS..(root + 1) * ENTRY_WORDS];
-            *data = bytemuck::cast_slice::<u64, u8>(&entry[2..])[..len].to_vec();
+            *data = inline_payload(entry, len).to_vec();
             return Ok(());
         }
         data.resize(len, 0);
