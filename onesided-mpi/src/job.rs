@@ -114,21 +114,6 @@ unsafe impl HostMpi for ProcessMpi {
         Ok((out != abi::abi().comm_null).then(|| widen(out)))
     }
 
-    fn split_shared(&self, c: HostComm, key: i32) -> Result<HostComm> {
-        let mut out = abi::abi().comm_null;
-        // SAFETY: a communicator handle; writes one handle.
-        checked("MPI_Comm_split_type", unsafe {
-            (host().comm_split_type)(
-                comm(c),
-                abi::abi().comm_type_shared,
-                key,
-                abi::abi().info_null,
-                &mut out,
-            )
-        })?;
-        Ok(widen(out))
-    }
-
     unsafe fn iallgather(
         &self,
         c: HostComm,

@@ -382,6 +382,33 @@ fn bootstrap_collectives_through_mpi() {
     w.barrier().unwrap();
 }
 
+/// A host MPI told that no two of its processes share memory (MPICH's
+/// `MPIR_CVAR_NOLOCAL=1`, how a job forces MPICH onto its network path; Open MPI ignores the
+/// variable) answers `MPI_COMM_TYPE_SHARED` with singletons: onesided still finds its node
+/// itself — one node of every rank, every rank counted on this machine — and shares memory
+/// across it (before, every rank was a node of its own: same-machine peers over the
+/// network, waits tuned for a core per process).
+#[test]
+fn a_host_that_shares_no_memory_leaves_the_node_whole() {
+    let env = [("MPIR_CVAR_NOLOCAL", "1")];
+    if !under_mpiexec_with("a_host_that_shares_no_memory_leaves_the_node_whole", &env) {
+        return;
+    }
+    let u = onesided::init().unwrap();
+    let w = u.world();
+    let n = w.size();
+    assert_eq!(w.node_size(), n, "one node");
+    assert!((0..n).all(|r| matches!(w.node_of(r), Ok(0))), "one node");
+    assert_eq!(w.bootstrap().processes_on_this_machine(), n);
+    let win = Window::<u64>::allocate_shared(w, 4).unwrap();
+    let regions: Vec<_> = (0..n)
+        .map(|r| win.shared_query(r).unwrap().expect("shared memory"))
+        .collect();
+    assert!(regions.iter().all(|r| r.len() == 4));
+    fence_ring(w, &win);
+    drop(win.free().unwrap());
+}
+
 /// One fence epoch in which every rank puts its mark into its right neighbour's first four
 /// elements; each then finds its left neighbour's.
 fn fence_ring(w: &Comm, win: &Window<u64>) {

@@ -49,8 +49,6 @@ pub unsafe trait HostMpi: Send + Sync + Debug + 'static {
     fn free(&self, comm: HostComm);
     /// `MPI_Comm_split`; `None` for `MPI_UNDEFINED` as the color, and as the answer.
     fn split(&self, comm: HostComm, color: Option<i32>, key: i32) -> Result<Option<HostComm>>;
-    /// `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`.
-    fn split_shared(&self, comm: HostComm, key: i32) -> Result<HostComm>;
     /// `MPI_Iallgather` of `each` bytes per process from `send` into `recv`.
     ///
     /// # Safety

@@ -15,6 +15,7 @@ pub mod host_mpi;
 pub mod hub;
 pub(crate) mod launcher;
 pub(crate) mod local;
+pub(crate) mod locality;
 pub mod mpi;
 pub(crate) mod pmi;
 pub(crate) mod pmix;

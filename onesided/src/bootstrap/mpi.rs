@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use crate::backoff::Backoff;
 use crate::bootstrap::board::{EntryBoard, ENTRY_WORDS};
 use crate::bootstrap::host_mpi::{HostComm, HostMpi};
+use crate::bootstrap::locality::Locality;
 use crate::bootstrap::roster::{channel_id, PeerWatch, Roster};
 use crate::bootstrap::{
     blocks_inside, one_entry_per_process, Bootstrap, Call, CallTag, ThreadLevel,
@@ -206,8 +207,8 @@ fn split_parts(buf: &[u8], counts: &[i32]) -> Vec<Vec<u8>> {
 impl MpiBootstrap {
     /// Collective over the host communicator `comm` of `host`: a bootstrap over a duplicate
     /// of it (what `MpiBootstrap::new` does with the `mpi` crate's host, feature `mpi`). The
-    /// processes of each node are found with `MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`;
-    /// rank 0 draws the job id that names the job's shared-memory segments.
+    /// processes of each node are those whose [`Locality`] says they share memory (not the
+    /// host's `MPI_COMM_TYPE_SHARED`: see `node_of_this_process`); rank 0 draws the job id that names the job's shared-memory segments.
     pub fn over(host: Arc<dyn HostMpi>, comm: HostComm) -> Result<MpiBootstrap> {
         if !host.active() {
             return Err(Error::Bootstrap(
@@ -804,30 +805,39 @@ impl Bootstrap for MpiBootstrap {
     }
 }
 
-/// The processes of `comm` on this process's node: those that share its memory, split
-/// further by virtual node when `ONESIDED_NODES=K` asks for K of them (rank `r` of the host
-/// job's `n` on virtual node `r * K / n`, as under `osrun --nodes`): a window then reaches
-/// the other virtual nodes through the network, which lets one machine compare onesided's
-/// network path with the host MPI's in one `mpiexec` job.
-/// Also returns how many processes share the machine.
+/// The processes of `comm` on this process's node: those that share its memory (by
+/// [`Locality`], not by the host's `MPI_COMM_TYPE_SHARED`, which is a setting of the host's
+/// transport: MPICH's `MPIR_CVAR_NOLOCAL=1` answers singletons), split further by virtual
+/// node when `ONESIDED_NODES=K` asks for K of them (rank `r` of the host job's `n` on virtual
+/// node `r * K / n`, as under `osrun --nodes`): a window then reaches the other virtual nodes
+/// through the network, which lets one machine compare onesided's network path with the host
+/// MPI's in one `mpiexec` job.
+/// Also returns how many processes of `comm` share the machine's cores.
 /// The caller frees the communicator returned.
 fn node_of_this_process(comm: On<'_>) -> Result<(HostComm, usize)> {
     let host = comm.host;
-    let shared = host.split_shared(comm.comm, comm.rank()? as i32)?;
-    let machine = host.size(shared)?;
-    let Ok(k) = std::env::var(super::local::ENV_NODES) else {
-        return Ok((shared, machine));
+    let virtual_node = match std::env::var(super::local::ENV_NODES) {
+        Err(_) => 0,
+        Ok(k) => {
+            let k: usize = k.parse().map_err(|_| {
+                Error::Bootstrap(format!("{}={k}: not a number", super::local::ENV_NODES))
+            })?;
+            let world = host.world();
+            let (r, n) = (host.rank(world)?, host.size(world)?);
+            super::local::virtual_nodes(n, k)[r] as u64
+        }
     };
-    let k: usize = k
-        .parse()
-        .map_err(|_| Error::Bootstrap(format!("{}={k}: not a number", super::local::ENV_NODES)))?;
-    let world = host.world();
-    let (r, n) = (host.rank(world)?, host.size(world)?);
-    let virtual_node = super::local::virtual_nodes(n, k)[r];
-    let node = host.split(shared, Some(virtual_node as i32), 0);
-    host.free(shared);
-    let node = node?
-        .ok_or_else(|| Error::Bootstrap("splitting the node by virtual node failed".into()))?;
+    let here = Locality::of_this_process();
+    let mine = [here.machine, here.memory, virtual_node];
+    let all = comm.allgather(&mine)?;
+    let machine = all.chunks_exact(3).filter(|p| p[0] == here.machine).count();
+    // The node's color: the lowest rank of `comm` with the same memory and virtual node.
+    let color = all
+        .chunks_exact(3)
+        .position(|p| p[1..] == mine[1..])
+        .ok_or_else(|| Error::Bootstrap("this process is missing from its allgather".into()))?;
+    let node = host.split(comm.comm, Some(color as i32), comm.rank()? as i32)?;
+    let node = node.ok_or_else(|| Error::Bootstrap("splitting the job by node failed".into()))?;
     Ok((node, machine))
 }
 

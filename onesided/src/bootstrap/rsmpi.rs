@@ -148,22 +148,6 @@ unsafe impl HostMpi for RsMpi {
         Ok((widen(out) != widen(null)).then(|| HostComm(widen(out))))
     }
 
-    fn split_shared(&self, c: HostComm, key: i32) -> Result<HostComm> {
-        // SAFETY: reads link-time constants.
-        let (shared, info, mut out) = unsafe {
-            (
-                ffi::RSMPI_COMM_TYPE_SHARED,
-                ffi::RSMPI_INFO_NULL,
-                ffi::RSMPI_COMM_NULL,
-            )
-        };
-        // SAFETY: a live communicator; writes one handle.
-        checked("MPI_Comm_split_type", unsafe {
-            ffi::MPI_Comm_split_type(comm(c), shared, key, info, &mut out)
-        })?;
-        Ok(HostComm(widen(out)))
-    }
-
     unsafe fn iallgather(
         &self,
         c: HostComm,
