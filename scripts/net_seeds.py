@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The seeds' acceptance ratios across two virtual nodes, from the records bench.sh --net
 writes (results/net-seeds.json, net-transactions-yield.json, net-transactions8.json,
-net-sync-patterns.json, net-alltoallv-{mpich,openmpi,mpich5-ofi,mpich5-ucx}.json,
-net-alltoallv{4,8}-{openmpi,mpich5-ofi}.json, net-floor.json, net-thread-mix.json,
+net-sync-patterns.json, net-alltoallv-{mpich,openmpi,openmpi5,mpich5-ofi,mpich5-ucx}.json,
+net-alltoallv{4,8}-{openmpi,openmpi5,mpich5-ofi}.json, net-floor.json, net-thread-mix.json,
 thread-mix.json, net-memory1.json, net-memory8-{8,32,64}.json). MPI columns are named by
 the version their records carry and the network path of their job.
 Prints one line per claim: what it asks, the ratio measured, and whether it holds."""
@@ -136,9 +136,12 @@ def main():
             ("net-alltoallv-mpich.json", 2, "mpich", "MPICH {v} ucx", 1.0),
             ("net-alltoallv-mpich5-ofi.json", 2, "mpich", "MPICH {v} ofi", 1.0),
             ("net-alltoallv-mpich5-ucx.json", 2, "mpich", "MPICH {v} ucx", 1.0),
+            ("net-alltoallv-openmpi5.json", 2, "openmpi", "OMPI {v} tcp", 1.0),
             ("net-alltoallv4-openmpi.json", 4, "openmpi", "OMPI {v} tcp", 1.0),
+            ("net-alltoallv4-openmpi5.json", 4, "openmpi", "OMPI {v} tcp", 1.0),
             ("net-alltoallv4-mpich5-ofi.json", 4, "mpich", "MPICH {v} ofi", 1.0),
             ("net-alltoallv8-openmpi.json", 8, "openmpi", "OMPI {v} tcp", None),
+            ("net-alltoallv8-openmpi5.json", 8, "openmpi", "OMPI {v} tcp", None),
             ("net-alltoallv8-mpich5-ofi.json", 8, "mpich", "MPICH {v} ofi", None)]
     floored = set()
     for path, ranks, host, label, need in jobs:
