@@ -1,13 +1,14 @@
 //! Which processes share a machine's cores and which can share its memory, as this process
 //! sees them itself.
 //!
-//! The MPI bootstrap used to ask the host MPI (`MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`).
-//! A host MPI's answer is a setting of its own transport, not a fact: MPICH under
+//! The MPI bootstrap does not ask the host MPI (`MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)`):
+//! its answer is a setting of the host's own transport, not a fact. MPICH under
 //! `MPIR_CVAR_NOLOCAL=1` (how a job forces MPICH onto its network path) answers that no two
-//! processes share memory, and onesided then put every process on a node of its own — every
-//! same-machine peer reached over the network, and waits tuned for a core per process on a
-//! machine where four processes shared two (the 4-rank notified alltoallv under MPICH 5.0.2's
-//! `mpiexec` took 324 µs a cycle instead of 56–68 µs, a fence 3.9 ms instead of 0.4 ms).
+//! processes share memory; taken as onesided's nodes, every process would be a node of its
+//! own — same-machine peers reached over the network, waits tuned for a core per process on
+//! a machine where four processes share two (the 4-rank notified alltoallv under MPICH
+//! 5.0.2's `mpiexec` took 324 µs a cycle that way instead of 56–68 µs, a fence 3.9 ms
+//! instead of 0.4 ms).
 //! Processes compare two keys instead:
 //! - the **machine**: the kernel's boot id (one per boot of one kernel; a container or a
 //!   namespace on it shares the cores), else the host name;

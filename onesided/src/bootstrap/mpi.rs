@@ -208,7 +208,8 @@ impl MpiBootstrap {
     /// Collective over the host communicator `comm` of `host`: a bootstrap over a duplicate
     /// of it (what `MpiBootstrap::new` does with the `mpi` crate's host, feature `mpi`). The
     /// processes of each node are those whose `Locality` says they share memory (not the
-    /// host's `MPI_COMM_TYPE_SHARED`: see `node_of_this_process`); rank 0 draws the job id that names the job's shared-memory segments.
+    /// host's `MPI_COMM_TYPE_SHARED`: see `node_of_this_process`); rank 0 draws the job id
+    /// that names the job's shared-memory segments.
     pub fn over(host: Arc<dyn HostMpi>, comm: HostComm) -> Result<MpiBootstrap> {
         if !host.active() {
             return Err(Error::Bootstrap(
