@@ -498,8 +498,8 @@ for ranks in 2 4 8; do
     --json "results/net-sync-latency$ranks.json"
 done
 # Seed 001 at 4 and 8 ranks split evenly over the 2 virtual nodes, beside Open MPI's network
-# paths (4.1.4 and 5.0.11) and MPICH 5's libfabric tcp path (MPICH over UCX tcp stalls at MPI_Finalize, see above:
-# its 2-rank job stands for it).
+# paths (4.1.4 and 5.0.11) and MPICH 5's libfabric tcp path (MPICH over UCX tcp stalls at
+# MPI_Finalize, see above: its 2-rank job stands for it).
 for ranks in 4 8; do
   echo "== alltoallv, $ranks ranks on two virtual nodes, beside MPICH 5 over libfabric tcp; load $(cut -d' ' -f1-3 /proc/loadavg)"
   net_job "net-alltoallv$ranks-mpich5-ofi" env "${net_env[@]}" LD_LIBRARY_PATH="$mpich5_venv/lib" \
