@@ -215,6 +215,15 @@ pub(crate) trait ControlPlane {
     /// Stores `value` into `word` with `order`, posted as [`ControlPlane::post_add`]:
     /// for a word only one process writes (a barrier's signal).
     fn post_store(&self, word: CtrlWord, value: u64, order: Ordering);
+    /// [`ControlPlane::post_store`] that no later [`ControlPlane::order_posted`] waits
+    /// for: applied after everything this process posted to the word's holder before, its
+    /// arrival known to the caller only from what the holder does next. For a signal the
+    /// holder answers with one of its own that the caller waits for, where nothing after
+    /// needs the signal delivered (a fence's barrier). Planes without such a store post it
+    /// as [`ControlPlane::post_store`].
+    fn post_store_unawaited(&self, word: CtrlWord, value: u64, order: Ordering) {
+        self.post_store(word, value, order);
+    }
     /// Orders this process's posted operations before its later ones: when it returns,
     /// every operation it posted before is applied at its target. (Shared memory: nothing
     /// to wait for, a later Release operation orders them; a network plane waits for

@@ -103,6 +103,8 @@ pub(crate) struct BarrierWait {
     mismatched: bool,
     /// The read of this round's signal word, while the plane has not answered it.
     reading: Option<Awaited>,
+    /// Signals are posted unawaited ([`ControlPlane::post_store_unawaited`]).
+    unawaited: bool,
 }
 
 impl BarrierWait {
@@ -110,6 +112,11 @@ impl BarrierWait {
     /// barrier completed; every rank of the barrier then agrees).
     pub(crate) fn mismatched(&self) -> bool {
         self.mismatched
+    }
+
+    /// True when its signals are posted unawaited ([`Barrier::begin_unawaited`]).
+    pub(crate) fn unawaited(&self) -> bool {
+        self.unawaited
     }
 }
 
@@ -167,6 +174,18 @@ impl Barrier {
             tag: (tag & TAG_BITS) as u32,
             mismatched: false,
             reading: None,
+            unawaited: false,
+        }
+    }
+
+    /// [`Barrier::begin`] with signals that no later `order_posted` of the plane waits for
+    /// ([`ControlPlane::post_store_unawaited`]): for a barrier after which nothing needs
+    /// this rank's signals delivered — every partner's own signals, which the barrier
+    /// waits for, tell that it got ours far enough.
+    pub(crate) fn begin_unawaited(&self, tag: u64) -> BarrierWait {
+        BarrierWait {
+            unawaited: true,
+            ..self.begin(tag)
         }
     }
 
@@ -190,15 +209,17 @@ impl Barrier {
                 let partner = (self.me + (1usize << wait.round)) % n;
                 // Release: everything this rank wrote before the barrier becomes visible to
                 // the partner (and transitively to everyone) once it observes the signal.
-                plane.post_store(
-                    CtrlWord::Signal {
-                        at: partner,
-                        round: wait.round,
-                        parity,
-                    },
-                    signal(wait.generation, wait.tag, wait.mismatched),
-                    Ordering::Release,
-                );
+                let word = CtrlWord::Signal {
+                    at: partner,
+                    round: wait.round,
+                    parity,
+                };
+                let value = signal(wait.generation, wait.tag, wait.mismatched);
+                if wait.unawaited {
+                    plane.post_store_unawaited(word, value, Ordering::Release);
+                } else {
+                    plane.post_store(word, value, Ordering::Release);
+                }
                 wait.signaled = true;
             }
             // Acquire: pairs with the Release store of the one rank that signals us here.

@@ -68,10 +68,18 @@ impl WinCore {
             tag.pack(),
             Ordering::Relaxed,
         );
+        // A fence's barrier signals unawaited: nothing after a fence needs this rank's
+        // signals delivered (every partner's own signals tell it got ours far enough; a
+        // window's free is an agreement of its own that delivers its signals, which travel
+        // behind these), so the next completion does not wait a round trip for them.
+        let wait = match call {
+            Call::Fence => self.barrier.begin_unawaited(tag.pack()),
+            _ => self.barrier.begin(tag.pack()),
+        };
         Agreement {
             tag,
             published: false,
-            wait: self.barrier.begin(tag.pack()),
+            wait,
         }
     }
 
@@ -87,8 +95,10 @@ impl WinCore {
         }
         // Our last signals are posted: delivered before we leave the collective (a process
         // that frees the window and exits could take them along; nothing to wait for on
-        // shared memory).
-        self.plane().order_posted()?;
+        // shared memory) — unless they go unawaited (a fence's; see `enter_agreement`).
+        if !a.wait.unawaited() {
+            self.plane().order_posted()?;
+        }
         if !a.wait.mismatched() {
             return Ok(true);
         }

@@ -413,6 +413,13 @@ impl Fabric for Sockets {
         self.atomic_copied(op, NetType::U64, &value.to_le_bytes(), at)
     }
 
+    /// A delivery of no bytes and one flag word ([`wire::Wire::deliver`]).
+    fn store_unanswered(&self, value: u64, at: Remote) -> Result<bool> {
+        self.wire
+            .deliver(&[], at, &[value], at, None)
+            .map_err(|e| self.blame(e))
+    }
+
     unsafe fn ship_epoch(
         &self,
         words: *mut u64,

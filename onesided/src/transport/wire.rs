@@ -60,6 +60,9 @@ const CONNECT_PATIENCE: Duration = Duration::from_secs(5);
 /// The epoll token of the listening socket (links use their index).
 const LISTENER: u64 = u64::MAX;
 
+/// The epoll token of the descriptor the wire watches for its owner ([`Wire::watch_also`]).
+const ALSO: u64 = u64::MAX - 1;
+
 /// How long atomics whose target closed its connection stay pending before they fail: a
 /// target process that exited is then reported as gone by the job's roster first
 /// (`Error::PeerGone`, which says more than a failed operation), as when the provider's
@@ -376,6 +379,8 @@ pub(crate) struct Wire {
     broken: AtomicBool,
     /// Deliveries received that had no place here ([`Wire::refused`]).
     refused: AtomicU64,
+    /// The owner's descriptor ([`Wire::watch_also`]) was seen readable and not yet told.
+    also_ready: AtomicBool,
     complete: Complete,
 }
 
@@ -442,8 +447,34 @@ impl Wire {
             failed: [AtomicU64::new(0), AtomicU64::new(0)],
             broken: AtomicBool::new(false),
             refused: AtomicU64::new(0),
+            also_ready: AtomicBool::new(false),
             complete,
         })
+    }
+
+    /// Watches `fd` (level-triggered) with the links, so that one look tells whether it is
+    /// readable too ([`Wire::take_also_ready`]): the endpoint's provider queue, whose read
+    /// costs system calls of its own. `fd` stays open while the wire lives.
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    pub(crate) fn watch_also(&self, fd: BorrowedFd<'_>) -> Result<()> {
+        epoll::add(
+            &self.poller,
+            fd,
+            epoll::EventData::new_u64(ALSO),
+            epoll::EventFlags::IN,
+        )
+        .map_err(|e| Error::Os {
+            call: "epoll_ctl",
+            source: e.into(),
+        })
+    }
+
+    /// True when a look of [`Wire::progress`] found the descriptor of [`Wire::watch_also`]
+    /// readable since the last call.
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    pub(crate) fn take_also_ready(&self) -> bool {
+        // Relaxed: a hint to read the provider's queue, which orders what it reads itself.
+        self.also_ready.load(Ordering::Relaxed) && self.also_ready.swap(false, Ordering::Relaxed)
     }
 
     /// Where peers connect.
@@ -1051,6 +1082,11 @@ impl Wire {
         for token in ready.iter().map(|e| e.data.u64()) {
             if token == LISTENER {
                 self.accept();
+                continue;
+            }
+            if token == ALSO {
+                // Relaxed: see take_also_ready.
+                self.also_ready.store(true, Ordering::Relaxed);
                 continue;
             }
             let link = read(&self.links).get(token as usize).cloned();

@@ -146,6 +146,13 @@ pub(crate) trait Fabric: Send + Sync + std::fmt::Debug {
     /// Posts an injected atomic (`Sum` or `Write`) of `value` on the word at `at`.
     fn post_word(&self, op: NetOp, value: u64, at: Remote) -> Result<()>;
 
+    /// Stores `value` into the word at `at` (Release at the target) in a message nobody
+    /// answers, applied after everything this process posted to that peer before: no
+    /// flush waits for it, and its sender learns of its arrival only from the peer (a
+    /// barrier's signal, answered by the peer's own). False, with nothing sent, where the
+    /// network has no such message to that peer (the caller then posts an atomic).
+    fn store_unanswered(&self, value: u64, at: Remote) -> Result<bool>;
+
     /// Sends a whole exclusive lock epoch to the lock word at `at` in one message: a
     /// compare-and-swap from `words[1]` to `words[0]` (the previous value into
     /// `words[2]`), and when it took the lock (or with `held`) the updates of `payload`
