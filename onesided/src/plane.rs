@@ -224,6 +224,13 @@ pub(crate) trait ControlPlane {
     fn post_store_unawaited(&self, word: CtrlWord, value: u64, order: Ordering) {
         self.post_store(word, value, order);
     }
+    /// [`ControlPlane::post_add`] that no later [`ControlPlane::order_posted`] waits for,
+    /// as [`ControlPlane::post_store_unawaited`] stores: for a counter whose holder's next
+    /// steps tell the caller it arrived (PSCW's posts and completions). Planes without
+    /// such an add post it as [`ControlPlane::post_add`].
+    fn post_add_unawaited(&self, word: CtrlWord, value: u64, order: Ordering) {
+        self.post_add(word, value, order);
+    }
     /// Orders this process's posted operations before its later ones: when it returns,
     /// every operation it posted before is applied at its target. (Shared memory: nothing
     /// to wait for, a later Release operation orders them; a network plane waits for

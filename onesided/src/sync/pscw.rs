@@ -18,22 +18,23 @@ use std::sync::atomic::Ordering;
 
 use crate::error::Result;
 use crate::group::Group;
-use crate::plane::{count_reached, Answer, Awaited, ControlPlane, CtrlWord};
+use crate::plane::{count_reached, Awaited, ControlPlane, CtrlWord};
 use crate::progress::{blocking_start, Completes, Step, SyncOp, Ticket, Waiting};
 use crate::request::Request;
 use crate::sync::Assert;
 use crate::win::core::WinCore;
 use crate::win::RawWindow;
 
-/// Bumps one counter at each of `ranks` (`word(rank)`) through the plane, and is done once
-/// every increment has been answered (applied at its rank): `post` and `complete`.
+/// Bumps one counter at each of `ranks` (`word(rank)`) through the plane, unawaited
+/// ([`ControlPlane::post_add_unawaited`]): `post` and `complete`. Done at once: the
+/// holder's next steps tell the caller that its increment arrived (a `start` waits for the
+/// post, a `wait` for the completion), and on the network a round trip per call was the
+/// largest part of a PSCW epoch across nodes (see `Announce::poll`).
 #[derive(Debug)]
 struct Announce {
     ranks: Vec<usize>,
-    /// Increments issued (all of them, at the first poll).
+    /// Increments posted (all of them, at the first poll).
     issued: bool,
-    /// Increments the plane has not answered yet (none on shared memory: no allocation).
-    pending: Vec<Awaited>,
 }
 
 impl Announce {
@@ -41,10 +42,11 @@ impl Announce {
         Announce {
             ranks,
             issued: false,
-            pending: Vec::new(),
         }
     }
 
+    /// Posts the increments. Across two virtual nodes (`osbench sync-latency`, k = 1) a
+    /// PSCW epoch that waited for each increment's answer took 24.5–29.8 µs.
     fn poll<P: ControlPlane + ?Sized>(
         &mut self,
         plane: &P,
@@ -53,34 +55,10 @@ impl Announce {
         if !std::mem::replace(&mut self.issued, true) {
             for &r in &self.ranks {
                 // Release: see PostOp and CompleteOp.
-                if let Answer::Pending(op) = plane.fetch_add(word(r), 1, Ordering::Release) {
-                    self.pending.push(Awaited::Pending(op));
-                }
+                plane.post_add_unawaited(word(r), 1, Ordering::Release);
             }
         }
-        if !self.pending.is_empty() {
-            self.collect(plane)?;
-        }
-        Ok(if self.pending.is_empty() {
-            Step::Done
-        } else {
-            Step::Blocked
-        })
-    }
-
-    /// Keeps the increments still unanswered (out of line: on shared memory there are
-    /// none).
-    #[inline(never)]
-    fn collect<P: ControlPlane + ?Sized>(&mut self, plane: &P) -> Result<()> {
-        let mut failed = None;
-        self.pending.retain_mut(|a| match a.value(plane) {
-            Ok(v) => v.is_none(),
-            Err(e) => {
-                failed.get_or_insert(e);
-                false
-            }
-        });
-        failed.map_or(Ok(()), Err)
+        Ok(Step::Done)
     }
 }
 
@@ -133,7 +111,7 @@ impl SyncOp<WinCore> for PostOp {
     fn waiting(&self, _core: &WinCore) -> Waiting {
         Waiting::new(
             "MPI_Win_post",
-            "the network to apply its announcements to the access group",
+            "its turn after the window's earlier synchronizations",
         )
     }
 
@@ -197,7 +175,7 @@ impl SyncOp<WinCore> for CompleteOp {
     fn waiting(&self, _core: &WinCore) -> Waiting {
         Waiting::new(
             "MPI_Win_complete",
-            "the network to apply its announcements to the targets",
+            "the epoch's operations to complete at the targets",
         )
     }
 

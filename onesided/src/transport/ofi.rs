@@ -2893,6 +2893,14 @@ impl Fabric for Nic {
         Nic::deliver(self, &[], at, &[value], at, None)
     }
 
+    /// [`Wire::add_unanswered`] where the wire reaches the peer.
+    fn add_unanswered(&self, value: u64, at: Remote) -> Result<bool> {
+        match self.wire.as_ref().filter(|w| w.reaches(at.peer)) {
+            Some(w) => w.add_unanswered(value, at).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
     unsafe fn ship_epoch(
         &self,
         words: *mut u64,

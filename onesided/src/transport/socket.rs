@@ -420,6 +420,14 @@ impl Fabric for Sockets {
             .map_err(|e| self.blame(e))
     }
 
+    /// [`wire::Wire::add_unanswered`].
+    fn add_unanswered(&self, value: u64, at: Remote) -> Result<bool> {
+        self.wire
+            .add_unanswered(value, at)
+            .map(|()| true)
+            .map_err(|e| self.blame(e))
+    }
+
     unsafe fn ship_epoch(
         &self,
         words: *mut u64,

@@ -830,20 +830,28 @@ impl Wire {
             return Ok(false);
         }
         let gate = gate.and_then(|g| Gate::on(to.peer, g));
-        self.post_deliver(
-            to.peer,
-            (to.key, to.addr),
-            block,
-            (flag.key, flag.addr),
-            words,
-            gate,
-        )?;
+        let flag = FlagWords::stored((flag.key, flag.addr), words);
+        self.post_deliver(to.peer, (to.key, to.addr), block, flag, gate)?;
         Ok(true)
     }
 
+    /// Adds `value` (wrapping, Release) to the word at `at` in one message nobody answers,
+    /// applied after everything this process posted to that peer before: a counter's
+    /// increment whose sender learns of its arrival only from what the peer does next (a
+    /// PSCW `post` or `complete`).
+    pub(crate) fn add_unanswered(&self, value: u64, at: Remote) -> Result<()> {
+        let flag = FlagWords {
+            at: (at.key, at.addr),
+            words: &[value],
+            added: true,
+        };
+        self.post_deliver(at.peer, (at.key, at.addr), &[], flag, None)
+    }
+
     /// Sends `block` to `peer`, to be written at `to` (registration key, address), and then
-    /// `words` to be stored at `flag` (key, address of the first, 8-byte aligned), each
-    /// with Release order — one message that nobody answers: its receiver learns of the
+    /// `flag.words` to be stored at `flag.at` (key, address of the first, 8-byte aligned;
+    /// added instead with `flag.added`, which carries no block and no gate), each with
+    /// Release order — one message that nobody answers: its receiver learns of the
     /// block from the flag, its sender of its delivery only from the receiver. It goes out
     /// from the caller's slices as far as the kernel takes them, and only the rest is
     /// copied: `block` is free when this returns. Messages to one peer land in the order
@@ -862,14 +870,15 @@ impl Wire {
         peer: u64,
         to: (u64, u64),
         block: &[u8],
-        flag: (u64, u64),
-        words: &[u64],
+        flag: FlagWords<'_>,
         gate: Option<Gate<'_>>,
     ) -> Result<()> {
+        let words = flag.words;
         if block.len() > DELIVER_MAX
             || words.is_empty()
             || words.len() > u8::MAX as usize
             || gate.is_some_and(|g| g.words.len() != words.len())
+            || flag.added && (gate.is_some() || !block.is_empty())
         {
             return Err(Error::InvalidArgument(format!(
                 "a delivery of {} bytes and {} flag words",
@@ -888,10 +897,14 @@ impl Wire {
         let fixed = REQUEST_HEADER + 16 + 8 * words.len() + gated;
         let mut head = Vec::with_capacity(4 + fixed);
         head.extend_from_slice(&((fixed + block.len()) as u32).to_le_bytes());
-        let flags = if gate.is_some() { GATED } else { 0 };
+        let flags = match (gate.is_some(), flag.added) {
+            (true, _) => GATED,
+            (false, true) => ADDED,
+            (false, false) => 0,
+        };
         head.extend_from_slice(&[Kind::Deliver as u8, flags, 0, words.len() as u8]);
         head.extend_from_slice(&(block.len() as u32).to_le_bytes());
-        let mut fields = vec![to.0, to.1, flag.0, flag.1];
+        let mut fields = vec![to.0, to.1, flag.at.0, flag.at.1];
         fields.extend_from_slice(words);
         if let Some(g) = gate {
             fields.extend_from_slice(&[g.word.0, g.word.1, g.at_least, g.to.0, g.to.1]);
@@ -1600,6 +1613,9 @@ impl Wire {
             )
         };
         drop(regions);
+        if header.added {
+            return self.add_words(header.flag, &words);
+        }
         self.store_words(header.flag, &words)
     }
 }
@@ -1704,6 +1720,24 @@ impl Wire {
         Landed::Done
     }
 
+    /// Adds `words` (wrapping, Release each) to those from `flag` (key, address) on: the
+    /// status.
+    fn add_words(&self, flag: (u64, u64), words: &[u64]) -> u8 {
+        let regions = read(&self.regions);
+        let at = match place(&regions, flag.0, flag.1, 8 * words.len()) {
+            Ok(p) if p % 8 == 0 => p as *const AtomicU64,
+            Ok(_) => return BAD_REQUEST,
+            Err(status) => return status,
+        };
+        for (i, &v) in words.iter().enumerate() {
+            // SAFETY: aligned words of a registered region, accessed atomically only.
+            let w = unsafe { &*at.add(i) };
+            // Release: what the sender did before is visible to whoever acquires the sum.
+            w.fetch_add(v, Ordering::Release);
+        }
+        OK
+    }
+
     /// Stores `words` (Release each) from `flag` (key, address) on: the status.
     fn store_words(&self, flag: (u64, u64), words: &[u64]) -> u8 {
         let regions = read(&self.regions);
@@ -1725,6 +1759,30 @@ impl Wire {
 
 /// The flag byte of a [`Kind::Deliver`] request: it carries a [`Gate`].
 const GATED: u8 = 1;
+/// The flag byte of a [`Kind::Deliver`] request: its flag words are added to the words
+/// there, not stored ([`Wire::add_unanswered`]; no block, no gate).
+const ADDED: u8 = 2;
+
+/// Where a delivery's flag words go ([`Wire::post_deliver`]).
+#[derive(Debug, Clone, Copy)]
+struct FlagWords<'a> {
+    /// The first word (registration key, address, 8-byte aligned).
+    at: (u64, u64),
+    words: &'a [u64],
+    /// Added to the words there rather than stored.
+    added: bool,
+}
+
+impl<'a> FlagWords<'a> {
+    /// `words` stored from `at` on.
+    fn stored(at: (u64, u64), words: &'a [u64]) -> FlagWords<'a> {
+        FlagWords {
+            at,
+            words,
+            added: false,
+        }
+    }
+}
 
 /// A delivery's second place ([`Wire::post_deliver`]): where its block goes instead, with
 /// other flag words, when a word of the receiver's memory holds at least a value by the
@@ -1767,6 +1825,8 @@ struct Delivery<'m> {
     words: &'m [u8],
     gate: Option<GateOnWire<'m>>,
     count: usize,
+    /// The flag words are added, not stored ([`ADDED`]).
+    added: bool,
     /// Where the block starts in the message (after the length word).
     block_at: usize,
 }
@@ -1786,7 +1846,9 @@ fn parse_delivery(have: &[u8]) -> Option<std::result::Result<Delivery<'_>, u8>> 
     if have.len() < block_at {
         return None;
     }
-    if n == 0 || have[1] & !GATED != 0 {
+    let added = have[1] & ADDED != 0;
+    let count = u32::from_le_bytes(have[4..8].try_into().expect("4 bytes")) as usize;
+    if n == 0 || have[1] & !(GATED | ADDED) != 0 || added && (gated || count != 0) {
         return Some(Err(BAD_REQUEST));
     }
     Some(Ok(Delivery {
@@ -1799,7 +1861,8 @@ fn parse_delivery(have: &[u8]) -> Option<std::result::Result<Delivery<'_>, u8>> 
             to: (word(gate_at + 24), word(gate_at + 32)),
             words: &have[gate_at + 40..block_at],
         }),
-        count: u32::from_le_bytes(have[4..8].try_into().expect("4 bytes")) as usize,
+        count,
+        added,
         block_at,
     }))
 }
@@ -2514,6 +2577,52 @@ mod tests {
         assert_eq!(now(0), 0);
     }
 
+    /// Unanswered additions ([`Wire::add_unanswered`]) add, in issue order with the
+    /// stores and answered atomics around them, and a word that has no place is refused
+    /// (counted); an addition with a block or a gate is not sent.
+    #[test]
+    fn unanswered_additions_add_in_order_with_the_rest() {
+        let (origin, target) = pair();
+        let words: Vec<AtomicU64> = (0..2).map(|_| AtomicU64::new(0)).collect();
+        target.add_region(43, words.as_ptr() as usize, 16, 1000);
+        let at = |addr| Remote {
+            peer: 7,
+            addr,
+            key: 43,
+        };
+        for _ in 0..5 {
+            origin.add_unanswered(3, at(1000)).unwrap();
+        }
+        // A store, then additions on top of it: applied in this order.
+        origin
+            .deliver(&[], at(1008), &[100], at(1008), None)
+            .unwrap();
+        origin.add_unanswered(u64::MAX, at(1008)).unwrap();
+        origin.add_unanswered(7, at(1008)).unwrap();
+        // Past the region: refused.
+        origin.add_unanswered(1, at(1016)).unwrap();
+        let sum = Request {
+            key: 43,
+            ..request(Kind::Write, Op::Sum, ElemType::U64, 1, 1000)
+        };
+        assert_eq!(
+            exchange(&origin, &target, sum, (&words_of(1), &[]), &mut []),
+            1
+        );
+        let now = |i: usize| words[i].load(Ordering::Acquire);
+        assert_eq!((now(0), now(1)), (16, 106));
+        assert_eq!(target.refused(), 1);
+        let with_block = FlagWords {
+            at: (43, 1000),
+            words: &[1],
+            added: true,
+        };
+        assert!(matches!(
+            origin.post_deliver(7, (43, 1000), &[1], with_block, None),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+
     /// Deliveries land block first, flag words after, in issue order with the atomics
     /// around them, unanswered: long blocks, more than the sockets hold (the rest waits in
     /// the link's queue, arrives in pieces and grows the receiver's buffer), a short one,
@@ -2530,7 +2639,13 @@ mod tests {
             |k: usize| -> Vec<u8> { (0..300 << 10).map(|i| ((i + k) % 251) as u8).collect() };
         for k in 0..20 {
             origin
-                .post_deliver(7, (42, 1 << 20), &long(k), (43, 1000), &[1, 11], None)
+                .post_deliver(
+                    7,
+                    (42, 1 << 20),
+                    &long(k),
+                    FlagWords::stored((43, 1000), &[1, 11]),
+                    None,
+                )
                 .unwrap();
         }
         let short = [7u8; 100];
@@ -2539,26 +2654,36 @@ mod tests {
                 7,
                 (42, (1 << 20) + (350 << 10)),
                 &short,
-                (43, 1008),
-                &[2, 22],
+                FlagWords::stored((43, 1008), &[2, 22]),
                 None,
             )
             .unwrap();
         // Deliveries to an unknown registration (a long one, whose bytes are read and
         // dropped, and a short one) and one past the end of its region.
         origin
-            .post_deliver(7, (44, 0), &long(0), (43, 1000), &[9], None)
+            .post_deliver(
+                7,
+                (44, 0),
+                &long(0),
+                FlagWords::stored((43, 1000), &[9]),
+                None,
+            )
             .unwrap();
         origin
-            .post_deliver(7, (44, 0), &short, (43, 1000), &[9], None)
+            .post_deliver(
+                7,
+                (44, 0),
+                &short,
+                FlagWords::stored((43, 1000), &[9]),
+                None,
+            )
             .unwrap();
         origin
             .post_deliver(
                 7,
                 (42, (1 << 20) + (400 << 10) - 50),
                 &short,
-                (43, 1000),
-                &[9],
+                FlagWords::stored((43, 1000), &[9]),
                 None,
             )
             .unwrap();
@@ -2587,8 +2712,7 @@ mod tests {
                 7,
                 (42, 0),
                 &vec![0; DELIVER_MAX + 1],
-                (43, 1000),
-                &[1],
+                FlagWords::stored((43, 1000), &[1]),
                 None
             ),
             Err(Error::InvalidArgument(_))
@@ -2621,8 +2745,7 @@ mod tests {
                         7,
                         (42, 1 << 20),
                         &block(k),
-                        (43, 1000),
-                        &[k.into(), 7],
+                        FlagWords::stored((43, 1000), &[k.into(), 7]),
                         Some(gate(to)),
                     )
                     .unwrap();

@@ -72,6 +72,11 @@ impl ControlPlane for WindowPlane<'_> {
     }
 
     #[inline(always)]
+    fn post_add_unawaited(&self, word: CtrlWord, value: u64, order: Ordering) {
+        each!(self, p => p.post_add_unawaited(word, value, order))
+    }
+
+    #[inline(always)]
     fn post_store_unawaited(&self, word: CtrlWord, value: u64, order: Ordering) {
         each!(self, p => p.post_store_unawaited(word, value, order))
     }

@@ -563,6 +563,21 @@ impl ControlPlane for NetPlane {
         }
     }
 
+    /// Over the wire, an unanswered delivery that adds (`Fabric::add_unanswered`).
+    fn post_add_unawaited(&self, word: CtrlWord, value: u64, order: Ordering) {
+        if let Some(w) = self.near(word) {
+            return w.post_add(word, value, order);
+        }
+        if self.failed().is_err() {
+            return;
+        }
+        match self.nic.add_unanswered(value, self.remote(word)) {
+            Ok(true) => {}
+            Ok(false) => self.post(NetOp::Sum, word, value),
+            Err(e) => self.fail(&e),
+        }
+    }
+
     fn order_posted(&self) -> Result<()> {
         self.quiet()
     }

@@ -153,6 +153,11 @@ pub(crate) trait Fabric: Send + Sync + std::fmt::Debug {
     /// network has no such message to that peer (the caller then posts an atomic).
     fn store_unanswered(&self, value: u64, at: Remote) -> Result<bool>;
 
+    /// Adds `value` to the word at `at` as [`Fabric::store_unanswered`] stores: a
+    /// counter's increment in a message nobody answers (false, with nothing sent, where
+    /// the network has none to that peer).
+    fn add_unanswered(&self, value: u64, at: Remote) -> Result<bool>;
+
     /// Sends a whole exclusive lock epoch to the lock word at `at` in one message: a
     /// compare-and-swap from `words[1]` to `words[0]` (the previous value into
     /// `words[2]`), and when it took the lock (or with `held`) the updates of `payload`
