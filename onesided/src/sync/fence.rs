@@ -1,5 +1,8 @@
 //! Fence: complete this process's RMA, then a barrier ([Gerstenberger13] §2.3).
 //!
+//! Across nodes the barrier's signals are unanswered messages that nothing after the fence
+//! waits for (`WinCore::enter_agreement`): a fence of two ranks costs one message each way.
+//!
 //! Assertions skip work: NOPRECEDE skips the flush (there is nothing to complete — checked),
 //! NOPRECEDE together with NOSUCCEED skips the barrier too (no epoch ends and none begins).
 //! NOSTORE and NOPUT are accepted hints; on a coherent shared-memory node they save nothing

@@ -7,8 +7,9 @@
 //! reaches `a`. `complete` bumps a cumulative completion counter at each target; `wait` waits
 //! until it reaches the sum of the sizes of all groups this process has posted.
 //!
-//! Costs: post and complete O(k) remote atomic adds, start O(k) local polls, wait one poll,
-//! for a group of k ranks; no list management, no wait-free-storage scheme to get wrong, and
+//! Costs: post and complete O(k) remote atomic adds, which they do not wait for (across
+//! nodes unanswered messages: the peer's `start` or `wait` is what needs them), start O(k)
+//! local polls, wait one poll, for a group of k ranks; no list management, no wait-free-storage scheme to get wrong, and
 //! a counter is never reset — so a fast peer that posts its next epoch early can never be
 //! confused with the current one, and deferred (nonblocking) epochs match in FIFO order for
 //! free. The price is one 8-byte counter per peer per rank in the node segment (foMPI's
