@@ -9,11 +9,11 @@
 //!
 //! Costs: post and complete O(k) remote atomic adds, which they do not wait for (across
 //! nodes unanswered messages: the peer's `start` or `wait` is what needs them), start O(k)
-//! local polls, wait one poll, for a group of k ranks; no list management, no wait-free-storage scheme to get wrong, and
-//! a counter is never reset — so a fast peer that posts its next epoch early can never be
-//! confused with the current one, and deferred (nonblocking) epochs match in FIFO order for
-//! free. The price is one 8-byte counter per peer per rank in the node segment (foMPI's
-//! released code does the same).
+//! local polls, wait one poll, for a group of k ranks; no list management, no
+//! wait-free-storage scheme to get wrong, and a counter is never reset — so a fast peer
+//! that posts its next epoch early can never be confused with the current one, and
+//! deferred (nonblocking) epochs match in FIFO order for free. The price is one 8-byte
+//! counter per peer per rank in the node segment (foMPI's released code does the same).
 
 use std::sync::atomic::Ordering;
 
@@ -47,7 +47,8 @@ impl Announce {
     }
 
     /// Posts the increments. Across two virtual nodes (`osbench sync-latency`, k = 1) a
-    /// PSCW epoch that waited for each increment's answer took 24.5–29.8 µs.
+    /// PSCW epoch that waited for each increment's answer took 28.7–38.1 µs, one that does
+    /// not 17.6–24.8 (eight alternating pairs of builds).
     fn poll<P: ControlPlane + ?Sized>(
         &mut self,
         plane: &P,

@@ -454,7 +454,7 @@ impl Wire {
 
     /// Watches `fd` (level-triggered) with the links, so that one look tells whether it is
     /// readable too ([`Wire::take_also_ready`]): the endpoint's provider queue, whose read
-    /// costs system calls of its own. `fd` stays open while the wire lives.
+    /// costs system calls of its own. (The kernel drops the entry when `fd` is closed.)
     #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub(crate) fn watch_also(&self, fd: BorrowedFd<'_>) -> Result<()> {
         epoll::add(
@@ -1613,10 +1613,7 @@ impl Wire {
             )
         };
         drop(regions);
-        if header.added {
-            return self.add_words(header.flag, &words);
-        }
-        self.store_words(header.flag, &words)
+        self.apply_words(header.flag, &words, header.added)
     }
 }
 
@@ -1720,26 +1717,14 @@ impl Wire {
         Landed::Done
     }
 
-    /// Adds `words` (wrapping, Release each) to those from `flag` (key, address) on: the
-    /// status.
-    fn add_words(&self, flag: (u64, u64), words: &[u64]) -> u8 {
-        let regions = read(&self.regions);
-        let at = match place(&regions, flag.0, flag.1, 8 * words.len()) {
-            Ok(p) if p % 8 == 0 => p as *const AtomicU64,
-            Ok(_) => return BAD_REQUEST,
-            Err(status) => return status,
-        };
-        for (i, &v) in words.iter().enumerate() {
-            // SAFETY: aligned words of a registered region, accessed atomically only.
-            let w = unsafe { &*at.add(i) };
-            // Release: what the sender did before is visible to whoever acquires the sum.
-            w.fetch_add(v, Ordering::Release);
-        }
-        OK
-    }
-
     /// Stores `words` (Release each) from `flag` (key, address) on: the status.
     fn store_words(&self, flag: (u64, u64), words: &[u64]) -> u8 {
+        self.apply_words(flag, words, false)
+    }
+
+    /// Stores `words` from `flag` (key, address) on, or adds them (wrapping) to the words
+    /// there with `added`, Release each: the status.
+    fn apply_words(&self, flag: (u64, u64), words: &[u64], added: bool) -> u8 {
         let regions = read(&self.regions);
         let at = match place(&regions, flag.0, flag.1, 8 * words.len()) {
             Ok(p) if p % 8 == 0 => p as *const AtomicU64,
@@ -1750,8 +1735,12 @@ impl Wire {
             // SAFETY: aligned words of a registered region, accessed atomically only.
             let w = unsafe { &*at.add(i) };
             // Release: the block (and the words before) are visible to whoever acquires
-            // this word.
-            w.store(v, Ordering::Release);
+            // this word (or the sum: what the sender did before the addition).
+            if added {
+                w.fetch_add(v, Ordering::Release);
+            } else {
+                w.store(v, Ordering::Release);
+            }
         }
         OK
     }
