@@ -474,6 +474,24 @@ impl NetPlane {
             .inspect_err(|e| self.fail(e))
     }
 
+    /// Stores (`Write`) or adds (`Sum`) `value` at `word` of another node in a message
+    /// nobody answers where the network has one to its holder, else posts the atomic.
+    fn post_unanswered(&self, op: NetOp, word: CtrlWord, value: u64) {
+        if self.failed().is_err() {
+            return;
+        }
+        let at = self.remote(word);
+        let sent = match op {
+            NetOp::Sum => self.nic.add_unanswered(value, at),
+            _ => self.nic.store_unanswered(value, at),
+        };
+        match sent {
+            Ok(true) => {}
+            Ok(false) => self.post(op, word, value),
+            Err(e) => self.fail(&e),
+        }
+    }
+
     /// Posts an atomic without a result.
     fn post(&self, op: NetOp, word: CtrlWord, value: u64) {
         // A failed plane posts nothing more (a peer that is gone would refuse each post for
@@ -550,31 +568,17 @@ impl ControlPlane for NetPlane {
     /// the fence's barrier then costs one message per round and no answer, and the next
     /// fence's completion (`quiet`) does not wait a round trip for the last one's signals.
     fn post_store_unawaited(&self, word: CtrlWord, value: u64, order: Ordering) {
-        if let Some(w) = self.near(word) {
-            return w.post_store(word, value, order);
-        }
-        if self.failed().is_err() {
-            return;
-        }
-        match self.nic.store_unanswered(value, self.remote(word)) {
-            Ok(true) => {}
-            Ok(false) => self.post(NetOp::Write, word, value),
-            Err(e) => self.fail(&e),
+        match self.near(word) {
+            Some(w) => w.post_store(word, value, order),
+            None => self.post_unanswered(NetOp::Write, word, value),
         }
     }
 
     /// Over the wire, an unanswered delivery that adds (`Fabric::add_unanswered`).
     fn post_add_unawaited(&self, word: CtrlWord, value: u64, order: Ordering) {
-        if let Some(w) = self.near(word) {
-            return w.post_add(word, value, order);
-        }
-        if self.failed().is_err() {
-            return;
-        }
-        match self.nic.add_unanswered(value, self.remote(word)) {
-            Ok(true) => {}
-            Ok(false) => self.post(NetOp::Sum, word, value),
-            Err(e) => self.fail(&e),
+        match self.near(word) {
+            Some(w) => w.post_add(word, value, order),
+            None => self.post_unanswered(NetOp::Sum, word, value),
         }
     }
 
