@@ -93,8 +93,16 @@
 //! for another exclusive lock (through the class now) is never waited for by a lock_all it
 //! waits for. Across nodes every exclusive lock joins the class, as before.
 //!
-//! **Memberships in transit.** Across nodes an unlock waits for the answer to its release
-//! ([`UnlockOp::InOrder`]), and a nonblocking lock of the same target may already run
+//! **Releases without answers.** Across nodes, where our wire reaches the target, an unlock
+//! whose epoch has nothing waiting for an answer there (no atomic, or all answered; its RMA
+//! writes completed first) releases with a message nobody answers and returns: the target
+//! applies it behind everything this process sent it, a later lock of this process to it
+//! behind the release, and another process's lock waits for it as for any holder's. An
+//! empty exclusive lock/unlock pair across two nodes then costs one round trip, not two
+//! (`osbench sync-latency`: unlock 14.7–22.5 → 6.1–8.5 µs, alternating builds).
+//!
+//! **Memberships in transit.** Otherwise an unlock across nodes waits for the answer to its
+//! release ([`UnlockOp::InOrder`]), and a nonblocking lock of the same target may already run
 //! behind it (`progress::Queued::lets_open_early`). When that unlock was the last exclusive
 //! one, the membership it would park is still counted in the global word while the answer
 //! travels: the later lock takes it over ([`InTransit`](crate::win::core::InTransit)) instead of finding nothing parked
@@ -169,7 +177,7 @@ impl Mode {
 
     /// What a holder in this mode adds to the word.
     #[inline(always)]
-    fn one(self) -> u64 {
+    pub(crate) fn one(self) -> u64 {
         match self {
             Mode::Reader => READER,
             Mode::Writer => WRITER,
@@ -758,7 +766,9 @@ enum UnlockOp {
     /// that epoch's lock request reaches the target behind the release. With a write in
     /// flight (whose order against an atomic the provider does not promise) the endpoint
     /// is flushed first, as [`UnlockOp::One`] does. The window-wide word, when this was
-    /// the last exclusive lock, is released once the answer came.
+    /// the last exclusive lock, is released once the answer came. When no atomic of the
+    /// epoch waits for its answer, the release goes unanswered and the op is done at once
+    /// (`NetPlane::release_unanswered`; the module docs, "Releases without answers").
     InOrder(crate::transport::network::Only<Box<InOrderRelease>>),
     /// unlock_all; `nocheck`: the epoch took no global lock (`lock_all(NOCHECK)`).
     All {
@@ -1009,11 +1019,26 @@ impl SyncOp<WinCore> for UnlockOp {
                 if core.net_writes_pending() {
                     core.complete_net()?;
                 }
+                // Nothing of the epoch waits for an answer (it issued no atomic, or a flush
+                // saw them answered): the release needs none either. It applies behind
+                // everything of ours at the target, and a later lock of ours to it behind
+                // the release; another process's lock waits for it as for any holder's.
+                let word = lock_word(LockAt::Local(r.lock.target));
+                let one = Mode::local(r.lock.kind).one();
+                if core
+                    .net_toward(r.lock.target)
+                    .is_some_and(|net| net.release_unanswered(word, one.wrapping_neg()))
+                {
+                    if r.global {
+                        core.park_exclusive();
+                    }
+                    return Ok(Step::Done);
+                }
                 // Release: as `release`. Issued after the epoch's operations, which the
                 // provider applies first (atomics in order; writes completed above).
                 *answer = Some(Awaited::from(core.plane().fetch_add(
-                    lock_word(LockAt::Local(r.lock.target)),
-                    Mode::local(r.lock.kind).one().wrapping_neg(),
+                    word,
+                    one.wrapping_neg(),
                     Ordering::Release,
                 )));
                 // Takeable from now on, and only by a lock that runs after this point: one

@@ -2838,6 +2838,10 @@ impl Fabric for Nic {
         Nic::ships_epochs_to(self, peer)
     }
 
+    fn answers_pending_to(&self, peer: u64) -> bool {
+        self.wire.as_ref().is_some_and(|w| w.pending_to(peer))
+    }
+
     fn held_bytes(&self) -> usize {
         Nic::held_bytes(self)
     }

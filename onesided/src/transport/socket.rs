@@ -314,6 +314,10 @@ impl Fabric for Sockets {
         true
     }
 
+    fn answers_pending_to(&self, peer: u64) -> bool {
+        self.wire.pending_to(peer)
+    }
+
     /// Bytes in the connections' queues that the kernel has not taken yet (a target that
     /// does not read lets them grow: a flush bounds them, [`HELD_MAX`]).
     fn held_bytes(&self) -> usize {

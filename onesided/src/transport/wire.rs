@@ -493,7 +493,6 @@ impl Wire {
     }
 
     /// True while atomics of ours to `peer` wait for their answers.
-    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub(crate) fn pending_to(&self, peer: u64) -> bool {
         let link = read(&self.targets).get(&peer).cloned();
         link.is_some_and(|l| !lock(&l.state).pending.is_empty())

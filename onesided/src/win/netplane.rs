@@ -425,6 +425,24 @@ impl NetPlane {
         }
     }
 
+    /// Releases a lock with `value` added to `word` (a lock word) in a message nobody
+    /// answers, where the wire reaches its holder and nothing of ours sent to it waits for
+    /// an answer — the release then applies after everything of ours the holder applied,
+    /// and the caller has nothing of its own left to wait for there. False, with nothing
+    /// sent, otherwise.
+    pub(crate) fn release_unanswered(&self, word: CtrlWord, value: u64) -> bool {
+        let at = self.remote(word);
+        if self.failed().is_err()
+            || self.near(word).is_some()
+            || !self.nic.ships_epochs_to(at.peer)
+            || self.nic.answers_pending_to(at.peer)
+        {
+            return false;
+        }
+        self.post_unanswered(NetOp::Sum, word, value);
+        true
+    }
+
     /// True when the lock words of rank `rank` take whole epochs in one message
     /// ([`NetPlane::ship_epoch`]).
     pub(crate) fn ships_epochs(&self, rank: usize) -> bool {
@@ -676,6 +694,7 @@ mod tests {
 
     use super::*;
     use crate::backoff::Backoff;
+    use crate::plane::Awaited;
     use crate::shm::barrier::{Barrier, BarrierLayout};
     use crate::sync::lock::{poll_acquire, release, Acquisition, Mode};
     use crate::testing::Watchdog;
@@ -858,6 +877,71 @@ mod tests {
                 "{lock:?} on {which}: every ticket served"
             );
         }
+    }
+
+    /// Writers of rank 1's local lock from both ranks, releasing without answers where the
+    /// plane offers it (`release_unanswered`, an unlock's path when nothing of its epoch
+    /// waits for an answer): exclusion holds, a lock that follows a release of its own
+    /// process finds it applied, and the word ends at rest — on every network, those whose
+    /// wire takes the release (the test checks it did) and those that refuse it (the
+    /// release then waits for its answer, as before).
+    #[test]
+    fn releases_without_answers_keep_exclusion() {
+        let _watchdog = Watchdog::new("releases_without_answers_keep_exclusion", 120);
+        for which in crate::transport::network::test_atomic_networks() {
+            releases_without_answers(which);
+        }
+    }
+
+    fn releases_without_answers(which: &str) {
+        let inside = AtomicU64::new(0);
+        let unanswered = AtomicU64::new(0);
+        let lock = LockAt::Local(1);
+        let word = CtrlWord::Lock {
+            lock,
+            part: crate::plane::LockPart::Word,
+        };
+        let wire = AtomicBool::new(false);
+        let words = with_ranks(which, 2, |_, plane| {
+            if plane.nic.ships_epochs_to(plane.remote(word).peer) {
+                wire.store(true, Ordering::Relaxed);
+            }
+            for _ in 0..40 {
+                acquire(plane, lock, Mode::Writer);
+                assert_eq!(
+                    inside.fetch_add(1, Ordering::SeqCst),
+                    0,
+                    "{which}: two writers"
+                );
+                std::thread::sleep(std::time::Duration::from_micros(20));
+                inside.fetch_sub(1, Ordering::SeqCst);
+                if plane.release_unanswered(word, Mode::Writer.one().wrapping_neg()) {
+                    unanswered.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    let mut answer = Awaited::from(plane.fetch_add(
+                        word,
+                        Mode::Writer.one().wrapping_neg(),
+                        Ordering::Release,
+                    ));
+                    while answer.value(plane).unwrap().is_none() {
+                        std::thread::yield_now();
+                    }
+                }
+            }
+            // An answered read behind the last release: on the wire it applied before.
+            let mut last = Awaited::from(plane.load(word, Ordering::Acquire));
+            while last.value(plane).unwrap().is_none() {
+                std::thread::yield_now();
+            }
+        });
+        assert_eq!(
+            unanswered.load(Ordering::Relaxed) > 0,
+            wire.load(Ordering::Relaxed),
+            "{which}: releases went unanswered only where the wire reaches the holder"
+        );
+        let layout = ControlLayout::new(2, 0, 0);
+        let at = layout.data_off / 8 + layout.offset_of(word, &BlockSlots::default()).unwrap() / 8;
+        assert_eq!(words[at], 0, "{which}: rank 1's lock word at rest");
     }
 
     /// Thirty dissemination barriers among three ranks over the network plane, two of

@@ -98,6 +98,12 @@ pub(crate) trait Fabric: Send + Sync + std::fmt::Debug {
     /// ([`Fabric::ship_epoch`]).
     fn ships_epochs_to(&self, peer: u64) -> bool;
 
+    /// True while operations of ours sent to `peer` over the wire wait for their answers
+    /// (false where the wire does not reach it): while false, a message to `peer` sent
+    /// unanswered ([`Fabric::add_unanswered`]) applies after everything of ours that
+    /// reached it, and nothing of ours is on its way there but such messages.
+    fn answers_pending_to(&self, peer: u64) -> bool;
+
     /// Bytes held in operations not yet seen complete (copied operands and bookkeeping).
     fn held_bytes(&self) -> usize;
 
