@@ -476,9 +476,11 @@ for path in ofi ucx; do
     --sizes 32K,256K --json "results/net-alltoallv-mpich5-$path.json"
 done
 # The floor under any exchange between the two nodes of this machine: two processes
-# sending each other the same block over one loopback TCP connection, both spinning.
-echo "== socket floor: a block each way over loopback TCP; load $(cut -d' ' -f1-3 /proc/loadavg)"
-net_job net-floor "$ofi_bin/socket-floor" --sizes 32K,256K --json results/net-floor.json
+# sending each other the same block over one loopback TCP connection, both spinning; and
+# under a put bandwidth: 64 blocks of 1 MiB one way, then a one-byte answer.
+echo "== socket floor: a block each way, and a stream one way, over loopback TCP; load $(cut -d' ' -f1-3 /proc/loadavg)"
+net_job net-floor "$ofi_bin/socket-floor" --sizes 32K,256K --stream 1M \
+  --json results/net-floor.json
 # Seed 000's thread scope where it pays: one thread's 8-byte put + flush beside 1-3
 # threads streaming 1 MiB puts to the same target (4 in flight each), across the two
 # nodes and on one node.

@@ -172,9 +172,39 @@ def main():
                 line(f"alltoallv {size >> 10} KiB, 2 ranks: best plan / socket floor <= 1.3",
                      plans[best] / sock if best and sock else None, lambda r: r <= 1.3,
                      f"{plans[best]:.1f} vs {sock:.1f} us, {best}" if best and sock else "")
+    bandwidth_floor(floor)
     memory()
     models()
     return 0
+
+
+def bandwidth_floor(floor):
+    """1 MiB put bandwidth across the nodes (the net-wide jobs of bench.sh) against the
+    floor of one loopback TCP stream (socket-floor --stream 1M: 64 blocks one way, then a
+    one-byte answer, both ends spinning): onesided and raw libfabric (medians over the jobs)
+    and each MPI's network path, as fractions of the floor. Reported: the floor runs in
+    another minute of the run, and this machine's phases move both."""
+    import statistics
+    sock = cell(floor, bench="socket-floor", bytes=1 << 20, metric="stream-bandwidth")
+    if sock is None:
+        line("1 MiB put bandwidth / socket stream floor", None, None, "")
+        return
+    ours = {"onesided": [], "ofi-raw": []}
+    theirs = []
+    for job, label in [("mpich", "MPICH {v} ucx"), ("openmpi", "OMPI {v} tcp"),
+                       ("mpich5-ofi", "MPICH {v} ofi"), ("mpich5-ucx", "MPICH {v} ucx")]:
+        for r in load(f"net-wide-{job}.json"):
+            if r.get("bench") != "put-bw" or r.get("metric") != "bandwidth" \
+                    or r.get("bytes") != 1 << 20:
+                continue
+            if r["impl"] in ours:
+                ours[r["impl"]].append(r["value"])
+            else:
+                theirs.append((label.format(v=r.get("version", "?")), r["value"]))
+    rows = [(who, statistics.median(v)) for who, v in ours.items() if v] + theirs
+    for who, v in rows:
+        line(f"1 MiB put bandwidth: {who} / socket stream floor", v / sock, None,
+             f"{v:.0f} vs {sock:.0f} MB/s")
 
 
 def memory():

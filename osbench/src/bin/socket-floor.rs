@@ -4,8 +4,15 @@
 //! no copies but the kernel's). Seed 001's alltoallv across virtual nodes is measured
 //! against it (`bench.sh --net`, `scripts/net_seeds.py`).
 //!
+//! With `--stream SIZES` it also measures the floor under a put bandwidth across the two
+//! nodes: the first process sends [`STREAM_BLOCKS`] blocks of each size in a row (as
+//! `osbench put-bw` puts 64 before a flush), the second reads them and answers with one
+//! byte after the last (the flush's answer); a round's bandwidth is its bytes over its time
+//! at the sender, the median of [`STREAM_ROUNDS`] rounds is recorded (`metric` =
+//! `stream-bandwidth`, MB/s).
+//!
 //! ```text
-//! socket-floor --sizes 32K,256K --json results/net-floor.json
+//! socket-floor --sizes 32K,256K --stream 1M --json results/net-floor.json
 //! ```
 //!
 //! The first process listens on 127.0.0.1, starts the second (this binary again, with
@@ -20,6 +27,15 @@ use std::time::{Duration, Instant};
 
 /// Exchanges timed per size (after as many untimed ones, which warm up the connection).
 const EXCHANGES: usize = 2000;
+
+/// Blocks per round of a stream (`osbench put-bw`'s puts per flush).
+const STREAM_BLOCKS: usize = 64;
+
+/// Timed rounds per stream size (after [`STREAM_WARMUP`] untimed ones).
+const STREAM_ROUNDS: usize = 40;
+
+/// Untimed rounds before a stream's timed ones; their blocks are checked word by word.
+const STREAM_WARMUP: usize = 4;
 
 /// The longest a run may take before it gives up (a peer that died leaves a spin).
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -36,6 +52,7 @@ fn main() -> ExitCode {
 
 struct Args {
     sizes: Vec<usize>,
+    stream: Vec<usize>,
     json: Option<String>,
     peer: Option<u16>,
 }
@@ -46,18 +63,22 @@ fn parse_size(s: &str) -> Result<usize, String> {
         Some('M' | 'm') => (&s[..s.len() - 1], 1 << 20),
         _ => (s, 1),
     };
-    let n: usize = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
+    let n: usize = num
+        .parse::<usize>()
+        .map_err(|_| format!("not a size: {s:?}"))?
+        * mul;
     if n == 0 || n % 8 != 0 {
         return Err(format!(
             "sizes are positive multiples of 8 bytes, not {s:?}"
         ));
     }
-    Ok(n * mul)
+    Ok(n)
 }
 
 fn args() -> Result<Args, String> {
     let mut a = Args {
         sizes: vec![32 << 10, 256 << 10],
+        stream: Vec::new(),
         json: None,
         peer: None,
     };
@@ -71,10 +92,16 @@ fn args() -> Result<Args, String> {
                     .map(parse_size)
                     .collect::<Result<_, _>>()?
             }
+            "--stream" => {
+                a.stream = value()?
+                    .split(',')
+                    .map(parse_size)
+                    .collect::<Result<_, _>>()?
+            }
             "--json" => a.json = Some(value()?),
             "--peer" => a.peer = Some(value()?.parse().map_err(|e| format!("--peer: {e}"))?),
             "-h" | "--help" => {
-                println!("usage: socket-floor [--sizes 32K,256K] [--json FILE]");
+                println!("usage: socket-floor [--sizes 32K,256K] [--stream 1M,...] [--json FILE]");
                 std::process::exit(0);
             }
             other => return Err(format!("unknown argument {other}")),
@@ -100,17 +127,35 @@ fn run() -> Result<(), String> {
                 link.verify()?;
             }
         }
+        for &size in &a.stream {
+            link.prepare(size);
+            for round in 0..STREAM_WARMUP + STREAM_ROUNDS {
+                link.receive_stream(round < STREAM_WARMUP)?;
+            }
+        }
         return Ok(());
     }
     let listener = TcpListener::bind(("127.0.0.1", 0)).map_err(io("bind"))?;
     let port = listener.local_addr().map_err(io("local_addr"))?.port();
     let exe = std::env::current_exe().map_err(io("current_exe"))?;
-    let mut sizes = String::new();
-    for (i, s) in a.sizes.iter().enumerate() {
-        sizes += &format!("{}{s}", if i > 0 { "," } else { "" });
+    let list = |sizes: &[usize]| {
+        sizes
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let mut peer_args = vec![
+        "--peer".to_string(),
+        port.to_string(),
+        "--sizes".into(),
+        list(&a.sizes),
+    ];
+    if !a.stream.is_empty() {
+        peer_args.extend(["--stream".into(), list(&a.stream)]);
     }
     let mut child = Command::new(exe)
-        .args(["--peer", &port.to_string(), "--sizes", &sizes])
+        .args(&peer_args)
         .spawn()
         .map_err(io("spawn the peer"))?;
     let (stream, _) = listener.accept().map_err(io("accept"))?;
@@ -136,6 +181,30 @@ fn run() -> Result<(), String> {
         println!("{size:>9}  {p50:>12.2}");
         records.push(format!(
             "{{\"bench\":\"socket-floor\",\"impl\":\"socket\",\"window\":\"none\",\"sync\":\"none\",\"bytes\":{size},\"ranks\":2,\"metric\":\"exchange-p50\",\"value\":{p50},\"unit\":\"us\",\"stat\":\"median\"}}"
+        ));
+    }
+    if !a.stream.is_empty() {
+        println!(
+            "socket-floor stream: {STREAM_BLOCKS} blocks one way, then a 1-byte answer; median of {STREAM_ROUNDS} rounds"
+        );
+        println!("{:>9}  {:>12}", "bytes", "MB/s");
+    }
+    for &size in &a.stream {
+        link.prepare(size);
+        let mut rates = Vec::with_capacity(STREAM_ROUNDS);
+        for round in 0..STREAM_WARMUP + STREAM_ROUNDS {
+            let t = Instant::now();
+            link.send_stream()?;
+            let secs = t.elapsed().as_secs_f64();
+            if round >= STREAM_WARMUP {
+                rates.push((size * STREAM_BLOCKS) as f64 / secs / 1e6);
+            }
+        }
+        rates.sort_by(f64::total_cmp);
+        let median = rates[rates.len() / 2];
+        println!("{size:>9}  {median:>12.0}");
+        records.push(format!(
+            "{{\"bench\":\"socket-floor\",\"impl\":\"socket\",\"window\":\"none\",\"sync\":\"none\",\"bytes\":{size},\"ranks\":2,\"metric\":\"stream-bandwidth\",\"value\":{median},\"unit\":\"MB/s\",\"stat\":\"median\"}}"
         ));
     }
     let status = child.wait().map_err(io("wait for the peer"))?;
@@ -226,6 +295,100 @@ impl Link {
             if Instant::now() > give_up {
                 return Err(format!("an exchange took more than {PATIENCE:?}"));
             }
+        }
+        Ok(())
+    }
+
+    /// Writes `out[from..to]`, spinning on the socket.
+    fn send_all(&mut self, from: usize, to: usize) -> Result<(), String> {
+        let mut sent = from;
+        let give_up = Instant::now() + PATIENCE;
+        while sent < to {
+            match self.stream.write(&self.out[sent..to]) {
+                Ok(k) => sent += k,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("send: {e}")),
+            }
+            if Instant::now() > give_up {
+                return Err(format!("a send took more than {PATIENCE:?}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Fills `into[..len]` from the socket, spinning.
+    fn receive_exactly(&mut self, len: usize) -> Result<(), String> {
+        let mut got = 0;
+        let give_up = Instant::now() + PATIENCE;
+        while got < len {
+            match self.stream.read(&mut self.into[got..len]) {
+                Ok(0) => return Err("the peer closed the connection".into()),
+                Ok(k) => got += k,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("receive: {e}")),
+            }
+            if Instant::now() > give_up {
+                return Err(format!("a receive took more than {PATIENCE:?}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// One round of a stream at the sender: [`STREAM_BLOCKS`] prepared blocks, each
+    /// stamped with its number, then the receiver's 1-byte answer.
+    fn send_stream(&mut self) -> Result<(), String> {
+        let size = self.out.len();
+        let words = size / 8;
+        for _ in 0..STREAM_BLOCKS {
+            let n = self.exchanges;
+            self.exchanges += 1;
+            for w in [0, words - 1] {
+                let v = Self::word(self.me, n, w, words).to_le_bytes();
+                self.out[w * 8..w * 8 + 8].copy_from_slice(&v);
+            }
+            self.send_all(0, size)?;
+        }
+        self.receive_exactly(1)?;
+        if self.into[0] != 0xa5 {
+            return Err(format!("the stream's answer is {:#x}", self.into[0]));
+        }
+        Ok(())
+    }
+
+    /// One round of a stream at the receiver: every block's stamps checked (every word
+    /// with `whole`, the untimed rounds), then the answer.
+    fn receive_stream(&mut self, whole: bool) -> Result<(), String> {
+        let size = self.into.len();
+        let words = size / 8;
+        for _ in 0..STREAM_BLOCKS {
+            self.receive_exactly(size)?;
+            self.exchanges += 1;
+            if whole {
+                self.verify()?;
+            } else {
+                for w in [0, words - 1] {
+                    self.check_word(w, words)?;
+                }
+            }
+        }
+        let answer = self.out[0];
+        self.out[0] = 0xa5;
+        let sent = self.send_all(0, 1);
+        self.out[0] = answer;
+        sent
+    }
+
+    /// Checks word `w` of the block received last.
+    fn check_word(&self, w: usize, words: usize) -> Result<(), String> {
+        let n = self.exchanges - 1;
+        let v = u64::from_le_bytes(self.into[w * 8..w * 8 + 8].try_into().expect("8 bytes"));
+        let want = Self::word(1 - self.me, n, w, words);
+        if v != want {
+            return Err(format!(
+                "block {n}: word {w} is {v:#x}, the peer sent {want:#x}"
+            ));
         }
         Ok(())
     }
