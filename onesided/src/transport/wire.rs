@@ -16,12 +16,15 @@
 //! as node-local accumulates, they mix with those and with the provider's atomics on one
 //! word.
 //!
-//! One connection per origin and target process, opened at the first atomic, carries
-//! every atomic of the origin to that target in issue order and the target applies them
-//! in that order: the accumulate ordering MPI asks for, and the provider's
-//! `FI_ORDER_ATOMIC_RAW/WAW` that the library relies on (an atomic that releases a lock
-//! lands after the epoch's accumulates) hold as before. Between atomics and RMA there is
-//! no order, as between rxm's.
+//! One connection per pair of processes, opened by whichever needs it first, carries every
+//! atomic of each to the other in issue order, with the answers to the other's, and each
+//! applies the other's in that order: the accumulate ordering MPI asks for, and the
+//! provider's `FI_ORDER_ATOMIC_RAW/WAW` that the library relies on (an atomic that releases
+//! a lock lands after the epoch's accumulates) hold as before. (Two processes that connect
+//! at the same moment move to one of the two connections with their order kept, [`Link`];
+//! signals both ways — a fence's, PSCW's — then share one TCP stream, each side's data
+//! acknowledging the other's.) Between atomics and RMA there is no order, as between
+//! rxm's.
 //!
 //! Beyond what a provider offers, one message may carry an update under the target's lock
 //! stripes ([`Kind::Striped`]): the target takes the stripe words without waiting (all or
@@ -57,6 +60,10 @@ pub(crate) const ENV: &str = "ONESIDED_NET_ATOMICS";
 /// How long the first connection to a peer may take before the atomic fails.
 const CONNECT_PATIENCE: Duration = Duration::from_secs(5);
 
+/// How long a post waits for the answer to a move's ping ([`Wire::move_requests`]) before
+/// it gives the move up: a peer that serves nothing for that long keeps two connections.
+const MOVE_PATIENCE: Duration = Duration::from_millis(50);
+
 /// The epoll token of the listening socket (links use their index).
 const LISTENER: u64 = u64::MAX;
 
@@ -68,6 +75,10 @@ const ALSO: u64 = u64::MAX - 1;
 /// (`Error::PeerGone`, which says more than a failed operation), as when the provider's
 /// operations to it go unanswered.
 const LOST_AFTER: Duration = Duration::from_secs(2);
+
+/// Set in the length word of an answer: one connection carries requests and deliveries
+/// of both processes and the answers to each (every message is shorter than 2 GiB).
+const ANSWER: u32 = 1 << 31;
 
 /// Bytes of a request's header after its length word.
 const REQUEST_HEADER: usize = 24;
@@ -131,12 +142,18 @@ pub(crate) enum Kind {
     /// type, also those no CPU atomic updates —, the stripes released, and an answer that
     /// says whether it took them, with the previous values of its fetching requests.
     Striped = 8,
+    /// Nothing applied, answered ([`Wire::move_requests`]): its answer says that
+    /// everything sent before it on its connection was applied.
+    Ping = 9,
+    /// The first message on a connection, unanswered: the connecting process's listening
+    /// address, so that the accepting one can send its own requests on it too.
+    Hello = 10,
 }
 
 impl Kind {
     /// True when the answer carries values (counted with the reads).
     fn fetching(self) -> bool {
-        !matches!(self, Kind::Write | Kind::Put)
+        !matches!(self, Kind::Write | Kind::Put | Kind::Ping)
     }
 }
 
@@ -277,14 +294,37 @@ struct Pending {
     len: usize,
     /// Counted with the reads (fetching) or the writes.
     read: bool,
+    /// A [`Kind::Ping`] of a move: nobody's operation, not counted.
+    ping: bool,
 }
 
-/// One connection: ours to a target (we send requests, read answers), or a peer's to us
-/// (we read requests, answer).
+impl Pending {
+    /// A [`Kind::Ping`] of our own.
+    fn ping() -> Pending {
+        Pending {
+            ctx: std::ptr::null_mut(),
+            result: std::ptr::null_mut(),
+            len: 0,
+            read: false,
+            ping: true,
+        }
+    }
+}
+
+/// One connection between two processes, used both ways: each sends its requests and
+/// deliveries on it and answers the other's (answers are marked, [`ANSWER`]). Whoever
+/// needs it first connects and says who it is ([`Kind::Hello`]); should both connect at
+/// once, the connection of the process with the lower address carries both ways from the
+/// first moment the other can move to it with order kept ([`Wire::move_requests`]): a
+/// barrier's signals each way then travel as data on one TCP connection, each side's
+/// acknowledging the other's, not as two one-way streams.
 struct Link {
     stream: TcpStream,
-    /// A peer's connection: this process serves it.
-    serves: bool,
+    /// A peer's connection (we accepted it), not ours.
+    accepted: bool,
+    /// Our requests to the peer are to go on another link ([`LinkState::move_to`]); read
+    /// without the state's lock on every post.
+    moving: AtomicBool,
     state: Mutex<LinkState>,
 }
 
@@ -312,6 +352,12 @@ struct LinkState {
     backlogged: bool,
     /// When the target closed the connection ([`LOST_AFTER`]).
     closed_at: Option<std::time::Instant>,
+    /// The peer's connection that our requests move to ([`Wire::move_requests`]).
+    move_to: Option<Arc<Link>>,
+    /// A ping went out on it for a move: our requests no longer go on it.
+    retired: bool,
+    /// A peer's connection that carries our requests too.
+    ours: bool,
 }
 
 // SAFETY: the raw pointers of `Pending` name buffers whose owners keep them valid until
@@ -363,6 +409,9 @@ pub(crate) struct Wire {
     targets: RwLock<HashMap<u64, Arc<Link>>>,
     /// Every link, its index its epoll token.
     links: RwLock<Vec<Arc<Link>>>,
+    /// Peers' connections whose hello named an address no peer has yet ([`Wire::add_peer`]
+    /// takes them).
+    unnamed: Mutex<HashMap<SocketAddr, Arc<Link>>>,
     /// Links with bytes the kernel did not take yet.
     backlog: AtomicUsize,
     /// Links closed by their targets, failed (with their atomics) after [`LOST_AFTER`].
@@ -439,6 +488,7 @@ impl Wire {
             peers: RwLock::default(),
             targets: RwLock::default(),
             links: RwLock::default(),
+            unnamed: Mutex::default(),
             backlog: AtomicUsize::new(0),
             closing: Mutex::default(),
             closing_count: AtomicUsize::new(0),
@@ -490,6 +540,53 @@ impl Wire {
     /// Learns where peer `peer` (its address-vector entry) listens.
     pub(crate) fn add_peer(&self, peer: u64, at: SocketAddr) {
         write(&self.peers).insert(peer, at);
+        let waiting = lock(&self.unnamed).remove(&at);
+        if let Some(link) = waiting {
+            self.offer(peer, &link, at);
+        }
+    }
+
+    /// A connection `peer` opened to us (its hello said `at`): ours for our requests to it
+    /// when we have none yet; when we connected to it too and its address is the lower,
+    /// ours move to it ([`Wire::move_requests`]).
+    fn offer(&self, peer: u64, link: &Arc<Link>, at: SocketAddr) {
+        let mut targets = write(&self.targets);
+        match targets.get(&peer) {
+            None => {
+                lock(&link.state).ours = true;
+                targets.insert(peer, Arc::clone(link));
+            }
+            Some(own) if !own.accepted && !Arc::ptr_eq(own, link) && at < self.address => {
+                lock(&own.state).move_to = Some(Arc::clone(link));
+                // Relaxed: the next post's look; the move itself is under the state lock.
+                own.moving.store(true, Ordering::Relaxed);
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// A hello on `link` named `at`: the peer listening there, once known.
+    fn name_link(&self, link: &Arc<Link>, at: SocketAddr) {
+        let peer = read(&self.peers)
+            .iter()
+            .find(|(_, a)| **a == at)
+            .map(|(p, _)| *p);
+        match peer {
+            Some(p) => self.offer(p, link, at),
+            None => {
+                lock(&self.unnamed).insert(at, Arc::clone(link));
+                // Learnt meanwhile: take it back and offer it.
+                let peer = read(&self.peers)
+                    .iter()
+                    .find(|(_, a)| **a == at)
+                    .map(|(p, _)| *p);
+                if let Some(p) = peer {
+                    if let Some(link) = lock(&self.unnamed).remove(&at) {
+                        self.offer(p, &link, at);
+                    }
+                }
+            }
+        }
     }
 
     /// True while atomics of ours to `peer` wait for their answers.
@@ -603,33 +700,34 @@ impl Wire {
     ) -> Result<()> {
         // Refused before anything is queued (`encode` below would refuse it too late).
         type_code(request.ty)?;
-        let link = self.link_to(peer)?;
-        let mut state = lock(&link.state);
-        if state.broken {
-            return Err(lost(
-                "the connection to the target's process is gone".into(),
-            ));
-        }
-        let fetching = request.kind.fetching();
-        state.issued += 1;
-        state.pending.push_back(Pending {
-            ctx,
-            result,
-            len: if fetching {
-                request.count * request.ty.size()
-            } else {
-                0
-            },
-            read: fetching,
-        });
-        if state.closed_at.is_some() {
-            // The target closed the connection lately: the atomic stays pending, unsent,
-            // and fails with the link's others ([`LOST_AFTER`]).
-            return Ok(());
-        }
-        encode(&mut state.out, request, operand, compare)?;
-        self.send(&link, &mut state);
-        Ok(())
+        self.with_link(peer, |link, state| {
+            if state.broken {
+                return Err(lost(
+                    "the connection to the target's process is gone".into(),
+                ));
+            }
+            let fetching = request.kind.fetching();
+            state.issued += 1;
+            state.pending.push_back(Pending {
+                ctx,
+                result,
+                len: if fetching {
+                    request.count * request.ty.size()
+                } else {
+                    0
+                },
+                read: fetching,
+                ping: false,
+            });
+            if state.closed_at.is_some() {
+                // The target closed the connection lately: the atomic stays pending,
+                // unsent, and fails with the link's others ([`LOST_AFTER`]).
+                return Ok(());
+            }
+            encode(&mut state.out, request, operand, compare)?;
+            self.send(link, state);
+            Ok(())
+        })
     }
 
     /// Sends a whole exclusive lock epoch to `peer` as one message: a compare-and-swap of
@@ -741,32 +839,33 @@ impl Wire {
         (result, len): (*mut u8, usize),
         ctx: *mut c_void,
     ) -> Result<()> {
-        let link = self.link_to(peer)?;
-        let mut state = lock(&link.state);
-        if state.broken {
-            return Err(lost(
-                "the connection to the target's process is gone".into(),
-            ));
-        }
-        state.issued += 1;
-        state.pending.push_back(Pending {
-            ctx,
-            result,
-            len,
-            read: true,
-        });
-        if state.closed_at.is_some() {
-            // As in `post`: pending, unsent, failed with the link's others.
-            return Ok(());
-        }
-        let start = state.out.len();
-        encode_any(&mut state.out, request, operand, &[]);
-        state.out[start + 7] = flag;
-        state.out.extend_from_slice(payload);
-        let body = (state.out.len() - start - 4) as u32;
-        state.out[start..start + 4].copy_from_slice(&body.to_le_bytes());
-        self.send(&link, &mut state);
-        Ok(())
+        self.with_link(peer, |link, state| {
+            if state.broken {
+                return Err(lost(
+                    "the connection to the target's process is gone".into(),
+                ));
+            }
+            state.issued += 1;
+            state.pending.push_back(Pending {
+                ctx,
+                result,
+                len,
+                read: true,
+                ping: false,
+            });
+            if state.closed_at.is_some() {
+                // As in `post`: pending, unsent, failed with the link's others.
+                return Ok(());
+            }
+            let start = state.out.len();
+            encode_any(&mut state.out, request, operand, &[]);
+            state.out[start + 7] = flag;
+            state.out.extend_from_slice(payload);
+            let body = (state.out.len() - start - 4) as u32;
+            state.out[start..start + 4].copy_from_slice(&body.to_le_bytes());
+            self.send(link, state);
+            Ok(())
+        })
     }
 
     /// [`Wire::post_striped`] of `payload` under the stripe words `stripes` (one peer and
@@ -885,13 +984,6 @@ impl Wire {
                 words.len()
             )));
         }
-        let link = self.link_to(peer)?;
-        let mut state = lock(&link.state);
-        if state.broken || state.closed_at.is_some() {
-            return Err(lost(
-                "the connection to the target's process is gone".into(),
-            ));
-        }
         let gated = gate.map_or(0, |_| 40 + 8 * words.len());
         let fixed = REQUEST_HEADER + 16 + 8 * words.len() + gated;
         let mut head = Vec::with_capacity(4 + fixed);
@@ -912,39 +1004,46 @@ impl Wire {
         for v in fields {
             head.extend_from_slice(&v.to_le_bytes());
         }
-        let mut taken = 0;
-        if state.out.is_empty() {
-            // Nothing queued before it: straight from the slices.
-            let slices = [std::io::IoSlice::new(&head), std::io::IoSlice::new(block)];
-            loop {
-                match rustix::net::sendmsg(
-                    &link.stream,
-                    &slices,
-                    &mut rustix::net::SendAncillaryBuffer::default(),
-                    rustix::net::SendFlags::NOSIGNAL,
-                ) {
-                    Ok(n) => taken = n,
-                    Err(rustix::io::Errno::INTR) => continue,
-                    Err(rustix::io::Errno::AGAIN) => {}
-                    Err(_) => {
-                        self.fail(&mut state);
-                        return Err(lost(
-                            "the connection to the target's process is gone".into(),
-                        ));
-                    }
-                }
-                break;
+        self.with_link(peer, |link, state| {
+            if state.broken || state.closed_at.is_some() {
+                return Err(lost(
+                    "the connection to the target's process is gone".into(),
+                ));
             }
-        }
-        // What the kernel did not take waits in the link's queue.
-        if taken < head.len() {
-            state.out.extend_from_slice(&head[taken..]);
-            state.out.extend_from_slice(block);
-        } else if taken < head.len() + block.len() {
-            state.out.extend_from_slice(&block[taken - head.len()..]);
-        }
-        self.send(&link, &mut state);
-        Ok(())
+            let mut taken = 0;
+            if state.out.is_empty() {
+                // Nothing queued before it: straight from the slices.
+                let slices = [std::io::IoSlice::new(&head), std::io::IoSlice::new(block)];
+                loop {
+                    match rustix::net::sendmsg(
+                        &link.stream,
+                        &slices,
+                        &mut rustix::net::SendAncillaryBuffer::default(),
+                        rustix::net::SendFlags::NOSIGNAL,
+                    ) {
+                        Ok(n) => taken = n,
+                        Err(rustix::io::Errno::INTR) => continue,
+                        Err(rustix::io::Errno::AGAIN) => {}
+                        Err(_) => {
+                            self.fail(state);
+                            return Err(lost(
+                                "the connection to the target's process is gone".into(),
+                            ));
+                        }
+                    }
+                    break;
+                }
+            }
+            // What the kernel did not take waits in the link's queue.
+            if taken < head.len() {
+                state.out.extend_from_slice(&head[taken..]);
+                state.out.extend_from_slice(block);
+            } else if taken < head.len() + block.len() {
+                state.out.extend_from_slice(&block[taken - head.len()..]);
+            }
+            self.send(link, state);
+            Ok(())
+        })
     }
 
     /// Deliveries this process received and could not place (a registration unknown or
@@ -955,16 +1054,61 @@ impl Wire {
         self.refused.load(Ordering::Relaxed)
     }
 
-    /// Our link to `peer`, connected now if it is not yet.
-    fn link_to(&self, peer: u64) -> Result<Arc<Link>> {
-        if let Some(l) = read(&self.targets).get(&peer) {
-            return Ok(Arc::clone(l));
+    /// Runs `post` on the link our requests to `peer` go on, its state locked: never on
+    /// one a move retired after `link_to` returned it (the move's ping went out on it).
+    fn with_link<R>(
+        &self,
+        peer: u64,
+        post: impl FnOnce(&Arc<Link>, &mut LinkState) -> Result<R>,
+    ) -> Result<R> {
+        loop {
+            let link = self.link_to(peer)?;
+            let mut state = lock(&link.state);
+            if state.retired {
+                // `link_to` completes the move (or waits for the thread that does).
+                continue;
+            }
+            return post(&link, &mut state);
         }
+    }
+
+    /// The link our requests to `peer` go on: ours or the peer's connection, connected
+    /// now if there is none yet.
+    fn link_to(&self, peer: u64) -> Result<Arc<Link>> {
+        let mut looked = false;
+        loop {
+            let found = read(&self.targets).get(&peer).cloned();
+            if let Some(link) = found {
+                // Relaxed: set once with `move_to`, which is read under the state lock.
+                if !link.moving.load(Ordering::Relaxed) {
+                    return Ok(link);
+                }
+                let to = lock(&link.state).move_to.clone();
+                match to {
+                    Some(to) => self.move_requests(peer, &link, &to),
+                    None => return Ok(link),
+                }
+                continue;
+            }
+            if looked {
+                break;
+            }
+            // The peer may have connected to us already: its hello names it.
+            looked = true;
+            // A failure it reports is another operation's, reported by its own flush.
+            let _ = self.progress();
+        }
+        self.connect_to(peer)
+    }
+
+    /// Connects to `peer`: the link our requests to it go on from now — unless one is
+    /// known meanwhile (a second thread's, or the peer's connection): that one stays, and
+    /// ours carries the peer's requests only.
+    fn connect_to(&self, peer: u64) -> Result<Arc<Link>> {
         let at = *read(&self.peers)
             .get(&peer)
             .ok_or_else(|| lost("no atomics address for this peer".into()))?;
-        // Connected outside the map's lock (a connection may take a while); a second
-        // thread that raced us keeps the first link in the map.
+        // Connected outside the map's lock (a connection may take a while).
         let stream = TcpStream::connect_timeout(&at, CONNECT_PATIENCE)
             .map_err(|e| lost(format!("connecting to {at}: {e}")))?;
         let link = self.adopt(stream, false)?;
@@ -972,8 +1116,59 @@ impl Wire {
         Ok(Arc::clone(targets.entry(peer).or_insert(link)))
     }
 
-    /// Makes `stream` a link (nonblocking, no Nagle delay) and watches it.
-    fn adopt(&self, stream: TcpStream, serves: bool) -> Result<Arc<Link>> {
+    /// Moves our requests to `peer` from `old`, our connection, to `to`, the peer's (both
+    /// processes connected at once; the peer's address is the lower): a ping goes out on
+    /// `old`, and once it is answered — everything sent on `old` before it was applied —
+    /// `to` carries them. Posts meanwhile wait ([`Wire::with_link`]), for at most
+    /// [`MOVE_PATIENCE`]: then the move is given up. Once per pair of processes at most.
+    fn move_requests(&self, peer: u64, old: &Arc<Link>, to: &Arc<Link>) {
+        {
+            let mut state = lock(&old.state);
+            if !state.retired && !state.broken && state.closed_at.is_none() {
+                state.retired = true;
+                state.issued += 1;
+                state.pending.push_back(Pending::ping());
+                let start = state.out.len();
+                state
+                    .out
+                    .extend_from_slice(&(REQUEST_HEADER as u32).to_le_bytes());
+                state.out.resize(start + 4 + REQUEST_HEADER, 0);
+                state.out[start + 4] = Kind::Ping as u8;
+                self.send(old, &mut state);
+            }
+        }
+        let give_up = std::time::Instant::now() + MOVE_PATIENCE;
+        loop {
+            {
+                let state = lock(&old.state);
+                if state.pending.is_empty() || state.broken {
+                    break;
+                }
+            }
+            // As in `link_to`: failures are the operations' own to report.
+            let _ = self.progress();
+            if std::time::Instant::now() > give_up {
+                // A peer that serves nothing for now: our requests stay on our connection
+                // (behind the ping, whose answer is dropped when it comes), for good.
+                let mut state = lock(&old.state);
+                state.retired = false;
+                state.move_to = None;
+                // Relaxed: as where it is set.
+                old.moving.store(false, Ordering::Relaxed);
+                return;
+            }
+            std::thread::yield_now();
+        }
+        let mut targets = write(&self.targets);
+        if targets.get(&peer).is_some_and(|l| Arc::ptr_eq(l, old)) {
+            lock(&to.state).ours = true;
+            targets.insert(peer, Arc::clone(to));
+        }
+    }
+
+    /// Makes `stream` a link (nonblocking, no Nagle delay) and watches it; on a connection
+    /// of ours, the hello goes first.
+    fn adopt(&self, stream: TcpStream, accepted: bool) -> Result<Arc<Link>> {
         stream
             .set_nodelay(true)
             .map_err(os("setsockopt(TCP_NODELAY)"))?;
@@ -982,9 +1177,20 @@ impl Wire {
             .map_err(os("fcntl(O_NONBLOCK)"))?;
         let link = Arc::new(Link {
             stream,
-            serves,
+            accepted,
+            moving: AtomicBool::new(false),
             state: Mutex::default(),
         });
+        if !accepted {
+            let name = self.address.to_string();
+            let mut state = lock(&link.state);
+            state
+                .out
+                .extend_from_slice(&(4 + name.len() as u32).to_le_bytes());
+            state.out.extend_from_slice(&[Kind::Hello as u8, 0, 0, 0]);
+            state.out.extend_from_slice(name.as_bytes());
+            self.send(&link, &mut state);
+        }
         let mut links = write(&self.links);
         epoll::add(
             &self.poller,
@@ -1056,6 +1262,9 @@ impl Wire {
 
     /// Marks `p` complete and counts it.
     fn finish(&self, p: &Pending, failed: bool) {
+        if p.ping {
+            return;
+        }
         // SAFETY: the context is valid until marked (the posting contract).
         unsafe { (self.complete)(p.ctx, failed) };
         let i = usize::from(p.read);
@@ -1153,6 +1362,7 @@ impl Wire {
             return;
         }
         let mut closed = false;
+        let mut hello: Option<SocketAddr> = None;
         let mut input = std::mem::take(&mut state.input);
         let mut filled = state.filled;
         loop {
@@ -1170,11 +1380,16 @@ impl Wire {
             // in front (a read that fills its room leaves the kernel holding more) — but for
             // a long delivery whose header is not all here yet: its block stays in the
             // socket for `land`.
-            let need = match filled >= 4 {
-                true => 4 + u32::from_le_bytes(input[..4].try_into().expect("4 bytes")) as usize,
+            let first = match filled >= 4 {
+                true => u32::from_le_bytes(input[..4].try_into().expect("4 bytes")),
                 false => 0,
             };
-            let room = match filled > 4 && input[4] == Kind::Deliver as u8 && need > LAND_MIN {
+            let need = match filled >= 4 {
+                true => 4 + (first & !ANSWER) as usize,
+                false => 0,
+            };
+            let delivery = first & ANSWER == 0 && filled > 4 && input[4] == Kind::Deliver as u8;
+            let room = match delivery && need > LAND_MIN {
                 true => READ_ROOM,
                 false => (need.saturating_sub(filled) + READ_ROOM).max(input.len() - filled),
             };
@@ -1200,10 +1415,11 @@ impl Wire {
             let mut at = 0;
             let mut landing = false;
             while filled - at >= 4 {
-                let body =
-                    u32::from_le_bytes(input[at..at + 4].try_into().expect("4 bytes")) as usize;
+                let word = u32::from_le_bytes(input[at..at + 4].try_into().expect("4 bytes"));
+                let answered = word & ANSWER != 0;
+                let body = (word & !ANSWER) as usize;
                 if filled - at - 4 < body {
-                    if link.serves {
+                    if !answered {
                         if let Some(l) = self.start_landing(&input[at + 4..filled], body) {
                             state.landing = Some(l);
                             at = filled;
@@ -1214,15 +1430,22 @@ impl Wire {
                 }
                 let message = &input[at + 4..at + 4 + body];
                 at += 4 + body;
-                if link.serves && message.first() == Some(&(Kind::Deliver as u8)) {
+                if !answered && message.first() == Some(&(Kind::Deliver as u8)) {
                     self.apply_delivery(message);
-                } else if link.serves {
+                } else if !answered && message.first() == Some(&(Kind::Hello as u8)) {
+                    hello = std::str::from_utf8(&message[4.min(message.len())..])
+                        .ok()
+                        .and_then(|a| a.parse().ok());
+                } else if !answered {
                     let mut answer = std::mem::take(&mut state.out);
                     let start = answer.len();
                     answer.extend_from_slice(&[0u8; 8]);
-                    let status = self.apply(message, &mut answer);
+                    let status = match message.first() {
+                        Some(&k) if k == Kind::Ping as u8 => OK,
+                        _ => self.apply(message, &mut answer),
+                    };
                     let len = (answer.len() - start - 4) as u32;
-                    answer[start..start + 4].copy_from_slice(&len.to_le_bytes());
+                    answer[start..start + 4].copy_from_slice(&(len | ANSWER).to_le_bytes());
                     answer[start + 4] = status;
                     state.out = answer;
                 } else if let Some(p) = state.pending.pop_front() {
@@ -1256,7 +1479,7 @@ impl Wire {
             input = Vec::new();
         }
         state.input = input;
-        if link.serves {
+        if !state.out.is_empty() {
             self.send(link, &mut state);
         }
         if closed && state.closed_at.is_none() {
@@ -1266,7 +1489,7 @@ impl Wire {
             self.set_backlogged(&mut state, false);
             state.out.clear();
             state.sent = 0;
-            if link.serves {
+            if link.accepted && !state.ours {
                 state.broken = true;
             } else {
                 state.closed_at = Some(std::time::Instant::now());
@@ -1276,6 +1499,10 @@ impl Wire {
             }
             // The peer is gone: stop watching its socket (else it stays readable).
             let _ = epoll::delete(&self.poller, &link.stream);
+        }
+        drop(state);
+        if let Some(at) = hello {
+            self.name_link(link, at);
         }
     }
 
@@ -1969,8 +2196,14 @@ impl Apply<'_> {
                                 bytemuck::pod_read_unaligned(&self.compare[i * size..][..size]);
                             Some(T::compare_swap(p, c, origin))
                         }
-                        Kind::Epoch | Kind::Deliver | Kind::Put | Kind::Get | Kind::Striped => {
-                            unreachable!("applied by apply_epoch, apply_delivery and apply_copy")
+                        Kind::Epoch
+                        | Kind::Deliver
+                        | Kind::Put
+                        | Kind::Get
+                        | Kind::Striped
+                        | Kind::Ping
+                        | Kind::Hello => {
+                            unreachable!("not applied on elements")
                         }
                     }
                 }
@@ -2609,6 +2842,150 @@ mod tests {
             origin.post_deliver(7, (43, 1000), &[1], with_block, None),
             Err(Error::InvalidArgument(_))
         ));
+    }
+
+    /// Two processes that reach each other talk over one connection: the second to need
+    /// the other takes the first's. Two that connect at once end on the connection of the
+    /// lower address, and stores sent before and after the move land in order.
+    #[test]
+    fn one_connection_carries_both_ways_and_a_move_keeps_order() {
+        let wires = || {
+            let x = Arc::new(Wire::open("127.0.0.1", complete).unwrap());
+            let y = Arc::new(Wire::open("127.0.0.1", complete).unwrap());
+            let (lo, hi) = if x.address() < y.address() {
+                (x, y)
+            } else {
+                (y, x)
+            };
+            // Peer 0 is `lo`, peer 1 is `hi`, at both.
+            lo.add_peer(1, hi.address());
+            hi.add_peer(0, lo.address());
+            (lo, hi)
+        };
+        let word = AtomicU64::new(0);
+        let at = |peer| Remote {
+            peer,
+            addr: 0,
+            key: 43,
+        };
+        let sum = Request {
+            key: 43,
+            ..request(Kind::Write, Op::Sum, ElemType::U64, 1, 0)
+        };
+        let links = |w: &Wire| read(&w.links).len();
+        // One after the other: one connection, requests both ways.
+        let (lo, hi) = wires();
+        lo.add_region(43, word.as_ptr() as usize, 8, 0);
+        hi.add_region(43, word.as_ptr() as usize, 8, 0);
+        for (from, to, peer) in [(&hi, &lo, 0), (&lo, &hi, 1), (&hi, &lo, 0)] {
+            let flag = Flag::default();
+            // SAFETY: no result; the flag outlives the operation (waited for).
+            unsafe {
+                from.post(
+                    peer,
+                    &sum,
+                    &words_of(1),
+                    &[],
+                    std::ptr::null_mut(),
+                    flag_ptr(&flag),
+                )
+            }
+            .unwrap();
+            assert_eq!(wait(from, to, &flag), 1);
+        }
+        assert_eq!(word.load(Ordering::Acquire), 3);
+        assert_eq!((links(&lo), links(&hi)), (1, 1), "one connection");
+        // At once: both connect before either reads; `hi` sends 50 stores on its own
+        // connection, learns of `lo`'s, and sends 50 more, which move to that one.
+        let (lo, hi) = wires();
+        let last = AtomicU64::new(0);
+        lo.add_region(43, last.as_ptr() as usize, 8, 0);
+        lo.connect_to(1).unwrap();
+        hi.connect_to(0).unwrap();
+        let stop = AtomicBool::new(false);
+        let backwards = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut seen = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = lo.progress();
+                    let now = last.load(Ordering::Acquire);
+                    if now < seen {
+                        backwards.store(true, Ordering::Relaxed);
+                    }
+                    seen = now;
+                    std::thread::yield_now();
+                }
+            });
+            for v in 1..=100u64 {
+                if v == 51 {
+                    // Reads `lo`'s hello: `lo`'s address is the lower, ours move.
+                    let give_up = std::time::Instant::now() + Duration::from_secs(10);
+                    while !read(&hi.targets)[&0].moving.load(Ordering::Relaxed) {
+                        let _ = hi.progress();
+                        assert!(std::time::Instant::now() < give_up, "no hello in 10 s");
+                        std::thread::yield_now();
+                    }
+                }
+                hi.deliver(&[], at(0), &[v], at(0), None).unwrap();
+            }
+            let give_up = std::time::Instant::now() + Duration::from_secs(10);
+            while last.load(Ordering::Acquire) != 100 {
+                let _ = hi.progress();
+                assert!(std::time::Instant::now() < give_up, "stores lost");
+                std::thread::yield_now();
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        assert!(
+            !backwards.load(Ordering::Relaxed),
+            "a store overtook an earlier one"
+        );
+        // `hi`'s requests now go on `lo`'s connection, which `lo`'s own go on too.
+        let theirs = Arc::clone(&read(&hi.targets)[&0]);
+        let ours = Arc::clone(&read(&lo.targets)[&1]);
+        assert!(theirs.accepted && !ours.accepted);
+        assert_eq!(
+            theirs.stream.peer_addr().unwrap(),
+            ours.stream.local_addr().unwrap()
+        );
+        // At once again, but `lo` serves nothing while `hi` moves: the move is given up
+        // after its patience, and the stores stay on `hi`'s connection, in order.
+        let (lo, hi) = wires();
+        let last = AtomicU64::new(0);
+        lo.add_region(43, last.as_ptr() as usize, 8, 0);
+        lo.connect_to(1).unwrap();
+        hi.connect_to(0).unwrap();
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        while !read(&hi.targets)[&0].moving.load(Ordering::Relaxed) {
+            let _ = hi.progress();
+            assert!(std::time::Instant::now() < give_up, "no hello in 10 s");
+            std::thread::yield_now();
+        }
+        let started = std::time::Instant::now();
+        for v in 1..=10u64 {
+            hi.deliver(&[], at(0), &[v], at(0), None).unwrap();
+        }
+        assert!(
+            started.elapsed() >= MOVE_PATIENCE,
+            "the move waited for its ping"
+        );
+        assert!(!read(&hi.targets)[&0].accepted, "the move was given up");
+        while last.load(Ordering::Acquire) != 10 {
+            let _ = lo.progress();
+            let _ = hi.progress();
+            assert!(std::time::Instant::now() < give_up, "stores lost");
+            std::thread::yield_now();
+        }
+        // Later posts go on `hi`'s own connection, without waiting again.
+        let started = std::time::Instant::now();
+        hi.deliver(&[], at(0), &[11], at(0), None).unwrap();
+        assert!(started.elapsed() < MOVE_PATIENCE);
+        while last.load(Ordering::Acquire) != 11 {
+            let _ = lo.progress();
+            assert!(std::time::Instant::now() < give_up, "a store lost");
+            std::thread::yield_now();
+        }
     }
 
     /// Deliveries land block first, flag words after, in issue order with the atomics
