@@ -565,26 +565,24 @@ impl Wire {
         }
     }
 
-    /// A hello on `link` named `at`: the peer listening there, once known.
-    fn name_link(&self, link: &Arc<Link>, at: SocketAddr) {
-        let peer = read(&self.peers)
+    /// The peer that listens at `at`, once known.
+    fn peer_at(&self, at: SocketAddr) -> Option<u64> {
+        read(&self.peers)
             .iter()
             .find(|(_, a)| **a == at)
-            .map(|(p, _)| *p);
-        match peer {
-            Some(p) => self.offer(p, link, at),
-            None => {
-                lock(&self.unnamed).insert(at, Arc::clone(link));
-                // Learnt meanwhile: take it back and offer it.
-                let peer = read(&self.peers)
-                    .iter()
-                    .find(|(_, a)| **a == at)
-                    .map(|(p, _)| *p);
-                if let Some(p) = peer {
-                    if let Some(link) = lock(&self.unnamed).remove(&at) {
-                        self.offer(p, &link, at);
-                    }
-                }
+            .map(|(p, _)| *p)
+    }
+
+    /// A hello on `link` named `at`: the peer listening there, once known.
+    fn name_link(&self, link: &Arc<Link>, at: SocketAddr) {
+        if let Some(p) = self.peer_at(at) {
+            return self.offer(p, link, at);
+        }
+        lock(&self.unnamed).insert(at, Arc::clone(link));
+        // Learnt meanwhile (`add_peer` found nothing waiting): take it back and offer it.
+        if let Some(p) = self.peer_at(at) {
+            if let Some(link) = lock(&self.unnamed).remove(&at) {
+                self.offer(p, &link, at);
             }
         }
     }
@@ -1380,13 +1378,12 @@ impl Wire {
             // in front (a read that fills its room leaves the kernel holding more) — but for
             // a long delivery whose header is not all here yet: its block stays in the
             // socket for `land`.
-            let first = match filled >= 4 {
-                true => u32::from_le_bytes(input[..4].try_into().expect("4 bytes")),
-                false => 0,
-            };
-            let need = match filled >= 4 {
-                true => 4 + (first & !ANSWER) as usize,
-                false => 0,
+            let (first, need) = match filled >= 4 {
+                true => {
+                    let word = u32::from_le_bytes(input[..4].try_into().expect("4 bytes"));
+                    (word, 4 + (word & !ANSWER) as usize)
+                }
+                false => (0, 0),
             };
             let delivery = first & ANSWER == 0 && filled > 4 && input[4] == Kind::Deliver as u8;
             let room = match delivery && need > LAND_MIN {

@@ -918,21 +918,19 @@ mod tests {
                 if plane.release_unanswered(word, Mode::Writer.one().wrapping_neg()) {
                     unanswered.fetch_add(1, Ordering::Relaxed);
                 } else {
-                    let mut answer = Awaited::from(plane.fetch_add(
+                    Awaited::from(plane.fetch_add(
                         word,
                         Mode::Writer.one().wrapping_neg(),
                         Ordering::Release,
-                    ));
-                    while answer.value(plane).unwrap().is_none() {
-                        std::thread::yield_now();
-                    }
+                    ))
+                    .wait(plane)
+                    .unwrap();
                 }
             }
             // An answered read behind the last release: on the wire it applied before.
-            let mut last = Awaited::from(plane.load(word, Ordering::Acquire));
-            while last.value(plane).unwrap().is_none() {
-                std::thread::yield_now();
-            }
+            Awaited::from(plane.load(word, Ordering::Acquire))
+                .wait(plane)
+                .unwrap();
         });
         assert_eq!(
             unanswered.load(Ordering::Relaxed) > 0,

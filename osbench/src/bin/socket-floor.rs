@@ -261,36 +261,49 @@ impl Link {
         self.into.resize(size, 0);
     }
 
-    /// Sends the prepared block and receives the peer's, both at once, spinning on the
-    /// socket.
-    fn exchange(&mut self) -> Result<(), String> {
-        let size = self.out.len();
-        let words = size / 8;
+    /// Stamps the prepared block with the next number (its first and last words).
+    fn stamp_next(&mut self) {
+        let words = self.out.len() / 8;
         let n = self.exchanges;
         self.exchanges += 1;
         for w in [0, words - 1] {
             let v = Self::word(self.me, n, w, words).to_le_bytes();
             self.out[w * 8..w * 8 + 8].copy_from_slice(&v);
         }
+    }
+
+    /// Writes what the kernel takes of `out[from..to]`: the bytes written (0: none now).
+    fn write_some(&mut self, from: usize, to: usize) -> Result<usize, String> {
+        match self.stream.write(&self.out[from..to]) {
+            Ok(k) => Ok(k),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => Ok(0),
+            Err(e) => Err(format!("send: {e}")),
+        }
+    }
+
+    /// Reads what the socket has into `into[from..to]`: the bytes read (0: none now).
+    fn read_some(&mut self, from: usize, to: usize) -> Result<usize, String> {
+        match self.stream.read(&mut self.into[from..to]) {
+            Ok(0) => Err("the peer closed the connection".into()),
+            Ok(k) => Ok(k),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => Ok(0),
+            Err(e) => Err(format!("receive: {e}")),
+        }
+    }
+
+    /// Sends the prepared block and receives the peer's, both at once, spinning on the
+    /// socket.
+    fn exchange(&mut self) -> Result<(), String> {
+        let size = self.out.len();
+        self.stamp_next();
         let (mut sent, mut got) = (0, 0);
         let give_up = Instant::now() + PATIENCE;
         while sent < size || got < size {
             if sent < size {
-                match self.stream.write(&self.out[sent..]) {
-                    Ok(k) => sent += k,
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(e) => return Err(format!("send: {e}")),
-                }
+                sent += self.write_some(sent, size)?;
             }
             if got < size {
-                match self.stream.read(&mut self.into[got..]) {
-                    Ok(0) => return Err("the peer closed the connection".into()),
-                    Ok(k) => got += k,
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                    Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                    Err(e) => return Err(format!("receive: {e}")),
-                }
+                got += self.read_some(got, size)?;
             }
             if Instant::now() > give_up {
                 return Err(format!("an exchange took more than {PATIENCE:?}"));
@@ -299,17 +312,12 @@ impl Link {
         Ok(())
     }
 
-    /// Writes `out[from..to]`, spinning on the socket.
-    fn send_all(&mut self, from: usize, to: usize) -> Result<(), String> {
-        let mut sent = from;
+    /// Writes `out[..len]`, spinning on the socket.
+    fn send_all(&mut self, len: usize) -> Result<(), String> {
+        let mut sent = 0;
         let give_up = Instant::now() + PATIENCE;
-        while sent < to {
-            match self.stream.write(&self.out[sent..to]) {
-                Ok(k) => sent += k,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(format!("send: {e}")),
-            }
+        while sent < len {
+            sent += self.write_some(sent, len)?;
             if Instant::now() > give_up {
                 return Err(format!("a send took more than {PATIENCE:?}"));
             }
@@ -322,13 +330,7 @@ impl Link {
         let mut got = 0;
         let give_up = Instant::now() + PATIENCE;
         while got < len {
-            match self.stream.read(&mut self.into[got..len]) {
-                Ok(0) => return Err("the peer closed the connection".into()),
-                Ok(k) => got += k,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(e) => return Err(format!("receive: {e}")),
-            }
+            got += self.read_some(got, len)?;
             if Instant::now() > give_up {
                 return Err(format!("a receive took more than {PATIENCE:?}"));
             }
@@ -340,15 +342,9 @@ impl Link {
     /// stamped with its number, then the receiver's 1-byte answer.
     fn send_stream(&mut self) -> Result<(), String> {
         let size = self.out.len();
-        let words = size / 8;
         for _ in 0..STREAM_BLOCKS {
-            let n = self.exchanges;
-            self.exchanges += 1;
-            for w in [0, words - 1] {
-                let v = Self::word(self.me, n, w, words).to_le_bytes();
-                self.out[w * 8..w * 8 + 8].copy_from_slice(&v);
-            }
-            self.send_all(0, size)?;
+            self.stamp_next();
+            self.send_all(size)?;
         }
         self.receive_exactly(1)?;
         if self.into[0] != 0xa5 {
@@ -375,12 +371,12 @@ impl Link {
         }
         let answer = self.out[0];
         self.out[0] = 0xa5;
-        let sent = self.send_all(0, 1);
+        let sent = self.send_all(1);
         self.out[0] = answer;
         sent
     }
 
-    /// Checks word `w` of the block received last.
+    /// Checks word `w` (of `words`) of the block received last.
     fn check_word(&self, w: usize, words: usize) -> Result<(), String> {
         let n = self.exchanges - 1;
         let v = u64::from_le_bytes(self.into[w * 8..w * 8 + 8].try_into().expect("8 bytes"));
@@ -393,19 +389,9 @@ impl Link {
         Ok(())
     }
 
-    /// Checks every word of the block received in the last exchange.
+    /// Checks every word of the block received last.
     fn verify(&self) -> Result<(), String> {
         let words = self.into.len() / 8;
-        let n = self.exchanges - 1;
-        for (w, chunk) in self.into.chunks_exact(8).enumerate() {
-            let v = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-            let want = Self::word(1 - self.me, n, w, words);
-            if v != want {
-                return Err(format!(
-                    "exchange {n}: word {w} is {v:#x}, the peer sent {want:#x}"
-                ));
-            }
-        }
-        Ok(())
+        (0..words).try_for_each(|w| self.check_word(w, words))
     }
 }
