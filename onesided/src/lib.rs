@@ -55,6 +55,7 @@ mod group;
 pub mod launch;
 mod layout;
 mod memory;
+mod net;
 mod ops;
 mod pending;
 mod plain_acc;

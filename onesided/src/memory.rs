@@ -12,9 +12,9 @@ use std::sync::Mutex;
 
 use bytemuck::Pod;
 
+use crate::bootstrap::identity::identity;
 use crate::error::{Error, Result};
 use crate::shm::segment::Segment;
-use crate::universe::identity;
 
 /// A registered allocation: where it is and how peers can map it.
 #[derive(Debug, Clone)]

@@ -1,27 +1,12 @@
 //! Process start-up: [`init`] connects to the job and returns the [`Universe`].
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use crate::bootstrap::local::LocalBootstrap;
 use crate::bootstrap::{Bootstrap, Comm, ThreadLevel};
 use crate::error::{Error, Result};
 
-/// Identity of this process in its job, for code that has no communicator at hand.
-#[derive(Debug, Clone)]
-pub(crate) struct JobIdentity {
-    /// Random job id.
-    pub job: String,
-    /// Rank of this process in the job.
-    pub rank: usize,
-}
-
-static IDENTITY: OnceLock<JobIdentity> = OnceLock::new();
 static UNIVERSE: Mutex<Option<Universe>> = Mutex::new(None);
-
-/// This process's job identity, once [`init`] has run.
-pub(crate) fn identity() -> Option<&'static JobIdentity> {
-    IDENTITY.get()
-}
 
 /// The job as seen by this process: its world communicator and identity.
 ///
@@ -229,10 +214,8 @@ fn connect(boot: Arc<dyn Bootstrap>) -> Universe {
     crate::diag::set_job_probe(move || job.aborted().then(|| job.report_requested()));
     crate::diag::install_logger();
     crate::transport::network::set_job_of_process(boot.job_id(), boot.rank());
-    let _ = IDENTITY.set(JobIdentity {
-        job: boot.job_id().to_owned(),
-        rank: boot.rank(),
-    });
+    crate::bootstrap::identity::set_identity(boot.job_id(), boot.rank());
+    crate::net::register();
     Universe {
         thread_level: boot.thread_level(),
         world: Comm::new(boot),

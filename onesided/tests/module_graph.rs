@@ -463,7 +463,7 @@ fn module_imports_have_no_cycle() {
 /// The crate's top-level modules (folders and single files) from the bottom layer up: a
 /// module may use the modules of its layer's left, never one to its right. A transport or a
 /// binding goes in below what uses it (see the module map in docs/architecture.md).
-const LAYERS: [&str; 26] = [
+const LAYERS: [&str; 27] = [
     "error",
     "layout",
     "diag",
@@ -480,9 +480,10 @@ const LAYERS: [&str; 26] = [
     "transport",
     "bootstrap",
     "progress",
-    "universe",
     "memory",
     "win",
+    "net",
+    "universe",
     "request",
     "sync",
     "rma",
@@ -567,7 +568,7 @@ const NETWORK_IMPLEMENTATION: [&str; 5] = [
 /// Files outside `transport/` with `feature = "net"` (a build with a network, whichever
 /// it is): the public network API (`onesided::network()`, `NetworkEndpoint`,
 /// `testing::network_operations_in_flight`), the unit tests of the network protocols
-/// (`win::netplane`, `rma::net_atomic`: every network of the build, through
+/// (`net::plane`, `net::atomics`: every network of the build, through
 /// `transport::network::test_endpoint`) and what only they use, and services that only a
 /// network uses, which a build without one allows to stay unused (diag's job checks,
 /// backoff's network pace, attention's sleeper and its unserved flag). `feature = "ofi"`
@@ -578,9 +579,9 @@ const NET_GATES: [(&str, usize); 8] = [
     ("diag.rs", 4),
     ("lib.rs", 2),
     ("ops.rs", 1),
-    ("rma/net_atomic.rs", 3),
+    ("net/atomics.rs", 3),
+    ("net/plane.rs", 1),
     ("testing.rs", 4),
-    ("win/netplane.rs", 1),
 ];
 
 /// Outside `transport/`, no module names the network's implementation (paths through

@@ -13,6 +13,7 @@ pub(crate) mod call;
 pub(crate) mod comm;
 pub mod host_mpi;
 pub mod hub;
+pub(crate) mod identity;
 pub(crate) mod launcher;
 pub(crate) mod local;
 pub(crate) mod locality;

@@ -34,7 +34,7 @@
 //! every other accumulate to the target back. The 8-byte single-element path is unchanged.
 //!
 //! **Across nodes.** Elements CPU atomics can update go through the network's atomics
-//! (`rma::net_atomic`) wherever they lie. The others (complex numbers, `long double`, the
+//! (`net::atomics`) wherever they lie. The others (complex numbers, `long double`, the
 //! MINLOC/MAXLOC pairs) keep the stripe protocol, with every stripe of the window taken
 //! through its control plane ([`CtrlWord::Stripe`]: a network compare-and-swap, answered at
 //! once for this node's words where the network's atomics mix with the CPU's) and the
@@ -432,7 +432,7 @@ impl WinCore {
         target: usize,
         loc: &Located,
     ) -> Option<(
-        &crate::win::netplane::NetPlane,
+        &dyn crate::win::net_control::NetControl,
         crate::transport::network::Remote,
     )> {
         let Route::Net(remote) = loc.route else {
@@ -524,7 +524,7 @@ impl WinCore {
                 Some(_) => crate::transport::network::AtomicKind::Fetch,
                 None => crate::transport::network::AtomicKind::Write,
             };
-            if flags.intrinsic() && !crate::rma::net_atomic::native(kind, Some(op), E::TYPE)? {
+            if flags.intrinsic() && !crate::net::atomics::native(kind, Some(op), E::TYPE)? {
                 return Err(self.not_intrinsic::<E>(target, &loc));
             }
             if let Some(granules) = whole_op_granules(&loc, origin.len(), size) {
@@ -535,13 +535,13 @@ impl WinCore {
                 }
                 let _whole = self.lock_whole_op(target, &loc, origin.len(), size)?;
                 // Complete at the target before the stripes are released.
-                return crate::rma::net_atomic::accumulate(op, origin, result, at);
+                return crate::net::atomics::accumulate(op, origin, result, at);
             }
             return match result {
-                Some(_) => crate::rma::net_atomic::accumulate(op, origin, result, at),
+                Some(_) => crate::net::atomics::accumulate(op, origin, result, at),
                 None => {
                     self.posting(flags, || {
-                        crate::rma::net_atomic::issue_accumulate(op, origin, at)
+                        crate::net::atomics::issue_accumulate(op, origin, at)
                     })?;
                     // Maybe left in flight: the next flush completes it, and an unlock of a
                     // rank of this node waits for it (`WinCore::complete_net_for`).
@@ -626,7 +626,7 @@ impl WinCore {
     #[allow(clippy::too_many_arguments)]
     fn acc_striped<E: AccElement>(
         &self,
-        net: &crate::win::netplane::NetPlane,
+        net: &dyn crate::win::net_control::NetControl,
         target: usize,
         loc: &Located,
         remote: crate::transport::network::Remote,
@@ -666,7 +666,12 @@ impl WinCore {
             };
             let mut backoff = Backoff::new();
             let mut hang = crate::diag::HangClock::new();
-            while !net.striped(target, stripes_for(first, last, ACC_STRIPES), &payload, out)? {
+            while !net.striped(
+                target,
+                &mut stripes_for(first, last, ACC_STRIPES),
+                &payload,
+                out,
+            )? {
                 if self.comm.aborted() {
                     return Err(Error::JobAborted);
                 }
@@ -701,10 +706,10 @@ impl WinCore {
         let size = std::mem::size_of::<E>();
         if let Some(at) = self.net_atomic_at(target, &loc) {
             let kind = crate::transport::network::AtomicKind::Compare;
-            if flags.intrinsic() && !crate::rma::net_atomic::native(kind, None, E::TYPE)? {
+            if flags.intrinsic() && !crate::net::atomics::native(kind, None, E::TYPE)? {
                 return Err(self.not_intrinsic::<E>(target, &loc));
             }
-            return crate::rma::net_atomic::compare_swap(compare, value, at);
+            return crate::net::atomics::compare_swap(compare, value, at);
         }
         if flags.intrinsic() {
             return Err(self.not_intrinsic::<E>(target, &loc));
@@ -818,10 +823,10 @@ impl RawWindow {
             for name in ops.split(',').map(str::trim).filter(|n| !n.is_empty()) {
                 let native = match Op::ALL.into_iter().find(|o| o.name() == name) {
                     Some(op) => {
-                        crate::rma::net_atomic::native(AtomicKind::Write, Some(op), ty)?
-                            && crate::rma::net_atomic::native(AtomicKind::Fetch, Some(op), ty)?
+                        crate::net::atomics::native(AtomicKind::Write, Some(op), ty)?
+                            && crate::net::atomics::native(AtomicKind::Fetch, Some(op), ty)?
                     }
-                    None => crate::rma::net_atomic::native(AtomicKind::Compare, None, ty)?,
+                    None => crate::net::atomics::native(AtomicKind::Compare, None, ty)?,
                 };
                 if !native {
                     return Ok(false);

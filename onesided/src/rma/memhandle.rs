@@ -305,7 +305,7 @@ impl crate::win::core::WinCore {
     /// nodes: a window from a handle took ~100 µs to make).
     fn handle_region_net(
         &self,
-        net: &crate::win::netplane::NetPlane,
+        net: &dyn crate::win::net_control::NetControl,
         handle: &MemHandle,
         unit: usize,
         bytes: usize,

@@ -16,7 +16,6 @@
 pub(crate) mod accumulate;
 mod direct;
 pub(crate) mod memhandle;
-pub(crate) mod net_atomic;
 pub(crate) mod notify;
 mod outbox;
 mod request;

@@ -58,7 +58,7 @@ const PROVIDER_POLL_EVERY: u64 = 4;
 /// How long a post may be refused with "again" before it fails (see `Nic::post_in`). A
 /// peer that ended is told by the job's roster within a second ([`ExitVigil`]); this bound
 /// is for one no roster tells of (under a host MPI) — a collective's wait for it then fails
-/// within this bound plus the answer's (see `win::netplane`). It was 5 s: on 2 cores with
+/// within this bound plus the answer's (see `net::plane`). It was 5 s: on 2 cores with
 /// four ranks and their progress threads, a control-plane atomic through the provider was
 /// refused that long now and then while every peer lived (tests across nodes failed so,
 /// about one run in three of `across_nodes` with `ONESIDED_NET_ATOMICS=provider`).

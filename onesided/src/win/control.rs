@@ -401,7 +401,7 @@ impl Control {
 
     /// [`Control::write_identity`] of this process.
     pub(crate) fn write_own_identity(&self, me: usize, magic: Option<u64>) {
-        let job_rank = crate::universe::identity().map_or(me, |i| i.rank) as u64;
+        let job_rank = crate::bootstrap::identity::identity().map_or(me, |i| i.rank) as u64;
         self.write_identity(me, u64::from(std::process::id()), job_rank, magic);
     }
 

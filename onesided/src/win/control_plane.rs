@@ -1,8 +1,9 @@
 //! Which control plane a window's protocols run on: the mapped control blocks when every
 //! rank is on this node (`win::control`), the network when the window spans nodes
-//! (`win::netplane`, feature `ofi`). Every protocol asks [`WinCore::plane`] — never the
-//! mapped blocks directly — so it runs unchanged on either; the shared-memory-only
-//! refinements (parked lock memberships) ask [`WindowPlane::is_mapped`] first.
+//! (the network layer's `net::plane`, in a build with a network), which the window holds as
+//! a [`NetControl`]. Every protocol asks [`WinCore::plane`] — never the mapped blocks
+//! directly — so it runs unchanged on either; the shared-memory-only refinements (parked
+//! lock memberships) ask [`WindowPlane::is_mapped`] first.
 
 use std::sync::atomic::Ordering;
 
@@ -10,7 +11,7 @@ use crate::error::Result;
 use crate::plane::{Answer, ControlPlane, CtrlWord, PendingOp};
 use crate::win::control::Control;
 use crate::win::core::WinCore;
-use crate::win::netplane::NetPlane;
+use crate::win::net_control::NetControl;
 
 /// A window's control plane (see the module docs). Without the feature `ofi` it has one
 /// variant, and every operation compiles to the mapped plane's CPU atomic.
@@ -19,7 +20,7 @@ pub(crate) enum WindowPlane<'a> {
     /// Every rank on this node: CPU atomics on the mapped blocks.
     Mapped(&'a Control),
     /// Ranks on several nodes: network atomics for every word, this node's included.
-    Net(&'a NetPlane),
+    Net(&'a dyn NetControl),
 }
 
 impl WindowPlane<'_> {
@@ -100,7 +101,7 @@ impl WinCore {
     #[inline(always)]
     pub(crate) fn plane(&self) -> WindowPlane<'_> {
         if let Some(net) = &self.net {
-            return WindowPlane::Net(net);
+            return WindowPlane::Net(&***net);
         }
         WindowPlane::Mapped(&self.ctrl)
     }

@@ -337,7 +337,8 @@ pub(crate) struct WinCore {
     /// (`create` windows over ordinary memory), and this process's side as their server.
     pub(crate) rings: Option<crate::transport::ring::Rings>,
     /// The network control plane, when the window spans nodes (`WinCore::plane`).
-    pub(crate) net: Option<crate::transport::network::Only<Box<crate::win::netplane::NetPlane>>>,
+    pub(crate) net:
+        Option<crate::transport::network::Only<Box<dyn crate::win::net_control::NetControl>>>,
     /// This process's registrations with its network endpoint (windows across nodes): its
     /// node's window segment, and for `create` windows its own memory; dropped before the
     /// segment and before the window's buffer.

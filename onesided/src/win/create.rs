@@ -21,6 +21,48 @@ use crate::win::Flavor;
 
 const PAGE: usize = 4096;
 
+/// Creation of windows whose ranks span nodes: the network layer's (`net::across`), which
+/// lies above the window layer and registers these when the process joins its job
+/// (`universe`; [`register_across_nodes`]). A group that spans nodes in a process that
+/// never joined one through `init` gets an error, never a window half made.
+#[derive(Clone, Copy)]
+pub(crate) struct AcrossNodes {
+    /// MPI_Win_allocate over ranks of several nodes.
+    #[allow(clippy::type_complexity)]
+    pub allocate:
+        fn(&Comm, Call, ControlLayout, Placement, usize, usize, WinHints) -> Result<WinCore>,
+    /// MPI_Win_create over ranks of several nodes: this rank's memory, every rank's
+    /// (bytes, disp_unit), and how a rank of this node is reached.
+    #[allow(clippy::type_complexity)]
+    pub create: fn(
+        &Comm,
+        Call,
+        LocalRegion,
+        Vec<(usize, usize)>,
+        WinHints,
+        &dyn Fn(usize, &mut Vec<PeerMapping>) -> Result<TargetRegion>,
+    ) -> Result<WinCore>,
+    /// MPI_Win_create_dynamic over ranks of several nodes.
+    pub create_dynamic: fn(&Comm, Call, ControlLayout, WinHints, Result<()>) -> Result<WinCore>,
+}
+
+static ACROSS_NODES: std::sync::OnceLock<AcrossNodes> = std::sync::OnceLock::new();
+
+/// Makes `across` the creation of windows across nodes (the first registration holds).
+pub(crate) fn register_across_nodes(across: AcrossNodes) {
+    let _ = ACROSS_NODES.set(across);
+}
+
+/// The registered creation of windows across nodes.
+fn across_nodes(call: Call) -> Result<AcrossNodes> {
+    ACROSS_NODES.get().copied().ok_or_else(|| {
+        Error::Unsupported(format!(
+            "{call}: the group spans nodes, and windows across nodes are created by the \
+             network layer, which `onesided::init` registers: call it first"
+        ))
+    })
+}
+
 fn check_disp_unit(disp_unit: usize) -> Result<()> {
     if disp_unit == 0 {
         Err(Error::InvalidDisplacement(
@@ -201,7 +243,7 @@ fn control_memory(
     };
     write_identity(
         u64::from(std::process::id()),
-        crate::universe::identity().map_or(me, |i| i.rank) as u64,
+        crate::bootstrap::identity::identity().map_or(me, |i| i.rank) as u64,
         WIN_MAGIC,
     );
     let pick = state.fingerprint(span);
@@ -383,7 +425,7 @@ pub(crate) fn allocate(
         return Err(Error::NotShareable { call: call.name() });
     }
     if spans_nodes {
-        return crate::win::across::allocate(
+        return (across_nodes(call)?.allocate)(
             comm, call, layout, placement, bytes, disp_unit, hints,
         );
     }
@@ -540,7 +582,7 @@ pub(crate) fn create(
         shared: (bytes > 0)
             .then(|| memory::lookup(base as usize, bytes))
             .flatten()
-            .zip(crate::universe::identity())
+            .zip(crate::bootstrap::identity::identity())
             .and_then(|(l, id)| {
                 Some(SharedAt {
                     // Job ranks beyond 2^31 do not exist; such memory would go by CMA.
@@ -578,7 +620,7 @@ pub(crate) fn create(
                 bytes,
                 disp_unit,
             };
-            return crate::win::across::create(comm, call, local, extents, hints, target);
+            return (across_nodes(call)?.create)(comm, call, local, extents, hints, &target);
         }
     }
     let table = (0..records.len())
@@ -631,7 +673,7 @@ fn create_target(
         _ if rank == me => (Route::Direct(base), None),
         Some(at) if r.bytes > 0 => {
             // alloc_mem names its segments after the job, the owner's job rank and a tag.
-            let job = crate::universe::identity().map_or("", |id| id.job.as_str());
+            let job = crate::bootstrap::identity::identity().map_or("", |id| id.job.as_str());
             let name = segment_name(job, &at.owner.to_string(), at.tag);
             peer_mappings.push(PeerMapping::new(name, at.offset));
             let index = u32::try_from(peer_mappings.len() - 1).map_err(|_| {
@@ -665,7 +707,7 @@ pub(crate) fn create_dynamic(comm: &Comm, info: &WinInfo) -> Result<WinCore> {
     {
         let boot = comm.bootstrap();
         if boot.node_size() != boot.size() {
-            return crate::win::across::create_dynamic(comm, call, layout, hints, prior);
+            return (across_nodes(call)?.create_dynamic)(comm, call, layout, hints, prior);
         }
     }
     // With `prior` an error, map_node_segment returns it: `hints` is only used when valid.

@@ -6,21 +6,20 @@
 //! segment, so a target's memory is `base + rank × stride` — O(1) metadata per process when
 //! sizes are symmetric ([Gerstenberger13] §2.2).
 
-pub(crate) mod across;
-mod assemble;
+pub(crate) mod assemble;
 mod attr;
 mod buffer;
 pub(crate) mod control;
 pub(crate) mod control_plane;
 pub(crate) mod core;
-mod create;
+pub(crate) mod create;
 mod dup;
 pub(crate) mod dynamic;
 /// The window's epoch record (the rules of `sync` check against it).
 pub(crate) mod epoch;
 pub mod info;
-mod interned;
-pub(crate) mod netplane;
+pub(crate) mod interned;
+pub(crate) mod net_control;
 pub(crate) mod notify_counters;
 pub(crate) mod raw;
 pub(crate) mod reach;

@@ -2,7 +2,7 @@
 //! (its endpoint, its place in its node's segment, whether it shares this node) and every
 //! rank's registered memory as the network names it — one table per rank where keys or
 //! bases differ, nothing per rank where every rank registered its node's segment under one
-//! key, addressed by offset (`win::across`).
+//! key, addressed by offset (`net::across`).
 
 use std::sync::Arc;
 

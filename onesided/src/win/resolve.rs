@@ -403,8 +403,11 @@ impl WinCore {
 
     /// The network control plane when `target` is on another node than this process (a
     /// window across nodes): its words and tables are read through it.
-    pub(crate) fn net_toward(&self, target: usize) -> Option<&crate::win::netplane::NetPlane> {
-        let net = self.net.as_deref()?;
+    pub(crate) fn net_toward(
+        &self,
+        target: usize,
+    ) -> Option<&dyn crate::win::net_control::NetControl> {
+        let net: &dyn crate::win::net_control::NetControl = &**self.net.as_deref()?;
         let (there, here) = (
             self.comm.node_of(target).ok()?,
             self.comm.node_of(self.rank).ok()?,
@@ -424,7 +427,7 @@ impl WinCore {
     /// at every access, 15 on an `allocate` window.
     fn resolve_dynamic_net(
         &self,
-        net: &crate::win::netplane::NetPlane,
+        net: &dyn crate::win::net_control::NetControl,
         op: &'static str,
         target: usize,
         addr: usize,
@@ -487,7 +490,7 @@ impl WinCore {
     /// word of `RankControl`) from `target`'s own segment, through the network.
     pub(crate) fn read_remote_word(
         &self,
-        net: &crate::win::netplane::NetPlane,
+        net: &dyn crate::win::net_control::NetControl,
         target: usize,
         field: usize,
     ) -> Result<u64> {
@@ -500,7 +503,7 @@ impl WinCore {
     /// step a read through the network (the provider keeps reads in order).
     pub(crate) fn read_table_net(
         &self,
-        net: &crate::win::netplane::NetPlane,
+        net: &dyn crate::win::net_control::NetControl,
         target: usize,
     ) -> Result<(u64, Vec<OwnedRegion>)> {
         use crate::win::control::{Ident, RankControl};

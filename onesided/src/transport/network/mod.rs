@@ -8,8 +8,8 @@
 //! - the process's network as one trait and its endpoint's operations as another
 //!   (`fabric`: [`Network`], [`Fabric`], and the [`Registration`]s it hands out): the
 //!   routes' puts and gets call the first, the network's protocol code — the control
-//!   plane over the network (`win::netplane`), window creation across nodes
-//!   (`win::across`), network atomics (`rma::net_atomic`), notification counters — holds
+//!   plane over the network (`net::plane`), window creation across nodes
+//!   (`net::across`), network atomics (`net::atomics`), notification counters — holds
 //!   the second as `Arc<dyn Fabric>`;
 //! - the process-wide calls below (this file): the registration point, the one place that
 //!   knows the implementations and chooses one per process ([`NETWORK_ENV`]): libfabric

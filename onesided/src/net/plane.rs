@@ -1,6 +1,6 @@
-//! The control plane over the network (feature `ofi`): every control word of a window
-//! whose ranks span nodes is a u64 in the control area of the rank that holds it,
-//! registered with libfabric, and every operation on it is a network atomic — the holder's
+//! The control plane over the network: every control word of a window whose ranks span
+//! nodes is a u64 in the control area of the rank that holds it, registered with the
+//! network endpoint, and every operation on it is a network atomic — the holder's
 //! own included — unless the provider applies atomics with CPU atomics in the target's
 //! software (`tcp`, `udp`, `shm`: [`Nic::atomics_mix_with_cpu`]): then the words held on
 //! this node ([`Near`]) are changed with CPU atomics, and only words on other nodes cost a
@@ -26,10 +26,6 @@
 //! target's endpoint is read. The plane's polls read its own endpoint; a process that
 //! waits elsewhere needs its progress thread (`progress`) to read it.
 
-// The window layer does not create it yet (windows across nodes build on it); until
-// then its own tests are its only users.
-#![allow(dead_code)]
-
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -38,6 +34,7 @@ use crate::plane::{Answer, ControlPlane, CtrlWord, LockAt, PendingOp};
 use crate::transport::network::{Fabric, Registration, TrackedContext};
 use crate::transport::network::{NetOp, Remote};
 use crate::win::control::{BlockSlots, ControlLayout};
+use crate::win::net_control::NetControl;
 use crate::win::reach::{RankRoute, Remotes};
 
 /// Slots per registered chunk.
@@ -202,35 +199,6 @@ impl NetPlane {
             failure: Mutex::new(None),
             started: std::time::Instant::now(),
         }
-    }
-
-    /// Rank `rank`'s endpoint in the address vector.
-    pub(crate) fn peer(&self, rank: usize) -> u64 {
-        self.area(rank).peer
-    }
-
-    /// Rank `rank`'s control area.
-    #[inline]
-    pub(crate) fn area(&self, rank: usize) -> Remote {
-        self.areas.get(rank).expect("one control area per rank")
-    }
-
-    /// Reads `dst.len()` bytes at `offset` of rank `rank`'s control area (a bulk read of
-    /// words it publishes, like its dynamic-region table), waited for.
-    pub(crate) fn read_area(&self, rank: usize, offset: usize, dst: &mut [u8]) -> Result<()> {
-        let area = self.area(rank);
-        let at = Remote {
-            addr: area.addr + offset as u64,
-            ..area
-        };
-        self.nic.read_waited(dst, at).inspect_err(|e| self.fail(e))
-    }
-
-    /// True when the words this node holds are changed with CPU atomics, which mix with
-    /// the network's atomics on them (`Nic::atomics_mix_with_cpu`): an operation on a word
-    /// of this node is answered at once.
-    pub(crate) fn mixes_with_cpu(&self) -> bool {
-        self.near.is_some()
     }
 
     /// The rank whose segment holds `word`.
@@ -425,73 +393,6 @@ impl NetPlane {
         }
     }
 
-    /// Releases a lock with `value` added to `word` (a lock word) in a message nobody
-    /// answers, where the wire reaches its holder and nothing of ours sent to it waits for
-    /// an answer — the release then applies after everything of ours the holder applied,
-    /// and the caller has nothing of its own left to wait for there. False, with nothing
-    /// sent, otherwise.
-    pub(crate) fn release_unanswered(&self, word: CtrlWord, value: u64) -> bool {
-        let at = self.remote(word);
-        if self.failed().is_err()
-            || self.near(word).is_some()
-            || !self.nic.ships_epochs_to(at.peer)
-            || self.nic.answers_pending_to(at.peer)
-        {
-            return false;
-        }
-        self.post_unanswered(NetOp::Sum, word, value);
-        true
-    }
-
-    /// True when the lock words of rank `rank` take whole epochs in one message
-    /// ([`NetPlane::ship_epoch`]).
-    pub(crate) fn ships_epochs(&self, rank: usize) -> bool {
-        self.nic.ships_epochs_to(self.peer(rank))
-    }
-
-    /// A whole exclusive lock epoch on `word` (a lock word) in one message
-    /// (`Wire::post_epoch`): a compare-and-swap from `expected` to `new` answered with the
-    /// previous value; when it took the lock (or with `held`), the target applies the
-    /// updates of `payload` and releases the lock before it answers. `None` where the
-    /// wire does not reach the holder ([`NetPlane::ships_epochs`]): nothing was sent.
-    pub(crate) fn ship_epoch(
-        &self,
-        word: CtrlWord,
-        expected: u64,
-        new: u64,
-        held: bool,
-        payload: &[u8],
-    ) -> Option<Answer> {
-        let at = self.remote(word);
-        if !self.nic.ships_epochs_to(at.peer) {
-            return None;
-        }
-        Some(self.post_in_slot(new, expected, |words, _, ctx| {
-            // SAFETY: as in `fetch`.
-            unsafe { self.nic.ship_epoch(words, at, held, payload, ctx) }
-        }))
-    }
-
-    /// Updates under lock stripes `stripes` of `target` (a rank the wire reaches,
-    /// [`NetPlane::ships_epochs`]) in one message, waited for (`Fabric::striped_waited`):
-    /// `Ok(true)` when applied (the fetching requests' previous values in `result`),
-    /// `Ok(false)` when a stripe was held and nothing was applied.
-    pub(crate) fn striped(
-        &self,
-        target: usize,
-        stripes: impl Iterator<Item = usize>,
-        payload: &[u8],
-        result: &mut [u8],
-    ) -> Result<bool> {
-        self.failed()?;
-        let words: Vec<Remote> = stripes
-            .map(|index| self.remote(CtrlWord::Stripe { at: target, index }))
-            .collect();
-        self.nic
-            .striped_waited(&words, payload, result)
-            .inspect_err(|e| self.fail(e))
-    }
-
     /// Stores (`Write`) or adds (`Sum`) `value` at `word` of another node in a message
     /// nobody answers where the network has one to its holder, else posts the atomic.
     fn post_unanswered(&self, op: NetOp, word: CtrlWord, value: u64) {
@@ -521,10 +422,83 @@ impl NetPlane {
             self.fail(&e);
         }
     }
+}
 
-    /// Waits until every posted operation is complete at its target (a release before a
-    /// word a peer reads: the window's flush and unlock use it).
-    pub(crate) fn quiet(&self) -> Result<()> {
+impl NetControl for NetPlane {
+    fn peer(&self, rank: usize) -> u64 {
+        self.area(rank).peer
+    }
+
+    #[inline]
+    fn area(&self, rank: usize) -> Remote {
+        self.areas.get(rank).expect("one control area per rank")
+    }
+
+    fn read_area(&self, rank: usize, offset: usize, dst: &mut [u8]) -> Result<()> {
+        let area = self.area(rank);
+        let at = Remote {
+            addr: area.addr + offset as u64,
+            ..area
+        };
+        self.nic.read_waited(dst, at).inspect_err(|e| self.fail(e))
+    }
+
+    fn mixes_with_cpu(&self) -> bool {
+        self.near.is_some()
+    }
+
+    fn release_unanswered(&self, word: CtrlWord, value: u64) -> bool {
+        let at = self.remote(word);
+        if self.failed().is_err()
+            || self.near(word).is_some()
+            || !self.nic.ships_epochs_to(at.peer)
+            || self.nic.answers_pending_to(at.peer)
+        {
+            return false;
+        }
+        self.post_unanswered(NetOp::Sum, word, value);
+        true
+    }
+
+    fn ships_epochs(&self, rank: usize) -> bool {
+        self.nic.ships_epochs_to(self.peer(rank))
+    }
+
+    fn ship_epoch(
+        &self,
+        word: CtrlWord,
+        expected: u64,
+        new: u64,
+        held: bool,
+        payload: &[u8],
+    ) -> Option<Answer> {
+        let at = self.remote(word);
+        if !self.nic.ships_epochs_to(at.peer) {
+            return None;
+        }
+        Some(self.post_in_slot(new, expected, |words, _, ctx| {
+            // SAFETY: as in `fetch`.
+            unsafe { self.nic.ship_epoch(words, at, held, payload, ctx) }
+        }))
+    }
+
+    fn striped(
+        &self,
+        target: usize,
+        stripes: &mut dyn Iterator<Item = usize>,
+        payload: &[u8],
+        result: &mut [u8],
+    ) -> Result<bool> {
+        self.failed()?;
+        let words: Vec<Remote> = stripes
+            .map(|index| self.remote(CtrlWord::Stripe { at: target, index }))
+            .collect();
+        self.nic
+            .striped_waited(&words, payload, result)
+            .inspect_err(|e| self.fail(e))
+    }
+
+    fn quiet(&self) -> Result<()> {
         self.nic.flush(&mut || Ok(())).inspect_err(|e| self.fail(e))
     }
 }

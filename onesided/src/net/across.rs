@@ -1,4 +1,4 @@
-//! Windows whose ranks span nodes (feature `ofi`): `allocate`, `create` and dynamic.
+//! Windows whose ranks span nodes (the network layer): `allocate`, `create` and dynamic.
 //!
 //! Each node's lowest rank creates the node's window segment — the control blocks of the
 //! node's own ranks (every rank's where a node's ranks are not consecutive:
@@ -35,6 +35,7 @@ use std::sync::Arc;
 
 use crate::bootstrap::{Call, Comm};
 use crate::error::{Error, Result};
+use crate::net::plane::{Near, NetPlane};
 use crate::shm::segment::Segment;
 use crate::transport::network::{self, Fabric, Registration, Remote};
 use crate::transport::Route;
@@ -42,7 +43,6 @@ use crate::win::assemble::{padded, placed, Placement};
 use crate::win::control::{BlockSlots, Control, ControlLayout, ControlMemory, WIN_MAGIC};
 use crate::win::core::{LocalRegion, PeerMapping, TargetRegion, Targets, WinCore};
 use crate::win::info::WinHints;
-use crate::win::netplane::{Near, NetPlane};
 use crate::win::reach::{RankRoute, Remotes};
 use crate::win::Flavor;
 
@@ -449,7 +449,7 @@ pub(crate) fn create(
     local: LocalRegion,
     extents: Vec<(usize, usize)>,
     mut hints: WinHints,
-    same_node: impl Fn(usize, &mut Vec<PeerMapping>) -> Result<TargetRegion>,
+    same_node: &dyn Fn(usize, &mut Vec<PeerMapping>) -> Result<TargetRegion>,
 ) -> Result<WinCore> {
     let n = comm.size();
     // No request rings: the network control plane serves the windows across nodes, and

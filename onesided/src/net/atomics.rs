@@ -1,4 +1,4 @@
-//! Accumulates and atomics across nodes (feature `ofi`): onesided's operations and element
+//! Accumulates and atomics across nodes (the network layer): onesided's operations and element
 //! types in libfabric's names, and which of them a provider applies natively.
 //!
 //! `fi_query_atomic` answers per (kind, operation, type) whether the provider has it and
