@@ -147,11 +147,18 @@ impl WinCore {
                 self.ring_gate_for(target, flags)?;
                 if let Route::Net(to) = route {
                     let to = *to;
-                    if !flags.keeps_rma_order()
-                        && crate::transport::network::put_over_wire(src.len(), to)?
-                        && self.put_as_atomics(route, src, flags)?
-                    {
-                        return Ok(());
+                    if !flags.keeps_rma_order() {
+                        if crate::transport::network::put_over_wire(src.len(), to)?
+                            && self.put_as_atomics(route, src, flags)?
+                        {
+                            return Ok(());
+                        }
+                        if src.len() >= crate::transport::network::LONG_PUT_MIN
+                            && !flags.order()
+                            && self.put_long(route, src, to, flags)?
+                        {
+                            return Ok(());
+                        }
                     }
                 }
                 // A put that is not staged would overtake the staged ones; only
@@ -169,6 +176,28 @@ impl WinCore {
         }
         self.epoch.note_rma();
         Ok(())
+    }
+
+    /// A long put to another node as messages of our own where our connection reaches
+    /// the target ([`network::post_long_put`]): from `src`, landed in place, complete when
+    /// answered — counted as the window's network writes, as an RMA write is. False when
+    /// it cannot go so (nothing done).
+    ///
+    /// [`network::post_long_put`]: crate::transport::network::post_long_put
+    #[inline(never)]
+    fn put_long(
+        &self,
+        route: Route,
+        src: &[u8],
+        to: crate::transport::network::Remote,
+        flags: Flags,
+    ) -> Result<bool> {
+        if !self.posting(flags, || crate::transport::network::post_long_put(src, to))? {
+            return Ok(false);
+        }
+        self.note_issued(route);
+        self.epoch.note_rma();
+        Ok(true)
     }
 
     /// A put to another node issued as atomic writes where they keep order with the

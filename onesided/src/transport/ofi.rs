@@ -40,7 +40,7 @@ use onesided_ofi_sys as sys;
 use crate::error::{Error, Result};
 use crate::transport::network::{
     AtomicKind, AtomicTable, DeliverGate, Fabric, NetOp, NetType, PeerEnded,
-    Registration as NetRegistration, Remote, TrackedContext, PROVIDER_SPACE_WORDS,
+    Registration as NetRegistration, Remote, TrackedContext, HELD_MAX, PROVIDER_SPACE_WORDS,
 };
 use crate::transport::wire::{self, Wire};
 use crate::transport::write_end::WriteEnd;
@@ -50,6 +50,10 @@ const API_VERSION: u32 = sys::FI_VERSION(1, 17);
 
 /// Completion-queue entries read per call.
 const CQ_BATCH: usize = 16;
+
+/// The longest put request [`Nic::put_on_wire`] sends: a long put is several, each
+/// answered, so the target's answers flow while the rest is still on its way.
+const WIRE_PUT_PART: usize = 4 << 20;
 
 /// While a wait awaits the wire's answers, its poll reads the provider's queue this often
 /// ([`Nic::progress`]).
@@ -1445,6 +1449,37 @@ impl Nic {
         let marked = self.write_copied(&src[last..], marker);
         // Waited for even when the marker failed: `src` must outlive the provider's use.
         self.wait_tracked(tracked).and(marked)
+    }
+
+    /// Writes `src` to `to` (a peer the wire reaches, [`Nic::wire_reaches`]) as put
+    /// requests over the wire of at most [`WIRE_PUT_PART`] bytes each: sent from `src` as
+    /// far as the kernel takes them, the rest copied into the link's queue (a flush first
+    /// when [`HELD_MAX`] bytes wait there), read by the target straight into place and
+    /// answered; a flush waits for the answers.
+    pub(crate) fn put_on_wire(&self, src: &[u8], to: Remote) -> Result<()> {
+        let Some(w) = self.wire.as_ref().filter(|w| w.reaches(to.peer)) else {
+            return Err(Error::Unsupported(
+                "a put over the wire to a peer it does not reach".into(),
+            ));
+        };
+        for (i, part) in src.chunks(WIRE_PUT_PART).enumerate() {
+            if w.queued_bytes() + part.len() > HELD_MAX {
+                self.flush(|| Ok(()))?;
+            }
+            let request = wire::Request {
+                kind: wire::Kind::Put,
+                op: crate::ops::Op::Replace,
+                ty: crate::ops::ElemType::U8,
+                count: part.len(),
+                key: to.key,
+                addr: to.addr + (i * WIRE_PUT_PART) as u64,
+            };
+            self.post_on_wire("put", false, to.peer, Context::Ours(Vec::new()), |ctx| {
+                // SAFETY: no result; the wire has sent or copied `part` when it returns.
+                unsafe { w.post(to.peer, &request, part, &[], ptr::null_mut(), ctx) }
+            })?;
+        }
+        Ok(())
     }
 
     /// Posts one write of `len` bytes at `src` with descriptor `desc` to `to`, with

@@ -784,6 +784,12 @@ impl Network for Endpoint {
         self.sockets.atomic_copied(NetOp::Write, ty, src, to)
     }
 
+    /// Every put goes over the connection already ([`Network::post_write`]: a long one
+    /// from the caller's bytes, landed in place), as one path.
+    fn post_long_put(&self, _src: &[u8], _to: Remote) -> Result<bool> {
+        Ok(false)
+    }
+
     /// Copied into the connection's queue at once: `owner` is let go, and the write
     /// completes at the next flush whatever `end` says.
     unsafe fn post_write_shared(

@@ -32,6 +32,12 @@
 //! (complex, `long double`, the MINLOC/MAXLOC pairs), with plain reads and writes under the
 //! stripes — releases them and answers, or answers "held" and applies nothing.
 //!
+//! Puts go over the same connection where it beats the provider's RMA: short ones as
+//! atomic writes, long ones ([`LAND_MIN`] and more; `Nic::put_on_wire`) as [`Kind::Put`]
+//! requests sent from the caller's bytes as far as the kernel takes them and read by the
+//! target straight into their place, each answered once it is there — the path of the
+//! loopback's stream floor, which rxm's large-message protocol kept puts well below.
+//!
 //! ```text
 //! ONESIDED_NET_ATOMICS=provider osrun -n 4 --nodes 2 ./app   # the provider's atomics
 //! ```
@@ -88,9 +94,10 @@ const REQUEST_HEADER: usize = 24;
 /// buffer), and shrinks back once it held more than [`INPUT_KEPT`] and is empty.
 const READ_ROOM: usize = 16 << 10;
 
-/// Deliveries with blocks at least this long are read from the socket straight into
-/// their place ([`Wire::land`]), not through the link's input buffer: a copy less, for a
-/// system call more.
+/// Deliveries with blocks at least this long, and puts ([`Kind::Put`]) as long, are read
+/// from the socket straight into their place ([`Wire::land`]), not through the link's
+/// input buffer: a copy less, for a system call more. Their senders send them from the
+/// caller's bytes as far as the kernel takes them.
 const LAND_MIN: usize = 64 << 10;
 
 /// The longest input buffer a link keeps between messages.
@@ -232,16 +239,22 @@ pub(crate) fn encode_striped(out: &mut Vec<u8>, request: &Request, operand: &[u8
 
 /// [`encode`] for any element type.
 fn encode_any(out: &mut Vec<u8>, request: &Request, operand: &[u8], compare: &[u8]) {
+    encode_header(out, request, operand.len() + compare.len());
+    out.extend_from_slice(operand);
+    out.extend_from_slice(compare);
+}
+
+/// Appends the length word and header of `request` to `out`, for `payload` bytes that
+/// follow it.
+fn encode_header(out: &mut Vec<u8>, request: &Request, payload: usize) {
     let code = any_type_code(request.ty);
     let op = Op::ALL.iter().position(|o| *o == request.op).unwrap_or(0);
-    let body = REQUEST_HEADER + operand.len() + compare.len();
+    let body = REQUEST_HEADER + payload;
     out.extend_from_slice(&(body as u32).to_le_bytes());
     out.extend_from_slice(&[request.kind as u8, op as u8, code as u8, 0]);
     out.extend_from_slice(&(request.count as u32).to_le_bytes());
     out.extend_from_slice(&request.key.to_le_bytes());
     out.extend_from_slice(&request.addr.to_le_bytes());
-    out.extend_from_slice(operand);
-    out.extend_from_slice(compare);
 }
 
 /// The element types the wire carries (libfabric's), by their code on the wire.
@@ -377,6 +390,8 @@ struct Landing {
     words: Vec<u64>,
     /// [`OK`], or why the delivery has no place here: its bytes are then read and dropped.
     status: u8,
+    /// A long [`Kind::Put`]: answered with its status once in place (no flag words).
+    answered: bool,
 }
 
 /// How a [`Wire::land`] ended.
@@ -722,6 +737,15 @@ impl Wire {
                 // unsent, and fails with the link's others ([`LOST_AFTER`]).
                 return Ok(());
             }
+            if request.kind == Kind::Put && operand.len() >= LAND_MIN {
+                // A long put leaves from the caller's bytes as far as the kernel takes
+                // them (the target reads it straight into place: `start_landing`); a
+                // link that fails meanwhile fails it with the link's others.
+                let mut head = Vec::with_capacity(4 + REQUEST_HEADER);
+                encode_header(&mut head, request, operand.len());
+                self.send_slices(link, state, &head, operand);
+                return Ok(());
+            }
             encode(&mut state.out, request, operand, compare)?;
             self.send(link, state);
             Ok(())
@@ -1003,43 +1027,14 @@ impl Wire {
             head.extend_from_slice(&v.to_le_bytes());
         }
         self.with_link(peer, |link, state| {
-            if state.broken || state.closed_at.is_some() {
+            if state.broken
+                || state.closed_at.is_some()
+                || !self.send_slices(link, state, &head, block)
+            {
                 return Err(lost(
                     "the connection to the target's process is gone".into(),
                 ));
             }
-            let mut taken = 0;
-            if state.out.is_empty() {
-                // Nothing queued before it: straight from the slices.
-                let slices = [std::io::IoSlice::new(&head), std::io::IoSlice::new(block)];
-                loop {
-                    match rustix::net::sendmsg(
-                        &link.stream,
-                        &slices,
-                        &mut rustix::net::SendAncillaryBuffer::default(),
-                        rustix::net::SendFlags::NOSIGNAL,
-                    ) {
-                        Ok(n) => taken = n,
-                        Err(rustix::io::Errno::INTR) => continue,
-                        Err(rustix::io::Errno::AGAIN) => {}
-                        Err(_) => {
-                            self.fail(state);
-                            return Err(lost(
-                                "the connection to the target's process is gone".into(),
-                            ));
-                        }
-                    }
-                    break;
-                }
-            }
-            // What the kernel did not take waits in the link's queue.
-            if taken < head.len() {
-                state.out.extend_from_slice(&head[taken..]);
-                state.out.extend_from_slice(block);
-            } else if taken < head.len() + block.len() {
-                state.out.extend_from_slice(&block[taken - head.len()..]);
-            }
-            self.send(link, state);
             Ok(())
         })
     }
@@ -1202,6 +1197,42 @@ impl Wire {
         })?;
         links.push(Arc::clone(&link));
         Ok(link)
+    }
+
+    /// Sends `head` and then `block` on `link`: straight from the slices as far as the
+    /// kernel takes them when nothing is queued before them, the rest copied into the
+    /// link's queue — `block` is free when this returns. False when the link failed (its
+    /// pending operations failed with it).
+    fn send_slices(&self, link: &Link, state: &mut LinkState, head: &[u8], block: &[u8]) -> bool {
+        let mut taken = 0;
+        if state.out.is_empty() {
+            let slices = [std::io::IoSlice::new(head), std::io::IoSlice::new(block)];
+            loop {
+                match rustix::net::sendmsg(
+                    &link.stream,
+                    &slices,
+                    &mut rustix::net::SendAncillaryBuffer::default(),
+                    rustix::net::SendFlags::NOSIGNAL,
+                ) {
+                    Ok(n) => taken = n,
+                    Err(rustix::io::Errno::INTR) => continue,
+                    Err(rustix::io::Errno::AGAIN) => {}
+                    Err(_) => {
+                        self.fail(state);
+                        return false;
+                    }
+                }
+                break;
+            }
+        }
+        if taken < head.len() {
+            state.out.extend_from_slice(&head[taken..]);
+            state.out.extend_from_slice(block);
+        } else if taken < head.len() + block.len() {
+            state.out.extend_from_slice(&block[taken - head.len()..]);
+        }
+        self.send(link, state);
+        true
     }
 
     /// Sends what `state` holds as far as the kernel takes it; the rest waits for a later
@@ -1385,8 +1416,10 @@ impl Wire {
                 }
                 false => (0, 0),
             };
-            let delivery = first & ANSWER == 0 && filled > 4 && input[4] == Kind::Deliver as u8;
-            let room = match delivery && need > LAND_MIN {
+            let landable = first & ANSWER == 0
+                && filled > 4
+                && (input[4] == Kind::Deliver as u8 || input[4] == Kind::Put as u8);
+            let room = match landable && need > LAND_MIN {
                 true => READ_ROOM,
                 false => (need.saturating_sub(filled) + READ_ROOM).max(input.len() - filled),
             };
@@ -1845,7 +1878,13 @@ impl Wire {
     /// message (`body` bytes in all): `None` when it is not one, or when its header is not
     /// all here yet. The block's bytes already here are copied into place.
     fn start_landing(&self, have: &[u8], body: usize) -> Option<Landing> {
-        if have.first() != Some(&(Kind::Deliver as u8)) || body < LAND_MIN {
+        if body < LAND_MIN {
+            return None;
+        }
+        if have.first() == Some(&(Kind::Put as u8)) {
+            return self.start_put_landing(have, body);
+        }
+        if have.first() != Some(&(Kind::Deliver as u8)) {
             return None;
         }
         let header = match parse_delivery(have)? {
@@ -1859,6 +1898,7 @@ impl Wire {
                     flag: (0, 0),
                     words: Vec::new(),
                     status: BAD_REQUEST,
+                    answered: false,
                 })
             }
         };
@@ -1874,6 +1914,7 @@ impl Wire {
             flag: header.flag,
             words,
             status,
+            answered: false,
         };
         let here = &have[header.block_at..];
         if landing.status == OK {
@@ -1891,8 +1932,45 @@ impl Wire {
         Some(landing)
     }
 
+    /// [`Wire::start_landing`] of a long [`Kind::Put`] (`body` bytes: its header, then the
+    /// bytes to write): `None` until its header is here.
+    fn start_put_landing(&self, have: &[u8], body: usize) -> Option<Landing> {
+        if have.len() < REQUEST_HEADER {
+            return None;
+        }
+        let word = |i: usize| u64::from_le_bytes(have[i..i + 8].try_into().expect("8 bytes"));
+        let count = u32::from_le_bytes(have[4..8].try_into().expect("4 bytes")) as usize;
+        let (key, addr) = (word(8), word(16));
+        let here = &have[REQUEST_HEADER..];
+        let mut landing = Landing {
+            key,
+            addr,
+            left: body - REQUEST_HEADER,
+            flag: (0, 0),
+            words: Vec::new(),
+            status: OK,
+            answered: true,
+        };
+        if count != body - REQUEST_HEADER {
+            // Malformed: its bytes are dropped as far as its length says, and refused.
+            landing.status = BAD_REQUEST;
+        } else {
+            match place(&read(&self.regions), key, addr, count) {
+                // SAFETY: `count` bytes of registered memory (a window's, whose outcome under
+                // conflicting accesses MPI leaves undefined, as `apply_copy`).
+                Ok(at) => unsafe {
+                    crate::transport::shm::copy_bytes(here.as_ptr(), at as *mut u8, here.len())
+                },
+                Err(status) => landing.status = status,
+            }
+        }
+        landing.addr += here.len() as u64;
+        landing.left -= here.len();
+        Some(landing)
+    }
+
     /// Reads the rest of the landing block from the socket into its place, then stores its
-    /// flag words.
+    /// flag words (a long put: answers it).
     fn land(&self, link: &Link, state: &mut LinkState) -> Landed {
         let Some(l) = state.landing.as_mut() else {
             return Landed::Done;
@@ -1930,6 +2008,13 @@ impl Wire {
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Landed::Blocked,
                 Err(_) => return Landed::Closed,
             }
+        }
+        if l.answered {
+            let status = l.status;
+            state.landing = None;
+            state.out.extend_from_slice(&(4 | ANSWER).to_le_bytes());
+            state.out.extend_from_slice(&[status, 0, 0, 0]);
+            return Landed::Done;
         }
         let status = match l.status {
             OK => self.store_words(l.flag, &l.words),
@@ -2684,6 +2769,79 @@ mod tests {
         assert_eq!(exchange(&origin, &target, past, (&[1, 2], &[]), &mut []), 2);
         assert_eq!(memory, snapshot, "a refused put changes nothing");
         assert_eq!(origin.in_flight(), 0);
+    }
+
+    /// Long puts ([`LAND_MIN`] and more) leave from the caller's bytes and are read at the
+    /// target straight into place: several in flight land in issue order with the short
+    /// ones between them, each answered; one whose place is unknown is answered with a
+    /// failure and its bytes dropped, and the link goes on.
+    #[test]
+    fn long_puts_land_in_place_in_issue_order_and_are_answered() {
+        let (origin, target) = pair();
+        let len = 6 << 20;
+        let mut memory = vec![0u8; len];
+        target.add_region(5, memory.as_mut_ptr() as usize, len, 1 << 30);
+        let pattern = |seed: u32, n: usize| -> Vec<u8> {
+            (0..n as u32)
+                .map(|i| (i.wrapping_mul(seed) % 251) as u8)
+                .collect()
+        };
+        let long = pattern(7, (3 << 20) + 5);
+        let short = pattern(11, 100);
+        let unplaced = pattern(13, LAND_MIN + 17);
+        let second = pattern(17, 1 << 20);
+        let put = |key: u64, offset: usize, n: usize| Request {
+            count: n,
+            key,
+            ..request(
+                Kind::Put,
+                Op::Replace,
+                ElemType::U8,
+                0,
+                (1 << 30) + offset as u64,
+            )
+        };
+        let posts: [(Request, &[u8]); 4] = [
+            (put(5, 1, long.len()), &long),
+            // Over the end of the first: applied after it.
+            (put(5, long.len() - 50, short.len()), &short),
+            (put(99, 0, unplaced.len()), &unplaced),
+            (put(5, 4 << 20, second.len()), &second),
+        ];
+        let flags: Vec<Flag> = posts.iter().map(|_| Flag::default()).collect();
+        for ((r, bytes), flag) in posts.iter().zip(&flags) {
+            // SAFETY: no result; the flags outlive the operations (waited for below).
+            unsafe { origin.post(7, r, bytes, &[], std::ptr::null_mut(), flag_ptr(flag)) }.unwrap();
+        }
+        let marks: Vec<u8> = flags.iter().map(|f| wait(&origin, &target, f)).collect();
+        assert_eq!(
+            marks,
+            [1, 1, 2, 1],
+            "answered in order; the unplaced one failed"
+        );
+        let mut expected = vec![0u8; len];
+        expected[1..1 + long.len()].copy_from_slice(&long);
+        expected[long.len() - 50..long.len() + 50].copy_from_slice(&short);
+        expected[4 << 20..(4 << 20) + second.len()].copy_from_slice(&second);
+        assert!(
+            memory == expected,
+            "the bytes landed where and in the order they were put"
+        );
+        assert_eq!(origin.in_flight(), 0);
+        // The link carries on: a short put and a get behind them.
+        let tail = put(5, 0, 3);
+        assert_eq!(
+            exchange(&origin, &target, tail, (&[9, 8, 7], &[]), &mut []),
+            1
+        );
+        let get = Request {
+            count: 4,
+            key: 5,
+            ..request(Kind::Get, Op::Replace, ElemType::U8, 0, 1 << 30)
+        };
+        let mut got = [0u8; 4];
+        assert_eq!(exchange(&origin, &target, get, (&[], &[]), &mut got), 1);
+        assert_eq!(got, [9, 8, 7, long[2]]);
     }
 
     #[test]

@@ -278,6 +278,16 @@ pub(crate) trait Network: Send + Sync {
     /// endpoint's other atomics to the same peer.
     fn post_write_atomic(&self, src: &[u8], to: Remote) -> Result<()>;
 
+    /// Posts a long put of `src` to `to` (at least [`LONG_PUT_MIN`] bytes) as messages of
+    /// our own over our connection to the target, where this network sends puts so and
+    /// the connection reaches it: sent from `src` as far as the kernel takes them (the
+    /// rest copied), read at the target straight into place, complete at the target when
+    /// the answer comes — a flush waits for it. True when posted; false with nothing
+    /// posted elsewhere.
+    ///
+    /// [`LONG_PUT_MIN`]: crate::transport::network::LONG_PUT_MIN
+    fn post_long_put(&self, src: &[u8], to: Remote) -> Result<bool>;
+
     /// Writes `src` to `to` from where it is: complete at the caller's next completion
     /// point (as `end` says), `owner` held until then.
     ///

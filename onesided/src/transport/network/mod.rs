@@ -38,7 +38,7 @@ pub(crate) use fabric::{Fabric, Network, Registration};
 pub(crate) use terms::PROVIDER_SPACE_WORDS;
 pub(crate) use terms::{
     AtomicKind, AtomicTable, DeliverGate, NetOp, NetType, NetWrites, Only, PeerEnded, Remote,
-    TrackedContext, COPY_MAX, HELD_MAX, NETWORK_ENV,
+    TrackedContext, COPY_MAX, HELD_MAX, LONG_PUT_MIN, NETWORK_ENV,
 };
 
 use std::sync::Arc;
@@ -218,6 +218,12 @@ pub(crate) fn atomic_put_fits(len: usize, to: Remote) -> Result<bool> {
 /// endpoint's other atomics to the same peer. Only where [`atomic_put_fits`].
 pub(crate) fn post_write_atomic(src: &[u8], to: Remote) -> Result<()> {
     network()?.post_write_atomic(src, to)
+}
+
+/// Posts a long put over our own connection to the target ([`Network::post_long_put`]):
+/// false, with nothing posted, where it does not go so.
+pub(crate) fn post_long_put(src: &[u8], to: Remote) -> Result<bool> {
+    network()?.post_long_put(src, to)
 }
 
 /// Writes `src` to `to` from where it is: complete at the caller's next completion point

@@ -312,6 +312,11 @@ pub(crate) const NETWORK_ENV: &str = "ONESIDED_NETWORK";
 /// writes (longer ones are posted from the caller's buffer).
 pub(crate) const COPY_MAX: usize = 64 << 10;
 
+/// Puts from this many bytes on go over our own connection to the target where it reaches
+/// it ([`Network::post_long_put`](crate::transport::network::Network::post_long_put)):
+/// from the caller's bytes, landed in place, answered.
+pub(crate) const LONG_PUT_MIN: usize = 64 << 10;
+
 /// Bytes the endpoint may hold in operations not yet seen complete (copied origin bytes
 /// and each operation's bookkeeping); beyond it a post first completes everything in
 /// flight, so a long epoch of small writes holds bounded memory.
