@@ -321,12 +321,13 @@ impl Network for Endpoint {
         Ok(())
     }
 
-    /// Over the wire where it reaches the target ([`Nic::put_on_wire`]): `osbench put-bw`
+    /// Over the wire where it reaches the target and outruns the provider's RMA
+    /// ([`Nic::long_puts_reach`], [`Nic::put_on_wire`]): `osbench put-bw`
     /// across two virtual nodes here, three alternating pairs against `tcp;ofi_rxm`'s RMA
     /// writes — 64 KiB 4758–5841 against 2300–2975 MB/s, 1 MiB 6273–6676 against
     /// 4279–5610.
     fn post_long_put(&self, src: &[u8], to: Remote) -> Result<bool> {
-        if src.len() < LONG_PUT_MIN || !self.nic.wire_reaches(to.peer) {
+        if src.len() < LONG_PUT_MIN || !self.nic.long_puts_reach(to.peer) {
             return Ok(false);
         }
         self.nic.put_on_wire(src, to)?;
