@@ -161,6 +161,9 @@ pub(crate) enum Kind {
     /// The first message on a connection, unanswered: the connecting process's listening
     /// address, so that the accepting one can send its own requests on it too.
     Hello = 10,
+    /// The last message on a connection but its end, unanswered: the sender moved its
+    /// requests off it ([`Wire::move_requests`]) and sends nothing more on it.
+    Retired = 11,
 }
 
 impl Kind {
@@ -336,7 +339,8 @@ impl Pending {
 /// once, the connection of the process with the lower address carries both ways from the
 /// first moment the other can move to it with order kept ([`Wire::move_requests`]): a
 /// barrier's signals each way then travel as data on one TCP connection, each side's
-/// acknowledging the other's, not as two one-way streams.
+/// acknowledging the other's, not as two one-way streams. The connection left behind is
+/// then quiet at both ends ([`Kind::Retired`]).
 struct Link {
     stream: TcpStream,
     /// A peer's connection (we accepted it), not ours.
@@ -344,9 +348,10 @@ struct Link {
     /// Our requests to the peer are to go on another link ([`LinkState::move_to`]); read
     /// without the state's lock on every post.
     moving: AtomicBool,
-    /// Nothing but its end is to come on it: requests moved off it, both ways
-    /// ([`Wire::move_requests`]). A hint for [`Wire::progress`], which then reads the other
-    /// link directly (anything that came still is read at the next look).
+    /// Nothing but its end is to come on it: our requests moved off it, or the peer's
+    /// ([`Kind::Retired`]; a move given up leaves both links carrying). A hint for
+    /// [`Wire::progress`], which then reads the other link directly (anything that still
+    /// came on it is read at the next look).
     quiet: AtomicBool,
     state: Mutex<LinkState>,
 }
@@ -1165,12 +1170,26 @@ impl Wire {
             }
             std::thread::yield_now();
         }
-        let mut targets = write(&self.targets);
-        if targets.get(&peer).is_some_and(|l| Arc::ptr_eq(l, old)) {
+        {
+            let mut targets = write(&self.targets);
+            if !targets.get(&peer).is_some_and(|l| Arc::ptr_eq(l, old)) {
+                return;
+            }
             lock(&to.state).ours = true;
-            // Relaxed: a hint (see `Link::quiet`).
-            old.quiet.store(true, Ordering::Relaxed);
             targets.insert(peer, Arc::clone(to));
+        }
+        // Nothing more goes on `old` either way: the peer is told so, and both ends read
+        // the other link directly. Relaxed: a hint (see `Link::quiet`).
+        old.quiet.store(true, Ordering::Relaxed);
+        let mut state = lock(&old.state);
+        if !state.broken && state.closed_at.is_none() {
+            let start = state.out.len();
+            state
+                .out
+                .extend_from_slice(&(REQUEST_HEADER as u32).to_le_bytes());
+            state.out.resize(start + 4 + REQUEST_HEADER, 0);
+            state.out[start + 4] = Kind::Retired as u8;
+            self.send(old, &mut state);
         }
     }
 
@@ -1507,6 +1526,9 @@ impl Wire {
                 at += 4 + body;
                 if !answered && message.first() == Some(&(Kind::Deliver as u8)) {
                     self.apply_delivery(message);
+                } else if !answered && message.first() == Some(&(Kind::Retired as u8)) {
+                    // Relaxed: a hint (see `Link::quiet`).
+                    link.quiet.store(true, Ordering::Relaxed);
                 } else if !answered && message.first() == Some(&(Kind::Hello as u8)) {
                     hello = std::str::from_utf8(&message[4.min(message.len())..])
                         .ok()
@@ -1516,12 +1538,7 @@ impl Wire {
                     let start = answer.len();
                     answer.extend_from_slice(&[0u8; 8]);
                     let status = match message.first() {
-                        Some(&k) if k == Kind::Ping as u8 => {
-                            // A peer pings only to move its requests off its connection:
-                            // nothing follows on it. Relaxed: a hint (see `Link::quiet`).
-                            link.quiet.store(true, Ordering::Relaxed);
-                            OK
-                        }
+                        Some(&k) if k == Kind::Ping as u8 => OK,
                         _ => self.apply(message, &mut answer),
                     };
                     let len = (answer.len() - start - 4) as u32;
@@ -2334,7 +2351,8 @@ impl Apply<'_> {
                         | Kind::Get
                         | Kind::Striped
                         | Kind::Ping
-                        | Kind::Hello => {
+                        | Kind::Hello
+                        | Kind::Retired => {
                             unreachable!("not applied on elements")
                         }
                     }
@@ -3199,6 +3217,13 @@ mod tests {
         };
         assert_eq!((links(&lo), links(&hi)), (2, 2));
         assert!(matches!(carrying(&hi).as_slice(), [l] if Arc::ptr_eq(l, &theirs)));
+        // `lo` learns it from the `Retired` that followed the ping on `hi`'s connection.
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        while carrying(&lo).len() > 1 {
+            let _ = lo.progress();
+            assert!(std::time::Instant::now() < give_up, "no retirement in 10 s");
+            std::thread::yield_now();
+        }
         assert!(matches!(carrying(&lo).as_slice(), [l] if Arc::ptr_eq(l, &ours)));
         // At once again, but `lo` serves nothing while `hi` moves: the move is given up
         // after its patience, and the stores stay on `hi`'s connection, in order.
@@ -3237,6 +3262,8 @@ mod tests {
             assert!(std::time::Instant::now() < give_up, "a store lost");
             std::thread::yield_now();
         }
+        // The ping came, but no retirement: both connections still carry, at both ends.
+        assert_eq!((carrying(&lo).len(), carrying(&hi).len()), (2, 2));
     }
 
     /// Deliveries land block first, flag words after, in issue order with the atomics
