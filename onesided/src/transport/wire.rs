@@ -161,8 +161,8 @@ pub(crate) enum Kind {
     /// The first message on a connection, unanswered: the connecting process's listening
     /// address, so that the accepting one can send its own requests on it too.
     Hello = 10,
-    /// The last message on a connection but its end, unanswered: the sender moved its
-    /// requests off it ([`Wire::move_requests`]) and sends nothing more on it.
+    /// Unanswered: the sender's requests do not go on this connection (any more), and it
+    /// sends nothing more on it unless the receiver's requests do ([`Wire::retire`]).
     Retired = 11,
 }
 
@@ -348,10 +348,10 @@ struct Link {
     /// Our requests to the peer are to go on another link ([`LinkState::move_to`]); read
     /// without the state's lock on every post.
     moving: AtomicBool,
-    /// Nothing but its end is to come on it: our requests moved off it, or the peer's
-    /// ([`Kind::Retired`]; a move given up leaves both links carrying). A hint for
-    /// [`Wire::progress`], which then reads the other link directly (anything that still
-    /// came on it is read at the next look).
+    /// Nothing but its end is to come on it: neither side's requests go on it — ours go
+    /// elsewhere and the peer said so of its own ([`Kind::Retired`], [`Wire::retire`]). A
+    /// hint for [`Wire::progress`], which then reads the other link directly (anything that
+    /// still came on it is read at the next look).
     quiet: AtomicBool,
     state: Mutex<LinkState>,
 }
@@ -384,6 +384,8 @@ struct LinkState {
     move_to: Option<Arc<Link>>,
     /// A ping went out on it for a move: our requests no longer go on it.
     retired: bool,
+    /// We sent [`Kind::Retired`] on it.
+    told_retired: bool,
     /// A peer's connection that carries our requests too.
     ours: bool,
 }
@@ -1178,19 +1180,40 @@ impl Wire {
             lock(&to.state).ours = true;
             targets.insert(peer, Arc::clone(to));
         }
-        // Nothing more goes on `old` either way: the peer is told so, and both ends read
-        // the other link directly. Relaxed: a hint (see `Link::quiet`).
-        old.quiet.store(true, Ordering::Relaxed);
-        let mut state = lock(&old.state);
-        if !state.broken && state.closed_at.is_none() {
-            let start = state.out.len();
-            state
-                .out
-                .extend_from_slice(&(REQUEST_HEADER as u32).to_le_bytes());
-            state.out.resize(start + 4 + REQUEST_HEADER, 0);
-            state.out[start + 4] = Kind::Retired as u8;
-            self.send(old, &mut state);
+        // Our requests no longer go on `old`: the peer is told, and answers whether its own
+        // do (`retire`).
+        self.tell_retired(old);
+    }
+
+    /// Sends [`Kind::Retired`] on `link` (once).
+    fn tell_retired(&self, link: &Link) {
+        let mut state = lock(&link.state);
+        if state.told_retired || state.broken || state.closed_at.is_some() {
+            return;
         }
+        state.told_retired = true;
+        let start = state.out.len();
+        state
+            .out
+            .extend_from_slice(&(REQUEST_HEADER as u32).to_le_bytes());
+        state.out.resize(start + 4 + REQUEST_HEADER, 0);
+        state.out[start + 4] = Kind::Retired as u8;
+        self.send(link, &mut state);
+    }
+
+    /// The peer said its requests do not go on `link` ([`Kind::Retired`]). Where ours do
+    /// not either, nothing but the link's end is to come on it: it is quiet here, and the
+    /// peer is told the same (unless we told it first), which makes it quiet there. Both
+    /// processes may route on different connections — each took the first it knew of, and
+    /// the one with the higher address moved to the other's (`Wire::offer`) — and then both
+    /// links carry at both ends.
+    fn retire(&self, link: &Arc<Link>) {
+        if read(&self.targets).values().any(|l| Arc::ptr_eq(l, link)) {
+            return;
+        }
+        // Relaxed: a hint (see `Link::quiet`).
+        link.quiet.store(true, Ordering::Relaxed);
+        self.tell_retired(link);
     }
 
     /// Makes `stream` a link (nonblocking, no Nagle delay) and watches it; on a connection
@@ -1456,6 +1479,7 @@ impl Wire {
         }
         let mut closed = false;
         let mut hello: Option<SocketAddr> = None;
+        let mut retired = false;
         let mut input = std::mem::take(&mut state.input);
         let mut filled = state.filled;
         loop {
@@ -1527,8 +1551,7 @@ impl Wire {
                 if !answered && message.first() == Some(&(Kind::Deliver as u8)) {
                     self.apply_delivery(message);
                 } else if !answered && message.first() == Some(&(Kind::Retired as u8)) {
-                    // Relaxed: a hint (see `Link::quiet`).
-                    link.quiet.store(true, Ordering::Relaxed);
+                    retired = true;
                 } else if !answered && message.first() == Some(&(Kind::Hello as u8)) {
                     hello = std::str::from_utf8(&message[4.min(message.len())..])
                         .ok()
@@ -1600,6 +1623,11 @@ impl Wire {
         drop(state);
         if let Some(at) = hello {
             self.name_link(link, at);
+        }
+        // Outside the link's lock: `retire` reads the routes, whose writers lock links
+        // after them.
+        if retired {
+            self.retire(link);
         }
     }
 
@@ -3215,16 +3243,100 @@ mod tests {
                 .map(Arc::clone)
                 .collect()
         };
+        // (Each learns it from the other's `Retired`.)
         assert_eq!((links(&lo), links(&hi)), (2, 2));
-        assert!(matches!(carrying(&hi).as_slice(), [l] if Arc::ptr_eq(l, &theirs)));
-        // `lo` learns it from the `Retired` that followed the ping on `hi`'s connection.
         let give_up = std::time::Instant::now() + Duration::from_secs(10);
-        while carrying(&lo).len() > 1 {
+        while carrying(&lo).len() + carrying(&hi).len() > 2 {
             let _ = lo.progress();
+            let _ = hi.progress();
             assert!(std::time::Instant::now() < give_up, "no retirement in 10 s");
             std::thread::yield_now();
         }
+        assert!(matches!(carrying(&hi).as_slice(), [l] if Arc::ptr_eq(l, &theirs)));
         assert!(matches!(carrying(&lo).as_slice(), [l] if Arc::ptr_eq(l, &ours)));
+        // Crossed: `lo` reads `hi`'s hello before its own connection is up, so `hi`'s
+        // connection carries `lo`'s requests, and `hi`'s move to `lo`'s leaves both
+        // carrying: no end takes either for quiet.
+        let (lo, hi) = wires();
+        let (at_lo, at_hi) = (AtomicU64::new(0), AtomicU64::new(0));
+        lo.add_region(43, at_lo.as_ptr() as usize, 8, 0);
+        hi.add_region(43, at_hi.as_ptr() as usize, 8, 0);
+        hi.connect_to(0).unwrap();
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        while !read(&lo.targets).contains_key(&1) {
+            let _ = lo.progress();
+            assert!(std::time::Instant::now() < give_up, "no hello in 10 s");
+            std::thread::yield_now();
+        }
+        lo.connect_to(1).unwrap();
+        assert!(
+            read(&lo.targets)[&1].accepted,
+            "lo routes on hi's connection"
+        );
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = lo.progress();
+                    std::thread::yield_now();
+                }
+            });
+            while !read(&hi.targets)[&0].moving.load(Ordering::Relaxed) {
+                let _ = hi.progress();
+                assert!(std::time::Instant::now() < give_up, "no hello in 10 s");
+                std::thread::yield_now();
+            }
+            for _ in 0..10 {
+                let flag = Flag::default();
+                // SAFETY: no result; the flag outlives the operation (waited for).
+                unsafe {
+                    hi.post(
+                        0,
+                        &sum,
+                        &words_of(1),
+                        &[],
+                        std::ptr::null_mut(),
+                        flag_ptr(&flag),
+                    )
+                }
+                .unwrap();
+                while flag.0.load(Ordering::Acquire) == 0 {
+                    let _ = hi.progress();
+                    assert!(std::time::Instant::now() < give_up, "no answer in 10 s");
+                    std::thread::yield_now();
+                }
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        assert!(
+            read(&hi.targets)[&0].accepted,
+            "hi moved to lo's connection"
+        );
+        for _ in 0..10 {
+            let flag = Flag::default();
+            // SAFETY: as above.
+            unsafe {
+                lo.post(
+                    1,
+                    &sum,
+                    &words_of(1),
+                    &[],
+                    std::ptr::null_mut(),
+                    flag_ptr(&flag),
+                )
+            }
+            .unwrap();
+            assert_eq!(wait(&lo, &hi, &flag), 1);
+        }
+        for _ in 0..200 {
+            let _ = lo.progress();
+            let _ = hi.progress();
+        }
+        assert_eq!(
+            (at_lo.load(Ordering::Acquire), at_hi.load(Ordering::Acquire)),
+            (10, 10)
+        );
+        assert_eq!((carrying(&lo).len(), carrying(&hi).len()), (2, 2));
         // At once again, but `lo` serves nothing while `hi` moves: the move is given up
         // after its patience, and the stores stay on `hi`'s connection, in order.
         let (lo, hi) = wires();
