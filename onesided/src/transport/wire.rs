@@ -1141,13 +1141,7 @@ impl Wire {
                 state.retired = true;
                 state.issued += 1;
                 state.pending.push_back(Pending::ping());
-                let start = state.out.len();
-                state
-                    .out
-                    .extend_from_slice(&(REQUEST_HEADER as u32).to_le_bytes());
-                state.out.resize(start + 4 + REQUEST_HEADER, 0);
-                state.out[start + 4] = Kind::Ping as u8;
-                self.send(old, &mut state);
+                self.send_bare(old, &mut state, Kind::Ping);
             }
         }
         let give_up = std::time::Instant::now() + MOVE_PATIENCE;
@@ -1192,13 +1186,18 @@ impl Wire {
             return;
         }
         state.told_retired = true;
+        self.send_bare(link, &mut state, Kind::Retired);
+    }
+
+    /// Sends a message of `kind` that is its header alone (no address, no operands).
+    fn send_bare(&self, link: &Link, state: &mut LinkState, kind: Kind) {
         let start = state.out.len();
         state
             .out
             .extend_from_slice(&(REQUEST_HEADER as u32).to_le_bytes());
         state.out.resize(start + 4 + REQUEST_HEADER, 0);
-        state.out[start + 4] = Kind::Retired as u8;
-        self.send(link, &mut state);
+        state.out[start + 4] = kind as u8;
+        self.send(link, state);
     }
 
     /// The peer said its requests do not go on `link` ([`Kind::Retired`]). Where ours do
@@ -2544,6 +2543,23 @@ mod tests {
         wait(origin, target, &flag)
     }
 
+    /// Posts `request` with the operand 1 from `from` to `peer`, no result; `flag` marks
+    /// its answer (the caller waits for it).
+    fn post_one(from: &Wire, peer: u64, request: &Request, flag: &Flag) {
+        // SAFETY: no result; the flag outlives the operation (the caller waits for it).
+        unsafe {
+            from.post(
+                peer,
+                request,
+                &words_of(1),
+                &[],
+                std::ptr::null_mut(),
+                flag_ptr(flag),
+            )
+        }
+        .unwrap();
+    }
+
     fn flag_ptr(flag: &Flag) -> *mut c_void {
         (flag as *const Flag).cast_mut().cast()
     }
@@ -3165,18 +3181,7 @@ mod tests {
         hi.add_region(43, word.as_ptr() as usize, 8, 0);
         for (from, to, peer) in [(&hi, &lo, 0), (&lo, &hi, 1), (&hi, &lo, 0)] {
             let flag = Flag::default();
-            // SAFETY: no result; the flag outlives the operation (waited for).
-            unsafe {
-                from.post(
-                    peer,
-                    &sum,
-                    &words_of(1),
-                    &[],
-                    std::ptr::null_mut(),
-                    flag_ptr(&flag),
-                )
-            }
-            .unwrap();
+            post_one(from, peer, &sum, &flag);
             assert_eq!(wait(from, to, &flag), 1);
         }
         assert_eq!(word.load(Ordering::Acquire), 3);
@@ -3288,18 +3293,7 @@ mod tests {
             }
             for _ in 0..10 {
                 let flag = Flag::default();
-                // SAFETY: no result; the flag outlives the operation (waited for).
-                unsafe {
-                    hi.post(
-                        0,
-                        &sum,
-                        &words_of(1),
-                        &[],
-                        std::ptr::null_mut(),
-                        flag_ptr(&flag),
-                    )
-                }
-                .unwrap();
+                post_one(&hi, 0, &sum, &flag);
                 while flag.0.load(Ordering::Acquire) == 0 {
                     let _ = hi.progress();
                     assert!(std::time::Instant::now() < give_up, "no answer in 10 s");
@@ -3314,18 +3308,7 @@ mod tests {
         );
         for _ in 0..10 {
             let flag = Flag::default();
-            // SAFETY: as above.
-            unsafe {
-                lo.post(
-                    1,
-                    &sum,
-                    &words_of(1),
-                    &[],
-                    std::ptr::null_mut(),
-                    flag_ptr(&flag),
-                )
-            }
-            .unwrap();
+            post_one(&lo, 1, &sum, &flag);
             assert_eq!(wait(&lo, &hi, &flag), 1);
         }
         for _ in 0..200 {
