@@ -100,8 +100,8 @@ const READ_ROOM: usize = 16 << 10;
 /// caller's bytes as far as the kernel takes them.
 const LAND_MIN: usize = 64 << 10;
 
-/// A wire with one link reads it directly and looks through its poller once per this many
-/// polls ([`Wire::progress`]). OSU's 8-byte get + flush across two virtual nodes under the
+/// A wire with one link that carries messages reads it directly and looks through its
+/// poller once per this many polls ([`Wire::progress`]). OSU's 8-byte get + flush across two virtual nodes under the
 /// C ABI (MPICH 5.0.2, 12 alternating rounds, medians): 12.10 µs with a look on every
 /// poll, 10.89 with one in 4, 10.51 with one in 16 (MPICH's own network path 11.19).
 const LOOK_EVERY: u64 = 16;
@@ -340,7 +340,7 @@ impl Pending {
 /// first moment the other can move to it with order kept ([`Wire::move_requests`]): a
 /// barrier's signals each way then travel as data on one TCP connection, each side's
 /// acknowledging the other's, not as two one-way streams. The connection left behind is
-/// then quiet at both ends ([`Kind::Retired`]).
+/// then quiet at both ends, unless the other's requests go on it ([`Wire::retire`]).
 struct Link {
     stream: TcpStream,
     /// A peer's connection (we accepted it), not ours.
