@@ -64,8 +64,7 @@ impl SyncOp<WinCore> for DeferredPut {
         // (the call already reported any error it could see then).
         let at = core.locate("put", self.target, self.disp, self.data.len())?;
         core.ring_gate(self.target)?;
-        core.posting_for(self.issuer, || at.route.post_write(&self.data))?;
-        core.note_issued(at.route);
+        core.post_deferred_put(at.route, &self.data, self.issuer)?;
         core.recycle_copy(std::mem::take(&mut self.data));
         Ok(Step::Done)
     }
@@ -225,6 +224,34 @@ impl WinCore {
         self.epoch.forget_flush_cache();
         self.epoch.note_rma();
         Ok(true)
+    }
+
+    /// Posts a deferred put's `data` to where `route` leads as the put would have gone when
+    /// issued (`put_routed`): across nodes over our wire where it carries puts — as atomic
+    /// writes or a long put —, else through the route; counted as `issuer`'s. Through the
+    /// provider, a deferred 8-byte put behind a lock took a round trip more than the same
+    /// put issued directly (its own connection, read by the poller's look).
+    fn post_deferred_put(&self, route: Route, data: &[u8], issuer: u64) -> Result<()> {
+        use crate::transport::network;
+        if let Route::Net(to) = route {
+            let to = *to;
+            if network::put_over_wire(data.len(), to)? && network::atomic_put_fits(data.len(), to)?
+            {
+                self.posting_for(issuer, || network::post_write_atomic(data, to))?;
+                // Left in flight: the next flush completes it.
+                self.epoch.forget_flush_cache();
+                return Ok(());
+            }
+            if data.len() >= network::LONG_PUT_MIN
+                && self.posting_for(issuer, || network::post_long_put(data, to))?
+            {
+                self.note_issued(route);
+                return Ok(());
+            }
+        }
+        self.posting_for(issuer, || route.post_write(data))?;
+        self.note_issued(route);
+        Ok(())
     }
 
     /// A put behind a pending synchronization ([Zounmevo14] §VII): checked now (errors are
