@@ -48,6 +48,8 @@ struct DeferredPut {
     data: Vec<u8>,
     /// The thread that issued it (its flush of thread scope completes it).
     issuer: crate::progress::ThreadTag,
+    /// The issuing handle's flags (the order its puts keep).
+    flags: Flags,
 }
 
 impl SyncOp<WinCore> for DeferredPut {
@@ -64,7 +66,7 @@ impl SyncOp<WinCore> for DeferredPut {
         // (the call already reported any error it could see then).
         let at = core.locate("put", self.target, self.disp, self.data.len())?;
         core.ring_gate(self.target)?;
-        core.post_deferred_put(at.route, &self.data, self.issuer)?;
+        core.post_deferred_put(at.route, &self.data, self.issuer, self.flags)?;
         core.recycle_copy(std::mem::take(&mut self.data));
         Ok(Step::Done)
     }
@@ -103,7 +105,7 @@ impl WinCore {
     #[inline(never)]
     fn put_bytes_slow(&self, src: &[u8], target: usize, disp: usize, flags: Flags) -> Result<()> {
         if self.may_defer(target, src.len()) {
-            return self.defer_put(src, target, disp).map(drop);
+            return self.defer_put(src, target, disp, flags).map(drop);
         }
         match self.resolve("put", target, disp, src.len()) {
             Ok(at) => {
@@ -230,10 +232,17 @@ impl WinCore {
     /// issued (`put_routed`): across nodes over our wire where it carries puts — as atomic
     /// writes or a long put —, else through the route; counted as `issuer`'s. Through the
     /// provider, a deferred 8-byte put behind a lock took a round trip more than the same
-    /// put issued directly (its own connection, read by the poller's look).
-    fn post_deferred_put(&self, route: Route, data: &[u8], issuer: u64) -> Result<()> {
+    /// put issued directly (its own connection, read by the poller's look). Puts that keep
+    /// the provider's order of RMA writes, or `mpi_win_order`'s, stay RMA writes.
+    fn post_deferred_put(
+        &self,
+        route: Route,
+        data: &[u8],
+        issuer: u64,
+        flags: Flags,
+    ) -> Result<()> {
         use crate::transport::network;
-        if let Route::Net(to) = route {
+        if let (Route::Net(to), false, false) = (route, flags.keeps_rma_order(), flags.order()) {
             let to = *to;
             if network::put_over_wire(data.len(), to)? && network::atomic_put_fits(data.len(), to)?
             {
@@ -263,6 +272,7 @@ impl WinCore {
         src: &[u8],
         target: usize,
         disp: usize,
+        flags: Flags,
     ) -> Result<Option<crate::progress::Ticket>> {
         self.resolve_ungated("put", target, disp, src.len())?;
         // Staged puts were issued earlier: they must not land after this one.
@@ -275,6 +285,7 @@ impl WinCore {
             disp,
             data: self.copy_of(src),
             issuer: crate::progress::thread_tag(),
+            flags,
         };
         let order = self.epoch.access_order(target);
         self.engine.start_ordered(self, op, order)

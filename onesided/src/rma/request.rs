@@ -235,7 +235,7 @@ impl RawWindow {
         self.require_passive("rrput", target)?;
         let bytes: &[u8] = bytemuck::cast_slice(origin);
         if self.core.may_defer(target, bytes.len()) {
-            let ticket = self.core.defer_put(bytes, target, disp)?;
+            let ticket = self.core.defer_put(bytes, target, disp, self.flags.get())?;
             return Ok(Request::started(&self.core, ticket));
         }
         let at = self.core.resolve("rrput", target, disp, bytes.len())?;

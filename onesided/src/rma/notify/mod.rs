@@ -411,7 +411,7 @@ impl RawWindow {
             return Ok(());
         }
         if self.core.may_defer(target, bytes.len()) {
-            self.core.defer_put(bytes, target, disp)?;
+            self.core.defer_put(bytes, target, disp, self.flags.get())?;
             return self.core.defer_arrival(OP, target, idx);
         }
         let at = self.core.resolve(OP, target, disp, bytes.len())?;
