@@ -186,6 +186,7 @@ net_env() {
   case $1 in
     mpich4-net) run=(env MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self) ;;
     mpich5-net) run=(env MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=ofi FI_PROVIDER=tcp) ;;
+    mpich5-ucx-net) run=(env MPIR_CVAR_NOLOCAL=1 MPIR_CVAR_CH4_NETMOD=ucx UCX_TLS=tcp,self) ;;
     *-preload) run=(env ONESIDED_NODES=2 ONESIDED_PROGRESS=block LD_PRELOAD="$lib") ;;
   esac
 }
@@ -206,7 +207,7 @@ net() {
     echo "across nodes, round $r of $rounds (load $(cut -d' ' -f1-3 /proc/loadavg))"
     echo "load $(cut -d' ' -f1 /proc/loadavg)" >> "$raw"
     for t in "${tests[@]}"; do
-      for mode in "mpich4-net" "mpich4-preload" "mpich5-net" "mpich5-preload"; do
+      for mode in "mpich4-net" "mpich4-preload" "mpich5-net" "mpich5-ucx-net" "mpich5-preload"; do
         local run=() osu=target/osu-mpich-4dp launcher=mpiexec.mpich
         [[ $mode == mpich5-* ]] && osu=target/osu-mpich5-4dp launcher=$venv/bin/mpiexec
         net_env "$mode"
@@ -228,7 +229,7 @@ net() {
   mpicc.mpich -O2 -Wall -Werror -o target/flush_reaches-mpich4 onesided-mpi/bench/flush_reaches.c
   "$venv/bin/mpicc" -O2 -Wall -Werror -o target/flush_reaches-mpich5 \
     onesided-mpi/bench/flush_reaches.c
-  for mode in "mpich4-net" "mpich4-preload" "mpich5-net" "mpich5-preload"; do
+  for mode in "mpich4-net" "mpich4-preload" "mpich5-net" "mpich5-ucx-net" "mpich5-preload"; do
     local run=() exe=target/flush_reaches-mpich4 launcher=mpiexec.mpich
     [[ $mode == mpich5-* ]] && exe=target/flush_reaches-mpich5 launcher=$venv/bin/mpiexec
     net_env "$mode"
@@ -251,6 +252,7 @@ tests = ["put_latency", "get_latency", "acc_latency", "fop_latency", "cas_latenc
 modes = [("mpich4-net", f"MPICH {v4} network path (ch4:ucx, tcp)"),
          ("mpich4-preload", f"MPICH {v4} + onesided"),
          ("mpich5-net", f"MPICH {v5} network path (ch4:ofi, tcp)"),
+         ("mpich5-ucx-net", f"MPICH {v5} network path (ch4:ucx, tcp)"),
          ("mpich5-preload", f"MPICH {v5} + onesided"),
          ("rust", "onesided, Rust API (osbench)")]
 med = {k: statistics.median(v) for k, v in cells.items()}
@@ -275,7 +277,8 @@ for m, label in modes:
         print(f"| {label} | {reaches[m][0]:.3f} | {reaches[m][1]} |")
 print()
 for t in tests:
-    for pre, net in (("mpich4-preload", "mpich4-net"), ("mpich5-preload", "mpich5-net")):
+    for pre, net in (("mpich4-preload", "mpich4-net"), ("mpich5-preload", "mpich5-net"),
+                     ("mpich5-preload", "mpich5-ucx-net")):
         if (t, pre) not in med or (t, net) not in med:
             print(f"- {t} {pre}: not measured"); continue
         p, n = med[(t, pre)], med[(t, net)]
