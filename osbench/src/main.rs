@@ -193,7 +193,7 @@ struct Cli {
     /// Time budget of one timed loop, in milliseconds.
     #[arg(long, default_value_t = 20)]
     time_ms: u64,
-    /// Warm-up iterations before every timed loop.
+    /// Warm-up iterations before every timed loop (more where these take less than 2 ms).
     #[arg(long, default_value_t = 10)]
     warmup: u64,
     /// Rounds of the latency, bandwidth and message-rate benchmarks: each round measures every cell
@@ -440,9 +440,10 @@ impl Impls {
     }
 
     /// Adds the raw network baseline when `world` spans nodes and a planned benchmark runs
-    /// it (collective). Only then: its endpoint is polled by every wait inside onesided
-    /// (so that a target waiting in the harness answers it), system calls that would slow
-    /// onesided in the benchmarks raw does not run.
+    /// it (collective). Only then, and only while the baseline itself runs, is its endpoint
+    /// polled by every wait inside onesided (so that a target waiting in the harness
+    /// answers it): system calls that would slow onesided's own measurements
+    /// ([`ofi_raw::OfiRaw::served_while_waiting`]).
     #[cfg(feature = "ofi")]
     fn with_raw_baseline(mut self, cli: &Cli) -> BResult<Impls> {
         let world = self.ours.comm();
@@ -491,7 +492,10 @@ impl Impls {
         #[cfg(feature = "ofi")]
         if let Some(r) = &self.raw {
             if ofi_raw::runs(step.bench.name()) {
-                runners.push(Box::new(move |p, v| run_step(r, step, p, v)));
+                runners.push(Box::new(move |p, v| {
+                    let _served = r.served_while_waiting();
+                    run_step(r, step, p, v)
+                }));
             }
         }
         let (rounds, per_round) = if in_rounds(step.bench) {

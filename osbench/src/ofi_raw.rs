@@ -7,7 +7,8 @@
 //! reading the completion queue meanwhile) and the same progress arrangement: a thread per
 //! process serving the endpoint in onesided's mode (`ONESIDED_PROGRESS`: `spin`, `yield`,
 //! `block`), and every thread that waits inside onesided polling it meanwhile
-//! ([`onesided::add_wait_hook`]), as those waits poll onesided's endpoint.
+//! while the baseline runs ([`onesided::add_wait_hook`]), as those waits poll onesided's
+//! endpoint.
 //!
 //! What it leaves out is what onesided adds: epochs and their checks, window lookup, the
 //! copy that makes a short put locally complete at once, and locks. Transfers go from
@@ -394,20 +395,8 @@ impl Drop for Endpoint {
     }
 }
 
-/// Makes every wait inside onesided poll `ep` while the hook lives.
-fn polled_while_waiting(ep: &Arc<Endpoint>) -> onesided::WaitHook {
-    let polled = Arc::clone(ep);
-    onesided::add_wait_hook(Arc::new(move || {
-        polled.app_polled();
-        polled.progress()
-    }))
-}
-
 /// The raw baseline over a communicator (the bootstrap exchanges endpoint names and keys).
 pub struct OfiRaw {
-    /// Waits inside onesided poll this endpoint too, as they poll onesided's own: a
-    /// target waiting in the harness answers both alike (dropped first: it holds `ep`).
-    _polled_while_waiting: onesided::WaitHook,
     comm: Comm,
     ep: Arc<Endpoint>,
     /// Peers' addresses in the address vector, by rank of `comm`.
@@ -424,12 +413,21 @@ impl OfiRaw {
             .ok_or_else(|| BenchError(format!("{NAME}: onesided opened no network endpoint")))?;
         let ep = Endpoint::open(&net.provider, &net.address, net.progress)?;
         let peers = Self::connect(&comm, &ep)?;
-        Ok(OfiRaw {
-            _polled_while_waiting: polled_while_waiting(&ep),
-            comm,
-            ep,
-            peers,
-        })
+        Ok(OfiRaw { comm, ep, peers })
+    }
+
+    /// Makes every wait inside onesided poll this endpoint too while the hook lives, as
+    /// they poll onesided's own: a target waiting in the harness then answers both alike.
+    /// Held only while this baseline runs (`Impls::run`): each poll of the hook is a
+    /// system call more in every wait of onesided's, which made onesided's own 8-byte
+    /// cells in the same job 0–4 µs slower (put, get, fetch_and_op + flush across two
+    /// virtual nodes, means of 3 rounds, jobs with and without the baseline alternating).
+    pub fn served_while_waiting(&self) -> onesided::WaitHook {
+        let polled = Arc::clone(&self.ep);
+        onesided::add_wait_hook(Arc::new(move || {
+            polled.app_polled();
+            polled.progress()
+        }))
     }
 
     fn connect(comm: &Comm, ep: &Endpoint) -> BResult<Vec<sys::fi_addr_t>> {
@@ -780,8 +778,8 @@ impl Backend for OfiRaw {
     fn prefix(&self, ranks: usize) -> BResult<Option<Self>> {
         let me = self.comm.rank();
         let sub = self.comm.split((me < ranks).then_some(0), me)?;
+        // Called while this baseline runs: its hook serves the part too.
         Ok(sub.map(|comm| OfiRaw {
-            _polled_while_waiting: polled_while_waiting(&self.ep),
             peers: self.peers[..comm.size()].to_vec(),
             comm,
             ep: Arc::clone(&self.ep),

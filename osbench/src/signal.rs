@@ -65,8 +65,9 @@ pub fn order_flag<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResu
             for &words in &sizes {
                 // MPI lets no origin buffer change before its put completes, and without
                 // a flush puts complete only at the unlock: each call of the measurement
-                // (warm-up, timed) puts its own buffer, filled with its call number.
-                let srcs = [vec![1u64; words], vec![2u64; words]];
+                // (warm-up, its extension, timed) puts its own buffer, filled with its
+                // call number.
+                let srcs = [vec![1u64; words], vec![2u64; words], vec![3u64; words]];
                 let mut calls = 0usize;
                 win.write_local(flag, &[0])?;
                 comm.barrier()?;
@@ -76,7 +77,7 @@ pub fn order_flag<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResu
                 let (secs, total) = measure(comm, p, |iters| {
                     let src = srcs
                         .get(calls)
-                        .ok_or_else(|| BenchError("order-flag: a third measurement call".into()))?;
+                        .ok_or_else(|| BenchError("order-flag: a fourth measurement call".into()))?;
                     calls += 1;
                     if origin {
                         for i in 1..=iters {
