@@ -75,9 +75,9 @@ pub fn order_flag<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BResu
                     win.lock(true, 1)?;
                 }
                 let (secs, total) = measure(comm, p, |iters| {
-                    let src = srcs
-                        .get(calls)
-                        .ok_or_else(|| BenchError("order-flag: a fourth measurement call".into()))?;
+                    let src = srcs.get(calls).ok_or_else(|| {
+                        BenchError("order-flag: a fourth measurement call".into())
+                    })?;
                     calls += 1;
                     if origin {
                         for i in 1..=iters {

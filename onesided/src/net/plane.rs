@@ -31,8 +31,8 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::plane::{Answer, ControlPlane, CtrlWord, LockAt, PendingOp};
+use crate::transport::network::{Ack, NetOp, Remote};
 use crate::transport::network::{Fabric, Registration, TrackedContext};
-use crate::transport::network::{NetOp, Remote};
 use crate::win::control::{BlockSlots, ControlLayout};
 use crate::win::net_control::NetControl;
 use crate::win::reach::{RankRoute, Remotes};
@@ -394,14 +394,15 @@ impl NetPlane {
     }
 
     /// Stores (`Write`) or adds (`Sum`) `value` at `word` of another node in a message
-    /// nobody answers where the network has one to its holder, else posts the atomic.
-    fn post_unanswered(&self, op: NetOp, word: CtrlWord, value: u64) {
+    /// nobody answers where the network has one to its holder, else posts the atomic;
+    /// `ack` says when the holder acknowledges an addition ([`Ack`]).
+    fn post_unanswered(&self, op: NetOp, word: CtrlWord, value: u64, ack: Ack) {
         if self.failed().is_err() {
             return;
         }
         let at = self.remote(word);
         let sent = match op {
-            NetOp::Sum => self.nic.add_unanswered(value, at),
+            NetOp::Sum => self.nic.add_unanswered(value, at, ack),
             _ => self.nic.store_unanswered(value, at),
         };
         match sent {
@@ -456,7 +457,9 @@ impl NetControl for NetPlane {
         {
             return false;
         }
-        self.post_unanswered(NetOp::Sum, word, value);
+        // The next lock request to this process often follows at once: its answer should
+        // not wait behind the acknowledgement of this release.
+        self.post_unanswered(NetOp::Sum, word, value, Ack::AtOnce);
         true
     }
 
@@ -562,7 +565,7 @@ impl ControlPlane for NetPlane {
     fn post_store_unawaited(&self, word: CtrlWord, value: u64, order: Ordering) {
         match self.near(word) {
             Some(w) => w.post_store(word, value, order),
-            None => self.post_unanswered(NetOp::Write, word, value),
+            None => self.post_unanswered(NetOp::Write, word, value, Ack::WithReply),
         }
     }
 
@@ -570,7 +573,7 @@ impl ControlPlane for NetPlane {
     fn post_add_unawaited(&self, word: CtrlWord, value: u64, order: Ordering) {
         match self.near(word) {
             Some(w) => w.post_add(word, value, order),
-            None => self.post_unanswered(NetOp::Sum, word, value),
+            None => self.post_unanswered(NetOp::Sum, word, value, Ack::WithReply),
         }
     }
 

@@ -39,7 +39,7 @@ use onesided_ofi_sys as sys;
 
 use crate::error::{Error, Result};
 use crate::transport::network::{
-    AtomicKind, AtomicTable, DeliverGate, Fabric, NetOp, NetType, PeerEnded,
+    Ack, AtomicKind, AtomicTable, DeliverGate, Fabric, NetOp, NetType, PeerEnded,
     Registration as NetRegistration, Remote, TrackedContext, HELD_MAX, PROVIDER_SPACE_WORDS,
 };
 use crate::transport::wire::{self, Wire};
@@ -2952,9 +2952,9 @@ impl Fabric for Nic {
     }
 
     /// [`Wire::add_unanswered`] where the wire reaches the peer.
-    fn add_unanswered(&self, value: u64, at: Remote) -> Result<bool> {
+    fn add_unanswered(&self, value: u64, at: Remote, ack: Ack) -> Result<bool> {
         match self.wire.as_ref().filter(|w| w.reaches(at.peer)) {
-            Some(w) => w.add_unanswered(value, at).map(|()| true),
+            Some(w) => w.add_unanswered(value, at, ack).map(|()| true),
             None => Ok(false),
         }
     }

@@ -26,8 +26,8 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 use crate::ops::{ElemType, Op};
 use crate::transport::network::{
-    AtomicKind, AtomicTable, DeliverGate, Fabric, NetOp, NetType, Network, PeerEnded, Registration,
-    Remote, TrackedContext, COPY_MAX, HELD_MAX, NETWORK_ENV,
+    Ack, AtomicKind, AtomicTable, DeliverGate, Fabric, NetOp, NetType, Network, PeerEnded,
+    Registration, Remote, TrackedContext, COPY_MAX, HELD_MAX, NETWORK_ENV,
 };
 use crate::transport::wire::{self, Kind, Request, Wire};
 use crate::transport::write_end::WriteEnd;
@@ -425,9 +425,9 @@ impl Fabric for Sockets {
     }
 
     /// [`wire::Wire::add_unanswered`].
-    fn add_unanswered(&self, value: u64, at: Remote) -> Result<bool> {
+    fn add_unanswered(&self, value: u64, at: Remote, ack: Ack) -> Result<bool> {
         self.wire
-            .add_unanswered(value, at)
+            .add_unanswered(value, at, ack)
             .map(|()| true)
             .map_err(|e| self.blame(e))
     }

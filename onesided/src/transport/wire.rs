@@ -56,7 +56,7 @@ use rustix::event::epoll;
 
 use crate::error::{Error, Result};
 use crate::ops::{AccElement, ElemType, Op};
-use crate::transport::network::{DeliverGate, Remote};
+use crate::transport::network::{Ack, DeliverGate, Remote};
 
 /// The environment variable that chooses how atomics reach another node: `socket` (our
 /// messages, the default where the provider's atomics are software) or `provider`.
@@ -971,21 +971,29 @@ impl Wire {
         }
         let gate = gate.and_then(|g| Gate::on(to.peer, g));
         let flag = FlagWords::stored((flag.key, flag.addr), words);
-        self.post_deliver(to.peer, (to.key, to.addr), block, flag, gate)?;
+        self.post_deliver(
+            to.peer,
+            (to.key, to.addr),
+            block,
+            flag,
+            gate,
+            Ack::WithReply,
+        )?;
         Ok(true)
     }
 
     /// Adds `value` (wrapping, Release) to the word at `at` in one message nobody answers,
     /// applied after everything this process posted to that peer before: a counter's
     /// increment whose sender learns of its arrival only from what the peer does next (a
-    /// PSCW `post` or `complete`).
-    pub(crate) fn add_unanswered(&self, value: u64, at: Remote) -> Result<()> {
+    /// PSCW `post` or `complete`), or a lock's release. With `ack` [`Ack::AtOnce`] the
+    /// peer acknowledges the message to TCP as soon as it read it (see [`Ack`]).
+    pub(crate) fn add_unanswered(&self, value: u64, at: Remote, ack: Ack) -> Result<()> {
         let flag = FlagWords {
             at: (at.key, at.addr),
             words: &[value],
             added: true,
         };
-        self.post_deliver(at.peer, (at.key, at.addr), &[], flag, None)
+        self.post_deliver(at.peer, (at.key, at.addr), &[], flag, None, ack)
     }
 
     /// Sends `block` to `peer`, to be written at `to` (registration key, address), and then
@@ -1012,6 +1020,7 @@ impl Wire {
         block: &[u8],
         flag: FlagWords<'_>,
         gate: Option<Gate<'_>>,
+        ack: Ack,
     ) -> Result<()> {
         let words = flag.words;
         if block.len() > DELIVER_MAX
@@ -1034,6 +1043,9 @@ impl Wire {
             (true, _) => GATED,
             (false, true) => ADDED,
             (false, false) => 0,
+        } | match ack {
+            Ack::AtOnce => ACK_AT_ONCE,
+            Ack::WithReply => 0,
         };
         head.extend_from_slice(&[Kind::Deliver as u8, flags, 0, words.len() as u8]);
         head.extend_from_slice(&(block.len() as u32).to_le_bytes());
@@ -1481,6 +1493,8 @@ impl Wire {
         let mut retired = false;
         let mut input = std::mem::take(&mut state.input);
         let mut filled = state.filled;
+        // The last message read asks for its acknowledgement at once ([`Ack::AtOnce`]).
+        let mut ack_at_once = false;
         loop {
             if state.landing.is_some() {
                 match self.land(link, &mut state) {
@@ -1547,6 +1561,9 @@ impl Wire {
                 }
                 let message = &input[at + 4..at + 4 + body];
                 at += 4 + body;
+                ack_at_once = !answered
+                    && message.first() == Some(&(Kind::Deliver as u8))
+                    && message.get(1).is_some_and(|f| f & ACK_AT_ONCE != 0);
                 if !answered && message.first() == Some(&(Kind::Deliver as u8)) {
                     self.apply_delivery(message);
                 } else if !answered && message.first() == Some(&(Kind::Retired as u8)) {
@@ -1598,6 +1615,9 @@ impl Wire {
             input = Vec::new();
         }
         state.input = input;
+        if ack_at_once && !closed && state.out.is_empty() {
+            acknowledge_now(&link.stream);
+        }
         if !state.out.is_empty() {
             self.send(link, &mut state);
         }
@@ -2153,6 +2173,29 @@ const GATED: u8 = 1;
 /// The flag byte of a [`Kind::Deliver`] request: its flag words are added to the words
 /// there, not stored ([`Wire::add_unanswered`]; no block, no gate).
 const ADDED: u8 = 2;
+/// The flag byte of a [`Kind::Deliver`] request: its receiver acknowledges it to TCP at
+/// once ([`Ack::AtOnce`]).
+const ACK_AT_ONCE: u8 = 4;
+
+/// Sends the acknowledgement TCP holds back for what was read from `stream`, and keeps
+/// later ones delayed ([`Ack::AtOnce`]): `TCP_QUICKACK` 2 — an odd value would leave the
+/// socket acknowledging every segment at once for a while. Best effort: a failure only
+/// leaves the acknowledgement to the kernel.
+fn acknowledge_now(stream: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let two: libc::c_int = 2;
+    // SAFETY: a socket this link owns; the option's value is one c_int, passed by address
+    // with its size, and only read during the call.
+    unsafe {
+        libc::setsockopt(
+            stream.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_QUICKACK,
+            (&two as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+    }
+}
 
 /// Where a delivery's flag words go ([`Wire::post_deliver`]).
 #[derive(Debug, Clone, Copy)]
@@ -2239,7 +2282,7 @@ fn parse_delivery(have: &[u8]) -> Option<std::result::Result<Delivery<'_>, u8>> 
     }
     let added = have[1] & ADDED != 0;
     let count = u32::from_le_bytes(have[4..8].try_into().expect("4 bytes")) as usize;
-    if n == 0 || have[1] & !(GATED | ADDED) != 0 || added && (gated || count != 0) {
+    if n == 0 || have[1] & !(GATED | ADDED | ACK_AT_ONCE) != 0 || added && (gated || count != 0) {
         return Some(Err(BAD_REQUEST));
     }
     Some(Ok(Delivery {
@@ -3114,16 +3157,18 @@ mod tests {
             key: 43,
         };
         for _ in 0..5 {
-            origin.add_unanswered(3, at(1000)).unwrap();
+            origin.add_unanswered(3, at(1000), Ack::WithReply).unwrap();
         }
         // A store, then additions on top of it: applied in this order.
         origin
             .deliver(&[], at(1008), &[100], at(1008), None)
             .unwrap();
-        origin.add_unanswered(u64::MAX, at(1008)).unwrap();
-        origin.add_unanswered(7, at(1008)).unwrap();
+        origin
+            .add_unanswered(u64::MAX, at(1008), Ack::AtOnce)
+            .unwrap();
+        origin.add_unanswered(7, at(1008), Ack::AtOnce).unwrap();
         // Past the region: refused.
-        origin.add_unanswered(1, at(1016)).unwrap();
+        origin.add_unanswered(1, at(1016), Ack::AtOnce).unwrap();
         let sum = Request {
             key: 43,
             ..request(Kind::Write, Op::Sum, ElemType::U64, 1, 1000)
@@ -3141,7 +3186,7 @@ mod tests {
             added: true,
         };
         assert!(matches!(
-            origin.post_deliver(7, (43, 1000), &[1], with_block, None),
+            origin.post_deliver(7, (43, 1000), &[1], with_block, None, Ack::WithReply),
             Err(Error::InvalidArgument(_))
         ));
     }
@@ -3383,6 +3428,7 @@ mod tests {
                     &long(k),
                     FlagWords::stored((43, 1000), &[1, 11]),
                     None,
+                    Ack::WithReply,
                 )
                 .unwrap();
         }
@@ -3394,6 +3440,7 @@ mod tests {
                 &short,
                 FlagWords::stored((43, 1008), &[2, 22]),
                 None,
+                Ack::WithReply,
             )
             .unwrap();
         // Deliveries to an unknown registration (a long one, whose bytes are read and
@@ -3405,6 +3452,7 @@ mod tests {
                 &long(0),
                 FlagWords::stored((43, 1000), &[9]),
                 None,
+                Ack::WithReply,
             )
             .unwrap();
         origin
@@ -3414,6 +3462,7 @@ mod tests {
                 &short,
                 FlagWords::stored((43, 1000), &[9]),
                 None,
+                Ack::WithReply,
             )
             .unwrap();
         origin
@@ -3423,6 +3472,7 @@ mod tests {
                 &short,
                 FlagWords::stored((43, 1000), &[9]),
                 None,
+                Ack::WithReply,
             )
             .unwrap();
         // An answered atomic behind them: its answer comes after all four were handled.
@@ -3451,7 +3501,8 @@ mod tests {
                 (42, 0),
                 &vec![0; DELIVER_MAX + 1],
                 FlagWords::stored((43, 1000), &[1]),
-                None
+                None,
+                Ack::WithReply
             ),
             Err(Error::InvalidArgument(_))
         ));
@@ -3485,6 +3536,7 @@ mod tests {
                         &block(k),
                         FlagWords::stored((43, 1000), &[k.into(), 7]),
                         Some(gate(to)),
+                        Ack::WithReply,
                     )
                     .unwrap();
                 // An answered atomic behind it: the delivery was handled when it answers.

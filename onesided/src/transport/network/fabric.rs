@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::transport::network::terms::{
-    AtomicKind, AtomicTable, DeliverGate, NetOp, NetType, PeerEnded, Remote, TrackedContext,
+    Ack, AtomicKind, AtomicTable, DeliverGate, NetOp, NetType, PeerEnded, Remote, TrackedContext,
 };
 use crate::transport::write_end::WriteEnd;
 
@@ -161,8 +161,9 @@ pub(crate) trait Fabric: Send + Sync + std::fmt::Debug {
 
     /// Adds `value` to the word at `at` as [`Fabric::store_unanswered`] stores: a
     /// counter's increment in a message nobody answers (false, with nothing sent, where
-    /// the network has none to that peer).
-    fn add_unanswered(&self, value: u64, at: Remote) -> Result<bool>;
+    /// the network has none to that peer); `ack` says when its receiver acknowledges it
+    /// ([`Ack`]: at once for a lock's release, which the next lock request often follows).
+    fn add_unanswered(&self, value: u64, at: Remote, ack: Ack) -> Result<bool>;
 
     /// Sends a whole exclusive lock epoch to the lock word at `at` in one message: a
     /// compare-and-swap from `words[1]` to `words[0]` (the previous value into

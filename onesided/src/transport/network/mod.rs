@@ -37,7 +37,7 @@ pub(crate) use fabric::{Fabric, Network, Registration};
 #[cfg(feature = "ofi")]
 pub(crate) use terms::PROVIDER_SPACE_WORDS;
 pub(crate) use terms::{
-    AtomicKind, AtomicTable, DeliverGate, NetOp, NetType, NetWrites, Only, PeerEnded, Remote,
+    Ack, AtomicKind, AtomicTable, DeliverGate, NetOp, NetType, NetWrites, Only, PeerEnded, Remote,
     TrackedContext, COPY_MAX, HELD_MAX, LONG_PUT_MIN, NETWORK_ENV,
 };
 
