@@ -419,9 +419,10 @@ impl OfiRaw {
     /// Makes every wait inside onesided poll this endpoint too while the hook lives, as
     /// they poll onesided's own: a target waiting in the harness then answers both alike.
     /// Held only while this baseline runs (`Impls::run`): each poll of the hook is a
-    /// system call more in every wait of onesided's, which made onesided's own 8-byte
-    /// cells in the same job 0–4 µs slower (put, get, fetch_and_op + flush across two
-    /// virtual nodes, means of 3 rounds, jobs with and without the baseline alternating).
+    /// system call more in every wait of onesided's, which onesided's own rounds need not
+    /// pay. (Most of what onesided's cells lost in jobs with the baseline was the progress
+    /// thread's hand-over after the baseline's rounds, which the warm-up now absorbs:
+    /// `bench::WARMUP_MIN`.)
     pub fn served_while_waiting(&self) -> onesided::WaitHook {
         let polled = Arc::clone(&self.ep);
         onesided::add_wait_hook(Arc::new(move || {

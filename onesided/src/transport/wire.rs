@@ -1561,10 +1561,9 @@ impl Wire {
                 }
                 let message = &input[at + 4..at + 4 + body];
                 at += 4 + body;
-                ack_at_once = !answered
-                    && message.first() == Some(&(Kind::Deliver as u8))
-                    && message.get(1).is_some_and(|f| f & ACK_AT_ONCE != 0);
-                if !answered && message.first() == Some(&(Kind::Deliver as u8)) {
+                let delivery = !answered && message.first() == Some(&(Kind::Deliver as u8));
+                ack_at_once = delivery && message.get(1).is_some_and(|f| f & ACK_AT_ONCE != 0);
+                if delivery {
                     self.apply_delivery(message);
                 } else if !answered && message.first() == Some(&(Kind::Retired as u8)) {
                     retired = true;
