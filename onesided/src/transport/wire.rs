@@ -386,6 +386,8 @@ struct LinkState {
     retired: bool,
     /// We sent [`Kind::Retired`] on it.
     told_retired: bool,
+    /// The peer sent [`Kind::Retired`] on it: its requests go elsewhere.
+    peer_retired: bool,
     /// A peer's connection that carries our requests too.
     ours: bool,
 }
@@ -1138,11 +1140,22 @@ impl Wire {
             .map_err(|e| lost(format!("connecting to {at}: {e}")))?;
         let link = self.adopt(stream, false)?;
         let mut targets = write(&self.targets);
-        Ok(Arc::clone(targets.entry(peer).or_insert(link)))
+        let route = Arc::clone(targets.entry(peer).or_insert_with(|| Arc::clone(&link)));
+        if route.accepted && self.address < at {
+            // Crossed: the peer's hello came first and its connection took our requests,
+            // but ours is the one that carries both ways (the lower address's), and the
+            // peer moves its requests to it: ours follow (`move_requests`), else both
+            // connections carried at both ends and neither end could read one directly.
+            lock(&route.state).move_to = Some(link);
+            // Relaxed: as in `offer`.
+            route.moving.store(true, Ordering::Relaxed);
+        }
+        Ok(route)
     }
 
-    /// Moves our requests to `peer` from `old`, our connection, to `to`, the peer's (both
-    /// processes connected at once; the peer's address is the lower): a ping goes out on
+    /// Moves our requests to `peer` from `old` to `to`, the connection of the lower
+    /// address (both processes connected at once: the peer's when its address is the
+    /// lower, ours when the peer's took our requests first): a ping goes out on
     /// `old`, and once it is answered — everything sent on `old` before it was applied —
     /// `to` carries them. Posts meanwhile wait ([`Wire::with_link`]), for at most
     /// [`MOVE_PATIENCE`]: then the move is given up. Once per pair of processes at most.
@@ -1187,8 +1200,13 @@ impl Wire {
             targets.insert(peer, Arc::clone(to));
         }
         // Our requests no longer go on `old`: the peer is told, and answers whether its own
-        // do (`retire`).
+        // do (`retire`) — unless it told us first, while we still sent on it: then it is
+        // quiet at both ends now.
         self.tell_retired(old);
+        if lock(&old.state).peer_retired {
+            // Relaxed: a hint (see `Link::quiet`).
+            old.quiet.store(true, Ordering::Relaxed);
+        }
     }
 
     /// Sends [`Kind::Retired`] on `link` (once).
@@ -1214,12 +1232,13 @@ impl Wire {
 
     /// The peer said its requests do not go on `link` ([`Kind::Retired`]). Where ours do
     /// not either, nothing but the link's end is to come on it: it is quiet here, and the
-    /// peer is told the same (unless we told it first), which makes it quiet there. Both
-    /// processes may route on different connections — each took the first it knew of, and
-    /// the one with the higher address moved to the other's (`Wire::offer`) — and then both
-    /// links carry at both ends.
+    /// peer is told the same (unless we told it first), which makes it quiet there. Where
+    /// ours still go on it, it becomes quiet when they move ([`Wire::move_requests`]: the
+    /// lower address took the peer's connection from its hello before its own was up).
     fn retire(&self, link: &Arc<Link>) {
+        lock(&link.state).peer_retired = true;
         if read(&self.targets).values().any(|l| Arc::ptr_eq(l, link)) {
+            // Ours still go on it: quiet once they move (`move_requests`).
             return;
         }
         // Relaxed: a hint (see `Link::quiet`).
@@ -3304,8 +3323,8 @@ mod tests {
         assert!(matches!(carrying(&hi).as_slice(), [l] if Arc::ptr_eq(l, &theirs)));
         assert!(matches!(carrying(&lo).as_slice(), [l] if Arc::ptr_eq(l, &ours)));
         // Crossed: `lo` reads `hi`'s hello before its own connection is up, so `hi`'s
-        // connection carries `lo`'s requests, and `hi`'s move to `lo`'s leaves both
-        // carrying: no end takes either for quiet.
+        // connection carries `lo`'s requests first; `hi` moves to `lo`'s connection, and
+        // `lo`'s requests follow there: one connection carries at both ends again.
         let (lo, hi) = wires();
         let (at_lo, at_hi) = (AtomicU64::new(0), AtomicU64::new(0));
         lo.add_region(43, at_lo.as_ptr() as usize, 8, 0);
@@ -3350,11 +3369,23 @@ mod tests {
             read(&hi.targets)[&0].accepted,
             "hi moved to lo's connection"
         );
-        for _ in 0..10 {
-            let flag = Flag::default();
-            post_one(&lo, 1, &sum, &flag);
-            assert_eq!(wait(&lo, &hi, &flag), 1);
-        }
+        // `hi` serves while `lo` posts: `lo`'s first post moves its requests (the move's
+        // ping is answered on `hi`'s connection).
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = hi.progress();
+                    std::thread::yield_now();
+                }
+            });
+            for _ in 0..10 {
+                let flag = Flag::default();
+                post_one(&lo, 1, &sum, &flag);
+                assert_eq!(wait(&lo, &hi, &flag), 1);
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
         for _ in 0..200 {
             let _ = lo.progress();
             let _ = hi.progress();
@@ -3363,7 +3394,17 @@ mod tests {
             (at_lo.load(Ordering::Acquire), at_hi.load(Ordering::Acquire)),
             (10, 10)
         );
-        assert_eq!((carrying(&lo).len(), carrying(&hi).len()), (2, 2));
+        assert!(!read(&lo.targets)[&1].accepted, "lo moved to its own");
+        let give_up = std::time::Instant::now() + Duration::from_secs(10);
+        while carrying(&lo).len() + carrying(&hi).len() > 2 {
+            let _ = lo.progress();
+            let _ = hi.progress();
+            assert!(std::time::Instant::now() < give_up, "no retirement in 10 s");
+            std::thread::yield_now();
+        }
+        let (theirs, ours) = (&read(&hi.targets)[&0], &read(&lo.targets)[&1]);
+        assert!(matches!(carrying(&hi).as_slice(), [l] if Arc::ptr_eq(l, theirs)));
+        assert!(matches!(carrying(&lo).as_slice(), [l] if Arc::ptr_eq(l, ours)));
         // At once again, but `lo` serves nothing while `hi` moves: the move is given up
         // after its patience, and the stores stay on `hi`'s connection, in order.
         let (lo, hi) = wires();
