@@ -104,7 +104,7 @@ if [[ "${1:-}" == "--baseline" ]]; then
             --json "results/$ab/$side-$name-$r.json" >/dev/null
         }
         across_job cells "${net_cells[@]}"
-        across_job sync sync-latency --window allocate --rounds 1
+        across_job sync sync-latency --window allocate --rounds 1 --p50
         across_job alltoallv alltoallv --sizes 32K,256K --rounds 1
         continue
       fi
@@ -340,8 +340,10 @@ for job in "${net_jobs[@]}"; do
   net_job "net-$job" net_path "$job" "${net_cells[@]}" --json "results/net-$job.json"
 done
 # 1 MiB put bandwidth (64 puts per flush), lock/unlock and fence across the two virtual
-# nodes, each MPI on the network path of its job above (net-summary.txt's second table).
-net_wide=(put-bw sync-latency --window allocate --sync flush --sizes 1M --rounds 5)
+# nodes, each MPI on the network path of its job above (net-summary.txt's second table;
+# lock/unlock and fence as medians of single calls, --p50: a loop's mean of them swung
+# 12.6-29.0 us from job to job).
+net_wide=(put-bw sync-latency --window allocate --sync flush --sizes 1M --rounds 5 --p50)
 for job in "${net_jobs[@]}"; do
   echo "== Two virtual nodes, 1 MiB put bandwidth, lock/unlock, fence: ${net_title[$job]}; load $(cut -d' ' -f1-3 /proc/loadavg)"
   net_job "net-wide-$job" net_path "$job" "${net_wide[@]}" --json "results/net-wide-$job.json"
@@ -394,7 +396,7 @@ for records, column in jobs("net-wide"):
     for r in records:
         if r["bench"] == "put-bw" and r["metric"] == "bandwidth" and r["bytes"] == 1 << 20:
             key = ("put-bw 1 MiB", "MB/s")
-        elif r["bench"] == "sync-latency" and r["metric"] == "latency" \
+        elif r["bench"] == "sync-latency" and r["metric"] == "latency-p50" \
                 and r["sync"] in ("lock_exclusive", "unlock", "fence"):
             key = (r["sync"], "us")
         else:
@@ -405,7 +407,8 @@ for records, column in jobs("net-wide"):
 if wide:
     print()
     print("Two virtual nodes, allocate windows: 1 MiB put bandwidth (64 puts per flush) and synchronization")
-    print("latency; onesided: median over the jobs; 'os vs best': how many times better onesided is")
+    print("latency (median of single calls); onesided: median over the jobs; 'os vs best': how many times")
+    print("better onesided is")
     print(f"{'cell':<16} {'unit':>5} {'onesided':>9} " + " ".join(f"{c:>11}" for c in wcols)
           + f" {'os vs best':>11}")
     for (cell, unit), v in sorted(wide.items()):

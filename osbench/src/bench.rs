@@ -47,8 +47,8 @@ pub struct Params {
     /// Rounds of the latency and message-rate benchmarks (median reported).
     pub rounds: u32,
     /// The latency benchmarks also time operations one by one and report their median
-    /// (`latency-p50`): loop averages swing with the machine's load, single-operation
-    /// medians much less.
+    /// (`latency-p50`), and so do `sync-latency`'s passive-target calls and fences: loop
+    /// averages swing with the machine's load, single-operation medians much less.
     pub p50: bool,
     /// The bandwidth benchmarks' puts go through [`BenchWin::put_shared`] (metric
     /// `bandwidth-shared`).
@@ -750,23 +750,38 @@ fn clock_overhead() -> f64 {
     means[BATCHES / 2]
 }
 
-/// Times `acquire` and `release`, called alternately at rank 0, call by call; returns
-/// seconds per call of each, minus the clock's own cost `clock`.
+/// Most calls of a timed loop whose single times a `--p50` median is taken of.
+const P50_CALLS: usize = 1 << 20;
+
+/// Per-call times of one synchronization call: the loop's mean and, with `--p50`, the
+/// median of its calls, in seconds, minus the clock's own cost.
+#[derive(Debug, Clone, Copy)]
+struct CallTimes {
+    mean: f64,
+    p50: Option<f64>,
+}
+
+/// Times `acquire` and `release`, called alternately at rank 0, call by call: the times of
+/// each (meaningful at rank 0).
 fn time_pair<A, R>(
     comm: &Comm,
     p: &Params,
     clock: f64,
     mut acquire: A,
     mut release: R,
-) -> BResult<(f64, f64)>
+) -> BResult<(CallTimes, CallTimes)>
 where
     A: FnMut() -> BResult<()>,
     R: FnMut() -> BResult<()>,
 {
     let (mut t_acquire, mut t_release, mut calls) = (0.0, 0.0, 1u64);
+    let (mut each_a, mut each_r) = (Vec::new(), Vec::new());
     measure(comm, p, |iters| {
         if comm.rank() == 0 {
             let (mut a, mut r) = (Duration::ZERO, Duration::ZERO);
+            // The last loop is the timed one: only its calls count.
+            each_a.clear();
+            each_r.clear();
             for _ in 0..iters {
                 let t0 = Instant::now();
                 acquire()?;
@@ -775,6 +790,10 @@ where
                 let t2 = Instant::now();
                 a += t1 - t0;
                 r += t2 - t1;
+                if p.p50 && each_a.len() < P50_CALLS {
+                    each_a.push((t1 - t0).as_secs_f64());
+                    each_r.push((t2 - t1).as_secs_f64());
+                }
             }
             t_acquire = a.as_secs_f64();
             t_release = r.as_secs_f64();
@@ -782,10 +801,11 @@ where
         }
         Ok(())
     })?;
-    Ok((
-        t_acquire / calls as f64 - clock,
-        t_release / calls as f64 - clock,
-    ))
+    let times = |total: f64, each: &mut Vec<f64>| CallTimes {
+        mean: total / calls as f64 - clock,
+        p50: (p.p50 && comm.rank() == 0).then(|| median(each) - clock),
+    };
+    Ok((times(t_acquire, &mut each_a), times(t_release, &mut each_r)))
 }
 
 /// Synchronization latency (\[Gerstenberger13\] §3.2): passive-target calls between ranks 0 and 1,
@@ -795,18 +815,27 @@ pub fn sync_latency<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BRe
     let me = comm.rank();
     let n = comm.size();
     let clock = clock_overhead();
-    let sync_rec = |name: &str, secs: f64| {
+    let sync_rec_as = |name: &str, metric: &str, secs: f64| {
         Record::new(
             "sync-latency",
             b,
             "allocate",
             name,
             0,
-            "latency",
+            metric,
             (secs * 1e6).max(0.0),
             "us",
         )
         .with_ranks(n)
+    };
+    let sync_rec = |name: &str, secs: f64| sync_rec_as(name, "latency", secs);
+    // The loop's mean, and with `--p50` the median of the single calls.
+    let sync_recs = |name: &str, t: CallTimes| {
+        let mut v = vec![sync_rec(name, t.mean)];
+        if let Some(p50) = t.p50 {
+            v.push(sync_rec_as(name, "latency-p50", p50));
+        }
+        v
     };
     let win = b.window::<u64>(WinKind::Allocate, 8)?;
     // Passive target, timed call by call (minus the clock's own cost).
@@ -814,16 +843,16 @@ pub fn sync_latency<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BRe
         let (lock, unlock) =
             time_pair(comm, p, clock, || win.lock(exclusive, 1), || win.unlock(1))?;
         if me == 0 {
-            out.push(sync_rec(name, lock));
+            out.extend(sync_recs(name, lock));
             if exclusive {
-                out.push(sync_rec("unlock", unlock));
+                out.extend(sync_recs("unlock", unlock));
             }
         }
     }
     let (lock_all, unlock_all) = time_pair(comm, p, clock, || win.lock_all(), || win.unlock_all())?;
     if me == 0 {
-        out.push(sync_rec("lock_all", lock_all));
-        out.push(sync_rec("unlock_all", unlock_all));
+        out.extend(sync_recs("lock_all", lock_all));
+        out.extend(sync_recs("unlock_all", unlock_all));
     }
     // flush and sync inside a lock_all epoch, no operations pending: the calls' own cost.
     win.lock_all()?;
@@ -906,27 +935,47 @@ pub fn sync_latency<B: Backend>(b: &B, p: &Params, out: &mut Vec<Record>) -> BRe
         if let Some(s) = &sub {
             let w = s.window::<u64>(WinKind::Allocate, 8)?;
             w.fence()?;
+            let mut each = Vec::new();
             let (secs, _) = measure(s.comm(), p, |iters| {
+                if !p.p50 {
+                    for _ in 0..iters {
+                        w.fence()?;
+                    }
+                    return Ok(());
+                }
+                // The last loop is the timed one: only its fences count.
+                each.clear();
                 for _ in 0..iters {
+                    let t = Instant::now();
                     w.fence()?;
+                    if each.len() < P50_CALLS {
+                        each.push(t.elapsed().as_secs_f64());
+                    }
                 }
                 Ok(())
             })?;
             w.free()?;
             if me == 0 {
-                out.push(
+                let fence_rec = |metric: &str, secs: f64| {
                     Record::new(
                         "sync-latency",
                         b,
                         "allocate",
                         "fence",
                         0,
-                        "latency",
+                        metric,
                         secs * 1e6,
                         "us",
                     )
-                    .with_ranks(ranks),
-                );
+                    .with_ranks(ranks)
+                };
+                out.push(fence_rec("latency", secs));
+                if p.p50 {
+                    out.push(fence_rec(
+                        "latency-p50",
+                        (median(&mut each) - clock).max(0.0),
+                    ));
+                }
             }
         }
         comm.barrier()?;

@@ -225,7 +225,8 @@ struct Cli {
     #[arg(long, value_name = "FILE")]
     matrix: Option<PathBuf>,
     /// The latency benchmarks also time up to 1000 operations one by one and report their
-    /// median (metric latency-p50), beside the loop average
+    /// median (metric latency-p50), beside the loop average; sync-latency reports the median
+    /// of its timed loop's lock, unlock, lock_all, unlock_all and fence calls
     #[arg(long)]
     p50: bool,
     /// The bandwidth benchmarks' puts come from a shared buffer the implementation may hold

@@ -457,3 +457,55 @@ fn thread_flush_mix_reports_every_scope_and_the_streams() {
         .all(|r| r["sync"] == "mix" && r["threads"].is_null()));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sync_latency_reports_single_call_medians_with_p50() {
+    let dir = std::env::temp_dir().join(format!("osbench-sync-p50-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("sync.json");
+    run_osbench(
+        2,
+        &[
+            "sync-latency",
+            "--p50",
+            "--time-ms",
+            "5",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let records: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let value = |sync: &str, metric: &str| {
+        records
+            .iter()
+            .find(|r| {
+                r["bench"] == "sync-latency"
+                    && r["impl"] == "onesided"
+                    && r["sync"] == sync
+                    && r["metric"] == metric
+            })
+            .and_then(|r| r["value"].as_f64())
+    };
+    for call in [
+        "lock_shared",
+        "lock_exclusive",
+        "unlock",
+        "lock_all",
+        "unlock_all",
+        "fence",
+    ] {
+        let mean = value(call, "latency").unwrap_or_else(|| panic!("{call}: no mean"));
+        let p50 = value(call, "latency-p50").unwrap_or_else(|| panic!("{call}: no p50"));
+        // A median of times that are never negative is at most twice their mean (Markov);
+        // the clock's cost is subtracted from both, and the loop's mean is of the same
+        // calls: a margin of 1 us.
+        assert!(
+            p50 >= 0.0 && p50 <= 2.0 * mean + 1.0,
+            "{call}: p50 {p50} us, mean {mean} us"
+        );
+    }
+    // A fence of two processes waits for the other's signal: never free.
+    assert!(value("fence", "latency-p50").is_some_and(|v| v > 0.0));
+    let _ = std::fs::remove_dir_all(&dir);
+}
