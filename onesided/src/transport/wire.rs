@@ -2559,6 +2559,14 @@ mod tests {
     }
 
     /// Drives both until `flag` is marked: its mark.
+    /// Serves `w`'s peers (its progress) until `stop`.
+    fn serve_until(w: &Wire, stop: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) {
+            let _ = w.progress();
+            std::thread::yield_now();
+        }
+    }
+
     fn wait(origin: &Wire, target: &Wire, flag: &Flag) -> u8 {
         let give_up = std::time::Instant::now() + Duration::from_secs(10);
         loop {
@@ -3343,12 +3351,7 @@ mod tests {
         );
         let stop = AtomicBool::new(false);
         std::thread::scope(|s| {
-            s.spawn(|| {
-                while !stop.load(Ordering::Relaxed) {
-                    let _ = lo.progress();
-                    std::thread::yield_now();
-                }
-            });
+            s.spawn(|| serve_until(&lo, &stop));
             while !read(&hi.targets)[&0].moving.load(Ordering::Relaxed) {
                 let _ = hi.progress();
                 assert!(std::time::Instant::now() < give_up, "no hello in 10 s");
@@ -3373,12 +3376,7 @@ mod tests {
         // ping is answered on `hi`'s connection).
         let stop = AtomicBool::new(false);
         std::thread::scope(|s| {
-            s.spawn(|| {
-                while !stop.load(Ordering::Relaxed) {
-                    let _ = hi.progress();
-                    std::thread::yield_now();
-                }
-            });
+            s.spawn(|| serve_until(&hi, &stop));
             for _ in 0..10 {
                 let flag = Flag::default();
                 post_one(&lo, 1, &sum, &flag);
