@@ -187,10 +187,23 @@ MPICC=mpicc.openmpi CARGO_TARGET_DIR=target/openmpi \
 # build each; their records keep `impl` mpich/openmpi and say their `version`.
 mpich5_venv=$(bash scripts/mpi-venvs.sh mpich5)
 ompi5_venv=$(bash scripts/mpi-venvs.sh ompi5)
-MPICC=$mpich5_venv/bin/mpicc CARGO_TARGET_DIR=target/mpich5 \
-  cargo build --release -p osbench --features mpi,ofi
-MPICC=$ompi5_venv/bin/mpicc CARGO_TARGET_DIR=target/openmpi5 \
-  cargo build --release -p osbench --features mpi,ofi
+# Each build must run on its venv's MPI: rsmpi's probe falls back to pkg-config (Debian's
+# MPICH) when the venv's wrapper fails, and keeps what it found for later builds of the same
+# directory — then a "5.0.2" column would be Debian's MPICH (seen once: its fence 0.33 us,
+# over UCX's shared memory). A wrong link is probed again once, then refused.
+build_on_venv() { # build_on_venv VENV TARGET-DIR LIBRARY
+  local venv=$1 dir=$2 lib=$3 attempt
+  for attempt in 1 2; do
+    MPICC=$venv/bin/mpicc CARGO_TARGET_DIR=$dir cargo build --release -p osbench --features mpi,ofi
+    LD_LIBRARY_PATH=$venv/lib ldd "$dir/release/osbench" | grep -q "=> $venv/lib/$lib " && return
+    echo "bench.sh: $dir/release/osbench does not load $venv/lib/$lib; probing the MPI again" >&2
+    CARGO_TARGET_DIR=$dir cargo clean --release -p mpi-sys
+  done
+  echo "bench.sh: $dir/release/osbench still does not load $venv/lib/$lib" >&2
+  exit 1
+}
+build_on_venv "$mpich5_venv" target/mpich5 libmpi.so.12
+build_on_venv "$ompi5_venv" target/openmpi5 libmpi.so.40
 
 mkdir -p results
 # What the run ran on and with, for every table made from it (scripts/headline.py).
