@@ -14,9 +14,13 @@ names=("$@")
 for name in "${names[@]}"; do
   [[ -n ${package[$name]-} ]] || { echo "mpi-venvs: unknown MPI $name (mpich5, ompi5)" >&2; exit 2; }
   venv=$PWD/target/mpi-venv/$name
-  if [[ ! -x $venv/bin/mpicc ]]; then
-    python3 -m venv "$venv" >&2
+  # Installed only once pip finished: a venv whose install was cut short (its mpicc may be
+  # there already) is made again, not taken for the MPI.
+  done_mark=$venv/.installed-${package[$name]}
+  if [[ ! -e $done_mark ]]; then
+    python3 -m venv --clear "$venv" >&2
     "$venv/bin/pip" install -q "${package[$name]}" >&2
+    touch "$done_mark"
   fi
   echo "$venv"
 done
